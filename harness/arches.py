@@ -1,0 +1,123 @@
+"""Per-architecture facts, kept as data.
+
+Code elsewhere asks an `ArchProfile` (``profile.pmu_requires_kvm``,
+``profile.pseudo_nmi_arg``); it never compares architecture names. Adding an
+architecture means adding one entry to `ARCHES`::
+
+    profile = arches.get("arm64")
+    profile.qemu_binary          # 'qemu-system-aarch64'
+    profile.cpu_model("tcg")     # 'max,pmu=on'
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from typing import Literal
+
+from harness.errors import ConfigError
+
+Accel = Literal["kvm", "tcg"]
+ACCELS: tuple[Accel, ...] = ("kvm", "tcg")
+
+
+@dataclass(frozen=True, slots=True)
+class ArchProfile:
+    """What the bench needs to know to build, boot and judge one architecture."""
+
+    name: str  # our name: --arch, cache keys, images/<name>
+    debian_arch: str  # dpkg architecture of the guest's packages
+    linux_arch: str  # ARCH= for the kernel build
+    cross_compile: str  # CROSS_COMPILE= prefix
+    cross_package: str  # Debian package that provides the compiler
+    qemu_binary: str
+    qemu_package: str  # Debian package that provides qemu_binary
+    machine: str  # -machine value, without accel
+    tcg_cpu: str
+    kvm_cpu: str
+    max_cpus: int  # the machine type's limit, as QEMU enforces it
+    supports_clusters: bool  # -smp clusters= is accepted and reaches the guest
+    kernel_image: str  # relative to the kernel build dir
+    console: str  # console= device
+    kconfig_fragment: str  # guest/kconfig/<fragment>
+    pmu_requires_kvm: bool  # TCG does not emulate this PMU
+    pseudo_nmi_arg: str | None  # kernel argument that turns NMI delivery on/off
+    qmp_inject_nmi: bool  # QMP inject-nmi works on this machine
+    kvm_host_machines: tuple[str, ...]  # platform.machine() values that can run it under KVM
+
+    def cpu_model(self, accel: Accel) -> str:
+        """The -cpu value for ``accel``."""
+        return self.kvm_cpu if accel == "kvm" else self.tcg_cpu
+
+    def has_pmu(self, accel: Accel) -> bool:
+        """Whether a guest on ``accel`` gets a hardware PMU."""
+        return accel == "kvm" or not self.pmu_requires_kvm
+
+    @property
+    def kvm_possible_here(self) -> bool:
+        """Whether this host's CPU could run the arch under KVM at all."""
+        return platform.machine() in self.kvm_host_machines
+
+
+ARCHES: dict[str, ArchProfile] = {
+    profile.name: profile
+    for profile in (
+        ArchProfile(
+            name="arm64",
+            debian_arch="arm64",
+            linux_arch="arm64",
+            cross_compile="aarch64-linux-gnu-",
+            cross_package="gcc-aarch64-linux-gnu",
+            qemu_binary="qemu-system-aarch64",
+            qemu_package="qemu-system-arm",
+            # GICv3 is what makes pseudo-NMI possible; its redistributor limit is 512.
+            machine="virt,gic-version=3",
+            tcg_cpu="max,pmu=on",
+            kvm_cpu="host,pmu=on",
+            max_cpus=512,
+            supports_clusters=True,
+            kernel_image="arch/arm64/boot/Image",
+            console="ttyAMA0",
+            kconfig_fragment="arm64.config",
+            pmu_requires_kvm=False,
+            pseudo_nmi_arg="irqchip.gicv3_pseudo_nmi",
+            qmp_inject_nmi=False,  # QEMU 7.2: "not currently supported" on virt
+            kvm_host_machines=("aarch64", "arm64"),
+        ),
+        ArchProfile(
+            name="x86_64",
+            debian_arch="amd64",
+            linux_arch="x86_64",
+            cross_compile="x86_64-linux-gnu-",
+            cross_package="gcc",  # native on the amd64 hosts that can run it under KVM
+            qemu_binary="qemu-system-x86_64",
+            qemu_package="qemu-system-x86",
+            machine="q35",
+            tcg_cpu="max",
+            kvm_cpu="host,pmu=on",
+            max_cpus=288,
+            supports_clusters=False,
+            kernel_image="arch/x86/boot/bzImage",
+            console="ttyS0",
+            kconfig_fragment="x86_64.config",
+            pmu_requires_kvm=True,  # "PMU not available due to virtualization" under TCG
+            pseudo_nmi_arg=None,  # PMU overflows are always NMIs on x86
+            qmp_inject_nmi=True,
+            kvm_host_machines=("x86_64", "amd64"),
+        ),
+    )
+}
+
+DEFAULT_ARCH = "arm64"
+
+
+def get(name: str) -> ArchProfile:
+    """Return the profile called ``name``.
+
+    :raise ConfigError: unknown name; the message lists the known ones.
+    """
+    try:
+        return ARCHES[name]
+    except KeyError:
+        known = ", ".join(sorted(ARCHES))
+        raise ConfigError(f"unknown arch {name!r}; use one of: {known}") from None
