@@ -39,11 +39,12 @@ class ArchProfile:
     supports_clusters: bool  # -smp clusters= is accepted and reaches the guest
     kernel_image: str  # relative to the kernel build dir
     console: str  # console= device
-    kconfig_fragment: str  # guest/kconfig/<fragment>
+    kconfig_dir: str  # guest/kconfig/<dir>/{arch,pmu-nmi}.config
     pmu_requires_kvm: bool  # TCG does not emulate this PMU
     pseudo_nmi_arg: str | None  # kernel argument that turns NMI delivery on/off
     qmp_inject_nmi: bool  # QMP inject-nmi works on this machine
     kvm_host_machines: tuple[str, ...]  # platform.machine() values that can run it under KVM
+    pmu_interrupt_label: str  # how /proc/interrupts names the PMU overflow interrupt
 
     def cpu_model(self, accel: Accel) -> str:
         """The -cpu value for ``accel``."""
@@ -78,11 +79,12 @@ ARCHES: dict[str, ArchProfile] = {
             supports_clusters=True,
             kernel_image="arch/arm64/boot/Image",
             console="ttyAMA0",
-            kconfig_fragment="arm64.config",
+            kconfig_dir="arm64",
             pmu_requires_kvm=False,
             pseudo_nmi_arg="irqchip.gicv3_pseudo_nmi",
             qmp_inject_nmi=False,  # QEMU 7.2: "not currently supported" on virt
             kvm_host_machines=("aarch64", "arm64"),
+            pmu_interrupt_label="arm-pmu",
         ),
         ArchProfile(
             name="x86_64",
@@ -99,11 +101,12 @@ ARCHES: dict[str, ArchProfile] = {
             supports_clusters=False,
             kernel_image="arch/x86/boot/bzImage",
             console="ttyS0",
-            kconfig_fragment="x86_64.config",
+            kconfig_dir="x86_64",
             pmu_requires_kvm=True,  # "PMU not available due to virtualization" under TCG
             pseudo_nmi_arg=None,  # PMU overflows are always NMIs on x86
             qmp_inject_nmi=True,
             kvm_host_machines=("x86_64", "amd64"),
+            pmu_interrupt_label="Performance monitoring interrupts",
         ),
     )
 }

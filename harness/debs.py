@@ -64,7 +64,9 @@ class PrivateApt:
     def _run(self, tool: str, *args: str, cwd: Path | None = None) -> str:
         argv = [tool, *self._options(), *args]
         LOG.debug("running %s", " ".join(argv))
-        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
+        proc = subprocess.run(
+            argv, cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+        )
         if proc.returncode != 0:
             raise BuildError(
                 f"{tool} {' '.join(args)} failed with status {proc.returncode} "
@@ -114,7 +116,9 @@ class PrivateApt:
         :raise BuildError: a download failed or a checksum differs.
         """
         into.mkdir(parents=True, exist_ok=True)
-        self._run("apt-get", "-q", "download", *(f"{p.name}={p.version}" for p in packages), cwd=into)
+        self._run(
+            "apt-get", "-q", "download", *(f"{p.name}={p.version}" for p in packages), cwd=into
+        )
         paths = []
         for pkg in packages:
             found = sorted(into.glob(f"{pkg.name}_*_{self._arch}.deb")) + sorted(

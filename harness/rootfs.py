@@ -110,8 +110,9 @@ def read_lock(arch: ArchProfile) -> tuple[PinnedPackage, ...]:
     """
     path = lock_path(arch)
     if not path.is_file():
-        raise ConfigError(f"no package lock {path}; create it with: invoke rootfs --arch "
-                          f"{arch.name} --relock")
+        raise ConfigError(
+            f"no package lock {path}; create it with: invoke rootfs --arch {arch.name} --relock"
+        )
     return tuple(PinnedPackage(**entry) for entry in json.loads(path.read_text())["packages"])
 
 
@@ -237,10 +238,14 @@ def collect_files(tree: Path, programs: Iterable[str], read_elf: ElfReader) -> d
         if interp:
             pending.append(interp.lstrip("/"))
         for soname in needed:
-            found = next((f"{d}/{soname}" for d in lib_dirs if resolve_in_tree(tree, f"{d}/{soname}")), None)
+            found = next(
+                (f"{d}/{soname}" for d in lib_dirs if resolve_in_tree(tree, f"{d}/{soname}")), None
+            )
             if found is None:
-                raise BuildError(f"{rel} needs {soname}, which no listed package provides; "
-                                 "add its package to guest/rootfs/packages.toml")
+                raise BuildError(
+                    f"{rel} needs {soname}, which no listed package provides; "
+                    "add its package to guest/rootfs/packages.toml"
+                )
             pending.append(found)
     return files
 
@@ -259,7 +264,9 @@ def resolve_in_tree(tree: Path, rel: str, *, hops: int = 20) -> Path | None:
         if not path.is_symlink():
             return path if path.is_file() else None
         target = PurePosixPath(os.readlink(path))
-        current = PurePosixPath(*target.parts[1:]) if target.is_absolute() else current.parent / target
+        current = (
+            PurePosixPath(*target.parts[1:]) if target.is_absolute() else current.parent / target
+        )
         current = PurePosixPath(os.path.normpath(current))
     return None
 

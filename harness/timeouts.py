@@ -56,7 +56,9 @@ class Timeouts:
         try:
             scale = float(raw)
         except ValueError:
-            raise ConfigError(f"{SCALE_ENV}={raw!r} is not a number; unset it or use e.g. 2") from None
+            raise ConfigError(
+                f"{SCALE_ENV}={raw!r} is not a number; unset it or use e.g. 2"
+            ) from None
         return cls().scaled_by(scale)
 
 

@@ -1,0 +1,1 @@
+"""profbench: a QEMU test bench for ported kernel sampling profilers."""

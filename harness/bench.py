@@ -1,0 +1,169 @@
+"""``invoke bench``: measure what the speed goals are about; write JSON and a table.
+
+Measured (wall-clock seconds, medians where repeated):
+
+* cold kernel build and cold rootfs build, in a scratch cache (``cold=True``);
+* cached rebuild: `prepare_images` on a warm cache, in-process and as a fresh
+  ``invoke images`` process (what a second ``invoke test`` pays before booting);
+* launch-to-SSH for 1, 2, 4 and 8 vCPUs (default layouts) and the shutdown time.
+
+Timing is measured here and never asserted in tests::
+
+    result = run_bench(BenchRequest(cold=False, repeats=3))
+    print(format_table(result))      # result["json_path"] holds the JSON file
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import arches
+from harness.cache import Cache
+from harness.guest import Guest
+from harness.hostdeps import ensure_host
+from harness.images import prepare_images
+from harness.kernel import KernelRequest, build_kernel
+from harness.keys import ensure_keypair
+from harness.qemu.argv import MachineSpec
+from harness.record import artifacts_root, host_facts, new_run_dir, qemu_version
+from harness.rootfs import build_rootfs
+from harness.timeouts import Timeouts
+from harness.topology import default_topology
+
+LOG = logging.getLogger(__name__)
+BOOT_CPUS = (1, 2, 4, 8)
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRequest:
+    """What to measure and where to write it."""
+
+    out: Path | None = None
+    cold: bool = True
+    repeats: int = 3
+    arch: str = "arm64"
+
+
+def _timed(action: Callable[[], object]) -> float:
+    started = time.monotonic()
+    action()
+    return time.monotonic() - started
+
+
+def _summary(samples: list[float]) -> dict[str, Any]:
+    return {
+        "median_s": round(statistics.median(samples), 3),
+        "min_s": round(min(samples), 3),
+        "max_s": round(max(samples), 3),
+        "samples_s": [round(s, 3) for s in samples],
+    }
+
+
+def measure_cold_builds(arch_name: str, cache: Cache) -> dict[str, Any]:
+    """Cold kernel and rootfs builds in a scratch cache next to the real one."""
+    arch = arches.get(arch_name)
+    cache.root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="bench-cold-", dir=cache.root))
+    try:
+        cold = Cache(scratch)
+        LOG.info("bench: cold kernel build in %s (minutes)", scratch)
+        kernel_s = _timed(lambda: build_kernel(KernelRequest(arch=arch), cold))
+        keypair = ensure_keypair(scratch / "ssh")
+        LOG.info("bench: cold rootfs build")
+        rootfs_s = _timed(lambda: build_rootfs(arch, cold, keypair))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"kernel_cold_build_s": round(kernel_s, 3), "rootfs_cold_build_s": round(rootfs_s, 3)}
+
+
+def measure_warm(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
+    """Cached rebuilds: in-process, and as a fresh ``invoke images`` process."""
+    arch = arches.get(arch_name)
+    prepare_images(arch, "default", cache)  # make sure it is warm
+    in_process = [_timed(lambda: prepare_images(arch, "default", cache)) for _ in range(repeats)]
+    argv = [sys.executable, "-m", "invoke", "images", "--arch", arch_name]
+    cli = [
+        _timed(lambda: subprocess.run(argv, cwd=REPO_ROOT, check=True, capture_output=True))
+        for _ in range(repeats)
+    ]
+    return {"cached_rebuild": _summary(in_process), "cli_invoke_images_warm": _summary(cli)}
+
+
+def measure_boots(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
+    """Launch-to-SSH and shutdown per vCPU count (default layouts, TCG)."""
+    arch = arches.get(arch_name)
+    images = prepare_images(arch, "default", cache)
+    timeouts = Timeouts.from_env()
+    boots: dict[str, Any] = {}
+    shutdowns: list[float] = []
+    for cpus in BOOT_CPUS:
+        spec = MachineSpec(arch=arch, topology=default_topology(cpus), accel="tcg")
+        samples = []
+        for attempt in range(repeats):
+            workdir = new_run_dir("bench", f"{spec.name}-{attempt}")
+            with Guest(spec, images, workdir, timeouts=timeouts) as guest:
+                pass
+            samples.append(guest.boot_s)
+            shutdowns.append(guest.shutdown_s)
+            LOG.info("bench: %d vCPUs: SSH after %.2fs, shutdown %.2fs", cpus, guest.boot_s,
+                     guest.shutdown_s)  # fmt: skip
+        boots[f"{cpus}cpu_{spec.topology.name}"] = _summary(samples)
+    return {"launch_to_ssh": boots, "shutdown": _summary(shutdowns)}
+
+
+def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, Any]:
+    """Run every measurement; write the JSON file; return the result (with its path)."""
+    cache = cache or Cache.default()
+    ensure_host()
+    arch = arches.get(request.arch)
+    result: dict[str, Any] = {
+        "measured_at": dt.datetime.now(dt.UTC).isoformat(),
+        "host": host_facts(),
+        "qemu": qemu_version(arch.qemu_binary),
+        "arch": arch.name,
+        "repeats": request.repeats,
+        "goals": {"launch_to_ssh_8cpu_s": 5.0, "warm_start_to_boot_s": 2.0},
+    }
+    if request.cold:
+        result["cold"] = measure_cold_builds(request.arch, cache)
+    result["warm"] = measure_warm(request.arch, cache, request.repeats)
+    result["boot"] = measure_boots(request.arch, cache, request.repeats)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = request.out or artifacts_root() / "bench" / f"bench-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result["json_path"] = str(out)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """A readable table of a `run_bench` result."""
+    rows = [("measurement", "median s", "min s", "max s")]
+    for name, value in result.get("cold", {}).items():
+        rows.append((name, f"{value:.1f}", "", ""))
+    for name, summary in result["warm"].items():
+        rows.append((name, *_cells(summary)))
+    for name, summary in result["boot"]["launch_to_ssh"].items():
+        rows.append((f"launch to SSH, {name}", *_cells(summary)))
+    rows.append(("shutdown", *_cells(result["boot"]["shutdown"])))
+    width = max(len(row[0]) for row in rows)
+    lines = [f"{row[0]:<{width}}  {row[1]:>9}  {row[2]:>7}  {row[3]:>7}" for row in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join([*lines, f"\nJSON: {result['json_path']}"])
+
+
+def _cells(summary: dict[str, Any]) -> tuple[str, str, str]:
+    return (f"{summary['median_s']:.2f}", f"{summary['min_s']:.2f}", f"{summary['max_s']:.2f}")

@@ -1,0 +1,74 @@
+"""Static checks and the unit tier, run in parallel: ``invoke check``.
+
+Each check is a command; they run at once (two cores: lint and types are
+light) and the outcome is a list of `CheckResult`::
+
+    results = run_checks(STATIC_CHECKS)       # True when all passed
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.process import die_with_parent
+
+LOG = logging.getLogger(__name__)
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_BIN = Path(sys.executable).parent
+
+Check = tuple[str, tuple[str, ...]]
+
+#: (name, argv) of the lint and type checks; tools come from the same environment.
+LINT_CHECKS: tuple[Check, ...] = (
+    ("ruff check", (str(_BIN / "ruff"), "check", ".")),
+    ("ruff format", (str(_BIN / "ruff"), "format", "--check", ".")),
+    ("mypy --strict", (str(_BIN / "mypy"),)),
+)
+#: Lint, types and the unit tier: ``invoke check``.
+STATIC_CHECKS: tuple[Check, ...] = (
+    *LINT_CHECKS,
+    ("unit tier", (sys.executable, "-m", "pytest", "-q", "tests/unit")),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One finished check."""
+
+    name: str
+    status: int
+    output: str
+    duration_s: float
+
+
+def run_checks(checks: Sequence[tuple[str, Sequence[str]]], *, timeout_s: float = 900.0) -> bool:
+    """Run ``checks`` in parallel; log each outcome; True when every one passed."""
+    started = time.monotonic()
+    procs = [
+        (name, subprocess.Popen(
+            list(argv), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, preexec_fn=die_with_parent))  # noqa: PLW1509
+        for name, argv in checks
+    ]  # fmt: skip
+    results = []
+    for name, proc in procs:
+        try:
+            output, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output, _ = proc.communicate()
+            output += f"\n(killed after {timeout_s:.0f}s)"
+        results.append(CheckResult(name, proc.returncode, output, time.monotonic() - started))
+    for result in results:
+        if result.status == 0:
+            LOG.info("PASS %s (%.1fs)", result.name, result.duration_s)
+        else:
+            LOG.error("FAIL %s (status %d):\n%s", result.name, result.status,
+                      result.output[-6000:])  # fmt: skip
+    return all(result.status == 0 for result in results)

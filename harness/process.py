@@ -1,0 +1,154 @@
+"""Host processes: long logged builds with progress, and children that die with us.
+
+Every child the harness starts gets ``PR_SET_PDEATHSIG`` = SIGKILL, so even if
+the harness is killed outright (``kill -9`` of an xdist worker) no QEMU or make
+outlives it. Long builds write their output to a log file and report progress::
+
+    run_logged(["make", "-j2", "Image"], log=build / "build.log", what="kernel build",
+               progress=count_matches(r"^\\s+CC\\b"))
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from harness.errors import BuildError, HarnessTimeout
+
+LOG = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """``preexec_fn``: the kernel sends SIGKILL to this child when its parent dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def count_matches(pattern: str) -> Callable[[Path], str]:
+    """A progress probe: how many log lines match ``pattern`` so far."""
+    regex = re.compile(pattern, re.MULTILINE)
+
+    def probe(log: Path) -> str:
+        return f"{len(regex.findall(log.read_text(errors='replace')))} steps"
+
+    return probe
+
+
+def run_logged(
+    argv: Sequence[str],
+    *,
+    log: Path,
+    what: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 3600.0,
+    progress: Callable[[Path], str] | None = None,
+    heartbeat_s: float = 20.0,
+) -> None:
+    """Run ``argv`` with its output appended to ``log``; blocks ≤ ``timeout_s``.
+
+    Logs a progress line every ``heartbeat_s``. On Ctrl-C or timeout the whole
+    process group is killed before the exception propagates.
+
+    :raise BuildError: non-zero exit (with the log's error lines).
+    :raise HarnessTimeout: the command ran longer than ``timeout_s``.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(argv)}\n")
+        out.flush()
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=None if env is None else {**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # so we can kill make and all its children at once
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - no threads start children here
+        )
+        try:
+            _wait_with_heartbeat(proc, log, what, started, timeout_s, progress, heartbeat_s)
+        except BaseException:
+            _kill_group(proc)
+            raise
+    if proc.returncode != 0:
+        raise BuildError(
+            f"{what} failed with exit status {proc.returncode}", log=log, tail=error_lines(log)
+        )
+
+
+def _wait_with_heartbeat(
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    what: str,
+    started: float,
+    timeout_s: float,
+    progress: Callable[[Path], str] | None,
+    heartbeat_s: float,
+) -> None:
+    while True:
+        try:
+            proc.wait(timeout=heartbeat_s)
+            return
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - started
+            if elapsed > timeout_s:
+                raise HarnessTimeout(what, elapsed) from None
+            detail = f", {progress(log)}" if progress else ""
+            LOG.info("%s: %.0fs elapsed%s (log: %s)", what, elapsed, detail, log)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
+
+
+def error_lines(log: Path, limit: int = 40) -> str:
+    """Compiler and make error lines of a build log, else its last lines."""
+    lines = log.read_text(errors="replace").splitlines()
+    errors = [ln for ln in lines if re.search(r"error:|Error \d+|\*\*\*|undefined reference", ln)]
+    return "\n".join((errors or lines)[-limit:])
+
+
+def capture(argv: Sequence[str], *, timeout_s: float = 30.0) -> str:
+    """Run a short command and return its stdout; '' when it is missing or fails."""
+    try:
+        proc = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def package_version(package: str) -> str:
+    """The installed version of a Debian package, '' when not installed."""
+    return capture(["dpkg-query", "-W", "-f=${Version}", package]).strip()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so every ``finally`` and ``__exit__`` runs."""
+
+
+def handle_sigterm() -> None:
+    """Turn SIGTERM into `Terminated` in the main thread (QEMU cleanup then runs)."""
+
+    def _raise(signum: int, frame: object) -> None:
+        raise Terminated(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, _raise)

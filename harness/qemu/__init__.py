@@ -1,0 +1,1 @@
+"""QEMU: command lines (pure), the QMP session and the VM lifecycle."""

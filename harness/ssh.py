@@ -1,0 +1,218 @@
+"""Commands, files and interactive shells in the guest, over SSH (paramiko).
+
+::
+
+    shell = GuestShell(key_file, timeouts=t)
+    shell.try_connect(port)                 # None until sshd answers (for wait_until)
+    result = shell.run("nproc", timeout_s=10)
+    shell.put(local, "/tmp/x"); shell.get("/tmp/x", local)
+    shell.close()
+
+Every call has a deadline. A command that outlives it is a `GuestCommandTimeout`
+(the guest may be wedged: that is evidence); a broken connection is a
+`TransportError`; a non-zero exit with ``check=True`` is a `GuestCommandError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import shutil
+import sys
+import termios
+import time
+import tty
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import paramiko
+
+from harness.errors import GuestCommandError, GuestError, TransportError
+from harness.timeouts import Timeouts
+
+LOG = logging.getLogger(__name__)
+
+
+class GuestCommandTimeout(GuestError):
+    """A guest command did not finish within its deadline."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What a guest command did."""
+
+    command: str
+    exit_status: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+
+class GuestShell:
+    """An SSH connection to one guest as root, by key."""
+
+    def __init__(self, key_file: Path, *, timeouts: Timeouts, name: str = "guest") -> None:
+        self._key_file = key_file
+        self._timeouts = timeouts
+        self._client: paramiko.SSHClient | None = None
+        self._log = LOG.getChild(name)
+        self.port: int | None = None
+
+    def __enter__(self) -> GuestShell:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def try_connect(self, port: int) -> GuestShell | None:
+        """Log in on ``127.0.0.1:port``; None while sshd does not answer yet."""
+        client = paramiko.SSHClient()
+        # A fresh guest with a fresh host key on loopback: nothing to verify against.
+        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        try:
+            client.connect(
+                "127.0.0.1",
+                port=port,
+                username="root",
+                key_filename=str(self._key_file),
+                timeout=3,
+                banner_timeout=3,
+                auth_timeout=10,
+                allow_agent=False,
+                look_for_keys=False,
+            )
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self._log.debug("ssh not ready on port %d: %r", port, exc)
+            client.close()
+            return None
+        self._client = client
+        self.port = port
+        return self
+
+    def _transport(self) -> paramiko.Transport:
+        transport = self._client.get_transport() if self._client else None
+        if transport is None or not transport.is_active():
+            raise TransportError("the SSH connection to the guest is not open")
+        return transport
+
+    def run(
+        self, command: str, *, timeout_s: float | None = None, check: bool = True
+    ) -> CommandResult:
+        """Run ``command`` via the guest's shell; blocks ≤ ``timeout_s``.
+
+        :raise GuestCommandError: non-zero exit and ``check``.
+        :raise GuestCommandTimeout: no exit within the deadline.
+        :raise TransportError: the connection broke.
+        """
+        budget = self._timeouts.command_s if timeout_s is None else timeout_s
+        self._log.debug("guest$ %s", command)
+        started = time.monotonic()
+        try:
+            channel = self._transport().open_session(timeout=self._timeouts.qmp_s)
+            channel.exec_command(command)
+            stdout, stderr = _collect(channel, deadline=started + budget)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise TransportError(f"SSH failed while running {command!r}: {exc!r}") from exc
+        if stdout is None:
+            channel.close()
+            raise GuestCommandTimeout(f"guest command {command!r} did not finish in {budget:.0f}s")
+        status = channel.recv_exit_status()
+        channel.close()
+        if status == -1:  # paramiko's "closed without an exit status"
+            raise TransportError(f"the guest closed the connection while running {command!r}")
+        result = CommandResult(command, status, stdout, stderr or "", time.monotonic() - started)
+        if check and result.exit_status != 0:
+            raise GuestCommandError(command, result.exit_status, result.stdout, result.stderr)
+        return result
+
+    def put(self, local: Path, remote: str, *, mode: int | None = None) -> None:
+        """Copy a host file into the guest over SFTP."""
+        with self._sftp() as sftp:
+            sftp.put(str(local), remote)
+            if mode is not None:
+                sftp.chmod(remote, mode)
+
+    def get(self, remote: str, local: Path) -> None:
+        """Copy a guest file to the host over SFTP."""
+        with self._sftp() as sftp:
+            sftp.get(remote, str(local))
+
+    def _sftp(self) -> paramiko.SFTPClient:
+        try:
+            sftp = paramiko.SFTPClient.from_transport(self._transport())
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise TransportError(f"SFTP session failed: {exc!r}") from exc
+        if sftp is None:
+            raise TransportError("SFTP session could not be opened")
+        sftp.get_channel().settimeout(self._timeouts.command_s)  # type: ignore[union-attr]
+        return sftp
+
+    def interactive(self) -> int:
+        """Attach this terminal to a login shell in the guest until it exits.
+
+        Returns the shell's exit status. Blocks for as long as the user works.
+        """
+        width, height = shutil.get_terminal_size()
+        channel = self._transport().open_session()
+        channel.get_pty(term=os.environ.get("TERM", "vt100"), width=width, height=height)
+        channel.invoke_shell()
+        stdin_fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(stdin_fd) if os.isatty(stdin_fd) else None
+        try:
+            if saved is not None:
+                tty.setraw(stdin_fd)
+            _relay(channel, stdin_fd, sys.stdout.fileno())
+        finally:
+            if saved is not None:
+                termios.tcsetattr(stdin_fd, termios.TCSADRAIN, saved)
+        status = channel.recv_exit_status()
+        channel.close()
+        return status
+
+    def close(self) -> None:
+        """Close the connection; idempotent."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _collect(channel: paramiko.Channel, *, deadline: float) -> tuple[str | None, str | None]:
+    """Read a channel's stdout and stderr until it exits; (None, None) at the deadline."""
+    out, err = bytearray(), bytearray()
+    while True:
+        while channel.recv_ready():
+            out += channel.recv(65536)
+        while channel.recv_stderr_ready():
+            err += channel.recv_stderr(65536)
+        drained = not channel.recv_ready() and not channel.recv_stderr_ready()
+        if channel.exit_status_ready() and drained:
+            return out.decode(errors="replace"), err.decode(errors="replace")
+        if time.monotonic() > deadline:
+            return None, None
+        select.select([channel], [], [], 0.05)
+
+
+def _relay(channel: paramiko.Channel, stdin_fd: int, stdout_fd: int) -> None:
+    """Copy bytes between the terminal and the channel until the channel closes."""
+    inputs: list[int] = [channel.fileno(), stdin_fd]
+    while True:
+        readable, _, _ = select.select(inputs, [], [])
+        if channel.fileno() in readable:
+            data = channel.recv(4096)
+            if not data:
+                return
+            os.write(stdout_fd, data)
+        if stdin_fd in readable:
+            data = os.read(stdin_fd, 1024)
+            if data:
+                channel.send(data)
+            else:  # end of input: tell the guest, keep showing its output
+                channel.shutdown_write()
+                inputs.remove(stdin_fd)

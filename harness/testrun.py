@@ -1,0 +1,98 @@
+"""Running the test tiers: ``invoke test`` (guest tier for one guest) and ``invoke ci``.
+
+The harness never imports pytest; it builds pytest's command line and runs it
+as a child with the same interpreter. Images are prepared *before* pytest
+starts, so build progress is visible even when xdist hides worker output::
+
+    status = run_guest_tier(GuestRequest(cpus=8), Cache.default(), workers=1)
+    status = run_ci(Cache.default(), workers=2)
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness import arches, checks
+from harness.cache import Cache
+from harness.hostdeps import ensure_host
+from harness.images import prepare_images
+from harness.kernel import Variant
+from harness.process import die_with_parent
+from harness.record import new_run_dir
+from harness.session import GuestRequest, resolve
+
+LOG = logging.getLogger(__name__)
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: Kernels the full guest tier boots besides the default arm64 one.
+CI_IMAGES: tuple[tuple[str, Variant], ...] = (("arm64", "default"), ("x86_64", "default"))
+
+
+def guest_options(request: GuestRequest) -> list[str]:
+    """The tests' own command-line options for ``request``."""
+    options = ["--arch", request.arch, "--variant", request.variant, "--accel", request.accel,
+               "--nmi", "on" if request.nmi else "off"]  # fmt: skip
+    if request.topology:
+        options += ["--topology", request.topology]
+    elif request.cpus:
+        options += ["--cpus", str(request.cpus)]
+    return options
+
+
+def pytest_argv(
+    paths: Sequence[str], options: Sequence[str], *, workers: int, extra: Sequence[str] = ()
+) -> list[str]:
+    """A pytest command line; xdist only when more than one worker is asked for."""
+    argv = [sys.executable, "-m", "pytest", *paths, *options, *extra]
+    if workers > 1:
+        argv += ["-n", str(workers), "--dist", "loadgroup"]
+    return argv
+
+
+def _run(argv: Sequence[str]) -> int:
+    LOG.info("running: %s", shlex.join(argv))
+    proc = subprocess.Popen(list(argv), cwd=REPO_ROOT, preexec_fn=die_with_parent)  # noqa: PLW1509
+    try:
+        return proc.wait()
+    except BaseException:
+        proc.terminate()  # pytest turns SIGTERM into a clean stop of its guests
+        proc.wait(timeout=60)
+        raise
+
+
+def run_guest_tier(
+    request: GuestRequest, cache: Cache, *, workers: int = 1, keyword: str | None = None
+) -> int:
+    """Prepare images for ``request``, then run ``tests/guest`` against that guest.
+
+    Returns pytest's exit status (5, "no tests ran", is a failure too).
+    """
+    spec, _ = resolve(request, cache)  # validates input and builds before pytest starts
+    junit = new_run_dir("test", spec.name) / "junit.xml"
+    extra = ["-k", keyword] if keyword else []
+    status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=workers,
+                              extra=[*extra, f"--junitxml={junit}"]))  # fmt: skip
+    LOG.info("guest tier %s (exit status %d); JUnit: %s",
+             "passed" if status == 0 else "FAILED", status, junit)  # fmt: skip
+    return status
+
+
+def run_ci(cache: Cache, *, workers: int = 2) -> int:
+    """Everything CI checks: host, images, lint, types, unit tier, full guest tier."""
+    ensure_host()
+    for arch, variant in CI_IMAGES:
+        prepare_images(arches.get(arch), variant, cache)
+    static_ok = checks.run_checks(checks.LINT_CHECKS)
+    junit = new_run_dir("ci", "all") / "junit.xml"
+    status = _run(pytest_argv(["tests/unit", "tests/guest"], [], workers=workers,
+                              extra=[f"--junitxml={junit}"]))  # fmt: skip
+    LOG.info("unit + guest tiers: exit status %d; JUnit: %s", status, junit)
+    if not static_ok:
+        LOG.error("static checks failed (see above)")
+        return status or 1
+    return status

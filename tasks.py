@@ -1,0 +1,162 @@
+"""profbench command line: each task parses its options and calls one harness function.
+
+``invoke --list`` shows the tasks; ``invoke --help TASK`` their options. Harness
+errors end the command with one readable message and an exit status that says
+who is to blame: 2 bad input, 3 host or QEMU, 4 the guest kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+from invoke.context import Context
+from invoke.exceptions import Exit
+from invoke.tasks import task
+
+from harness import arches, checks, hostdeps, testrun
+from harness import bench as benchmod
+from harness import rootfs as rootfsmod
+from harness.cache import Cache
+from harness.errors import HarnessError
+from harness.images import prepare_images
+from harness.kernel import KernelRequest, build_kernel, check_variant
+from harness.keys import ensure_keypair
+from harness.process import handle_sigterm
+from harness.session import GuestRequest, interactive_shell, parse_nmi
+from harness.timeouts import Timeouts
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+GUEST_HELP = {
+    "cpus": "number of vCPUs (default layout spreads them over sockets, clusters, SMT)",
+    "topology": "explicit layout, e.g. sockets=2,clusters=2,cores=1,threads=2 or 2s2cl1c2t",
+    "arch": "guest architecture: arm64 (default; vPMU under TCG) or x86_64",
+    "variant": "kernel variant: default or debug (lockdep, atomic-sleep checks)",
+    "accel": "auto (KVM only where a real boot probe works), kvm or tcg",
+    "nmi": "on: PMU interrupts as (pseudo-)NMIs; off: as ordinary IRQs (arm64 only)",
+}
+
+
+def cli(func: Callable[P, R]) -> Callable[P, R]:
+    """Logging, SIGTERM handling, and harness errors as one message plus exit status."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
+                            datefmt="%H:%M:%S", stream=sys.stderr)  # fmt: skip
+        handle_sigterm()
+        try:
+            return func(*args, **kwargs)
+        except HarnessError as exc:
+            print(f"\nerror ({type(exc).__name__}): {exc}", file=sys.stderr)
+            raise Exit(code=exc.exit_status) from None
+
+    return wrapper
+
+
+def _request(cpus: int, topology: str | None, arch: str, variant: str, accel: str,
+             nmi: str) -> GuestRequest:  # fmt: skip
+    return GuestRequest(arch=arch, cpus=cpus or None, topology=topology, variant=variant,
+                        accel=accel, nmi=parse_nmi(nmi))  # fmt: skip
+
+
+@task
+@cli
+def setup(c: Context) -> None:
+    """Check the host; install missing Debian packages (as root) or say how."""
+    report = hostdeps.ensure_host(install=True)
+    print("host ready" + (f"; installed {' '.join(report.installed)}" if report.installed else ""))
+
+
+@task(help={"arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"],
+            "jobs": "parallel make jobs (default: one per host CPU)"})  # fmt: skip
+@cli
+def kernel(c: Context, arch: str = "arm64", variant: str = "default", jobs: int = 0) -> None:
+    """Build (or reuse) the guest kernel; prints the cache entry."""
+    request = KernelRequest(arch=arches.get(arch), variant=check_variant(variant), jobs=jobs)
+    hostdeps.ensure_host()
+    entry = build_kernel(request, Cache.default())
+    print(f"{entry.path / entry.manifest['image']}\n  build tree: {entry.path / 'build'}")
+
+
+@task(help={"arch": GUEST_HELP["arch"],
+            "relock": "pin today's Debian versions in guest/rootfs/<arch>.lock.json"})  # fmt: skip
+@cli
+def rootfs(c: Context, arch: str = "arm64", relock: bool = False) -> None:
+    """Build (or reuse) the guest initramfs from the locked Debian packages."""
+    profile, cache = arches.get(arch), Cache.default()
+    hostdeps.ensure_host()
+    if relock:
+        pins = rootfsmod.relock(profile, cache)
+        print(f"locked {len(pins)} packages in {rootfsmod.lock_path(profile)}")
+    entry = rootfsmod.build_rootfs(profile, cache, ensure_keypair(cache.root / "ssh"))
+    print(f"{entry.path / rootfsmod.ROOTFS_FILE}  sha256 {entry.manifest['sha256']}")
+
+
+@task(help={"arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"]})
+@cli
+def images(c: Context, arch: str = "arm64", variant: str = "default") -> None:
+    """Build (or reuse) kernel and rootfs; link them under images/."""
+    hostdeps.ensure_host()
+    built = prepare_images(arches.get(arch), check_variant(variant), Cache.default())
+    print(f"{built.files.kernel}\n{built.files.initrd}")
+
+
+@task(
+    help={**GUEST_HELP, "workers": "pytest-xdist workers (default 1)",
+          "k": "only tests matching this pytest -k expression"},
+)  # fmt: skip
+@cli
+def test(c: Context, cpus: int = 0, topology: str | None = None, arch: str = "arm64",
+         variant: str = "default", accel: str = "auto", nmi: str = "on", workers: int = 1,
+         k: str | None = None) -> None:  # fmt: skip
+    """Boot the requested guest and run the guest test tier against it."""
+    request = _request(cpus, topology, arch, variant, accel, nmi)
+    status = testrun.run_guest_tier(request, Cache.default(), workers=workers, keyword=k)
+    if status != 0:
+        raise Exit(code=status)
+
+
+@task(help=GUEST_HELP)
+@cli
+def shell(c: Context, cpus: int = 1, topology: str | None = None, arch: str = "arm64",
+          variant: str = "default", accel: str = "auto", nmi: str = "on") -> None:  # fmt: skip
+    """An interactive root shell in a fresh guest; the guest stops when the shell exits."""
+    request = _request(cpus, topology, arch, variant, accel, nmi)
+    status = interactive_shell(request, Cache.default(), Timeouts.from_env())
+    if status != 0:
+        raise Exit(code=status)
+
+
+@task(help={"out": "JSON output path (default artifacts/bench/bench-<time>.json)",
+            "cold": "also time a cold kernel and rootfs build in a scratch cache (~4 min)",
+            "repeats": "boots per vCPU count (the median is reported)"})  # fmt: skip
+@cli
+def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 3) -> None:
+    """Measure build, boot and shutdown times; write JSON and print a table."""
+    result = benchmod.run_bench(benchmod.BenchRequest(
+        out=Path(out) if out else None, cold=cold, repeats=repeats))  # fmt: skip
+    print(benchmod.format_table(result))
+
+
+@task
+@cli
+def check(c: Context) -> None:
+    """Lint, types and the unit tier, in parallel (no guests)."""
+    if not checks.run_checks(checks.STATIC_CHECKS):
+        raise Exit(code=1)
+
+
+@task(help={"workers": "xdist workers for the guest tier (default 2: this machine's cores)"})
+@cli
+def ci(c: Context, workers: int = 2) -> None:
+    """The project's tests: setup, images, lint, types, unit tier and the full guest tier."""
+    status = testrun.run_ci(Cache.default(), workers=workers)
+    if status != 0:
+        raise Exit(code=status)

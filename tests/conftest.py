@@ -1,0 +1,130 @@
+"""Shared test plumbing: options that choose the guest, images, per-worker guest pools.
+
+Options (also what ``invoke test`` passes): ``--arch``, ``--cpus N`` and
+``--topology T`` (both repeatable; with neither, the full set: 1, 2, 4, 8 vCPUs
+and an SMT/cluster layout), ``--variant``, ``--accel``, ``--nmi on|off``.
+
+Guests are booted once per (xdist worker, topology) and reused; every test
+that uses a topology carries ``xdist_group(<topology>)`` so ``--dist loadgroup``
+keeps them on one worker. After each test the guest's console is scanned: a
+WARNING or BUG the test provoked fails that test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.cache import Cache
+from harness.guest import Guest
+from harness.images import GuestImages
+from harness.pool import GuestPool
+from harness.process import handle_sigterm
+from harness.qemu.argv import MachineSpec
+from harness.record import new_run_dir
+from harness.session import GuestRequest, parse_nmi, resolve
+from harness.timeouts import Timeouts
+from harness.topology import CpuTopology, default_topology
+
+FULL_SET_CPUS = (1, 2, 4, 8)
+SMT_CLUSTER_LAYOUT = "1s2cl2c2t"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("profbench", "profbench guest selection")
+    group.addoption("--arch", default="arm64", help="guest architecture")
+    group.addoption("--cpus", type=int, action="append", default=[], help="vCPU count")
+    group.addoption("--topology", action="append", default=[], help="explicit layout")
+    group.addoption("--variant", default="default", help="kernel variant")
+    group.addoption("--accel", default="auto", help="auto, kvm or tcg")
+    group.addoption("--nmi", default="on", help="on or off")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    handle_sigterm()  # SIGTERM unwinds like Ctrl-C, so fixtures stop their guests
+
+
+def selected_topologies(config: pytest.Config) -> list[CpuTopology]:
+    """The topologies this run covers."""
+    cpus: list[int] = config.getoption("--cpus")
+    texts: list[str] = config.getoption("--topology")
+    if not cpus and not texts:
+        return [default_topology(n) for n in FULL_SET_CPUS] + [
+            CpuTopology.parse(SMT_CLUSTER_LAYOUT)
+        ]
+    return [default_topology(n) for n in cpus] + [CpuTopology.parse(t) for t in texts]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "topology" in metafunc.fixturenames:
+        topologies = selected_topologies(metafunc.config)
+        metafunc.parametrize("topology", topologies, ids=[t.name for t in topologies])
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "topology" in callspec.params:
+            item.add_marker(pytest.mark.xdist_group(callspec.params["topology"].name))
+
+
+@pytest.fixture(scope="session")
+def cache() -> Cache:
+    return Cache.default()
+
+
+@pytest.fixture(scope="session")
+def timeouts() -> Timeouts:
+    return Timeouts.from_env()
+
+
+@pytest.fixture(scope="session")
+def guest_request(pytestconfig: pytest.Config) -> GuestRequest:
+    return GuestRequest(
+        arch=pytestconfig.getoption("--arch"),
+        variant=pytestconfig.getoption("--variant"),
+        accel=pytestconfig.getoption("--accel"),
+        nmi=parse_nmi(pytestconfig.getoption("--nmi")),
+    )
+
+
+@pytest.fixture(scope="session")
+def base_setup(guest_request: GuestRequest, cache: Cache) -> tuple[MachineSpec, GuestImages]:
+    """The spec (for one CPU; tests replace the topology) and the images, built if needed."""
+    return resolve(guest_request, cache)
+
+
+@pytest.fixture(scope="session")
+def worker_name(request: pytest.FixtureRequest) -> str:
+    worker = getattr(request.config, "workerinput", {}).get("workerid", "main")
+    return str(worker)
+
+
+@pytest.fixture(scope="session")
+def run_root(worker_name: str) -> Path:
+    """This worker's artifact directory for the whole session."""
+    return new_run_dir("pytest", worker_name)
+
+
+@pytest.fixture(scope="session")
+def pool(
+    base_setup: tuple[MachineSpec, GuestImages], run_root: Path, worker_name: str,
+    timeouts: Timeouts,
+) -> Iterator[GuestPool]:  # fmt: skip
+    spec, images = base_setup
+    guests = GuestPool(spec, images, run_root, prefix=worker_name, timeouts=timeouts)
+    try:
+        yield guests
+    finally:
+        guests.close()
+
+
+@pytest.fixture
+def guest(pool: GuestPool, topology: CpuTopology) -> Iterator[Guest]:
+    """The shared running guest for ``topology``; its console is checked after the test."""
+    booted = pool.get(topology)
+    mark = len(booted.vm.console_text().splitlines())
+    yield booted
+    booted.vm.check_console(since_line=mark, what="the guest console during this test")

@@ -1,0 +1,45 @@
+"""x86_64 under TCG boots, and is reported as having no PMU (so PMU tests skip)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import arches
+from harness.accel import boot_probe
+from harness.cache import Cache
+from harness.guest import Guest
+from harness.images import prepare_images
+from harness.kernel import KernelRequest, find_kernel
+from harness.preflight import check_facts
+from harness.qemu.argv import MachineSpec
+from harness.timeouts import Timeouts
+from harness.topology import CpuTopology
+
+pytestmark = pytest.mark.guest
+X86 = arches.get("x86_64")
+
+
+def test_x86_64_under_tcg_boots_with_software_events_only(
+    cache: Cache, tmp_path: Path, timeouts: Timeouts
+) -> None:
+    if find_kernel(KernelRequest(arch=X86), cache) is None:
+        pytest.skip(
+            "no x86_64 kernel in the cache; `invoke images --arch x86_64` builds it "
+            "(invoke ci does)"
+        )
+    images = prepare_images(X86, "default", cache)
+    spec = MachineSpec(arch=X86, topology=CpuTopology(cores=2), accel="tcg")
+    with Guest(spec, images, tmp_path / "x86", timeouts=timeouts) as guest:
+        assert guest.facts.software_events_only
+        assert guest.facts.pmu_driver is None
+        assert check_facts(spec, guest.facts) == []
+        assert guest.shell.run("uname -m").stdout.strip() == "x86_64"
+
+
+def test_kvm_probe_guest_really_boots_under_tcg() -> None:
+    # The probe's boot sector must print its marker wherever a CPU runs it; under TCG
+    # it always can, so this shows that a failed KVM probe means KVM, not the probe.
+    works, reason = boot_probe(X86.qemu_binary, accel="tcg")
+    assert works, reason
