@@ -27,9 +27,12 @@ CRASH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("panic", r"Kernel panic - not syncing"),
         ("oops", r"Internal error: Oops|\bOops\b.*:|Unable to handle kernel"),
         ("lockdep", r"possible (circular|recursive) locking|inconsistent lock state|"
-                    r"possible irq lock inversion|suspicious RCU usage|lock held when returning"),
+                    r"possible irq lock inversion|suspicious RCU usage|lock held when returning|"
+                    r"lock order detected|bad unlock balance detected|held lock freed|"
+                    r"releasing a pinned lock|lock\(s\) held when"),
         ("soft-lockup", r"BUG: soft lockup|hard LOCKUP"),
-        ("atomic-sleep", r"BUG: (sleeping function called from invalid context|scheduling while atomic)"),
+        ("atomic-sleep", r"BUG: (sleeping function called from invalid context|"
+                         r"scheduling while atomic)"),
         ("bug", r"\bBUG: |kernel BUG at"),
         ("rcu-stall", r"rcu: INFO: rcu_\w+ (self-)?detected stall|detected stalls on CPUs"),
         ("hung-task", r"INFO: task \S+ blocked for more than \d+ seconds"),

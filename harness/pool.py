@@ -48,6 +48,8 @@ class GuestPool:
         self._timeouts = timeouts
         self._guests: dict[str, Guest] = {}
         self._failures: dict[str, HarnessError] = {}
+        #: Every guest this pool ever booted, in order (for summaries).
+        self.booted: list[Guest] = []
 
     def get(self, topology: CpuTopology) -> Guest:
         """The running guest for ``topology``, booting it on first use.
@@ -64,10 +66,30 @@ class GuestPool:
                           name=name)  # fmt: skip
             try:
                 self._guests[key] = guest.__enter__()
+                self.booted.append(guest)
             except HarnessError as exc:
                 self._failures[key] = exc
                 raise
         return self._guests[key]
+
+    def summary_lines(self) -> list[str]:
+        """One line per booted guest: layout, boot time, PMU, NMI, artifacts."""
+        lines = []
+        for guest in self.booted:
+            facts = guest.facts
+            pmu = (
+                f"{facts.pmu_driver} ({facts.pmu_counters} counters)"
+                if facts.pmu_driver
+                else ("none (software events only)")
+            )
+            lines.append(
+                f"{guest.spec.topology.name:>10}  {facts.cpus_online} CPUs  "
+                f"SSH after {guest.boot_s:4.1f}s  PMU {pmu}  pseudo-NMI "
+                f"{'on' if facts.pseudo_nmi else 'off'}  {guest.workdir}"
+            )
+        for name, error in self._failures.items():
+            lines.append(f"{name:>10}  boot failed: {type(error).__name__}")
+        return lines
 
     def discard(self, topology: CpuTopology) -> None:
         """Stop and forget the guest of ``topology`` (after a test spoiled it)."""
@@ -80,5 +102,5 @@ class GuestPool:
             _, guest = self._guests.popitem()
             try:
                 guest.__exit__(None, None, None)
-            except HarnessError as exc:  # e.g. a WARNING found on the console at the end
-                LOG.error("%s: %s", guest.name, exc)
+            except HarnessError:  # e.g. a WARNING found on the console at the end
+                LOG.exception("%s failed while stopping", guest.name)

@@ -1,4 +1,4 @@
-"""Host processes: long logged builds with progress, and children that die with us.
+r"""Host processes: long logged builds with progress, and children that die with us.
 
 Every child the harness starts gets ``PR_SET_PDEATHSIG`` = SIGKILL, so even if
 the harness is killed outright (``kill -9`` of an xdist worker) no QEMU or make
@@ -10,6 +10,7 @@ outlives it. Long builds write their output to a log file and report progress::
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -78,7 +79,15 @@ def run_logged(
             preexec_fn=die_with_parent,  # noqa: PLW1509 - no threads start children here
         )
         try:
-            _wait_with_heartbeat(proc, log, what, started, timeout_s, progress, heartbeat_s)
+            _wait_with_heartbeat(
+                proc,
+                log,
+                what,
+                started=started,
+                timeout_s=timeout_s,
+                progress=progress,
+                heartbeat_s=heartbeat_s,
+            )
         except BaseException:
             _kill_group(proc)
             raise
@@ -92,6 +101,7 @@ def _wait_with_heartbeat(
     proc: subprocess.Popen[bytes],
     log: Path,
     what: str,
+    *,
     started: float,
     timeout_s: float,
     progress: Callable[[Path], str] | None,
@@ -100,21 +110,20 @@ def _wait_with_heartbeat(
     while True:
         try:
             proc.wait(timeout=heartbeat_s)
-            return
         except subprocess.TimeoutExpired:
             elapsed = time.monotonic() - started
             if elapsed > timeout_s:
                 raise HarnessTimeout(what, elapsed) from None
             detail = f", {progress(log)}" if progress else ""
             LOG.info("%s: %.0fs elapsed%s (log: %s)", what, elapsed, detail, log)
+        else:
+            return
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait(timeout=30)
 
 

@@ -256,19 +256,36 @@ def _library_dirs(tree: Path) -> list[str]:
     return [*multiarch, "lib", "usr/lib", "lib64"]
 
 
-def resolve_in_tree(tree: Path, rel: str, *, hops: int = 20) -> Path | None:
-    """Follow symlinks of ``rel`` with ``tree`` as the root; None when absent."""
-    current = PurePosixPath(rel)
-    for _ in range(hops):
-        path = tree / current
-        if not path.is_symlink():
-            return path if path.is_file() else None
-        target = PurePosixPath(os.readlink(path))
-        current = (
-            PurePosixPath(*target.parts[1:]) if target.is_absolute() else current.parent / target
-        )
-        current = PurePosixPath(os.path.normpath(current))
-    return None
+def resolve_in_tree(tree: Path, rel: str, *, hops: int = 40) -> Path | None:
+    """Resolve ``rel`` as if ``tree`` were ``/`` (a chroot): None when it is not a file.
+
+    Links are followed at every component, absolute targets restart at ``tree`` and
+    ``..`` never climbs above it, so nothing on the host is ever read.
+    """
+    pending = list(PurePosixPath(rel).parts)
+    done: list[str] = []
+    followed = 0
+    while pending:
+        part = pending.pop(0)
+        if part in ("", ".", "/"):
+            continue
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        candidate = tree.joinpath(*done, part)
+        if candidate.is_symlink():
+            followed += 1
+            if followed > hops:
+                return None
+            target = PurePosixPath(os.readlink(candidate))
+            if target.is_absolute():
+                done = []
+            pending = [*target.parts, *pending]
+            continue
+        done.append(part)
+    path = tree.joinpath(*done)
+    return path if path.is_file() else None
 
 
 def assemble_members(

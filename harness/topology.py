@@ -99,7 +99,7 @@ def _parse_words(text: str) -> dict[str, int]:
     for part in filter(None, text.split(",")):
         key, sep, value = part.partition("=")
         key = key.strip()
-        if not sep or key not in _WORDS or not value.strip().isdigit():
+        if not sep or key not in _WORDS or not re.fullmatch(r"[0-9]+", value.strip()):
             raise ConfigError(f"cannot read topology {text!r} at {part!r}; {_EXAMPLES}")
         if key in words:
             raise ConfigError(f"topology {text!r} names {key} twice")

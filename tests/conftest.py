@@ -29,6 +29,7 @@ from harness.timeouts import Timeouts
 from harness.topology import CpuTopology, default_topology
 
 FULL_SET_CPUS = (1, 2, 4, 8)
+POOLS = pytest.StashKey[list[GuestPool]]()
 SMT_CLUSTER_LAYOUT = "1s2cl2c2t"
 
 
@@ -44,6 +45,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     handle_sigterm()  # SIGTERM unwinds like Ctrl-C, so fixtures stop their guests
+    config.stash[POOLS] = []
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    lines = [line for pool in config.stash.get(POOLS, []) for line in pool.summary_lines()]
+    if lines:
+        terminalreporter.section("guests")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 def selected_topologies(config: pytest.Config) -> list[CpuTopology]:
@@ -111,10 +123,11 @@ def run_root(worker_name: str) -> Path:
 @pytest.fixture(scope="session")
 def pool(
     base_setup: tuple[MachineSpec, GuestImages], run_root: Path, worker_name: str,
-    timeouts: Timeouts,
+    timeouts: Timeouts, pytestconfig: pytest.Config,
 ) -> Iterator[GuestPool]:  # fmt: skip
     spec, images = base_setup
     guests = GuestPool(spec, images, run_root, prefix=worker_name, timeouts=timeouts)
+    pytestconfig.stash[POOLS].append(guests)
     try:
         yield guests
     finally:

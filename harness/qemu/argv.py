@@ -4,7 +4,7 @@ Argv is a tuple of single tokens, never a shell string; commas inside option
 values are doubled as QEMU requires::
 
     spec = MachineSpec(arch=arches.get("arm64"), topology=default_topology(8))
-    argv = build_argv(spec, BootFiles(kernel, initrd), qmp_fd=5, console_log=workdir / "console.log")
+    argv = build_argv(spec, BootFiles(kernel, initrd), qmp_fd=5, console_log=Path("con.log"))
     shlex.join(argv)   # for logs and run.json
 
 The SSH port is not chosen here: the guest's port 22 is forwarded from
@@ -132,8 +132,12 @@ def parse_usernet_ssh_port(info_usernet: str) -> int | None:
     """Find the host port forwarded to the guest's SSH port in HMP ``info usernet``."""
     for line in info_usernet.splitlines():
         fields = line.split()
-        if fields and fields[0].startswith("TCP[HOST_FORWARD]") and len(fields) >= 7:
-            # Protocol[State] FD SrcAddr SrcPort DstAddr DstPort RecvQ SendQ
-            if fields[5] == str(GUEST_SSH_PORT) and re.fullmatch(r"\d+", fields[3]):
-                return int(fields[3])
+        # Protocol[State] FD SrcAddr SrcPort DstAddr DstPort RecvQ SendQ
+        if (
+            len(fields) >= 7
+            and fields[0].startswith("TCP[HOST_FORWARD]")
+            and fields[5] == str(GUEST_SSH_PORT)
+            and re.fullmatch(r"\d+", fields[3])
+        ):
+            return int(fields[3])
     return None

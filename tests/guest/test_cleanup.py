@@ -57,13 +57,18 @@ def verdict(guest: Guest) -> dict[str, object]:
 
 def test_a_panic_is_a_guest_crash_with_its_lines_and_qemu_is_gone(make_guest: GuestFactory) -> None:
     guest = make_guest()
-    with pytest.raises(GuestCrash) as crash, guest:
-        pid = guest.vm.pid
-        guest.shell.run("echo c > /proc/sysrq-trigger", check=False, timeout_s=60)
+
+    def crash_it() -> None:
+        with guest:
+            guest.shell.run("echo c > /proc/sysrq-trigger", check=False, timeout_s=60)
+
+    with pytest.raises(GuestCrash) as crash:
+        crash_it()
     assert "panic" in crash.value.reason
     assert "Kernel panic - not syncing" in crash.value.evidence
     assert "sysrq" in crash.value.evidence.lower()
-    assert pid is not None and process_gone(pid)
+    assert guest.vm.pid is not None
+    assert process_gone(guest.vm.pid)
     assert verdict(guest)["blame"] == "guest"
 
 
@@ -71,13 +76,18 @@ def test_qemu_killed_mid_run_is_a_host_failure_and_nothing_is_left(
     make_guest: GuestFactory,
 ) -> None:
     guest = make_guest()
-    with pytest.raises(InfraError), guest:
-        pid = guest.vm.pid or 0
-        os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: True if guest.vm.exitcode() is not None else None, timeout_s=10,
-                   what="QEMU to die")  # fmt: skip
-        guest.shell.run("true", timeout_s=10)
-    assert process_gone(pid)
+
+    def kill_qemu_then_use_the_guest() -> None:
+        with guest:
+            os.kill(guest.vm.pid or 0, signal.SIGKILL)
+            wait_until(lambda: True if guest.vm.exitcode() is not None else None,
+                       timeout_s=10, what="QEMU to die")  # fmt: skip
+            guest.shell.run("true", timeout_s=10)
+
+    with pytest.raises(InfraError):
+        kill_qemu_then_use_the_guest()
+    assert guest.vm.pid is not None
+    assert process_gone(guest.vm.pid)
     assert verdict(guest)["blame"] == "infra"
 
 
@@ -87,11 +97,12 @@ def test_a_kernel_that_goes_silent_is_a_boot_hang(
     # busybox as PID 1 running `sleep`: the kernel prints, then nothing ever answers.
     budget = dataclasses.replace(timeouts, silence_s=4.0, boot_s=max(timeouts.boot_s, 60.0))
     guest = make_guest(kernel_args=("rdinit=/bin/busybox", "--", "sleep", "1000"), budget=budget)
-    with pytest.raises(BootHang) as hang, guest:
-        pass
+    with pytest.raises(BootHang) as hang:
+        guest.__enter__()
     assert "went silent" in hang.value.reason
     assert "Run /bin/busybox as init process" in hang.value.evidence
-    assert guest.vm.pid is not None and process_gone(guest.vm.pid)
+    assert guest.vm.pid is not None
+    assert process_gone(guest.vm.pid)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL],

@@ -25,6 +25,7 @@ def kinds_and_lines(text: str, start_line: int = 0) -> list[tuple[str, int]]:
         # Two WARNING reports; the "WARNING: CPU:" line after each cut-here is not repeated.
         ("arm64-warning.console", [("warning", 8), ("warning", 51)]),
         ("arm64-lockdep.console", [("lockdep", 9)]),
+        ("arm64-lockdep-irq-unsafe.console", [("lockdep", 9)]),
         ("arm64-rcu-stall.console", [("rcu-stall", 7)]),
         ("arm64-hung-task.console", [("hung-task", 7)]),
         # The watchdog repeats itself 26 s later: a second report.
@@ -33,6 +34,30 @@ def kinds_and_lines(text: str, start_line: int = 0) -> list[tuple[str, int]]:
 )
 def test_scan_transcribed_failures(name: str, expected: list[tuple[str, int]]) -> None:
     assert kinds_and_lines(log(name)) == expected
+
+
+@pytest.mark.parametrize(
+    "name", ["arm64-boot-ok.console", "arm64-boot-hang.console"], ids=["ok", "hang"]
+)
+def test_recorded_healthy_consoles_have_no_findings(name: str) -> None:
+    assert scan_console(log(name)) == []
+
+
+def test_recorded_dmesg_of_booted_guests_has_no_findings() -> None:
+    for name in ("arm64-facts-2s2cl1c2t.txt", "arm64-facts-1cpu-nmi-off.txt"):
+        assert scan_console(log(name)) == [], name
+
+
+def test_recorded_sysrq_panic() -> None:
+    (finding,) = scan_console(log("arm64-sysrq-panic.console"))
+    assert (finding.kind, finding.line_number) == ("panic", 150)
+    assert finding.line.endswith("Kernel panic - not syncing: sysrq triggered crash")
+    assert "sysrq: Trigger a crash" in finding.context
+
+
+@pytest.mark.parametrize(("start", "expected"), [(149, [("panic", 150)]), (150, [])])
+def test_start_line_is_zero_based(start: int, expected: list[tuple[str, int]]) -> None:
+    assert kinds_and_lines(log("arm64-sysrq-panic.console"), start_line=start) == expected
 
 
 def test_finding_carries_its_line_and_context() -> None:
@@ -57,15 +82,32 @@ def test_different_kind_inside_a_report_is_reported() -> None:
     text = (
         "[   30.000001] BUG: sleeping function called from invalid context at "
         "kernel/locking/mutex.c:580\n"
-        "[   30.000112] in_atomic(): 0, irqs_disabled(): 128, non_block: 0, pid: 0, name: swapper/2\n"
+        "[   30.000112] in_atomic(): 0, irqs_disabled(): 128, non_block: 0, pid: 0, "
+        "name: swapper/2\n"
         "[   30.000223] ======================================================\n"
         "[   30.000334] WARNING: possible circular locking dependency detected\n"
     )
     assert kinds_and_lines(text) == [("atomic-sleep", 1), ("lockdep", 4)]
 
 
+def test_lockdep_unlock_imbalance() -> None:
+    text = (
+        "[   31.000001]\n"
+        "[   31.000002] =====================================\n"
+        "[   31.000003] WARNING: bad unlock balance detected!\n"
+        "[   31.000004] 6.1.192 #1 Tainted: G           O\n"
+        "[   31.000005] -------------------------------------\n"
+        "[   31.000006] insmod/121 is trying to release lock (profagent_ring_lock) at:\n"
+        "[   31.000007] [<ffff800001250a3c>] profagent_flush+0x5c/0x80 [profagent]\n"
+        "[   31.000008] but there are no more locks to release!\n"
+    )
+    assert kinds_and_lines(text) == [("lockdep", 3)]
+
+
 def test_panic_line() -> None:
-    text = "[    9.100000] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000100\n"
+    text = (
+        "[    9.100000] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000100\n"
+    )
     assert kinds_and_lines(text) == [("panic", 1)]
 
 
@@ -76,6 +118,20 @@ BOOT_THEN_SILENCE = (
     "[    0.000000] Linux version 6.1.0 (root@build) (aarch64-linux-gnu-gcc) #1 SMP\n"
     "[    1.234567] Run /init as init process\n"
 )
+
+
+def test_recorded_panic_with_qemu_exited_is_a_guest_crash() -> None:
+    # panic=-1 and -no-reboot: QEMU exits with status 0 right after the panic lines.
+    error = classify_boot(log("arm64-sysrq-panic.console"), qemu_exitcode=0, waited_s=3)
+    assert isinstance(error, GuestCrash)
+    assert error.reason == "the guest crashed during boot: the guest console shows panic"
+    assert "sysrq triggered crash" in error.evidence
+
+
+def test_recorded_boot_hang_is_a_boot_hang() -> None:
+    error = classify_boot(log("arm64-boot-hang.console"), qemu_exitcode=None, waited_s=60)
+    assert isinstance(error, BootHang)
+    assert error.evidence.endswith("Run /bin/busybox as init process")
 
 
 def test_crash_text_is_a_guest_crash() -> None:

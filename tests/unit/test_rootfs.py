@@ -195,17 +195,23 @@ def test_collect_files_missing_program(tmp_path: Path) -> None:
 KEYPAIR = KeyPair(private_key=Path("/k"), public_line="ssh-ed25519 AAAA test")
 
 
-@pytest.fixture(scope="module")
-def members() -> dict[str, cpio.CpioMember]:
-    built = assemble_members(
+def assemble() -> list[cpio.CpioMember]:
+    return assemble_members(
         {"bin/busybox": ELF + b"busybox", "usr/lib/openssh/sftp-server": ELF + b"sftp"},
         links=[("usr/lib/sftp-server", "openssh/sftp-server")],
         keypair=KEYPAIR,
         programs={"bin/busybox", "usr/lib/openssh/sftp-server"},
     )
-    counts = Counter(m.path for m in built)
-    assert [p for p, n in counts.items() if n > 1] == []
-    return {m.path: m for m in built}
+
+
+@pytest.fixture(scope="module")
+def members() -> dict[str, cpio.CpioMember]:
+    return {m.path: m for m in assemble()}
+
+
+def test_every_path_appears_once() -> None:
+    counts = Counter(m.path for m in assemble())
+    assert [path for path, n in counts.items() if n > 1] == []
 
 
 def test_init_is_an_executable_generated_script(members: dict[str, cpio.CpioMember]) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -15,6 +16,7 @@ from harness.topology import (
     parse_sysfs_topology,
     resolve_topology,
 )
+from tests.unit.golden import LOGS_DIR
 
 
 @pytest.mark.parametrize(
@@ -64,6 +66,7 @@ def test_name_round_trips_through_parse() -> None:
         ("banana", "'banana'"),
         ("sockets=two", "'sockets=two'"),
         ("sockets=-1", "'sockets=-1'"),
+        ("cores=\u00b2", "'cores=\u00b2'"),  # a superscript two: str.isdigit() says yes
     ],
 )
 def test_parse_rejects(text: str, message: str) -> None:
@@ -230,4 +233,23 @@ def test_check_qmp_topology_missing_cpu() -> None:
 def test_check_qmp_topology_flat_guest_for_smt_request() -> None:
     flat = qmp_cpus(CpuTopology(cores=8))
     (problem,) = check_qmp_topology(TOPO_2S2CL1C2T, flat)
+    assert problem.startswith("QEMU reports 8 vCPUs, asked for 8; missing")
+
+
+# --- recorded from a real QEMU 7.2 arm64 guest ----------------------------------------------
+
+
+def recorded_query_cpus_fast() -> list[dict[str, Any]]:
+    data: list[dict[str, Any]] = json.loads(
+        (LOGS_DIR / "arm64-query-cpus-fast-2s2cl1c2t.json").read_text()
+    )
+    return data
+
+
+def test_check_qmp_topology_on_recorded_answer() -> None:
+    assert check_qmp_topology(TOPO_2S2CL1C2T, recorded_query_cpus_fast()) == []
+
+
+def test_check_qmp_topology_recorded_answer_differs_from_other_layout() -> None:
+    (problem,) = check_qmp_topology(CpuTopology(1, 2, 2, 2), recorded_query_cpus_fast())
     assert problem.startswith("QEMU reports 8 vCPUs, asked for 8; missing")
