@@ -27,7 +27,7 @@ from harness.images import prepare_images
 from harness.kernel import KernelRequest, build_kernel, check_variant
 from harness.keys import ensure_keypair
 from harness.process import handle_sigterm
-from harness.session import GuestRequest, interactive_shell, parse_nmi
+from harness.session import GuestRequest, interactive_shell, parse_cpus, parse_nmi
 from harness.timeouts import Timeouts
 
 P = ParamSpec("P")
@@ -60,9 +60,9 @@ def cli(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _request(cpus: int, topology: str | None, arch: str, variant: str, accel: str,
+def _request(cpus: str | None, topology: str | None, arch: str, variant: str, accel: str,
              nmi: str) -> GuestRequest:  # fmt: skip
-    return GuestRequest(arch=arch, cpus=cpus or None, topology=topology, variant=variant,
+    return GuestRequest(arch=arch, cpus=parse_cpus(cpus), topology=topology, variant=variant,
                         accel=accel, nmi=parse_nmi(nmi))  # fmt: skip
 
 
@@ -113,7 +113,7 @@ def images(c: Context, arch: str = "arm64", variant: str = "default") -> None:
           "k": "only tests matching this pytest -k expression"},
 )  # fmt: skip
 @cli
-def test(c: Context, cpus: int = 0, topology: str | None = None, arch: str = "arm64",
+def test(c: Context, cpus: str | None = None, topology: str | None = None, arch: str = "arm64",
          variant: str = "default", accel: str = "auto", nmi: str = "on", workers: int = 1,
          k: str | None = None) -> None:  # fmt: skip
     """Boot the requested guest and run the guest test tier against it."""
@@ -125,7 +125,7 @@ def test(c: Context, cpus: int = 0, topology: str | None = None, arch: str = "ar
 
 @task(help=GUEST_HELP)
 @cli
-def shell(c: Context, cpus: int = 1, topology: str | None = None, arch: str = "arm64",
+def shell(c: Context, cpus: str | None = None, topology: str | None = None, arch: str = "arm64",
           variant: str = "default", accel: str = "auto", nmi: str = "on") -> None:  # fmt: skip
     """An interactive root shell in a fresh guest; the guest stops when the shell exits."""
     request = _request(cpus, topology, arch, variant, accel, nmi)

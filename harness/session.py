@@ -46,6 +46,18 @@ class GuestRequest:
     kernel_args: tuple[str, ...] = ()
 
 
+def parse_cpus(text: str | None) -> int | None:
+    """``--cpus`` as given (None when absent).
+
+    :raise ConfigError: not a whole number.
+    """
+    if text is None:
+        return None
+    if not text.strip().isascii() or not text.strip().isdigit():
+        raise ConfigError(f"--cpus takes a whole number, not {text!r}")
+    return int(text)
+
+
 def parse_nmi(word: str) -> bool:
     """``on``/``off`` → bool.
 

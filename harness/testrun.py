@@ -30,7 +30,11 @@ LOG = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 #: Kernels the full guest tier boots besides the default arm64 one.
-CI_IMAGES: tuple[tuple[str, Variant], ...] = (("arm64", "default"), ("x86_64", "default"))
+CI_IMAGES: tuple[tuple[str, Variant], ...] = (
+    ("arm64", "default"),
+    ("arm64", "debug"),
+    ("x86_64", "default"),
+)
 
 
 def guest_options(request: GuestRequest) -> list[str]:

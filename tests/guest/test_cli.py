@@ -1,0 +1,130 @@
+"""The command line as a person uses it: `invoke shell`, bad input, an interrupted build."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cache import Cache
+from harness.errors import VmLaunchError
+from harness.guest import Guest
+from harness.images import GuestImages
+from harness.qemu.argv import MachineSpec
+from harness.timeouts import Timeouts
+from harness.topology import CpuTopology
+
+pytestmark = pytest.mark.guest
+REPO = Path(__file__).resolve().parents[2]
+INVOKE = [sys.executable, "-m", "invoke"]
+
+
+def read_until(fd: int, marker: bytes, timeout_s: float) -> bytes:
+    """Read from ``fd`` until ``marker`` shows up; fail the test at the deadline."""
+    seen = b""
+    deadline = time.monotonic() + timeout_s
+    while marker not in seen:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            pytest.fail(f"no {marker!r} within {timeout_s}s; saw:\n{seen.decode(errors='replace')}")
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the other side closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+def test_invoke_shell_gives_a_root_shell_and_stops_the_guest(tmp_path: Path) -> None:
+    env = {**os.environ, "PROFBENCH_ARTIFACTS": str(tmp_path), "TERM": "dumb"}
+    pid, fd = pty.fork()
+    if pid == 0:  # child: the command a person types
+        os.chdir(REPO)
+        os.execvpe(INVOKE[0], [*INVOKE, "shell", "--cpus", "4"], env)
+    try:
+        read_until(fd, b"# ", timeout_s=180)  # the guest's root prompt
+        os.write(fd, b"echo CPUS=$(nproc) USER=$(id -u)\n")
+        answer = read_until(fd, b"USER=0", timeout_s=30)
+        assert b"CPUS=4" in answer
+        os.write(fd, b"exit\n")
+        read_until(fd, b"\0never", timeout_s=60)  # until the CLI closes the terminal
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    (run_json,) = tmp_path.glob("shell/*/run.json")
+    record = run_json.read_text()
+    assert '"result": "pass"' in record
+    qemu_pid = int(re.search(r'"qemu_pid": (\d+)', record)[1])  # type: ignore[index]
+    assert (
+        not Path(f"/proc/{qemu_pid}").exists()
+        or "Z" in Path(f"/proc/{qemu_pid}/stat").read_text().split(")")[-1].split()[0]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--cpus", "4", "--topology", "2s2cl1c2t"], "has 8 CPUs but --cpus 4"),
+        (["--topology", "sockets=2,cores=2,threads=2,cpus=6"], "product equal the CPU count"),
+        (["--cpus", "0"], "--cpus must be at least 1"),
+        (["--topology", "sockets=1,cores=600"], "more than the arm64 machine"),
+        (["--arch", "riscv64"], "unknown arch 'riscv64'; use one of: arm64, x86_64"),
+        (["--arch", "x86_64", "--nmi", "off"], "NMIs always"),
+        (["--variant", "kasan"], "unknown kernel variant 'kasan'"),
+    ],
+    ids=["cpus-vs-topology", "product", "zero", "too-many", "arch", "nmi-off-x86", "variant"],
+)
+def test_bad_input_gets_one_clear_error(args: list[str], says: str) -> None:
+    proc = subprocess.run([*INVOKE, "test", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_qemu_that_exits_at_start_is_a_launch_error_with_its_output(
+    base_setup: tuple[MachineSpec, GuestImages], tmp_path: Path, timeouts: Timeouts
+) -> None:
+    spec, images = base_setup
+    # QEMU refuses this at start ("cannot set up guest memory" or similar).
+    greedy = MachineSpec(arch=spec.arch, topology=CpuTopology(), memory_mib=64 * 1024 * 1024)
+    with pytest.raises(VmLaunchError) as failed:
+        Guest(greedy, images, tmp_path, timeouts=timeouts).__enter__()
+    assert failed.value.exitcode not in (None, 0)
+    assert "memory" in failed.value.output.lower()
+    assert "-m 67108864M" in str(failed.value)
+
+
+def test_an_interrupted_kernel_build_leaves_no_finished_entry(tmp_path: Path) -> None:
+    env = {**os.environ, "PROFBENCH_CACHE": str(tmp_path)}
+    build = subprocess.Popen([*INVOKE, "kernel"], cwd=REPO, env=env, stderr=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL)  # fmt: skip
+    assert build.stderr is not None
+    try:
+        read_until(build.stderr.fileno(), b"compiling the kernel", timeout_s=180)
+    except BaseException:
+        build.kill()
+        raise
+    finally:
+        build.send_signal(signal.SIGINT)
+        build.wait(timeout=120)
+        build.stderr.close()
+    assert build.returncode != 0
+    kernels = Cache(tmp_path).root / "kernel"
+    assert not list(kernels.glob("*/manifest.json"))
+    assert [p for p in kernels.iterdir() if p.is_dir()] == []  # the unfinished tree is gone
+    shutil.rmtree(tmp_path / "source")  # 1.3 GB of unpacked source: do not keep it in /tmp
