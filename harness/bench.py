@@ -3,8 +3,9 @@
 Measured (wall-clock seconds, medians where repeated):
 
 * cold kernel build and cold rootfs build, in a scratch cache (``cold=True``);
-* cached rebuild: `prepare_images` on a warm cache, in-process and as a fresh
-  ``invoke images`` process (what a second ``invoke test`` pays before booting);
+* cached rebuild: `prepare_images` on a warm cache in-process; ``invoke setup`` on a
+  ready host; ``invoke images`` warm; and from starting ``invoke test`` to the start of
+  its guest run (what a second run pays before booting);
 * launch-to-SSH for 1, 2, 4 and 8 vCPUs (default layouts) and the shutdown time.
 
 Timing is measured here and never asserted in tests::
@@ -18,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import shutil
 import statistics
 import subprocess
@@ -37,7 +39,7 @@ from harness.images import prepare_images
 from harness.kernel import KernelRequest, build_kernel
 from harness.keys import ensure_keypair
 from harness.qemu.argv import MachineSpec
-from harness.record import artifacts_root, host_facts, new_run_dir, qemu_version
+from harness.record import ARTIFACTS_ENV, artifacts_root, host_facts, new_run_dir, qemu_version
 from harness.rootfs import build_rootfs
 from harness.timeouts import Timeouts
 from harness.topology import default_topology
@@ -84,22 +86,46 @@ def measure_cold_builds(arch_name: str, cache: Cache) -> dict[str, Any]:
         keypair = ensure_keypair(scratch / "ssh")
         LOG.info("bench: cold rootfs build")
         rootfs_s = _timed(lambda: build_rootfs(arch, cold, keypair))
+        kernel_sha = build_kernel(KernelRequest(arch=arch), cold).manifest["image_sha256"]
+        warm_sha = build_kernel(KernelRequest(arch=arch), cache).manifest["image_sha256"]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return {"kernel_cold_build_s": round(kernel_s, 3), "rootfs_cold_build_s": round(rootfs_s, 3)}
+    return {"kernel_cold_build_s": round(kernel_s, 3), "rootfs_cold_build_s": round(rootfs_s, 3),
+            "kernel_rebuild_is_bit_identical": kernel_sha == warm_sha}  # fmt: skip
 
 
 def measure_warm(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
-    """Cached rebuilds: in-process, and as a fresh ``invoke images`` process."""
+    """Warm-cache costs: rebuild check in-process, and the CLI's own start-up."""
     arch = arches.get(arch_name)
     prepare_images(arch, "default", cache)  # make sure it is warm
     in_process = [_timed(lambda: prepare_images(arch, "default", cache)) for _ in range(repeats)]
-    argv = [sys.executable, "-m", "invoke", "images", "--arch", arch_name]
-    cli = [
-        _timed(lambda: subprocess.run(argv, cwd=REPO_ROOT, check=True, capture_output=True))
-        for _ in range(repeats)
-    ]
-    return {"cached_rebuild": _summary(in_process), "cli_invoke_images_warm": _summary(cli)}
+    invoke = [sys.executable, "-m", "invoke"]
+    setup = [_timed(lambda: _cli([*invoke, "setup"])) for _ in range(repeats)]
+    images = [_timed(lambda: _cli([*invoke, "images", "--arch", arch_name]))
+              for _ in range(repeats)]  # fmt: skip
+    launch = [_start_to_launch([*invoke, "test", "--arch", arch_name, "--cpus", "1", "-k",
+                                "test_qemu_reports_the_requested_topology"])
+              for _ in range(repeats)]  # fmt: skip
+    return {
+        "cached_rebuild": _summary(in_process),
+        "cli_invoke_setup_ready_host": _summary(setup),
+        "cli_invoke_images_warm": _summary(images),
+        "cli_invoke_test_start_to_qemu_launch": _summary(launch),
+    }
+
+
+def _cli(argv: list[str], env: dict[str, str] | None = None) -> None:
+    subprocess.run(argv, cwd=REPO_ROOT, check=True, capture_output=True, env=env, timeout=900)
+
+
+def _start_to_launch(argv: list[str]) -> float:
+    """Seconds from starting ``argv`` to the moment its guest run began (its run.json)."""
+    with tempfile.TemporaryDirectory(prefix="bench-launch-") as tmp:
+        started = time.time()
+        _cli(argv, env={**os.environ, ARTIFACTS_ENV: tmp})
+        (record,) = Path(tmp).glob("pytest/*/*/run.json")
+        began = dt.datetime.fromisoformat(json.loads(record.read_text())["started_at"])
+        return began.timestamp() - started
 
 
 def measure_boots(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
@@ -153,7 +179,7 @@ def format_table(result: dict[str, Any]) -> str:
     """A readable table of a `run_bench` result."""
     rows = [("measurement", "median s", "min s", "max s")]
     for name, value in result.get("cold", {}).items():
-        rows.append((name, f"{value:.1f}", "", ""))
+        rows.append((name, f"{value:.1f}" if name.endswith("_s") else str(value), "", ""))
     for name, summary in result["warm"].items():
         rows.append((name, *_cells(summary)))
     for name, summary in result["boot"]["launch_to_ssh"].items():

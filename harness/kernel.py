@@ -33,7 +33,13 @@ LOG = logging.getLogger(__name__)
 
 Variant = Literal["default", "debug"]
 VARIANTS: tuple[Variant, ...] = ("default", "debug")
-KERNEL_RECIPE = 1  # bump when the build steps below change their output
+KERNEL_RECIPE = 2  # bump when the build steps below change their output
+#: Fixed build identity, so that the same inputs give the same image bytes.
+REPRODUCIBLE_ENV = {
+    "KBUILD_BUILD_TIMESTAMP": "1970-01-01 00:00:00 UTC",
+    "KBUILD_BUILD_USER": "profbench",
+    "KBUILD_BUILD_HOST": "profbench",
+}
 SOURCE_PACKAGE = "linux-source-6.1"
 SOURCE_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 KCONFIG_DIR = GUEST_DIR / "kconfig"
@@ -138,7 +144,7 @@ def _build(request: KernelRequest, source: Path, out: Path) -> dict[str, object]
         f"ARCH={arch.linux_arch}",
         f"CROSS_COMPILE={arch.cross_compile}",
     ]
-    run_logged([*make, "tinyconfig"], log=log, what="make tinyconfig")
+    run_logged([*make, "tinyconfig"], log=log, what="make tinyconfig", env=REPRODUCIBLE_ENV)
 
     names = fragment_names(arch, request.variant)
     merged = merge_fragments((n, (KCONFIG_DIR / n).read_text()) for n in names)
@@ -146,7 +152,7 @@ def _build(request: KernelRequest, source: Path, out: Path) -> dict[str, object]
         LOG.info("kconfig override: %s", line)
     config = build / ".config"
     config.write_text(apply_fragment(config.read_text(), merged))
-    run_logged([*make, "olddefconfig"], log=log, what="make olddefconfig")
+    run_logged([*make, "olddefconfig"], log=log, what="make olddefconfig", env=REPRODUCIBLE_ENV)
     if problems := verify(merged.options, config.read_text()):
         rejected = log.with_suffix(".rejected.config")
         shutil.copy(config, rejected)
@@ -159,6 +165,7 @@ def _build(request: KernelRequest, source: Path, out: Path) -> dict[str, object]
         log=log,
         what="kernel build",
         progress=count_matches(r"^\s+CC\b"),
+        env=REPRODUCIBLE_ENV,
     )
     image = build / arch.kernel_image
     release = capture([*make, "-s", "kernelrelease"]).strip()
