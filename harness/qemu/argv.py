@@ -78,7 +78,10 @@ class BootFiles:
 
 def kernel_cmdline(spec: MachineSpec) -> str:
     """The guest kernel's command line."""
-    args = [f"console={spec.arch.console}", "rdinit=/init", "panic=-1"]
+    # random.trust_cpu=on: seed the CRNG from the CPU's RNG (RNDR/RDRAND of -cpu max/host)
+    # at boot. Without it dropbear blocks in getrandom() until "crng init done", about
+    # 1.5 s later under TCG; a throwaway test guest needs no stronger entropy.
+    args = [f"console={spec.arch.console}", "rdinit=/init", "panic=-1", "random.trust_cpu=on"]
     if spec.arch.pseudo_nmi_arg is not None:
         args.append(f"{spec.arch.pseudo_nmi_arg}={1 if spec.nmi else 0}")
     return " ".join((*args, *spec.kernel_args))
