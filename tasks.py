@@ -110,15 +110,17 @@ def images(c: Context, arch: str = "arm64", variant: str = "default") -> None:
 
 @task(
     help={**GUEST_HELP, "workers": "pytest-xdist workers (default 1)",
-          "k": "only tests matching this pytest -k expression"},
+          "k": "only tests matching this pytest -k expression",
+          "selftests": "also run the harness's own failure-path and CLI checks"},
 )  # fmt: skip
 @cli
 def test(c: Context, cpus: str | None = None, topology: str | None = None, arch: str = "arm64",
          variant: str = "default", accel: str = "auto", nmi: str = "on", workers: int = 1,
-         k: str | None = None) -> None:  # fmt: skip
+         k: str | None = None, selftests: bool = False) -> None:  # fmt: skip
     """Boot the requested guest and run the guest test tier against it."""
     request = _request(cpus, topology, arch, variant, accel, nmi)
-    status = testrun.run_guest_tier(request, Cache.default(), workers=workers, keyword=k)
+    status = testrun.run_guest_tier(request, Cache.default(), workers=workers, keyword=k,
+                                    selftests=selftests)  # fmt: skip
     if status != 0:
         raise Exit(code=status)
 

@@ -70,15 +70,23 @@ def _run(argv: Sequence[str]) -> int:
 
 
 def run_guest_tier(
-    request: GuestRequest, cache: Cache, *, workers: int = 1, keyword: str | None = None
+    request: GuestRequest,
+    cache: Cache,
+    *,
+    workers: int = 1,
+    keyword: str | None = None,
+    selftests: bool = False,
 ) -> int:
     """Prepare images for ``request``, then run ``tests/guest`` against that guest.
 
+    The harness's self-checks (marker ``selftest``) run only with ``selftests``.
     Returns pytest's exit status (5, "no tests ran", is a failure too).
     """
     spec, _ = resolve(request, cache)  # validates input and builds before pytest starts
     junit = new_run_dir("test", spec.name) / "junit.xml"
     extra = ["-k", keyword] if keyword else []
+    if not selftests:
+        extra += ["-m", "not selftest"]
     status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=workers,
                               extra=[*extra, f"--junitxml={junit}"]))  # fmt: skip
     LOG.info("guest tier %s (exit status %d); JUnit: %s",

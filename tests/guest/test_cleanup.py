@@ -20,7 +20,7 @@ from harness.qemu.argv import MachineSpec
 from harness.timeouts import Timeouts, wait_until
 from harness.topology import CpuTopology
 
-pytestmark = pytest.mark.guest
+pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 REPO = Path(__file__).resolve().parents[2]
 
 GuestFactory = Callable[..., Guest]

@@ -23,7 +23,7 @@ from harness.qemu.argv import MachineSpec
 from harness.timeouts import Timeouts
 from harness.topology import CpuTopology
 
-pytestmark = pytest.mark.guest
+pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 REPO = Path(__file__).resolve().parents[2]
 INVOKE = [sys.executable, "-m", "invoke"]
 

@@ -15,7 +15,7 @@ from harness.qemu.argv import MachineSpec
 from harness.timeouts import Timeouts
 from harness.topology import CpuTopology
 
-pytestmark = pytest.mark.guest
+pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 ARM64 = arches.get("arm64")
 
 

@@ -17,7 +17,7 @@ from harness.qemu.argv import MachineSpec
 from harness.timeouts import Timeouts
 from harness.topology import CpuTopology
 
-pytestmark = pytest.mark.guest
+pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 X86 = arches.get("x86_64")
 
 
