@@ -1,13 +1,15 @@
 """Choosing the accelerator: KVM only where a real boot proves it works.
 
-On these machines ``/dev/kvm`` exists and even opens, yet a nested KVM guest
-hangs; so the device file proves nothing. The probe boots a 512-byte boot
-sector that writes ``KV`` to the serial port: seeing those bytes within the
-deadline means KVM runs guests here. The answer is cached per host (kernel
-release, QEMU version)::
+On these machines ``/dev/kvm`` exists and even opens, yet KVM guests fail: QEMU's
+default CPU boots, but ``-cpu host,pmu=on`` aborts with "failed to set MSR
+0x10a", and a nested Linux guest hangs. So the device file proves nothing. The
+probe boots the arch's tiny probe kernel (`ArchProfile.probe_kernel`, which
+writes ``KV`` to the serial port) with the machine type and CPU model a real
+run would use; those bytes within the deadline mean KVM runs *our* guests here.
+The answer is cached per host, kernel release, QEMU version and CPU model::
 
     accel, reason = choose_accel(arches.get("x86_64"), "auto", cache)
-    # ('tcg', 'KVM probe: no output from a KVM guest within 15s (nested KVM hangs?)')
+    # ('tcg', 'probe QEMU exited: ... failed to set MSR 0x10a to 0x69 ...')
 """
 
 from __future__ import annotations
@@ -32,10 +34,6 @@ LOG = logging.getLogger(__name__)
 
 AccelChoice = Literal["auto", "kvm", "tcg"]
 PROBE_TIMEOUT_S = 15.0
-
-# Real-mode boot sector: mov dx,0x3f8; mov al,'K'; out dx,al; mov al,'V'; out dx,al; cli; hlt
-_PROBE_CODE = bytes.fromhex("baf803b04beeb056eefaf4ebfd")
-PROBE_SECTOR = _PROBE_CODE + bytes(510 - len(_PROBE_CODE)) + b"\x55\xaa"
 
 
 def choose_accel(arch: ArchProfile, choice: str, cache: Cache) -> tuple[Accel, str]:
@@ -63,33 +61,35 @@ def choose_accel(arch: ArchProfile, choice: str, cache: Cache) -> tuple[Accel, s
 def kvm_probe(arch: ArchProfile, cache: Cache) -> tuple[bool, str]:
     """Whether a KVM guest really runs on this host (cached per kernel and QEMU)."""
     version = capture([arch.qemu_binary, "--version"]).splitlines()[:1]
-    key = content_key({"kernel": platform.release(), "qemu": version, "host": platform.node()})
+    key = content_key({"kernel": platform.release(), "qemu": version, "host": platform.node(),
+                       "machine": arch.machine, "cpu": arch.kvm_cpu})  # fmt: skip
     path = cache.root / "probes" / f"kvm-{key}.json"
     if path.is_file():
         cached = json.loads(path.read_text())
         return bool(cached["works"]), f"{cached['reason']} (cached probe)"
     LOG.info("probing KVM with a real boot (at most %.0fs, once per host)", PROBE_TIMEOUT_S)
-    works, reason = boot_probe(arch.qemu_binary)
+    works, reason = boot_probe(arch)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {"works": works, "reason": reason, "at": time.time()})
     return works, reason
 
 
-def boot_probe(qemu_binary: str, accel: Accel = "kvm") -> tuple[bool, str]:
-    """Boot `PROBE_SECTOR` under ``accel``; (True, ...) when its bytes arrive in time."""
+def boot_probe(arch: ArchProfile, accel: Accel = "kvm") -> tuple[bool, str]:
+    """Boot ``arch.probe_kernel`` like a real guest under ``accel``; True when it printed."""
     with tempfile.TemporaryDirectory(prefix="profbench-kvm-") as tmp:
         image = Path(tmp) / "probe.img"
-        image.write_bytes(PROBE_SECTOR)
-        argv = [qemu_binary, "-accel", accel, "-nodefaults", "-no-user-config",
-                "-display", "none", "-serial", "stdio", "-m", "16M",
-                "-drive", f"file={image},format=raw,if=ide"]  # fmt: skip
+        image.write_bytes(arch.probe_kernel)
+        argv = [arch.qemu_binary, "-accel", accel, "-machine", arch.machine,
+                "-cpu", arch.cpu_model(accel), "-nodefaults", "-no-user-config",
+                "-display", "none", "-serial", "stdio", "-m", "64M",
+                "-kernel", str(image)]  # fmt: skip
         try:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, preexec_fn=die_with_parent,  # noqa: PLW1509
             )  # fmt: skip
         except OSError as exc:
-            return False, f"KVM probe could not start QEMU: {exc}"
+            return False, f"probe could not start QEMU: {exc}"
         try:
             return _read_probe(proc)
         finally:
@@ -108,8 +108,8 @@ def _read_probe(proc: subprocess.Popen[bytes]) -> tuple[bool, str]:
         if ready:
             chunk = os.read(proc.stdout.fileno(), 4096)
             if not chunk:
-                return False, f"KVM probe: QEMU exited: {seen.decode(errors='replace')[-300:]}"
+                return False, f"probe QEMU exited: {seen.decode(errors='replace').strip()[-300:]}"
             seen += chunk
             if b"KV" in seen:
                 return True, "probe guest booted and wrote to its serial port"
-    return False, f"KVM probe: no output from a KVM guest within {PROBE_TIMEOUT_S:.0f}s"
+    return False, f"probe guest printed nothing within {PROBE_TIMEOUT_S:.0f}s (hung)"

@@ -12,6 +12,7 @@ architecture means adding one entry to `ARCHES`::
 from __future__ import annotations
 
 import platform
+import struct
 from dataclasses import dataclass
 from typing import Literal
 
@@ -45,6 +46,7 @@ class ArchProfile:
     qmp_inject_nmi: bool  # QMP inject-nmi works on this machine
     kvm_host_machines: tuple[str, ...]  # platform.machine() values that can run it under KVM
     pmu_interrupt_label: str  # how /proc/interrupts names the PMU overflow interrupt
+    probe_kernel: bytes  # a -kernel image that writes "KV" to the serial port and halts
 
     def cpu_model(self, accel: Accel) -> str:
         """The -cpu value for ``accel``."""
@@ -58,6 +60,33 @@ class ArchProfile:
     def kvm_possible_here(self) -> bool:
         """Whether this host's CPU could run the arch under KVM at all."""
         return platform.machine() in self.kvm_host_machines
+
+
+def _multiboot_probe() -> bytes:
+    """x86: a multiboot (a.out kludge) image loaded at 1 MiB, 32-bit code."""
+    magic, flags, base = 0x1BADB002, 0x00010000, 0x100000
+    header = struct.pack("<8I", magic, flags, -(magic + flags) & 0xFFFFFFFF, base, base, 0, 0,
+                         base + 32)  # fmt: skip
+    # mov edx,0x3f8; mov al,'K'; out dx,al; mov al,'V'; out dx,al; cli; hlt; jmp hlt
+    return header + bytes.fromhex("baf8030000b04beeb056eefaf4ebfd")
+
+
+def _arm64_image_probe() -> bytes:
+    """arm64: a Linux ``Image`` (64-byte header) storing to the virt PL011 at 0x09000000."""
+    code = (
+        0xD2A12001,  # movz x1, #0x0900, lsl #16
+        0x52800960,  # mov  w0, #'K'
+        0x39000020,  # strb w0, [x1]
+        0x52800AC0,  # mov  w0, #'V'
+        0x39000020,  # strb w0, [x1]
+        0xD503207F,  # wfi
+        0x17FFFFFF,  # b    wfi
+    )
+    body = struct.pack(f"<{len(code)}I", *code)
+    # b +64 (past the header); image size; "ARM\x64" magic at offset 56
+    header = struct.pack("<IIQQQQQQII", 0x14000010, 0, 0, 64 + len(body), 0, 0, 0, 0,
+                         0x644D5241, 0)  # fmt: skip
+    return header + body
 
 
 ARCHES: dict[str, ArchProfile] = {
@@ -85,6 +114,7 @@ ARCHES: dict[str, ArchProfile] = {
             qmp_inject_nmi=False,  # QEMU 7.2: "not currently supported" on virt
             kvm_host_machines=("aarch64", "arm64"),
             pmu_interrupt_label="arm-pmu",
+            probe_kernel=_arm64_image_probe(),
         ),
         ArchProfile(
             name="x86_64",
@@ -107,6 +137,7 @@ ARCHES: dict[str, ArchProfile] = {
             qmp_inject_nmi=True,
             kvm_host_machines=("x86_64", "amd64"),
             pmu_interrupt_label="Performance monitoring interrupts",
+            probe_kernel=_multiboot_probe(),
         ),
     )
 }

@@ -38,8 +38,9 @@ def test_x86_64_under_tcg_boots_with_software_events_only(
         assert guest.shell.run("uname -m").stdout.strip() == "x86_64"
 
 
-def test_kvm_probe_guest_really_boots_under_tcg() -> None:
-    # The probe's boot sector must print its marker wherever a CPU runs it; under TCG
-    # it always can, so this shows that a failed KVM probe means KVM, not the probe.
-    works, reason = boot_probe(X86.qemu_binary, accel="tcg")
+@pytest.mark.parametrize("arch", sorted(arches.ARCHES))
+def test_kvm_probe_kernel_really_boots_under_tcg(arch: str) -> None:
+    # The probe kernel must print its marker wherever a CPU runs it; under TCG it
+    # always can, so a failed KVM probe means KVM, not the probe.
+    works, reason = boot_probe(arches.get(arch), accel="tcg")
     assert works, reason

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import os
 import platform
+import struct
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
 from harness import accel, arches
-from harness.accel import PROBE_SECTOR, choose_accel, kvm_probe
+from harness.accel import choose_accel, kvm_probe
 from harness.cache import Cache
 from harness.errors import ConfigError
 
@@ -94,5 +95,24 @@ def test_working_probe_chooses_kvm(cache: Cache, monkeypatch: pytest.MonkeyPatch
     assert choose_accel(X86_64, "auto", cache) == ("kvm", "booted")
 
 
-def test_probe_sector_is_a_boot_sector() -> None:
-    assert (len(PROBE_SECTOR), PROBE_SECTOR[-2:]) == (512, b"\x55\xaa")
+def test_x86_probe_is_a_valid_multiboot_image() -> None:
+    # Multiboot 1: magic, flags, checksum with magic + flags + checksum == 0 (mod 2**32);
+    # flags bit 16 says the address fields follow; entry right after the 32-byte header.
+    image = arches.get("x86_64").probe_kernel
+    magic, flags, checksum, header, load, _load_end, _bss_end, entry = struct.unpack_from(
+        "<8I", image
+    )
+    assert (magic, flags & 0x10000) == (0x1BADB002, 0x10000)
+    assert (magic + flags + checksum) % 2**32 == 0
+    assert (header, load, entry) == (0x100000, 0x100000, 0x100020)
+    assert b"\xee" in image[32:]  # an `out dx, al` to the serial port
+
+
+def test_arm64_probe_is_a_valid_linux_image() -> None:
+    # arm64 boot protocol: branch at 0, image_size at 16, "ARM\x64" magic at 56.
+    image = arches.get("arm64").probe_kernel
+    (branch,) = struct.unpack_from("<I", image, 0)
+    (size,) = struct.unpack_from("<Q", image, 16)
+    assert image[56:60] == b"ARM\x64"
+    assert size == len(image)
+    assert branch == 0x14000000 | (64 // 4)  # b to the first instruction after the header
