@@ -66,7 +66,8 @@ class QmpSession:
             self._run(self._client.connect(sock))
         except QMPError as exc:
             raise TransportError(f"QMP handshake failed: {exc}") from exc
-        self._record("greeting", self._client.greeting._raw if self._client.greeting else None)
+        greeting = self._client.greeting
+        self._record("greeting", dict(greeting._raw) if greeting is not None else None)
 
     def execute(self, command: str, arguments: Mapping[str, object] | None = None) -> Any:
         """Run one QMP command and return its raw ``return`` value.
