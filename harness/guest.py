@@ -23,7 +23,13 @@ from types import TracebackType
 
 from harness.errors import EnvironmentMismatch, GuestError, InfraError
 from harness.images import GuestImages
-from harness.preflight import FACTS_COMMAND, GuestFacts, check_facts, parse_facts
+from harness.preflight import (
+    FACTS_COMMAND,
+    GuestFacts,
+    check_facts,
+    parse_facts,
+    split_sections,
+)
 from harness.qemu.argv import MachineSpec
 from harness.qemu.machine import GuestVM
 from harness.record import RunRecord, spec_record
@@ -100,8 +106,9 @@ class Guest:
         self.boot_s = time.monotonic() - started
         self.record.add_timing("launch_to_ssh", self.boot_s)
         LOG.info("%s: SSH up after %.2fs (port %d)", self.name, self.boot_s, port)
-        self._facts = parse_facts(self.shell.run(FACTS_COMMAND).stdout)
-        (self.workdir / "dmesg.boot.txt").write_text(self.shell.run("dmesg").stdout)
+        facts_text = self.shell.run(FACTS_COMMAND).stdout
+        self._facts = parse_facts(facts_text)
+        (self.workdir / "dmesg.boot.txt").write_text(split_sections(facts_text).get("dmesg", ""))
         self.record.update(facts=self._facts.as_record(), ssh_port=port)
         if self._check_environment:
             self.check_environment()
