@@ -141,7 +141,7 @@ class GuestVM:
             self.state = VmState.RUNNING
             self._qmp.connect(ours)  # the session owns `ours` from here on
         except BaseException as exc:
-            exitcode = self.exitcode()
+            exitcode = self._exit_status_within(2.0)  # QMP may see EOF before QEMU is reaped
             ours.close()
             self.shutdown()
             if isinstance(exc, OSError | InfraError):
@@ -232,6 +232,15 @@ class GuestVM:
             return self.console_log.read_text(errors="replace")
         except FileNotFoundError:
             return ""
+
+    def _exit_status_within(self, timeout_s: float) -> int | None:
+        """Wait up to ``timeout_s`` for QEMU to exit; its status, or None if it still runs."""
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
 
     def exitcode(self) -> int | None:
         """QEMU's exit status once it has exited, else None."""
