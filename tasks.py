@@ -50,6 +50,8 @@ def cli(func: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
                             datefmt="%H:%M:%S", stream=sys.stderr)  # fmt: skip
+        for chatty in ("paramiko", "qemu.qmp"):  # their INFO lines are per-connection noise
+            logging.getLogger(chatty).setLevel(logging.WARNING)
         handle_sigterm()
         try:
             return func(*args, **kwargs)
