@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from harness.errors import EnvironmentMismatch, GuestError, InfraError
+from harness.errors import EnvironmentMismatch, GuestError, HarnessError, InfraError
 from harness.images import GuestImages
 from harness.preflight import (
     FACTS_COMMAND,
@@ -113,6 +113,17 @@ class Guest:
         if self._check_environment:
             self.check_environment()
 
+    def _save_final_dmesg(self) -> None:
+        """Best effort: the guest's dmesg as the run ends (gone if the guest is)."""
+        if self.shell.port is None or self.vm.exitcode() is not None:
+            return
+        try:
+            dmesg = self.shell.run("dmesg", timeout_s=10.0).stdout
+        except HarnessError as exc:
+            LOG.debug("%s: no final dmesg: %s", self.name, exc)
+            return
+        (self.workdir / "dmesg.txt").write_text(dmesg)
+
     def check_environment(self) -> None:
         """Compare the guest (sysfs, dmesg) and QEMU (QMP) with the spec.
 
@@ -124,6 +135,7 @@ class Guest:
             raise EnvironmentMismatch(f"{self.name} is not the guest that was asked for", problems)
 
     def _stop(self, error: BaseException | None) -> None:
+        self._save_final_dmesg()
         self.shell.close()
         self.shutdown_s = self.vm.shutdown()
         self.record.add_timing("shutdown", self.shutdown_s)

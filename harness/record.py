@@ -59,7 +59,18 @@ def host_facts() -> dict[str, object]:
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
         "kvm_device": os.path.exists("/dev/kvm"),
+        "harness_commit": harness_commit(),
     }
+
+
+@cache
+def harness_commit() -> str:
+    """The checkout's commit, with ``-dirty`` when it has uncommitted changes."""
+    head = capture(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"]).strip()
+    if not head:
+        return "unknown"
+    dirty = capture(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"])
+    return f"{head}-dirty" if dirty.strip() else head
 
 
 def spec_record(spec: MachineSpec) -> dict[str, object]:
