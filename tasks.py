@@ -23,7 +23,7 @@ from harness import bench as benchmod
 from harness import rootfs as rootfsmod
 from harness.cache import Cache
 from harness.errors import HarnessError
-from harness.images import prepare_images
+from harness.images import format_listing, prepare_images, prune_cache, survey_cache
 from harness.kernel import KernelRequest, build_kernel, check_variant
 from harness.keys import ensure_keypair
 from harness.process import handle_sigterm
@@ -147,6 +147,15 @@ def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 
     result = benchmod.run_bench(benchmod.BenchRequest(
         out=Path(out) if out else None, cold=cold, repeats=repeats))  # fmt: skip
     print(benchmod.format_table(result))
+
+
+@task(help={"prune": "remove entries the current tree no longer builds, and unfinished ones"})
+@cli
+def cache(c: Context, prune: bool = False) -> None:
+    """List the build cache: size, finished, current or stale; --prune removes stale ones."""
+    store = Cache.default()
+    items = prune_cache(store) if prune else survey_cache(store)
+    print(format_listing(items, store.root, pruned=prune))
 
 
 @task

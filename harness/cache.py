@@ -140,6 +140,30 @@ class Cache:
         return entry
 
 
+def list_entries(cache: Cache) -> list[CacheEntry]:
+    """Every entry directory in the cache, finished or not, by kind then key."""
+    kinds = ("source", "kernel", "rootfs")
+    return [
+        cache.entry(kind, path.name)
+        for kind in kinds
+        for path in sorted((cache.root / kind).glob("*"))
+        if path.is_dir()
+    ]
+
+
+def entry_size_bytes(entry: CacheEntry) -> int:
+    """Bytes under an entry (links not followed)."""
+    return sum(p.lstat().st_size for p in entry.path.rglob("*"))
+
+
+def remove_entry(entry: CacheEntry) -> None:
+    """Delete an entry and its lock file, holding the lock so no build is cut short."""
+    lock = entry.path.with_name(f"{entry.key}.lock")
+    with _exclusive(lock, 60.0, entry.key):
+        shutil.rmtree(entry.path, ignore_errors=True)
+    lock.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def _exclusive(lock_path: Path, timeout_s: float, what: str) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``lock_path``, waiting at most ``timeout_s``."""

@@ -18,12 +18,19 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.arches import ArchProfile
-from harness.cache import Cache, write_json_atomic
-from harness.kernel import KernelRequest, Variant, build_kernel
+from harness.arches import ARCHES, ArchProfile
+from harness.cache import (
+    Cache,
+    CacheEntry,
+    entry_size_bytes,
+    list_entries,
+    remove_entry,
+    write_json_atomic,
+)
+from harness.kernel import VARIANTS, KernelRequest, Variant, build_kernel, kernel_key, source_key
 from harness.keys import ensure_keypair
 from harness.qemu.argv import BootFiles
-from harness.rootfs import ROOTFS_FILE, build_rootfs
+from harness.rootfs import ROOTFS_FILE, build_rootfs, rootfs_key
 
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
 
@@ -108,3 +115,53 @@ def _replace_link(link: Path, target: Path) -> None:
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(target)
     tmp.replace(link)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheListing:
+    """One cache entry as ``invoke cache`` shows it."""
+
+    entry: CacheEntry
+    size_bytes: int
+    finished: bool
+    current: bool  # what today's tree would build (else stale: left from older inputs)
+
+
+def current_keys(cache: Cache) -> set[str]:
+    """Keys the current tree builds: every arch and variant, rootfs, kernel source."""
+    keypair = ensure_keypair(cache.root / "ssh")
+    keys = {source_key()}
+    for arch in ARCHES.values():
+        keys.add(rootfs_key(arch, keypair))
+        keys.update(kernel_key(KernelRequest(arch=arch, variant=v)) for v in VARIANTS)
+    return keys
+
+
+def survey_cache(cache: Cache) -> list[CacheListing]:
+    """Every cache entry with its size and whether the current tree still uses it."""
+    current = current_keys(cache)
+    return [
+        CacheListing(e, entry_size_bytes(e), e.is_complete, e.key in current)
+        for e in list_entries(cache)
+    ]
+
+
+def prune_cache(cache: Cache) -> list[CacheListing]:
+    """Remove entries the current tree no longer builds (and unfinished ones); return them."""
+    removed = [item for item in survey_cache(cache) if not (item.current and item.finished)]
+    for item in removed:
+        remove_entry(item.entry)
+    return removed
+
+
+def format_listing(items: list[CacheListing], root: Path, *, pruned: bool) -> str:
+    """A table of cache entries for people."""
+    lines = [f"cache: {root}" + ("  (removed:)" if pruned else "")]
+    for item in items:
+        state = "current" if item.current else "stale"
+        state += "" if item.finished else ", unfinished"
+        lines.append(f"  {item.entry.kind:<7} {item.entry.key}  {item.size_bytes / 2**20:8.1f} MiB"
+                     f"  {state}")  # fmt: skip
+    total = sum(item.size_bytes for item in items) / 2**20
+    lines.append(f"  {len(items)} entries, {total:.1f} MiB" + (" freed" if pruned else ""))
+    return "\n".join(lines)

@@ -105,12 +105,17 @@ def build_kernel(request: KernelRequest, cache: Cache) -> CacheEntry:
     return cache.obtain(entry, lambda out: _build(request, source, out))
 
 
+def source_key() -> str:
+    """Cache key of the unpacked kernel source: the installed package version."""
+    return content_key({"package": SOURCE_PACKAGE, "version": package_version(SOURCE_PACKAGE)})
+
+
 def ensure_source(cache: Cache) -> Path:
     """The unpacked ``linux-source-6.1`` tree, shared by every kernel build."""
     version = package_version(SOURCE_PACKAGE)
     if not version or not SOURCE_TARBALL.is_file():
         raise ConfigError(f"{SOURCE_TARBALL} is missing; run `invoke setup` to install it")
-    entry = cache.entry("source", content_key({"package": SOURCE_PACKAGE, "version": version}))
+    entry = cache.entry("source", source_key())
 
     def unpack(out: Path) -> dict[str, object]:
         LOG.info("unpacking %s %s (about 10 s)", SOURCE_PACKAGE, version)
