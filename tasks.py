@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,8 @@ GUEST_HELP = {
     "variant": "kernel variant: default or debug (lockdep, atomic-sleep checks)",
     "accel": "auto (KVM only where a real boot probe works), kvm or tcg",
     "nmi": "on: PMU interrupts as (pseudo-)NMIs; off: as ordinary IRQs (arm64 only)",
+    "append": "extra guest kernel arguments, e.g. 'nokaslr loglevel=8'",
+    "memory": "guest memory in MiB (default 1024)",
 }
 
 
@@ -63,9 +66,10 @@ def cli(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def _request(cpus: str | None, topology: str | None, arch: str, variant: str, accel: str,
-             nmi: str) -> GuestRequest:  # fmt: skip
+             nmi: str, append: str, memory: int) -> GuestRequest:  # fmt: skip
     return GuestRequest(arch=arch, cpus=parse_cpus(cpus), topology=topology, variant=variant,
-                        accel=accel, nmi=parse_nmi(nmi))  # fmt: skip
+                        accel=accel, nmi=parse_nmi(nmi), memory_mib=memory,
+                        kernel_args=tuple(shlex.split(append)))  # fmt: skip
 
 
 @task
@@ -118,9 +122,10 @@ def images(c: Context, arch: str = "arm64", variant: str = "default") -> None:
 @cli
 def test(c: Context, cpus: str | None = None, topology: str | None = None, arch: str = "arm64",
          variant: str = "default", accel: str = "auto", nmi: str = "on", workers: int = 1,
-         k: str | None = None, selftests: bool = False) -> None:  # fmt: skip
+         k: str | None = None, selftests: bool = False, append: str = "",
+         memory: int = 1024) -> None:  # fmt: skip
     """Boot the requested guest and run the guest test tier against it."""
-    request = _request(cpus, topology, arch, variant, accel, nmi)
+    request = _request(cpus, topology, arch, variant, accel, nmi, append, memory)
     status = testrun.run_guest_tier(request, Cache.default(), workers=workers, keyword=k,
                                     selftests=selftests)  # fmt: skip
     if status != 0:
@@ -130,9 +135,10 @@ def test(c: Context, cpus: str | None = None, topology: str | None = None, arch:
 @task(help=GUEST_HELP)
 @cli
 def shell(c: Context, cpus: str | None = None, topology: str | None = None, arch: str = "arm64",
-          variant: str = "default", accel: str = "auto", nmi: str = "on") -> None:  # fmt: skip
+          variant: str = "default", accel: str = "auto", nmi: str = "on", append: str = "",
+          memory: int = 1024) -> None:  # fmt: skip
     """An interactive root shell in a fresh guest; the guest stops when the shell exits."""
-    request = _request(cpus, topology, arch, variant, accel, nmi)
+    request = _request(cpus, topology, arch, variant, accel, nmi, append, memory)
     status = interactive_shell(request, Cache.default(), Timeouts.from_env())
     if status != 0:
         raise Exit(code=status)

@@ -41,6 +41,8 @@ def guest_options(request: GuestRequest) -> list[str]:
     """The tests' own command-line options for ``request``."""
     options = ["--arch", request.arch, "--variant", request.variant, "--accel", request.accel,
                "--nmi", "on" if request.nmi else "off"]  # fmt: skip
+    options += ["--memory-mib", str(request.memory_mib)]
+    options += [f"--append={arg}" for arg in request.kernel_args]
     if request.topology:
         options += ["--topology", request.topology]
     elif request.cpus:

@@ -41,6 +41,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--variant", default="default", help="kernel variant")
     group.addoption("--accel", default="auto", help="auto, kvm or tcg")
     group.addoption("--nmi", default="on", help="on or off")
+    group.addoption("--memory-mib", type=int, default=1024, help="guest memory")
+    group.addoption("--append", action="append", default=[], help="extra kernel argument")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -99,6 +101,8 @@ def guest_request(pytestconfig: pytest.Config) -> GuestRequest:
         variant=pytestconfig.getoption("--variant"),
         accel=pytestconfig.getoption("--accel"),
         nmi=parse_nmi(pytestconfig.getoption("--nmi")),
+        memory_mib=pytestconfig.getoption("--memory-mib"),
+        kernel_args=tuple(pytestconfig.getoption("--append")),
     )
 
 
