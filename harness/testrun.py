@@ -22,7 +22,7 @@ from harness.cache import Cache
 from harness.hostdeps import ensure_host
 from harness.images import prepare_images
 from harness.kernel import Variant
-from harness.process import die_with_parent
+from harness.process import Terminated, die_with_parent
 from harness.record import new_run_dir
 from harness.session import GuestRequest, resolve
 
@@ -65,9 +65,16 @@ def _run(argv: Sequence[str]) -> int:
     proc = subprocess.Popen(list(argv), cwd=REPO_ROOT, preexec_fn=die_with_parent)  # noqa: PLW1509
     try:
         return proc.wait()
-    except BaseException:
-        proc.terminate()  # pytest turns SIGTERM into a clean stop of its guests
-        proc.wait(timeout=60)
+    except BaseException as exc:
+        # Ctrl-C reached pytest too (same process group): let it stop its guests and
+        # report. Anything else (SIGTERM to us) is forwarded; pytest unwinds on it.
+        if not isinstance(exc, KeyboardInterrupt) or isinstance(exc, Terminated):
+            proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         raise
 
 
