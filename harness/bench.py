@@ -38,6 +38,7 @@ from harness.hostdeps import ensure_host
 from harness.images import prepare_images
 from harness.kernel import KernelRequest, build_kernel
 from harness.keys import ensure_keypair
+from harness.paths import REPO_ROOT
 from harness.qemu.argv import MachineSpec
 from harness.record import ARTIFACTS_ENV, artifacts_root, host_facts, new_run_dir, qemu_version
 from harness.rootfs import build_rootfs
@@ -46,7 +47,6 @@ from harness.topology import default_topology
 
 LOG = logging.getLogger(__name__)
 BOOT_CPUS = (1, 2, 4, 8)
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.paths import REPO_ROOT
 from harness.process import die_with_parent
 
 LOG = logging.getLogger(__name__)
-REPO_ROOT = Path(__file__).resolve().parent.parent
 _BIN = Path(sys.executable).parent
 
 Check = tuple[str, tuple[str, ...]]

@@ -29,10 +29,9 @@ from harness.cache import (
 )
 from harness.kernel import VARIANTS, KernelRequest, Variant, build_kernel, kernel_key, source_key
 from harness.keys import ensure_keypair
+from harness.paths import IMAGES_DIR
 from harness.qemu.argv import BootFiles
 from harness.rootfs import ROOTFS_FILE, build_rootfs, rootfs_key
-
-IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,8 @@ from harness.arches import ArchProfile
 from harness.cache import Cache, CacheEntry, content_key, file_sha256
 from harness.errors import ConfigError, KconfigError
 from harness.kconfig import apply_fragment, merge_fragments, verify
+from harness.paths import GUEST_DIR
 from harness.process import capture, count_matches, package_version, run_logged
-from harness.templates import GUEST_DIR
 
 LOG = logging.getLogger(__name__)
 

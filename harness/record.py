@@ -24,11 +24,11 @@ from typing import Any
 
 from harness.cache import write_json_atomic
 from harness.errors import ConfigError, GuestError, HarnessError, InfraError
+from harness.paths import REPO_ROOT
 from harness.process import capture
 from harness.qemu.argv import MachineSpec, kernel_cmdline
 
 ARTIFACTS_ENV = "PROFBENCH_ARTIFACTS"
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def artifacts_root() -> Path:

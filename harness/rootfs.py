@@ -33,7 +33,8 @@ from harness.cache import Cache, CacheEntry, content_key, file_sha256
 from harness.debs import PinnedPackage, PrivateApt, elf_needs, extract
 from harness.errors import BuildError, ConfigError
 from harness.keys import KeyPair
-from harness.templates import GUEST_DIR, render, template_source
+from harness.paths import GUEST_DIR
+from harness.templates import render, template_source
 
 LOG = logging.getLogger(__name__)
 

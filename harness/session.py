@@ -13,6 +13,7 @@ finds the images and returns a ready `MachineSpec`. `interactive_shell` is
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -76,24 +77,19 @@ def resolve(request: GuestRequest, cache: Cache) -> tuple[MachineSpec, GuestImag
     arch = arches.get(request.arch)
     topology = resolve_topology(request.cpus, request.topology)
     variant = check_variant(request.variant)
-    probe_spec = MachineSpec(
-        arch=arch, topology=topology, nmi=request.nmi, memory_mib=request.memory_mib
-    )  # validates before any build
+    spec = MachineSpec(  # validates the request before anything is installed or built
+        arch=arch,
+        topology=topology,
+        nmi=request.nmi,
+        memory_mib=request.memory_mib,
+        kernel_args=request.kernel_args,
+    )
     ensure_host()
     accel, reason = choose_accel(arch, request.accel, cache)
     LOG.info("accelerator: %s (%s)", accel, reason)
     if not arch.has_pmu(accel):
         LOG.warning("%s under %s has no PMU: PMU and NMI checks will be skipped", arch.name, accel)
-    images = prepare_images(arch, variant, cache)
-    spec = MachineSpec(
-        arch=arch,
-        topology=probe_spec.topology,
-        accel=accel,
-        memory_mib=request.memory_mib,
-        nmi=request.nmi,
-        kernel_args=request.kernel_args,
-    )
-    return spec, images
+    return dataclasses.replace(spec, accel=accel), prepare_images(arch, variant, cache)
 
 
 def interactive_shell(request: GuestRequest, cache: Cache, timeouts: Timeouts) -> int:

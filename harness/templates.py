@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
 
 import jinja2
 
 from harness.errors import ConfigError
-
-GUEST_DIR = Path(__file__).resolve().parent.parent / "guest"
+from harness.paths import GUEST_DIR
 
 
 @cache

@@ -15,19 +15,18 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from harness import arches, checks
 from harness.cache import Cache
 from harness.hostdeps import ensure_host
 from harness.images import prepare_images
 from harness.kernel import Variant
+from harness.paths import REPO_ROOT
 from harness.process import Terminated, die_with_parent
 from harness.record import new_run_dir
 from harness.session import GuestRequest, resolve
 
 LOG = logging.getLogger(__name__)
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 #: Kernels the full guest tier boots besides the default arm64 one.
 CI_IMAGES: tuple[tuple[str, Variant], ...] = (

@@ -185,7 +185,7 @@ class GuestVM:
         :raise HarnessTimeout: no console output at all within the boot budget.
         """
         started = time.monotonic()
-        watch = _SilenceWatch(self.console_log, self._timeouts.silence_s)
+        watch = _SilenceWatch(self._timeouts.silence_s)
         try:
             wait_until(
                 probe,
@@ -303,7 +303,7 @@ class GuestVM:
 class _SilenceWatch:
     """Tracks when the console last grew, to tell a boot hang from a slow boot."""
 
-    def __init__(self, console_log: Path, silence_s: float) -> None:
+    def __init__(self, silence_s: float) -> None:
         self._silence_s = silence_s
         self._last_len = -1
         self._last_change = time.monotonic()
