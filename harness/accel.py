@@ -28,7 +28,7 @@ from typing import Literal
 from harness.arches import Accel, ArchProfile
 from harness.cache import Cache, content_key, write_json_atomic
 from harness.errors import ConfigError
-from harness.process import capture, die_with_parent
+from harness.process import die_with_parent, tool_version
 
 LOG = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def choose_accel(arch: ArchProfile, choice: str, cache: Cache) -> tuple[Accel, s
 
 def kvm_probe(arch: ArchProfile, cache: Cache) -> tuple[bool, str]:
     """Whether a KVM guest really runs on this host (cached per kernel and QEMU)."""
-    version = capture([arch.qemu_binary, "--version"]).splitlines()[:1]
+    version = tool_version(arch.qemu_binary)
     key = content_key({"kernel": platform.release(), "qemu": version, "host": platform.node(),
                        "machine": arch.machine, "cpu": arch.kvm_cpu})  # fmt: skip
     path = cache.root / "probes" / f"kvm-{key}.json"

@@ -39,8 +39,9 @@ from harness.images import prepare_images
 from harness.kernel import KernelRequest, build_kernel
 from harness.keys import ensure_keypair
 from harness.paths import REPO_ROOT
+from harness.process import tool_version
 from harness.qemu.argv import MachineSpec
-from harness.record import ARTIFACTS_ENV, artifacts_root, host_facts, new_run_dir, qemu_version
+from harness.record import ARTIFACTS_ENV, artifacts_root, host_facts, new_run_dir
 from harness.rootfs import build_rootfs
 from harness.timeouts import Timeouts
 from harness.topology import default_topology
@@ -158,7 +159,7 @@ def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, An
     result: dict[str, Any] = {
         "measured_at": dt.datetime.now(dt.UTC).isoformat(),
         "host": host_facts(),
-        "qemu": qemu_version(arch.qemu_binary),
+        "qemu": tool_version(arch.qemu_binary),
         "arch": arch.name,
         "repeats": request.repeats,
         "goals": {"launch_to_ssh_8cpu_s": 5.0, "warm_start_to_boot_s": 2.0},

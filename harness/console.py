@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.errors import BootHang, GuestCrash, HarnessError, HarnessTimeout, VmLaunchError
 
@@ -89,11 +90,13 @@ def _kind_of(line: str) -> str | None:
     return None
 
 
-def crash_error(findings: list[ConsoleFinding], *, what: str) -> GuestCrash:
+def crash_error(
+    findings: list[ConsoleFinding], *, what: str, console_log: Path | None = None
+) -> GuestCrash:
     """A `GuestCrash` that carries ``findings`` as its evidence."""
     kinds = ", ".join(sorted({f.kind for f in findings}))
     evidence = "\n\n".join(f"{f}\n{f.context}" for f in findings[:5])
-    return GuestCrash(f"{what}: the guest console shows {kinds}", evidence)
+    return GuestCrash(f"{what}: the guest console shows {kinds}", evidence, console_log)
 
 
 def tail(text: str, lines: int = 40) -> str:
@@ -108,18 +111,20 @@ def classify_boot(
     waited_s: float,
     qemu_output: str = "",
     argv: tuple[str, ...] = (),
+    console_log: Path | None = None,
 ) -> HarnessError:
     """The exception a boot that did not reach SSH deserves, by its evidence.
 
     :param qemu_exitcode: None while QEMU still runs (the boot timed out).
     """
     if findings := scan_console(text):
-        return crash_error(findings, what="the guest crashed during boot")
+        return crash_error(findings, what="the guest crashed during boot", console_log=console_log)
     if qemu_exitcode is not None:
         if text.strip():
             return BootHang(
                 f"QEMU exited with status {qemu_exitcode} during boot, no crash on the console",
                 tail(text),
+                console_log,
             )
         return VmLaunchError(
             "QEMU exited before the guest printed anything", argv, qemu_exitcode, qemu_output
@@ -131,5 +136,7 @@ def classify_boot(
             waited_s,
         )
     return BootHang(
-        f"the kernel printed, then went silent without SSH for {waited_s:.0f}s", tail(text)
+        f"the kernel printed, then went silent without SSH for {waited_s:.0f}s",
+        tail(text),
+        console_log,
     )

@@ -121,18 +121,24 @@ class PrivateApt:
         )
         paths = []
         for pkg in packages:
-            found = sorted(into.glob(f"{pkg.name}_*_{self._arch}.deb")) + sorted(
-                into.glob(f"{pkg.name}_*_all.deb")
-            )
-            if not found:
-                raise BuildError(f"apt-get download produced no .deb for {pkg.name}")
-            actual = file_sha256(found[0])
+            # The directory keeps older versions too: name the exact file apt wrote.
+            found = [into / deb_file_name(pkg, arch) for arch in (self._arch, "all")]
+            path = next((p for p in found if p.is_file()), None)
+            if path is None:
+                raise BuildError(f"apt-get download produced neither {found[0].name} nor "
+                                 f"{found[1].name}")  # fmt: skip
+            actual = file_sha256(path)
             if actual != pkg.sha256:
                 raise BuildError(
-                    f"{found[0].name}: SHA-256 {actual} differs from the pinned {pkg.sha256}"
+                    f"{path.name}: SHA-256 {actual} differs from the pinned {pkg.sha256}"
                 )
-            paths.append(found[0])
+            paths.append(path)
         return paths
+
+
+def deb_file_name(pkg: PinnedPackage, arch: str) -> str:
+    """The file name ``apt-get download`` gives a package (an epoch's colon as ``%3a``)."""
+    return f"{pkg.name}_{pkg.version.replace(':', '%3a')}_{arch}.deb"
 
 
 def extract(debs: Sequence[Path], *, root: Path) -> None:

@@ -100,15 +100,19 @@ def ensure_host(*, install: bool = True, timeout_s: float = 1800.0) -> HostRepor
         raise HostSetupError(what, f"as root run: {command}")
     LOG.info("installing %d Debian package(s): %s", len(packages), " ".join(packages))
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    proc = subprocess.run(
-        ["sh", "-c", command], env=env, capture_output=True, text=True, timeout=timeout_s,
-        check=False,
-    )  # fmt: skip
-    still = [req.what for req in missing if not req.present()]
-    if proc.returncode != 0 or still:
-        raise HostSetupError(
-            still or what,
-            f"apt failed (status {proc.returncode}): {(proc.stdout + proc.stderr)[-1500:]}\n"
-            f"  try by hand: {command}",
-        )
+    steps = (
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", *packages],
+    )
+    for argv in steps:
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True,
+                              timeout=timeout_s, check=False)  # fmt: skip
+        if proc.returncode != 0:
+            raise HostSetupError(
+                what,
+                f"{' '.join(argv[:2])} failed (status {proc.returncode}): "
+                f"{(proc.stdout + proc.stderr)[-1500:]}\n  try by hand: {command}",
+            )
+    if still := [req.what for req in missing if not req.present()]:
+        raise HostSetupError(still, f"apt installed {' '.join(packages)}, yet these are missing")
     return HostReport(what, packages)

@@ -145,6 +145,19 @@ def capture(argv: Sequence[str], *, timeout_s: float = 30.0) -> str:
     return proc.stdout if proc.returncode == 0 else ""
 
 
+_VERSIONS: dict[str, str] = {}
+
+
+def tool_version(binary: str) -> str:
+    """First line of ``<binary> --version``; '' while it is missing (not remembered)."""
+    if binary not in _VERSIONS:
+        lines = capture([binary, "--version"]).splitlines()
+        if not lines:
+            return ""
+        _VERSIONS[binary] = lines[0]
+    return _VERSIONS[binary]
+
+
 def package_version(package: str) -> str:
     """The installed version of a Debian package, '' when not installed."""
     return capture(["dpkg-query", "-W", "-f=${Version}", package]).strip()

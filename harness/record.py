@@ -25,7 +25,7 @@ from typing import Any
 from harness.cache import write_json_atomic
 from harness.errors import ConfigError, GuestError, HarnessError, InfraError
 from harness.paths import REPO_ROOT
-from harness.process import capture
+from harness.process import capture, tool_version
 from harness.qemu.argv import MachineSpec, kernel_cmdline
 
 ARTIFACTS_ENV = "PROFBENCH_ARTIFACTS"
@@ -42,13 +42,6 @@ def new_run_dir(kind: str, name: str) -> Path:
     path = artifacts_root() / kind / f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}"
     path.mkdir(parents=True)
     return path
-
-
-@cache
-def qemu_version(binary: str) -> str:
-    """First line of ``<binary> --version`` ('' when missing)."""
-    lines = capture([binary, "--version"]).splitlines()
-    return lines[0] if lines else ""
 
 
 def host_facts() -> dict[str, object]:
@@ -89,7 +82,7 @@ def spec_record(spec: MachineSpec) -> dict[str, object]:
         "cmdline": kernel_cmdline(spec),
         "tcg_threads": spec.tcg_threads,
         "icount_shift": spec.icount_shift,
-        "qemu_version": qemu_version(spec.arch.qemu_binary),
+        "qemu_version": tool_version(spec.arch.qemu_binary),
     }
 
 

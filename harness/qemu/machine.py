@@ -31,7 +31,6 @@ from types import TracebackType
 from harness.console import classify_boot, crash_error, scan_console
 from harness.errors import (
     ConfigError,
-    GuestError,
     HarnessError,
     HarnessTimeout,
     HostSetupError,
@@ -202,29 +201,26 @@ class GuestVM:
             return self._classify(time.monotonic() - started)
         text = self.console_text()
         if findings := scan_console(text):
-            return crash_error(findings, what=f"{self.name} crashed during boot")
+            return crash_error(findings, what=f"{self.name} crashed during boot",
+                               console_log=self.console_log)  # fmt: skip
         if watch.silent_too_long(text):
             return self._classify(time.monotonic() - started)
         return None
 
     def _classify(self, waited_s: float) -> HarnessError:
-        error = classify_boot(
+        return classify_boot(
             self.console_text(),
             qemu_exitcode=self.exitcode(),
             waited_s=waited_s,
             qemu_output=self._qemu_output(),
             argv=self.argv,
+            console_log=self.console_log,
         )
-        if isinstance(error, GuestError):
-            error.console_log = self.console_log
-        return error
 
     def check_console(self, *, since_line: int = 0, what: str = "") -> None:
         """Raise `GuestCrash` if the console shows trouble after ``since_line``."""
         if findings := scan_console(self.console_text(), start_line=since_line):
-            error = crash_error(findings, what=what or self.name)
-            error.console_log = self.console_log
-            raise error
+            raise crash_error(findings, what=what or self.name, console_log=self.console_log)
 
     def console_text(self) -> str:
         """Everything the guest printed so far."""

@@ -19,6 +19,7 @@ from harness.images import GuestImages
 from harness.qemu.argv import MachineSpec
 from harness.timeouts import Timeouts, wait_until
 from harness.topology import CpuTopology
+from tests.guest.procs import process_gone
 
 pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 REPO = Path(__file__).resolve().parents[2]
@@ -39,15 +40,6 @@ def make_guest(
         return Guest(own, images, tmp_path / "run", timeouts=budget)
 
     return make
-
-
-def process_gone(pid: int) -> bool:
-    """True once ``pid`` no longer runs (exited and reaped, or a zombie about to be)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def verdict(guest: Guest) -> dict[str, object]:

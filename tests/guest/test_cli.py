@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
-import re
 import select
 import shutil
 import signal
@@ -22,6 +22,7 @@ from harness.images import GuestImages
 from harness.qemu.argv import MachineSpec
 from harness.timeouts import Timeouts
 from harness.topology import CpuTopology
+from tests.guest.procs import process_gone
 
 pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 REPO = Path(__file__).resolve().parents[2]
@@ -66,13 +67,9 @@ def test_invoke_shell_gives_a_root_shell_and_stops_the_guest(tmp_path: Path) -> 
         os.close(fd)
     assert os.waitstatus_to_exitcode(status) == 0
     (run_json,) = tmp_path.glob("shell/*/run.json")
-    record = run_json.read_text()
-    assert '"result": "pass"' in record
-    qemu_pid = int(re.search(r'"qemu_pid": (\d+)', record)[1])  # type: ignore[index]
-    assert (
-        not Path(f"/proc/{qemu_pid}").exists()
-        or "Z" in Path(f"/proc/{qemu_pid}/stat").read_text().split(")")[-1].split()[0]
-    )
+    record = json.loads(run_json.read_text())
+    assert record["verdict"]["result"] == "pass"
+    assert process_gone(record["qemu_pid"])
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ def x86_host_with_kvm_device(monkeypatch: pytest.MonkeyPatch) -> None:
     real_exists = os.path.exists
     monkeypatch.setattr(platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(os.path, "exists", lambda p: p == "/dev/kvm" or real_exists(p))
-    monkeypatch.setattr(accel, "capture", lambda argv: "QEMU emulator version 7.2.0\n")
+    monkeypatch.setattr(accel, "tool_version", lambda binary: "QEMU emulator version 7.2.0")
     monkeypatch.setattr(accel, "boot_probe", no_boot)
 
 

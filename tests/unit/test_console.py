@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.console import classify_boot, scan_console
@@ -175,3 +177,14 @@ def test_output_and_qemu_exited_without_crash_is_a_boot_hang() -> None:
     error = classify_boot(BOOT_THEN_SILENCE, qemu_exitcode=0, waited_s=4)
     assert isinstance(error, BootHang)
     assert "status 0" in error.reason
+
+
+def test_boot_errors_carry_the_console_log_path(tmp_path: Path) -> None:
+    where = tmp_path / "console.log"
+    crash = classify_boot(log("arm64-sysrq-panic.console"), qemu_exitcode=0, waited_s=3.0,
+                          console_log=where)  # fmt: skip
+    hang = classify_boot("[    0.1] Booting Linux\n", qemu_exitcode=None, waited_s=60.0,
+                         console_log=where)  # fmt: skip
+    assert isinstance(crash, GuestCrash)
+    assert isinstance(hang, BootHang)
+    assert (crash.console_log, hang.console_log) == (where, where)

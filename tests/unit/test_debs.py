@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from harness.debs import parse_readelf
+from harness.debs import PinnedPackage, deb_file_name, parse_readelf
 
 # `readelf -W -l -d usr/sbin/dropbear` from an arm64 Debian package (abridged by hand).
 DYNAMIC = """
@@ -81,3 +81,8 @@ def test_shared_library_has_needed_but_no_interpreter() -> None:
         None,
         ("libz.so.1", "libcrypt.so.1", "libtomcrypt.so.1", "libtommath.so.1", "libc.so.6"),
     )
+
+
+def test_deb_file_name_spells_the_epoch_as_apt_does() -> None:
+    pkg = PinnedPackage("busybox-static", "1:1.35.0-4+deb12u1+b1", "0" * 64)
+    assert deb_file_name(pkg, "arm64") == "busybox-static_1%3a1.35.0-4+deb12u1+b1_arm64.deb"
