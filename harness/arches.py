@@ -46,11 +46,16 @@ class ArchProfile:
     qmp_inject_nmi: bool  # QMP inject-nmi works on this machine
     kvm_host_machines: tuple[str, ...]  # platform.machine() values that can run it under KVM
     pmu_interrupt_label: str  # how /proc/interrupts names the PMU overflow interrupt
+    tcg_cycles_per_ns: float | None  # TCG's cycle counter rate (QEMU arm: 1 GHz virtual)
     probe_kernel: bytes  # a -kernel image that writes "KV" to the serial port and halts
 
     def cpu_model(self, accel: Accel) -> str:
         """The -cpu value for ``accel``."""
         return self.kvm_cpu if accel == "kvm" else self.tcg_cpu
+
+    def cycles_per_ns(self, accel: Accel) -> float | None:
+        """Cycles the PMU counts per guest nanosecond, where that is a fixed rate."""
+        return self.tcg_cycles_per_ns if accel == "tcg" else None
 
     def has_pmu(self, accel: Accel) -> bool:
         """Whether a guest on ``accel`` gets a hardware PMU."""
@@ -114,6 +119,7 @@ ARCHES: dict[str, ArchProfile] = {
             qmp_inject_nmi=False,  # QEMU 7.2: "not currently supported" on virt
             kvm_host_machines=("aarch64", "arm64"),
             pmu_interrupt_label="arm-pmu",
+            tcg_cycles_per_ns=1.0,  # target/arm: ARM_CPU_FREQ, from the virtual clock
             probe_kernel=_arm64_image_probe(),
         ),
         ArchProfile(
@@ -137,6 +143,7 @@ ARCHES: dict[str, ArchProfile] = {
             qmp_inject_nmi=True,
             kvm_host_machines=("x86_64", "amd64"),
             pmu_interrupt_label="Performance monitoring interrupts",
+            tcg_cycles_per_ns=None,  # no PMU under TCG
             probe_kernel=_multiboot_probe(),
         ),
     )

@@ -37,6 +37,7 @@ CRASH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("bug", r"\bBUG: |kernel BUG at"),
         ("rcu-stall", r"rcu: INFO: rcu_\w+ (self-)?detected stall|detected stalls on CPUs"),
         ("hung-task", r"INFO: task \S+ blocked for more than \d+ seconds"),
+        ("nmi-slow", r"INFO: NMI handler \(\S+\) took too long to run"),
         ("warning", r"WARNING: CPU: \d+ PID: \d+ at |------------\[ cut here \]------------"),
     )
 )  # fmt: skip

@@ -18,6 +18,8 @@ guest kernel (which may be the very bug a developer is reproducing)::
           +-- GuestCrash        panic, Oops, BUG, WARNING, lockdep, RCU stall, hung task
           +-- BootHang          the kernel printed, then went silent and never answered
           +-- GuestCommandError a command in the guest exited non-zero
+          +-- ModuleLoadError   insmod refused the agent; carries the guest's dmesg lines
+          +-- OracleViolation   the agent's numbers broke an oracle; carries each violation
 
 Usage::
 
@@ -184,3 +186,16 @@ class GuestCommandError(GuestError):
         self.status = exit_status
         self.stdout = stdout
         self.stderr = stderr
+
+
+class ModuleLoadError(GuestError):
+    """``insmod`` failed in the guest; ``evidence`` holds the new dmesg lines."""
+
+
+class OracleViolation(GuestError):
+    """One or more oracles did not hold; each violation names oracle, CPU and numbers."""
+
+    def __init__(self, what: str, violations: Sequence[object]) -> None:
+        lines = [str(v) for v in violations]
+        super().__init__(f"{what}: {len(lines)} oracle violation(s)", "\n".join(lines))
+        self.violations = tuple(violations)

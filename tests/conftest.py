@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.build import AgentBuild, build_agent
+from harness.agent.driver import Agent
+from harness.agent.profctl import build_profctl
+from harness.agent.spec import AgentSpec
 from harness.cache import Cache
 from harness.guest import Guest
 from harness.images import GuestImages
@@ -31,6 +35,7 @@ from harness.topology import CpuTopology, default_topology
 FULL_SET_CPUS = (1, 2, 4, 8)
 POOLS = pytest.StashKey[list[GuestPool]]()
 SMT_CLUSTER_LAYOUT = "1s2cl2c2t"
+AGENT_REPORT = "profagent-report"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,6 +63,20 @@ def pytest_terminal_summary(
         terminalreporter.section("guests")
         for line in lines:
             terminalreporter.write_line(line)
+    # Agent reports travel as user properties, so xdist workers' reports arrive too.
+    reports = [
+        (report.nodeid, value)
+        for outcome in ("passed", "failed")
+        for report in terminalreporter.stats.get(outcome, [])
+        if report.when == "call"
+        for name, value in report.user_properties
+        if name == AGENT_REPORT
+    ]
+    if reports:
+        terminalreporter.section("profagent: per-CPU accounting and oracle verdicts")
+        for nodeid, text in sorted(reports):
+            terminalreporter.write_line(f"\n{nodeid}")
+            terminalreporter.write_line(str(text))
 
 
 def selected_topologies(config: pytest.Config) -> list[CpuTopology]:
@@ -145,3 +164,38 @@ def guest(pool: GuestPool, topology: CpuTopology) -> Iterator[Guest]:
     mark = len(booted.vm.console_text().splitlines())
     yield booted
     booted.vm.check_console(since_line=mark, what="the guest console during this test")
+
+
+@pytest.fixture(scope="session")
+def agent_build(base_setup: tuple[MachineSpec, GuestImages], cache: Cache) -> AgentBuild:
+    """The agent rendered with the default spec and built for the session's kernel.
+
+    Runs load it with their own spec's parameters, so one build serves all.
+    """
+    return build_agent(AgentSpec(), base_setup[1], cache)
+
+
+@pytest.fixture(scope="session")
+def profctl_binary(base_setup: tuple[MachineSpec, GuestImages], cache: Cache) -> Path:
+    return build_profctl(base_setup[0].arch, cache)
+
+
+@pytest.fixture
+def agent(
+    guest: Guest, agent_build: AgentBuild, profctl_binary: Path, request: pytest.FixtureRequest
+) -> Iterator[Agent]:
+    """The agent deployed in this test's guest; unloaded after the test."""
+    workdir = guest.workdir / "agent" / request.node.name.replace("/", "_")
+    workdir.mkdir(parents=True, exist_ok=True)
+    deployed = Agent(
+        guest.shell,
+        agent_build,
+        profctl_binary,
+        workdir,
+        nmi_expected=guest.spec.nmi,
+        cycles_per_ns=guest.spec.arch.cycles_per_ns(guest.spec.accel),
+    )
+    deployed.deploy()
+    yield deployed
+    if guest.vm.exitcode() is None:
+        deployed.unload()

@@ -1,0 +1,497 @@
+/*
+ * profctl - a tiny static guest-side tool that runs a sequence of steps.
+ *
+ * The harness (harness/agent/profctl.py) copies it into the guest and drives it
+ * over SSH, one invocation per sequence: open the agent's device, issue ioctls,
+ * drain its sample stream into a file, poke debugfs control files and start
+ * pinned busy loops, all from one process so that file descriptors survive
+ * between steps.
+ *
+ * Each argument is one step; fields are separated by ':' and only the last
+ * field of `write` may itself contain ':' (and spaces):
+ *
+ *   open:PATH                  open(PATH, O_RDWR)                  -> fd=N
+ *   close:FD                   close(FD)                           -> fd=N
+ *   ioctl:FD:REQ:SIZE[:HEXIN]  ioctl on a zeroed SIZE-byte buffer,
+ *                              pre-filled from HEXIN (REQ: decimal
+ *                              or 0x-hex; SIZE 0..4096)            -> rc=N out=HEX
+ *   read:FD:PATH:CHUNK         read(FD) in CHUNK-byte reads until
+ *                              EOF into PATH (created, truncated)  -> bytes=N reads=N
+ *   timeout:SECONDS            later read/wait steps are cut off
+ *                              after SECONDS (0: never) by SIGALRM -> seconds=N
+ *   write:PATH:TEXT            one write() of TEXT to PATH         -> bytes=N
+ *   cat:PATH                   the whole file, then one "| LINE"
+ *                              line per line of it                 -> bytes=N lines=N
+ *   spin:CPU:MS                fork a child busy-looping on CPU
+ *                              for MS ms (child exits 3 if it
+ *                              cannot pin itself)                  -> pid=N cpu=N
+ *   wait                       reap every spin child               -> children=N failed=N
+ *   sleep:MS                   sleep MS ms                         -> ms=N
+ *   pin:CPU                    pin profctl itself to CPU           -> cpu=N
+ *
+ * Output: exactly one step line per step on stdout, flushed at once (a cat
+ * step's "| " lines follow its step line); errno is symbolic (EBUSY, or E<n>):
+ *
+ *   step=<index> op=<op> ok=1 key=value...
+ *   step=<index> op=<op> ok=0 errno=<NAME> [key=value...]
+ *
+ * A failing step does not stop the sequence (read and wait still report how far
+ * they got). All steps are validated before any runs: a usage error prints one
+ * line on stderr and exits 2 with nothing on stdout. Otherwise the exit status is 0.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_FIELDS 8
+
+enum op { OP_OPEN, OP_CLOSE, OP_IOCTL, OP_READ, OP_TIMEOUT, OP_WRITE,
+	  OP_CAT, OP_SPIN, OP_WAIT, OP_SLEEP, OP_PIN, OP_COUNT };
+
+/*
+ * Each op's fields after its name, one letter each: p path, t text, f fd,
+ * r request, s ioctl size, x hex input, k chunk, S seconds, c cpu, m milliseconds.
+ * The first `min` fields are required, the others optional.
+ */
+static const struct { const char *name, *fields; int min; } OPS[OP_COUNT] = {
+	[OP_OPEN] = { "open", "p", 1 },       [OP_CLOSE] = { "close", "f", 1 },
+	[OP_IOCTL] = { "ioctl", "frsx", 3 },  [OP_READ] = { "read", "fpk", 3 },
+	[OP_TIMEOUT] = { "timeout", "S", 1 }, [OP_WRITE] = { "write", "pt", 2 },
+	[OP_CAT] = { "cat", "p", 1 },         [OP_SPIN] = { "spin", "cm", 2 },
+	[OP_WAIT] = { "wait", "", 0 },        [OP_SLEEP] = { "sleep", "m", 1 },
+	[OP_PIN] = { "pin", "c", 1 },
+};
+
+/* Upper bounds of the numeric field kinds (keep in step with profctl.py). */
+static unsigned long field_max(char kind)
+{
+	switch (kind) {
+	case 'f': return 1048575;        /* fs.nr_open's ceiling */
+	case 's': return 4096;
+	case 'k': return 16UL << 20;
+	case 'S': return 86400;
+	case 'c': return CPU_SETSIZE - 1;
+	case 'm': return 86400000;
+	default: return ULONG_MAX;       /* 'r' */
+	}
+}
+
+struct step {
+	enum op op;
+	const char *path;     /* open, read, write, cat */
+	const char *text;     /* write: TEXT; ioctl: HEXIN (maybe "") */
+	unsigned long num[3]; /* the numeric fields, in order */
+};
+
+static const struct { int code; const char *name; } ERRNOS[] = {
+#define E(x) { x, #x }
+	E(EPERM), E(ENOENT), E(ESRCH), E(EINTR), E(EIO), E(ENXIO), E(E2BIG),
+	E(ENOEXEC), E(EBADF), E(ECHILD), E(EAGAIN), E(ENOMEM), E(EACCES),
+	E(EFAULT), E(EBUSY), E(EEXIST), E(EXDEV), E(ENODEV), E(ENOTDIR),
+	E(EISDIR), E(EINVAL), E(ENFILE), E(EMFILE), E(ENOTTY), E(EFBIG),
+	E(ENOSPC), E(ESPIPE), E(EROFS), E(EPIPE), E(ERANGE), E(EDEADLK),
+	E(ENAMETOOLONG), E(ENOSYS), E(ENODATA), E(EOVERFLOW), E(EOPNOTSUPP),
+	E(ETIMEDOUT), E(EALREADY), E(EINPROGRESS), E(ECANCELED), E(EMSGSIZE),
+	E(ENOBUFS), E(ESHUTDOWN), E(ENOLINK), E(EPROTO), E(EBADMSG),
+#undef E
+};
+
+static volatile sig_atomic_t alarm_fired;
+static unsigned int timeout_s;
+
+static const char *errno_name(int code)
+{
+	static char fallback[16];
+
+	for (size_t i = 0; i < sizeof(ERRNOS) / sizeof(ERRNOS[0]); i++)
+		if (ERRNOS[i].code == code)
+			return ERRNOS[i].name;
+	snprintf(fallback, sizeof(fallback), "E%d", code);
+	return fallback;
+}
+
+/* Starts a step line; the caller adds " key=value"s, then calls end_line(). */
+static void begin_line(int index, enum op op, int err)
+{
+	printf("step=%d op=%s ok=%d", index, OPS[op].name, err == 0);
+	if (err)
+		printf(" errno=%s", errno_name(err));
+}
+
+static void end_line(void)
+{
+	putchar('\n');
+	fflush(stdout);
+}
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 32;
+	return (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+}
+
+/* A plain unsigned number (also 0x-hex when hex_ok) no larger than max: 0, else -1. */
+static int parse_num(const char *s, int hex_ok, unsigned long max, unsigned long *out)
+{
+	int base = hex_ok && s[0] == '0' && (s[1] | 32) == 'x' ? 16 : 10;
+	char *end;
+
+	s += base == 16 ? 2 : 0;
+	for (const char *p = s; *p; p++)  /* strtoul alone would take signs and spaces */
+		if (hex_digit(*p) < 0 || hex_digit(*p) >= base)
+			return -1;
+	if (!*s)
+		return -1;
+	errno = 0;
+	*out = strtoul(s, &end, base);
+	return (errno || *end || *out > max) ? -1 : 0;
+}
+
+/* Stores one field of kind `kind`; NULL, else what is wrong with it. */
+static const char *parse_field(char kind, const char *value, struct step *st, int *nums)
+{
+	size_t len = strlen(value);
+	unsigned long *num;
+
+	if (kind == 'p' || kind == 't') {
+		*(kind == 'p' ? &st->path : &st->text) = value;
+		return kind == 'p' && !len ? "empty path" : NULL;
+	}
+	if (kind == 'x') {
+		st->text = value;
+		for (size_t i = 0; i < len; i++)
+			if (hex_digit(value[i]) < 0)
+				return "HEXIN is not hex";
+		return len % 2 ? "HEXIN has an odd number of digits"
+			: len / 2 > st->num[2] ? "HEXIN is longer than SIZE" : NULL;
+	}
+	num = &st->num[(*nums)++];
+	if (parse_num(value, kind == 'r', field_max(kind), num))
+		return "not a number in range";
+	return kind == 'k' && *num == 0 ? "CHUNK must be at least 1" : NULL;
+}
+
+/* Fills st from arg; NULL on success, else what is wrong with it. */
+static const char *parse_step(const char *arg, struct step *st)
+{
+	char *f[MAX_FIELDS], *colon;
+	size_t name_len = strcspn(arg, ":");
+	int n = 1, op, nums = 0, max_fields;
+
+	for (op = 0; op < OP_COUNT; op++)
+		if (strlen(OPS[op].name) == name_len && !strncmp(arg, OPS[op].name, name_len))
+			break;
+	if (op == OP_COUNT)
+		return "unknown op";
+	*st = (struct step){ .op = (enum op)op, .text = "" };
+	max_fields = 1 + (int)strlen(OPS[op].fields);
+	if (!(f[0] = strdup(arg)))
+		return "out of memory";
+	/* write's TEXT keeps its ':'s; for other ops, extra fields show up as such */
+	while (n < (op == OP_WRITE ? max_fields : MAX_FIELDS) &&
+	       (colon = strchr(f[n - 1], ':')) != NULL) {
+		*colon = '\0';
+		f[n++] = colon + 1;
+	}
+	if (n - 1 < OPS[op].min || n > max_fields)
+		return "wrong number of fields";
+	for (int i = 1; i < n; i++) {
+		const char *why = parse_field(OPS[op].fields[i - 1], f[i], st, &nums);
+		if (why)
+			return why;
+	}
+	return NULL;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarm_fired = 1;
+}
+
+/*
+ * Arms (seconds > 0) or disarms (0) the timeout of a blocking step. After the
+ * first SIGALRM the timer repeats every second, so a signal that lands between
+ * the alarm_fired check and the blocking call delays the step instead of hanging it.
+ */
+static void set_timer(unsigned int seconds)
+{
+	struct itimerval timer = { { seconds ? 1 : 0, 0 }, { (time_t)seconds, 0 } };
+
+	alarm_fired = 0;
+	setitimer(ITIMER_REAL, &timer, NULL);
+}
+
+static int pin_to(unsigned long cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) ? errno : 0;
+}
+
+/* Writes all of buf to fd (a regular file: short writes are rare); 0 or an errno. */
+static int write_all(int fd, const char *buf, size_t len)
+{
+	for (ssize_t done; len; buf += done, len -= (size_t)done)
+		if ((done = write(fd, buf, len)) < 0)
+			return errno;
+	return 0;
+}
+
+static void do_open(int i, const struct step *st)
+{
+	int fd = open(st->path, O_RDWR);
+
+	begin_line(i, st->op, fd < 0 ? errno : 0);
+	if (fd >= 0)
+		printf(" fd=%d", fd);
+	end_line();
+}
+
+static void do_close(int i, const struct step *st)
+{
+	begin_line(i, st->op, close((int)st->num[0]) ? errno : 0);
+	printf(" fd=%lu", st->num[0]);
+	end_line();
+}
+
+static void do_ioctl(int i, const struct step *st)
+{
+	unsigned char buf[4096] = { 0 };
+	size_t size = st->num[2];
+	int rc;
+
+	for (size_t k = 0; st->text[2 * k]; k++)
+		buf[k] = (unsigned char)(hex_digit(st->text[2 * k]) << 4 |
+					 hex_digit(st->text[2 * k + 1]));
+	rc = ioctl((int)st->num[0], st->num[1], size ? (void *)buf : NULL);
+	begin_line(i, st->op, rc < 0 ? errno : 0);
+	if (rc >= 0)
+		printf(" rc=%d out=", rc);
+	for (size_t k = 0; rc >= 0 && k < size; k++)
+		printf("%02x", buf[k]);
+	end_line();
+}
+
+static void do_read(int i, const struct step *st)
+{
+	unsigned long long total = 0, reads = 0;
+	size_t chunk = st->num[1];
+	char *buf = malloc(chunk);
+	int out = open(st->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	int err = out < 0 ? errno : !buf ? ENOMEM : 0;
+	ssize_t got;
+
+	set_timer(timeout_s);
+	while (!err) {
+		if (alarm_fired) {
+			err = EINTR;
+			break;
+		}
+		got = read((int)st->num[0], buf, chunk);
+		if (got <= 0) {
+			err = got ? errno : 0;
+			break;
+		}
+		reads++;
+		total += (unsigned long long)got;
+		err = write_all(out, buf, (size_t)got);
+	}
+	set_timer(0);
+	if (out >= 0 && close(out) && !err)
+		err = errno;
+	free(buf);
+	begin_line(i, st->op, err);
+	printf(" bytes=%llu reads=%llu", total, reads);
+	end_line();
+}
+
+static void do_timeout(int i, const struct step *st)
+{
+	struct sigaction sa = { .sa_handler = on_alarm };  /* no SA_RESTART: read() fails */
+
+	sigemptyset(&sa.sa_mask);
+	timeout_s = (unsigned int)st->num[0];
+	begin_line(i, st->op, sigaction(SIGALRM, &sa, NULL) ? errno : 0);
+	printf(" seconds=%u", timeout_s);
+	end_line();
+}
+
+static void do_write(int i, const struct step *st)
+{
+	int fd = open(st->path, O_WRONLY);
+	ssize_t done = fd < 0 ? -1 : write(fd, st->text, strlen(st->text));
+	int err = done < 0 ? errno : 0;
+
+	if (fd >= 0 && close(fd) && !err)
+		err = errno;
+	begin_line(i, st->op, err);
+	if (!err)
+		printf(" bytes=%zd", done);
+	end_line();
+}
+
+static void do_cat(int i, const struct step *st)
+{
+	char block[4096], *data = NULL;
+	size_t len = 0, lines = 0, start = 0, got;
+	FILE *in = fopen(st->path, "r"), *mem = open_memstream(&data, &len);
+	int err = !in ? errno : !mem ? ENOMEM : 0;
+
+	while (!err && (got = fread(block, 1, sizeof(block), in)) > 0)
+		fwrite(block, 1, got, mem);
+	if (!err && ferror(in))
+		err = errno;
+	if (in)
+		fclose(in);
+	if (mem)
+		fclose(mem);  /* sets data and len */
+	for (size_t k = 0; k < len; k++)
+		lines += data[k] == '\n' || k == len - 1;  /* an unterminated last line counts */
+	begin_line(i, st->op, err);
+	if (!err)
+		printf(" bytes=%zu lines=%zu", len, lines);
+	putchar('\n');
+	while (!err && start < len) {
+		char *nl = memchr(data + start, '\n', len - start);
+		size_t stop = nl ? (size_t)(nl - data) : len;
+
+		printf("| %.*s\n", (int)(stop - start), data + start);
+		start = stop + 1;
+	}
+	fflush(stdout);
+	free(data);
+}
+
+static long long now_ms(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec * 1000LL + now.tv_nsec / 1000000;
+}
+
+static void do_spin(int i, const struct step *st)
+{
+	volatile unsigned long counter = 0;
+	long long end;
+	pid_t pid;
+
+	cpu_set_t mine;
+	int err;
+
+	/*
+	 * Fork from the target CPU, so the child is never anywhere else: pinning only
+	 * in the child would let its first instructions run (and be sampled) on
+	 * whichever CPU fork() chose.
+	 */
+	if (sched_getaffinity(0, sizeof(mine), &mine) || (err = pin_to(st->num[0]))) {
+		begin_line(i, st->op, errno);
+		end_line();
+		return;
+	}
+	fflush(stdout);  /* the child must not inherit buffered output */
+	pid = fork();
+	if (pid == 0) {  /* the child: user-space work only, on one CPU */
+		/* Hold neither the SSH session's pipes nor the agent's device open. */
+		closefrom(0);
+		if (pin_to(st->num[0]))
+			_exit(3);
+		for (end = now_ms() + (long long)st->num[1]; now_ms() < end;)
+			for (int k = 0; k < 1000; k++)
+				counter++;
+		_exit(0);
+	}
+	err = pid < 0 ? errno : 0;
+	sched_setaffinity(0, sizeof(mine), &mine);
+	begin_line(i, st->op, err);
+	if (pid > 0)
+		printf(" pid=%d cpu=%lu", (int)pid, st->num[0]);
+	end_line();
+}
+
+static void do_wait(int i, const struct step *st)
+{
+	int children = 0, failed = 0, err = 0, status;
+
+	set_timer(timeout_s);
+	while (!err) {
+		if (alarm_fired) {
+			err = EINTR;
+			break;
+		}
+		if (waitpid(-1, &status, 0) < 0) {
+			err = errno == ECHILD ? 0 : errno;
+			break;
+		}
+		children++;
+		failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	set_timer(0);
+	begin_line(i, st->op, err);
+	printf(" children=%d failed=%d", children, failed);
+	end_line();
+}
+
+static void do_sleep(int i, const struct step *st)
+{
+	struct timespec left = { (time_t)(st->num[0] / 1000), (long)(st->num[0] % 1000) * 1000000 };
+	int rc;
+
+	while ((rc = nanosleep(&left, &left)) != 0 && errno == EINTR)
+		;
+	begin_line(i, st->op, rc ? errno : 0);
+	printf(" ms=%lu", st->num[0]);
+	end_line();
+}
+
+static void do_pin(int i, const struct step *st)
+{
+	begin_line(i, st->op, pin_to(st->num[0]));
+	printf(" cpu=%lu", st->num[0]);
+	end_line();
+}
+
+static void (*const RUN[OP_COUNT])(int, const struct step *) = {
+	[OP_OPEN] = do_open, [OP_CLOSE] = do_close,     [OP_IOCTL] = do_ioctl,
+	[OP_READ] = do_read, [OP_TIMEOUT] = do_timeout, [OP_WRITE] = do_write,
+	[OP_CAT] = do_cat,   [OP_SPIN] = do_spin,       [OP_WAIT] = do_wait,
+	[OP_SLEEP] = do_sleep, [OP_PIN] = do_pin,
+};
+
+int main(int argc, char **argv)
+{
+	struct step *steps = calloc((size_t)argc, sizeof(*steps));
+
+	if (argc < 2 || !steps) {
+		fprintf(stderr, "usage: profctl STEP... (the step language: see profctl.c)\n");
+		return 2;
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *why = parse_step(argv[i], &steps[i - 1]);
+
+		if (why) {
+			fprintf(stderr, "profctl: step %d (%s): %s\n", i - 1, argv[i], why);
+			return 2;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 1; i < argc; i++)
+		RUN[steps[i - 1].op](i - 1, &steps[i - 1]);
+	return 0;
+}

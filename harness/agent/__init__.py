@@ -1,0 +1,1 @@
+"""The profiling agent ``profagent``: spec, rendering, build, guest driver and oracles."""

@@ -1,0 +1,96 @@
+"""Render and build the agent against the cached kernel tree, cached by content.
+
+::
+
+    build = build_agent(AgentSpec(), images, Cache.default())
+    build.ko                  # <cache>/agent/<key>/profagent.ko
+    build.source_dir          # the generated C, Kbuild and decoder, kept beside it
+    build.decode(data)        # tprof records → tuple[Sample, ...]
+
+The key covers every rendered byte and the kernel build, so a template change
+or a new kernel rebuilds, and anything else is a cache hit. A compiler error
+raises `BuildError` whose tail shows the generated file and line.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from types import ModuleType
+
+from harness.agent import flavours
+from harness.agent.render import DECODER, RenderedAgent, load_decoder, render_agent
+from harness.agent.results import Sample
+from harness.agent.spec import AgentSpec
+from harness.cache import Cache, content_key, file_sha256
+from harness.images import GuestImages
+from harness.modules import build_module
+
+LOG = logging.getLogger(__name__)
+
+#: Bump when the build steps change in a way the inputs do not show.
+AGENT_RECIPE = 1
+
+
+@dataclass(frozen=True)
+class AgentBuild:
+    """A built agent: the module, its generated sources and its decoder."""
+
+    rendered: RenderedAgent
+    source_dir: Path
+    ko: Path
+    key: str
+
+    @cached_property
+    def decoder(self) -> ModuleType:
+        """The rendered ``profagent_records.py``, imported."""
+        return load_decoder(self.source_dir / DECODER)
+
+    def decode(self, data: bytes) -> tuple[Sample, ...]:
+        """Decode a tprof record stream with the rendered decoder.
+
+        :raise ValueError: the stream ends inside a record.
+        """
+        layout = flavours.get(self.rendered.spec.flavour).record
+        records = self.decoder.decode_all(layout.c_name, data)
+        return tuple(Sample(**record) for record in records)
+
+    def record(self) -> dict[str, object]:
+        """Identities for run.json."""
+        return {
+            "agent_key": self.key,
+            "agent_sources": self.rendered.key,
+            "agent_ko_sha256": file_sha256(self.ko),
+            "agent_spec": self.rendered.spec.describe(),
+        }
+
+
+def build_agent(spec: AgentSpec, images: GuestImages, cache: Cache) -> AgentBuild:
+    """Render ``spec`` and build it for ``images``' kernel (cached).
+
+    Blocks while the module compiles (seconds).
+
+    :raise ConfigError: the spec is impossible (nothing is built).
+    :raise BuildError: the generated code does not compile.
+    """
+    rendered = render_agent(spec)
+    key = content_key(
+        {"sources": rendered.key, "kernel": images.kernel_key, "recipe": AGENT_RECIPE}
+    )
+    entry = cache.entry("agent", key)
+
+    def build(path: Path) -> dict[str, object]:
+        source = rendered.write(path / "src")
+        ko = build_module(source, images, path / "build")
+        LOG.info("agent %s built: %s", key, ko)
+        return {"sources": rendered.key, "kernel_key": images.kernel_key, "ko": ko.name}
+
+    entry = cache.obtain(entry, build)
+    return AgentBuild(
+        rendered=rendered,
+        source_dir=entry.path / "src",
+        ko=entry.path / "build" / "profagent.ko",
+        key=key,
+    )

@@ -1,0 +1,368 @@
+"""Drive the agent in a booted guest: deploy, load, run workloads, collect.
+
+The thin shell between the pure parts (spec, steps, parsers, oracles) and a
+guest. One `Agent` serves one guest; each run loads the module fresh, so no
+state leaks from one run into the next::
+
+    agent = Agent(guest.shell, build, profctl_binary, workdir, nmi_expected=True)
+    agent.deploy()
+    run = agent.sampling_run(AgentSpec(), SamplingPlan(busy_cpus=(0, 2)))
+    check_sampling(run)                  # [] when every oracle holds
+
+Everything a run produced (profctl's output, the debugfs files, the sample
+stream) is kept in ``workdir``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import struct
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from harness.agent import profctl as pc
+from harness.agent.build import AgentBuild
+from harness.agent.layouts import TPROF_PARAM, TPROF_STAT, tprof_ioctl
+from harness.agent.results import AgentSnapshot, SamplingRun
+from harness.agent.spec import AgentSpec
+from harness.errors import InfraError, ModuleLoadError
+
+LOG = logging.getLogger(__name__)
+
+GUEST_DIR = "/tmp/profagent"
+DEBUGFS = "/sys/kernel/debug/profagent"
+DEVICE = "/dev/profagent"
+FD = 3  # the first descriptor profctl opens (see harness.agent.profctl)
+SAMPLES = f"{GUEST_DIR}/samples.bin"
+READ_CHUNK = 65536
+SNAPSHOT_FILES = ("info", "stats", "stats_percpu", "nmi", "state")
+#: With throttling off, the perf core may take this many overflows per second.
+MAX_SAMPLE_RATE = 1_000_000
+
+
+class AgentShell(pc.CommandShell, Protocol):
+    """A guest shell that can also copy files in and out (`harness.ssh.GuestShell`)."""
+
+    def put(self, local: Path, remote: str, *, mode: int | None = None) -> None:
+        """Copy ``local`` to guest path ``remote``."""
+
+    def get(self, remote: str, local: Path) -> None:
+        """Copy guest path ``remote`` to ``local``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingPlan:
+    """The standard sampling workload: pinned busy loops, the probe, an idle phase."""
+
+    busy_cpus: tuple[int, ...]
+    busy_ms: int = 1500
+    probe_cpus: tuple[int, ...] = ()
+    probe_ms: int = 200
+    idle_ms: int = 300
+    throttling_disabled: bool = True
+    #: With throttling on: the perf core's sample-rate limit (None: its default).
+    max_sample_rate: int | None = None
+
+
+# ---- pure: steps and parsers ----------------------------------------------------
+
+
+def ioctl_step(name: str, data: bytes = b"") -> str:
+    """A native tprof ioctl on the agent's descriptor."""
+    ioctl = tprof_ioctl(name)
+    return pc.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
+
+
+def start_steps() -> tuple[str, ...]:
+    """Open the device and START (the seed ignores START's argument)."""
+    return (pc.open_step(DEVICE), ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size)))
+
+
+def inject_step(cpu: int | str, count: int, ctx: str = "nmi") -> str:
+    """Inject ``count`` producer calls on ``cpu`` (or ``"all"``), synchronously."""
+    return pc.write_step(f"{DEBUGFS}/inject", f"cpu={cpu} count={count} ctx={ctx}")
+
+
+def kick_step(cpu: int | str = "all") -> str:
+    """One manual drain on ``cpu`` (or every online CPU)."""
+    return pc.write_step(f"{DEBUGFS}/kick", str(cpu))
+
+
+def probe_step(cpu: int, ms: int) -> str:
+    """Spin ``ms`` with IRQs masked on ``cpu``, counting overflows that land inside."""
+    return pc.write_step(f"{DEBUGFS}/probe", f"cpu={cpu} ms={ms}")
+
+
+def collect_steps() -> tuple[str, ...]:
+    """STOP, read the stream to EOF, snapshot every debugfs file, GETSTAT, close."""
+    return (
+        ioctl_step("TPROF_IOC_STOP"),
+        pc.timeout_step(60),
+        pc.read_step(FD, SAMPLES, READ_CHUNK),
+        *(pc.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES),
+        ioctl_step("TPROF_IOC_GETSTAT"),
+        pc.close_step(FD),
+    )
+
+
+def sampling_steps(plan: SamplingPlan) -> tuple[str, ...]:
+    """The whole standard run as one profctl sequence."""
+    return (
+        *start_steps(),
+        *(pc.spin_step(cpu, plan.busy_ms) for cpu in plan.busy_cpus),
+        *(probe_step(cpu, plan.probe_ms) for cpu in plan.probe_cpus),
+        pc.wait_step(),
+        pc.sleep_step(plan.idle_ms),
+        *collect_steps(),
+    )
+
+
+def parse_pairs(lines: Sequence[str]) -> dict[str, str]:
+    """``name value`` lines → dict."""
+    pairs = {}
+    for line in lines:
+        name, _, value = line.partition(" ")
+        pairs[name] = value.strip()
+    return pairs
+
+
+def parse_percpu(lines: Sequence[str]) -> dict[int, dict[str, int]]:
+    """``cpu name value`` lines → {cpu: {name: value}}.
+
+    :raise InfraError: a line is not three fields with integer CPU and value.
+    """
+    table: dict[int, dict[str, int]] = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) != 3 or not fields[0].isdigit() or not fields[2].isdigit():
+            raise InfraError(f"malformed per-CPU line from the agent: {line!r}")
+        table.setdefault(int(fields[0]), {})[fields[1]] = int(fields[2])
+    return table
+
+
+def parse_snapshot(files: dict[str, tuple[str, ...]]) -> AgentSnapshot:
+    """The debugfs files (name → lines) → `AgentSnapshot`."""
+    return AgentSnapshot(
+        info=parse_pairs(files["info"]),
+        stats={k: int(v) for k, v in parse_pairs(files["stats"]).items()},
+        stats_percpu=parse_percpu(files["stats_percpu"]),
+        core=parse_percpu(files["nmi"]),
+        state=parse_pairs(files["state"]),
+    )
+
+
+def snapshot_of(steps: Sequence[str], results: Sequence[pc.StepResult]) -> AgentSnapshot:
+    """The snapshot from the last ``cat`` of each debugfs file among ``steps``.
+
+    :raise InfraError: a file was not read.
+    """
+    files: dict[str, tuple[str, ...]] = {}
+    for step, result in zip(steps, results, strict=True):
+        if result.op == "cat" and result.ok and step.startswith(f"cat:{DEBUGFS}/"):
+            files[step.rsplit("/", 1)[-1]] = result.lines
+    missing = [name for name in SNAPSHOT_FILES if name not in files]
+    if missing:
+        raise InfraError(f"the run did not read the agent's {', '.join(missing)}")
+    return parse_snapshot(files)
+
+
+def decode_stat(data: bytes) -> dict[str, int]:
+    """TPROF_IOC_GETSTAT's 48 bytes → the six seed counters."""
+    return dict(zip(TPROF_STAT.names, struct.unpack(TPROF_STAT.struct_format, data), strict=True))
+
+
+def require_ok(results: Sequence[pc.StepResult]) -> None:
+    """Raise on the first failed step.
+
+    :raise InfraError: naming the step and its errno.
+    """
+    for result in results:
+        if not result.ok:
+            raise InfraError(f"agent step failed: {result.describe()}")
+
+
+# ---- the shell: one agent in one guest ---------------------------------------------
+
+
+class Agent:
+    """The agent deployed into one guest."""
+
+    def __init__(
+        self,
+        shell: AgentShell,
+        build: AgentBuild,
+        profctl_binary: Path,
+        workdir: Path,
+        *,
+        nmi_expected: bool,
+        cycles_per_ns: float | None = None,
+    ) -> None:
+        self.shell = shell
+        self.build = build
+        self.profctl_binary = profctl_binary
+        self.workdir = workdir
+        self.nmi_expected = nmi_expected
+        self.cycles_per_ns = cycles_per_ns  # the arch's fixed cycle rate, if it has one
+        self.loaded: AgentSpec | None = None
+        self._runs = 0
+
+    def deploy(self) -> None:
+        """Copy the module and profctl into the guest."""
+        self.shell.run(f"mkdir -p {GUEST_DIR}")
+        self.shell.put(self.build.ko, f"{GUEST_DIR}/profagent.ko")
+        self.shell.put(self.profctl_binary, f"{GUEST_DIR}/profctl", mode=0o755)
+
+    def load(self, spec: AgentSpec) -> None:
+        """Load the module with ``spec``'s parameters (unloading a loaded one first).
+
+        :raise ModuleLoadError: insmod failed; carries the dmesg lines it caused.
+        """
+        self.unload()
+        before = len(self.shell.run("dmesg").stdout.splitlines())
+        command = shlex.join(["insmod", f"{GUEST_DIR}/profagent.ko", *spec.module_params()])
+        result = self.shell.run(command, check=False)
+        if result.exit_status != 0:
+            new = self.shell.run("dmesg").stdout.splitlines()[before:]
+            raise ModuleLoadError(
+                f"the agent did not load: {result.stderr.strip() or result.stdout.strip()}",
+                "\n".join(new),
+            )
+        self.loaded = spec
+        LOG.info("agent loaded: %s", " ".join(spec.module_params()))
+
+    def unload(self) -> None:
+        """Unload the module if it is loaded."""
+        if "profagent " in self.shell.run("cat /proc/modules").stdout:
+            self.shell.run("rmmod profagent")
+        self.loaded = None
+
+    def set_throttling(self, *, disabled: bool, max_sample_rate: int | None = None) -> None:
+        """Switch the perf core's interrupt throttling off (exact counts) or back on.
+
+        On, the perf core allows ``max_sample_rate`` overflows per second and
+        CPU (its default, 100000, when None) and lowers that limit by itself
+        when handlers are slow. The limit can only be written while the
+        CPU-time limit is neither 0 nor 100, hence the order.
+        """
+        rate = MAX_SAMPLE_RATE if disabled else (max_sample_rate or 100_000)
+        percent = 0 if disabled else 25
+        self.shell.run(
+            "echo 25 > /proc/sys/kernel/perf_cpu_time_max_percent && "
+            f"echo {rate} > /proc/sys/kernel/perf_event_max_sample_rate && "
+            f"echo {percent} > /proc/sys/kernel/perf_cpu_time_max_percent"
+        )
+
+    def steps(self, steps: Sequence[str], *, timeout_s: float = 120) -> tuple[pc.StepResult, ...]:
+        """Run ``steps`` in one profctl process; keep its output in the workdir."""
+        self._runs += 1
+        results = pc.run_profctl(self.shell, f"{GUEST_DIR}/profctl", steps, timeout_s=timeout_s)
+        log = self.workdir / f"profctl-{self._runs:02d}.txt"
+        pairs = zip(steps, results, strict=True)
+        log.write_text("".join(f"{s}\n  -> {r.describe()}\n" for s, r in pairs))
+        first = results[0]
+        if first.op == "open" and first.ok and first.int_value("fd") != FD:
+            raise InfraError(f"profctl's first open got fd {results[0].values['fd']}, not {FD}")
+        return results
+
+    def snapshot(self) -> AgentSnapshot:
+        """Read the debugfs files now."""
+        steps = tuple(pc.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES)
+        return snapshot_of(steps, self.steps(steps))
+
+    def online_cpus(self) -> tuple[int, ...]:
+        """CPUs online in the guest now."""
+        text = self.shell.run("cat /sys/devices/system/cpu/online").stdout.strip()
+        cpus: list[int] = []
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            cpus.extend(range(int(low), int(high or low) + 1))
+        return tuple(cpus)
+
+    def fetch_samples(self, name: str = "samples.bin") -> bytes:
+        """Copy the sample stream out of the guest into the workdir; its bytes."""
+        local = self.workdir / f"{name}"
+        self.shell.get(SAMPLES, local)
+        return local.read_bytes()
+
+    def sampling_run(self, spec: AgentSpec, plan: SamplingPlan) -> SamplingRun:
+        """Load ``spec``, run the standard workload, collect everything.
+
+        :raise ModuleLoadError: the module did not load.
+        :raise InfraError: a control step failed or the guest tool misbehaved.
+        """
+        self.set_throttling(disabled=plan.throttling_disabled, max_sample_rate=plan.max_sample_rate)
+        self.load(spec)
+        online = self.online_cpus()
+        steps = sampling_steps(plan)
+        started = time.monotonic()
+        results = self.steps(steps, timeout_s=120 + plan.busy_ms / 1000)
+        runtime_s = time.monotonic() - started
+        require_ok(results)
+        busy: dict[int, tuple[int, ...]] = {}
+        for step, result in zip(steps, results, strict=True):
+            if step.startswith("spin:"):
+                cpu = result.int_value("cpu")
+                busy[cpu] = (*busy.get(cpu, ()), result.int_value("pid"))
+        data = self.fetch_samples()
+        return SamplingRun(
+            spec=spec,
+            snapshot=snapshot_of(steps, results),
+            samples=self.build.decode(data),
+            bytes_read=len(data),
+            online_cpus=online,
+            busy=busy,
+            probe_cpus=plan.probe_cpus,
+            nmi_expected=self.nmi_expected,
+            throttling_disabled=plan.throttling_disabled,
+            runtime_s=runtime_s,
+            ref_events_per_ns=self._events_per_ns(spec),
+        )
+
+    def scripted_run(
+        self,
+        spec: AgentSpec,
+        body: Sequence[str],
+        *,
+        injected: Mapping[int, int] | None = None,
+        kicks: int | None = None,
+        throttling_disabled: bool = True,
+    ) -> tuple[SamplingRun, tuple[pc.StepResult, ...]]:
+        """Load ``spec``, START, run ``body``, then collect as `sampling_run` does.
+
+        ``injected`` and ``kicks`` are what ``body`` does, for the oracles. Every
+        step must succeed; use `steps` for runs that expect errors.
+
+        :raise InfraError: a step failed.
+        """
+        self.set_throttling(disabled=throttling_disabled)
+        self.load(spec)
+        online = self.online_cpus()
+        steps = (*start_steps(), *body, *collect_steps())
+        started = time.monotonic()
+        results = self.steps(steps)
+        runtime_s = time.monotonic() - started
+        require_ok(results)
+        data = self.fetch_samples()
+        run = SamplingRun(
+            spec=spec,
+            snapshot=snapshot_of(steps, results),
+            samples=self.build.decode(data),
+            bytes_read=len(data),
+            online_cpus=online,
+            busy={},
+            probe_cpus=(),
+            nmi_expected=self.nmi_expected,
+            throttling_disabled=throttling_disabled,
+            injected=injected,
+            kicks=kicks,
+            runtime_s=runtime_s,
+            ref_events_per_ns=self._events_per_ns(spec),
+        )
+        return run, results
+
+    def _events_per_ns(self, spec: AgentSpec) -> float | None:
+        return self.cycles_per_ns if spec.event == "cycles" else None

@@ -1,0 +1,132 @@
+"""The typed agent spec: what to sample and how the flavour buffers it.
+
+Every field is checked here, in Python, before anything is rendered, built or
+loaded; the module receives the values as load parameters::
+
+    spec = AgentSpec(flavour="tprof", period=200_000, drain="manual", buffer_samples=8)
+    spec.validate()                     # ConfigError on impossible values
+    spec.module_params()                # ("flavour=tprof", "event=cycles", ...)
+    spec.samples_per_buffer             # tprof's S
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal, get_args
+
+from harness.agent import flavours
+from harness.errors import ConfigError
+
+Event = Literal["cycles", "instructions", "cpu-clock"]
+Drain = Literal["manual", "auto"]
+
+#: Below this the guest under TCG spends its life in the overflow handler.
+MIN_PERIOD = 10_000
+MAX_PERIOD = 1 << 31
+#: tprof's cap on S (the seed's 10000), and the largest port override we allow:
+#: one buffer per possible CPU is allocated at START, 24 bytes a sample.
+TPROF_S_CAP = 10_000
+MAX_BUFFER_SAMPLES = 1_000_000
+MAX_LIST_LIMIT = 100_000
+
+#: Events that need a hardware PMU, with the sysfs event name that proves it.
+PMU_EVENTS: dict[str, str] = {"cycles": "cpu_cycles", "instructions": "inst_retired"}
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """One configuration of ``profagent``.
+
+    ``period`` counts events between overflows (cycles run at QEMU's 1 GHz virtual
+    clock under TCG, so 1_000_000 is about 1 ms). ``buffer_samples`` overrides
+    tprof's S, which is otherwise ``min(2 * est_freq, 10000)`` as in the seed.
+    With ``pmu_produce`` off, overflows only carry injected bursts, so every
+    recorded sample was injected: the mode for exact counts.
+    """
+
+    flavour: str = "tprof"
+    event: str = "cycles"
+    period: int = 1_000_000
+    drain: str = "auto"
+    drain_ms: int = 1000
+    est_freq: int = 5000
+    buffer_samples: int = 0  # 0: derive from est_freq
+    list_limit: int = 100
+    quirks: int = 0
+    pmu_produce: bool = True
+
+    @property
+    def samples_per_buffer(self) -> int:
+        """The tprof S (samples per buffer) for this spec."""
+        if self.buffer_samples:
+            return self.buffer_samples
+        return min(2 * self.est_freq, TPROF_S_CAP)
+
+    def validate(self) -> AgentSpec:
+        """Return ``self`` if every value is possible.
+
+        :raise ConfigError: naming the field, the value and what is allowed.
+        """
+        info = flavours.get(self.flavour)
+        _one_of("event", self.event, get_args(Event))
+        _one_of("drain", self.drain, get_args(Drain))
+        _within("period", self.period, MIN_PERIOD, MAX_PERIOD)
+        _within("drain_ms", self.drain_ms, 10, 60_000)
+        _within("est_freq", self.est_freq, 0, 10_000_000)
+        if self.buffer_samples:
+            _within("buffer_samples", self.buffer_samples, 1, MAX_BUFFER_SAMPLES)
+        _within("list_limit", self.list_limit, 1, MAX_LIST_LIMIT)
+        unknown = self.quirks & ~info.quirk_mask
+        if self.quirks < 0 or unknown:
+            raise ConfigError(
+                f"agent spec: quirks={self.quirks:#x} sets bits {unknown:#x} that flavour "
+                f"{self.flavour} does not have (its bits: {info.quirk_mask:#x})"
+            )
+        return self
+
+    def module_params(self) -> tuple[str, ...]:
+        """The ``insmod`` arguments that make the module behave as this spec."""
+        return (
+            f"flavour={self.flavour}",
+            f"event={self.event}",
+            f"period={self.period}",
+            f"drain={self.drain}",
+            f"drain_ms={self.drain_ms}",
+            f"est_freq={self.est_freq}",
+            f"buf_samples={self.buffer_samples}",
+            f"list_limit={self.list_limit}",
+            f"quirks={self.quirks}",
+            f"pmu_produce={int(self.pmu_produce)}",
+        )
+
+    def describe(self) -> dict[str, object]:
+        """The spec as a plain dict, for run records."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def event_available(event: str, pmu_events: frozenset[str], has_pmu: bool) -> str | None:
+    """Why ``event`` cannot run on a guest, or None if it can.
+
+    ``pmu_events`` are the names under ``/sys/bus/event_source/devices/<pmu>/events``.
+    """
+    if event == "cpu-clock":
+        return None
+    if not has_pmu:
+        return f"event {event!r} needs a PMU and the guest has none; use event 'cpu-clock'"
+    needed = PMU_EVENTS[event]
+    if needed not in pmu_events:
+        return (
+            f"event {event!r} needs the PMU event {needed!r}, which the guest's PMU lacks "
+            "(under TCG arm64 counts instructions only with -icount)"
+        )
+    return None
+
+
+def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"agent spec: {name}={value!r} is not one of {', '.join(allowed)}")
+
+
+def _within(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ConfigError(f"agent spec: {name}={value} is outside {low}..{high}")

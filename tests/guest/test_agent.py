@@ -1,0 +1,204 @@
+"""profagent's tprof flavour in a booted guest: the oracles of seeds-spec §7.1.
+
+Every test loads the agent fresh with its own spec. Sampling runs print their
+per-CPU table and oracle verdicts in the session summary; exact runs (manual
+drain, NMI bursts, ``pmu_produce`` off) compare with numbers worked out by hand
+from the spec, and every run must also pass the general oracles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from harness.agent import profctl as pc
+from harness.agent.driver import (
+    DEVICE,
+    Agent,
+    SamplingPlan,
+    collect_steps,
+    decode_stat,
+    inject_step,
+    ioctl_step,
+    kick_step,
+    start_steps,
+)
+from harness.agent.flavours import TPROF
+from harness.agent.oracles import applicable_oracles, check_sampling
+from harness.agent.report import format_cpu_table, format_verdicts
+from harness.agent.results import SamplingRun
+from harness.agent.spec import AgentSpec
+from harness.topology import CpuTopology
+from tests.conftest import AGENT_REPORT
+
+pytestmark = pytest.mark.guest
+TP_D1 = TPROF.quirk_bit("TP-D1")
+TP_D2 = TPROF.quirk_bit("TP-D2")
+TP_D3 = TPROF.quirk_bit("TP-D3")
+#: Exact counting: overflows only carry injected bursts, drains only by kicks.
+EXACT = AgentSpec(drain="manual", pmu_produce=False, period=200_000)
+
+
+def assert_oracles(run: SamplingRun, request: pytest.FixtureRequest) -> None:
+    """Every applicable oracle holds; the table and verdicts go into the summary."""
+    violations = check_sampling(run)
+    report = f"{format_cpu_table(run)}\n{format_verdicts(violations, applicable_oracles(run))}"
+    request.node.user_properties.append((AGENT_REPORT, report))
+    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+
+
+def test_sampling_workload_every_overflow_accounted(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    cpus = tuple(range(topology.cpus))
+    plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],))
+    run = agent.sampling_run(AgentSpec(), plan)
+    assert_oracles(run, request)
+    assert run.snapshot.stats["sample"] > 0
+    for cpu in plan.busy_cpus:
+        assert run.snapshot.core[cpu]["x_nmi_total"] > 0
+
+
+@pytest.mark.parametrize("quirks", [0, TP_D1], ids=["fixed", "quirk-TP-D1"])
+def test_tp_d1_overflow_of_dropped_buffers(
+    agent: Agent, quirks: int, request: pytest.FixtureRequest
+) -> None:
+    """§1.7 TP-D1: S = 8, L = 2, no reader, four rounds of {inject 12, kick}."""
+    spec = replace(EXACT, buffer_samples=8, list_limit=2, quirks=quirks)
+    body = [step for _ in range(4) for step in (inject_step(0, 12), kick_step("all"))]
+    run, _ = agent.scripted_run(spec, body, injected={0: 48}, kicks=4)
+    assert_oracles(run, request)
+    stats = run.snapshot.stats
+    seed = {k: stats[k] for k in ("sample", "overflow", "dropbuf", "dropbuf_sample")}
+    assert seed == {"sample": 16, "overflow": 8, "dropbuf": 2, "dropbuf_sample": 16}
+    if quirks:  # the seed's number: 40 of 48 accounted, 8 lost without a trace
+        assert (stats["x_overflow_dropbuf"], stats["x_quirk_lost"]) == (0, 8)
+    else:  # fixed: the missing 8 are reported
+        assert (stats["x_overflow_dropbuf"], stats["x_quirk_lost"]) == (8, 0)
+    # TP-O3: the two queued buffers hold 8 records each, all from CPU 0.
+    assert [s.cpu for s in run.samples] == [0] * 16
+
+
+def test_tp_o3_o4_per_interval_counts_and_list_policy(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """Injected n per CPU between kicks gives used = min(n, S); the list keeps L buffers."""
+    s, limit = 5, 3
+    spec = replace(EXACT, buffer_samples=s, list_limit=limit)
+    rounds = (3, 7, 5)
+    body = [step for n in rounds for step in (inject_step("all", n), kick_step("all"))]
+    cpus = topology.cpus
+    run, _ = agent.scripted_run(
+        spec, body, injected={c: sum(rounds) for c in range(cpus)}, kicks=len(rounds)
+    )
+    assert_oracles(run, request)
+    nonempty = len(rounds) * cpus  # M non-empty swaps, in time order
+    stats = run.snapshot.stats
+    assert stats["buf"] == min(nonempty, limit)
+    assert stats["dropbuf"] == nonempty - stats["buf"]
+    assert stats["x_nbuf_on_list_max"] <= limit
+    assert stats["emptybuf"] == stats["x_swaps"] - nonempty
+    # Per interval: used = min(n, S), overflow = max(0, n - S) on every CPU.
+    used = sum(min(n, s) for n in rounds) * cpus
+    assert stats["sample"] + stats["dropbuf_sample"] == used
+    overflow = sum(max(0, n - s) for n in rounds) * cpus
+    assert stats["overflow"] + stats["x_overflow_dropbuf"] == overflow
+
+
+def test_tp_d2_zero_estimate(agent: Agent, request: pytest.FixtureRequest) -> None:
+    """est_freq = 0 gives S = 0: fixed START refuses it, the quirk loses everything."""
+    fixed = replace(EXACT, est_freq=0)
+    agent.load(fixed)
+    refused = agent.steps((*start_steps(), pc.close_step(3)))
+    assert refused[1].errno == "EINVAL"
+
+    faithful = replace(EXACT, est_freq=0, quirks=TP_D2)
+    run, _ = agent.scripted_run(faithful, [inject_step(0, 1000)], injected={0: 1000}, kicks=0)
+    assert_oracles(run, request)
+    stats = run.snapshot.stats
+    assert (stats["sample"], stats["overflow"], stats["buf"]) == (0, 0, 0)
+    assert stats["x_overflow_emptybuf"] == 1000
+    assert stats["emptybuf"] == stats["x_swaps"]
+
+
+@pytest.mark.parametrize("quirks", [0, TP_D3], ids=["fixed", "quirk-TP-D3"])
+def test_tp_o7_control_errors(agent: Agent, quirks: int) -> None:
+    agent.load(replace(EXACT, quirks=quirks))
+    steps = (
+        pc.open_step(DEVICE),
+        pc.timeout_step(5),
+        pc.read_step(3, "/tmp/profagent/never-started.bin", 4096),  # 0 bytes at once
+        pc.open_step(DEVICE),  # single owner
+        ioctl_step("TPROF_IOC_GETVERSION"),
+        ioctl_step("TPROF_IOC_STOP"),  # stopped: 0
+        pc.ioctl_step(3, 0x5499, 0),  # unknown: the seed's EINVAL
+        pc.write_step("/sys/kernel/debug/profagent/fault", "point=wq_create nth=1"),
+        ioctl_step("TPROF_IOC_START", bytes(24)),  # workqueue creation fails
+        ioctl_step("TPROF_IOC_START", bytes(24)),  # fixed: works; quirk: backend leaked
+        ioctl_step("TPROF_IOC_START", bytes(24)),  # running (fixed) or still leaked
+        ioctl_step("TPROF_IOC_STOP"),
+        pc.close_step(3),
+    )
+    r = agent.steps(steps)
+    assert r[0].ok
+    assert r[2].ok
+    assert r[2].int_value("bytes") == 0
+    assert r[3].errno == "EBUSY"
+    assert int.from_bytes(r[4].out_bytes, "little") == 3
+    assert r[5].ok
+    assert r[5].int_value("rc") == 0
+    assert r[6].errno == "EINVAL"
+    assert r[8].errno == "ENOMEM"
+    if quirks:
+        assert (r[9].errno, r[10].errno) == ("EBUSY", "EBUSY")
+    else:
+        assert r[9].ok
+        assert r[10].errno == "EBUSY"
+    assert r[11].ok
+    assert r[12].ok
+
+
+def test_tp_o6_stats_survive_stop_start_and_reset_on_close(agent: Agent) -> None:
+    agent.load(EXACT)
+    start = ioctl_step("TPROF_IOC_START", bytes(24))
+    steps = (
+        *start_steps(),
+        inject_step(0, 4),
+        ioctl_step("TPROF_IOC_STOP"),
+        start,
+        inject_step(0, 3),
+        *collect_steps(),  # STOP, read, snapshot, GETSTAT, close
+        pc.open_step(DEVICE),
+        ioctl_step("TPROF_IOC_GETSTAT"),
+        pc.close_step(3),
+    )
+    r = agent.steps(steps)
+    assert all(x.ok for x in r), [x.describe() for x in r if not x.ok]
+    getstat = [x for s, x in zip(steps, r, strict=True) if s == ioctl_step("TPROF_IOC_GETSTAT")]
+    assert decode_stat(getstat[0].out_bytes)["sample"] == 7  # cumulative over both runs
+    assert decode_stat(getstat[1].out_bytes) == dict.fromkeys(decode_stat(bytes(48)), 0)
+
+
+def test_tp_o9_hotplug_during_sampling(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """Inject a on CPU h, offline h, inject b elsewhere, online h, inject c on h."""
+    if topology.cpus < 2:
+        pytest.skip("CPU hotplug needs a second CPU (CPU 0 cannot go offline)")
+    h, s = topology.cpus - 1, 10
+    a, b, c = 7, 5, 13
+    spec = replace(EXACT, buffer_samples=s)
+    online = f"/sys/devices/system/cpu/cpu{h}/online"
+    body = [
+        inject_step(h, a),
+        pc.write_step(online, "0"),
+        *(inject_step(cpu, b) for cpu in range(h)),
+        pc.write_step(online, "1"),
+        inject_step(h, c),
+    ]
+    injected = {cpu: b for cpu in range(h)} | {h: a + c}
+    run, _ = agent.scripted_run(spec, body, injected=injected)
+    assert_oracles(run, request)
+    assert sum(1 for sample in run.samples if sample.cpu == h) == min(a, s) + min(c, s)
+    assert run.snapshot.core[h]["x_events_created"] == 2  # re-armed when it came back

@@ -1,0 +1,125 @@
+"""profagent across kernel modes: the NMI A/B, perf throttling, the debug kernel.
+
+The A/B boots two guests of the same kernel, pseudo-NMI on and off, and runs the
+same workload in both: on, every producer call is in NMI and the IRQ-off probe
+catches overflows; off, none is and it catches none. The debug kernel run loads
+the agent under lockdep and atomic-sleep checks and samples under load; leaving
+the guest scans its console, so any splat fails the test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.agent.build import build_agent
+from harness.agent.driver import Agent, SamplingPlan
+from harness.agent.oracles import applicable_oracles, check_sampling, throttle_lost
+from harness.agent.profctl import build_profctl
+from harness.agent.report import format_cpu_table, format_verdicts
+from harness.agent.results import SamplingRun
+from harness.agent.spec import AgentSpec
+from harness.cache import Cache
+from harness.guest import Guest
+from harness.images import GuestImages, prepare_images
+from harness.kernel import KernelRequest, find_kernel
+from harness.qemu.argv import MachineSpec
+from harness.timeouts import Timeouts
+from harness.topology import CpuTopology
+
+pytestmark = pytest.mark.guest
+TWO_SOCKETS = CpuTopology(sockets=2, cores=1, threads=1)
+PLAN = SamplingPlan(busy_cpus=(0,), probe_cpus=(1,), busy_ms=1000)
+
+
+def report(run: SamplingRun, request: pytest.FixtureRequest, title: str) -> list[str]:
+    violations = check_sampling(run)
+    text = f"{title}\n{format_cpu_table(run)}\n"
+    text += format_verdicts(violations, applicable_oracles(run))
+    request.node.user_properties.append(("profagent-report", text))
+    return [str(v) for v in violations]
+
+
+def boot_agent(
+    spec: MachineSpec, images: GuestImages, workdir: Path, cache: Cache, timeouts: Timeouts
+) -> Iterator[Agent]:
+    with Guest(spec, images, workdir, timeouts=timeouts) as guest:
+        agent = Agent(
+            guest.shell,
+            build_agent(AgentSpec(), images, cache),
+            build_profctl(spec.arch, cache),
+            workdir,
+            nmi_expected=spec.nmi,
+            cycles_per_ns=spec.arch.cycles_per_ns(spec.accel),
+        )
+        agent.deploy()
+        yield agent
+        agent.unload()
+
+
+def test_nmi_a_b_on_the_same_kernel(
+    base_setup: tuple[MachineSpec, GuestImages],
+    cache: Cache,
+    timeouts: Timeouts,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    base, images = base_setup
+    if base.arch.pseudo_nmi_arg is None:
+        pytest.skip(f"{base.arch.name} has no pseudo-NMI switch; its PMU NMIs are always NMIs")
+    runs = {}
+    for nmi in (True, False):
+        spec = dataclasses.replace(base, topology=TWO_SOCKETS, nmi=nmi)
+        for agent in boot_agent(spec, images, tmp_path / f"nmi-{nmi}", cache, timeouts):
+            runs[nmi] = agent.sampling_run(AgentSpec(), PLAN)
+    problems = []
+    for nmi, run in runs.items():
+        problems += report(run, request, f"pseudo-NMI {'on' if nmi else 'off'}")
+    assert not problems, "\n".join(problems)
+    on, off = runs[True].snapshot.core, runs[False].snapshot.core
+    assert all(c["x_producer_calls_nmi"] == c["x_producer_calls"] for c in on.values())
+    assert on[1]["x_probe_hits"] > 0
+    assert sum(c["x_producer_calls"] for c in off.values()) > 0
+    assert all(c["x_producer_calls_nmi"] == 0 for c in off.values())
+    assert all(c["x_nmi_ctx_bad"] == c["x_nmi_total"] for c in off.values())
+    assert off[1]["x_probe_runs"] == 1
+    assert off[1]["x_probe_hits"] == 0
+
+
+def test_throttling_left_on_loses_overflows_visibly(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """A sample-rate limit below the overflow rate: the losses show up, and are counted."""
+    if topology.cpus != 2:
+        pytest.skip("one layout is enough for the throttling case")
+    plan = dataclasses.replace(PLAN, probe_cpus=(), throttling_disabled=False, max_sample_rate=2000)
+    run = agent.sampling_run(AgentSpec(period=200_000), plan)
+    problems = report(run, request, "throttling on, 2000 samples/s allowed, ~5000/s raised")
+    assert not problems, "\n".join(problems)
+    assert run.snapshot.core[0]["x_throttled"] > 0
+    assert throttle_lost(run)[0] > 0
+
+
+def test_debug_kernel_stays_silent_while_sampling(
+    cache: Cache, timeouts: Timeouts, tmp_path: Path, request: pytest.FixtureRequest,
+    base_setup: tuple[MachineSpec, GuestImages],
+) -> None:  # fmt: skip
+    base = base_setup[0]
+    if find_kernel(KernelRequest(arch=base.arch, variant="debug"), cache) is None:
+        pytest.skip("no debug kernel in the cache; `invoke kernel --variant debug` builds it")
+    images = prepare_images(base.arch, "debug", cache)
+    spec = dataclasses.replace(base, topology=TWO_SOCKETS)
+    slow = timeouts.scaled_by(2)
+    for agent in boot_agent(spec, images, tmp_path / "debug", cache, slow):
+        agent.shell.run("echo scan > /sys/kernel/debug/kmemleak")  # start from a clean slate
+        plan = dataclasses.replace(PLAN, probe_cpus=(1,))
+        problems = report(agent.sampling_run(AgentSpec(), plan), request, "debug kernel")
+        agent.unload()
+        agent.shell.run("echo scan > /sys/kernel/debug/kmemleak")
+        leaks = agent.shell.run("cat /sys/kernel/debug/kmemleak").stdout
+        assert "profagent" not in leaks, leaks
+    # Leaving the guest scanned its console: no lockdep, BUG or WARNING line appeared.
+    assert not problems, "\n".join(problems)

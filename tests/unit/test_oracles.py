@@ -1,0 +1,579 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from harness.agent.flavours import CORE_PERCPU, TPROF
+from harness.agent.oracles import (
+    ORACLES,
+    OUTCOMES,
+    applicable_oracles,
+    check_placement,
+    check_sampling,
+    check_swaps,
+    failed_oracles,
+    global_name,
+    throttle_lost,
+)
+from harness.agent.results import AgentSnapshot, Sample, SamplingRun, Violation
+from harness.agent.spec import AgentSpec
+from harness.errors import ConfigError
+
+PERIOD = 1_000_000
+Brief = tuple[str, int | None, str, str]
+
+
+def brief(violations: list[Violation]) -> list[Brief]:
+    """What a test pins down: oracle, CPU, expected and observed (the detail is prose)."""
+    return [(v.oracle, v.cpu, v.expected, v.observed) for v in violations]
+
+
+def core(**values: int) -> dict[str, int]:
+    return {**dict.fromkeys((name for name, _ in CORE_PERCPU), 0), **values}
+
+
+def percpu(**values: int) -> dict[str, int]:
+    return {**dict.fromkeys(TPROF.percpu_names, 0), **values}
+
+
+def stats(**values: int) -> dict[str, int]:
+    return {**dict.fromkeys(TPROF.stat_names, 0), **values}
+
+
+def samples(cpu: int, pid: int, count: int) -> tuple[Sample, ...]:
+    return tuple(
+        Sample(pid=pid, tid=pid, cpu=cpu, flags=1, pc=0xFFFF0000 + i) for i in range(count)
+    )
+
+
+def busy_core(seen: int, *, nmi: bool, irqoff: int, **values: int) -> dict[str, int]:
+    """A CPU whose ``seen`` overflows each called the producer once, 3 µs each on average."""
+    if nmi:
+        context = {"x_nmi_ctx_ok": seen, "x_producer_calls_nmi": seen, "x_irqoff_samples": irqoff}
+    else:
+        context = {"x_nmi_ctx_bad": seen, "x_producer_calls_irq": seen}
+    counts = {"x_nmi_total": seen, "x_producer_calls": seen, "x_nmi_sum_ns": 3_000 * seen}
+    return core(x_events_created=1, **counts, **context, **values)
+
+
+def consistent_run(*, nmi: bool = True) -> SamplingRun:
+    """Two CPUs, manual drain with 3 kicks, pinned loops 101 on CPU 0 and 202 on CPU 1.
+
+    CPU 0: 240 overflows → 200 recorded + 40 overflow. CPU 1: 160 → 150 + 6 + 4 x_nobuf,
+    2 more periods merged into late overflows, and 3 IRQ-off probe windows (5 hits with
+    pseudo-NMI on). Buffers: 2 CPUs × 5 swaps, 6 queued and 4 empty. Counter values:
+    240 and 162 periods; the reference counters ran 1 period longer on each CPU (the
+    skew of creating and releasing them one after the other), well within the bound of
+    12 (CPU 0) and 8 (CPU 1) periods. Every law holds.
+    """
+    core0 = busy_core(240, nmi=nmi, irqoff=12, x_nmi_max_ns=8_000)
+    core1 = busy_core(160, nmi=nmi, irqoff=9, x_nmi_max_ns=12_000, x_probe_runs=3)
+    core1.update(x_probe_hits=5 if nmi else 0, x_pmu_merged=2)
+    counters = {0: (240_400_000, 241_500_000), 1: (162_900_000, 164_000_000)}
+    for cpu_core, (value, ref) in zip((core0, core1), counters.values(), strict=True):
+        cpu_core.update(x_counter_value=value, x_ref_ns=ref)
+    totals = {"sample": 350, "overflow": 46, "buf": 6, "emptybuf": 4, "x_nobuf": 4}
+    snapshot = AgentSnapshot(
+        info={"flavour": "tprof", "S": "100"},
+        stats=stats(**totals, x_swaps=10, x_nbuf_on_list_max=6, x_bytes_read=24 * 350),
+        stats_percpu={
+            0: percpu(x_sample=200, x_overflow=40, x_swaps=5),
+            1: percpu(x_sample=150, x_overflow=6, x_nobuf=4, x_swaps=5),
+        },
+        core={0: core0, 1: core1},
+    )
+    return SamplingRun(
+        ref_events_per_ns=1.0,
+        spec=AgentSpec(period=PERIOD, drain="manual", buffer_samples=100),
+        snapshot=snapshot,
+        samples=samples(0, 101, 150) + samples(0, 0, 50) + samples(1, 202, 100) + samples(1, 0, 50),
+        bytes_read=24 * 350,
+        online_cpus=(0, 1),
+        busy={0: (101,), 1: (202,)},
+        probe_cpus=(1,),
+        nmi_expected=nmi,
+        throttling_disabled=False,
+        kicks=3,
+    )
+
+
+def tp_d1_run(*, quirk: bool) -> SamplingRun:
+    """seeds-spec §1.7 TP-D1: 1 CPU, S = 8, L = 2, four rounds of {inject 12, kick}.
+
+    Swaps: START (empty), kicks 1-2 queued (8 + 4 overflow each), kicks 3-4 dropped
+    (8 + 4 each), STOP (empty). The seed reports 16 + 8 + 16 = 40 of 48; the 8 lost
+    overflow goes to x_quirk_lost (quirk) or x_overflow_dropbuf (fixed). 30 overflows
+    carried the bursts (pmu_produce off: only injected samples are produced).
+    """
+    lost = {"x_quirk_lost": 8} if quirk else {"x_overflow_dropbuf": 8}
+    seed = {"sample": 16, "overflow": 8, "buf": 2, "emptybuf": 2, "dropbuf": 2}
+    cpu0 = busy_core(30, nmi=True, irqoff=0, x_nmi_max_ns=20_000)
+    cpu0.update(x_producer_calls=48, x_producer_calls_nmi=48, x_injected=48)
+    cpu0.update(x_counter_value=30_000_500, x_ref_ns=30_200_000)
+    snapshot = AgentSnapshot(
+        info={"flavour": "tprof", "S": "8"},
+        stats=stats(**seed, dropbuf_sample=16, x_swaps=6, x_bytes_read=24 * 16, **lost),
+        stats_percpu={0: percpu(x_sample=16, x_overflow=8, x_dropbuf_sample=16, x_swaps=6, **lost)},
+        core={0: cpu0},
+    )
+    d1 = TPROF.quirk_bit("TP-D1") if quirk else 0
+    return SamplingRun(
+        ref_events_per_ns=1.0,
+        spec=AgentSpec(
+            period=PERIOD,
+            drain="manual",
+            buffer_samples=8,
+            list_limit=2,
+            quirks=d1,
+            pmu_produce=False,
+        ),
+        snapshot=snapshot,
+        samples=samples(0, 0, 16),
+        bytes_read=24 * 16,
+        online_cpus=(0,),
+        busy={},
+        probe_cpus=(),
+        nmi_expected=True,
+        throttling_disabled=False,
+        injected={0: 48},
+        kicks=4,
+    )
+
+
+def broken(
+    run: SamplingRun,
+    *,
+    core: Mapping[int, Mapping[str, int]] | None = None,
+    percpu: Mapping[int, Mapping[str, int]] | None = None,
+    stats: Mapping[str, int] | None = None,
+    **fields: Any,
+) -> SamplingRun:
+    """``run`` with some numbers changed: core/percpu per CPU, global stats, run fields."""
+    snapshot = replace(
+        run.snapshot,
+        core=_merged(run.snapshot.core, core or {}),
+        stats_percpu=_merged(run.snapshot.stats_percpu, percpu or {}),
+        stats={**run.snapshot.stats, **(stats or {})},
+    )
+    return replace(run, snapshot=snapshot, **fields)
+
+
+def _merged(
+    table: Mapping[int, Mapping[str, int]], changes: Mapping[int, Mapping[str, int]]
+) -> dict[int, Mapping[str, int]]:
+    return {cpu: {**table.get(cpu, {}), **changes.get(cpu, {})} for cpu in {*table, *changes}}
+
+
+BASE = consistent_run()
+NOT_IN_NMI = "x_producer_calls_nmi = x_producer_calls = 160"
+COUNT_LAW = "|x_nmi_total + x_pmu_merged - x_counter_value ÷ period| ≤ 1"
+LOST = "lost = (due by x_ref_ns - x_counter_value) ÷ period"
+#: CPU 0's counters when 30 of its periods ended in late overflows: 30 more on both.
+LATE_30 = {"x_counter_value": 270_400_000, "x_ref_ns": 271_500_000}
+
+#: One number (or two that belong together) broken in `BASE` → exactly these violations.
+BROKEN_CASES = [
+    # TP-O1
+    pytest.param(
+        {"percpu": {0: {"x_overflow": 39}}},
+        [
+            ("TP-O1", 0, "x_producer_calls = 240", "x_sample 200 + x_overflow 39 = 239"),
+            ("TP-O1", None, "Σ_c x_overflow = 45", "overflow = 46"),
+        ],
+        id="TP-O1 per-CPU outcome short",
+    ),
+    pytest.param(
+        {"stats": {"overflow": 45}},
+        [
+            (
+                "TP-O1",
+                None,
+                "Σ x_producer_calls = 400",
+                "sample 350 + overflow 45 + x_nobuf 4 = 399",
+            ),
+            ("TP-O1", None, "Σ_c x_overflow = 46", "overflow = 45"),
+        ],
+        id="TP-O1 global statistic short",
+    ),
+    pytest.param(
+        {"percpu": {1: {"x_cur_used": 3}}},
+        [
+            (
+                "TP-O1",
+                1,
+                "x_producer_calls = 160",
+                "x_sample 150 + x_overflow 6 + x_nobuf 4 + x_cur_used 3 = 163",
+            ),
+            (
+                "TP-O1",
+                None,
+                "Σ x_producer_calls = 400",
+                "sample 350 + overflow 46 + x_nobuf 4 + Σ x_cur_used 3 = 403",
+            ),
+        ],
+        id="TP-O1 the current buffer is an outcome",
+    ),
+    pytest.param(
+        {"injected": {1: 5}},
+        [("TP-O1", 1, "x_injected = 5 (injected)", "x_injected = 0")],
+        id="TP-O1 injected count",
+    ),
+    # TP-O2
+    pytest.param(
+        {"stats": {"buf": 5}},
+        [("TP-O2", None, "x_swaps = 10", "buf 5 + emptybuf 4 = 9")],
+        id="TP-O2 a swap unclassified",
+    ),
+    pytest.param(
+        {"kicks": 4},
+        [("TP-O2", None, "x_swaps = 2 × (4 + 2) = 12", "x_swaps = 10")],
+        id="TP-O2 a kick without a swap",
+    ),
+    pytest.param(
+        {"stats": {"x_swaps": 11}},
+        [
+            ("TP-O1", None, "Σ_c x_swaps = 10", "x_swaps = 11"),
+            ("TP-O2", None, "x_swaps = 11", "buf 6 + emptybuf 4 = 10"),
+            ("TP-O2", None, "x_swaps = 2 × (3 + 2) = 10", "x_swaps = 11"),
+        ],
+        id="TP-O2 one swap too many",
+    ),
+    # TP-O5
+    pytest.param(
+        {"bytes_read": 8376},
+        [("TP-O5", None, "bytes_read = 24 × sample 350 = 8400", "bytes_read = 8376")],
+        id="TP-O5 bytes read",
+    ),
+    pytest.param(
+        {"stats": {"x_bytes_read": 8424}},
+        [("TP-O5", None, "x_bytes_read = 24 × sample 350 = 8400", "x_bytes_read = 8424")],
+        id="TP-O5 the module's byte count",
+    ),
+    pytest.param(
+        {"samples": BASE.samples[:-1]},
+        [
+            ("TP-O5", None, "records = sample = 350", "records = 349"),
+            ("TP-O5", 1, "records = x_sample = 150", "records = 149"),
+        ],
+        id="TP-O5 a record missing",
+    ),
+    pytest.param(
+        {"samples": (*BASE.samples[:-1], replace(BASE.samples[-1], cpu=5))},
+        [
+            ("TP-O5", 1, "records = x_sample = 150", "records = 149"),
+            ("TP-O5", 5, "records = x_sample = 0", "records = 1"),
+            ("TP-O5", 5, "cpu in 0,1", "1 records"),
+        ],
+        id="TP-O5 a record from an offline CPU",
+    ),
+    # COUNT (CPU 1: 160 seen + 2 merged = 162 periods)
+    pytest.param({"core": {1: {"x_counter_value": 163_999_999}}}, [], id="COUNT off by one"),
+    pytest.param(
+        {"core": {1: {"x_counter_value": 172_000_000}}},
+        [("COUNT", 1, COUNT_LAW, "|160 + 2 - 172| = 10")],
+        id="COUNT overflows missing",
+    ),
+    pytest.param(
+        {"core": {1: {"x_counter_value": 160_000_000}}},
+        [("COUNT", 1, COUNT_LAW, "|160 + 2 - 160| = 2")],
+        id="COUNT overflows beyond the counter",
+    ),
+    pytest.param(
+        {"core": {1: {"x_counter_value": 159_000_000, "x_events_created": 3}}},
+        [],
+        id="COUNT one period per event lifetime",
+    ),
+    pytest.param(
+        {"core": {0: {"x_pmu_merged": 30, **LATE_30}}},
+        [],
+        id="COUNT periods merged into late overflows",
+    ),
+    pytest.param(
+        {"core": {1: {"x_pmu_merged": 0}}},
+        [("COUNT", 1, COUNT_LAW, "|160 + 0 - 162| = 2")],
+        id="COUNT merged periods not counted",
+    ),
+    pytest.param(
+        {"core": {0: {"x_pmu_merged": 30}}},
+        [("COUNT", 0, COUNT_LAW, "|240 + 30 - 240| = 30")],
+        id="COUNT merged periods the counter never ran",
+    ),
+    # PLACE
+    pytest.param(
+        {"busy": {0: (101,), 1: (303,)}},
+        [("PLACE", 1, "≥ 1 sample of pids 303", "0")],
+        id="PLACE busy loop never sampled",
+    ),
+    pytest.param(
+        {"busy": {0: (101,), 1: (303,)}, "spec": replace(BASE.spec, pmu_produce=False)},
+        [],
+        id="PLACE only injected samples recorded",
+    ),
+    pytest.param(
+        {"samples": (*BASE.samples[:-1], replace(BASE.samples[-1], pid=101))},
+        [("PLACE", 0, "0 samples of pids 101 elsewhere", "1 (CPU 1: 1)")],
+        id="PLACE pinned loop sampled elsewhere",
+    ),
+    pytest.param({"busy": {}}, [], id="PLACE not applicable"),
+    # NMI
+    pytest.param(
+        {"core": {1: {"x_nmi_ctx_bad": 3}}},
+        [("NMI", 1, "x_nmi_ctx_bad = 0", "x_nmi_ctx_bad = 3")],
+        id="NMI handled outside NMI",
+    ),
+    pytest.param(
+        {"core": {1: {"x_producer_calls_nmi": 150}}},
+        [("NMI", 1, NOT_IN_NMI, "x_producer_calls_nmi = 150 (irq 0, task 0)")],
+        id="NMI producer called outside NMI",
+    ),
+    pytest.param(
+        {"core": {0: {"x_nmi_ctx_ok": 0}, 1: {"x_nmi_ctx_ok": 0}}},
+        [("NMI", None, "x_nmi_ctx_ok > 0 on some CPU", "x_nmi_ctx_ok = 0 on every CPU")],
+        id="NMI nothing in NMI",
+    ),
+    # PROBE
+    pytest.param(
+        {"core": {1: {"x_probe_runs": 0}}},
+        [("PROBE", 1, "x_probe_runs > 0", "x_probe_runs = 0")],
+        id="PROBE never ran",
+    ),
+    pytest.param(
+        {"core": {1: {"x_probe_hits": 0}}},
+        [("PROBE", 1, "x_probe_hits > 0", "x_probe_hits = 0 in 3 runs")],
+        id="PROBE no overflow in IRQ-off windows",
+    ),
+    # THROTTLE (CPU 1: counter 162.9 periods; the bound is 10 ms of cycles = 10
+    # periods, 5 % of the reference, or 2 per event lifetime, whichever is most)
+    pytest.param({"core": {1: {"x_ref_ns": 171_000_000}}}, [], id="THROTTLE skew within bound"),
+    pytest.param(
+        {"core": {1: {"x_ref_ns": 174_000_000}}},
+        [("THROTTLE", 1, f"x_throttled > 0 ({LOST} = 11 > 10)", "x_throttled = 0")],
+        id="THROTTLE silent loss just beyond the skew",
+    ),
+    pytest.param(
+        {"core": {1: {"x_ref_ns": 174_000_000, "x_events_created": 6}}},
+        [],
+        id="THROTTLE two periods of skew per event lifetime",
+    ),
+    pytest.param(
+        {"core": {1: {"x_ref_ns": 400_000_000, "x_throttled": 12}}},
+        [],
+        id="THROTTLE counted loss",
+    ),
+    pytest.param(
+        {"core": {1: {"x_ref_ns": 400_000_000}}},
+        [("THROTTLE", 1, f"x_throttled > 0 ({LOST} = 237 > 20)", "x_throttled = 0")],
+        id="THROTTLE silent loss",
+    ),
+    pytest.param({"core": {0: {"x_ref_ns": 230_000_000}}}, [], id="THROTTLE counter ahead of ref"),
+    pytest.param({"throttling_disabled": True}, [], id="THROTTLE disabled"),
+    pytest.param(
+        {"throttling_disabled": True, "core": {1: {"x_throttled": 1}}},
+        [("THROTTLE", 1, "x_throttled = 0", "x_throttled = 1")],
+        id="THROTTLE disabled, yet throttled",
+    ),
+    pytest.param(
+        {"throttling_disabled": True, "core": {1: {"x_ref_ns": 174_000_000}}},
+        [("THROTTLE", 1, "lost ≤ 10", f"{LOST} = 11")],
+        id="THROTTLE disabled, yet overflows missing",
+    ),
+    # C-2
+    pytest.param(
+        {"core": {0: {"x_nmi_lock_violation": 1}}},
+        [("C-2", 0, "x_nmi_lock_violation = 0", "x_nmi_lock_violation = 1")],
+        id="C-2 lock in NMI",
+    ),
+    pytest.param(
+        {"core": {1: {"x_nmi_alloc_violation": 2}}},
+        [("C-2", 1, "x_nmi_alloc_violation = 0", "x_nmi_alloc_violation = 2")],
+        id="C-2 allocation in NMI",
+    ),
+    # several at once: a failed law never hides the others
+    pytest.param(
+        {"bytes_read": 0, "core": {0: {"x_nmi_lock_violation": 1}}},
+        [
+            ("TP-O5", None, "bytes_read = 24 × sample 350 = 8400", "bytes_read = 0"),
+            ("C-2", 0, "x_nmi_lock_violation = 0", "x_nmi_lock_violation = 1"),
+        ],
+        id="two laws broken",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "expected"), BROKEN_CASES)
+def test_breaking_the_consistent_run(changes: dict[str, Any], expected: list[Brief]) -> None:
+    assert brief(check_sampling(broken(BASE, **changes))) == expected
+
+
+#: The same with pseudo-NMI off (the producer ran as a normal IRQ).
+IRQ_CASES = [
+    pytest.param({}, [], id="consistent"),
+    *(
+        pytest.param({"core": {0: {name: 2}}}, [("NMI", 0, f"{name} = 0", f"{name} = 2")], id=name)
+        for name in ("x_nmi_ctx_ok", "x_producer_calls_nmi", "x_irqoff_samples")
+    ),
+    pytest.param(
+        {"core": {1: {"x_probe_hits": 2}}},
+        [("PROBE", 1, "x_probe_hits = 0", "x_probe_hits = 2")],
+        id="x_probe_hits",
+    ),
+    pytest.param(
+        {"core": {1: {"x_probe_runs": 0}}},
+        [("PROBE", 1, "x_probe_runs > 0", "x_probe_runs = 0")],
+        id="x_probe_runs",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "expected"), IRQ_CASES)
+def test_breaking_the_consistent_irq_run(changes: dict[str, Any], expected: list[Brief]) -> None:
+    assert brief(check_sampling(broken(consistent_run(nmi=False), **changes))) == expected
+
+
+def test_the_consistent_runs_evaluate_every_oracle() -> None:
+    assert applicable_oracles(BASE) == {name for name, _ in ORACLES}
+    assert failed_oracles(check_sampling(BASE)) == set()
+
+
+def test_oracles_are_listed_in_report_order() -> None:
+    names = [name for name, _ in ORACLES]
+    assert names == ["TP-O1", "TP-O2", "TP-O5", "COUNT", "PLACE", "NMI", "PROBE", "THROTTLE", "C-2"]
+
+
+def test_every_outcome_has_a_global_statistic() -> None:
+    assert [global_name(n) for n in OUTCOMES if global_name(n) not in TPROF.stat_names] == []
+
+
+def test_check_sampling_refuses_another_flavours_run() -> None:
+    with pytest.raises(ConfigError, match="tprof"):
+        check_sampling(replace(BASE, spec=AgentSpec(flavour="kprof")))
+
+
+def test_failed_oracles_names_each_once() -> None:
+    violations = check_sampling(broken(BASE, bytes_read=0, stats={"buf": 5}, kicks=4))
+    assert failed_oracles(violations) == {"TP-O2", "TP-O5"}
+
+
+# --- TP-D1 (seeds-spec §1.7) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("quirk", [True, False], ids=["quirk", "fixed"])
+def test_tp_d1_seed_numbers_pass_tp_o1_and_tp_o2(quirk: bool) -> None:
+    run = tp_d1_run(quirk=quirk)
+    seed = [
+        run.snapshot.stats[name] for name in ("sample", "overflow", "dropbuf", "dropbuf_sample")
+    ]
+    assert seed == [16, 8, 2, 16]
+    assert applicable_oracles(run) == {name for name, _ in ORACLES} - {"PLACE"}
+    assert check_sampling(run) == []
+
+
+def test_tp_d1_quirk_mode_must_not_report_the_fixed_counter() -> None:
+    run = replace(tp_d1_run(quirk=False), spec=tp_d1_run(quirk=True).spec)
+    assert brief(check_sampling(run)) == [
+        ("TP-O1", None, "x_overflow_dropbuf = 0", "x_overflow_dropbuf = 8"),
+    ]
+
+
+def test_tp_d1_fixed_mode_must_not_lose_overflow() -> None:
+    run = replace(tp_d1_run(quirk=True), spec=tp_d1_run(quirk=False).spec)
+    assert brief(check_sampling(run)) == [("TP-O1", None, "x_quirk_lost = 0", "x_quirk_lost = 8")]
+
+
+def test_tp_d1_the_seeds_invisible_loss_breaks_conservation() -> None:
+    run = broken(tp_d1_run(quirk=True), percpu={0: {"x_quirk_lost": 0}}, stats={"x_quirk_lost": 0})
+    assert brief(check_sampling(run)) == [
+        (
+            "TP-O1",
+            0,
+            "x_producer_calls = 48",
+            "x_sample 16 + x_overflow 8 + x_dropbuf_sample 16 = 40",
+        ),
+        (
+            "TP-O1",
+            None,
+            "Σ x_producer_calls = 48",
+            "sample 16 + overflow 8 + dropbuf_sample 16 = 40",
+        ),
+    ]
+
+
+def test_tp_d1_without_pmu_production_only_injected_calls_reach_the_producer() -> None:
+    run = broken(tp_d1_run(quirk=False), core={0: {"x_injected": 47}}, injected={0: 47})
+    assert brief(check_sampling(run)) == [
+        ("TP-O1", 0, "x_producer_calls = 47 (injected)", "x_producer_calls = 48"),
+    ]
+
+
+# --- TP-O2 in auto drain, and what does not apply -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("runtime_s", "buf", "emptybuf", "expected"),
+    [
+        (2.5, 6, 4, []),  # 4 ≤ 10 ≤ 2 × (2 + 3)
+        (4.0, 6, 4, []),
+        (1.0, 6, 4, [("TP-O2", None, "4 ≤ x_swaps ≤ 6", "x_swaps = 10")]),
+        (0.5, 2, 0, [("TP-O2", None, "4 ≤ x_swaps ≤ 6", "x_swaps = 2")]),  # not even START+STOP
+    ],
+)
+def test_tp_o2_auto_drain_bounds(
+    runtime_s: float, buf: int, emptybuf: int, expected: list[Brief]
+) -> None:
+    swaps = buf + emptybuf
+    run = broken(
+        BASE,
+        spec=replace(BASE.spec, drain="auto"),
+        kicks=None,
+        runtime_s=runtime_s,
+        percpu={0: {"x_swaps": swaps // 2}, 1: {"x_swaps": swaps // 2}},
+        stats={"x_swaps": swaps, "buf": buf, "emptybuf": emptybuf},
+    )
+    assert brief(check_sampling(run)) == expected
+
+
+@pytest.mark.parametrize(
+    ("drain", "kicks", "runtime_s", "applies"),
+    [
+        ("manual", 3, 0.0, True),
+        ("manual", None, 0.0, False),
+        ("manual", None, 2.5, False),  # hotplug adds swaps: no count to hold them to
+        ("auto", None, 2.5, True),
+        ("auto", None, 0.0, False),
+    ],
+)
+def test_tp_o2_applies_with_kicks_or_auto_drain_run_time(
+    drain: str, kicks: int | None, runtime_s: float, applies: bool
+) -> None:
+    run = broken(BASE, spec=replace(BASE.spec, drain=drain), kicks=kicks, runtime_s=runtime_s)
+    assert ("TP-O2" in applicable_oracles(run)) == applies
+
+
+def test_tp_o2_skipped_in_a_manual_drain_run_without_kicks() -> None:
+    # x_swaps = 10 is out of the auto bounds for 1 s (4 ≤ x_swaps ≤ 6): not judged.
+    run = broken(BASE, kicks=None, runtime_s=1.0)
+    assert applicable_oracles(run) == {name for name, _ in ORACLES} - {"TP-O2"}
+    assert check_sampling(run) == []
+
+
+def test_tp_o2_does_not_apply_without_kicks_or_run_time() -> None:
+    run = broken(BASE, kicks=None, stats={"x_swaps": 11})
+    assert "TP-O2" not in applicable_oracles(run)
+    assert check_swaps(run) == []
+    assert brief(check_sampling(run)) == [("TP-O1", None, "Σ_c x_swaps = 10", "x_swaps = 11")]
+
+
+def test_place_a_busy_cpu_must_overflow() -> None:
+    # Alone, as COUNT fails too when x_nmi_total drops.
+    run = broken(BASE, core={0: {"x_nmi_total": 0}})
+    assert brief(check_placement(run)) == [("PLACE", 0, "x_nmi_total > 0", "x_nmi_total = 0")]
+
+
+def test_throttle_lost_is_the_clamped_estimate() -> None:
+    assert throttle_lost(BASE) == {0: 1, 1: 1}
+    assert throttle_lost(broken(BASE, core={1: {"x_ref_ns": 400_000_000}})) == {0: 1, 1: 237}
+    assert throttle_lost(broken(BASE, core={0: {"x_ref_ns": 200_000_000}})) == {0: 0, 1: 1}
+    assert throttle_lost(broken(BASE, core={1: {"x_events_created": 0}})) == {0: 1, 1: 0}
