@@ -22,12 +22,15 @@ from invoke.tasks import task
 from harness import arches, checks, hostdeps, testrun
 from harness import bench as benchmod
 from harness import rootfs as rootfsmod
+from harness.agent.build import export_agent
+from harness.agent.spec import AgentSpec, parse_quirks
 from harness.cache import Cache
 from harness.errors import HarnessError
 from harness.images import format_listing, prepare_images, prune_cache, survey_cache
 from harness.kernel import KernelRequest, build_kernel, check_variant
 from harness.keys import ensure_keypair
 from harness.process import handle_sigterm
+from harness.record import new_run_dir
 from harness.session import GuestRequest, interactive_shell, parse_cpus, parse_nmi
 from harness.timeouts import Timeouts
 
@@ -153,6 +156,36 @@ def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 
     result = benchmod.run_bench(benchmod.BenchRequest(
         out=Path(out) if out else None, cold=cold, repeats=repeats))  # fmt: skip
     print(benchmod.format_table(result))
+
+
+@task(
+    help={"flavour": "agent flavour: tprof", "event": "cycles, instructions or cpu-clock",
+          "period": "events between overflows", "drain": "auto (periodic) or manual (kicks)",
+          "drain-ms": "auto drain period", "est-freq": "tprof: S = min(2 est_freq, 10000)",
+          "buffer-samples": "tprof: S override (0: from est-freq)",
+          "list-limit": "tprof: buffers on the read list", "out": "output directory "
+          "(default artifacts/agent/<time>-<flavour>)",
+          "quirks": "seed defects to reproduce: a mask (0x3) or names (TP-D1,TP-D2)",
+          "arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"]},
+)  # fmt: skip
+@cli
+def agent(c: Context, flavour: str = "tprof", event: str = "cycles", period: int = 1_000_000,
+          drain: str = "auto", drain_ms: int = 1000, est_freq: int = 5000,
+          buffer_samples: int = 0, list_limit: int = 100, quirks: str = "0",
+          arch: str = "arm64", variant: str = "default",
+          out: str | None = None) -> None:  # fmt: skip
+    """Render and build the profiling agent alone, to read the generated C."""
+    mask = parse_quirks(flavour, quirks)
+    spec = AgentSpec(flavour=flavour, event=event, period=period, drain=drain,
+                     drain_ms=drain_ms, est_freq=est_freq, buffer_samples=buffer_samples,
+                     list_limit=list_limit, quirks=mask).validate()  # fmt: skip
+    profile = arches.get(arch)
+    images = prepare_images(profile, check_variant(variant), Cache.default())
+    target = Path(out) if out else new_run_dir("agent", flavour)
+    build = export_agent(spec, images, Cache.default(), target)
+    print(f"generated sources: {target / 'src'}")
+    print(f"module:            {target / build.ko.name}  (for {images.kernel_release})")
+    print(f"load it with:      {(target / 'insmod.txt').read_text().strip()}")
 
 
 @task(help={"prune": "remove entries the current tree no longer builds, and unfinished ones"})

@@ -31,6 +31,8 @@ class ArchProfile:
     linux_arch: str  # ARCH= for the kernel build
     cross_compile: str  # CROSS_COMPILE= prefix
     cross_package: str  # Debian package that provides the compiler
+    static_libc: str  # libc.a for static guest tools (profctl)
+    static_libc_package: str  # Debian package that provides static_libc
     qemu_binary: str
     qemu_package: str  # Debian package that provides qemu_binary
     machine: str  # -machine value, without accel
@@ -103,6 +105,8 @@ ARCHES: dict[str, ArchProfile] = {
             linux_arch="arm64",
             cross_compile="aarch64-linux-gnu-",
             cross_package="gcc-aarch64-linux-gnu",
+            static_libc="/usr/aarch64-linux-gnu/lib/libc.a",
+            static_libc_package="libc6-dev-arm64-cross",
             qemu_binary="qemu-system-aarch64",
             qemu_package="qemu-system-arm",
             # GICv3 is what makes pseudo-NMI possible; its redistributor limit is 512.
@@ -128,6 +132,8 @@ ARCHES: dict[str, ArchProfile] = {
             linux_arch="x86_64",
             cross_compile="x86_64-linux-gnu-",
             cross_package="gcc",  # native on the amd64 hosts that can run it under KVM
+            static_libc="/usr/lib/x86_64-linux-gnu/libc.a",
+            static_libc_package="libc6-dev",
             qemu_binary="qemu-system-x86_64",
             qemu_package="qemu-system-x86",
             machine="q35",

@@ -6,7 +6,9 @@ Measured (wall-clock seconds, medians where repeated):
 * cached rebuild: `prepare_images` on a warm cache in-process; ``invoke setup`` on a
   ready host; ``invoke images`` warm; and from starting ``invoke test`` to the start of
   its guest run (what a second run pays before booting);
-* launch-to-SSH for 1, 2, 4 and 8 vCPUs (default layouts) and the shutdown time.
+* launch-to-SSH for 1, 2, 4 and 8 vCPUs (default layouts) and the shutdown time;
+* the agent (`harness.agent.bench`): render + build + load time, overflow-handler cost
+  per sample, and the highest per-CPU rate that runs 10 s without a drop.
 
 Timing is measured here and never asserted in tests::
 
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import arches
+from harness.agent.bench import measure_agent
 from harness.cache import Cache
 from harness.guest import Guest
 from harness.hostdeps import ensure_host
@@ -168,6 +171,8 @@ def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, An
         result["cold"] = measure_cold_builds(request.arch, cache)
     result["warm"] = measure_warm(request.arch, cache, request.repeats)
     result["boot"] = measure_boots(request.arch, cache, request.repeats)
+    images = prepare_images(arch, "default", cache)
+    result["agent"] = measure_agent(arch, images, cache, request.repeats)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = request.out or artifacts_root() / "bench" / f"bench-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -186,6 +191,19 @@ def format_table(result: dict[str, Any]) -> str:
     for name, summary in result["boot"]["launch_to_ssh"].items():
         rows.append((f"launch to SSH, {name}", *_cells(summary)))
     rows.append(("shutdown", *_cells(result["boot"]["shutdown"])))
+    if agent := result.get("agent"):
+        rows.append(("agent render + build + load", *_cells(agent["render_build_load_s"])))
+        cost = agent["nmi_handler_ns"]
+        rows.append(
+            (
+                "agent handler per sample, mean / max µs",
+                f"{cost['mean_ns'] / 1000:.1f}",
+                "",
+                f"{cost['max_ns'] / 1000:.1f}",
+            )
+        )
+        rows.append(("agent drop-free rate per CPU, 10 s (Hz)",
+                     str(agent["max_dropfree_rate_hz"]), "", ""))  # fmt: skip
     width = max(len(row[0]) for row in rows)
     lines = [f"{row[0]:<{width}}  {row[1]:>9}  {row[2]:>7}  {row[3]:>7}" for row in rows]
     lines.insert(1, "-" * len(lines[0]))

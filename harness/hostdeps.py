@@ -45,6 +45,7 @@ def requirements() -> tuple[Requirement, ...]:
         for req in (
             Requirement(arch.qemu_binary, arch.qemu_package),
             Requirement(f"{arch.cross_compile}gcc", arch.cross_package),
+            Requirement(arch.static_libc, arch.static_libc_package),
         )
     ]
     common = (

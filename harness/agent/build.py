@@ -15,6 +15,8 @@ raises `BuildError` whose tail shows the generated file and line.
 from __future__ import annotations
 
 import logging
+import shlex
+import shutil
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -94,3 +96,20 @@ def build_agent(spec: AgentSpec, images: GuestImages, cache: Cache) -> AgentBuil
         ko=entry.path / "build" / "profagent.ko",
         key=key,
     )
+
+
+def export_agent(spec: AgentSpec, images: GuestImages, cache: Cache, out: Path) -> AgentBuild:
+    """Build ``spec`` (cached) and copy its generated sources and module into ``out``.
+
+    For a developer who wants to read, diff or hand-load the generated C.
+
+    :raise ConfigError: the spec is impossible (nothing is built).
+    :raise BuildError: the generated code does not compile.
+    """
+    build = build_agent(spec, images, cache)
+    shutil.copytree(build.source_dir, out / "src", dirs_exist_ok=True)
+    shutil.copy2(build.ko, out / build.ko.name)
+    (out / "insmod.txt").write_text(
+        shlex.join(["insmod", build.ko.name, *spec.module_params()]) + "\n"
+    )
+    return build

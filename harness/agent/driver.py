@@ -15,6 +15,7 @@ stream) is kept in ``workdir``.
 
 from __future__ import annotations
 
+import json
 import logging
 import shlex
 import struct
@@ -28,8 +29,8 @@ from harness.agent import profctl as pc
 from harness.agent.build import AgentBuild
 from harness.agent.layouts import TPROF_PARAM, TPROF_STAT, tprof_ioctl
 from harness.agent.results import AgentSnapshot, SamplingRun
-from harness.agent.spec import AgentSpec
-from harness.errors import InfraError, ModuleLoadError
+from harness.agent.spec import AgentSpec, event_available
+from harness.errors import ConfigError, InfraError, ModuleLoadError
 
 LOG = logging.getLogger(__name__)
 
@@ -39,6 +40,10 @@ DEVICE = "/dev/profagent"
 FD = 3  # the first descriptor profctl opens (see harness.agent.profctl)
 SAMPLES = f"{GUEST_DIR}/samples.bin"
 READ_CHUNK = 65536
+#: Where a hardware PMU lists its events (arm64: armv8_pmuv3_0, x86: cpu).
+PMU_EVENT_DIRS = (
+    "/sys/bus/event_source/devices/armv8_pmuv3*/events /sys/bus/event_source/devices/cpu/events"
+)
 SNAPSHOT_FILES = ("info", "stats", "stats_percpu", "nmi", "state")
 #: With throttling off, the perf core may take this many overflows per second.
 MAX_SAMPLE_RATE = 1_000_000
@@ -219,11 +224,33 @@ class Agent:
     def load(self, spec: AgentSpec) -> None:
         """Load the module with ``spec``'s parameters (unloading a loaded one first).
 
+        The spec, and whether the guest's PMU has its event, are checked first.
+
+        :raise ConfigError: the spec is impossible or names an event the PMU lacks.
+        :raise ModuleLoadError: insmod failed; carries the dmesg lines it caused.
+        """
+        spec.validate()
+        why = event_available(spec.event, *self.pmu_events())
+        if why:
+            raise ConfigError(f"agent spec: {why}")
+        self.insmod(spec.module_params())
+        self.loaded = spec
+        LOG.info("agent loaded: %s", " ".join(spec.module_params()))
+
+    def pmu_events(self) -> tuple[frozenset[str], bool]:
+        """The guest PMU's event names (sysfs), and whether it has a PMU at all."""
+        listing = self.shell.run(f"ls {PMU_EVENT_DIRS} 2>/dev/null", check=False).stdout
+        names = frozenset(listing.split())
+        return names, bool(names)
+
+    def insmod(self, params: Sequence[str]) -> None:
+        """``insmod`` the agent with raw ``params`` (unloading a loaded one first).
+
         :raise ModuleLoadError: insmod failed; carries the dmesg lines it caused.
         """
         self.unload()
         before = len(self.shell.run("dmesg").stdout.splitlines())
-        command = shlex.join(["insmod", f"{GUEST_DIR}/profagent.ko", *spec.module_params()])
+        command = shlex.join(["insmod", f"{GUEST_DIR}/profagent.ko", *params])
         result = self.shell.run(command, check=False)
         if result.exit_status != 0:
             new = self.shell.run("dmesg").stdout.splitlines()[before:]
@@ -231,8 +258,6 @@ class Agent:
                 f"the agent did not load: {result.stderr.strip() or result.stdout.strip()}",
                 "\n".join(new),
             )
-        self.loaded = spec
-        LOG.info("agent loaded: %s", " ".join(spec.module_params()))
 
     def unload(self) -> None:
         """Unload the module if it is loaded."""
@@ -307,8 +332,8 @@ class Agent:
             if step.startswith("spin:"):
                 cpu = result.int_value("cpu")
                 busy[cpu] = (*busy.get(cpu, ()), result.int_value("pid"))
-        data = self.fetch_samples()
-        return SamplingRun(
+        data = self.fetch_samples(f"samples-{self._runs:02d}.bin")
+        run = SamplingRun(
             spec=spec,
             snapshot=snapshot_of(steps, results),
             samples=self.build.decode(data),
@@ -321,6 +346,8 @@ class Agent:
             runtime_s=runtime_s,
             ref_events_per_ns=self._events_per_ns(spec),
         )
+        self.save(run)
+        return run
 
     def scripted_run(
         self,
@@ -346,7 +373,7 @@ class Agent:
         results = self.steps(steps)
         runtime_s = time.monotonic() - started
         require_ok(results)
-        data = self.fetch_samples()
+        data = self.fetch_samples(f"samples-{self._runs:02d}.bin")
         run = SamplingRun(
             spec=spec,
             snapshot=snapshot_of(steps, results),
@@ -362,7 +389,32 @@ class Agent:
             runtime_s=runtime_s,
             ref_events_per_ns=self._events_per_ns(spec),
         )
+        self.save(run)
         return run, results
+
+    def save(self, run: SamplingRun) -> Path:
+        """Write ``run``'s spec, build identity and snapshot to the workdir as JSON."""
+        snap = run.snapshot
+        record = {
+            "build": self.build.record(),
+            "spec": run.spec.describe(),
+            "online_cpus": run.online_cpus,
+            "busy": {str(cpu): pids for cpu, pids in run.busy.items()},
+            "nmi_expected": run.nmi_expected,
+            "throttling_disabled": run.throttling_disabled,
+            "injected": {str(c): n for c, n in (run.injected or {}).items()},
+            "kicks": run.kicks,
+            "runtime_s": run.runtime_s,
+            "bytes_read": run.bytes_read,
+            "info": dict(snap.info),
+            "stats": dict(snap.stats),
+            "stats_percpu": {str(c): dict(v) for c, v in snap.stats_percpu.items()},
+            "nmi": {str(c): dict(v) for c, v in snap.core.items()},
+            "state": dict(snap.state),
+        }
+        path = self.workdir / f"agent-run-{self._runs:02d}.json"
+        path.write_text(json.dumps(record, indent=1) + "\n")
+        return path
 
     def _events_per_ns(self, spec: AgentSpec) -> float | None:
         return self.cycles_per_ns if spec.event == "cycles" else None

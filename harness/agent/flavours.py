@@ -35,7 +35,7 @@ CORE_PERCPU: tuple[tuple[str, str], ...] = (
     ("x_probe_ns", "time spent inside IRQ-off probe windows"),
     ("x_probe_hits", "overflows that arrived inside an IRQ-off probe window"),
     ("x_counter_value", "the sampling counter's value, read when its event was released"),
-    ("x_ref_ns", "a software clock counted over the same lifetime: the time base"),
+    ("x_enabled_ns", "time the sampling events were enabled: the time base for overflows due"),
     ("x_events_created", "perf events created on this CPU (START and CPU online)"),
     ("x_nmi_lock_violation", "locks taken in NMI context (must stay 0)"),
     ("x_nmi_alloc_violation", "allocations in NMI context (must stay 0)"),

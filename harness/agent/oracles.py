@@ -33,7 +33,7 @@ ORACLES: tuple[tuple[str, str], ...] = (
     ("PLACE", "samples land on the CPUs where the pinned workload ran"),
     ("NMI", "producer context matches the pseudo-NMI mode the guest booted with"),
     ("PROBE", "overflows land inside IRQ-off probe windows iff pseudo-NMI is on"),
-    ("THROTTLE", "overflows missing against the reference counter are counted as throttled"),
+    ("THROTTLE", "overflows missing against the time enabled are counted as throttled"),
     ("C-2", "no lock taken and no allocation made in NMI context"),
 )
 
@@ -343,17 +343,17 @@ def check_probe(run: SamplingRun) -> list[Violation]:
 
 
 def throttle_lost(run: SamplingRun) -> dict[int, int]:
-    """Per CPU, periods the sampling counter missed against the reference (≥ 0).
+    """Per CPU, periods the sampling counter missed against its enabled time (≥ 0).
 
-    A throttled event is stopped, so it stops counting while the reference, a
-    software clock, goes on: ``(x_ref_ns × events per ns - x_counter_value)
+    A throttled event stays enabled but stops counting, so the time says how
+    many events were due: ``(x_enabled_ns × events per ns - x_counter_value)
     // period``; 0 on CPUs that never had an event.
     """
     return {cpu: max(0, _lost(run, cpu)) for cpu in sorted(run.snapshot.core)}
 
 
 def check_throttle(run: SamplingRun) -> list[Violation]:
-    """THROTTLE: overflows missing against the reference counter are counted, never silent.
+    """THROTTLE: overflows missing against the time enabled are counted, never silent.
 
     With throttling disabled nothing is throttled and the two counters agree
     within `_skew_bound` (they are created and released one after the other).
@@ -363,7 +363,7 @@ def check_throttle(run: SamplingRun) -> list[Violation]:
         bound, lost = _skew_bound(run, cpu), _lost(run, cpu)
         if lost <= bound:
             return None
-        text = f"lost = (due by x_ref_ns - x_counter_value) ÷ period = {lost}"
+        text = f"lost = (due by x_enabled_ns - x_counter_value) ÷ period = {lost}"
         if run.throttling_disabled:
             return f"lost ≤ {bound}", text
         if _core(run, cpu, "x_throttled") == 0:
@@ -384,7 +384,7 @@ def check_nmi_safety(run: SamplingRun) -> list[Violation]:
     return _must_be_zero(run, "C-2", names, "NMI context must not lock or allocate")
 
 
-#: Events the two counters may drift apart while created and released in turn.
+#: Events the count and the enabled time may disagree by, read a moment apart.
 SKEW_EVENTS = 10_000_000
 
 _CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
@@ -417,8 +417,8 @@ def _stat(run: SamplingRun, name: str) -> int:
 
 
 def _due(run: SamplingRun, cpu: int) -> int | None:
-    """Events the reference clock says were due on ``cpu``, or None if it cannot say."""
-    ns = _core(run, cpu, "x_ref_ns")
+    """Events due on ``cpu`` by its events' enabled time, or None if the rate is unknown."""
+    ns = _core(run, cpu, "x_enabled_ns")
     if run.spec.event == "cpu-clock":  # the sampling event counts nanoseconds itself
         return ns
     if run.ref_events_per_ns is None:
@@ -427,7 +427,7 @@ def _due(run: SamplingRun, cpu: int) -> int | None:
 
 
 def _lost(run: SamplingRun, cpu: int) -> int:
-    """Periods due by the reference but not counted by the sampling counter; 0 if unknown."""
+    """Periods due by the enabled time but not counted by the sampling counter; 0 if unknown."""
     due = _due(run, cpu)
     if due is None or _core(run, cpu, "x_events_created") <= 0:
         return 0
@@ -437,10 +437,11 @@ def _lost(run: SamplingRun, cpu: int) -> int:
 def _skew_bound(run: SamplingRun, cpu: int) -> int:
     """How far the two counters may differ without throttling, in periods.
 
-    They are created, and released, by IPIs one after the other; under TCG a
-    vCPU can be off the host CPU for milliseconds in between. Allow 10 ms of
-    events (QEMU counts cycles at 1 GHz), 5 % of the periods due, and at least
-    2 periods per event lifetime, whichever is most.
+    The enabled time and the count are the same event's, but under TCG the
+    counter and the clock are read at slightly different moments of a vCPU
+    that can be off the host CPU for milliseconds. Allow 10 ms of events (QEMU
+    counts cycles at 1 GHz), 5 % of the periods due, and at least 2 periods per
+    event lifetime, whichever is most.
     """
     due = (_due(run, cpu) or 0) // run.spec.period
     events = _core(run, cpu, "x_events_created")

@@ -11,7 +11,7 @@ nothing here judges, prints or writes::
 The table has one row per CPU and an ``all`` row; drop-cause columns appear only when
 some CPU has a non-zero count (``overflow`` and ``dropbuf_sample`` always). ``merged``
 counts periods that ended without an overflow of their own, ``throttled`` the periods
-the sampling counter missed against the reference counter.
+the sampling counter missed against its enabled time.
 """
 
 from __future__ import annotations

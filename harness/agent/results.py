@@ -75,7 +75,7 @@ class SamplingRun:
     injected: Mapping[int, int] | None = None
     kicks: int | None = None
     runtime_s: float = 0.0
-    #: Events the PMU counts per nanosecond of the reference clock, where that is
+    #: Events the PMU counts per nanosecond its event is enabled, where that is
     #: a fixed rate (cycles under TCG); None: overflows due cannot be derived.
     ref_events_per_ns: float | None = None
 

@@ -104,6 +104,23 @@ class AgentSpec:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def parse_quirks(flavour: str, text: str) -> int:
+    """A quirk mask from ``"0x3"``, ``"3"`` or defect names like ``"TP-D1,TP-D2"``.
+
+    :raise ConfigError: neither a number nor known defect names of ``flavour``.
+    """
+    text = text.strip()
+    try:
+        return int(text, 0)
+    except ValueError:
+        pass
+    info = flavours.get(flavour)
+    mask = 0
+    for name in filter(None, (part.strip() for part in text.split(","))):
+        mask |= info.quirk_bit(name)
+    return mask
+
+
 def event_available(event: str, pmu_events: frozenset[str], has_pmu: bool) -> str | None:
     """Why ``event`` cannot run on a guest, or None if it can.
 

@@ -8,11 +8,14 @@ from the spec, and every run must also pass the general oracles.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from harness.agent import profctl as pc
+from harness.agent.build import AgentBuild
 from harness.agent.driver import (
     DEVICE,
     Agent,
@@ -29,6 +32,10 @@ from harness.agent.oracles import applicable_oracles, check_sampling
 from harness.agent.report import format_cpu_table, format_verdicts
 from harness.agent.results import SamplingRun
 from harness.agent.spec import AgentSpec
+from harness.errors import BuildError, ConfigError, ModuleLoadError
+from harness.images import GuestImages
+from harness.modules import build_module
+from harness.qemu.argv import MachineSpec
 from harness.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 
@@ -202,3 +209,38 @@ def test_tp_o9_hotplug_during_sampling(
     assert_oracles(run, request)
     assert sum(1 for sample in run.samples if sample.cpu == h) == min(a, s) + min(c, s)
     assert run.snapshot.core[h]["x_events_created"] == 2  # re-armed when it came back
+
+
+def test_bad_spec_and_missing_event_fail_before_loading(agent: Agent) -> None:
+    with pytest.raises(ConfigError, match="period=0"):
+        agent.load(AgentSpec(period=0))
+    # Under TCG arm64 counts instructions only with -icount: the PMU does not list it.
+    names, has_pmu = agent.pmu_events()
+    assert has_pmu
+    assert "cpu_cycles" in names
+    if "inst_retired" not in names:
+        with pytest.raises(ConfigError, match="inst_retired"):
+            agent.load(AgentSpec(event="instructions"))
+    assert agent.loaded is None
+    assert "profagent" not in agent.shell.run("cat /proc/modules").stdout
+
+
+def test_a_module_that_fails_to_load_shows_the_guest_dmesg(agent: Agent) -> None:
+    with pytest.raises(ModuleLoadError) as failed:
+        agent.insmod(("drain=sometimes",))  # past the Python checks, into the module's
+    assert "drain must be auto or manual, not 'sometimes'" in failed.value.evidence
+
+
+def test_a_compile_error_in_generated_code_names_file_and_line(
+    agent_build: AgentBuild, base_setup: tuple[MachineSpec, GuestImages], tmp_path: Path
+) -> None:
+    source = tmp_path / "src"
+    shutil.copytree(agent_build.source_dir, source)
+    core = source / "core.c"
+    lines = core.read_text().splitlines()
+    lines.insert(40, "static int broken = undefined_name;")
+    core.write_text("\n".join(lines) + "\n")
+    with pytest.raises(BuildError) as failed:
+        build_module(source, base_setup[1], tmp_path / "build")
+    assert "core.c:41" in failed.value.tail
+    assert "undefined_name" in failed.value.tail

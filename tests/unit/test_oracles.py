@@ -74,7 +74,7 @@ def consistent_run(*, nmi: bool = True) -> SamplingRun:
     core1.update(x_probe_hits=5 if nmi else 0, x_pmu_merged=2)
     counters = {0: (240_400_000, 241_500_000), 1: (162_900_000, 164_000_000)}
     for cpu_core, (value, ref) in zip((core0, core1), counters.values(), strict=True):
-        cpu_core.update(x_counter_value=value, x_ref_ns=ref)
+        cpu_core.update(x_counter_value=value, x_enabled_ns=ref)
     totals = {"sample": 350, "overflow": 46, "buf": 6, "emptybuf": 4, "x_nobuf": 4}
     snapshot = AgentSnapshot(
         info={"flavour": "tprof", "S": "100"},
@@ -112,7 +112,7 @@ def tp_d1_run(*, quirk: bool) -> SamplingRun:
     seed = {"sample": 16, "overflow": 8, "buf": 2, "emptybuf": 2, "dropbuf": 2}
     cpu0 = busy_core(30, nmi=True, irqoff=0, x_nmi_max_ns=20_000)
     cpu0.update(x_producer_calls=48, x_producer_calls_nmi=48, x_injected=48)
-    cpu0.update(x_counter_value=30_000_500, x_ref_ns=30_200_000)
+    cpu0.update(x_counter_value=30_000_500, x_enabled_ns=30_200_000)
     snapshot = AgentSnapshot(
         info={"flavour": "tprof", "S": "8"},
         stats=stats(**seed, dropbuf_sample=16, x_swaps=6, x_bytes_read=24 * 16, **lost),
@@ -170,9 +170,9 @@ def _merged(
 BASE = consistent_run()
 NOT_IN_NMI = "x_producer_calls_nmi = x_producer_calls = 160"
 COUNT_LAW = "|x_nmi_total + x_pmu_merged - x_counter_value ÷ period| ≤ 1"
-LOST = "lost = (due by x_ref_ns - x_counter_value) ÷ period"
+LOST = "lost = (due by x_enabled_ns - x_counter_value) ÷ period"
 #: CPU 0's counters when 30 of its periods ended in late overflows: 30 more on both.
-LATE_30 = {"x_counter_value": 270_400_000, "x_ref_ns": 271_500_000}
+LATE_30 = {"x_counter_value": 270_400_000, "x_enabled_ns": 271_500_000}
 
 #: One number (or two that belong together) broken in `BASE` → exactly these violations.
 BROKEN_CASES = [
@@ -347,28 +347,30 @@ BROKEN_CASES = [
     ),
     # THROTTLE (CPU 1: counter 162.9 periods; the bound is 10 ms of cycles = 10
     # periods, 5 % of the reference, or 2 per event lifetime, whichever is most)
-    pytest.param({"core": {1: {"x_ref_ns": 171_000_000}}}, [], id="THROTTLE skew within bound"),
+    pytest.param({"core": {1: {"x_enabled_ns": 171_000_000}}}, [], id="THROTTLE skew within bound"),
     pytest.param(
-        {"core": {1: {"x_ref_ns": 174_000_000}}},
+        {"core": {1: {"x_enabled_ns": 174_000_000}}},
         [("THROTTLE", 1, f"x_throttled > 0 ({LOST} = 11 > 10)", "x_throttled = 0")],
         id="THROTTLE silent loss just beyond the skew",
     ),
     pytest.param(
-        {"core": {1: {"x_ref_ns": 174_000_000, "x_events_created": 6}}},
+        {"core": {1: {"x_enabled_ns": 174_000_000, "x_events_created": 6}}},
         [],
         id="THROTTLE two periods of skew per event lifetime",
     ),
     pytest.param(
-        {"core": {1: {"x_ref_ns": 400_000_000, "x_throttled": 12}}},
+        {"core": {1: {"x_enabled_ns": 400_000_000, "x_throttled": 12}}},
         [],
         id="THROTTLE counted loss",
     ),
     pytest.param(
-        {"core": {1: {"x_ref_ns": 400_000_000}}},
+        {"core": {1: {"x_enabled_ns": 400_000_000}}},
         [("THROTTLE", 1, f"x_throttled > 0 ({LOST} = 237 > 20)", "x_throttled = 0")],
         id="THROTTLE silent loss",
     ),
-    pytest.param({"core": {0: {"x_ref_ns": 230_000_000}}}, [], id="THROTTLE counter ahead of ref"),
+    pytest.param(
+        {"core": {0: {"x_enabled_ns": 230_000_000}}}, [], id="THROTTLE counter ahead of ref"
+    ),
     pytest.param({"throttling_disabled": True}, [], id="THROTTLE disabled"),
     pytest.param(
         {"throttling_disabled": True, "core": {1: {"x_throttled": 1}}},
@@ -376,7 +378,7 @@ BROKEN_CASES = [
         id="THROTTLE disabled, yet throttled",
     ),
     pytest.param(
-        {"throttling_disabled": True, "core": {1: {"x_ref_ns": 174_000_000}}},
+        {"throttling_disabled": True, "core": {1: {"x_enabled_ns": 174_000_000}}},
         [("THROTTLE", 1, "lost ≤ 10", f"{LOST} = 11")],
         id="THROTTLE disabled, yet overflows missing",
     ),
@@ -574,6 +576,6 @@ def test_place_a_busy_cpu_must_overflow() -> None:
 
 def test_throttle_lost_is_the_clamped_estimate() -> None:
     assert throttle_lost(BASE) == {0: 1, 1: 1}
-    assert throttle_lost(broken(BASE, core={1: {"x_ref_ns": 400_000_000}})) == {0: 1, 1: 237}
-    assert throttle_lost(broken(BASE, core={0: {"x_ref_ns": 200_000_000}})) == {0: 0, 1: 1}
+    assert throttle_lost(broken(BASE, core={1: {"x_enabled_ns": 400_000_000}})) == {0: 1, 1: 237}
+    assert throttle_lost(broken(BASE, core={0: {"x_enabled_ns": 200_000_000}})) == {0: 0, 1: 1}
     assert throttle_lost(broken(BASE, core={1: {"x_events_created": 0}})) == {0: 1, 1: 0}
