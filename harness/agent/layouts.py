@@ -135,7 +135,7 @@ class Ioctl:
 TPROF_IOC_TYPE = ord("T")
 TPROF_VERSION = 3
 TPROF_IOCTLS: tuple[Ioctl, ...] = (
-    Ioctl("TPROF_IOC_GETVERSION", ioc_read(TPROF_IOC_TYPE, 1, 4), 4, "ABI version (3)"),
+    Ioctl("TPROF_IOC_GETVERSION", ioc_read(TPROF_IOC_TYPE, 1, 4), 4, "the ABI version"),
     Ioctl(
         "TPROF_IOC_START",
         ioc_write(TPROF_IOC_TYPE, 2, TPROF_PARAM.size),

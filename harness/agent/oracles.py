@@ -384,8 +384,8 @@ def check_nmi_safety(run: SamplingRun) -> list[Violation]:
     return _must_be_zero(run, "C-2", names, "NMI context must not lock or allocate")
 
 
-#: Events the count and the enabled time may disagree by, read a moment apart.
-SKEW_EVENTS = 10_000_000
+#: Events the count may lag the enabled time by without throttling (see _skew_bound).
+SKEW_EVENTS = 50_000_000
 
 _CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
     "TP-O1": check_conservation,
@@ -437,15 +437,16 @@ def _lost(run: SamplingRun, cpu: int) -> int:
 def _skew_bound(run: SamplingRun, cpu: int) -> int:
     """How far the two counters may differ without throttling, in periods.
 
-    The enabled time and the count are the same event's, but under TCG the
-    counter and the clock are read at slightly different moments of a vCPU
-    that can be off the host CPU for milliseconds. Allow 10 ms of events (QEMU
-    counts cycles at 1 GHz), 5 % of the periods due, and at least 2 periods per
-    event lifetime, whichever is most.
+    The enabled time and the count are the same event's, but the driver stops
+    the counter while it handles an overflow or reprograms the PMU, and under
+    TCG that takes long: 8 vCPUs on 2 host cores showed up to 25 ms of enabled
+    time without cycles. Allow 50 ms of events (QEMU counts cycles at 1 GHz),
+    10 % of the periods due, and at least 2 per event lifetime, whichever is
+    most; throttling loses far more (the throttling test: most of them).
     """
     due = (_due(run, cpu) or 0) // run.spec.period
     events = _core(run, cpu, "x_events_created")
-    return max(2 * events, due // 20, SKEW_EVENTS // run.spec.period)
+    return max(2 * events, due // 10, SKEW_EVENTS // run.spec.period)
 
 
 def _per_cpu(

@@ -73,11 +73,16 @@ class AgentSpec:
         _within("period", self.period, MIN_PERIOD, MAX_PERIOD)
         _within("drain_ms", self.drain_ms, 10, 60_000)
         _within("est_freq", self.est_freq, 0, 10_000_000)
-        if self.buffer_samples:
-            _within("buffer_samples", self.buffer_samples, 1, MAX_BUFFER_SAMPLES)
+        if not 0 <= self.buffer_samples <= MAX_BUFFER_SAMPLES:
+            raise ConfigError(
+                f"agent spec: buffer_samples={self.buffer_samples} is an impossible buffer "
+                f"size: 1..{MAX_BUFFER_SAMPLES} samples of 24 bytes per CPU (0: from est_freq)"
+            )
         _within("list_limit", self.list_limit, 1, MAX_LIST_LIMIT)
+        if self.quirks < 0:
+            raise ConfigError(f"agent spec: quirks={self.quirks} is negative; it is a bit mask")
         unknown = self.quirks & ~info.quirk_mask
-        if self.quirks < 0 or unknown:
+        if unknown:
             raise ConfigError(
                 f"agent spec: quirks={self.quirks:#x} sets bits {unknown:#x} that flavour "
                 f"{self.flavour} does not have (its bits: {info.quirk_mask:#x})"

@@ -106,7 +106,7 @@ def test_format_cpus(cpus: tuple[int, ...], text: str) -> None:
 
 
 def test_verdicts_pass_fail_and_skip() -> None:
-    run = broken(BASE, busy={}, bytes_read=0, core={1: {"x_enabled_ns": 174_000_000}})
+    run = broken(BASE, busy={}, bytes_read=0, core={1: {"x_enabled_ns": 214_000_000}})
     violations = check_sampling(run)
     lines = format_verdicts(violations, applicable_oracles(run)).splitlines()
     assert [line[:16] for line in lines if not line.startswith(" ")] == [
@@ -124,7 +124,7 @@ def test_verdicts_pass_fail_and_skip() -> None:
     assert lines[9] == f"      {violations[1]}"
     assert lines[9] == (
         "      THROTTLE on CPU 1: expected x_throttled > 0 "
-        "(lost = (due by x_enabled_ns - x_counter_value) ÷ period = 11 > 10), "
+        "(lost = (due by x_enabled_ns - x_counter_value) ÷ period = 51 > 50), "
         "observed x_throttled = 0 (a loss must be counted)"
     )
 
@@ -149,7 +149,7 @@ def test_a_violation_of_a_skipped_oracle_still_fails() -> None:
 
 
 def test_summary_is_json_with_the_tables_numbers() -> None:
-    run = broken(BASE, core={1: {"x_enabled_ns": 174_000_000}})
+    run = broken(BASE, core={1: {"x_enabled_ns": 214_000_000}})
     violations = check_sampling(run)
     record = json.loads(json.dumps(summary(run, violations)))
     assert record["failed"] == ["THROTTLE"]
@@ -172,7 +172,7 @@ def test_summary_is_json_with_the_tables_numbers() -> None:
             "quirk_lost": 0,
         },
         "merged": 2,
-        "throttled": 11,
+        "throttled": 51,
         "nmi_pct": 100.0,
         "irqoff": 9,
         "probe_hits": 5,
@@ -183,4 +183,4 @@ def test_summary_is_json_with_the_tables_numbers() -> None:
     assert record["totals"] == total_row(cpu_rows(run)).as_dict()
     assert record["totals"]["cpu"] == "all"
     totals = record["totals"]
-    assert (totals["seen"], totals["merged"], totals["throttled"]) == (400, 2, 12)
+    assert (totals["seen"], totals["merged"], totals["throttled"]) == (400, 2, 52)

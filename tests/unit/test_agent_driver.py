@@ -1,0 +1,263 @@
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from harness.agent.driver import (
+    SamplingPlan,
+    collect_steps,
+    decode_stat,
+    inject_step,
+    ioctl_step,
+    kick_step,
+    parse_pairs,
+    parse_percpu,
+    probe_step,
+    require_ok,
+    sampling_steps,
+    snapshot_of,
+    start_steps,
+)
+from harness.agent.layouts import TPROF_IOCTLS, Ioctl, tprof_ioctl
+from harness.agent.profctl import StepResult
+from harness.errors import ConfigError, InfraError
+
+DEBUGFS = "/sys/kernel/debug/profagent"
+#: The native ioctls on fd 3, numbers as Linux _IOW/_IO/_IOR('T', nr, size) give them.
+START = "ioctl:3:0x40185402:24:" + "00" * 24
+STOP = "ioctl:3:0x5403:0"
+GETSTAT = "ioctl:3:0x80305404:48"
+COLLECT = (
+    STOP,
+    "timeout:60",
+    "read:3:/tmp/profagent/samples.bin:65536",
+    f"cat:{DEBUGFS}/info",
+    f"cat:{DEBUGFS}/stats",
+    f"cat:{DEBUGFS}/stats_percpu",
+    f"cat:{DEBUGFS}/nmi",
+    f"cat:{DEBUGFS}/state",
+    GETSTAT,
+    "close:3",
+)
+
+# --- step tokens ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("step", "expected"),
+    [
+        (inject_step(2, 100), f"write:{DEBUGFS}/inject:cpu=2 count=100 ctx=nmi"),
+        (inject_step("all", 12, "task"), f"write:{DEBUGFS}/inject:cpu=all count=12 ctx=task"),
+        (kick_step(), f"write:{DEBUGFS}/kick:all"),
+        (kick_step(3), f"write:{DEBUGFS}/kick:3"),
+        (probe_step(1, 200), f"write:{DEBUGFS}/probe:cpu=1 ms=200"),
+    ],
+)
+def test_debugfs_write_steps(step: str, expected: str) -> None:
+    assert step == expected
+
+
+def test_start_opens_the_device_then_starts_with_a_zero_param() -> None:
+    assert start_steps() == ("open:/dev/profagent", START)
+
+
+def test_start_step_carries_starts_number_and_24_zero_bytes() -> None:
+    op, fd, request, size, data = start_steps()[1].split(":")
+    start = tprof_ioctl("TPROF_IOC_START")
+    assert (op, fd, int(request, 16), int(size)) == ("ioctl", "3", start.number, 24)
+    assert bytes.fromhex(data) == bytes(24)
+
+
+@pytest.mark.parametrize("ioctl", TPROF_IOCTLS, ids=lambda ioctl: ioctl.name)
+def test_ioctl_step_uses_the_layouts_number_and_size(ioctl: Ioctl) -> None:
+    _, fd, request, size = ioctl_step(ioctl.name).split(":")
+    assert (fd, int(request, 16), int(size)) == ("3", ioctl.number, ioctl.arg_size)
+
+
+def test_ioctl_step_of_an_unknown_ioctl() -> None:
+    with pytest.raises(KeyError):
+        ioctl_step("TPROF_IOC_FLUSH")
+
+
+def test_collect_stops_reads_snapshots_getstats_and_closes_in_order() -> None:
+    assert collect_steps() == COLLECT
+
+
+def test_sampling_steps_for_a_plan() -> None:
+    plan = SamplingPlan(busy_cpus=(0, 2), busy_ms=500, probe_cpus=(1,), probe_ms=100, idle_ms=300)
+    assert sampling_steps(plan) == (
+        "open:/dev/profagent",
+        START,
+        "spin:0:500",
+        "spin:2:500",
+        f"write:{DEBUGFS}/probe:cpu=1 ms=100",
+        "wait",
+        "sleep:300",
+        *COLLECT,
+    )
+
+
+def test_sampling_steps_without_busy_loops_or_probe() -> None:
+    steps = sampling_steps(SamplingPlan(busy_cpus=()))
+    assert steps == ("open:/dev/profagent", START, "wait", "sleep:300", *COLLECT)
+
+
+def test_sampling_steps_reject_an_impossible_cpu() -> None:
+    with pytest.raises(ConfigError, match=re.escape("cpu must be in 0..1023, not 1024")):
+        sampling_steps(SamplingPlan(busy_cpus=(1024,)))
+
+
+# --- parsers --------------------------------------------------------------------------------
+
+
+def test_parse_pairs() -> None:
+    lines = ("flavour tprof", "source software-clock (no PMU)", "quirks 0x3 ", "empty")
+    assert parse_pairs(lines) == {
+        "flavour": "tprof",
+        "source": "software-clock (no PMU)",
+        "quirks": "0x3",
+        "empty": "",
+    }
+
+
+def test_parse_pairs_keeps_the_last_of_a_repeated_name() -> None:
+    assert parse_pairs(("running 1", "running 0")) == {"running": "0"}
+
+
+def test_parse_percpu() -> None:
+    lines = ("0 x_sample 5", "0 x_nobuf 0", "1 x_sample 7", "12 x_sample 18446744073709551615")
+    assert parse_percpu(lines) == {
+        0: {"x_sample": 5, "x_nobuf": 0},
+        1: {"x_sample": 7},
+        12: {"x_sample": 2**64 - 1},
+    }
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["0 x_sample", "0 x_sample 5 extra", "cpu0 x_sample 5", "0 x_sample -1", "0 x_sample 1.5", ""],
+)
+def test_parse_percpu_rejects_a_malformed_line(line: str) -> None:
+    with pytest.raises(
+        InfraError, match=re.escape(f"malformed per-CPU line from the agent: {line!r}")
+    ):
+        parse_percpu(("0 x_sample 5", line))
+
+
+# --- snapshot_of ----------------------------------------------------------------------------
+
+FILES: dict[str, tuple[str, ...]] = {
+    "info": ("flavour tprof", "event cycles", "source pmu"),
+    "stats": ("sample 40", "overflow 8", "x_bytes_read 960"),
+    "stats_percpu": ("0 x_sample 30", "0 x_overflow 8", "1 x_sample 10", "1 x_overflow 0"),
+    "nmi": ("0 x_nmi_total 38", "1 x_nmi_total 10"),
+    "state": ("sources off", "running 0", "nbuf_on_list 0"),
+}
+
+
+def result_of(index: int, step: str, lines: Sequence[str] = (), *, ok: bool = True) -> StepResult:
+    """What profctl reports for ``step``: a cat has its file's lines, a failure an errno."""
+    op = step.partition(":")[0]
+    values: Mapping[str, str] = {}
+    if op == "cat" and ok:
+        values = {"bytes": str(sum(len(line) + 1 for line in lines)), "lines": str(len(lines))}
+    elif ok:
+        values = {"rc": "0"}
+    return StepResult(
+        index=index,
+        op=op,
+        ok=ok,
+        errno=None if ok else "ENOENT",
+        values=values,
+        lines=tuple(lines) if ok else (),
+    )
+
+
+def results_of(steps: Sequence[str], files: Mapping[str, Sequence[str]]) -> list[StepResult]:
+    """A successful result per step; a cat of the agent's ``name`` reads ``files[name]``."""
+    results = []
+    for index, step in enumerate(steps):
+        name = step.rsplit("/", 1)[-1] if step.startswith(f"cat:{DEBUGFS}/") else ""
+        results.append(result_of(index, step, files.get(name, ())))
+    return results
+
+
+def test_snapshot_of_a_collect() -> None:
+    snapshot = snapshot_of(COLLECT, results_of(COLLECT, FILES))
+    assert snapshot.info == {"flavour": "tprof", "event": "cycles", "source": "pmu"}
+    assert snapshot.stats == {"sample": 40, "overflow": 8, "x_bytes_read": 960}
+    assert snapshot.stats_percpu == {
+        0: {"x_sample": 30, "x_overflow": 8},
+        1: {"x_sample": 10, "x_overflow": 0},
+    }
+    assert snapshot.core == {0: {"x_nmi_total": 38}, 1: {"x_nmi_total": 10}}
+    assert snapshot.state == {"sources": "off", "running": "0", "nbuf_on_list": "0"}
+
+
+def test_snapshot_of_takes_the_last_cat_of_each_file() -> None:
+    steps = (f"cat:{DEBUGFS}/stats", *COLLECT)
+    results = results_of(steps, FILES)
+    results[0] = result_of(0, steps[0], ("sample 1",))
+    assert snapshot_of(steps, results).stats["sample"] == 40
+    steps = (*COLLECT, f"cat:{DEBUGFS}/stats")
+    results = results_of(steps, FILES)
+    results[-1] = result_of(len(COLLECT), steps[-1], ("sample 41",))
+    assert snapshot_of(steps, results).stats == {"sample": 41}
+
+
+@pytest.mark.parametrize("name", list(FILES))
+def test_snapshot_of_without_a_file_names_it(name: str) -> None:
+    steps = tuple(step for step in COLLECT if step != f"cat:{DEBUGFS}/{name}")
+    with pytest.raises(InfraError, match=rf"did not read the agent's {name}$"):
+        snapshot_of(steps, results_of(steps, FILES))
+
+
+def test_snapshot_of_a_failed_cat_is_a_missing_file() -> None:
+    results = results_of(COLLECT, FILES)
+    index = COLLECT.index(f"cat:{DEBUGFS}/nmi")
+    results[index] = result_of(index, COLLECT[index], ok=False)
+    with pytest.raises(InfraError, match="did not read the agent's nmi"):
+        snapshot_of(COLLECT, results)
+
+
+def test_snapshot_of_ignores_files_of_the_same_name_elsewhere() -> None:
+    steps = tuple(step.replace(DEBUGFS, "/tmp/elsewhere") for step in COLLECT)
+    with pytest.raises(
+        InfraError, match="did not read the agent's info, stats, stats_percpu, nmi, state"
+    ):
+        snapshot_of(steps, results_of(steps, {}))
+
+
+def test_snapshot_of_a_malformed_per_cpu_file() -> None:
+    with pytest.raises(InfraError, match="malformed per-CPU line"):
+        snapshot_of(COLLECT, results_of(COLLECT, {**FILES, "nmi": ("0 x_nmi_total",)}))
+
+
+# --- decode_stat and require_ok --------------------------------------------------------------
+
+
+def test_decode_stat_of_48_bytes() -> None:
+    data = struct.pack("<6Q", 16, 8, 2, 5, 2, 2**64 - 1)
+    assert len(data) == 48
+    assert decode_stat(data) == {
+        "sample": 16,
+        "overflow": 8,
+        "buf": 2,
+        "emptybuf": 5,
+        "dropbuf": 2,
+        "dropbuf_sample": 2**64 - 1,
+    }
+
+
+def test_decode_stat_is_little_endian() -> None:
+    assert decode_stat(b"\x01" + bytes(47))["sample"] == 1
+
+
+def test_require_ok_names_the_first_failed_step() -> None:
+    results = [*results_of(COLLECT[:2], {}), result_of(2, COLLECT[2], ok=False)]
+    require_ok(results[:2])
+    with pytest.raises(InfraError, match=r"step 2 \(read, failed with ENOENT"):
+        require_ok(results)
