@@ -127,12 +127,24 @@ class CacheListing:
 
 
 def current_keys(cache: Cache) -> set[str]:
-    """Keys the current tree builds: every arch and variant, rootfs, kernel source."""
+    """Keys the current tree builds: every arch and variant, rootfs, kernel source.
+
+    The agent counts with its default spec (other specs are cheap to rebuild).
+    """
+    # Imported here: the agent's build depends on this module's GuestImages.
+    from harness.agent.build import agent_key  # noqa: PLC0415
+    from harness.agent.profctl import profctl_key  # noqa: PLC0415
+    from harness.agent.spec import AgentSpec  # noqa: PLC0415
+
     keypair = ensure_keypair(cache.root / "ssh")
     keys = {source_key()}
     for arch in ARCHES.values():
         keys.add(rootfs_key(arch, keypair))
-        keys.update(kernel_key(KernelRequest(arch=arch, variant=v)) for v in VARIANTS)
+        kernels = [kernel_key(KernelRequest(arch=arch, variant=v)) for v in VARIANTS]
+        keys.update(kernels)
+        keys.update(agent_key(AgentSpec(), kernel) for kernel in kernels)
+        if profctl := profctl_key(arch):
+            keys.add(profctl)
     return keys
 
 

@@ -69,6 +69,12 @@ class AgentBuild:
         }
 
 
+def agent_key(spec: AgentSpec, kernel_key: str) -> str:
+    """The cache key of ``spec`` built for the kernel with ``kernel_key``."""
+    sources = render_agent(spec).key
+    return content_key({"sources": sources, "kernel": kernel_key, "recipe": AGENT_RECIPE})
+
+
 def build_agent(spec: AgentSpec, images: GuestImages, cache: Cache) -> AgentBuild:
     """Render ``spec`` and build it for ``images``' kernel (cached).
 
@@ -78,9 +84,7 @@ def build_agent(spec: AgentSpec, images: GuestImages, cache: Cache) -> AgentBuil
     :raise BuildError: the generated code does not compile.
     """
     rendered = render_agent(spec)
-    key = content_key(
-        {"sources": rendered.key, "kernel": images.kernel_key, "recipe": AGENT_RECIPE}
-    )
+    key = agent_key(spec, images.kernel_key)
     entry = cache.entry("agent", key)
 
     def build(path: Path) -> dict[str, object]:

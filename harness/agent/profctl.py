@@ -292,12 +292,22 @@ def build_profctl(arch: ArchProfile, cache: Cache, *, source: Path = PROFCTL_SOU
     if not version:
         raise HostSetupError([compiler], f"run `invoke setup` (installs {arch.cross_package})")
     text = source.read_text()
-    key = content_key({"source": text, "compiler": version, "arch": arch.name, "recipe": RECIPE})
+    key = _key(text, version, arch)
     build = functools.partial(
         _compile, source=source, text=text, compiler=compiler, version=version
     )
     entry = cache.obtain(cache.entry("profctl", key), build)
     return entry.path / BINARY_NAME
+
+
+def profctl_key(arch: ArchProfile) -> str | None:
+    """The cache key `build_profctl` uses for ``arch`` now; None without its compiler."""
+    version = tool_version(f"{arch.cross_compile}gcc")
+    return _key(PROFCTL_SOURCE.read_text(), version, arch) if version else None
+
+
+def _key(text: str, version: str, arch: ArchProfile) -> str:
+    return content_key({"source": text, "compiler": version, "arch": arch.name, "recipe": RECIPE})
 
 
 def _compile(out: Path, *, source: Path, text: str, compiler: str, version: str) -> dict[str, str]:
