@@ -5,6 +5,7 @@ All three run in one 2-vCPU guest (this host's core count), under TCG::
     result = measure_agent(arches.get("arm64"), images, cache, repeats=3)
     result["nmi_handler_ns"]           # mean and max per sample, from the agent's counters
     result["max_dropfree_rate_hz"]     # highest per-CPU rate with no drop for 10 s
+    result["dropfree_trials"]          # per rate: seen, recorded, merged (the PMU's loss)
     result["render_build_load_s"]      # summary of render + build + deploy + insmod
 
 Only measured, never asserted: the numbers go into the bench JSON.
@@ -38,7 +39,7 @@ LOG = logging.getLogger(__name__)
 BENCH_CPUS = 2
 DROPFREE_RUN_MS = 10_000
 #: Per-CPU overflow rates tried, lowest first (cycles at 1 GHz: period = 1e9 / rate).
-RATES_HZ = (1_000, 2_000, 5_000, 10_000, 15_000, 20_000)
+RATES_HZ = (250, 500, 1_000, 2_000, 5_000, 10_000, 20_000)
 
 
 def drops(run: SamplingRun) -> int:
@@ -75,7 +76,9 @@ def measure_agent(
         agent.deploy()
         cost = handler_cost(agent.sampling_run(AgentSpec(), SamplingPlan(busy_cpus=(0, 1))))
         rates = _dropfree_rates(agent)
-    passed = [rate for rate, result in rates.items() if result["drops"] == 0]
+    passed = [
+        rate for rate, r in rates.items() if not (r["drops"] or r["pmu_merged"] or r["throttled"])
+    ]
     return {
         "guest": spec.name,
         "render_build_load_s": _summary(loads),
@@ -100,17 +103,29 @@ def _render_build_load(guest: Guest, images: GuestImages, profctl: Path, workdir
 
 
 def _dropfree_rates(agent: Agent) -> dict[int, dict[str, float]]:
-    """Per rate: drops and merged periods over a 10 s run, busy on every CPU."""
+    """Per rate: drops, merged and throttled periods over a 10 s run, busy on every CPU.
+
+    Stops at the first rate with a drop (a producer call not recorded) or a
+    throttled overflow. Merged periods (the vCPU took the overflow more than a
+    period late, so the PMU raised one for several) are reported, not judged:
+    under TCG they follow the host's scheduling of vCPU threads.
+    """
     results: dict[int, dict[str, float]] = {}
     plan = SamplingPlan(busy_cpus=tuple(range(BENCH_CPUS)), busy_ms=DROPFREE_RUN_MS)
     for rate in RATES_HZ:
         run = agent.sampling_run(AgentSpec(period=1_000_000_000 // rate), plan)
         seen = sum(c["x_nmi_total"] for c in run.snapshot.core.values())
         merged = sum(c["x_pmu_merged"] for c in run.snapshot.core.values())
-        results[rate] = {"drops": drops(run), "overflows_seen": seen, "pmu_merged": merged,
-                         "recorded": run.snapshot.stats["sample"]}  # fmt: skip
+        throttled = sum(c["x_throttled"] for c in run.snapshot.core.values())
+        results[rate] = {
+            "drops": drops(run),
+            "overflows_seen": seen,
+            "pmu_merged": merged,
+            "throttled": throttled,
+            "recorded": run.snapshot.stats["sample"],
+        }
         LOG.info("bench: %d Hz per CPU: %s", rate, results[rate])
-        if results[rate]["drops"]:
+        if drops(run) or throttled:
             break
     return results
 
