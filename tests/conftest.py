@@ -36,6 +36,7 @@ FULL_SET_CPUS = (1, 2, 4, 8)
 POOLS = pytest.StashKey[list[GuestPool]]()
 SMT_CLUSTER_LAYOUT = "1s2cl2c2t"
 AGENT_REPORT = "profagent-report"
+DEPLOYED = pytest.StashKey[set[str]]()  # guests (by workdir) the agent was copied into
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -200,7 +201,11 @@ def agent(
         nmi_expected=guest.spec.nmi,
         cycles_per_ns=guest.spec.arch.cycles_per_ns(guest.spec.accel),
     )
-    deployed.deploy()
+    deployed_in = request.config.stash.setdefault(DEPLOYED, set())
+    if str(guest.workdir) not in deployed_in:  # once per guest: the files do not change
+        deployed.deploy()
+        deployed_in.add(str(guest.workdir))
     yield deployed
     if guest.vm.exitcode() is None:
         deployed.unload()
+        guest.shell.run("rm -f /tmp/profagent/samples.bin")
