@@ -341,7 +341,7 @@ class Agent:
             online_cpus=online,
             busy=busy,
             probe_cpus=plan.probe_cpus,
-            nmi_expected=self.nmi_expected,
+            nmi_expected=self._nmi_expected(spec),
             throttling_disabled=plan.throttling_disabled,
             runtime_s=runtime_s,
             ref_events_per_ns=self._events_per_ns(spec),
@@ -382,7 +382,7 @@ class Agent:
             online_cpus=online,
             busy={},
             probe_cpus=(),
-            nmi_expected=self.nmi_expected,
+            nmi_expected=self._nmi_expected(spec),
             throttling_disabled=throttling_disabled,
             injected=injected,
             kicks=kicks,
@@ -415,6 +415,10 @@ class Agent:
         path = self.workdir / f"agent-run-{self._runs:02d}.json"
         path.write_text(json.dumps(record, indent=1) + "\n")
         return path
+
+    def _nmi_expected(self, spec: AgentSpec) -> bool:
+        """Whether overflows arrive as NMIs: the PMU in NMI mode; a software clock never."""
+        return self.nmi_expected and spec.event != "cpu-clock"
 
     def _events_per_ns(self, spec: AgentSpec) -> float | None:
         return self.cycles_per_ns if spec.event == "cycles" else None

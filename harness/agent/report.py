@@ -144,12 +144,13 @@ def drop_columns(rows: Iterable[CpuRow]) -> tuple[str, ...]:
 
 
 def nmi_mode(run: SamplingRun) -> str:
-    """The pseudo-NMI mode in words, with the producer calls that ran in NMI."""
-    if not run.nmi_expected:
-        return "pseudo-NMI off: producer ran as a normal IRQ"
+    """The NMI mode the run was in, in words, with the producer calls that ran in NMI."""
     nmi = sum(c.get("x_producer_calls_nmi", 0) for c in run.snapshot.core.values())
     calls = sum(c.get("x_producer_calls", 0) for c in run.snapshot.core.values())
-    return f"pseudo-NMI on: {nmi} of {calls} producer calls in NMI"
+    if not run.nmi_expected:
+        mode = "NMI off (pseudo-NMI off, or a software clock): overflows are normal IRQs"
+        return f"{mode}; {nmi} of {calls} producer calls in NMI"
+    return f"NMI on (PMU overflows as NMIs): {nmi} of {calls} producer calls in NMI"
 
 
 def format_cpu_table(run: SamplingRun) -> str:

@@ -244,3 +244,12 @@ def test_a_compile_error_in_generated_code_names_file_and_line(
         build_module(source, base_setup[1], tmp_path / "build")
     assert "core.c:41" in failed.value.tail
     assert "undefined_name" in failed.value.tail
+
+
+@pytest.mark.parametrize(("est_freq", "expected_s"), [(3, 6), (4999, 9998), (7000, 10_000)])
+def test_tp_o8_s_rule_read_back_from_info(agent: Agent, est_freq: int, expected_s: int) -> None:
+    """S = min(2 est_freq, 10000), as the module computes it, read from `info`."""
+    spec = replace(EXACT, est_freq=est_freq)
+    assert spec.samples_per_buffer == expected_s
+    agent.load(spec)
+    assert agent.snapshot().info["percpu_capacity"] == str(expected_s)

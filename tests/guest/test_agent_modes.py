@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import arches
 from harness.agent.build import build_agent
 from harness.agent.driver import Agent, SamplingPlan
 from harness.agent.oracles import applicable_oracles, check_sampling, throttle_lost
@@ -23,6 +24,7 @@ from harness.agent.report import format_cpu_table, format_verdicts
 from harness.agent.results import SamplingRun
 from harness.agent.spec import AgentSpec
 from harness.cache import Cache
+from harness.errors import ConfigError
 from harness.guest import Guest
 from harness.images import GuestImages, prepare_images
 from harness.kernel import KernelRequest, find_kernel
@@ -122,4 +124,23 @@ def test_debug_kernel_stays_silent_while_sampling(
         leaks = agent.shell.run("cat /sys/kernel/debug/kmemleak").stdout
         assert "profagent" not in leaks, leaks
     # Leaving the guest scanned its console: no lockdep, BUG or WARNING line appeared.
+    assert not problems, "\n".join(problems)
+
+
+def test_software_clock_where_there_is_no_pmu(
+    cache: Cache, timeouts: Timeouts, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """x86_64 under TCG has no PMU: cycles is refused up front, cpu-clock samples."""
+    x86 = arches.get("x86_64")
+    if find_kernel(KernelRequest(arch=x86, variant="default"), cache) is None:
+        pytest.skip("no x86_64 kernel in the cache; `invoke kernel --arch x86_64` builds it")
+    images = prepare_images(x86, "default", cache)
+    spec = MachineSpec(arch=x86, topology=TWO_SOCKETS, accel="tcg")
+    for agent in boot_agent(spec, images, tmp_path / "x86", cache, timeouts):
+        with pytest.raises(ConfigError, match="needs a PMU and the guest has none"):
+            agent.load(AgentSpec())
+        run = agent.sampling_run(AgentSpec(event="cpu-clock"), PLAN)
+        problems = report(run, request, "x86_64 TCG, software clock")
+    assert run.snapshot.info["source"] == "software-clock (no PMU)"
+    assert run.snapshot.stats["sample"] > 0
     assert not problems, "\n".join(problems)
