@@ -73,6 +73,18 @@ class SamplingPlan:
     max_sample_rate: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """How a run is set up, and what its steps do, for the oracles."""
+
+    throttling_disabled: bool = True
+    max_sample_rate: int | None = None
+    probe_cpus: tuple[int, ...] = ()
+    injected: Mapping[int, int] | None = None
+    kicks: int | None = None
+    timeout_s: float = 120
+
+
 # ---- pure: steps and parsers ----------------------------------------------------
 
 
@@ -124,6 +136,16 @@ def sampling_steps(plan: SamplingPlan) -> tuple[str, ...]:
         pc.sleep_step(plan.idle_ms),
         *collect_steps(),
     )
+
+
+def busy_of(steps: Sequence[str], results: Sequence[pc.StepResult]) -> dict[int, tuple[int, ...]]:
+    """CPU → PIDs of the busy loops the ``spin`` steps started there."""
+    busy: dict[int, tuple[int, ...]] = {}
+    for step, result in zip(steps, results, strict=True):
+        if step.startswith("spin:"):
+            cpu = result.int_value("cpu")
+            busy[cpu] = (*busy.get(cpu, ()), result.int_value("pid"))
+    return busy
 
 
 def parse_pairs(lines: Sequence[str]) -> dict[str, str]:
@@ -319,35 +341,13 @@ class Agent:
         :raise ModuleLoadError: the module did not load.
         :raise InfraError: a control step failed or the guest tool misbehaved.
         """
-        self.set_throttling(disabled=plan.throttling_disabled, max_sample_rate=plan.max_sample_rate)
-        self.load(spec)
-        online = self.online_cpus()
-        steps = sampling_steps(plan)
-        started = time.monotonic()
-        results = self.steps(steps, timeout_s=120 + plan.busy_ms / 1000)
-        runtime_s = time.monotonic() - started
-        require_ok(results)
-        busy: dict[int, tuple[int, ...]] = {}
-        for step, result in zip(steps, results, strict=True):
-            if step.startswith("spin:"):
-                cpu = result.int_value("cpu")
-                busy[cpu] = (*busy.get(cpu, ()), result.int_value("pid"))
-        data = self.fetch_samples(f"samples-{self._runs:02d}.bin")
-        run = SamplingRun(
-            spec=spec,
-            snapshot=snapshot_of(steps, results),
-            samples=self.build.decode(data),
-            bytes_read=len(data),
-            online_cpus=online,
-            busy=busy,
-            probe_cpus=plan.probe_cpus,
-            nmi_expected=self._nmi_expected(spec),
+        context = RunContext(
             throttling_disabled=plan.throttling_disabled,
-            runtime_s=runtime_s,
-            ref_events_per_ns=self._events_per_ns(spec),
+            max_sample_rate=plan.max_sample_rate,
+            probe_cpus=plan.probe_cpus,
+            timeout_s=120 + plan.busy_ms / 1000,
         )
-        self.save(run)
-        return run
+        return self._run(spec, sampling_steps(plan), context)[0]
 
     def scripted_run(
         self,
@@ -365,12 +365,22 @@ class Agent:
 
         :raise InfraError: a step failed.
         """
-        self.set_throttling(disabled=throttling_disabled)
+        context = RunContext(
+            throttling_disabled=throttling_disabled, injected=injected, kicks=kicks
+        )
+        return self._run(spec, (*start_steps(), *body, *collect_steps()), context)
+
+    def _run(
+        self, spec: AgentSpec, steps: Sequence[str], context: RunContext
+    ) -> tuple[SamplingRun, tuple[pc.StepResult, ...]]:
+        """Load ``spec``, run ``steps`` (every one must succeed), collect and save."""
+        self.set_throttling(
+            disabled=context.throttling_disabled, max_sample_rate=context.max_sample_rate
+        )
         self.load(spec)
         online = self.online_cpus()
-        steps = (*start_steps(), *body, *collect_steps())
         started = time.monotonic()
-        results = self.steps(steps)
+        results = self.steps(steps, timeout_s=context.timeout_s)
         runtime_s = time.monotonic() - started
         require_ok(results)
         data = self.fetch_samples(f"samples-{self._runs:02d}.bin")
@@ -380,12 +390,12 @@ class Agent:
             samples=self.build.decode(data),
             bytes_read=len(data),
             online_cpus=online,
-            busy={},
-            probe_cpus=(),
+            busy=busy_of(steps, results),
+            probe_cpus=context.probe_cpus,
             nmi_expected=self._nmi_expected(spec),
-            throttling_disabled=throttling_disabled,
-            injected=injected,
-            kicks=kicks,
+            throttling_disabled=context.throttling_disabled,
+            injected=context.injected,
+            kicks=context.kicks,
             runtime_s=runtime_s,
             ref_events_per_ns=self._events_per_ns(spec),
         )
