@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import difflib
 import re
 import shutil
 import struct
@@ -54,8 +55,16 @@ def test_default_spec_renders_its_golden_file(name: str) -> None:
     check_golden(golden_name(name), DEFAULT.files[name])
 
 
-def test_variant_spec_renders_its_golden_core() -> None:
-    check_golden(f"agent/{VARIANT_DIR}/core.c", VARIANT.files["core.c"])
+def test_variant_spec_changes_only_its_defaults_in_core() -> None:
+    """The golden is the diff against the default rendering: what this spec changes."""
+    diff = difflib.unified_diff(
+        DEFAULT.files["core.c"].splitlines(keepends=True),
+        VARIANT.files["core.c"].splitlines(keepends=True),
+        "default/core.c",
+        f"{VARIANT_DIR}/core.c",
+        n=0,
+    )
+    check_golden(f"agent/{VARIANT_DIR}/core.c.diff", "".join(diff))
 
 
 def test_the_spec_reaches_the_module_only_through_core_c() -> None:
