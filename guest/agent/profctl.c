@@ -25,9 +25,12 @@
  *   spin:CPU:MS                fork a child busy-looping on CPU
  *                              for MS ms (child exits 3 if it
  *                              cannot pin itself)                  -> pid=N cpu=N
- *   wait                       reap every spin child               -> children=N failed=N
+ *   wait                       reap every child (spin, readbg)     -> children=N failed=N
  *   sleep:MS                   sleep MS ms                         -> ms=N
  *   pin:CPU                    pin profctl itself to CPU           -> cpu=N
+ *   readbg:FD:PATH:CHUNK       `read` in a child sharing FD, while
+ *                              later steps run; `wait` reaps it;
+ *                              its outcome goes to PATH.status     -> pid=N
  *
  * Output: exactly one step line per step on stdout, flushed at once (a cat
  * step's "| " lines follow its step line); errno is symbolic (EBUSY, or E<n>):
@@ -57,7 +60,7 @@
 #define MAX_FIELDS 8
 
 enum op { OP_OPEN, OP_CLOSE, OP_IOCTL, OP_READ, OP_TIMEOUT, OP_WRITE,
-	  OP_CAT, OP_SPIN, OP_WAIT, OP_SLEEP, OP_PIN, OP_COUNT };
+	  OP_CAT, OP_SPIN, OP_WAIT, OP_SLEEP, OP_PIN, OP_READBG, OP_COUNT };
 
 /*
  * Each op's fields after its name, one letter each: p path, t text, f fd,
@@ -70,7 +73,7 @@ static const struct { const char *name, *fields; int min; } OPS[OP_COUNT] = {
 	[OP_TIMEOUT] = { "timeout", "S", 1 }, [OP_WRITE] = { "write", "pt", 2 },
 	[OP_CAT] = { "cat", "p", 1 },         [OP_SPIN] = { "spin", "cm", 2 },
 	[OP_WAIT] = { "wait", "", 0 },        [OP_SLEEP] = { "sleep", "m", 1 },
-	[OP_PIN] = { "pin", "c", 1 },
+	[OP_PIN] = { "pin", "c", 1 },         [OP_READBG] = { "readbg", "fpk", 3 },
 };
 
 /* Upper bounds of the numeric field kinds (keep in step with profctl.py). */
@@ -288,12 +291,12 @@ static void do_ioctl(int i, const struct step *st)
 	end_line();
 }
 
-static void do_read(int i, const struct step *st)
+/* Read `fd` to EOF (or a failure) into a new file `path`; 0 or an errno. */
+static int read_loop(int fd, const char *path, size_t chunk, unsigned long long *total,
+		     unsigned long long *reads)
 {
-	unsigned long long total = 0, reads = 0;
-	size_t chunk = st->num[1];
 	char *buf = malloc(chunk);
-	int out = open(st->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	int out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	int err = out < 0 ? errno : !buf ? ENOMEM : 0;
 	ssize_t got;
 
@@ -303,21 +306,63 @@ static void do_read(int i, const struct step *st)
 			err = EINTR;
 			break;
 		}
-		got = read((int)st->num[0], buf, chunk);
+		got = read(fd, buf, chunk);
 		if (got <= 0) {
 			err = got ? errno : 0;
 			break;
 		}
-		reads++;
-		total += (unsigned long long)got;
+		(*reads)++;
+		*total += (unsigned long long)got;
 		err = write_all(out, buf, (size_t)got);
 	}
 	set_timer(0);
 	if (out >= 0 && close(out) && !err)
 		err = errno;
 	free(buf);
+	return err;
+}
+
+static void do_read(int i, const struct step *st)
+{
+	unsigned long long total = 0, reads = 0;
+	int err = read_loop((int)st->num[0], st->path, st->num[1], &total, &reads);
+
 	begin_line(i, st->op, err);
 	printf(" bytes=%llu reads=%llu", total, reads);
+	end_line();
+}
+
+/*
+ * A reader in a child sharing the descriptor, so it reads the same open while
+ * later steps go on. It stops as `read` does (EOF, failure, or the timeout);
+ * its outcome goes to PATH.status as "bytes=N reads=N errno=NAME".
+ */
+static void do_readbg(int i, const struct step *st)
+{
+	unsigned long long total = 0, reads = 0;
+	char status[4096];
+	FILE *out;
+	pid_t pid;
+	int err, null;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		null = open("/dev/null", O_RDWR);  /* let go of the SSH session's pipes */
+		dup2(null, 0), dup2(null, 1), dup2(null, 2);
+		err = read_loop((int)st->num[0], st->path, st->num[1], &total, &reads);
+		snprintf(status, sizeof(status), "%s.status", st->path);
+		out = fopen(status, "w");
+		if (out) {
+			fprintf(out, "bytes=%llu reads=%llu errno=%s\n", total, reads,
+				err ? errno_name(err) : "0");
+			fclose(out);
+		}
+		_exit(0);
+	}
+	begin_line(i, st->op, pid < 0 ? errno : 0);
+	if (pid > 0)
+		printf(" pid=%d", (int)pid);
 	end_line();
 }
 
@@ -471,7 +516,7 @@ static void (*const RUN[OP_COUNT])(int, const struct step *) = {
 	[OP_OPEN] = do_open, [OP_CLOSE] = do_close,     [OP_IOCTL] = do_ioctl,
 	[OP_READ] = do_read, [OP_TIMEOUT] = do_timeout, [OP_WRITE] = do_write,
 	[OP_CAT] = do_cat,   [OP_SPIN] = do_spin,       [OP_WAIT] = do_wait,
-	[OP_SLEEP] = do_sleep, [OP_PIN] = do_pin,
+	[OP_SLEEP] = do_sleep, [OP_PIN] = do_pin, [OP_READBG] = do_readbg,
 };
 
 int main(int argc, char **argv)

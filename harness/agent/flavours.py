@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.agent.layouts import TPROF_SAMPLE, RecordLayout
+from harness.agent.layouts import DT_EVT, TPROF_SAMPLE, RecordLayout
 from harness.errors import ConfigError
 
 #: Per-CPU ground truth the core keeps before any flavour code runs (debugfs `nmi`).
@@ -143,7 +143,41 @@ TPROF = FlavourInfo(
     record=TPROF_SAMPLE,
 )
 
-FLAVOURS: dict[str, FlavourInfo] = {"tprof": TPROF}
+DT = FlavourInfo(
+    name="dt",
+    flavour_id=2,
+    stats=(
+        ("readevt", "events read (DTIOCGSTATS)"),
+        ("dropevt", "events dropped because the CPU's ring was full"),
+        ("skiptick", "profile ticks skipped (seed, quirk DT-D1: the last CPU's only)"),
+        ("recurevt", "events dropped for recursion (seed, quirk DT-D1: the last CPU's only)"),
+    ),
+    stats_percpu=(
+        ("dc_readevt", "events the reader copied from this CPU's ring"),
+        ("dc_dropevt", "get calls that found this CPU's ring full"),
+        ("dc_skiptick", "profile ticks skipped on this CPU"),
+        ("dc_recurevt", "get calls while this CPU was already inside one"),
+        ("x_committed", "events committed into this CPU's ring"),
+        ("x_calls", "get calls on this CPU (E_c)"),
+        ("x_inring", "events in the ring now: (cons - prod) mod 16"),
+        ("x_seq", "sequence number of the last committed event"),
+    ),
+    quirks=(
+        Quirk(16, "DT-D1", "GSTATS skiptick and recurevt are the last CPU's, not the sum"),
+        Quirk(17, "DT-D2", "read budget rounds up: a partial event, consumed and counted"),
+    ),
+    record=DT_EVT,
+)
+
+#: Per-open counters of dt, after the per-CPU ones in DTIOC_X_PCPUSTATS.
+DT_OPEN_STATS: tuple[tuple[str, str], ...] = (
+    ("x_evtcnt", "events readable now, all CPUs (the seed's ds_evtcnt)"),
+    ("x_wakeups", "reader wakeups run from the irq_work"),
+    ("x_partial_events", "events returned truncated (quirk DT-D2)"),
+)
+DT_RING_SLOTS = 16
+
+FLAVOURS: dict[str, FlavourInfo] = {"tprof": TPROF, "dt": DT}
 
 
 def get(name: str) -> FlavourInfo:

@@ -97,6 +97,58 @@ TPROF_PARAM = RecordLayout(
     ),
 )
 
+DT_EVT = RecordLayout(
+    c_name="dt_evt",
+    py_name="DtEvt",
+    doc="One dt event as read(2) returns it; seq and canary let a reader see torn events.",
+    fields=(
+        Field("seq", "u64", "per-CPU, per-open sequence number of committed events, from 1"),
+        Field("ts_ns", "u64", "ktime_get_mono_fast_ns() when the event was taken"),
+        Field("pc", "u64", "the interrupted program counter"),
+        Field("probe", "u32", "probe id (1: profile)"),
+        Field("cpu", "u32", "CPU that took the event"),
+        Field("pid", "u32", "thread group id of the interrupted task (0: idle)"),
+        Field("tid", "u32", "thread id of the interrupted task"),
+        Field("flags", "u32", "bit 0: the PC is a kernel address"),
+        Field("canary", "u32", "DT_CANARY ^ low 32 bits of seq, written last"),
+    ),
+)
+
+DT_STAT = RecordLayout(
+    c_name="dtioc_stat",
+    py_name="DtiocStat",
+    doc="DTIOCGSTATS's reply: the seed's four counters of this open.",
+    fields=(
+        Field("readevt", "u64", "events read"),
+        Field("dropevt", "u64", "events dropped: ring full"),
+        Field("skiptick", "u64", "profile ticks skipped"),
+        Field("recurevt", "u64", "events dropped: recursion on the CPU"),
+    ),
+)
+
+DT_REQ = RecordLayout(
+    c_name="dtioc_req",
+    py_name="DtiocReq",
+    doc="DTIOCPRBENABLE/DISABLE's argument: which probe, and the profile period.",
+    fields=(
+        Field("probe", "u32", "probe id (1: profile)"),
+        Field("pad", "u32", "zero"),
+        Field("period_ns", "u64", "profile period; the seed refuses < 200 us"),
+    ),
+)
+
+DT_PCPU_HDR = RecordLayout(
+    c_name="dtioc_pcpu",
+    py_name="DtiocPcpu",
+    doc="DTIOC_X_PCPUSTATS header; ncpu x nstats u64 follow it in the same buffer.",
+    fields=(
+        Field("size", "u32", "in: bytes of the whole buffer"),
+        Field("ncpu", "u32", "out: nr_cpu_ids"),
+        Field("nstats", "u32", "out: values per CPU (DT percpu names)"),
+        Field("nopen", "u32", "out: per-open values after the CPUs' (DT open names)"),
+    ),
+)
+
 # Linux <asm-generic/ioctl.h> encoding (arm64 and x86_64 share it).
 _IOC_WRITE = 1
 _IOC_READ = 2
@@ -150,6 +202,30 @@ TPROF_IOCTLS: tuple[Ioctl, ...] = (
         "the six seed counters",
     ),
 )
+
+
+DT_IOC_TYPE = ord("D")
+DT_PCPU_MAX = 4096  # bytes profctl passes for DTIOC_X_PCPUSTATS
+DT_IOCTLS: tuple[Ioctl, ...] = (
+    Ioctl("DTIOCGSTATS", ioc_read(DT_IOC_TYPE, 1, DT_STAT.size), DT_STAT.size, "statistics"),
+    Ioctl("DTIOCRECORD", ioc_write(DT_IOC_TYPE, 2, 4), 4, "recording on (1) or off (0)"),
+    Ioctl("DTIOCPRBENABLE", ioc_write(DT_IOC_TYPE, 3, DT_REQ.size), DT_REQ.size, "enable"),
+    Ioctl("DTIOCPRBDISABLE", ioc_write(DT_IOC_TYPE, 4, DT_REQ.size), DT_REQ.size, "disable"),
+    Ioctl(
+        "DTIOC_X_PCPUSTATS",
+        ioc_read(DT_IOC_TYPE, 64, DT_PCPU_HDR.size),
+        DT_PCPU_MAX,
+        "port: per-CPU and per-open counters of this open",
+    ),
+)
+
+
+def ioctl_named(name: str) -> Ioctl:
+    """The native ioctl called ``name``, any flavour."""
+    for ioctl in (*TPROF_IOCTLS, *DT_IOCTLS):
+        if ioctl.name == name:
+            return ioctl
+    raise KeyError(name)
 
 
 def tprof_ioctl(name: str) -> Ioctl:

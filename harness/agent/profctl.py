@@ -164,6 +164,14 @@ def sleep_step(ms: int) -> str:
     return f"sleep:{_in_range('sleep ms', ms, 0, MAX_MS)}"
 
 
+def readbg_step(fd: int, path: str, chunk: int) -> str:
+    """A background reader of ``fd`` (a child sharing it); its outcome in ``path``.status.
+
+    :raise ConfigError: a bad descriptor, path or chunk size.
+    """
+    return "readbg:" + read_step(fd, path, chunk).removeprefix("read:")
+
+
 def pin_step(cpu: int) -> str:
     """``pin:CPU``: pin profctl itself to ``cpu`` for the steps that follow.
 

@@ -17,7 +17,17 @@ from pathlib import Path
 from types import ModuleType
 
 from harness.agent import flavours
-from harness.agent.layouts import TPROF_IOCTLS, TPROF_PARAM, TPROF_STAT, TPROF_VERSION
+from harness.agent.layouts import (
+    DT_EVT,
+    DT_IOCTLS,
+    DT_PCPU_HDR,
+    DT_REQ,
+    DT_STAT,
+    TPROF_IOCTLS,
+    TPROF_PARAM,
+    TPROF_STAT,
+    TPROF_VERSION,
+)
 from harness.agent.spec import AgentSpec
 from harness.cache import content_key
 from harness.errors import ConfigError
@@ -29,6 +39,7 @@ SOURCES: dict[str, str] = {
     "profagent.h": "agent/profagent.h.j2",
     "core.c": "agent/core.c.j2",
     "tprof.c": "agent/tprof.c.j2",
+    "dt.c": "agent/dt.c.j2",
     "Kbuild": "agent/Kbuild.j2",
     "profagent_records.py": "agent/profagent_records.py.j2",
 }
@@ -87,8 +98,11 @@ def _context(spec: AgentSpec) -> dict[str, object]:
         "objects": ("core.o", *(f"{name}.o" for name in flavours.FLAVOURS)),
         "core_percpu": flavours.CORE_PERCPU,
         "fault_points": FAULT_POINTS,
-        "layouts": (tprof.record, TPROF_STAT, TPROF_PARAM),
-        "ioctls": TPROF_IOCTLS,
+        "layouts": (tprof.record, TPROF_STAT, TPROF_PARAM, DT_EVT, DT_STAT, DT_REQ, DT_PCPU_HDR),
+        "ioctls": (*TPROF_IOCTLS, *DT_IOCTLS),
+        "dt": flavours.DT,
+        "dt_open_stats": flavours.DT_OPEN_STATS,
+        "dt_ring_slots": flavours.DT_RING_SLOTS,
         "tprof_version": TPROF_VERSION,
         "quirks": tprof.quirks,
         "stats": tprof.stats,

@@ -94,3 +94,59 @@ class Violation:
         where = "all CPUs" if self.cpu is None else f"CPU {self.cpu}"
         text = f"{self.oracle} on {where}: expected {self.expected}, observed {self.observed}"
         return f"{text} ({self.detail})" if self.detail else text
+
+
+@dataclass(frozen=True, slots=True)
+class DtEvent:
+    """One decoded dt event (`harness.agent.layouts.DT_EVT`)."""
+
+    seq: int
+    ts_ns: int
+    pc: int
+    probe: int
+    cpu: int
+    pid: int
+    tid: int
+    flags: int
+    canary: int
+
+
+@dataclass(frozen=True, slots=True)
+class DtOpenStats:
+    """One dt open's counters at one moment (DTIOCGSTATS and DTIOC_X_PCPUSTATS).
+
+    ``gstats`` is what DTIOCGSTATS returned (quirk DT-D1 applied by the module);
+    ``percpu`` maps CPU → `FlavourInfo.stats_percpu` names of `flavours.DT`;
+    ``open`` holds `flavours.DT_OPEN_STATS` (x_evtcnt, x_wakeups, x_partial_events).
+    """
+
+    gstats: Mapping[str, int]
+    percpu: Mapping[int, Mapping[str, int]]
+    open: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class DtRun:
+    """One dt open from PRBENABLE to a drained ring, and what the harness did to it.
+
+    ``before_read`` is taken after RECORD off, before any read; ``after_read`` once
+    every readable event was read with buffers of ``read_size`` bytes. ``injected``
+    maps CPU → producer calls injected in NMI bursts outside nested windows (None:
+    not an injection run); ``nested`` maps CPU → producer calls that landed inside a
+    nested window (each one recursion); ``skips`` maps CPU → ticks forced with the
+    skip hook. ``core`` is the agent's `nmi` file at the end.
+    """
+
+    spec: AgentSpec
+    before_read: DtOpenStats
+    after_read: DtOpenStats
+    events: tuple[DtEvent, ...]
+    bytes_read: int
+    read_size: int
+    online_cpus: tuple[int, ...]
+    core: Mapping[int, Mapping[str, int]]
+    nmi_expected: bool
+    injected: Mapping[int, int] | None = None
+    nested: Mapping[int, int] = field(default_factory=dict)
+    skips: Mapping[int, int] = field(default_factory=dict)
+    reader_during_recording: bool = False  # a background reader drained while recording

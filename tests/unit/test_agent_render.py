@@ -13,7 +13,17 @@ import pytest
 
 from harness.agent import flavours, render
 from harness.agent.build import AgentBuild
-from harness.agent.layouts import TPROF_IOCTLS, TPROF_PARAM, TPROF_SAMPLE, TPROF_STAT
+from harness.agent.layouts import (
+    DT_EVT,
+    DT_IOCTLS,
+    DT_PCPU_HDR,
+    DT_REQ,
+    DT_STAT,
+    TPROF_IOCTLS,
+    TPROF_PARAM,
+    TPROF_SAMPLE,
+    TPROF_STAT,
+)
 from harness.agent.render import DECODER, SOURCES, RenderedAgent, load_decoder, render_agent
 from harness.agent.results import Sample
 from harness.agent.spec import AgentSpec
@@ -87,7 +97,7 @@ def test_every_file_says_it_is_generated_and_from_what(name: str) -> None:
 
 def test_kbuild_links_the_core_and_every_flavour() -> None:
     kbuild = DEFAULT.files["Kbuild"].splitlines()
-    assert "profagent-y := core.o tprof.o" in kbuild
+    assert "profagent-y := core.o tprof.o dt.o" in kbuild
     assert "obj-m := profagent.o" in kbuild
 
 
@@ -165,7 +175,7 @@ def abi_structs(text: str) -> dict[str, tuple[tuple[str, str], ...]]:
 def test_abi_structs_follow_the_layouts() -> None:
     expected = {
         layout.c_name: tuple((f.c_type, f.name) for f in layout.fields)
-        for layout in (TPROF_SAMPLE, TPROF_STAT, TPROF_PARAM)
+        for layout in (TPROF_SAMPLE, TPROF_STAT, TPROF_PARAM, DT_EVT, DT_STAT, DT_REQ, DT_PCPU_HDR)
     }
     assert abi_structs(ABI) == expected
 
@@ -189,7 +199,19 @@ def test_abi_size_assertions_match_the_layouts() -> None:
         for name, declared in abi_structs(ABI).items()
     }
     assert {name: int(size) for name, size in asserted.items()} == sizes
-    assert sizes == {"tprof_sample": 24, "tprof_stat": 48, "tprof_param": 24}
+    assert sizes == {"tprof_sample": 24, "tprof_stat": 48, "tprof_param": 24, "dt_evt": 48,
+                     "dtioc_stat": 32, "dtioc_req": 16, "dtioc_pcpu": 16}  # fmt: skip
+
+
+def test_abi_dt_ioctl_numbers_match_the_layouts() -> None:
+    defined = {
+        name: int(number, 16)
+        for name, number in re.findall(r"#define (DTIOC\w+) (0x[0-9a-f]+)U", ABI)
+    }
+    assert defined == {ioctl.name: ioctl.number for ioctl in DT_IOCTLS}
+    # Linux _IOR('D', 1, 32) and _IOW('D', 2, int), worked out by hand.
+    assert defined["DTIOCGSTATS"] == 0x80204401
+    assert defined["DTIOCRECORD"] == 0x40044402
 
 
 def test_abi_ioctl_numbers_match_the_layouts() -> None:

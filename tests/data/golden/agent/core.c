@@ -38,7 +38,7 @@
 /* Defaults from the agent spec this file was rendered for; insmod overrides them. */
 static char *pa_flavour_name = "tprof";
 module_param_named(flavour, pa_flavour_name, charp, 0444);
-MODULE_PARM_DESC(flavour, "active flavour: tprof");
+MODULE_PARM_DESC(flavour, "active flavour: tprof, dt");
 static char *pa_event = "cycles";
 module_param_named(event, pa_event, charp, 0444);
 MODULE_PARM_DESC(event, "cycles, instructions or cpu-clock (software, no PMU)");
@@ -152,9 +152,10 @@ static bool pa_regs_irqs_masked(struct pt_regs *regs)
 }
 
 /* One sample into the flavour; counts the context first. */
-static void pa_produce(struct pt_regs *regs)
+static void pa_produce(struct pt_regs *regs, u32 skipped)
 {
 	struct pa_sample_ctx ctx = {
+		.skipped = skipped,
 		.cpu = smp_processor_id(),
 		.nmi = in_nmi(),
 		.kernel = regs ? !user_mode(regs) : true,
@@ -180,16 +181,19 @@ static void pa_produce(struct pt_regs *regs)
  * not running), the driver restarts the period and the skipped ones never get
  * an overflow of their own: count them, so none goes missing silently.
  */
-static void pa_account_periods(struct pa_cpu *pc, struct perf_event *event)
+static u32 pa_account_periods(struct pa_cpu *pc, struct perf_event *event)
 {
 	u64 due = div64_u64(local64_read(&event->count), pa_period);
 	u64 accounted = pc->accounted + 1;
+	u32 merged = 0;
 
 	if (due > accounted) {
-		this_cpu_add(pa_cpu.stat[PA_X_PMU_MERGED], due - accounted);
+		merged = due - accounted;
+		this_cpu_add(pa_cpu.stat[PA_X_PMU_MERGED], merged);
 		accounted = due;
 	}
 	pc->accounted = accounted;
+	return merged;
 }
 
 static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
@@ -198,6 +202,7 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 	struct pa_cpu *pc = this_cpu_ptr(&pa_cpu);
 	u64 start = ktime_get_mono_fast_ns();
 	unsigned int burst, i;
+	u32 merged;
 	u64 took;
 
 	this_cpu_inc(pa_cpu.stat[PA_X_NMI_TOTAL]);
@@ -210,16 +215,18 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 	if (event->hw.interrupts == PA_MAX_INTERRUPTS)
 		this_cpu_inc(pa_cpu.stat[PA_X_THROTTLED]);
 
-	pa_account_periods(pc, event);
+	merged = pa_account_periods(pc, event);
+	if (!pa_pmu_produce)
+		merged = 0;	/* overflows only carry bursts: they are not profile ticks */
 
 	burst = READ_ONCE(pc->burst);
 	if (burst) {
 		for (i = 0; i < burst; i++)
-			pa_produce(regs);
+			pa_produce(regs, i ? 0 : merged);
 		this_cpu_add(pa_cpu.stat[PA_X_INJECTED], burst);
 		WRITE_ONCE(pc->burst, 0);
 	} else if (pa_pmu_produce) {
-		pa_produce(regs);
+		pa_produce(regs, merged);
 	}
 
 	/* Overflow handlers never nest on one CPU: plain per-CPU updates are safe. */
@@ -375,10 +382,25 @@ static long pa_inject_task(void *arg)
 
 	preempt_disable();	/* one producer context per CPU, as in NMI */
 	for (i = 0; i < count; i++)
-		pa_produce(NULL);
+		pa_produce(NULL, 0);
 	this_cpu_add(pa_cpu.stat[PA_X_INJECTED], count);
 	preempt_enable();
 	return 0;
+}
+
+void pa_burst_arm(unsigned int cpu, unsigned int count)
+{
+	WRITE_ONCE(per_cpu_ptr(&pa_cpu, cpu)->burst, count);
+}
+
+unsigned int pa_burst_left(unsigned int cpu)
+{
+	return READ_ONCE(per_cpu_ptr(&pa_cpu, cpu)->burst);
+}
+
+bool pa_sources_running(void)
+{
+	return READ_ONCE(pa_sources_on);
 }
 
 /* Arm a burst on each CPU in `cpus`, then wait until every one was consumed. */
@@ -666,6 +688,8 @@ static void pa_create_debugfs(void)
 	debugfs_create_file("probe", 0200, pa_dir, NULL, &pa_probe_fops);
 	debugfs_create_file("kick", 0200, pa_dir, NULL, &pa_kick_fops);
 	debugfs_create_file("fault", 0200, pa_dir, NULL, &pa_fault_fops);
+	if (pa_fl->debugfs)
+		pa_fl->debugfs(pa_dir);
 }
 
 /* ---- module ------------------------------------------------------------------- */
@@ -678,6 +702,7 @@ static struct miscdevice pa_misc = {
 
 static struct pa_flavour *const pa_flavours[] = {
 	&pa_flavour_tprof,
+	&pa_flavour_dt,
 };
 
 static int pa_check_params(void)

@@ -60,6 +60,7 @@ struct pa_sample_ctx {
 	u32 pid;		/* tgid; 0 for the idle task */
 	u32 tid;
 	u64 ts_ns;		/* ktime_get_mono_fast_ns() */
+	u32 skipped;		/* periods merged just before this overflow (first call only) */
 };
 
 /* One flavour: a port of one seed's semantics. */
@@ -79,6 +80,7 @@ struct pa_flavour {
 	void (*show_stats)(struct seq_file *m);
 	void (*show_stats_percpu)(struct seq_file *m);
 	void (*show_state)(struct seq_file *m);
+	void (*debugfs)(struct dentry *dir);	/* optional: flavour-specific files */
 };
 
 /* Load parameters (core.c), read-only while sampling. */
@@ -97,6 +99,11 @@ bool pa_fault_hit(enum pa_fault_point point);
 /* Arm the NMI sources on every online CPU / disarm them and wait for handlers. */
 int pa_sources_start(void);
 void pa_sources_stop(void);
+bool pa_sources_running(void);
+
+/* The next overflow on `cpu` runs the producer `count` times; what is left of it. */
+void pa_burst_arm(unsigned int cpu, unsigned int count);
+unsigned int pa_burst_left(unsigned int cpu);
 
 /* Call `fn(arg)` on `cpu` in process context, synchronously. */
 long pa_on_cpu(unsigned int cpu, long (*fn)(void *), void *arg);
@@ -105,5 +112,6 @@ long pa_on_cpu(unsigned int cpu, long (*fn)(void *), void *arg);
 void pa_check_not_nmi(enum pa_core_stat violation);
 
 extern struct pa_flavour pa_flavour_tprof;
+extern struct pa_flavour pa_flavour_dt;
 
 #endif /* PROFAGENT_H */

@@ -40,10 +40,55 @@ struct tprof_param {
 } __attribute__((packed));
 _Static_assert(sizeof(struct tprof_param) == 24, "tprof_param layout");
 
+/* One dt event as read(2) returns it; seq and canary let a reader see torn events. */
+struct dt_evt {
+	__u64 seq;	/* per-CPU, per-open sequence number of committed events, from 1 */
+	__u64 ts_ns;	/* ktime_get_mono_fast_ns() when the event was taken */
+	__u64 pc;	/* the interrupted program counter */
+	__u32 probe;	/* probe id (1: profile) */
+	__u32 cpu;	/* CPU that took the event */
+	__u32 pid;	/* thread group id of the interrupted task (0: idle) */
+	__u32 tid;	/* thread id of the interrupted task */
+	__u32 flags;	/* bit 0: the PC is a kernel address */
+	__u32 canary;	/* DT_CANARY ^ low 32 bits of seq, written last */
+} __attribute__((packed));
+_Static_assert(sizeof(struct dt_evt) == 48, "dt_evt layout");
+
+/* DTIOCGSTATS's reply: the seed's four counters of this open. */
+struct dtioc_stat {
+	__u64 readevt;	/* events read */
+	__u64 dropevt;	/* events dropped: ring full */
+	__u64 skiptick;	/* profile ticks skipped */
+	__u64 recurevt;	/* events dropped: recursion on the CPU */
+} __attribute__((packed));
+_Static_assert(sizeof(struct dtioc_stat) == 32, "dtioc_stat layout");
+
+/* DTIOCPRBENABLE/DISABLE's argument: which probe, and the profile period. */
+struct dtioc_req {
+	__u32 probe;	/* probe id (1: profile) */
+	__u32 pad;	/* zero */
+	__u64 period_ns;	/* profile period; the seed refuses < 200 us */
+} __attribute__((packed));
+_Static_assert(sizeof(struct dtioc_req) == 16, "dtioc_req layout");
+
+/* DTIOC_X_PCPUSTATS header; ncpu x nstats u64 follow it in the same buffer. */
+struct dtioc_pcpu {
+	__u32 size;	/* in: bytes of the whole buffer */
+	__u32 ncpu;	/* out: nr_cpu_ids */
+	__u32 nstats;	/* out: values per CPU (DT percpu names) */
+	__u32 nopen;	/* out: per-open values after the CPUs' (DT open names) */
+} __attribute__((packed));
+_Static_assert(sizeof(struct dtioc_pcpu) == 16, "dtioc_pcpu layout");
+
 #define TPROF_VERSION 3
 #define TPROF_IOC_GETVERSION 0x80045401U	/* the ABI version */
 #define TPROF_IOC_START 0x40185402U	/* start sampling */
 #define TPROF_IOC_STOP 0x5403U	/* stop sampling, final swaps */
 #define TPROF_IOC_GETSTAT 0x80305404U	/* the six seed counters */
+#define DTIOCGSTATS 0x80204401U	/* statistics */
+#define DTIOCRECORD 0x40044402U	/* recording on (1) or off (0) */
+#define DTIOCPRBENABLE 0x40104403U	/* enable */
+#define DTIOCPRBDISABLE 0x40104404U	/* disable */
+#define DTIOC_X_PCPUSTATS 0x80104440U	/* port: per-CPU and per-open counters of this open */
 
 #endif /* PROFAGENT_ABI_H */

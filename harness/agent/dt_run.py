@@ -1,0 +1,186 @@
+"""Drive the dt flavour in a guest: an open, its probe, recording, the drained rings.
+
+dt keeps its state per open, so everything of one run happens in one profctl
+process on one descriptor: PRBENABLE, RECORD on, the body (injections, nested
+windows, forced skips, busy loops, a background reader), RECORD off, the
+counters, then every readable event read with buffers of ``read_size`` bytes.
+dt has no EOF: the final read ends on its timeout once the rings are empty::
+
+    run = dt_run(agent, AgentSpec(flavour="dt", pmu_produce=False),
+                 DtPlan(body=(inject_step(0, 20),), injected={0: 20}))
+    check_dt(run)                        # [] when every oracle holds
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from harness.agent import profctl as pc
+from harness.agent.driver import (
+    DEBUGFS,
+    DEVICE,
+    FD,
+    GUEST_DIR,
+    Agent,
+    parse_percpu,
+    require_ok,
+)
+from harness.agent.flavours import DT, DT_OPEN_STATS
+from harness.agent.layouts import DT_EVT, DT_PCPU_HDR, DT_PCPU_MAX, DT_REQ, DT_STAT, ioctl_named
+from harness.agent.results import DtEvent, DtOpenStats, DtRun
+from harness.agent.spec import AgentSpec
+from harness.errors import InfraError
+
+PROBE_PROFILE = 1
+EVENTS = f"{GUEST_DIR}/dt-events.bin"
+BACKGROUND = f"{GUEST_DIR}/dt-background.bin"
+#: How long the final read waits on empty rings before it counts as drained.
+DRAIN_TIMEOUT_S = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DtPlan:
+    """What a dt run does between RECORD on and off, and what that means for the oracles."""
+
+    body: tuple[str, ...] = ()
+    injected: Mapping[int, int] | None = None
+    nested: Mapping[int, int] = field(default_factory=dict)
+    skips: Mapping[int, int] = field(default_factory=dict)
+    read_size: int = DT_EVT.size * 64
+    period_ns: int = 1_000_000
+    background_reader: bool = False
+
+
+def dt_ioctl_step(name: str, data: bytes = b"") -> str:
+    """A dt ioctl on the run's descriptor."""
+    ioctl = ioctl_named(name)
+    return pc.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
+
+
+def probe_request(probe: int = PROBE_PROFILE, period_ns: int = 1_000_000) -> bytes:
+    """DTIOCPRBENABLE/DISABLE's argument."""
+    return struct.pack(DT_REQ.struct_format, probe, 0, period_ns)
+
+
+def record_step(on: bool) -> str:
+    """DTIOCRECORD on or off."""
+    return dt_ioctl_step("DTIOCRECORD", struct.pack("<i", int(on)))
+
+
+def pcpustats_step() -> str:
+    """DTIOC_X_PCPUSTATS into a buffer as large as profctl passes."""
+    header = struct.pack(DT_PCPU_HDR.struct_format, DT_PCPU_MAX, 0, 0, 0)
+    return dt_ioctl_step("DTIOC_X_PCPUSTATS", header)
+
+
+def skip_step(cpu: int, count: int) -> str:
+    """The next producer call on ``cpu`` counts ``count`` skipped ticks."""
+    return pc.write_step(f"{DEBUGFS}/skip", f"cpu={cpu} count={count}")
+
+
+def nest_step(cpu: int, count: int) -> str:
+    """A window on ``cpu`` inside a get, holding a burst of ``count`` producer calls."""
+    return pc.write_step(f"{DEBUGFS}/nest", f"cpu={cpu} count={count}")
+
+
+def start_steps(period_ns: int) -> tuple[str, ...]:
+    """Open, enable the profile probe, record."""
+    enable = dt_ioctl_step("DTIOCPRBENABLE", probe_request(PROBE_PROFILE, period_ns))
+    return (pc.open_step(DEVICE), enable, record_step(True))
+
+
+def collect_steps(read_size: int) -> tuple[str, ...]:
+    """RECORD off, counters, drain every ring, counters again, close."""
+    counters = (dt_ioctl_step("DTIOCGSTATS"), pcpustats_step())
+    return (
+        record_step(False),
+        *counters,
+        pc.timeout_step(DRAIN_TIMEOUT_S),
+        pc.read_step(FD, EVENTS, read_size),
+        *counters,
+        pc.cat_step(f"{DEBUGFS}/nmi"),
+        pc.close_step(FD),
+    )
+
+
+def parse_pcpustats(data: bytes) -> tuple[dict[int, dict[str, int]], dict[str, int]]:
+    """DTIOC_X_PCPUSTATS's buffer → (CPU → per-CPU counters, per-open counters).
+
+    :raise InfraError: the header does not match the counters this harness knows.
+    """
+    _, ncpu, nstats, nopen = struct.unpack_from(DT_PCPU_HDR.struct_format, data)
+    names = DT.percpu_names
+    if nstats != len(names) or nopen != len(DT_OPEN_STATS):
+        raise InfraError(f"the agent reports {nstats}+{nopen} dt counters, expected "
+                         f"{len(names)}+{len(DT_OPEN_STATS)}: a stale build?")  # fmt: skip
+    values = struct.unpack_from(f"<{ncpu * nstats + nopen}Q", data, DT_PCPU_HDR.size)
+    percpu = {
+        cpu: dict(zip(names, values[cpu * nstats : (cpu + 1) * nstats], strict=True))
+        for cpu in range(ncpu)
+    }
+    per_open = dict(zip((n for n, _ in DT_OPEN_STATS), values[ncpu * nstats :], strict=True))
+    return percpu, per_open
+
+
+def open_stats(gstats: pc.StepResult, pcpu: pc.StepResult) -> DtOpenStats:
+    """The counters of one moment, from a DTIOCGSTATS and a DTIOC_X_PCPUSTATS result."""
+    values = struct.unpack(DT_STAT.struct_format, gstats.out_bytes)
+    percpu, per_open = parse_pcpustats(pcpu.out_bytes)
+    return DtOpenStats(dict(zip(DT_STAT.names, values, strict=True)), percpu, per_open)
+
+
+def decode_events(agent: Agent, data: bytes) -> tuple[DtEvent, ...]:
+    """Whole dt events of ``data`` with the rendered decoder (a partial tail is dropped)."""
+    whole = len(data) - len(data) % DT_EVT.size
+    return tuple(DtEvent(**e) for e in agent.build.decoder.decode_all("dt_evt", data[:whole]))
+
+
+def dt_run(agent: Agent, spec: AgentSpec, plan: DtPlan) -> DtRun:
+    """Load ``spec`` (flavour dt), run ``plan`` on one open, collect and decode.
+
+    :raise InfraError: a control step failed, or the drain read failed otherwise
+        than by its timeout.
+    """
+    agent.set_throttling(disabled=True)
+    agent.load(spec)
+    online = agent.online_cpus()
+    background = (pc.readbg_step(FD, BACKGROUND, plan.read_size),) if plan.background_reader else ()
+    steps = (
+        *start_steps(plan.period_ns),
+        *background,
+        *plan.body,
+        pc.wait_step(),
+        *collect_steps(plan.read_size),
+    )
+    results = agent.steps(steps, timeout_s=120)
+    drain = results[steps.index(pc.read_step(FD, EVENTS, plan.read_size))]
+    if not drain.ok and drain.errno != "EINTR":
+        raise InfraError(f"dt drain read failed: {drain.describe()}")
+    require_ok([r for r in results if r is not drain])
+    gstats = [r for s, r in zip(steps, results, strict=True) if s == dt_ioctl_step("DTIOCGSTATS")]
+    pcpus = [r for s, r in zip(steps, results, strict=True) if s == pcpustats_step()]
+    data = _fetch(agent, BACKGROUND) if plan.background_reader else b""
+    data += _fetch(agent, EVENTS)
+    return DtRun(
+        spec=spec,
+        before_read=open_stats(gstats[0], pcpus[0]),
+        after_read=open_stats(gstats[1], pcpus[1]),
+        events=decode_events(agent, data),
+        bytes_read=len(data),
+        read_size=plan.read_size,
+        online_cpus=online,
+        core=parse_percpu(results[-2].lines),
+        nmi_expected=agent.nmi_expected and spec.event != "cpu-clock",
+        injected=plan.injected,
+        nested=plan.nested,
+        skips=plan.skips,
+        reader_during_recording=plan.background_reader,
+    )
+
+
+def _fetch(agent: Agent, path: str) -> bytes:
+    local = agent.workdir / path.rsplit("/", 1)[-1]
+    agent.shell.get(path, local)
+    return local.read_bytes()

@@ -1,0 +1,174 @@
+"""Plain-text view of one dt run: the per-CPU table and the verdicts.
+
+Pure rendering of a `DtRun` and the violations `harness.agent.oracles_dt` found;
+nothing here judges, prints or writes::
+
+    violations = check_dt(run)
+    table = format_dt_table(run)
+    verdicts = format_dt_verdicts(violations, applicable_dt_oracles(run))
+
+The table has one row per CPU and an ``all`` row. Counters are the open's after the
+read, except ``inring``, which is before it (after the read every ring is empty);
+``nmi%`` and ``merged`` come from the core's ``nmi`` file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from harness.agent.flavours import DT
+from harness.agent.oracles_dt import DT_ORACLES
+from harness.agent.report import format_cpus
+from harness.agent.results import DtRun, Violation
+
+TITLES: tuple[str, ...] = (
+    *("cpu", "calls", "committed", "read", "dropevt", "recurevt", "skiptick"),
+    *("inring", "seq", "nmi%", "merged"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DtRow:
+    """One CPU's numbers as the table shows them; ``cpu`` None is the ``all`` row.
+
+    ``seq`` is the last sequence number committed on the CPU (None in the ``all``
+    row: sequences are per CPU); ``seen`` and ``nmi_ok`` are the core's overflows
+    and those handled in NMI.
+    """
+
+    cpu: int | None
+    calls: int
+    committed: int
+    read: int
+    dropevt: int
+    recurevt: int
+    skiptick: int
+    inring: int
+    seq: int | None
+    seen: int
+    nmi_ok: int
+    merged: int
+
+    @property
+    def nmi_pct(self) -> float | None:
+        """Overflows handled in NMI, in percent (1 decimal); None without overflows."""
+        return round(100 * self.nmi_ok / self.seen, 1) if self.seen else None
+
+
+def dt_rows(run: DtRun) -> tuple[DtRow, ...]:
+    """One row per CPU that any snapshot or the core knows, sorted by CPU."""
+    before, after = run.before_read.percpu, run.after_read.percpu
+    rows = []
+    for cpu in sorted(set(before) | set(after) | set(run.core)):
+        stats, core = after.get(cpu, {}), run.core.get(cpu, {})
+        rows.append(
+            DtRow(
+                cpu=cpu,
+                calls=stats.get("x_calls", 0),
+                committed=stats.get("x_committed", 0),
+                read=stats.get("dc_readevt", 0),
+                dropevt=stats.get("dc_dropevt", 0),
+                recurevt=stats.get("dc_recurevt", 0),
+                skiptick=stats.get("dc_skiptick", 0),
+                inring=before.get(cpu, {}).get("x_inring", 0),
+                seq=stats.get("x_seq", 0),
+                seen=core.get("x_nmi_total", 0),
+                nmi_ok=core.get("x_nmi_ctx_ok", 0),
+                merged=core.get("x_pmu_merged", 0),
+            )
+        )
+    return tuple(rows)
+
+
+def dt_total_row(rows: Iterable[DtRow]) -> DtRow:
+    """The ``all`` row: sums of ``rows`` (no seq)."""
+    rows = tuple(rows)
+    return DtRow(
+        cpu=None,
+        calls=sum(r.calls for r in rows),
+        committed=sum(r.committed for r in rows),
+        read=sum(r.read for r in rows),
+        dropevt=sum(r.dropevt for r in rows),
+        recurevt=sum(r.recurevt for r in rows),
+        skiptick=sum(r.skiptick for r in rows),
+        inring=sum(r.inring for r in rows),
+        seq=None,
+        seen=sum(r.seen for r in rows),
+        nmi_ok=sum(r.nmi_ok for r in rows),
+        merged=sum(r.merged for r in rows),
+    )
+
+
+def dt_nmi_mode(run: DtRun) -> str:
+    """The NMI mode the guest was booted with, in words."""
+    if run.nmi_expected:
+        return "NMI on (PMU overflows as NMIs)"
+    return "NMI off (pseudo-NMI off, or a software clock: overflows are normal IRQs)"
+
+
+def format_dt_table(run: DtRun) -> str:
+    """The run's header, its per-CPU table and the open's GSTATS line."""
+    spec = run.spec
+    header = (
+        f"{spec.flavour}: event {spec.event}, period {spec.period}, quirks {spec.quirks:#x}, "
+        f"read size {run.read_size}, online CPUs {format_cpus(run.online_cpus)}, "
+        f"{dt_nmi_mode(run)}"
+    )
+    rows = dt_rows(run)
+    cells = [_cells(row) for row in (*rows, dt_total_row(rows))]
+    return "\n".join([header, *_align([TITLES, *cells]), gstats_line(run)])
+
+
+def gstats_line(run: DtRun) -> str:
+    """DTIOCGSTATS after the read as the module returned it, and the open's counters."""
+    stats = run.after_read
+    gstats = _pairs(stats.gstats, DT.stat_names)
+    opens = _pairs(stats.open, ("x_wakeups", "x_partial_events"))
+    return f"GSTATS after the read: {gstats}; open: {opens}"
+
+
+def format_dt_verdicts(
+    violations: Sequence[Violation], applicable: Collection[str] | None = None
+) -> str:
+    """One ``PASS``/``FAIL``/``skip`` line per oracle in `DT_ORACLES` order, violations below.
+
+    Oracles not in ``applicable`` (default: all) show ``skip`` unless they have
+    violations; violations of oracles unknown to `DT_ORACLES` are listed last, never
+    dropped.
+    """
+    known = [name for name, _ in DT_ORACLES]
+    extra = sorted({v.oracle for v in violations} - set(known))
+    entries = [*DT_ORACLES, *((name, "") for name in extra)]
+    width = max(len(name) for name, _ in entries)
+    lines = []
+    for name, description in entries:
+        found = [v for v in violations if v.oracle == name]
+        if found:
+            verdict = "FAIL"
+        else:
+            verdict = "PASS" if applicable is None or name in applicable else "skip"
+        lines.append(f"{verdict}  {name:<{width}}  {description}".rstrip())
+        lines += [f"      {v}" for v in found]
+    return "\n".join(lines)
+
+
+def _pairs(values: Mapping[str, int], names: Iterable[str]) -> str:
+    return ", ".join(f"{name} {values.get(name, 0)}" for name in names)
+
+
+def _cells(row: DtRow) -> tuple[str, ...]:
+    return (
+        "all" if row.cpu is None else str(row.cpu),
+        *map(str, (row.calls, row.committed, row.read, row.dropevt, row.recurevt)),
+        *map(str, (row.skiptick, row.inring)),
+        "-" if row.seq is None else str(row.seq),
+        "-" if row.nmi_pct is None else f"{row.nmi_pct:.1f}",
+        str(row.merged),
+    )
+
+
+def _align(table: Sequence[Sequence[str]]) -> list[str]:
+    """Right-align every column to its widest cell, two spaces apart."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in table]

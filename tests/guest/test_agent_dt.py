@@ -1,0 +1,219 @@
+"""profagent's dt flavour in a booted guest: the oracles of seeds-spec §7.3.
+
+Exact runs use NMI bursts with ``pmu_produce`` off, so every producer call was
+injected; the nested window and the skip hook place recursion and skipped ticks
+on one chosen CPU. The DT-D1 pair is the topology showcase: with both only on
+CPU 0, the seed's GSTATS (quirk) reports the last CPU's zero on two or more
+CPUs and agrees with the fixed sum on one CPU.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import replace
+
+import pytest
+
+from harness.agent import profctl as pc
+from harness.agent.driver import DEVICE, Agent, inject_step
+from harness.agent.dt_run import (
+    DtPlan,
+    dt_ioctl_step,
+    dt_run,
+    nest_step,
+    parse_pcpustats,
+    pcpustats_step,
+    probe_request,
+    record_step,
+    skip_step,
+)
+from harness.agent.flavours import DT
+from harness.agent.layouts import DT_EVT, DT_PCPU_HDR, DT_PCPU_MAX, ioctl_named
+from harness.agent.oracles_dt import applicable_dt_oracles, check_dt
+from harness.agent.report_dt import format_dt_table, format_dt_verdicts
+from harness.agent.results import DtRun
+from harness.agent.spec import AgentSpec
+from harness.topology import CpuTopology
+from tests.conftest import AGENT_REPORT
+
+pytestmark = pytest.mark.guest
+DT_EXACT = AgentSpec(flavour="dt", drain="manual", pmu_produce=False, period=200_000)
+DT_D1 = DT.quirk_bit("DT-D1")
+DT_D2 = DT.quirk_bit("DT-D2")
+SZ = DT_EVT.size
+
+
+def assert_dt_oracles(run: DtRun, request: pytest.FixtureRequest) -> None:
+    violations = check_dt(run)
+    report = f"{format_dt_table(run)}\n{format_dt_verdicts(violations, applicable_dt_oracles(run))}"
+    request.node.user_properties.append((AGENT_REPORT, report))
+    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+
+
+def test_dt_exact_counts_on_every_cpu(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """Recursion, a full ring and forced skips, each on a chosen CPU, counted exactly."""
+    last = topology.cpus - 1
+    body = (nest_step(0, 7), inject_step("all", 20), skip_step(last, 3), inject_step(last, 2))
+    injected = {cpu: 20 for cpu in range(topology.cpus)}
+    injected[last] += 2
+    plan = DtPlan(body=body, injected=injected, nested={0: 7}, skips={last: 3})
+    run = dt_run(agent, DT_EXACT, plan)
+    assert_dt_oracles(run, request)
+    cpu0 = run.after_read.percpu[0]
+    assert (cpu0["dc_recurevt"], cpu0["x_committed"]) == (7, 15)  # outer event + 14 of 20
+    assert run.after_read.percpu[last]["dc_skiptick"] == 3
+
+
+@pytest.mark.parametrize("quirks", [0, DT_D1], ids=["fixed", "quirk-DT-D1"])
+def test_dt_d1_gstats_across_topologies(
+    agent: Agent, topology: CpuTopology, quirks: int, request: pytest.FixtureRequest
+) -> None:
+    """Skips and recursion only on CPU 0: the seed reports the last CPU's values."""
+    body = (skip_step(0, 99), nest_step(0, 50), inject_step(0, 1))
+    plan = DtPlan(body=body, injected={0: 1}, nested={0: 50}, skips={0: 99})
+    run = dt_run(agent, replace(DT_EXACT, quirks=quirks), plan)
+    assert_dt_oracles(run, request)
+    gstats = run.after_read.gstats
+    if quirks and topology.cpus > 1:  # the seed's number: CPU n-1's, here 0
+        assert (gstats["skiptick"], gstats["recurevt"]) == (0, 0)
+    else:  # fixed, or one CPU (the negative control): the sum
+        assert (gstats["skiptick"], gstats["recurevt"]) == (99, 50)
+
+
+@pytest.mark.parametrize("quirks", [0, DT_D2], ids=["fixed", "quirk-DT-D2"])
+def test_dt_o5_read_sizing(agent: Agent, quirks: int) -> None:
+    """Buffers of 1.5 events, then of 1 byte, on a ring holding 5 events."""
+    agent.load(replace(DT_EXACT, quirks=quirks))
+    steps = (
+        pc.open_step(DEVICE),
+        dt_ioctl_step("DTIOCPRBENABLE", probe_request()),
+        record_step(True),
+        inject_step(0, 5),
+        record_step(False),
+        pc.timeout_step(1),
+        pc.read_step(3, "/tmp/profagent/one-byte.bin", 1),
+        pc.read_step(3, "/tmp/profagent/sized.bin", SZ + SZ // 2),
+        dt_ioctl_step("DTIOCGSTATS"),
+        pc.close_step(3),
+    )
+    r = agent.steps(steps)
+    one_byte, sized, gstats = r[6], r[7], r[8]
+    readevt = struct.unpack("<4Q", gstats.out_bytes)[0]
+    if quirks:  # 1 byte of one event, then 1.5 events per read: fragments, all consumed
+        assert one_byte.int_value("bytes") >= 1
+        assert readevt == 5
+        assert sized.int_value("bytes") + one_byte.int_value("bytes") < 5 * SZ
+    else:  # whole events only; EMSGSIZE below one
+        assert one_byte.errno == "EMSGSIZE"
+        assert one_byte.int_value("bytes") == 0
+        assert sized.int_value("bytes") == 5 * SZ
+        assert readevt == 5
+
+
+def test_dt_o9_control_errors(agent: Agent) -> None:
+    agent.load(DT_EXACT)
+    enable = dt_ioctl_step("DTIOCPRBENABLE", probe_request())
+    steps = (
+        pc.open_step(DEVICE),
+        record_step(True),  # no probe enabled
+        dt_ioctl_step("DTIOCPRBENABLE", probe_request(period_ns=199_999)),
+        dt_ioctl_step("DTIOCPRBENABLE", probe_request(probe=7)),
+        enable,
+        enable,  # duplicate
+        record_step(True),
+        record_step(True),  # twice
+        enable,  # while recording
+        pc.ioctl_step(3, 0x4499, 0),  # unknown
+        dt_ioctl_step("DTIOCGSTATS"),
+        record_step(False),
+        record_step(False),  # idempotent
+        pc.write_step("/sys/module/profagent/parameters/allowdt", "0"),
+        pc.open_step(DEVICE),  # refused
+        pc.write_step("/sys/module/profagent/parameters/allowdt", "1"),
+        pc.close_step(3),
+    )
+    r = agent.steps(steps)
+    errnos = [x.errno for x in r]
+    assert errnos[1:4] == ["ENOENT", "EINVAL", "ENOENT"]
+    assert r[4].ok
+    assert errnos[5] == "EEXIST"
+    assert r[6].ok
+    assert errnos[7:10] == ["EBUSY", "EBUSY", "ENOTTY"]
+    assert all(x.ok for x in (r[10], r[11], r[12], r[13], r[15], r[16]))
+    assert errnos[14] == "EPERM"
+
+
+def test_dt_o8_blocking_reader_wakes_on_an_event(agent: Agent, topology: CpuTopology) -> None:
+    """A reader blocked on empty rings gets the events of a later injection."""
+    agent.load(DT_EXACT)
+    last = topology.cpus - 1
+    background = "/tmp/profagent/waiting.bin"
+    steps = (
+        pc.open_step(DEVICE),
+        dt_ioctl_step("DTIOCPRBENABLE", probe_request()),
+        record_step(True),
+        pc.timeout_step(3),
+        pc.readbg_step(3, background, SZ * 16),  # blocks: nothing yet
+        pc.sleep_step(300),
+        inject_step(last, 3),
+        pc.wait_step(),  # the reader ends on its 3 s timeout
+        record_step(False),
+        pc.timeout_step(1),
+        pc.read_step(3, "/tmp/profagent/after-off.bin", SZ * 16),  # RECORD off: still blocks
+        pcpustats_step(),
+        pc.cat_step(f"{background}.status"),
+        pc.close_step(3),
+    )
+    r = agent.steps(steps)
+    status = dict(pair.split("=") for pair in r[12].lines[0].split())
+    assert status == {"bytes": str(3 * SZ), "reads": "1", "errno": "EINTR"}
+    assert (r[10].errno, r[10].int_value("bytes")) == ("EINTR", 0)
+    per_open = struct.unpack_from("<4I", r[11].out_bytes)
+    assert per_open[1] == topology.cpus
+
+
+def test_dt_under_load_with_a_concurrent_reader(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """Profile ticks from the PMU, busy loops, a reader racing the producers: no torn event."""
+    cpus = tuple(range(topology.cpus))
+    body = (*(pc.spin_step(cpu, 1500) for cpu in cpus),)
+    plan = DtPlan(body=body, read_size=SZ, background_reader=True)
+    run = dt_run(agent, AgentSpec(flavour="dt", period=1_000_000), plan)
+    assert_dt_oracles(run, request)
+    assert sum(c["x_committed"] for c in run.after_read.percpu.values()) > 0
+
+
+def test_dt_o10_two_opens_are_independent(agent: Agent, topology: CpuTopology) -> None:
+    agent.load(DT_EXACT)
+    opens = (3, 4)
+    steps = (
+        pc.open_step(DEVICE),
+        pc.open_step(DEVICE),
+        *(pc.ioctl_step(fd, *_ioctl("DTIOCPRBENABLE", probe_request())) for fd in opens),
+        *(pc.ioctl_step(fd, *_ioctl("DTIOCRECORD", struct.pack("<i", 1))) for fd in opens),
+        inject_step("all", 9),
+        *(pc.ioctl_step(fd, *_ioctl("DTIOCRECORD", struct.pack("<i", 0))) for fd in opens),
+        *(pc.ioctl_step(fd, *_pcpu()) for fd in opens),
+        pc.close_step(3),
+        pc.close_step(4),
+    )
+    r = agent.steps(steps)
+    assert all(x.ok for x in r), [x.describe() for x in r if not x.ok]
+    first, _ = parse_pcpustats(r[8].out_bytes)
+    second, _ = parse_pcpustats(r[9].out_bytes)
+    for cpu in range(topology.cpus):
+        assert first[cpu]["x_calls"] == second[cpu]["x_calls"] == 9
+        for counters in (first[cpu], second[cpu]):
+            assert counters["x_calls"] == counters["x_committed"] + counters["dc_dropevt"]
+
+
+def _ioctl(name: str, data: bytes) -> tuple[int, int, bytes]:
+    ioctl = ioctl_named(name)
+    return ioctl.number, ioctl.arg_size, data
+
+
+def _pcpu() -> tuple[int, int, bytes]:
+    return _ioctl("DTIOC_X_PCPUSTATS", struct.pack(DT_PCPU_HDR.struct_format, DT_PCPU_MAX, 0, 0, 0))
