@@ -22,6 +22,7 @@ from harness.agent.driver import Agent
 from harness.agent.profctl import build_profctl
 from harness.agent.spec import AgentSpec
 from harness.cache import Cache
+from harness.errors import HarnessError
 from harness.guest import Guest
 from harness.images import GuestImages
 from harness.pool import GuestPool
@@ -183,7 +184,12 @@ def profctl_binary(base_setup: tuple[MachineSpec, GuestImages], cache: Cache) ->
 
 @pytest.fixture
 def agent(
-    guest: Guest, agent_build: AgentBuild, profctl_binary: Path, request: pytest.FixtureRequest
+    guest: Guest,
+    agent_build: AgentBuild,
+    profctl_binary: Path,
+    request: pytest.FixtureRequest,
+    pool: GuestPool,
+    topology: CpuTopology,
 ) -> Iterator[Agent]:
     """The agent deployed in this test's guest; unloaded after the test."""
     if not guest.facts.pmu_driver:
@@ -207,5 +213,9 @@ def agent(
         deployed_in.add(str(guest.workdir))
     yield deployed
     if guest.vm.exitcode() is None:
-        deployed.unload()
-        guest.shell.run("rm -f /tmp/profagent/samples.bin")
+        try:
+            deployed.unload()
+            guest.shell.run("rm -f /tmp/profagent/samples.bin")
+        except HarnessError:
+            pool.discard(topology)  # e.g. a hung profctl holds the module: a fresh guest
+            raise

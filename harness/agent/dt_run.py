@@ -51,6 +51,7 @@ class DtPlan:
     read_size: int = DT_EVT.size * 64
     period_ns: int = 1_000_000
     background_reader: bool = False
+    background_s: int = 4  # the background reader stops after this, drained or not
 
 
 def dt_ioctl_step(name: str, data: bytes = b"") -> str:
@@ -146,7 +147,12 @@ def dt_run(agent: Agent, spec: AgentSpec, plan: DtPlan) -> DtRun:
     agent.set_throttling(disabled=True)
     agent.load(spec)
     online = agent.online_cpus()
-    background = (pc.readbg_step(FD, BACKGROUND, plan.read_size),) if plan.background_reader else ()
+    background = (
+        # The reader's own time limit: it must end for `wait` to return.
+        (pc.timeout_step(plan.background_s), pc.readbg_step(FD, BACKGROUND, plan.read_size))
+        if plan.background_reader
+        else ()
+    )
     steps = (
         *start_steps(plan.period_ns),
         *background,

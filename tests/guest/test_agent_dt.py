@@ -202,8 +202,8 @@ def test_dt_o10_two_opens_are_independent(agent: Agent, topology: CpuTopology) -
     )
     r = agent.steps(steps)
     assert all(x.ok for x in r), [x.describe() for x in r if not x.ok]
-    first, _ = parse_pcpustats(r[8].out_bytes)
-    second, _ = parse_pcpustats(r[9].out_bytes)
+    first, _ = parse_pcpustats(r[9].out_bytes)
+    second, _ = parse_pcpustats(r[10].out_bytes)
     for cpu in range(topology.cpus):
         assert first[cpu]["x_calls"] == second[cpu]["x_calls"] == 9
         for counters in (first[cpu], second[cpu]):

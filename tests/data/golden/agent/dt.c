@@ -261,6 +261,10 @@ static ssize_t dt_read(struct file *file, char __user *ubuf, size_t len, loff_t 
 
 /* ---- control --------------------------------------------------------------- */
 
+/*
+ * On the recording list before the sources start, off it only after they
+ * stopped: a single recorder sees every overflow the sources raise.
+ */
 static int dt_record_on(struct dt_open *op)
 {
 	int err = 0;
@@ -272,12 +276,17 @@ static int dt_record_on(struct dt_open *op)
 		err = -EBUSY;
 	else if (!op->enabled)
 		err = -ENOENT;
-	else if (dt_tracing == 0)
-		err = pa_sources_start();
 	if (!err) {
 		list_add_rcu(&op->recording_link, &dt_recording);
-		op->recording = true;
-		dt_tracing++;
+		if (dt_tracing == 0)
+			err = pa_sources_start();
+		if (err) {
+			list_del_rcu(&op->recording_link);
+			synchronize_rcu();
+		} else {
+			op->recording = true;
+			dt_tracing++;
+		}
 	}
 	mutex_unlock(&dt_mutex);
 	return err;
@@ -288,12 +297,11 @@ static void dt_record_off(struct dt_open *op)
 {
 	mutex_lock(&dt_mutex);
 	if (op->recording) {
-		list_del_rcu(&op->recording_link);
-		op->recording = false;
 		if (--dt_tracing == 0)
-			pa_sources_stop();	/* includes synchronize_rcu() */
-		else
-			synchronize_rcu();	/* no producer still in this open */
+			pa_sources_stop();
+		list_del_rcu(&op->recording_link);
+		synchronize_rcu();	/* no producer (NMI or hook) still in this open */
+		op->recording = false;
 	}
 	mutex_unlock(&dt_mutex);
 }
