@@ -149,7 +149,11 @@ def dt_run(agent: Agent, spec: AgentSpec, plan: DtPlan) -> DtRun:
     online = agent.online_cpus()
     background = (
         # The reader's own time limit: it must end for `wait` to return.
-        (pc.timeout_step(plan.background_s), pc.readbg_step(FD, BACKGROUND, plan.read_size))
+        (
+            pc.timeout_step(plan.background_s),
+            pc.readbg_step(FD, BACKGROUND, plan.read_size),
+            pc.timeout_step(plan.background_s + 60),  # `wait` outlasts the reader's limit
+        )
         if plan.background_reader
         else ()
     )

@@ -16,9 +16,13 @@ from pathlib import Path
 import pytest
 
 from harness import arches
+from harness.agent import profctl as pc
 from harness.agent.build import build_agent
 from harness.agent.driver import Agent, SamplingPlan
+from harness.agent.dt_run import DtPlan, dt_run
+from harness.agent.layouts import DT_EVT
 from harness.agent.oracles import applicable_oracles, check_sampling, throttle_lost
+from harness.agent.oracles_dt import check_dt
 from harness.agent.profctl import build_profctl
 from harness.agent.report import format_cpu_table, format_verdicts
 from harness.agent.results import SamplingRun
@@ -119,6 +123,10 @@ def test_debug_kernel_stays_silent_while_sampling(
         agent.shell.run("echo scan > /sys/kernel/debug/kmemleak")  # start from a clean slate
         plan = dataclasses.replace(PLAN, probe_cpus=(1,))
         problems = report(agent.sampling_run(AgentSpec(), plan), request, "debug kernel")
+        dt_plan = DtPlan(body=(pc.spin_step(0, 1000), pc.spin_step(1, 1000)),
+                         read_size=DT_EVT.size, background_reader=True)  # fmt: skip
+        dt = dt_run(agent, AgentSpec(flavour="dt"), dt_plan)
+        problems += [f"dt: {v}" for v in check_dt(dt)]
         agent.unload()
         agent.shell.run("echo scan > /sys/kernel/debug/kmemleak")
         leaks = agent.shell.run("cat /sys/kernel/debug/kmemleak").stdout
