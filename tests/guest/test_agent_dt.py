@@ -129,6 +129,8 @@ def test_dt_o9_control_errors(agent: Agent) -> None:
         dt_ioctl_step("DTIOCGSTATS"),
         record_step(False),
         record_step(False),  # idempotent
+        dt_ioctl_step("DTIOCPRBDISABLE", probe_request()),
+        enable,  # DT-D10 fixed: disabled for real, so enabling again works
         pc.write_step("/sys/module/profagent/parameters/allowdt", "0"),
         pc.open_step(DEVICE),  # refused
         pc.write_step("/sys/module/profagent/parameters/allowdt", "1"),
@@ -141,8 +143,8 @@ def test_dt_o9_control_errors(agent: Agent) -> None:
     assert errnos[5] == "EEXIST"
     assert r[6].ok
     assert errnos[7:10] == ["EBUSY", "EBUSY", "ENOTTY"]
-    assert all(x.ok for x in (r[10], r[11], r[12], r[13], r[15], r[16]))
-    assert errnos[14] == "EPERM"
+    assert all(x.ok for x in (*r[10:16], r[17], r[18]))
+    assert errnos[16] == "EPERM"
 
 
 def test_dt_o8_blocking_reader_wakes_on_an_event(agent: Agent, topology: CpuTopology) -> None:
