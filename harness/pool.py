@@ -30,7 +30,7 @@ LOG = logging.getLogger(__name__)
 
 
 class GuestPool:
-    """Booted guests of one worker, keyed by topology name."""
+    """Booted guests of one worker, keyed by topology name; one runs at a time."""
 
     def __init__(
         self,
@@ -60,6 +60,9 @@ class GuestPool:
         if key in self._failures:
             raise self._failures[key]
         if key not in self._guests:
+            # One live guest per worker: tests come sorted by topology, and the host
+            # has two cores, so an idle guest of another layout only steals time.
+            self.close()
             spec = dataclasses.replace(self._base, topology=topology)
             name = f"{self._prefix}-{spec.name}"
             guest = Guest(spec, self._images, self._root / name, timeouts=self._timeouts,

@@ -37,7 +37,7 @@ FULL_SET_CPUS = (1, 2, 4, 8)
 POOLS = pytest.StashKey[list[GuestPool]]()
 SMT_CLUSTER_LAYOUT = "1s2cl2c2t"
 AGENT_REPORT = "profagent-report"
-DEPLOYED = pytest.StashKey[set[str]]()  # guests (by workdir) the agent was copied into
+DEPLOYED = pytest.StashKey[set[str]]()  # guests (workdir:QEMU pid) the agent is copied into
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,10 +99,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group tests by topology (xdist_group) and run each group's tests together.
+
+    The pool keeps one guest per worker, so a topology's tests in a row boot it once.
+    """
+    ranks: dict[str, int] = {}
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        if callspec is not None and "topology" in callspec.params:
-            item.add_marker(pytest.mark.xdist_group(callspec.params["topology"].name))
+        name = _topology_name(item)
+        if name is not None:
+            item.add_marker(pytest.mark.xdist_group(name))
+            ranks.setdefault(name, len(ranks))
+    order = {id(item): index for index, item in enumerate(items)}
+    items.sort(key=lambda item: (ranks.get(_topology_name(item) or "", -1), order[id(item)]))
+
+
+def _topology_name(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "topology" in callspec.params:
+        return str(callspec.params["topology"].name)
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -208,9 +223,10 @@ def agent(
         cycles_per_ns=guest.spec.arch.cycles_per_ns(guest.spec.accel),
     )
     deployed_in = request.config.stash.setdefault(DEPLOYED, set())
-    if str(guest.workdir) not in deployed_in:  # once per guest: the files do not change
+    this_guest = f"{guest.workdir}:{guest.vm.pid}"  # a re-booted guest keeps its workdir
+    if this_guest not in deployed_in:  # once per guest: the files do not change
         deployed.deploy()
-        deployed_in.add(str(guest.workdir))
+        deployed_in.add(this_guest)
     yield deployed
     if guest.vm.exitcode() is None:
         try:
