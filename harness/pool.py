@@ -85,10 +85,12 @@ class GuestPool:
                 if facts.pmu_driver
                 else ("none (software events only)")
             )
+            reconnects = guest.shell.reconnects
             lines.append(
                 f"{guest.spec.topology.name:>10}  {facts.cpus_online} CPUs  "
                 f"SSH after {guest.boot_s:4.1f}s  PMU {pmu}  pseudo-NMI "
                 f"{'on' if facts.pseudo_nmi else 'off'}  {guest.workdir}"
+                + (f"  SSH reconnected {reconnects}x" if reconnects else "")
             )
         for name, error in self._failures.items():
             lines.append(f"{name:>10}  boot failed: {type(error).__name__}")

@@ -23,9 +23,11 @@ import sys
 import termios
 import time
 import tty
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 import paramiko
 
@@ -33,6 +35,7 @@ from harness.errors import GuestCommandError, GuestError, TransportError
 from harness.timeouts import Timeouts
 
 LOG = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class GuestCommandTimeout(GuestError):
@@ -59,6 +62,8 @@ class GuestShell:
         self._client: paramiko.SSHClient | None = None
         self._log = LOG.getChild(name)
         self.port: int | None = None
+        #: Times a dead link was replaced (see `_open`); shown in the guest summary.
+        self.reconnects = 0
 
     def __enter__(self) -> GuestShell:
         return self
@@ -102,6 +107,32 @@ class GuestShell:
             raise TransportError("the SSH connection to the guest is not open")
         return transport
 
+    def _open(self, open_one: Callable[[paramiko.Transport], _T]) -> _T:
+        """Open a channel (session or SFTP) with ``open_one``; reconnect once if the link died.
+
+        Seen under load in CI: the SSH transport to a healthy guest died between
+        two commands ("Unable to open channel", then "unconnected"). Nothing ran on
+        the failed channel, so one fresh connection and one more try are safe; the
+        cause is logged as evidence.
+        """
+        try:
+            return open_one(self._transport())
+        except (paramiko.SSHException, OSError, EOFError, TransportError) as exc:
+            transport = self._client.get_transport() if self._client else None
+            cause = transport.get_exception() if transport else None
+            self._log.warning("SSH channel open failed (%r; transport: %r, cause: %r): "
+                              "reconnecting once", exc, transport, cause)  # fmt: skip
+            if self.port is None or self._reconnect(self.port) is None:
+                raise
+            self.reconnects += 1
+        return open_one(self._transport())
+
+    def _reconnect(self, port: int) -> GuestShell | None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        return self.try_connect(port)
+
     def run(
         self, command: str, *, timeout_s: float | None = None, check: bool = True
     ) -> CommandResult:
@@ -115,7 +146,7 @@ class GuestShell:
         self._log.debug("guest$ %s", command)
         started = time.monotonic()
         try:
-            channel = self._transport().open_session(timeout=self._timeouts.qmp_s)
+            channel = self._open(lambda t: t.open_session(timeout=self._timeouts.qmp_s))
             channel.exec_command(command)
             stdout, stderr = _collect(channel, deadline=started + budget)
         except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -146,7 +177,7 @@ class GuestShell:
 
     def _sftp(self) -> paramiko.SFTPClient:
         try:
-            sftp = paramiko.SFTPClient.from_transport(self._transport())
+            sftp = self._open(paramiko.SFTPClient.from_transport)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise TransportError(f"SFTP session failed: {exc!r}") from exc
         if sftp is None:
