@@ -15,6 +15,7 @@ Every call has a deadline. A command that outlives it is a `GuestCommandTimeout`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -23,7 +24,7 @@ import sys
 import termios
 import time
 import tty
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -175,15 +176,31 @@ class GuestShell:
         with self._sftp() as sftp:
             sftp.get(remote, str(local))
 
-    def _sftp(self) -> paramiko.SFTPClient:
+    @contextlib.contextmanager
+    def _sftp(self) -> Iterator[paramiko.SFTPClient]:
+        """An SFTP session, ended only once the guest's sftp-server has exited.
+
+        Closing the channel at once let the next channel race the end of the old
+        session in dropbear: in CI the next command's channel was closed by the
+        guest ("Channel closed.") or the link died. So: EOF to the server, wait
+        (bounded) for its exit status, then close.
+        """
         try:
             sftp = self._open(paramiko.SFTPClient.from_transport)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise TransportError(f"SFTP session failed: {exc!r}") from exc
         if sftp is None:
             raise TransportError("SFTP session could not be opened")
-        sftp.get_channel().settimeout(self._timeouts.command_s)  # type: ignore[union-attr]
-        return sftp
+        channel = sftp.get_channel()
+        assert channel is not None  # from_transport opened it
+        channel.settimeout(self._timeouts.command_s)
+        try:
+            yield sftp
+            channel.shutdown_write()
+            if not channel.status_event.wait(self._timeouts.qmp_s):
+                self._log.warning("the guest's sftp-server did not exit after EOF")
+        finally:
+            sftp.close()
 
     def interactive(self) -> int:
         """Attach this terminal to a login shell in the guest until it exits.
