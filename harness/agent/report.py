@@ -170,20 +170,22 @@ def format_cpu_table(run: SamplingRun) -> str:
     titles = ("cpu", "seen", "calls", "recorded", *shown)
     titles += ("merged", "throttled", "nmi%", "irqoff", "probe", "mean_us", "max_us")
     cells = [_cells(row, shown) for row in (*rows, total_row(rows))]
-    return "\n".join([header, nmi_mode(run), *_align([titles, *cells])])
+    return "\n".join([header, nmi_mode(run), *align([titles, *cells])])
 
 
 def format_verdicts(
-    violations: Sequence[Violation], applicable: Collection[str] | None = None
+    violations: Sequence[Violation],
+    applicable: Collection[str] | None = None,
+    oracles: Sequence[tuple[str, str]] = ORACLES,
 ) -> str:
-    """One ``PASS``/``FAIL``/``skip`` line per oracle in `ORACLES` order, violations below.
+    """One ``PASS``/``FAIL``/``skip`` line per oracle in ``oracles`` order, violations below.
 
     Oracles not in ``applicable`` (default: all) show ``skip`` unless they have
-    violations; violations of oracles unknown to `ORACLES` are listed last, never dropped.
+    violations; violations of oracles unknown to ``oracles`` are listed last, never dropped.
     """
-    known = [name for name, _ in ORACLES]
+    known = [name for name, _ in oracles]
     extra = sorted({v.oracle for v in violations} - set(known))
-    entries = [*ORACLES, *((name, "") for name in extra)]
+    entries = [*oracles, *((name, "") for name in extra)]
     width = max(len(name) for name, _ in entries)
     lines = []
     for name, description in entries:
@@ -246,7 +248,7 @@ def _decimal(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def _align(table: Sequence[Sequence[str]]) -> list[str]:
+def align(table: Sequence[Sequence[str]]) -> list[str]:
     """Right-align every column to its widest cell, two spaces apart."""
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in table]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from harness.agent.flavours import DT
 from harness.agent.oracles_dt import DT_ORACLES
-from harness.agent.report import format_cpus
+from harness.agent.report import align, format_cpus, format_verdicts
 from harness.agent.results import DtRun, Violation
 
 TITLES: tuple[str, ...] = (
@@ -117,7 +117,7 @@ def format_dt_table(run: DtRun) -> str:
     )
     rows = dt_rows(run)
     cells = [_cells(row) for row in (*rows, dt_total_row(rows))]
-    return "\n".join([header, *_align([TITLES, *cells]), gstats_line(run)])
+    return "\n".join([header, *align([TITLES, *cells]), gstats_line(run)])
 
 
 def gstats_line(run: DtRun) -> str:
@@ -131,26 +131,8 @@ def gstats_line(run: DtRun) -> str:
 def format_dt_verdicts(
     violations: Sequence[Violation], applicable: Collection[str] | None = None
 ) -> str:
-    """One ``PASS``/``FAIL``/``skip`` line per oracle in `DT_ORACLES` order, violations below.
-
-    Oracles not in ``applicable`` (default: all) show ``skip`` unless they have
-    violations; violations of oracles unknown to `DT_ORACLES` are listed last, never
-    dropped.
-    """
-    known = [name for name, _ in DT_ORACLES]
-    extra = sorted({v.oracle for v in violations} - set(known))
-    entries = [*DT_ORACLES, *((name, "") for name in extra)]
-    width = max(len(name) for name, _ in entries)
-    lines = []
-    for name, description in entries:
-        found = [v for v in violations if v.oracle == name]
-        if found:
-            verdict = "FAIL"
-        else:
-            verdict = "PASS" if applicable is None or name in applicable else "skip"
-        lines.append(f"{verdict}  {name:<{width}}  {description}".rstrip())
-        lines += [f"      {v}" for v in found]
-    return "\n".join(lines)
+    """One ``PASS``/``FAIL``/``skip`` line per oracle in `DT_ORACLES` order, violations below."""
+    return format_verdicts(violations, applicable, DT_ORACLES)
 
 
 def _pairs(values: Mapping[str, int], names: Iterable[str]) -> str:
@@ -166,9 +148,3 @@ def _cells(row: DtRow) -> tuple[str, ...]:
         "-" if row.nmi_pct is None else f"{row.nmi_pct:.1f}",
         str(row.merged),
     )
-
-
-def _align(table: Sequence[Sequence[str]]) -> list[str]:
-    """Right-align every column to its widest cell, two spaces apart."""
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    return ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in table]
