@@ -8,6 +8,7 @@ who is to blame: 2 bad input, 3 host or QEMU, 4 the guest kernel.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import shlex
 import sys
@@ -25,10 +26,11 @@ from harness import rootfs as rootfsmod
 from harness.agent.build import export_agent
 from harness.agent.spec import AgentSpec, parse_quirks
 from harness.cache import Cache
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.images import format_listing, prepare_images, prune_cache, survey_cache
 from harness.kernel import KernelRequest, build_kernel, check_variant
 from harness.keys import ensure_keypair
+from harness.matrix import get_matrix, github_matrix, select
 from harness.process import handle_sigterm
 from harness.record import new_run_dir
 from harness.session import GuestRequest, interactive_shell, parse_cpus, parse_nmi
@@ -119,17 +121,26 @@ def images(c: Context, arch: str = "arm64", variant: str = "default") -> None:
 
 @task(
     help={**GUEST_HELP, "workers": "pytest-xdist workers (default 1)",
-          "k": "only tests matching this pytest -k expression",
-          "selftests": "also run the harness's own failure-path and CLI checks"},
+          "k": "only tests (or matrix cells) matching this pytest -k expression",
+          "selftests": "also run the harness's own failure-path and CLI checks",
+          "matrix": "run a named matrix from tests/matrix.toml (quick, full) instead",
+          "n": "matrix workers: auto (one per host core) or a number"},
 )  # fmt: skip
 @cli
-def test(c: Context, cpus: str | None = None, topology: str | None = None, arch: str = "arm64",
-         variant: str = "default", accel: str = "auto", nmi: str = "on", workers: int = 1,
-         k: str | None = None, selftests: bool = False, append: str = "",
-         memory: int = 1024) -> None:  # fmt: skip
-    """Boot the requested guest and run the guest test tier against it."""
+def test(c: Context, n: str | None = None, cpus: str | None = None,
+         topology: str | None = None, arch: str = "arm64", variant: str = "default",
+         accel: str = "auto", nmi: str = "on", workers: int = 1, k: str | None = None,
+         selftests: bool = False, append: str = "", memory: int = 1024,
+         matrix: str | None = None) -> None:  # fmt: skip
+    """Boot the requested guest and run the guest test tier; or run a matrix."""
+    if matrix:
+        status = testrun.run_matrix(matrix, Cache.default(), workers=n or "auto", keyword=k)
+        if status != 0:
+            raise Exit(code=status)
+        return
     request = _request(cpus, topology, arch, variant, accel, nmi, append, memory)
-    status = testrun.run_guest_tier(request, Cache.default(), workers=workers, keyword=k,
+    count = testrun.worker_budget(n) if n else workers
+    status = testrun.run_guest_tier(request, Cache.default(), workers=count, keyword=k,
                                     selftests=selftests)  # fmt: skip
     if status != 0:
         raise Exit(code=status)
@@ -186,6 +197,21 @@ def agent(c: Context, flavour: str = "tprof", event: str = "cycles", period: int
     print(f"generated sources: {target / 'src'}")
     print(f"module:            {target / build.ko.name}  (for {images.kernel_release})")
     print(f"load it with:      {(target / 'insmod.txt').read_text().strip()}")
+
+
+@task(help={"name": "a matrix in tests/matrix.toml (quick, full)",
+            "format": "text (one cell id a line) or github (a strategy matrix as JSON)",
+            "k": "only cells whose id contains this"})  # fmt: skip
+@cli
+def matrix(c: Context, name: str, format: str = "text", k: str | None = None) -> None:
+    """List a matrix's cells, or print it as a GitHub Actions strategy matrix."""
+    chosen = get_matrix(name)
+    if format == "github":
+        print(json.dumps(github_matrix(chosen, select(chosen, k))))
+    elif format == "text":
+        print("\n".join(cell.id for cell in select(chosen, k)))
+    else:
+        raise ConfigError(f"--format takes text or github, not {format!r}")
 
 
 @task(help={"prune": "remove entries the current tree no longer builds, and unfinished ones"})

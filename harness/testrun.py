@@ -11,6 +11,7 @@ starts, so build progress is visible even when xdist hides worker output::
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import subprocess
 import sys
@@ -18,9 +19,11 @@ from collections.abc import Sequence
 
 from harness import arches, checks
 from harness.cache import Cache
+from harness.errors import ConfigError
 from harness.hostdeps import ensure_host
 from harness.images import prepare_images
 from harness.kernel import Variant
+from harness.matrix import get_matrix, select
 from harness.paths import REPO_ROOT
 from harness.process import Terminated, die_with_parent
 from harness.record import new_run_dir
@@ -115,4 +118,48 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
     if not static_ok:
         LOG.error("static checks failed (see above)")
         return status or 1
+    return status
+
+
+def worker_budget(requested: str, cpus: int | None = None) -> int:
+    """The number of pytest-xdist workers for a matrix run: ``auto`` or a number, capped at the host's cores.
+
+    Each worker runs one guest at a time (`GuestPool`), and a TCG guest keeps a
+    host core busy per running vCPU; more workers than cores only makes the
+    vCPU threads of different guests starve each other (and time out), so the
+    budget is one worker per host core.
+
+    :raise ConfigError: ``requested`` is neither ``auto`` nor a positive number.
+    """
+    cores = cpus or os.cpu_count() or 1
+    if requested == "auto":
+        return cores
+    if not requested.isdigit() or int(requested) < 1:
+        raise ConfigError(f"-n takes 'auto' or a positive number of workers, not {requested!r}")
+    if int(requested) > cores:
+        LOG.warning("-n %s is more than the %d host cores: using %d workers (one guest each)",
+                    requested, cores, cores)  # fmt: skip
+    return min(int(requested), cores)
+
+
+def run_matrix(
+    name: str, cache: Cache, *, workers: str = "auto", keyword: str | None = None
+) -> int:
+    """Run matrix ``name`` (tests/matrix.toml) under pytest-xdist; JUnit, JSON and HTML out.
+
+    Returns pytest's exit status. The report directory is logged.
+    """
+    matrix = get_matrix(name)  # bad names fail here, before anything starts
+    ensure_host()
+    count = worker_budget(workers)
+    out = new_run_dir("matrix", name)
+    extra = ["--matrix", matrix.name, f"--matrix-report={out}", f"--junitxml={out / 'junit.xml'}",
+             f"--matrix-workers={count}"]  # fmt: skip
+    if keyword:
+        extra += ["-k", keyword]
+    LOG.info("matrix %s: %d cells, %d worker(s); report in %s", matrix.name,
+             len(select(matrix, keyword)), count, out)  # fmt: skip
+    status = _run(pytest_argv(["tests/matrix"], [], workers=count, extra=extra))
+    LOG.info("matrix %s %s (exit status %d): %s", matrix.name,
+             "passed" if status == 0 else "FAILED", status, out / "report.html")  # fmt: skip
     return status
