@@ -122,7 +122,7 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
 
 
 def worker_budget(requested: str, cpus: int | None = None) -> int:
-    """The number of pytest-xdist workers for a matrix run: ``auto`` or a number, capped at the host's cores.
+    """Workers for a matrix run: ``auto`` or a number, capped at the host's cores.
 
     Each worker runs one guest at a time (`GuestPool`), and a TCG guest keeps a
     host core busy per running vCPU; more workers than cores only makes the
