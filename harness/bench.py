@@ -8,7 +8,8 @@ Measured (wall-clock seconds, medians where repeated):
   its guest run (what a second run pays before booting);
 * launch-to-SSH for 1, 2, 4 and 8 vCPUs (default layouts) and the shutdown time;
 * the agent (`harness.agent.bench`): render + build + load time, overflow-handler cost
-  per sample, and the highest per-CPU rate that runs 10 s without a drop.
+  per sample, and the highest per-CPU rate that runs 10 s without a drop;
+* the ``quick`` matrix's wall time with 1 worker and with the CPU budget, and the ratio.
 
 Timing is measured here and never asserted in tests::
 
@@ -46,6 +47,7 @@ from harness.process import tool_version
 from harness.qemu.argv import MachineSpec
 from harness.record import ARTIFACTS_ENV, artifacts_root, host_facts, new_run_dir
 from harness.rootfs import build_rootfs
+from harness.testrun import worker_budget
 from harness.timeouts import Timeouts
 from harness.topology import default_topology
 
@@ -60,6 +62,7 @@ class BenchRequest:
     out: Path | None = None
     cold: bool = True
     repeats: int = 3
+    matrix: str | None = "quick"  # None: skip the matrix wall times
     arch: str = "arm64"
 
 
@@ -154,6 +157,17 @@ def measure_boots(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
     return {"launch_to_ssh": boots, "shutdown": _summary(shutdowns)}
 
 
+def measure_matrix(name: str) -> dict[str, Any]:
+    """Wall time of ``invoke test --matrix NAME`` with 1 worker and with the CPU budget."""
+    budget = worker_budget("auto")
+    invoke = [sys.executable, "-m", "invoke", "test", "--matrix", name, "-n"]
+    one = _timed(lambda: _cli([*invoke, "1"]))
+    many = _timed(lambda: _cli([*invoke, str(budget)]))
+    LOG.info("bench: matrix %s: %.1fs with 1 worker, %.1fs with %d", name, one, many, budget)
+    return {"name": name, "one_worker_s": one, "budget_workers": budget,
+            "budget_s": many, "speedup": one / many if many else 0.0}  # fmt: skip
+
+
 def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, Any]:
     """Run every measurement; write the JSON file; return the result (with its path)."""
     cache = cache or Cache.default()
@@ -173,6 +187,8 @@ def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, An
     result["boot"] = measure_boots(request.arch, cache, request.repeats)
     images = prepare_images(arch, "default", cache)
     result["agent"] = measure_agent(arch, images, cache, request.repeats)
+    if request.matrix:
+        result["matrix"] = measure_matrix(request.matrix)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = request.out or artifacts_root() / "bench" / f"bench-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -204,6 +220,11 @@ def format_table(result: dict[str, Any]) -> str:
         )
         rows.append(("agent drop-free rate per CPU, 10 s (Hz)",
                      str(agent["max_dropfree_rate_hz"]), "", ""))  # fmt: skip
+    if matrix := result.get("matrix"):
+        rows.append((f"matrix {matrix['name']}, 1 worker", f"{matrix['one_worker_s']:.1f}", "", ""))
+        rows.append((f"matrix {matrix['name']}, {matrix['budget_workers']} workers",
+                     f"{matrix['budget_s']:.1f}", "", ""))  # fmt: skip
+        rows.append(("matrix speed-up (1 worker ÷ budget)", f"{matrix['speedup']:.2f}", "", ""))
     width = max(len(row[0]) for row in rows)
     lines = [f"{row[0]:<{width}}  {row[1]:>9}  {row[2]:>7}  {row[3]:>7}" for row in rows]
     lines.insert(1, "-" * len(lines[0]))

@@ -26,6 +26,7 @@ CORE_PERCPU: tuple[tuple[str, str], ...] = (
     ("x_irqoff_samples", "overflows that interrupted code running with IRQs masked"),
     ("x_throttled", "overflows after which the perf core throttled the event"),
     ("x_pmu_merged", "periods with no overflow of their own: handled late, or pending at stop"),
+    ("x_pmu_merged_at_stop", "of those, the periods still pending when the event stopped"),
     ("x_producer_calls", "calls of the flavour's producer, any context"),
     ("x_producer_calls_nmi", "producer calls in NMI context"),
     ("x_producer_calls_irq", "producer calls in hard-IRQ context"),

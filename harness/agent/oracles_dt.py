@@ -189,8 +189,8 @@ def check_dt_skipticks(run: DtRun) -> list[Violation]:
     Overflows that only carry bursts (``pmu_produce`` off) are not ticks, so
     ``dc_skiptick_c`` = the skip hook's count exactly. Profile ticks: each overflow
     is one get call and each merged period one skipped tick, so ``|x_calls +
-    dc_skiptick - skips - (x_nmi_total + x_pmu_merged)| ≤ x_events_created`` (the
-    core also counts periods merged at stop, once per event lifetime).
+    dc_skiptick - skips - (x_nmi_total + x_pmu_merged - x_pmu_merged_at_stop)| ≤
+    x_events_created``: periods merged at stop reached no producer.
     """
     if not run.spec.pmu_produce:
         detail = "overflows carry bursts only: skipped ticks are the forced ones"
@@ -333,12 +333,15 @@ def _tick_bound(run: DtRun, cpu: int) -> list[Violation]:
     calls, skipped = _get(stats, cpu, "x_calls"), _get(stats, cpu, "dc_skiptick")
     forced = run.skips.get(cpu, 0)
     seen, merged = core.get("x_nmi_total", 0), core.get("x_pmu_merged", 0)
+    at_stop = core.get("x_pmu_merged_at_stop", 0)
     events = core.get("x_events_created", 0)
-    gap = abs(calls + skipped - forced - (seen + merged))
+    gap = abs(calls + skipped - forced - (seen + merged - at_stop))
     if gap <= events:
         return []
-    expected = f"|x_calls + dc_skiptick - skips - (x_nmi_total + x_pmu_merged)| ≤ {events}"
-    observed = f"|{calls} + {skipped} - {forced} - ({seen} + {merged})| = {gap}"
+    expected = (
+        f"|x_calls + dc_skiptick - skips - (x_nmi_total + x_pmu_merged - at stop)| ≤ {events}"
+    )
+    observed = f"|{calls} + {skipped} - {forced} - ({seen} + {merged} - {at_stop})| = {gap}"
     detail = "DT-L5: each elapsed period is a get call or a skipped tick"
     return [Violation("DT-O7", cpu, expected, observed, detail)]
 

@@ -76,6 +76,7 @@ static const char *const pa_core_names[PA_CORE_NSTATS] = {
 	"x_irqoff_samples",
 	"x_throttled",
 	"x_pmu_merged",
+	"x_pmu_merged_at_stop",
 	"x_producer_calls",
 	"x_producer_calls_nmi",
 	"x_producer_calls_irq",
@@ -309,9 +310,12 @@ static void pa_disarm_cpu(unsigned int cpu)
 	WRITE_ONCE(pc->stat[PA_X_COUNTER_VALUE], pc->stat[PA_X_COUNTER_VALUE] + count);
 	WRITE_ONCE(pc->stat[PA_X_ENABLED_NS], pc->stat[PA_X_ENABLED_NS] + enabled);
 	due = div64_u64(count, pa_period);
-	if (due > pc->accounted)	/* full periods after the last overflow handled */
+	if (due > pc->accounted) {	/* full periods after the last overflow handled */
 		WRITE_ONCE(pc->stat[PA_X_PMU_MERGED],
 			   pc->stat[PA_X_PMU_MERGED] + due - pc->accounted);
+		WRITE_ONCE(pc->stat[PA_X_PMU_MERGED_AT_STOP],
+			   pc->stat[PA_X_PMU_MERGED_AT_STOP] + due - pc->accounted);
+	}
 }
 
 int pa_sources_start(void)

@@ -28,6 +28,7 @@ enum pa_core_stat {
 	PA_X_IRQOFF_SAMPLES,	/* overflows that interrupted code running with IRQs masked */
 	PA_X_THROTTLED,	/* overflows after which the perf core throttled the event */
 	PA_X_PMU_MERGED,	/* periods with no overflow of their own: handled late, or pending at stop */
+	PA_X_PMU_MERGED_AT_STOP,	/* of those, the periods still pending when the event stopped */
 	PA_X_PRODUCER_CALLS,	/* calls of the flavour's producer, any context */
 	PA_X_PRODUCER_CALLS_NMI,	/* producer calls in NMI context */
 	PA_X_PRODUCER_CALLS_IRQ,	/* producer calls in hard-IRQ context */
