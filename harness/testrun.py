@@ -106,7 +106,7 @@ def run_guest_tier(
 
 
 def run_ci(cache: Cache, *, workers: int = 2) -> int:
-    """Everything CI checks: host, images, lint, types, unit tier, full guest tier."""
+    """Everything CI checks: lint, types, the unit and guest tiers, the quick matrix."""
     ensure_host()
     for arch, variant in CI_IMAGES:
         prepare_images(arches.get(arch), variant, cache)
@@ -115,10 +115,11 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
     status = _run(pytest_argv(["tests/unit", "tests/guest"], [], workers=workers,
                               extra=[f"--junitxml={junit}"]))  # fmt: skip
     LOG.info("unit + guest tiers: exit status %d; JUnit: %s", status, junit)
+    matrix_status = run_matrix("quick", cache, workers=str(workers))  # every commit
     if not static_ok:
         LOG.error("static checks failed (see above)")
-        return status or 1
-    return status
+        return status or matrix_status or 1
+    return status or matrix_status
 
 
 def worker_budget(requested: str, cpus: int | None = None) -> int:
