@@ -22,6 +22,7 @@ from invoke.tasks import task
 
 from harness import arches, checks, hostdeps, testrun
 from harness import bench as benchmod
+from harness import repro as reprolib
 from harness import rootfs as rootfsmod
 from harness.agent.build import export_agent
 from harness.agent.spec import AgentSpec, parse_quirks
@@ -33,6 +34,7 @@ from harness.keys import ensure_keypair
 from harness.matrix import get_matrix, github_matrix, select
 from harness.process import handle_sigterm
 from harness.record import new_run_dir
+from harness.scenarios import find_scenario, load_scenario
 from harness.session import GuestRequest, interactive_shell, parse_cpus, parse_nmi
 from harness.timeouts import Timeouts
 
@@ -215,6 +217,38 @@ def matrix(c: Context, name: str, format: str = "text", k: str | None = None) ->
         print("\n".join(cell.id for cell in select(chosen, k)))
     else:
         raise ConfigError(f"--format takes text or github, not {format!r}")
+
+
+@task(
+    positional=["scenario"],
+    help={"scenario": "a scenario name in scenarios/ or a path to a .toml file "
+                      "(with --bundle: a bundle directory)",
+          "repeat": "attempts (default: the scenario's own count)",
+          "bundle": "replay the bundle directory given instead, and compare verdicts",
+          "dump_memory": "on a guest failure, save the guest's memory (QMP dump-guest-memory)"},
+)  # fmt: skip
+@cli
+def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
+          dump_memory: bool = False) -> None:  # fmt: skip
+    """Run a reproduction scenario into a bundle, or (--bundle DIR) replay a bundle."""
+    if bundle:
+        result, notes = reprolib.replay_bundle(Path(scenario), Cache.default())
+        for note in notes:
+            print(f"note: {note}")
+        if not notes:
+            print("replay: same images, same verdicts")
+    else:
+        loaded = load_scenario(find_scenario(scenario))
+        result = reprolib.run_scenario(loaded, Cache.default(), repeat=repeat or None,
+                                       dump_memory=dump_memory)  # fmt: skip
+    for number, verdicts in enumerate(result.verdicts, 1):
+        for verdict in verdicts:
+            mark = "held  " if verdict.held else "FAILED"
+            print(f"attempt {number}: {mark} {verdict.expectation} (observed {verdict.observed})")
+    print(f"reproduced in {result.reproduced} of {result.attempts} attempt(s); "
+          f"bundle: {result.bundle}")  # fmt: skip
+    if result.reproduced != result.attempts:
+        raise Exit(code=4)
 
 
 @task(help={"prune": "remove entries the current tree no longer builds, and unfinished ones"})

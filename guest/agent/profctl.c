@@ -28,6 +28,9 @@
  *   wait                       reap every child (spin, readbg)     -> children=N failed=N
  *   sleep:MS                   sleep MS ms                         -> ms=N
  *   pin:CPU                    pin profctl itself to CPU           -> cpu=N
+ *   mark:PATH                  create PATH: the host may act now   -> (nothing)
+ *   await:PATH                 wait until PATH exists (the host's
+ *                              go-ahead), at most `timeout` s      -> waited_ms=N
  *   readbg:FD:PATH:CHUNK       `read` in a child sharing FD, while
  *                              later steps run; `wait` reaps it;
  *                              its outcome goes to PATH.status     -> pid=N
@@ -60,7 +63,8 @@
 #define MAX_FIELDS 8
 
 enum op { OP_OPEN, OP_CLOSE, OP_IOCTL, OP_READ, OP_TIMEOUT, OP_WRITE,
-	  OP_CAT, OP_SPIN, OP_WAIT, OP_SLEEP, OP_PIN, OP_READBG, OP_COUNT };
+	  OP_CAT, OP_SPIN, OP_WAIT, OP_SLEEP, OP_PIN, OP_READBG, OP_MARK, OP_AWAIT,
+	  OP_COUNT };
 
 /*
  * Each op's fields after its name, one letter each: p path, t text, f fd,
@@ -74,6 +78,7 @@ static const struct { const char *name, *fields; int min; } OPS[OP_COUNT] = {
 	[OP_CAT] = { "cat", "p", 1 },         [OP_SPIN] = { "spin", "cm", 2 },
 	[OP_WAIT] = { "wait", "", 0 },        [OP_SLEEP] = { "sleep", "m", 1 },
 	[OP_PIN] = { "pin", "c", 1 },         [OP_READBG] = { "readbg", "fpk", 3 },
+	[OP_MARK] = { "mark", "p", 1 },       [OP_AWAIT] = { "await", "p", 1 },
 };
 
 /* Upper bounds of the numeric field kinds (keep in step with profctl.py). */
@@ -505,6 +510,39 @@ static void do_sleep(int i, const struct step *st)
 	end_line();
 }
 
+/* Create PATH (empty): tells the host that the sequence reached this point. */
+static void do_mark(int i, const struct step *st)
+{
+	int fd = open(st->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	int err = fd < 0 ? errno : 0;
+
+	if (fd >= 0 && close(fd))
+		err = errno;
+	begin_line(i, st->op, err);
+	end_line();
+}
+
+/* Wait until PATH exists (the host's go-ahead), polling every 10 ms, for at most
+ * the `timeout` seconds (60 without one). */
+static void do_await(int i, const struct step *st)
+{
+	struct timespec tick = { 0, 10 * 1000000 };
+	unsigned long waited_ms = 0, limit_ms = (timeout_s ? timeout_s : 60) * 1000UL;
+	int err = 0;
+
+	while (access(st->path, F_OK) != 0) {
+		if (waited_ms >= limit_ms) {
+			err = ETIMEDOUT;
+			break;
+		}
+		nanosleep(&tick, NULL);
+		waited_ms += 10;
+	}
+	begin_line(i, st->op, err);
+	printf(" waited_ms=%lu", waited_ms);
+	end_line();
+}
+
 static void do_pin(int i, const struct step *st)
 {
 	begin_line(i, st->op, pin_to(st->num[0]));
@@ -517,6 +555,7 @@ static void (*const RUN[OP_COUNT])(int, const struct step *) = {
 	[OP_READ] = do_read, [OP_TIMEOUT] = do_timeout, [OP_WRITE] = do_write,
 	[OP_CAT] = do_cat,   [OP_SPIN] = do_spin,       [OP_WAIT] = do_wait,
 	[OP_SLEEP] = do_sleep, [OP_PIN] = do_pin, [OP_READBG] = do_readbg,
+	[OP_MARK] = do_mark, [OP_AWAIT] = do_await,
 };
 
 int main(int argc, char **argv)

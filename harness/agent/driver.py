@@ -15,13 +15,15 @@ stream) is kept in ``workdir``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shlex
 import struct
+import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -31,6 +33,7 @@ from harness.agent.layouts import TPROF_PARAM, TPROF_STAT, tprof_ioctl
 from harness.agent.results import AgentSnapshot, SamplingRun
 from harness.agent.spec import AgentSpec, event_available
 from harness.errors import ConfigError, InfraError, ModuleLoadError
+from harness.timeouts import wait_until
 
 LOG = logging.getLogger(__name__)
 
@@ -83,6 +86,8 @@ class RunContext:
     injected: Mapping[int, int] | None = None
     kicks: int | None = None
     timeout_s: float = 120
+    #: Marker name → what the host does there (see `Agent.steps_with_host_actions`).
+    actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
 
 
 # ---- pure: steps and parsers ----------------------------------------------------
@@ -136,6 +141,20 @@ def sampling_steps(plan: SamplingPlan) -> tuple[str, ...]:
         pc.sleep_step(plan.idle_ms),
         *collect_steps(),
     )
+
+
+def _failure_of(outcome: Sequence[object]) -> BaseException | None:
+    return outcome[0] if outcome and isinstance(outcome[0], BaseException) else None
+
+
+def _marker_paths(name: str) -> tuple[str, str]:
+    return f"{GUEST_DIR}/at-{name}", f"{GUEST_DIR}/go-{name}"
+
+
+def host_action_steps(name: str) -> tuple[str, ...]:
+    """Steps that hold the sequence at ``name`` until the host has acted."""
+    marker, go = _marker_paths(name)
+    return (pc.mark_step(marker), pc.await_step(go))
 
 
 def busy_of(steps: Sequence[str], results: Sequence[pc.StepResult]) -> dict[int, tuple[int, ...]]:
@@ -315,6 +334,50 @@ class Agent:
             raise InfraError(f"profctl's first open got fd {results[0].values['fd']}, not {FD}")
         return results
 
+    def steps_with_host_actions(
+        self,
+        steps: Sequence[str],
+        actions: Mapping[str, Callable[[], None]],
+        *,
+        timeout_s: float = 120,
+    ) -> tuple[pc.StepResult, ...]:
+        """Run ``steps`` while the host acts at marked points (e.g. QMP ``stop``/``cont``).
+
+        ``actions`` maps a marker name to what the host does there. The sequence must
+        contain `host_action_steps(name)` for each: profctl creates the marker file and
+        waits for a go file; the host sees the marker, acts, then creates the go file.
+        """
+        outcome: list[tuple[pc.StepResult, ...] | BaseException] = []
+
+        def run() -> None:
+            try:
+                outcome.append(self.steps(steps, timeout_s=timeout_s))
+            except BaseException as exc:  # handed to the caller's thread
+                outcome.append(exc)
+
+        worker = threading.Thread(target=run, name="profctl", daemon=True)
+        worker.start()
+        for name, action in actions.items():
+            marker, go = _marker_paths(name)
+            wait_until(
+                functools.partial(self._reached, marker),
+                timeout_s=timeout_s,
+                what=f"the guest sequence to reach {name!r}",
+                interval_s=0.05,
+                abort=functools.partial(_failure_of, outcome),
+            )
+            action()
+            self.shell.run(f"touch {go}")
+        worker.join(timeout_s)
+        if not outcome:
+            raise InfraError(f"profctl did not finish within {timeout_s:.0f}s")
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
+    def _reached(self, marker: str) -> bool | None:
+        return True if self.shell.run(f"test -e {marker}", check=False).exit_status == 0 else None
+
     def snapshot(self) -> AgentSnapshot:
         """Read the debugfs files now."""
         steps = tuple(pc.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES)
@@ -357,6 +420,8 @@ class Agent:
         injected: Mapping[int, int] | None = None,
         kicks: int | None = None,
         throttling_disabled: bool = True,
+        max_sample_rate: int | None = None,
+        actions: Mapping[str, Callable[[], None]] | None = None,
     ) -> tuple[SamplingRun, tuple[pc.StepResult, ...]]:
         """Load ``spec``, START, run ``body``, then collect as `sampling_run` does.
 
@@ -366,7 +431,11 @@ class Agent:
         :raise InfraError: a step failed.
         """
         context = RunContext(
-            throttling_disabled=throttling_disabled, injected=injected, kicks=kicks
+            throttling_disabled=throttling_disabled,
+            max_sample_rate=max_sample_rate,
+            injected=injected,
+            kicks=kicks,
+            actions=actions or {},
         )
         return self._run(spec, (*start_steps(), *body, *collect_steps()), context)
 
@@ -380,7 +449,12 @@ class Agent:
         self.load(spec)
         online = self.online_cpus()
         started = time.monotonic()
-        results = self.steps(steps, timeout_s=context.timeout_s)
+        if context.actions:
+            results = self.steps_with_host_actions(
+                steps, context.actions, timeout_s=context.timeout_s
+            )
+        else:
+            results = self.steps(steps, timeout_s=context.timeout_s)
         runtime_s = time.monotonic() - started
         require_ok(results)
         data = self.fetch_samples(f"samples-{self._runs:02d}.bin")

@@ -14,7 +14,7 @@ dt has no EOF: the final read ends on its timeout once the rings are empty::
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from harness.agent import profctl as pc
@@ -52,6 +52,8 @@ class DtPlan:
     period_ns: int = 1_000_000
     background_reader: bool = False
     background_s: int = 4  # the background reader stops after this, drained or not
+    #: Marker name → what the host does there (see `Agent.steps_with_host_actions`).
+    actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
 
 
 def dt_ioctl_step(name: str, data: bytes = b"") -> str:
@@ -164,7 +166,10 @@ def dt_run(agent: Agent, spec: AgentSpec, plan: DtPlan) -> DtRun:
         pc.wait_step(),
         *collect_steps(plan.read_size),
     )
-    results = agent.steps(steps, timeout_s=120)
+    if plan.actions:
+        results = agent.steps_with_host_actions(steps, plan.actions, timeout_s=120)
+    else:
+        results = agent.steps(steps, timeout_s=120)
     drain = results[steps.index(pc.read_step(FD, EVENTS, plan.read_size))]
     if not drain.ok and drain.errno != "EINTR":
         raise InfraError(f"dt drain read failed: {drain.describe()}")

@@ -172,6 +172,16 @@ def readbg_step(fd: int, path: str, chunk: int) -> str:
     return "readbg:" + read_step(fd, path, chunk).removeprefix("read:")
 
 
+def mark_step(path: str) -> str:
+    """Create ``path`` in the guest: tells the host the sequence reached this point."""
+    return f"mark:{_guest_path(path)}"
+
+
+def await_step(path: str) -> str:
+    """Wait until ``path`` exists (the host's go-ahead), at most the current timeout."""
+    return f"await:{_guest_path(path)}"
+
+
 def pin_step(cpu: int) -> str:
     """``pin:CPU``: pin profctl itself to ``cpu`` for the steps that follow.
 
