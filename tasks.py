@@ -225,11 +225,13 @@ def matrix(c: Context, name: str, format: str = "text", k: str | None = None) ->
                       "(with --bundle: a bundle directory)",
           "repeat": "attempts (default: the scenario's own count)",
           "bundle": "replay the bundle directory given instead, and compare verdicts",
-          "dump_memory": "on a guest failure, save the guest's memory (QMP dump-guest-memory)"},
+          "dump_memory": "on a guest failure, save the guest's memory (QMP dump-guest-memory)",
+          "deterministic": "-icount shift=0 with one TCG thread; report numbers identical "
+                           "across attempts"},
 )  # fmt: skip
 @cli
 def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
-          dump_memory: bool = False) -> None:  # fmt: skip
+          dump_memory: bool = False, deterministic: bool = False) -> None:  # fmt: skip
     """Run a reproduction scenario into a bundle, or (--bundle DIR) replay a bundle."""
     if bundle:
         result, notes = reprolib.replay_bundle(Path(scenario), Cache.default())
@@ -240,13 +242,20 @@ def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
     else:
         loaded = load_scenario(find_scenario(scenario))
         result = reprolib.run_scenario(loaded, Cache.default(), repeat=repeat or None,
-                                       dump_memory=dump_memory)  # fmt: skip
+                                       dump_memory=dump_memory,
+                                       deterministic=deterministic)  # fmt: skip
     for number, verdicts in enumerate(result.verdicts, 1):
         for verdict in verdicts:
             mark = "held  " if verdict.held else "FAILED"
             print(f"attempt {number}: {mark} {verdict.expectation} (observed {verdict.observed})")
     print(f"reproduced in {result.reproduced} of {result.attempts} attempt(s); "
           f"bundle: {result.bundle}")  # fmt: skip
+    across = json.loads((result.bundle / "bundle.json").read_text())["across_attempts"]
+    if result.attempts > 1:
+        print(
+            f"numbers identical across attempts: {across['identical']} of "
+            f"{across['numbers']}; differing: {', '.join(across['differing']) or 'none'}"
+        )
     if result.reproduced != result.attempts:
         raise Exit(code=4)
 

@@ -155,6 +155,31 @@ def observe(run: Run, name: str) -> int:
     return sum(1 for cpu in records if cpu == int(parts[2]))  # samples.cpu.<n>
 
 
+def numbers(run: Run) -> dict[str, int]:
+    """Every counter of a run under one flat name (``stats.x``, ``core.0.x`` ...)."""
+    if isinstance(run, DtRun):
+        stats, percpu, core = run.after_read.gstats, run.after_read.percpu, run.core
+        count = len(run.events)
+    else:
+        snap = run.snapshot
+        stats, percpu, core = snap.stats, snap.stats_percpu, snap.core
+        count = len(run.samples)
+    flat = {"samples": count, **{f"stats.{k}": int(v) for k, v in stats.items()}}
+    for kind, table in (("percpu", percpu), ("core", core)):
+        for cpu, values in table.items():
+            flat.update({f"{kind}.{cpu}.{name}": int(v) for name, v in values.items()})
+    return flat
+
+
+def compare_numbers(attempts: Sequence[Mapping[str, int]]) -> dict[str, object]:
+    """Which numbers were identical across attempts, and the ones that were not."""
+    names = sorted(set().union(*attempts)) if attempts else []
+    differing = {n: [a.get(n) for a in attempts] for n in names
+                 if len({a.get(n) for a in attempts}) > 1}  # fmt: skip
+    return {"numbers": len(names), "identical": len(names) - len(differing),
+            "differing": differing}  # fmt: skip
+
+
 def judge(expect: Sequence[Expectation], run: Run) -> tuple[Verdict, ...]:
     """Every expectation against ``run``: oracles by name, values by relation."""
     violations = check_dt(run) if isinstance(run, DtRun) else check_sampling(run)
@@ -174,9 +199,12 @@ def judge(expect: Sequence[Expectation], run: Run) -> tuple[Verdict, ...]:
 
 def run_scenario(
     scenario: Scenario, cache: Cache, *, repeat: int | None = None, dump_memory: bool = False,
-    out: Path | None = None,
+    deterministic: bool = False, out: Path | None = None,
 ) -> ReproResult:  # fmt: skip
     """Run ``scenario`` ``repeat`` times (default: its own count) into a new bundle.
+
+    ``deterministic`` runs under ``-icount shift=0`` with one TCG thread, and the
+    bundle says which numbers were identical across the attempts.
 
     :raise ConfigError: the scenario cannot run here (e.g. KVM demanded).
     :raise InfraError: the host side failed.
@@ -188,27 +216,25 @@ def run_scenario(
     arch = arches.get(guest_setup.arch)
     accel, why = choose_accel(arch, guest_setup.accel, cache)
     spec = MachineSpec(arch=arch, topology=guest_setup.topology, nmi=guest_setup.nmi,
-                       accel=accel, kernel_args=guest_setup.kernel_args)  # fmt: skip
+                       accel=accel, kernel_args=guest_setup.kernel_args,
+                       tcg_threads="single" if deterministic else "multi",
+                       icount_shift=0 if deterministic else None)  # fmt: skip
     images = prepare_images(arch, guest_setup.variant, cache)
     build = export_agent(scenario.agent, images, cache, bundle / "agent")
     attempts = repeat or scenario.repeat
-    verdicts = tuple(
-        _attempt(
-            scenario,
-            spec,
-            images=images,
-            build=build,
-            cache=cache,
-            workdir=bundle / f"attempt-{n + 1}",
-            dump_memory=dump_memory,
-        )
+    outcomes = [
+        _attempt(scenario, spec, images=images, build=build, cache=cache,
+                 workdir=bundle / f"attempt-{n + 1}", dump_memory=dump_memory)
         for n in range(attempts)
-    )
+    ]  # fmt: skip
+    verdicts = tuple(verdict for verdict, _ in outcomes)
     reproduced = sum(all(v.held for v in attempt) for attempt in verdicts)
     record = {"scenario": scenario.name, "seed": scenario.seed, "accel": accel,
               "accel_reason": why, "images": images.record(), "agent": build.record(),
               "host": host_facts(), "attempts": attempts, "reproduced": reproduced,
-              "verdicts": [[_verdict_dict(v) for v in one] for one in verdicts]}  # fmt: skip
+              "verdicts": [[_verdict_dict(v) for v in one] for one in verdicts],
+              "deterministic": deterministic,
+              "across_attempts": compare_numbers([n for _, n in outcomes])}  # fmt: skip
     write_json_atomic(bundle / "bundle.json", record)
     LOG.info("%s: %d of %d attempts reproduced every expectation; bundle %s",
              scenario.name, reproduced, attempts, bundle)  # fmt: skip
@@ -222,14 +248,15 @@ def _verdict_dict(verdict: Verdict) -> dict[str, object]:
 def _attempt(
     scenario: Scenario, spec: MachineSpec, *, images: GuestImages, build: AgentBuild,
     cache: Cache, workdir: Path, dump_memory: bool,
-) -> tuple[Verdict, ...]:  # fmt: skip
+) -> tuple[tuple[Verdict, ...], dict[str, int]]:  # fmt: skip
     with Guest(spec, images, workdir, timeouts=Timeouts.from_env()) as guest:
         agent = Agent(guest.shell, build, build_profctl(spec.arch, cache), workdir,
                       nmi_expected=spec.nmi,
                       cycles_per_ns=spec.arch.cycles_per_ns(spec.accel))  # fmt: skip
         agent.deploy()
         try:
-            return judge(scenario.expect, _run(scenario, agent, guest))
+            run = _run(scenario, agent, guest)
+            return judge(scenario.expect, run), numbers(run)
         except GuestError:
             if dump_memory and guest.vm.exitcode() is None:
                 target = workdir / "guest-memory.elf"
@@ -273,7 +300,8 @@ def replay_bundle(bundle: Path, cache: Cache) -> tuple[ReproResult, list[str]]:
     """
     recorded = json.loads((bundle / "bundle.json").read_text())
     scenario = load_scenario(_as_named(bundle))
-    new = run_scenario(scenario, cache, repeat=recorded["attempts"])
+    new = run_scenario(scenario, cache, repeat=recorded["attempts"],
+                       deterministic=recorded.get("deterministic", False))  # fmt: skip
     now = json.loads((new.bundle / "bundle.json").read_text())
     notes = [
         f"{key}: bundle {recorded['images'][key]} → now {now['images'][key]} (rebuilt from "

@@ -112,9 +112,9 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
         prepare_images(arches.get(arch), variant, cache)
     static_ok = checks.run_checks(checks.LINT_CHECKS)
     junit = new_run_dir("ci", "all") / "junit.xml"
-    status = _run(pytest_argv(["tests/unit", "tests/guest"], [], workers=workers,
+    status = _run(pytest_argv(["tests/unit", "tests/guest", "tests/scenarios"], [], workers=workers,
                               extra=[f"--junitxml={junit}"]))  # fmt: skip
-    LOG.info("unit + guest tiers: exit status %d; JUnit: %s", status, junit)
+    LOG.info("unit, guest and scenario tiers: exit status %d; JUnit: %s", status, junit)
     matrix_status = run_matrix("quick", cache, workers=str(workers))  # every commit
     if not static_ok:
         LOG.error("static checks failed (see above)")
