@@ -14,6 +14,7 @@ counters and the sample stream::
 
 from __future__ import annotations
 
+import csv
 import functools
 import json
 import logging
@@ -27,18 +28,13 @@ from harness import arches
 from harness.accel import choose_accel
 from harness.agent import profctl as pc
 from harness.agent.build import AgentBuild, export_agent
-from harness.agent.driver import (
-    Agent,
-    host_action_steps,
-    inject_step,
-    kick_step,
-    probe_step,
-)
+from harness.agent.driver import Agent
 from harness.agent.dt_run import DtPlan, dt_run, nest_step, skip_step
 from harness.agent.oracles import check_sampling
 from harness.agent.oracles_dt import check_dt
 from harness.agent.profctl import build_profctl
 from harness.agent.results import DtRun, SamplingRun
+from harness.agent.steps import host_action_steps, inject_step, kick_step, probe_step
 from harness.cache import Cache, write_json_atomic
 from harness.errors import ConfigError, GuestError
 from harness.guest import Guest
@@ -180,6 +176,17 @@ def compare_numbers(attempts: Sequence[Mapping[str, int]]) -> dict[str, object]:
             "differing": differing}  # fmt: skip
 
 
+def write_records(run: Run, path: Path) -> Path:
+    """The decoded sample (tprof) or event (dt) stream as CSV, one record a line."""
+    rows = run.events if isinstance(run, DtRun) else run.samples
+    fields = list(type(rows[0]).__slots__) if rows else []
+    with path.open("w", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(fields)
+        writer.writerows([getattr(row, f) for f in fields] for row in rows)
+    return path
+
+
 def judge(expect: Sequence[Expectation], run: Run) -> tuple[Verdict, ...]:
     """Every expectation against ``run``: oracles by name, values by relation."""
     violations = check_dt(run) if isinstance(run, DtRun) else check_sampling(run)
@@ -256,6 +263,7 @@ def _attempt(
         agent.deploy()
         try:
             run = _run(scenario, agent, guest)
+            write_records(run, workdir / "samples.csv")
             return judge(scenario.expect, run), numbers(run)
         except GuestError:
             if dump_memory and guest.vm.exitcode() is None:
@@ -304,11 +312,13 @@ def replay_bundle(bundle: Path, cache: Cache) -> tuple[ReproResult, list[str]]:
                        deterministic=recorded.get("deterministic", False))  # fmt: skip
     now = json.loads((new.bundle / "bundle.json").read_text())
     notes = [
-        f"{key}: bundle {recorded['images'][key]} → now {now['images'][key]} (rebuilt from "
-        "the current tree; the old image is no longer in the cache)"
+        f"{key}: bundle {recorded['images'][key]} → now {now['images'][key]} (built from "
+        "the current tree; the replay ran on the new image)"
         for key in ("kernel_sha256", "rootfs_sha256")
         if recorded["images"].get(key) != now["images"].get(key)
     ]
+    if recorded["agent"].get("agent_sources") != now["agent"].get("agent_sources"):
+        notes.append("agent sources differ: the templates changed since the bundle was made")
     before = [[(v["expectation"], v["held"]) for v in a] for a in recorded["verdicts"]]
     after = [[(v["expectation"], v["held"]) for v in a] for a in now["verdicts"]]
     if before != after:

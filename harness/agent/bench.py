@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.agent.build import build_agent
-from harness.agent.driver import Agent, SamplingPlan
+from harness.agent.driver import Agent
 from harness.agent.flavours import TPROF_DROP_CAUSES
 from harness.agent.profctl import build_profctl
 from harness.agent.results import SamplingRun
 from harness.agent.spec import AgentSpec
+from harness.agent.steps import SamplingPlan
 from harness.arches import ArchProfile
 from harness.cache import Cache
 from harness.guest import Guest

@@ -18,19 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from harness.agent import profctl as pc
-from harness.agent.driver import (
-    DEBUGFS,
-    DEVICE,
-    FD,
-    GUEST_DIR,
-    Agent,
-    parse_percpu,
-    require_ok,
-)
+from harness.agent.driver import Agent
 from harness.agent.flavours import DT, DT_OPEN_STATS
 from harness.agent.layouts import DT_EVT, DT_PCPU_HDR, DT_PCPU_MAX, DT_REQ, DT_STAT, ioctl_named
 from harness.agent.results import DtEvent, DtOpenStats, DtRun
 from harness.agent.spec import AgentSpec
+from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu, require_ok
 from harness.errors import InfraError
 
 PROBE_PROFILE = 1

@@ -16,9 +16,14 @@ import pytest
 
 from harness.agent import profctl as pc
 from harness.agent.build import AgentBuild
-from harness.agent.driver import (
+from harness.agent.driver import Agent
+from harness.agent.flavours import TPROF
+from harness.agent.oracles import applicable_oracles, check_sampling
+from harness.agent.report import format_cpu_table, format_verdicts
+from harness.agent.results import SamplingRun
+from harness.agent.spec import AgentSpec
+from harness.agent.steps import (
     DEVICE,
-    Agent,
     SamplingPlan,
     collect_steps,
     decode_stat,
@@ -27,11 +32,6 @@ from harness.agent.driver import (
     kick_step,
     start_steps,
 )
-from harness.agent.flavours import TPROF
-from harness.agent.oracles import applicable_oracles, check_sampling
-from harness.agent.report import format_cpu_table, format_verdicts
-from harness.agent.results import SamplingRun
-from harness.agent.spec import AgentSpec
 from harness.errors import BuildError, ConfigError, ModuleLoadError
 from harness.images import GuestImages
 from harness.modules import build_module

@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from harness.agent import profctl as pc
-from harness.agent.driver import DEVICE, Agent, inject_step
+from harness.agent.driver import Agent
 from harness.agent.dt_run import (
     DtPlan,
     dt_ioctl_step,
@@ -33,6 +33,7 @@ from harness.agent.oracles_dt import applicable_dt_oracles, check_dt
 from harness.agent.report_dt import format_dt_table, format_dt_verdicts
 from harness.agent.results import DtRun
 from harness.agent.spec import AgentSpec
+from harness.agent.steps import DEVICE, inject_step
 from harness.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 

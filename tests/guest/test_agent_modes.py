@@ -18,7 +18,7 @@ import pytest
 from harness import arches
 from harness.agent import profctl as pc
 from harness.agent.build import build_agent
-from harness.agent.driver import Agent, SamplingPlan
+from harness.agent.driver import Agent
 from harness.agent.dt_run import DtPlan, dt_run
 from harness.agent.layouts import DT_EVT
 from harness.agent.oracles import applicable_oracles, check_sampling, throttle_lost
@@ -27,6 +27,7 @@ from harness.agent.profctl import build_profctl
 from harness.agent.report import format_cpu_table, format_verdicts
 from harness.agent.results import SamplingRun
 from harness.agent.spec import AgentSpec
+from harness.agent.steps import SamplingPlan
 from harness.cache import Cache
 from harness.errors import ConfigError
 from harness.guest import Guest

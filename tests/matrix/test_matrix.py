@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from harness.agent import profctl as pc
-from harness.agent.driver import Agent, SamplingPlan
+from harness.agent.driver import Agent
 from harness.agent.dt_run import DtPlan, dt_run
 from harness.agent.flavours import TPROF_DROP_CAUSES
 from harness.agent.layouts import DT_EVT
@@ -19,6 +19,7 @@ from harness.agent.oracles import check_sampling
 from harness.agent.oracles_dt import check_dt
 from harness.agent.results import DtRun, SamplingRun
 from harness.agent.spec import AgentSpec
+from harness.agent.steps import SamplingPlan
 from harness.matrix import Cell
 from tests.matrix.conftest import record_cell
 

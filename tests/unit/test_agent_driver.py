@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from harness.agent.driver import (
+from harness.agent.layouts import TPROF_IOCTLS, Ioctl, tprof_ioctl
+from harness.agent.profctl import StepResult
+from harness.agent.steps import (
     SamplingPlan,
     collect_steps,
     decode_stat,
@@ -21,8 +23,6 @@ from harness.agent.driver import (
     snapshot_of,
     start_steps,
 )
-from harness.agent.layouts import TPROF_IOCTLS, Ioctl, tprof_ioctl
-from harness.agent.profctl import StepResult
 from harness.errors import ConfigError, InfraError
 
 DEBUGFS = "/sys/kernel/debug/profagent"

@@ -1,0 +1,190 @@
+"""Agent steps: the profctl sequences a run sends, and the parsers for what comes back.
+
+Pure: strings in, strings or values out; `harness.agent.driver` runs them in a
+guest. A step is one profctl command (see `harness.agent.profctl`); ``FD`` is
+the descriptor the first ``open`` gets, the agent's device::
+
+    steps = sampling_steps(SamplingPlan(busy_cpus=(0, 2)))  # START, spins, wait, collect
+    body = (inject_step("all", 100), kick_step(), *host_action_steps("pause"))
+    results = agent.steps(steps)          # harness.agent.driver runs them in the guest
+    require_ok(results)                   # InfraError naming the first failed step
+    snapshot_of(steps, results).stats     # {'sample': 16, ...} from the debugfs files
+    busy_of(steps, results)               # {0: (pid,), 2: (pid,)}
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness.agent import profctl as pc
+from harness.agent.layouts import TPROF_PARAM, TPROF_STAT, tprof_ioctl
+from harness.agent.results import AgentSnapshot
+from harness.errors import InfraError
+
+GUEST_DIR = "/tmp/profagent"
+DEBUGFS = "/sys/kernel/debug/profagent"
+DEVICE = "/dev/profagent"
+FD = 3  # the first descriptor profctl opens (see harness.agent.profctl)
+SAMPLES = f"{GUEST_DIR}/samples.bin"
+READ_CHUNK = 65536
+#: Where a hardware PMU lists its events (arm64: armv8_pmuv3_0, x86: cpu).
+PMU_EVENT_DIRS = (
+    "/sys/bus/event_source/devices/armv8_pmuv3*/events /sys/bus/event_source/devices/cpu/events"
+)
+SNAPSHOT_FILES = ("info", "stats", "stats_percpu", "nmi", "state")
+#: With throttling off, the perf core may take this many overflows per second.
+MAX_SAMPLE_RATE = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingPlan:
+    """The standard sampling workload: pinned busy loops, the probe, an idle phase."""
+
+    busy_cpus: tuple[int, ...]
+    busy_ms: int = 1500
+    probe_cpus: tuple[int, ...] = ()
+    probe_ms: int = 200
+    idle_ms: int = 300
+    throttling_disabled: bool = True
+    #: With throttling on: the perf core's sample-rate limit (None: its default).
+    max_sample_rate: int | None = None
+
+
+def ioctl_step(name: str, data: bytes = b"") -> str:
+    """A native tprof ioctl on the agent's descriptor."""
+    ioctl = tprof_ioctl(name)
+    return pc.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
+
+
+def start_steps() -> tuple[str, ...]:
+    """Open the device and START (the seed ignores START's argument)."""
+    return (pc.open_step(DEVICE), ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size)))
+
+
+def inject_step(cpu: int | str, count: int, ctx: str = "nmi") -> str:
+    """Inject ``count`` producer calls on ``cpu`` (or ``"all"``), synchronously."""
+    return pc.write_step(f"{DEBUGFS}/inject", f"cpu={cpu} count={count} ctx={ctx}")
+
+
+def kick_step(cpu: int | str = "all") -> str:
+    """One manual drain on ``cpu`` (or every online CPU)."""
+    return pc.write_step(f"{DEBUGFS}/kick", str(cpu))
+
+
+def probe_step(cpu: int, ms: int) -> str:
+    """Spin ``ms`` with IRQs masked on ``cpu``, counting overflows that land inside."""
+    return pc.write_step(f"{DEBUGFS}/probe", f"cpu={cpu} ms={ms}")
+
+
+def collect_steps() -> tuple[str, ...]:
+    """STOP, read the stream to EOF, snapshot every debugfs file, GETSTAT, close."""
+    return (
+        ioctl_step("TPROF_IOC_STOP"),
+        pc.timeout_step(60),
+        pc.read_step(FD, SAMPLES, READ_CHUNK),
+        *(pc.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES),
+        ioctl_step("TPROF_IOC_GETSTAT"),
+        pc.close_step(FD),
+    )
+
+
+def sampling_steps(plan: SamplingPlan) -> tuple[str, ...]:
+    """The whole standard run as one profctl sequence."""
+    return (
+        *start_steps(),
+        *(pc.spin_step(cpu, plan.busy_ms) for cpu in plan.busy_cpus),
+        *(probe_step(cpu, plan.probe_ms) for cpu in plan.probe_cpus),
+        pc.wait_step(),
+        pc.sleep_step(plan.idle_ms),
+        *collect_steps(),
+    )
+
+
+def _failure_of(outcome: Sequence[object]) -> BaseException | None:
+    return outcome[0] if outcome and isinstance(outcome[0], BaseException) else None
+
+
+def _marker_paths(name: str) -> tuple[str, str]:
+    return f"{GUEST_DIR}/at-{name}", f"{GUEST_DIR}/go-{name}"
+
+
+def host_action_steps(name: str) -> tuple[str, ...]:
+    """Steps that hold the sequence at ``name`` until the host has acted."""
+    marker, go = _marker_paths(name)
+    return (pc.mark_step(marker), pc.await_step(go))
+
+
+def busy_of(steps: Sequence[str], results: Sequence[pc.StepResult]) -> dict[int, tuple[int, ...]]:
+    """CPU → PIDs of the busy loops the ``spin`` steps started there."""
+    busy: dict[int, tuple[int, ...]] = {}
+    for step, result in zip(steps, results, strict=True):
+        if step.startswith("spin:"):
+            cpu = result.int_value("cpu")
+            busy[cpu] = (*busy.get(cpu, ()), result.int_value("pid"))
+    return busy
+
+
+def parse_pairs(lines: Sequence[str]) -> dict[str, str]:
+    """``name value`` lines → dict."""
+    pairs = {}
+    for line in lines:
+        name, _, value = line.partition(" ")
+        pairs[name] = value.strip()
+    return pairs
+
+
+def parse_percpu(lines: Sequence[str]) -> dict[int, dict[str, int]]:
+    """``cpu name value`` lines → {cpu: {name: value}}.
+
+    :raise InfraError: a line is not three fields with integer CPU and value.
+    """
+    table: dict[int, dict[str, int]] = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) != 3 or not fields[0].isdigit() or not fields[2].isdigit():
+            raise InfraError(f"malformed per-CPU line from the agent: {line!r}")
+        table.setdefault(int(fields[0]), {})[fields[1]] = int(fields[2])
+    return table
+
+
+def parse_snapshot(files: dict[str, tuple[str, ...]]) -> AgentSnapshot:
+    """The debugfs files (name → lines) → `AgentSnapshot`."""
+    return AgentSnapshot(
+        info=parse_pairs(files["info"]),
+        stats={k: int(v) for k, v in parse_pairs(files["stats"]).items()},
+        stats_percpu=parse_percpu(files["stats_percpu"]),
+        core=parse_percpu(files["nmi"]),
+        state=parse_pairs(files["state"]),
+    )
+
+
+def snapshot_of(steps: Sequence[str], results: Sequence[pc.StepResult]) -> AgentSnapshot:
+    """The snapshot from the last ``cat`` of each debugfs file among ``steps``.
+
+    :raise InfraError: a file was not read.
+    """
+    files: dict[str, tuple[str, ...]] = {}
+    for step, result in zip(steps, results, strict=True):
+        if result.op == "cat" and result.ok and step.startswith(f"cat:{DEBUGFS}/"):
+            files[step.rsplit("/", 1)[-1]] = result.lines
+    missing = [name for name in SNAPSHOT_FILES if name not in files]
+    if missing:
+        raise InfraError(f"the run did not read the agent's {', '.join(missing)}")
+    return parse_snapshot(files)
+
+
+def decode_stat(data: bytes) -> dict[str, int]:
+    """TPROF_IOC_GETSTAT's 48 bytes → the six seed counters."""
+    return dict(zip(TPROF_STAT.names, struct.unpack(TPROF_STAT.struct_format, data), strict=True))
+
+
+def require_ok(results: Sequence[pc.StepResult]) -> None:
+    """Raise on the first failed step.
+
+    :raise InfraError: naming the step and its errno.
+    """
+    for result in results:
+        if not result.ok:
+            raise InfraError(f"agent step failed: {result.describe()}")
