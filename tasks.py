@@ -252,9 +252,13 @@ def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
           f"bundle: {result.bundle}")  # fmt: skip
     across = json.loads((result.bundle / "bundle.json").read_text())["across_attempts"]
     if result.attempts > 1:
+        differing = list(across["differing"])
+        shown = ", ".join(differing[:8])
+        if len(differing) > 8:
+            shown += f" and {len(differing) - 8} more"
         print(
             f"numbers identical across attempts: {across['identical']} of "
-            f"{across['numbers']}; differing: {', '.join(across['differing']) or 'none'}"
+            f"{across['numbers']}; differing: {shown or 'none'} (all in bundle.json)"
         )
     if result.reproduced != result.attempts:
         raise Exit(code=4)
