@@ -18,7 +18,6 @@ file, the matrix, the key and the reason.
 from __future__ import annotations
 
 import itertools
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from harness.errors import ConfigError
 from harness.kernel import Variant, check_variant
 from harness.paths import REPO_ROOT
 from harness.qemu.argv import MachineSpec
+from harness.tomlfile import read_toml
 from harness.topology import CpuTopology
 
 MATRIX_FILE = REPO_ROOT / "tests" / "matrix.toml"
@@ -93,7 +93,7 @@ def load_matrices(path: Path = MATRIX_FILE) -> dict[str, Matrix]:
     :raise ConfigError: unreadable file, bad TOML, or any invalid matrix; the
         message names the file, the matrix, the key and the reason.
     """
-    data = _read_toml(path)
+    data = read_toml(path, "matrix")
     unknown = sorted(set(data) - {"matrix"})
     if unknown:
         raise ConfigError(
@@ -177,17 +177,6 @@ class _Where:
     def error(self, key: str | None, reason: str) -> ConfigError:
         where = f"{self.path}: matrix {self.matrix!r}"
         return ConfigError(f"{where}, key {key!r}: {reason}" if key else f"{where}: {reason}")
-
-
-def _read_toml(path: Path) -> dict[str, object]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the matrix file: {exc.strerror}") from exc
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
 
 
 def _parse_matrix(where: _Where, table: object) -> Matrix:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,17 +87,6 @@ class _Context(_Where):
     flavour: flavours.FlavourInfo
     arch: arches.ArchProfile
     cpus: int
-
-
-def _read_toml(path: Path) -> dict[str, object]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the scenario file: {exc.strerror}") from exc
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
 
 
 def _table(

@@ -30,7 +30,6 @@ from harness.scenario_checks import (
     _expectation,
     _guest,
     _int,
-    _read_toml,
     _step,
     _str,
     _table,
@@ -52,6 +51,7 @@ from harness.scenario_types import (
     Relation,
     Step,
 )
+from harness.tomlfile import read_toml
 
 #: The public API, the vocabulary from `harness.scenario_types` included.
 __all__ = [
@@ -111,7 +111,7 @@ def load_scenario(path: Path) -> Scenario:
         names the file, the key and the reason.
     """
     where = _Where(path)
-    data = _table(where, "", _read_toml(path), _TOP_KEYS)
+    data = _table(where, "", read_toml(path, "scenario"), _TOP_KEYS)
     name = _str(where, "name", data.get("name"))
     if not _NAME.fullmatch(name) or name != path.stem:
         raise where.error(
