@@ -102,6 +102,7 @@ class Agent:
         self.cycles_per_ns = cycles_per_ns  # the arch's fixed cycle rate, if it has one
         self.loaded: AgentSpec | None = None
         self._runs = 0
+        self._pmu: tuple[frozenset[str], bool] | None = None
 
     def deploy(self) -> None:
         """Copy the module and profctl into the guest."""
@@ -126,26 +127,35 @@ class Agent:
         LOG.info("agent loaded: %s", " ".join(spec.module_params()))
 
     def pmu_events(self) -> tuple[frozenset[str], bool]:
-        """The guest PMU's event names (sysfs), and whether it has a PMU at all."""
-        listing = self.shell.run(f"ls {PMU_EVENT_DIRS} 2>/dev/null", check=False).stdout
-        names = frozenset(listing.split())
-        return names, bool(names)
+        """The guest PMU's event names (sysfs), and whether it has a PMU at all.
+
+        Read once per agent: a guest's PMU does not change while it runs.
+        """
+        if self._pmu is None:
+            listing = self.shell.run(f"ls {PMU_EVENT_DIRS} 2>/dev/null", check=False).stdout
+            names = frozenset(listing.split())
+            self._pmu = (names, bool(names))
+        return self._pmu
 
     def insmod(self, params: Sequence[str]) -> None:
         """``insmod`` the agent with raw ``params`` (unloading a loaded one first).
 
+        One guest command: dmesg is read back only when insmod fails, and then only
+        the lines it added.
+
         :raise ModuleLoadError: insmod failed; carries the dmesg lines it caused.
         """
         self.unload()
-        before = len(self.shell.run("dmesg").stdout.splitlines())
-        command = shlex.join(["insmod", f"{GUEST_DIR}/profagent.ko", *params])
-        result = self.shell.run(command, check=False)
+        insmod = shlex.join(["insmod", f"{GUEST_DIR}/profagent.ko", *params])
+        result = self.shell.run(
+            f"n=$(dmesg | wc -l); {insmod} || {{ s=$?; dmesg | tail -n +$((n + 1)) >&2; "
+            "exit $s; }",
+            check=False,
+        )
         if result.exit_status != 0:
-            new = self.shell.run("dmesg").stdout.splitlines()[before:]
-            raise ModuleLoadError(
-                f"the agent did not load: {result.stderr.strip() or result.stdout.strip()}",
-                "\n".join(new),
-            )
+            lines = result.stderr.splitlines()
+            why = lines[0].strip() if lines else result.stdout.strip()
+            raise ModuleLoadError(f"the agent did not load: {why}", "\n".join(lines[1:]))
 
     def unload(self) -> None:
         """Unload the module if it is loaded."""
@@ -313,7 +323,7 @@ class Agent:
             online_cpus=online,
             busy=busy_of(steps, results),
             probe_cpus=context.probe_cpus,
-            nmi_expected=self._nmi_expected(spec),
+            nmi_expected=self.nmi_expected_for(spec),
             throttling_disabled=context.throttling_disabled,
             injected=context.injected,
             kicks=context.kicks,
@@ -347,7 +357,7 @@ class Agent:
         path.write_text(json.dumps(record, indent=1) + "\n")
         return path
 
-    def _nmi_expected(self, spec: AgentSpec) -> bool:
+    def nmi_expected_for(self, spec: AgentSpec) -> bool:
         """Whether overflows arrive as NMIs: the PMU in NMI mode; a software clock never."""
         return self.nmi_expected and spec.event != "cpu-clock"
 

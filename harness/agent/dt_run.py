@@ -180,7 +180,7 @@ def dt_run(agent: Agent, spec: AgentSpec, plan: DtPlan) -> DtRun:
         read_size=plan.read_size,
         online_cpus=online,
         core=parse_percpu(results[-2].lines),
-        nmi_expected=agent.nmi_expected and spec.event != "cpu-clock",
+        nmi_expected=agent.nmi_expected_for(spec),
         injected=plan.injected,
         nested=plan.nested,
         skips=plan.skips,
