@@ -20,23 +20,26 @@ from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
 
-from harness import arches, checks, hostdeps, testrun
-from harness import bench as benchmod
-from harness import repro as reprolib
-from harness import rootfs as rootfsmod
+from harness import arches
 from harness.agent.build import export_agent
 from harness.agent.spec import AgentSpec, parse_quirks
-from harness.cache import Cache
+from harness.build import hostdeps
+from harness.build import rootfs as rootfsmod
+from harness.build.cache import Cache
+from harness.build.images import prepare_images
+from harness.build.kernel import KernelRequest, build_kernel, check_variant
+from harness.build.keys import ensure_keypair
+from harness.cli import bench as benchmod
+from harness.cli import checks, testrun
+from harness.cli.cachelist import format_listing, prune_cache, survey_cache
+from harness.cli.session import GuestRequest, interactive_shell, parse_cpus, parse_nmi
 from harness.errors import ConfigError, HarnessError
-from harness.images import format_listing, prepare_images, prune_cache, survey_cache
-from harness.kernel import KernelRequest, build_kernel, check_variant
-from harness.keys import ensure_keypair
-from harness.matrix import get_matrix, github_matrix, select
+from harness.matrix.load import get_matrix, github_matrix, select
 from harness.process import handle_sigterm
-from harness.record import new_run_dir
-from harness.scenarios import find_scenario, load_scenario
-from harness.session import GuestRequest, interactive_shell, parse_cpus, parse_nmi
+from harness.scenarios import repro as reprolib
+from harness.scenarios.load import find_scenario, load_scenario
 from harness.timeouts import Timeouts
+from harness.vm.record import new_run_dir
 
 P = ParamSpec("P")
 R = TypeVar("R")

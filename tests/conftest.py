@@ -21,17 +21,17 @@ from harness.agent.build import AgentBuild, build_agent
 from harness.agent.driver import Agent
 from harness.agent.profctl import build_profctl
 from harness.agent.spec import AgentSpec
-from harness.cache import Cache
+from harness.build.cache import Cache
+from harness.build.images import GuestImages
+from harness.cli.session import GuestRequest, parse_nmi, resolve
 from harness.errors import HarnessError
-from harness.guest import Guest
-from harness.images import GuestImages
-from harness.pool import GuestPool
 from harness.process import handle_sigterm
-from harness.qemu.argv import MachineSpec
-from harness.record import new_run_dir
-from harness.session import GuestRequest, parse_nmi, resolve
 from harness.timeouts import Timeouts
-from harness.topology import CpuTopology, default_topology
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.pool import GuestPool
+from harness.vm.record import new_run_dir
+from harness.vm.topology import CpuTopology, default_topology
 
 FULL_SET_CPUS = (1, 2, 4, 8)
 POOLS = pytest.StashKey[list[GuestPool]]()

@@ -28,13 +28,13 @@ from harness.agent.results import SamplingRun
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
 from harness.arches import ArchProfile
-from harness.cache import Cache
-from harness.guest import Guest
-from harness.images import GuestImages
-from harness.qemu.argv import MachineSpec
-from harness.record import new_run_dir
+from harness.build.cache import Cache
+from harness.build.images import GuestImages
 from harness.timeouts import Timeouts
-from harness.topology import default_topology
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.record import new_run_dir
+from harness.vm.topology import default_topology
 
 LOG = logging.getLogger(__name__)
 BENCH_CPUS = 2

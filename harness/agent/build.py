@@ -26,9 +26,9 @@ from harness.agent import flavours
 from harness.agent.render import DECODER, RenderedAgent, load_decoder, render_agent
 from harness.agent.results import Sample
 from harness.agent.spec import AgentSpec
-from harness.cache import Cache, content_key, file_sha256
-from harness.images import GuestImages
-from harness.modules import build_module
+from harness.build.cache import Cache, content_key, file_sha256
+from harness.build.images import GuestImages
+from harness.build.modules import build_module
 
 LOG = logging.getLogger(__name__)
 

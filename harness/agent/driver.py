@@ -55,7 +55,7 @@ LOG = logging.getLogger(__name__)
 
 
 class AgentShell(pc.CommandShell, Protocol):
-    """A guest shell that can also copy files in and out (`harness.ssh.GuestShell`)."""
+    """A guest shell that can also copy files in and out (`harness.vm.ssh.GuestShell`)."""
 
     def put(self, local: Path, remote: str, *, mode: int | None = None) -> None:
         """Copy ``local`` to guest path ``remote``."""

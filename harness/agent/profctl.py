@@ -35,7 +35,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from harness.arches import ArchProfile
-from harness.cache import Cache, content_key, file_sha256
+from harness.build.cache import Cache, content_key, file_sha256
 from harness.errors import BuildError, ConfigError, GuestCommandError, HostSetupError, InfraError
 from harness.paths import GUEST_DIR
 from harness.process import run_logged, tool_version
@@ -343,7 +343,7 @@ def _compile(out: Path, *, source: Path, text: str, compiler: str, version: str)
 
 
 class CommandOutput(Protocol):
-    """What a guest command left behind (`harness.ssh.CommandResult`)."""
+    """What a guest command left behind (`harness.vm.ssh.CommandResult`)."""
 
     @property
     def exit_status(self) -> int:
@@ -359,7 +359,7 @@ class CommandOutput(Protocol):
 
 
 class CommandShell(Protocol):
-    """Runs a shell command in the guest (`harness.ssh.GuestShell`)."""
+    """Runs a shell command in the guest (`harness.vm.ssh.GuestShell`)."""
 
     def run(
         self, command: str, *, timeout_s: float | None = None, check: bool = True

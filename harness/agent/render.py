@@ -29,7 +29,7 @@ from harness.agent.layouts import (
     TPROF_VERSION,
 )
 from harness.agent.spec import AgentSpec
-from harness.cache import content_key
+from harness.build.cache import content_key
 from harness.errors import ConfigError
 from harness.templates import render
 

@@ -11,11 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from harness.cache import Cache
-from harness.guest import Guest
+from harness.build.cache import Cache
+from harness.cli.session import GuestRequest, resolve
 from harness.process import handle_sigterm
-from harness.session import GuestRequest, resolve
 from harness.timeouts import Timeouts
+from harness.vm.guest import Guest
 
 
 def main(workdir: Path) -> None:

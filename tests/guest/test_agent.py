@@ -32,11 +32,11 @@ from harness.agent.steps import (
     kick_step,
     start_steps,
 )
+from harness.build.images import GuestImages
+from harness.build.modules import build_module
 from harness.errors import BuildError, ConfigError, ModuleLoadError
-from harness.images import GuestImages
-from harness.modules import build_module
-from harness.qemu.argv import MachineSpec
-from harness.topology import CpuTopology
+from harness.vm.argv import MachineSpec
+from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 
 pytestmark = pytest.mark.guest

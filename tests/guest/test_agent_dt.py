@@ -34,7 +34,7 @@ from harness.agent.report_dt import format_dt_table, format_dt_verdicts
 from harness.agent.results import DtRun
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEVICE, inject_step
-from harness.topology import CpuTopology
+from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 
 pytestmark = pytest.mark.guest

@@ -28,14 +28,14 @@ from harness.agent.report import format_cpu_table, format_verdicts
 from harness.agent.results import SamplingRun
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
-from harness.cache import Cache
+from harness.build.cache import Cache
+from harness.build.images import GuestImages, prepare_images
+from harness.build.kernel import KernelRequest, find_kernel
 from harness.errors import ConfigError
-from harness.guest import Guest
-from harness.images import GuestImages, prepare_images
-from harness.kernel import KernelRequest, find_kernel
-from harness.qemu.argv import MachineSpec
 from harness.timeouts import Timeouts
-from harness.topology import CpuTopology
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.topology import CpuTopology
 
 pytestmark = pytest.mark.guest
 TWO_SOCKETS = CpuTopology(sockets=2, cores=1, threads=1)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.guest import Guest
-from harness.topology import CpuTopology, check_guest_topology, check_qmp_topology
+from harness.vm.guest import Guest
+from harness.vm.topology import CpuTopology, check_guest_topology, check_qmp_topology
 
 pytestmark = pytest.mark.guest
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.build.images import GuestImages
 from harness.errors import BootHang, GuestCrash, InfraError
-from harness.guest import Guest
-from harness.images import GuestImages
-from harness.qemu.argv import MachineSpec
 from harness.timeouts import Timeouts, wait_until
-from harness.topology import CpuTopology
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.topology import CpuTopology
 from tests.guest.procs import process_gone
 
 pytestmark = [pytest.mark.guest, pytest.mark.selftest]

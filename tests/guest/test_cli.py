@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.cache import Cache
+from harness.build.cache import Cache
+from harness.build.images import GuestImages
 from harness.errors import VmLaunchError
-from harness.guest import Guest
-from harness.images import GuestImages
-from harness.qemu.argv import MachineSpec
 from harness.timeouts import Timeouts
-from harness.topology import CpuTopology
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.topology import CpuTopology
 from tests.guest.procs import process_gone
 
 pytestmark = [pytest.mark.guest, pytest.mark.selftest]

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.build.images import GuestImages
+from harness.build.modules import build_module
 from harness.errors import BuildError
-from harness.guest import Guest
-from harness.images import GuestImages
-from harness.modules import build_module
-from harness.qemu.argv import MachineSpec
-from harness.topology import CpuTopology
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.topology import CpuTopology
 
 pytestmark = pytest.mark.guest
 HELLO = Path(__file__).resolve().parents[1] / "data" / "modules" / "hello"

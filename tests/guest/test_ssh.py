@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import GuestCommandError
-from harness.guest import Guest
-from harness.ssh import GuestCommandTimeout
-from harness.topology import CpuTopology
+from harness.vm.guest import Guest
+from harness.vm.ssh import GuestCommandTimeout
+from harness.vm.topology import CpuTopology
 
 pytestmark = pytest.mark.guest
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.cache import Cache
-from harness.guest import Guest
-from harness.images import prepare_images
-from harness.kernel import KernelRequest, find_kernel
-from harness.qemu.argv import MachineSpec
+from harness.build.cache import Cache
+from harness.build.images import prepare_images
+from harness.build.kernel import KernelRequest, find_kernel
 from harness.timeouts import Timeouts
-from harness.topology import CpuTopology
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.topology import CpuTopology
 
 pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 ARM64 = arches.get("arm64")

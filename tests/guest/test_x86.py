@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.accel import boot_probe
-from harness.cache import Cache
-from harness.guest import Guest
-from harness.images import prepare_images
-from harness.kernel import KernelRequest, find_kernel
-from harness.preflight import check_facts
-from harness.qemu.argv import MachineSpec
+from harness.build.cache import Cache
+from harness.build.images import prepare_images
+from harness.build.kernel import KernelRequest, find_kernel
 from harness.timeouts import Timeouts
-from harness.topology import CpuTopology
+from harness.vm.accel import boot_probe
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.preflight import check_facts
+from harness.vm.topology import CpuTopology
 
 pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 X86 = arches.get("x86_64")

@@ -19,20 +19,20 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.accel import choose_accel
 from harness.agent.build import build_agent
 from harness.agent.driver import Agent
 from harness.agent.profctl import build_profctl
 from harness.agent.spec import AgentSpec
-from harness.cache import Cache
+from harness.build.cache import Cache
+from harness.build.images import prepare_images
 from harness.errors import ConfigError, HarnessError
-from harness.guest import Guest
-from harness.images import prepare_images
-from harness.matrix import Cell, get_matrix, select
-from harness.matrix_report import write_html, write_summary
-from harness.qemu.argv import MachineSpec
-from harness.record import new_run_dir
+from harness.matrix.load import Cell, get_matrix, select
+from harness.matrix.report import write_html, write_summary
 from harness.timeouts import Timeouts
+from harness.vm.accel import choose_accel
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.record import new_run_dir
 
 CELL_SUMMARY = "matrix-cell"
 STARTED = pytest.StashKey[float]()

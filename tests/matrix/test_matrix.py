@@ -20,7 +20,7 @@ from harness.agent.oracles_dt import check_dt
 from harness.agent.results import DtRun, SamplingRun
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
-from harness.matrix import Cell
+from harness.matrix.load import Cell
 from tests.matrix.conftest import record_cell
 
 pytestmark = pytest.mark.guest

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cache import Cache
-from harness.repro import run_scenario
-from harness.scenarios import Scenario, load_all
+from harness.build.cache import Cache
+from harness.scenarios.load import Scenario, load_all
+from harness.scenarios.repro import run_scenario
 
 pytestmark = pytest.mark.guest
 SHIPPED = load_all()

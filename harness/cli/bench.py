@@ -1,0 +1,235 @@
+"""``invoke bench``: measure what the speed goals are about; write JSON and a table.
+
+Measured (wall-clock seconds, medians where repeated):
+
+* cold kernel build and cold rootfs build, in a scratch cache (``cold=True``);
+* cached rebuild: `prepare_images` on a warm cache in-process; ``invoke setup`` on a
+  ready host; ``invoke images`` warm; and from starting ``invoke test`` to the start of
+  its guest run (what a second run pays before booting);
+* launch-to-SSH for 1, 2, 4 and 8 vCPUs (default layouts) and the shutdown time;
+* the agent (`harness.agent.bench`): render + build + load time, overflow-handler cost
+  per sample, and the highest per-CPU rate that runs 10 s without a drop;
+* the ``quick`` matrix's wall time with 1 worker and with the CPU budget, and the ratio.
+
+Timing is measured here and never asserted in tests::
+
+    result = run_bench(BenchRequest(cold=False, repeats=3))
+    print(format_table(result))      # result["json_path"] holds the JSON file
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import arches
+from harness.agent.bench import measure_agent
+from harness.build.cache import Cache
+from harness.build.hostdeps import ensure_host
+from harness.build.images import prepare_images
+from harness.build.kernel import KernelRequest, build_kernel
+from harness.build.keys import ensure_keypair
+from harness.build.rootfs import build_rootfs
+from harness.cli.testrun import worker_budget
+from harness.paths import REPO_ROOT
+from harness.process import tool_version
+from harness.timeouts import Timeouts
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.record import ARTIFACTS_ENV, artifacts_root, host_facts, new_run_dir
+from harness.vm.topology import default_topology
+
+LOG = logging.getLogger(__name__)
+BOOT_CPUS = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRequest:
+    """What to measure and where to write it."""
+
+    out: Path | None = None
+    cold: bool = True
+    repeats: int = 3
+    matrix: str | None = "quick"  # None: skip the matrix wall times
+    arch: str = "arm64"
+
+
+def _timed(action: Callable[[], object]) -> float:
+    started = time.monotonic()
+    action()
+    return time.monotonic() - started
+
+
+def _summary(samples: list[float]) -> dict[str, Any]:
+    return {
+        "median_s": round(statistics.median(samples), 3),
+        "min_s": round(min(samples), 3),
+        "max_s": round(max(samples), 3),
+        "samples_s": [round(s, 3) for s in samples],
+    }
+
+
+def measure_cold_builds(arch_name: str, cache: Cache) -> dict[str, Any]:
+    """Cold kernel and rootfs builds in a scratch cache next to the real one."""
+    arch = arches.get(arch_name)
+    cache.root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="bench-cold-", dir=cache.root))
+    try:
+        cold = Cache(scratch)
+        LOG.info("bench: cold kernel build in %s (minutes)", scratch)
+        kernel_s = _timed(lambda: build_kernel(KernelRequest(arch=arch), cold))
+        keypair = ensure_keypair(scratch / "ssh")
+        LOG.info("bench: cold rootfs build")
+        rootfs_s = _timed(lambda: build_rootfs(arch, cold, keypair))
+        kernel_sha = build_kernel(KernelRequest(arch=arch), cold).manifest["image_sha256"]
+        warm_sha = build_kernel(KernelRequest(arch=arch), cache).manifest["image_sha256"]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"kernel_cold_build_s": round(kernel_s, 3), "rootfs_cold_build_s": round(rootfs_s, 3),
+            "kernel_rebuild_is_bit_identical": kernel_sha == warm_sha}  # fmt: skip
+
+
+def measure_warm(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
+    """Warm-cache costs: rebuild check in-process, and the CLI's own start-up."""
+    arch = arches.get(arch_name)
+    prepare_images(arch, "default", cache)  # make sure it is warm
+    in_process = [_timed(lambda: prepare_images(arch, "default", cache)) for _ in range(repeats)]
+    invoke = [sys.executable, "-m", "invoke"]
+    setup = [_timed(lambda: _cli([*invoke, "setup"])) for _ in range(repeats)]
+    images = [_timed(lambda: _cli([*invoke, "images", "--arch", arch_name]))
+              for _ in range(repeats)]  # fmt: skip
+    launch = [_start_to_launch([*invoke, "test", "--arch", arch_name, "--cpus", "1", "-k",
+                                "test_qemu_reports_the_requested_topology"])
+              for _ in range(repeats)]  # fmt: skip
+    return {
+        "cached_rebuild": _summary(in_process),
+        "cli_invoke_setup_ready_host": _summary(setup),
+        "cli_invoke_images_warm": _summary(images),
+        "cli_invoke_test_start_to_qemu_launch": _summary(launch),
+    }
+
+
+def _cli(argv: list[str], env: dict[str, str] | None = None) -> None:
+    subprocess.run(argv, cwd=REPO_ROOT, check=True, capture_output=True, env=env, timeout=900)
+
+
+def _start_to_launch(argv: list[str]) -> float:
+    """Seconds from starting ``argv`` to the moment its guest run began (its run.json)."""
+    with tempfile.TemporaryDirectory(prefix="bench-launch-") as tmp:
+        started = time.time()
+        _cli(argv, env={**os.environ, ARTIFACTS_ENV: tmp})
+        (record,) = Path(tmp).glob("pytest/*/*/run.json")
+        began = dt.datetime.fromisoformat(json.loads(record.read_text())["started_at"])
+        return began.timestamp() - started
+
+
+def measure_boots(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
+    """Launch-to-SSH and shutdown per vCPU count (default layouts, TCG)."""
+    arch = arches.get(arch_name)
+    images = prepare_images(arch, "default", cache)
+    timeouts = Timeouts.from_env()
+    boots: dict[str, Any] = {}
+    shutdowns: list[float] = []
+    for cpus in BOOT_CPUS:
+        spec = MachineSpec(arch=arch, topology=default_topology(cpus), accel="tcg")
+        samples = []
+        for attempt in range(repeats):
+            workdir = new_run_dir("bench", f"{spec.name}-{attempt}")
+            with Guest(spec, images, workdir, timeouts=timeouts) as guest:
+                pass
+            samples.append(guest.boot_s)
+            shutdowns.append(guest.shutdown_s)
+            LOG.info("bench: %d vCPUs: SSH after %.2fs, shutdown %.2fs", cpus, guest.boot_s,
+                     guest.shutdown_s)  # fmt: skip
+        boots[f"{cpus}cpu_{spec.topology.name}"] = _summary(samples)
+    return {"launch_to_ssh": boots, "shutdown": _summary(shutdowns)}
+
+
+def measure_matrix(name: str) -> dict[str, Any]:
+    """Wall time of ``invoke test --matrix NAME`` with 1 worker and with the CPU budget."""
+    budget = worker_budget("auto")
+    invoke = [sys.executable, "-m", "invoke", "test", "--matrix", name, "-n"]
+    one = _timed(lambda: _cli([*invoke, "1"]))
+    many = _timed(lambda: _cli([*invoke, str(budget)]))
+    LOG.info("bench: matrix %s: %.1fs with 1 worker, %.1fs with %d", name, one, many, budget)
+    return {"name": name, "one_worker_s": one, "budget_workers": budget,
+            "budget_s": many, "speedup": one / many if many else 0.0}  # fmt: skip
+
+
+def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, Any]:
+    """Run every measurement; write the JSON file; return the result (with its path)."""
+    cache = cache or Cache.default()
+    ensure_host()
+    arch = arches.get(request.arch)
+    result: dict[str, Any] = {
+        "measured_at": dt.datetime.now(dt.UTC).isoformat(),
+        "host": host_facts(),
+        "qemu": tool_version(arch.qemu_binary),
+        "arch": arch.name,
+        "repeats": request.repeats,
+        "goals": {"launch_to_ssh_8cpu_s": 5.0, "warm_start_to_boot_s": 2.0},
+    }
+    if request.cold:
+        result["cold"] = measure_cold_builds(request.arch, cache)
+    result["warm"] = measure_warm(request.arch, cache, request.repeats)
+    result["boot"] = measure_boots(request.arch, cache, request.repeats)
+    images = prepare_images(arch, "default", cache)
+    result["agent"] = measure_agent(arch, images, cache, request.repeats)
+    if request.matrix:
+        result["matrix"] = measure_matrix(request.matrix)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = request.out or artifacts_root() / "bench" / f"bench-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result["json_path"] = str(out)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """A readable table of a `run_bench` result."""
+    rows = [("measurement", "median s", "min s", "max s")]
+    for name, value in result.get("cold", {}).items():
+        rows.append((name, f"{value:.1f}" if name.endswith("_s") else str(value), "", ""))
+    for name, summary in result["warm"].items():
+        rows.append((name, *_cells(summary)))
+    for name, summary in result["boot"]["launch_to_ssh"].items():
+        rows.append((f"launch to SSH, {name}", *_cells(summary)))
+    rows.append(("shutdown", *_cells(result["boot"]["shutdown"])))
+    if agent := result.get("agent"):
+        rows.append(("agent render + build + load", *_cells(agent["render_build_load_s"])))
+        cost = agent["nmi_handler_ns"]
+        rows.append(
+            (
+                "agent handler per sample, mean / max µs",
+                f"{cost['mean_ns'] / 1000:.1f}",
+                "",
+                f"{cost['max_ns'] / 1000:.1f}",
+            )
+        )
+        rows.append(("agent drop-free rate per CPU, 10 s (Hz)",
+                     str(agent["max_dropfree_rate_hz"]), "", ""))  # fmt: skip
+    if matrix := result.get("matrix"):
+        rows.append((f"matrix {matrix['name']}, 1 worker", f"{matrix['one_worker_s']:.1f}", "", ""))
+        rows.append((f"matrix {matrix['name']}, {matrix['budget_workers']} workers",
+                     f"{matrix['budget_s']:.1f}", "", ""))  # fmt: skip
+        rows.append(("matrix speed-up (1 worker ÷ budget)", f"{matrix['speedup']:.2f}", "", ""))
+    width = max(len(row[0]) for row in rows)
+    lines = [f"{row[0]:<{width}}  {row[1]:>9}  {row[2]:>7}  {row[3]:>7}" for row in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join([*lines, f"\nJSON: {result['json_path']}"])
+
+
+def _cells(summary: dict[str, Any]) -> tuple[str, str, str]:
+    return (f"{summary['median_s']:.2f}", f"{summary['min_s']:.2f}", f"{summary['max_s']:.2f}")

@@ -1,0 +1,79 @@
+"""The build cache as ``invoke cache`` shows it: entries, sizes, current or stale.
+
+It lives above the build and the agent because "current" means "what today's tree
+would build", and that includes the agent's default build::
+
+    items = survey_cache(Cache.default())
+    print(format_listing(items, cache.root, pruned=False))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.agent.build import agent_key
+from harness.agent.profctl import profctl_key
+from harness.agent.spec import AgentSpec
+from harness.arches import ARCHES
+from harness.build.cache import Cache, CacheEntry, entry_size_bytes, list_entries, remove_entry
+from harness.build.kernel import VARIANTS, KernelRequest, kernel_key, source_key
+from harness.build.keys import ensure_keypair
+from harness.build.rootfs import rootfs_key
+
+
+@dataclass(frozen=True, slots=True)
+class CacheListing:
+    """One cache entry as ``invoke cache`` shows it."""
+
+    entry: CacheEntry
+    size_bytes: int
+    finished: bool
+    current: bool  # what today's tree would build (else stale: left from older inputs)
+
+
+def current_keys(cache: Cache) -> set[str]:
+    """Keys the current tree builds: every arch and variant, rootfs, kernel source.
+
+    The agent counts with its default spec (other specs are cheap to rebuild).
+    """
+    keypair = ensure_keypair(cache.root / "ssh")
+    keys = {source_key()}
+    for arch in ARCHES.values():
+        keys.add(rootfs_key(arch, keypair))
+        kernels = [kernel_key(KernelRequest(arch=arch, variant=v)) for v in VARIANTS]
+        keys.update(kernels)
+        keys.update(agent_key(AgentSpec(), kernel) for kernel in kernels)
+        if profctl := profctl_key(arch):
+            keys.add(profctl)
+    return keys
+
+
+def survey_cache(cache: Cache) -> list[CacheListing]:
+    """Every cache entry with its size and whether the current tree still uses it."""
+    current = current_keys(cache)
+    return [
+        CacheListing(e, entry_size_bytes(e), e.is_complete, e.key in current)
+        for e in list_entries(cache)
+    ]
+
+
+def prune_cache(cache: Cache) -> list[CacheListing]:
+    """Remove entries the current tree no longer builds (and unfinished ones); return them."""
+    removed = [item for item in survey_cache(cache) if not (item.current and item.finished)]
+    for item in removed:
+        remove_entry(item.entry)
+    return removed
+
+
+def format_listing(items: list[CacheListing], root: Path, *, pruned: bool) -> str:
+    """A table of cache entries for people."""
+    lines = [f"cache: {root}" + ("  (removed:)" if pruned else "")]
+    for item in items:
+        state = "current" if item.current else "stale"
+        state += "" if item.finished else ", unfinished"
+        lines.append(f"  {item.entry.kind:<7} {item.entry.key}  {item.size_bytes / 2**20:8.1f} MiB"
+                     f"  {state}")  # fmt: skip
+    total = sum(item.size_bytes for item in items) / 2**20
+    lines.append(f"  {len(items)} entries, {total:.1f} MiB" + (" freed" if pruned else ""))
+    return "\n".join(lines)

@@ -1,0 +1,111 @@
+"""From what a person asks for to a running guest: the one path every entry point takes.
+
+`GuestRequest` holds command-line words (``--cpus 8``, ``--accel auto``);
+`resolve` validates them, checks the host, picks the accelerator, builds or
+finds the images and returns a ready `MachineSpec`. `interactive_shell` is
+``invoke shell``::
+
+    request = GuestRequest(cpus=4)
+    spec, images = resolve(request, Cache.default())
+    with Guest(spec, images, new_run_dir("shell", spec.name), timeouts=...) as guest:
+        ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+from harness import arches
+from harness.build.cache import Cache
+from harness.build.hostdeps import ensure_host
+from harness.build.images import GuestImages, prepare_images
+from harness.build.kernel import check_variant
+from harness.errors import ConfigError
+from harness.timeouts import Timeouts
+from harness.vm.accel import choose_accel
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.record import new_run_dir
+from harness.vm.topology import resolve_topology
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GuestRequest:
+    """A guest as asked for on the command line (unvalidated words)."""
+
+    arch: str = arches.DEFAULT_ARCH
+    cpus: int | None = None
+    topology: str | None = None
+    variant: str = "default"
+    accel: str = "auto"
+    nmi: bool = True
+    memory_mib: int = 1024
+    kernel_args: tuple[str, ...] = ()
+
+
+def parse_cpus(text: str | None) -> int | None:
+    """``--cpus`` as given (None when absent).
+
+    :raise ConfigError: not a whole number.
+    """
+    if text is None:
+        return None
+    if not text.strip().isascii() or not text.strip().isdigit():
+        raise ConfigError(f"--cpus takes a whole number, not {text!r}")
+    return int(text)
+
+
+def parse_nmi(word: str) -> bool:
+    """``on``/``off`` → bool.
+
+    :raise ConfigError: any other word.
+    """
+    if word in ("on", "off"):
+        return word == "on"
+    raise ConfigError(f"--nmi takes 'on' or 'off', not {word!r}")
+
+
+def resolve(request: GuestRequest, cache: Cache) -> tuple[MachineSpec, GuestImages]:
+    """Validate ``request``, make sure the host and images are ready, return the spec.
+
+    Bad input fails first, before anything is installed or built.
+    """
+    arch = arches.get(request.arch)
+    topology = resolve_topology(request.cpus, request.topology)
+    variant = check_variant(request.variant)
+    spec = MachineSpec(  # validates the request before anything is installed or built
+        arch=arch,
+        topology=topology,
+        nmi=request.nmi,
+        memory_mib=request.memory_mib,
+        kernel_args=request.kernel_args,
+    )
+    ensure_host()
+    accel, reason = choose_accel(arch, request.accel, cache)
+    LOG.info("accelerator: %s (%s)", accel, reason)
+    if not arch.has_pmu(accel):
+        LOG.warning("%s under %s has no PMU: PMU and NMI checks will be skipped", arch.name, accel)
+    return dataclasses.replace(spec, accel=accel), prepare_images(arch, variant, cache)
+
+
+def interactive_shell(request: GuestRequest, cache: Cache, timeouts: Timeouts) -> int:
+    """Boot a guest, attach this terminal to a root shell, stop the guest on exit.
+
+    Returns the shell's exit status; blocks while the user works.
+    """
+    spec, images = resolve(request, cache)
+    workdir = new_run_dir("shell", spec.name)
+    LOG.info("artifacts: %s", workdir)
+    with Guest(spec, images, workdir, timeouts=timeouts) as guest:
+        LOG.info(
+            "root shell in %s (%d CPUs, PMU %s, pseudo-NMI %s); exit to stop the guest",
+            guest.name,
+            guest.facts.cpus_online,
+            guest.facts.pmu_driver,
+            guest.facts.pseudo_nmi,
+        )
+        return guest.shell.interactive()

@@ -1,0 +1,167 @@
+"""Running the test tiers: ``invoke test`` (guest tier for one guest) and ``invoke ci``.
+
+The harness never imports pytest; it builds pytest's command line and runs it
+as a child with the same interpreter. Images are prepared *before* pytest
+starts, so build progress is visible even when xdist hides worker output::
+
+    status = run_guest_tier(GuestRequest(cpus=8), Cache.default(), workers=1)
+    status = run_ci(Cache.default(), workers=2)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from harness import arches
+from harness.build.cache import Cache
+from harness.build.hostdeps import ensure_host
+from harness.build.images import prepare_images
+from harness.build.kernel import Variant
+from harness.cli import checks
+from harness.cli.session import GuestRequest, resolve
+from harness.errors import ConfigError
+from harness.matrix.load import get_matrix, select
+from harness.paths import REPO_ROOT
+from harness.process import Terminated, die_with_parent
+from harness.vm.record import new_run_dir
+
+LOG = logging.getLogger(__name__)
+
+#: Kernels the full guest tier boots besides the default arm64 one.
+CI_IMAGES: tuple[tuple[str, Variant], ...] = (
+    ("arm64", "default"),
+    ("arm64", "debug"),
+    ("x86_64", "default"),
+)
+
+
+def guest_options(request: GuestRequest) -> list[str]:
+    """The tests' own command-line options for ``request``."""
+    options = ["--arch", request.arch, "--variant", request.variant, "--accel", request.accel,
+               "--nmi", "on" if request.nmi else "off"]  # fmt: skip
+    options += ["--memory-mib", str(request.memory_mib)]
+    options += [f"--append={arg}" for arg in request.kernel_args]
+    if request.topology:
+        options += ["--topology", request.topology]
+    elif request.cpus:
+        options += ["--cpus", str(request.cpus)]
+    return options
+
+
+def pytest_argv(
+    paths: Sequence[str], options: Sequence[str], *, workers: int, extra: Sequence[str] = ()
+) -> list[str]:
+    """A pytest command line; xdist only when more than one worker is asked for."""
+    argv = [sys.executable, "-m", "pytest", *paths, *options, *extra]
+    if workers > 1:
+        argv += ["-n", str(workers), "--dist", "loadgroup"]
+    return argv
+
+
+def _run(argv: Sequence[str]) -> int:
+    LOG.info("running: %s", shlex.join(argv))
+    proc = subprocess.Popen(list(argv), cwd=REPO_ROOT, preexec_fn=die_with_parent)  # noqa: PLW1509
+    try:
+        return proc.wait()
+    except BaseException as exc:
+        # Ctrl-C reached pytest too (same process group): let it stop its guests and
+        # report. Anything else (SIGTERM to us) is forwarded; pytest unwinds on it.
+        if not isinstance(exc, KeyboardInterrupt) or isinstance(exc, Terminated):
+            proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+
+
+def run_guest_tier(
+    request: GuestRequest,
+    cache: Cache,
+    *,
+    workers: int = 1,
+    keyword: str | None = None,
+    selftests: bool = False,
+) -> int:
+    """Prepare images for ``request``, then run ``tests/guest`` against that guest.
+
+    The harness's self-checks (marker ``selftest``) run only with ``selftests``.
+    Returns pytest's exit status (5, "no tests ran", is a failure too).
+    """
+    spec, _ = resolve(request, cache)  # validates input and builds before pytest starts
+    junit = new_run_dir("test", spec.name) / "junit.xml"
+    extra = ["-k", keyword] if keyword else []
+    if not selftests:
+        extra += ["-m", "not selftest"]
+    status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=workers,
+                              extra=[*extra, f"--junitxml={junit}"]))  # fmt: skip
+    LOG.info("guest tier %s (exit status %d); JUnit: %s",
+             "passed" if status == 0 else "FAILED", status, junit)  # fmt: skip
+    return status
+
+
+def run_ci(cache: Cache, *, workers: int = 2) -> int:
+    """Everything CI checks: lint, types, the unit and guest tiers, the quick matrix."""
+    ensure_host()
+    for arch, variant in CI_IMAGES:
+        prepare_images(arches.get(arch), variant, cache)
+    static_ok = checks.run_checks(checks.LINT_CHECKS)
+    junit = new_run_dir("ci", "all") / "junit.xml"
+    status = _run(pytest_argv(["tests/unit", "tests/guest", "tests/scenarios"], [], workers=workers,
+                              extra=[f"--junitxml={junit}"]))  # fmt: skip
+    LOG.info("unit, guest and scenario tiers: exit status %d; JUnit: %s", status, junit)
+    matrix_status = run_matrix("quick", cache, workers=str(workers))  # every commit
+    if not static_ok:
+        LOG.error("static checks failed (see above)")
+        return status or matrix_status or 1
+    return status or matrix_status
+
+
+def worker_budget(requested: str, cpus: int | None = None) -> int:
+    """Workers for a matrix run: ``auto`` or a number, capped at the host's cores.
+
+    Each worker runs one guest at a time (`GuestPool`), and a TCG guest keeps a
+    host core busy per running vCPU; more workers than cores only makes the
+    vCPU threads of different guests starve each other (and time out), so the
+    budget is one worker per host core.
+
+    :raise ConfigError: ``requested`` is neither ``auto`` nor a positive number.
+    """
+    cores = cpus or os.cpu_count() or 1
+    if requested == "auto":
+        return cores
+    if not requested.isdigit() or int(requested) < 1:
+        raise ConfigError(f"-n takes 'auto' or a positive number of workers, not {requested!r}")
+    if int(requested) > cores:
+        LOG.warning("-n %s is more than the %d host cores: using %d workers (one guest each)",
+                    requested, cores, cores)  # fmt: skip
+    return min(int(requested), cores)
+
+
+def run_matrix(
+    name: str, cache: Cache, *, workers: str = "auto", keyword: str | None = None
+) -> int:
+    """Run matrix ``name`` (tests/matrix.toml) under pytest-xdist; JUnit, JSON and HTML out.
+
+    Returns pytest's exit status. The report directory is logged.
+    """
+    matrix = get_matrix(name)  # bad names fail here, before anything starts
+    ensure_host()
+    count = worker_budget(workers)
+    out = new_run_dir("matrix", name)
+    extra = ["--matrix", matrix.name, f"--matrix-report={out}", f"--junitxml={out / 'junit.xml'}",
+             f"--matrix-workers={count}"]  # fmt: skip
+    if keyword:
+        extra += ["-k", keyword]
+    LOG.info("matrix %s: %d cells, %d worker(s); report in %s", matrix.name,
+             len(select(matrix, keyword)), count, out)  # fmt: skip
+    status = _run(pytest_argv(["tests/matrix"], [], workers=count, extra=extra))
+    LOG.info("matrix %s %s (exit status %d): %s", matrix.name,
+             "passed" if status == 0 else "FAILED", status, out / "report.html")  # fmt: skip
+    return status

@@ -1,0 +1,337 @@
+"""``invoke repro``: run a scenario into a bundle, or replay a bundle, and judge it.
+
+A bundle is one directory that holds everything needed to read and replay a
+run: the scenario as run (``scenario.toml``, ``scenario.json``), ``bundle.json``
+(seed, images and agent identities, host facts, verdicts per attempt), the
+generated agent sources and module, and per attempt the guest's console log,
+QMP transcript, dmesg, ``run.json`` (exact QEMU argv and versions), the agent's
+counters and the sample stream::
+
+    result = run_scenario(load_scenario(find_scenario("tprof-tp-d1-quirk")), Cache.default())
+    result.reproduced, result.attempts        # e.g. 3 of 3
+    replay_bundle(result.bundle, Cache.default())   # same inputs, compared verdicts
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import arches
+from harness.agent import profctl as pc
+from harness.agent.build import AgentBuild, export_agent
+from harness.agent.driver import Agent
+from harness.agent.dt_run import DtPlan, dt_run, nest_step, skip_step
+from harness.agent.oracles import check_sampling
+from harness.agent.oracles_dt import check_dt
+from harness.agent.profctl import build_profctl
+from harness.agent.results import DtRun, SamplingRun
+from harness.agent.steps import host_action_steps, inject_step, kick_step, probe_step
+from harness.build.cache import Cache, write_json_atomic
+from harness.build.images import GuestImages, prepare_images
+from harness.errors import ConfigError, GuestError
+from harness.scenarios.load import Expectation, Scenario, Step, load_scenario, scenario_record
+from harness.timeouts import Timeouts
+from harness.vm.accel import choose_accel
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.record import host_facts, new_run_dir
+
+LOG = logging.getLogger(__name__)
+Run = SamplingRun | DtRun
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One expectation of a scenario, judged on one attempt."""
+
+    expectation: str
+    held: bool
+    observed: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReproResult:
+    """Where the bundle is and how many attempts reproduced every expectation."""
+
+    bundle: Path
+    attempts: int
+    reproduced: int
+    verdicts: tuple[tuple[Verdict, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GuestProgram:
+    """A scenario's steps as profctl steps, plus what the host does and counts."""
+
+    body: tuple[str, ...]
+    actions: Mapping[str, Callable[[], None]]
+    injected: Mapping[int, int]
+    kicks: int | None
+    nested: Mapping[int, int]
+    skips: Mapping[int, int]
+    reader: bool
+
+
+def program(
+    scenario: Scenario, pause: Callable[[int], None], nmi: Callable[[], None]
+) -> GuestProgram:
+    """Translate ``scenario.steps``; ``pause(ms)`` and ``nmi()`` act through QMP."""
+    cpus = range(scenario.guest.topology.cpus)
+    body: list[str] = []
+    actions: dict[str, Callable[[], None]] = {}
+    injected: dict[int, int] = {}
+    nested: dict[int, int] = {}
+    skips: dict[int, int] = {}
+    kicks: int | None = 0
+    reader = False
+    for index, step in enumerate(scenario.steps):
+        targets = list(cpus) if step.cpu == "all" else [int(step.cpu or 0)]
+        if step.op == "inject":
+            body.append(inject_step(step.cpu if step.cpu is not None else "all", step.count or 0))
+            for cpu in targets:
+                injected[cpu] = injected.get(cpu, 0) + (step.count or 0)
+        elif step.op == "kick":
+            body.append(kick_step(step.cpu if step.cpu is not None else "all"))
+            kicks = kicks + 1 if kicks is not None and step.cpu == "all" else None
+        elif step.op in ("pause", "inject-nmi"):
+            name = f"{step.op}-{index}"
+            body += host_action_steps(name)
+            actions[name] = functools.partial(pause, step.ms or 0) if step.op == "pause" else nmi
+        elif step.op == "nest":
+            body.append(nest_step(targets[0], step.count or 0))
+            nested[targets[0]] = nested.get(targets[0], 0) + (step.count or 0)
+        elif step.op == "skip":
+            body.append(skip_step(targets[0], step.count or 0))
+            skips[targets[0]] = skips.get(targets[0], 0) + (step.count or 0)
+        elif step.op == "reader":
+            reader = reader or bool(step.on)
+        else:
+            body += _simple(step)
+    return GuestProgram(tuple(body), actions, injected, kicks, nested, skips, reader)
+
+
+def _simple(step: Step) -> list[str]:
+    cpu = int(step.cpu) if isinstance(step.cpu, int) else 0
+    table: dict[str, Callable[[], list[str]]] = {
+        "spin": lambda: [pc.spin_step(cpu, step.ms or 0)],
+        "wait": lambda: [pc.wait_step()],
+        "idle": lambda: [pc.sleep_step(step.ms or 0)],
+        "probe": lambda: [probe_step(cpu, step.ms or 0)],
+        "offline": lambda: [pc.write_step(f"/sys/devices/system/cpu/cpu{cpu}/online", "0")],
+        "online": lambda: [pc.write_step(f"/sys/devices/system/cpu/cpu{cpu}/online", "1")],
+    }
+    return table[step.op]()
+
+
+def observe(run: Run, name: str) -> int:
+    """The number called ``name`` in a scenario's ``[[expect]] value``."""
+    parts = name.split(".")
+    if isinstance(run, DtRun):
+        stats, percpu, core = run.after_read.gstats, run.after_read.percpu, run.core
+        records = [e.cpu for e in run.events]
+    else:
+        snap = run.snapshot
+        stats, percpu, core = snap.stats, snap.stats_percpu, snap.core
+        records = [s.cpu for s in run.samples]
+    if parts[0] == "stats":
+        return int(stats.get(parts[1], 0))
+    if parts[0] in ("percpu", "core"):
+        table = percpu if parts[0] == "percpu" else core
+        return int(table.get(int(parts[1]), {}).get(parts[2], 0))
+    if parts == ["samples"]:
+        return len(records)
+    return sum(1 for cpu in records if cpu == int(parts[2]))  # samples.cpu.<n>
+
+
+def numbers(run: Run) -> dict[str, int]:
+    """Every counter of a run under one flat name (``stats.x``, ``core.0.x`` ...)."""
+    if isinstance(run, DtRun):
+        stats, percpu, core = run.after_read.gstats, run.after_read.percpu, run.core
+        count = len(run.events)
+    else:
+        snap = run.snapshot
+        stats, percpu, core = snap.stats, snap.stats_percpu, snap.core
+        count = len(run.samples)
+    flat = {"samples": count, **{f"stats.{k}": int(v) for k, v in stats.items()}}
+    for kind, table in (("percpu", percpu), ("core", core)):
+        for cpu, values in table.items():
+            flat.update({f"{kind}.{cpu}.{name}": int(v) for name, v in values.items()})
+    return flat
+
+
+def compare_numbers(attempts: Sequence[Mapping[str, int]]) -> dict[str, object]:
+    """Which numbers were identical across attempts, and the ones that were not."""
+    names = sorted(set().union(*attempts)) if attempts else []
+    differing = {n: [a.get(n) for a in attempts] for n in names
+                 if len({a.get(n) for a in attempts}) > 1}  # fmt: skip
+    return {"numbers": len(names), "identical": len(names) - len(differing),
+            "differing": differing}  # fmt: skip
+
+
+def write_records(run: Run, path: Path) -> Path:
+    """The decoded sample (tprof) or event (dt) stream as CSV, one record a line."""
+    rows = run.events if isinstance(run, DtRun) else run.samples
+    fields = list(type(rows[0]).__slots__) if rows else []
+    with path.open("w", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(fields)
+        writer.writerows([getattr(row, f) for f in fields] for row in rows)
+    return path
+
+
+def judge(expect: Sequence[Expectation], run: Run) -> tuple[Verdict, ...]:
+    """Every expectation against ``run``: oracles by name, values by relation."""
+    violations = check_dt(run) if isinstance(run, DtRun) else check_sampling(run)
+    failed = {v.oracle: str(v) for v in violations}
+    verdicts = []
+    for item in expect:
+        if item.oracle is not None:
+            held = item.oracle not in failed
+            verdicts.append(
+                Verdict(item.describe(), held, "holds" if held else failed[item.oracle])
+            )
+        else:
+            value = observe(run, item.value or "")
+            verdicts.append(Verdict(item.describe(), item.holds(value), str(value)))
+    return tuple(verdicts)
+
+
+def run_scenario(
+    scenario: Scenario, cache: Cache, *, repeat: int | None = None, dump_memory: bool = False,
+    deterministic: bool = False, out: Path | None = None,
+) -> ReproResult:  # fmt: skip
+    """Run ``scenario`` ``repeat`` times (default: its own count) into a new bundle.
+
+    ``deterministic`` runs under ``-icount shift=0`` with one TCG thread, and the
+    bundle says which numbers were identical across the attempts.
+
+    :raise ConfigError: the scenario cannot run here (e.g. KVM demanded).
+    :raise InfraError: the host side failed.
+    """
+    bundle = out or new_run_dir("repro", scenario.name)
+    shutil.copy2(scenario.path, bundle / "scenario.toml")
+    (bundle / "scenario.json").write_text(json.dumps(scenario_record(scenario), indent=1) + "\n")
+    guest_setup = scenario.guest
+    arch = arches.get(guest_setup.arch)
+    accel, why = choose_accel(arch, guest_setup.accel, cache)
+    spec = MachineSpec(arch=arch, topology=guest_setup.topology, nmi=guest_setup.nmi,
+                       accel=accel, kernel_args=guest_setup.kernel_args,
+                       tcg_threads="single" if deterministic else "multi",
+                       icount_shift=0 if deterministic else None)  # fmt: skip
+    images = prepare_images(arch, guest_setup.variant, cache)
+    build = export_agent(scenario.agent, images, cache, bundle / "agent")
+    attempts = repeat or scenario.repeat
+    outcomes = [
+        _attempt(scenario, spec, images=images, build=build, cache=cache,
+                 workdir=bundle / f"attempt-{n + 1}", dump_memory=dump_memory)
+        for n in range(attempts)
+    ]  # fmt: skip
+    verdicts = tuple(verdict for verdict, _ in outcomes)
+    reproduced = sum(all(v.held for v in attempt) for attempt in verdicts)
+    record = {"scenario": scenario.name, "seed": scenario.seed, "accel": accel,
+              "accel_reason": why, "images": images.record(), "agent": build.record(),
+              "host": host_facts(), "attempts": attempts, "reproduced": reproduced,
+              "verdicts": [[_verdict_dict(v) for v in one] for one in verdicts],
+              "deterministic": deterministic,
+              "across_attempts": compare_numbers([n for _, n in outcomes])}  # fmt: skip
+    write_json_atomic(bundle / "bundle.json", record)
+    LOG.info("%s: %d of %d attempts reproduced every expectation; bundle %s",
+             scenario.name, reproduced, attempts, bundle)  # fmt: skip
+    return ReproResult(bundle, attempts, reproduced, verdicts)
+
+
+def _verdict_dict(verdict: Verdict) -> dict[str, object]:
+    return {"expectation": verdict.expectation, "held": verdict.held, "observed": verdict.observed}
+
+
+def _attempt(
+    scenario: Scenario, spec: MachineSpec, *, images: GuestImages, build: AgentBuild,
+    cache: Cache, workdir: Path, dump_memory: bool,
+) -> tuple[tuple[Verdict, ...], dict[str, int]]:  # fmt: skip
+    with Guest(spec, images, workdir, timeouts=Timeouts.from_env()) as guest:
+        agent = Agent(guest.shell, build, build_profctl(spec.arch, cache), workdir,
+                      nmi_expected=spec.nmi,
+                      cycles_per_ns=spec.arch.cycles_per_ns(spec.accel))  # fmt: skip
+        agent.deploy()
+        try:
+            run = _run(scenario, agent, guest)
+            write_records(run, workdir / "samples.csv")
+            return judge(scenario.expect, run), numbers(run)
+        except GuestError:
+            if dump_memory and guest.vm.exitcode() is None:
+                target = workdir / "guest-memory.elf"
+                guest.vm.qmp.execute("dump-guest-memory",
+                                     {"paging": False, "protocol": f"file:{target}"})  # fmt: skip
+                LOG.info("guest memory dumped to %s", target)
+            raise
+
+
+def _run(scenario: Scenario, agent: Agent, guest: Guest) -> Run:
+    def pause(ms: int) -> None:
+        guest.vm.qmp.execute("stop")
+        time.sleep(ms / 1000)  # the pause itself: the guest is frozen this long
+        guest.vm.qmp.execute("cont")
+
+    def nmi() -> None:
+        guest.vm.qmp.execute("inject-nmi")
+
+    prog = program(scenario, pause, nmi)
+    spec = scenario.agent
+    if spec.flavour == "dt":
+        plan = DtPlan(body=(*prog.body, pc.wait_step()), injected=prog.injected or None,
+                      nested=prog.nested, skips=prog.skips, background_reader=prog.reader,
+                      actions=prog.actions)  # fmt: skip
+        return dt_run(agent, spec, plan)
+    run, _ = agent.scripted_run(
+        spec, (*prog.body, pc.wait_step()), injected=prog.injected or None,
+        kicks=prog.kicks if spec.drain == "manual" else None,
+        throttling_disabled=not scenario.throttling, max_sample_rate=scenario.max_sample_rate,
+        actions=prog.actions,
+    )  # fmt: skip
+    return run
+
+
+def replay_bundle(bundle: Path, cache: Cache) -> tuple[ReproResult, list[str]]:
+    """Run a bundle's recorded scenario again into a new bundle; compare verdicts.
+
+    Returns the new result and the differences (images that changed, verdicts
+    that differ). Images are rebuilt from the current tree; when their hashes
+    differ from the bundle's, that is said first.
+    """
+    recorded = json.loads((bundle / "bundle.json").read_text())
+    scenario = load_scenario(_as_named(bundle))
+    new = run_scenario(scenario, cache, repeat=recorded["attempts"],
+                       deterministic=recorded.get("deterministic", False))  # fmt: skip
+    now = json.loads((new.bundle / "bundle.json").read_text())
+    notes = [
+        f"{key}: bundle {recorded['images'][key]} → now {now['images'][key]} (built from "
+        "the current tree; the replay ran on the new image)"
+        for key in ("kernel_sha256", "rootfs_sha256")
+        if recorded["images"].get(key) != now["images"].get(key)
+    ]
+    if recorded["agent"].get("agent_sources") != now["agent"].get("agent_sources"):
+        notes.append("agent sources differ: the templates changed since the bundle was made")
+    before = [[(v["expectation"], v["held"]) for v in a] for a in recorded["verdicts"]]
+    after = [[(v["expectation"], v["held"]) for v in a] for a in now["verdicts"]]
+    if before != after:
+        notes.append(f"verdicts differ: bundle {before} → replay {after}")
+    return new, notes
+
+
+def _as_named(bundle: Path) -> Path:
+    """The bundle's scenario file under its own name (the loader checks name = stem)."""
+    name = json.loads((bundle / "scenario.json").read_text())["name"]
+    target = bundle / "replay" / f"{name}.toml"
+    target.parent.mkdir(exist_ok=True)
+    shutil.copy2(bundle / "scenario.toml", target)
+    if not target.is_file():
+        raise ConfigError(f"{bundle} has no scenario.toml; is it a repro bundle?")
+    return target

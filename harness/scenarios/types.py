@@ -1,0 +1,135 @@
+"""Scenario vocabulary: the ops, limits and value types a scenario file is read into.
+
+Shared by `harness.scenarios.checks` (which builds these values while checking a
+file) and `harness.scenarios.load` (which loads files and re-exports every public
+name here), so the dependency runs one way: scenarios → scenario_checks → here::
+
+    step = Step(op="inject", cpu="all", count=100)
+    step.describe()                                   # 'inject cpu=all count=100'
+    OPS["probe"].ms_max                               # MAX_PROBE_MS
+    Expectation(value="stats.sample", equals=16).holds(16)   # True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from harness.build.kernel import Variant
+from harness.vm.accel import AccelChoice
+from harness.vm.topology import CpuTopology
+
+Op = Literal[
+    "inject", "kick", "spin", "wait", "idle", "probe", "offline", "online",
+    "pause", "inject-nmi", "reader", "skip", "nest",
+]  # fmt: skip
+Relation = Literal["equals", "at_least", "at_most"]
+RELATIONS: dict[Relation, str] = {"equals": "==", "at_least": ">=", "at_most": "<="}
+ACCEL_CHOICES: tuple[AccelChoice, ...] = ("tcg", "kvm", "auto")
+MAX_MS = 600_000
+MAX_PROBE_MS = 5_000
+MAX_COUNT = 1_000_000
+MAX_NEST = 100_000
+#: The rate harness.agent.driver sets with throttling off; a limit above it limits nothing.
+MAX_SAMPLE_RATE = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class GuestSetup:
+    """The guest a scenario boots."""
+
+    arch: str
+    accel: AccelChoice
+    topology: CpuTopology
+    variant: Variant
+    nmi: bool
+    kernel_args: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One action between START and STOP; fields an op does not take are None."""
+
+    op: Op
+    cpu: int | Literal["all"] | None = None
+    count: int | None = None
+    ms: int | None = None
+    on: bool | None = None
+
+    def params(self) -> dict[str, int | str | bool]:
+        """The op's parameters, as in the file (defaults filled in)."""
+        values = {"cpu": self.cpu, "count": self.count, "ms": self.ms, "on": self.on}
+        return {key: value for key, value in values.items() if value is not None}
+
+    def describe(self) -> str:
+        """One line for logs: ``inject cpu=all count=100``."""
+        return " ".join((self.op, *(f"{k}={v}" for k, v in self.params().items())))
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """An oracle that must hold, or a number of the run with one relation."""
+
+    oracle: str | None = None
+    value: str | None = None
+    equals: int | None = None
+    at_least: int | None = None
+    at_most: int | None = None
+
+    def relation(self) -> tuple[Relation, int] | None:
+        """The relation and its bound; None for an oracle expectation."""
+        for name in RELATIONS:
+            bound: int | None = getattr(self, name)
+            if bound is not None:
+                return name, bound
+        return None
+
+    def holds(self, observed: int) -> bool:
+        """Whether the value's number ``observed`` meets the relation (False for an oracle)."""
+        match self.relation():
+            case ("equals", bound):
+                return observed == bound
+            case ("at_least", bound):
+                return observed >= bound
+            case ("at_most", bound):
+                return observed <= bound
+        return False
+
+    def describe(self) -> str:
+        """``oracle TP-O1 holds`` or ``stats.sample == 16``."""
+        relation = self.relation()
+        if relation is None:
+            return f"oracle {self.oracle} holds"
+        return f"{self.value} {RELATIONS[relation[0]]} {relation[1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class _OpRule:
+    """The keys one op takes besides ``op``; None: the key is not allowed."""
+
+    cpu: Literal["one", "one-or-all", "hotplug"] | None = None
+    cpu_default: Literal["all"] | None = None  # None: cpu is required
+    count_max: int | None = None
+    ms_max: int | None = None
+    on: bool = False
+
+    def keys(self) -> tuple[str, ...]:
+        taken = (("cpu", self.cpu), ("count", self.count_max), ("ms", self.ms_max))
+        return (*(k for k, rule in taken if rule is not None), *(("on",) if self.on else ()))
+
+
+OPS: dict[Op, _OpRule] = {
+    "inject": _OpRule(cpu="one-or-all", count_max=MAX_COUNT),
+    "kick": _OpRule(cpu="one-or-all", cpu_default="all"),
+    "spin": _OpRule(cpu="one", ms_max=MAX_MS),
+    "wait": _OpRule(),
+    "idle": _OpRule(ms_max=MAX_MS),
+    "probe": _OpRule(cpu="one", ms_max=MAX_PROBE_MS),
+    "offline": _OpRule(cpu="hotplug"),
+    "online": _OpRule(cpu="hotplug"),
+    "pause": _OpRule(ms_max=MAX_MS),
+    "inject-nmi": _OpRule(),
+    "reader": _OpRule(on=True),
+    "skip": _OpRule(cpu="one", count_max=MAX_COUNT),
+    "nest": _OpRule(cpu="one", count_max=MAX_NEST),
+}

@@ -1,0 +1,139 @@
+"""A machine spec and the QEMU command line it becomes (pure: no I/O).
+
+Argv is a tuple of single tokens, never a shell string; commas inside option
+values are doubled as QEMU requires::
+
+    spec = MachineSpec(arch=arches.get("arm64"), topology=default_topology(8))
+    argv = build_argv(spec, BootFiles(kernel, initrd), qmp_fd=5, console_log=Path("con.log"))
+    shlex.join(argv)   # for logs and run.json
+
+The SSH port is not chosen here: the guest's port 22 is forwarded from
+``127.0.0.1:0``, and QEMU picks a free port, read back over QMP afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from harness.arches import Accel, ArchProfile
+from harness.build.images import BootFiles
+from harness.errors import ConfigError
+from harness.vm.topology import CpuTopology
+
+TcgThreads = Literal["multi", "single"]
+GUEST_SSH_PORT = 22
+MIN_MEMORY_MIB = 128
+
+
+@dataclass(frozen=True, slots=True)
+class MachineSpec:
+    """Everything that decides how a guest is started."""
+
+    arch: ArchProfile
+    topology: CpuTopology
+    accel: Accel = "tcg"
+    memory_mib: int = 1024
+    nmi: bool = True  # pseudo-NMI on arm64; x86 PMU interrupts are always NMIs
+    kernel_args: tuple[str, ...] = ()
+    tcg_threads: TcgThreads = "multi"
+    icount_shift: int | None = None  # -icount shift=N: instruction counting, one TCG thread
+
+    def __post_init__(self) -> None:
+        if self.topology.cpus > self.arch.max_cpus:
+            raise ConfigError(
+                f"{self.topology.cpus} CPUs is more than the {self.arch.name} machine "
+                f"{self.arch.machine!r} allows ({self.arch.max_cpus}); ask for fewer"
+            )
+        if self.topology.clusters > 1 and not self.arch.supports_clusters:
+            raise ConfigError(
+                f"{self.arch.name} guests cannot have clusters (topology "
+                f"{self.topology.name}); use clusters=1"
+            )
+        if not self.nmi and self.arch.pseudo_nmi_arg is None:
+            raise ConfigError(
+                f"{self.arch.name} delivers PMU interrupts as NMIs always; NMI mode 'off' "
+                "exists only where the arch has a switch (arm64 pseudo-NMI)"
+            )
+        if self.memory_mib < MIN_MEMORY_MIB:
+            raise ConfigError(f"memory_mib={self.memory_mib} is too small; use ≥ {MIN_MEMORY_MIB}")
+        if self.icount_shift is not None and self.accel != "tcg":
+            raise ConfigError("-icount needs TCG; drop --deterministic or use --accel tcg")
+
+    @property
+    def name(self) -> str:
+        """Short id for logs and directories: ``arm64-tcg-2s2cl1c2t-nmi``."""
+        nmi = "nmi" if self.nmi else "irq"
+        return f"{self.arch.name}-{self.accel}-{self.topology.name}-{nmi}"
+
+
+def kernel_cmdline(spec: MachineSpec) -> str:
+    """The guest kernel's command line."""
+    # random.trust_cpu=on: seed the CRNG from the CPU's RNG (RNDR/RDRAND of -cpu max/host)
+    # at boot. Without it dropbear blocks in getrandom() until "crng init done", about
+    # 1.5 s later under TCG; a throwaway test guest needs no stronger entropy.
+    args = [f"console={spec.arch.console}", "rdinit=/init", "panic=-1", "random.trust_cpu=on"]
+    if spec.arch.pseudo_nmi_arg is not None:
+        args.append(f"{spec.arch.pseudo_nmi_arg}={1 if spec.nmi else 0}")
+    return " ".join((*args, *spec.kernel_args))
+
+
+def build_argv(
+    spec: MachineSpec,
+    files: BootFiles,
+    *,
+    qmp_fd: int,
+    console_log: Path,
+    qemu_binary: str | None = None,
+) -> tuple[str, ...]:
+    """The complete QEMU command line for ``spec``.
+
+    ``panic=-1`` with ``-no-reboot`` makes a panicking guest exit QEMU at once,
+    after the panic lines reached the console file.
+    """
+    topo = spec.topology
+    smp = topo.smp_value if spec.arch.supports_clusters else topo.smp_value_without_clusters
+    accel = "kvm" if spec.accel == "kvm" else f"tcg,thread={spec.tcg_threads}"
+    argv = [
+        qemu_binary or spec.arch.qemu_binary,
+        "-nodefaults", "-no-user-config", "-no-reboot", "-display", "none",
+        "-machine", spec.arch.machine,
+        "-accel", accel,
+        "-cpu", spec.arch.cpu_model(spec.accel),
+        "-smp", smp,
+        "-m", f"{spec.memory_mib}M",
+        "-kernel", str(files.kernel),
+        "-initrd", str(files.initrd),
+        "-append", kernel_cmdline(spec),
+        "-netdev", f"user,id=net0,hostfwd=tcp:127.0.0.1:0-:{GUEST_SSH_PORT}",
+        "-device", "virtio-net-pci,netdev=net0,romfile=",
+        "-chardev", f"file,id=con0,path={quote_optarg(str(console_log))}",
+        "-serial", "chardev:con0",
+        "-chardev", f"socket,id=qmp0,fd={qmp_fd}",
+        "-mon", "chardev=qmp0,mode=control",
+    ]  # fmt: skip
+    if spec.icount_shift is not None:
+        argv += ["-icount", f"shift={spec.icount_shift}"]
+    return tuple(argv)
+
+
+def quote_optarg(value: str) -> str:
+    """Escape a value for a QEMU ``key=value,...`` option (commas are doubled)."""
+    return value.replace(",", ",,")
+
+
+def parse_usernet_ssh_port(info_usernet: str) -> int | None:
+    """Find the host port forwarded to the guest's SSH port in HMP ``info usernet``."""
+    for line in info_usernet.splitlines():
+        fields = line.split()
+        # Protocol[State] FD SrcAddr SrcPort DstAddr DstPort RecvQ SendQ
+        if (
+            len(fields) >= 7
+            and fields[0].startswith("TCP[HOST_FORWARD]")
+            and fields[5] == str(GUEST_SSH_PORT)
+            and re.fullmatch(r"\d+", fields[3])
+        ):
+            return int(fields[3])
+    return None

@@ -1,0 +1,151 @@
+"""A booted, checked guest: QEMU + QMP + SSH + preflight + artifacts, in one `with`.
+
+::
+
+    with Guest(spec, images, workdir, timeouts=Timeouts.from_env()) as guest:
+        guest.shell.run("nproc")
+        guest.facts.pmu_counters
+    # QEMU stopped; workdir holds argv.txt, console.log, qmp.jsonl, run.json
+
+Entering boots the VM, finds the SSH port QEMU chose, logs in, reads the
+guest's facts and checks them and the topology (guest sysfs and QMP) against
+the spec. Leaving stops QEMU whatever happened, scans the console for crash
+lines (a WARNING during a run fails it), and writes the verdict. Errors raised
+inside the block pass through unchanged; cleanup never masks them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from types import TracebackType
+
+from harness.build.images import GuestImages
+from harness.build.rootfs import GUEST_INIT
+from harness.errors import EnvironmentMismatch, GuestError, HarnessError, InfraError
+from harness.timeouts import Timeouts
+from harness.vm.argv import MachineSpec
+from harness.vm.machine import GuestVM
+from harness.vm.preflight import (
+    FACTS_COMMAND,
+    GuestFacts,
+    check_facts,
+    parse_facts,
+    split_sections,
+)
+from harness.vm.record import RunRecord, spec_record
+from harness.vm.ssh import GuestShell
+from harness.vm.topology import check_qmp_topology
+
+LOG = logging.getLogger(__name__)
+
+
+class Guest:
+    """One guest run; use as a context manager."""
+
+    def __init__(
+        self,
+        spec: MachineSpec,
+        images: GuestImages,
+        workdir: Path,
+        *,
+        timeouts: Timeouts,
+        name: str | None = None,
+        check_environment: bool = True,
+    ) -> None:
+        self.spec = spec
+        self.images = images
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.name = name or spec.name
+        self.vm = GuestVM(spec, images.files, workdir, name=self.name, timeouts=timeouts)
+        self.shell = GuestShell(images.ssh_key, timeouts=timeouts, name=self.name)
+        self.record = RunRecord(workdir / "run.json")
+        self.boot_s = 0.0
+        self.shutdown_s = 0.0
+        self._facts: GuestFacts | None = None
+        self._check_environment = check_environment
+
+    @property
+    def facts(self) -> GuestFacts:
+        """Preflight facts of the running guest."""
+        if self._facts is None:
+            raise RuntimeError("Guest.facts read before the guest booted")
+        return self._facts
+
+    def __enter__(self) -> Guest:
+        self.record.update(spec=spec_record(self.spec), images=self.images.record())
+        try:
+            self.boot()
+        except BaseException as exc:
+            self._stop(exc)
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop(exc)
+
+    def boot(self) -> None:
+        """Launch, log in, read facts, check them; raises on any mismatch."""
+        started = time.monotonic()
+        self.vm.launch()
+        self.record.update(argv=list(self.vm.argv), qemu_pid=self.vm.pid)
+        port = self.vm.ssh_port()
+        # Log in only once init says sshd is starting: an earlier attempt reaches a
+        # guest whose network is not up, and paramiko then waits out its banner timeout.
+        ready = f"{GUEST_INIT.marker} {GUEST_INIT.ready}"
+        self.vm.wait_for_boot(
+            probe=lambda: self.shell.try_connect(port) if ready in self.vm.console_text() else None
+        )
+        self.boot_s = time.monotonic() - started
+        self.record.add_timing("launch_to_ssh", self.boot_s)
+        LOG.info("%s: SSH up after %.2fs (port %d)", self.name, self.boot_s, port)
+        facts_text = self.shell.run(FACTS_COMMAND).stdout
+        self._facts = parse_facts(facts_text)
+        (self.workdir / "dmesg.boot.txt").write_text(split_sections(facts_text).get("dmesg", ""))
+        self.record.update(facts=self._facts.as_record(), ssh_port=port)
+        if self._check_environment:
+            self.check_environment()
+
+    def _save_final_dmesg(self) -> None:
+        """Best effort: the guest's dmesg as the run ends (gone if the guest is)."""
+        if self.shell.port is None or self.vm.exitcode() is not None:
+            return
+        try:
+            dmesg = self.shell.run("dmesg", timeout_s=10.0).stdout
+        except HarnessError as exc:
+            LOG.debug("%s: no final dmesg: %s", self.name, exc)
+            return
+        (self.workdir / "dmesg.txt").write_text(dmesg)
+
+    def check_environment(self) -> None:
+        """Compare the guest (sysfs, dmesg) and QEMU (QMP) with the spec.
+
+        :raise EnvironmentMismatch: naming every difference.
+        """
+        problems = check_facts(self.spec, self.facts)
+        problems += check_qmp_topology(self.spec.topology, self.vm.qmp.execute("query-cpus-fast"))
+        if problems:
+            raise EnvironmentMismatch(f"{self.name} is not the guest that was asked for", problems)
+
+    def _stop(self, error: BaseException | None) -> None:
+        self._save_final_dmesg()
+        self.shell.close()
+        self.shutdown_s = self.vm.shutdown()
+        self.record.add_timing("shutdown", self.shutdown_s)
+        crash: GuestError | None = None
+        if error is None or isinstance(error, InfraError):
+            # A broken connection with a panic on the console is the panic's doing.
+            try:
+                self.vm.check_console(what=f"{self.name} during the run")
+            except GuestError as found:
+                crash = found
+        self.record.finish(crash or error)
+        if crash is not None:
+            raise crash from error

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harness.agent.oracles_dt import DT_ORACLES, applicable_dt_oracles, check_dt
+from harness.agent.report_dt import (
+    TITLES,
+    dt_nmi_mode,
+    dt_rows,
+    dt_total_row,
+    format_dt_table,
+    format_dt_verdicts,
+    gstats_line,
+)
+from harness.agent.results import Violation
+from tests.unit.agent.test_oracles_dt import BASE, after, consistent_run, dt_d1_run, pmu_run
+
+CONSISTENT_TABLE = """\
+dt: event cycles, period 1000000, quirks 0x0, read size 192, online CPUs 0-1, NMI on (PMU overflows as NMIs)
+cpu  calls  committed  read  dropevt  recurevt  skiptick  inring  seq   nmi%  merged
+  0     28         15    15        6         7         0      15   15  100.0       0
+  1      5          5     5        0         0         3       5    5  100.0       2
+all     33         20    20        6         7         3      20    -  100.0       2
+GSTATS after the read: readevt 20, dropevt 6, skiptick 3, recurevt 7; open: x_wakeups 9, x_partial_events 0"""  # noqa: E501
+
+PASSING_VERDICTS = """\
+PASS  DT-O1   conservation: every get call recurs, drops or commits; committed = read + inring
+PASS  DT-O2   no reader before the read: committed = min(E - recurevt, 15), the rest dropped
+PASS  DT-O3   drain: every committed event read once, whole, in seq order, canary intact
+PASS  DT-O4   GSTATS: sums of the per-CPU counters (DT-D1: skiptick, recurevt of the last CPU)
+PASS  DT-O6   recursion: calls inside a nested window count as recurevt, nothing else does
+PASS  DT-O7   skipped ticks: forced skips exactly; with profile ticks, periods account
+PASS  DT-INJ  injection: get calls = injected + nested + one outer get per nested window
+PASS  NMI     overflow context matches the pseudo-NMI mode the guest booted with"""
+
+
+def columns(table: str) -> list[list[str]]:
+    """The table's rows (between the header line and the GSTATS line), split into cells."""
+    return [line.split() for line in table.splitlines()[1:-1]]
+
+
+def test_table_of_the_consistent_run() -> None:
+    assert format_dt_table(BASE) == CONSISTENT_TABLE
+
+
+def test_table_rows_are_aligned() -> None:
+    assert len({len(line) for line in CONSISTENT_TABLE.splitlines()[1:-1]}) == 1
+
+
+def test_table_titles() -> None:
+    assert columns(format_dt_table(BASE))[0] == list(TITLES)
+
+
+def test_table_header_with_pseudo_nmi_off() -> None:
+    header = format_dt_table(consistent_run(nmi=False)).splitlines()[0]
+    assert header.endswith(
+        "online CPUs 0-1, NMI off (pseudo-NMI off, or a software clock: overflows are normal IRQs)"
+    )
+    assert dt_nmi_mode(BASE) == "NMI on (PMU overflows as NMIs)"
+
+
+def test_table_of_the_dt_d1_run_shows_gstats_as_returned() -> None:
+    table = format_dt_table(dt_d1_run(ncpu=2, quirk=True))
+    assert "quirks 0x10000, read size 48, online CPUs 0-1" in table.splitlines()[0]
+    assert columns(table)[1:] == [
+        ["0", "8", "5", "5", "0", "3", "2", "5", "5", "100.0", "0"],
+        ["1", "0", "0", "0", "0", "0", "0", "0", "0", "-", "0"],
+        ["all", "8", "5", "5", "0", "3", "2", "5", "-", "100.0", "0"],
+    ]
+    assert table.splitlines()[-1] == (
+        "GSTATS after the read: readevt 5, dropevt 0, skiptick 0, recurevt 0; "
+        "open: x_wakeups 2, x_partial_events 0"
+    )
+
+
+def test_inring_is_before_the_read_and_the_rest_after() -> None:
+    rows = dt_rows(after(1, dc_readevt=4, x_seq=6)(BASE))
+    assert (rows[1].read, rows[1].seq, rows[1].inring) == (4, 6, 5)
+
+
+def test_total_row_sums_and_has_no_seq() -> None:
+    total = dt_total_row(dt_rows(BASE))
+    assert (total.cpu, total.calls, total.committed, total.seq, total.seen) == (
+        None,
+        33,
+        20,
+        None,
+        4,
+    )
+    assert total.nmi_pct == 100.0
+
+
+def test_row_of_a_cpu_only_the_core_knows() -> None:
+    run = replace(BASE, core={**BASE.core, 2: {"x_nmi_total": 4, "x_nmi_ctx_ok": 1}})
+    row = dt_rows(run)[2]
+    assert (row.cpu, row.calls, row.inring, row.seq, row.nmi_pct) == (2, 0, 0, 0, 25.0)
+
+
+def test_gstats_line_reads_missing_values_as_zero() -> None:
+    empty = replace(BASE.after_read, gstats={}, open={})
+    assert gstats_line(replace(BASE, after_read=empty)) == (
+        "GSTATS after the read: readevt 0, dropevt 0, skiptick 0, recurevt 0; "
+        "open: x_wakeups 0, x_partial_events 0"
+    )
+
+
+def test_verdicts_of_the_consistent_run() -> None:
+    assert format_dt_verdicts(check_dt(BASE), applicable_dt_oracles(BASE)) == PASSING_VERDICTS
+
+
+def test_verdicts_list_violations_under_their_oracle() -> None:
+    run = after(0, x_seq=14)(BASE)
+    lines = format_dt_verdicts(check_dt(run), applicable_dt_oracles(run)).splitlines()
+    assert lines[2:4] == [
+        "FAIL  DT-O3   drain: every committed event read once, whole, in seq order, canary intact",
+        "      DT-O3 on CPU 0: expected x_seq = x_committed = 15, observed x_seq = 14 "
+        "(after reading everything)",
+    ]
+    assert len(lines) == len(DT_ORACLES) + 1
+
+
+def test_verdicts_skip_what_does_not_apply() -> None:
+    run = pmu_run()
+    lines = format_dt_verdicts(check_dt(run), applicable_dt_oracles(run)).splitlines()
+    assert lines[6].startswith("skip  DT-INJ  injection:")
+    assert [line[:4] for line in lines] == ["PASS"] * 6 + ["skip", "PASS"]
+
+
+def test_verdicts_without_applicable_pass_everything_clean() -> None:
+    assert format_dt_verdicts([]) == PASSING_VERDICTS
+
+
+def test_verdicts_keep_violations_of_unknown_oracles() -> None:
+    extra = Violation("C-2", 1, "x_nmi_lock_violation = 0", "x_nmi_lock_violation = 1")
+    lines = format_dt_verdicts([extra]).splitlines()
+    assert lines[-2:] == [
+        "FAIL  C-2",
+        "      C-2 on CPU 1: expected x_nmi_lock_violation = 0, observed x_nmi_lock_violation = 1",
+    ]

@@ -1,0 +1,58 @@
+"""The pure parts of ``invoke repro``: steps → profctl steps, values, verdicts."""
+
+from __future__ import annotations
+
+from harness.agent.steps import inject_step, kick_step
+from harness.paths import REPO_ROOT
+from harness.scenarios.load import Expectation, find_scenario, load_scenario
+from harness.scenarios.repro import compare_numbers, judge, numbers, observe, program
+from tests.unit.agent.test_oracles import BASE
+
+SHIPPED = REPO_ROOT / "scenarios"
+
+
+def test_tp_d1_translates_to_injections_and_kicks() -> None:
+    scenario = load_scenario(find_scenario("tprof-tp-d1-quirk", SHIPPED))
+    prog = program(scenario, pause=lambda ms: None, nmi=lambda: None)
+    assert prog.body == (inject_step(0, 12), kick_step("all")) * 4
+    assert prog.injected == {0: 48}
+    assert prog.kicks == 4
+    assert not prog.actions
+
+
+def test_a_pause_becomes_a_host_action_between_marker_steps() -> None:
+    scenario = load_scenario(find_scenario("nmi-ab-on", SHIPPED))
+    paused: list[int] = []
+    prog = program(scenario, pause=paused.append, nmi=lambda: None)
+    (name,) = prog.actions
+    assert any(step.startswith("mark:") and name in step for step in prog.body)
+    assert any(step.startswith("await:") and name in step for step in prog.body)
+    prog.actions[name]()
+    assert paused == [300]
+
+
+def test_values_and_verdicts_come_from_the_run() -> None:
+    sample = BASE.snapshot.stats["sample"]
+    assert observe(BASE, "stats.sample") == sample
+    assert observe(BASE, "samples") == len(BASE.samples)
+    assert observe(BASE, "core.1.x_nmi_total") == BASE.snapshot.core[1]["x_nmi_total"]
+    verdicts = judge(
+        (
+            Expectation(value="stats.sample", equals=sample),
+            Expectation(value="stats.sample", at_least=sample + 1),
+            Expectation(oracle="TP-O1"),
+        ),
+        BASE,
+    )
+    assert [v.held for v in verdicts] == [True, False, True]
+    assert verdicts[1].observed == str(sample)
+
+
+def test_numbers_that_differ_across_attempts_are_named() -> None:
+    first = numbers(BASE)
+    second = {**first, "core.0.x_enabled_ns": first["core.0.x_enabled_ns"] + 1}
+    report = compare_numbers([first, second])
+    assert report["differing"] == {
+        "core.0.x_enabled_ns": [first["core.0.x_enabled_ns"], second["core.0.x_enabled_ns"]]
+    }
+    assert report["identical"] == report["numbers"] - 1  # type: ignore[operator]

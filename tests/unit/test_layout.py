@@ -1,0 +1,91 @@
+"""The harness's layout is its data flow: no import cycle, and no stage imports a later one.
+
+Stages, in order: the foundation modules at the top of ``harness/`` (errors, paths,
+timeouts, ...), then ``build`` → ``vm`` → ``agent`` → ``scenarios`` → ``matrix`` →
+``cli``. A module may import its own stage and earlier ones, never a later one. Imports
+inside functions count too: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from harness.paths import REPO_ROOT
+
+STAGES = ("", "build", "vm", "agent", "scenarios", "matrix", "cli")
+HARNESS = REPO_ROOT / "harness"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every harness module ``path`` imports, at any depth of the file."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("harness"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("harness"):
+            for alias in node.names:  # `from harness.x import y`: y may be a module
+                candidate = f"{node.module}.{alias.name}"
+                found.add(candidate if candidate in MODULES else node.module)
+    return found
+
+
+MODULES = {module_name(p) for p in HARNESS.rglob("*.py")}
+GRAPH = {module_name(p): imports_of(p) & MODULES for p in HARNESS.rglob("*.py")}
+
+
+def stage_of(module: str) -> int:
+    parts = module.split(".")
+    return STAGES.index(parts[1]) if len(parts) > 2 and parts[1] in STAGES else 0
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path of module names, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_the_graph_is_read() -> None:
+    assert "harness.vm.machine" in GRAPH["harness.vm.guest"]
+    assert "harness.build.cache" in GRAPH["harness.build.images"]
+
+
+def test_no_import_cycle() -> None:
+    assert find_cycle(GRAPH) is None, " → ".join(find_cycle(GRAPH) or [])
+
+
+def test_cycle_finder_finds_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_stage_imports_a_later_one() -> None:
+    backwards = [
+        f"{mod} ({STAGES[stage_of(mod)] or 'foundation'}) imports {dep} ({STAGES[stage_of(dep)]})"
+        for mod, deps in sorted(GRAPH.items())
+        for dep in sorted(deps)
+        if stage_of(dep) > stage_of(mod)
+    ]
+    assert backwards == []
