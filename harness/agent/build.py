@@ -22,9 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 
-from harness.agent import flavours
 from harness.agent.render import DECODER, RenderedAgent, load_decoder, render_agent
-from harness.agent.results import Sample
 from harness.agent.spec import AgentSpec
 from harness.build.cache import Cache, content_key, file_sha256
 from harness.build.images import GuestImages
@@ -49,15 +47,6 @@ class AgentBuild:
     def decoder(self) -> ModuleType:
         """The rendered ``profagent_records.py``, imported."""
         return load_decoder(self.source_dir / DECODER)
-
-    def decode(self, data: bytes) -> tuple[Sample, ...]:
-        """Decode a tprof record stream with the rendered decoder.
-
-        :raise ValueError: the stream ends inside a record.
-        """
-        layout = flavours.get(self.rendered.spec.flavour).record
-        records = self.decoder.decode_all(layout.c_name, data)
-        return tuple(Sample(**record) for record in records)
 
     def record(self) -> dict[str, object]:
         """Identities for run.json."""

@@ -6,11 +6,13 @@ the module fresh, so no state leaks from one run into the next::
 
     agent = Agent(guest.shell, build, profctl_binary, workdir, nmi_expected=True)
     agent.deploy()
-    run = agent.sampling_run(AgentSpec(), SamplingPlan(busy_cpus=(0, 2)))
-    check_sampling(run)                  # [] when every oracle holds
+    fl = behaviour("tprof")                          # harness.agent.flavour
+    run = fl.standard_run(agent, AgentSpec(), (0, 1))
+    fl.check(run)                                    # [] when every oracle holds
 
-Everything a run produced (profctl's output, the debugfs files, the sample
-stream) is kept in ``workdir``.
+It knows no flavour: a flavour's runner (``harness/agent/flavours/<name>/run.py``)
+drives it through `harness.agent.flavour.AgentLike`. Everything a run produced
+(profctl's output, the debugfs files, the record stream) is kept in ``workdir``.
 """
 
 from __future__ import annotations
@@ -20,15 +22,13 @@ import json
 import logging
 import shlex
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from harness.agent import profctl as pc
 from harness.agent.build import AgentBuild
-from harness.agent.results import AgentSnapshot, SamplingRun
+from harness.agent.results import AgentSnapshot
 from harness.agent.spec import AgentSpec, event_available
 from harness.agent.steps import (
     DEBUGFS,
@@ -36,20 +36,13 @@ from harness.agent.steps import (
     GUEST_DIR,
     MAX_SAMPLE_RATE,
     PMU_EVENT_DIRS,
-    SAMPLES,
     SNAPSHOT_FILES,
-    SamplingPlan,
     _failure_of,
     _marker_paths,
-    busy_of,
-    collect_steps,
-    require_ok,
-    sampling_steps,
     snapshot_of,
-    start_steps,
 )
 from harness.errors import ConfigError, InfraError, ModuleLoadError
-from harness.timeouts import wait_until
+from harness.timeouts import Timeouts, wait_until
 
 LOG = logging.getLogger(__name__)
 
@@ -62,20 +55,6 @@ class AgentShell(pc.CommandShell, Protocol):
 
     def get(self, remote: str, local: Path) -> None:
         """Copy guest path ``remote`` to ``local``."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunContext:
-    """How a run is set up, and what its steps do, for the oracles."""
-
-    throttling_disabled: bool = True
-    max_sample_rate: int | None = None
-    probe_cpus: tuple[int, ...] = ()
-    injected: Mapping[int, int] | None = None
-    kicks: int | None = None
-    timeout_s: float = 120
-    #: Marker name → what the host does there (see `Agent.steps_with_host_actions`).
-    actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
 
 
 # ---- the shell: one agent in one guest ---------------------------------------------
@@ -93,6 +72,7 @@ class Agent:
         *,
         nmi_expected: bool,
         cycles_per_ns: float | None = None,
+        timeouts: Timeouts | None = None,
     ) -> None:
         self.shell = shell
         self.build = build
@@ -103,6 +83,8 @@ class Agent:
         self.loaded: AgentSpec | None = None
         self._runs = 0
         self._pmu: tuple[frozenset[str], bool] | None = None
+        #: A profctl sequence's default budget: the command budget (scaled).
+        self.timeouts = timeouts or Timeouts.from_env()
 
     def deploy(self) -> None:
         """Copy the module and profctl into the guest."""
@@ -179,10 +161,16 @@ class Agent:
             f"echo {percent} > /proc/sys/kernel/perf_cpu_time_max_percent"
         )
 
-    def steps(self, steps: Sequence[str], *, timeout_s: float = 120) -> tuple[pc.StepResult, ...]:
-        """Run ``steps`` in one profctl process; keep its output in the workdir."""
+    def steps(
+        self, steps: Sequence[str], *, timeout_s: float | None = None
+    ) -> tuple[pc.StepResult, ...]:
+        """Run ``steps`` in one profctl process; keep its output in the workdir.
+
+        Blocks up to ``timeout_s`` (default: the scaled command budget).
+        """
         self._runs += 1
-        results = pc.run_profctl(self.shell, f"{GUEST_DIR}/profctl", steps, timeout_s=timeout_s)
+        budget = timeout_s if timeout_s is not None else self.timeouts.command_s
+        results = pc.run_profctl(self.shell, f"{GUEST_DIR}/profctl", steps, timeout_s=budget)
         log = self.workdir / f"profctl-{self._runs:02d}.txt"
         pairs = zip(steps, results, strict=True)
         log.write_text("".join(f"{s}\n  -> {r.describe()}\n" for s, r in pairs))
@@ -196,7 +184,7 @@ class Agent:
         steps: Sequence[str],
         actions: Mapping[str, Callable[[], None]],
         *,
-        timeout_s: float = 120,
+        timeout_s: float | None = None,
     ) -> tuple[pc.StepResult, ...]:
         """Run ``steps`` while the host acts at marked points (e.g. QMP ``stop``/``cont``).
 
@@ -205,10 +193,11 @@ class Agent:
         waits for a go file; the host sees the marker, acts, then creates the go file.
         """
         outcome: list[tuple[pc.StepResult, ...] | BaseException] = []
+        budget = timeout_s if timeout_s is not None else self.timeouts.command_s
 
         def run() -> None:
             try:
-                outcome.append(self.steps(steps, timeout_s=timeout_s))
+                outcome.append(self.steps(steps, timeout_s=budget))
             except BaseException as exc:  # handed to the caller's thread
                 outcome.append(exc)
 
@@ -218,16 +207,16 @@ class Agent:
             marker, go = _marker_paths(name)
             wait_until(
                 functools.partial(self._reached, marker),
-                timeout_s=timeout_s,
+                timeout_s=budget,
                 what=f"the guest sequence to reach {name!r}",
                 interval_s=0.05,
                 abort=functools.partial(_failure_of, outcome),
             )
             action()
             self.shell.run(f"touch {go}")
-        worker.join(timeout_s)
+        worker.join(budget)
         if not outcome:
-            raise InfraError(f"profctl did not finish within {timeout_s:.0f}s")
+            raise InfraError(f"profctl did not finish within {budget:.0f}s")
         if isinstance(outcome[0], BaseException):
             raise outcome[0]
         return outcome[0]
@@ -249,117 +238,47 @@ class Agent:
             cpus.extend(range(int(low), int(high or low) + 1))
         return tuple(cpus)
 
-    def fetch_samples(self, name: str = "samples.bin") -> bytes:
-        """Copy the sample stream out of the guest into the workdir; its bytes."""
-        local = self.workdir / f"{name}"
-        self.shell.get(SAMPLES, local)
+    def run_steps(
+        self,
+        steps: Sequence[str],
+        *,
+        actions: Mapping[str, Callable[[], None]] | None = None,
+        timeout_s: float | None = None,
+    ) -> tuple[pc.StepResult, ...]:
+        """`steps`, or `steps_with_host_actions` when the host acts at marked points."""
+        if actions:
+            return self.steps_with_host_actions(steps, actions, timeout_s=timeout_s)
+        return self.steps(steps, timeout_s=timeout_s)
+
+    def fetch(self, remote: str, name: str) -> bytes:
+        """Copy guest file ``remote`` into the workdir as ``name``; its bytes."""
+        local = self.workdir / name
+        self.shell.get(remote, local)
         return local.read_bytes()
 
-    def sampling_run(self, spec: AgentSpec, plan: SamplingPlan) -> SamplingRun:
-        """Load ``spec``, run the standard workload, collect everything.
+    def decode(self, layout: str, data: bytes) -> list[dict[str, int]]:
+        """Records of ``layout`` (a C struct name) in ``data``, by the rendered decoder.
 
-        :raise ModuleLoadError: the module did not load.
-        :raise InfraError: a control step failed or the guest tool misbehaved.
+        :raise ValueError: the stream ends inside a record.
         """
-        context = RunContext(
-            throttling_disabled=plan.throttling_disabled,
-            max_sample_rate=plan.max_sample_rate,
-            probe_cpus=plan.probe_cpus,
-            timeout_s=120 + plan.busy_ms / 1000,
-        )
-        return self._run(spec, sampling_steps(plan), context)[0]
+        records: list[dict[str, int]] = self.build.decoder.decode_all(layout, data)
+        return records
 
-    def scripted_run(
-        self,
-        spec: AgentSpec,
-        body: Sequence[str],
-        *,
-        injected: Mapping[int, int] | None = None,
-        kicks: int | None = None,
-        throttling_disabled: bool = True,
-        max_sample_rate: int | None = None,
-        actions: Mapping[str, Callable[[], None]] | None = None,
-    ) -> tuple[SamplingRun, tuple[pc.StepResult, ...]]:
-        """Load ``spec``, START, run ``body``, then collect as `sampling_run` does.
-
-        ``injected`` and ``kicks`` are what ``body`` does, for the oracles. Every
-        step must succeed; use `steps` for runs that expect errors.
-
-        :raise InfraError: a step failed.
-        """
-        context = RunContext(
-            throttling_disabled=throttling_disabled,
-            max_sample_rate=max_sample_rate,
-            injected=injected,
-            kicks=kicks,
-            actions=actions or {},
-        )
-        return self._run(spec, (*start_steps(), *body, *collect_steps()), context)
-
-    def _run(
-        self, spec: AgentSpec, steps: Sequence[str], context: RunContext
-    ) -> tuple[SamplingRun, tuple[pc.StepResult, ...]]:
-        """Load ``spec``, run ``steps`` (every one must succeed), collect and save."""
-        self.set_throttling(
-            disabled=context.throttling_disabled, max_sample_rate=context.max_sample_rate
-        )
-        self.load(spec)
-        online = self.online_cpus()
-        started = time.monotonic()
-        if context.actions:
-            results = self.steps_with_host_actions(
-                steps, context.actions, timeout_s=context.timeout_s
-            )
-        else:
-            results = self.steps(steps, timeout_s=context.timeout_s)
-        runtime_s = time.monotonic() - started
-        require_ok(results)
-        data = self.fetch_samples(f"samples-{self._runs:02d}.bin")
-        run = SamplingRun(
-            spec=spec,
-            snapshot=snapshot_of(steps, results),
-            samples=self.build.decode(data),
-            bytes_read=len(data),
-            online_cpus=online,
-            busy=busy_of(steps, results),
-            probe_cpus=context.probe_cpus,
-            nmi_expected=self.nmi_expected_for(spec),
-            throttling_disabled=context.throttling_disabled,
-            injected=context.injected,
-            kicks=context.kicks,
-            runtime_s=runtime_s,
-            ref_events_per_ns=self._events_per_ns(spec),
-        )
-        self.save(run)
-        return run, results
-
-    def save(self, run: SamplingRun) -> Path:
-        """Write ``run``'s spec, build identity and snapshot to the workdir as JSON."""
-        snap = run.snapshot
-        record = {
-            "build": self.build.record(),
-            "spec": run.spec.describe(),
-            "online_cpus": run.online_cpus,
-            "busy": {str(cpu): pids for cpu, pids in run.busy.items()},
-            "nmi_expected": run.nmi_expected,
-            "throttling_disabled": run.throttling_disabled,
-            "injected": {str(c): n for c, n in (run.injected or {}).items()},
-            "kicks": run.kicks,
-            "runtime_s": run.runtime_s,
-            "bytes_read": run.bytes_read,
-            "info": dict(snap.info),
-            "stats": dict(snap.stats),
-            "stats_percpu": {str(c): dict(v) for c, v in snap.stats_percpu.items()},
-            "nmi": {str(c): dict(v) for c, v in snap.core.items()},
-            "state": dict(snap.state),
-        }
+    def save_run(self, record: Mapping[str, object]) -> Path:
+        """Write one run's record (plus the build's identity) as JSON; its path."""
         path = self.workdir / f"agent-run-{self._runs:02d}.json"
-        path.write_text(json.dumps(record, indent=1) + "\n")
+        path.write_text(json.dumps({"build": self.build.record(), **record}, indent=1) + "\n")
         return path
+
+    @property
+    def run_count(self) -> int:
+        """Profctl sequences run so far (names the files a run keeps)."""
+        return self._runs
 
     def nmi_expected_for(self, spec: AgentSpec) -> bool:
         """Whether overflows arrive as NMIs: the PMU in NMI mode; a software clock never."""
         return self.nmi_expected and spec.event != "cpu-clock"
 
-    def _events_per_ns(self, spec: AgentSpec) -> float | None:
+    def events_per_ns(self, spec: AgentSpec) -> float | None:
+        """Events per enabled nanosecond where that rate is fixed (cycles under TCG)."""
         return self.cycles_per_ns if spec.event == "cycles" else None

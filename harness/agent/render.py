@@ -4,7 +4,7 @@ Every decision is made here, on validated values; the templates under
 ``guest/agent/`` only substitute and loop::
 
     rendered = render_agent(AgentSpec(period=200_000))
-    rendered.write(out_dir)          # profagent_abi.h, profagent.h, core.c, tprof.c, ...
+    rendered.write(out_dir)          # profagent_abi.h, profagent.h, core.c, <flavour>.c, ...
     rendered.key                     # content hash: the build cache key's source part
 """
 
@@ -17,40 +17,36 @@ from pathlib import Path
 from types import ModuleType
 
 from harness.agent import flavours
-from harness.agent.layouts import (
-    DT_EVT,
-    DT_IOCTLS,
-    DT_PCPU_HDR,
-    DT_REQ,
-    DT_STAT,
-    TPROF_IOCTLS,
-    TPROF_PARAM,
-    TPROF_STAT,
-    TPROF_VERSION,
-)
+from harness.agent.info import CORE_PERCPU
 from harness.agent.spec import AgentSpec
 from harness.build.cache import content_key
 from harness.errors import ConfigError
 from harness.templates import render
 
-#: Rendered file → template under guest/agent/.
-SOURCES: dict[str, str] = {
+#: Rendered file → template under guest/agent/, for the core; each flavour adds
+#: ``<name>.c`` from ``guest/agent/flavours/<name>/<name>.c.j2``.
+CORE_SOURCES: dict[str, str] = {
     "profagent_abi.h": "agent/profagent_abi.h.j2",
     "profagent.h": "agent/profagent.h.j2",
     "core.c": "agent/core.c.j2",
-    "tprof.c": "agent/tprof.c.j2",
-    "dt.c": "agent/dt.c.j2",
     "Kbuild": "agent/Kbuild.j2",
     "profagent_records.py": "agent/profagent_records.py.j2",
 }
-FAULT_POINTS = ("wq_create", "buf_alloc")
 DECODER = "profagent_records.py"
-#: Global tprof statistics that are sums of a per-CPU one under another name.
-_TPROF_PERCPU_ALIASES = {
-    "sample": "x_sample",
-    "overflow": "x_overflow",
-    "dropbuf_sample": "x_dropbuf_sample",
-}
+
+
+def sources() -> dict[str, str]:
+    """Every rendered file → its template: the core's, then each flavour's C."""
+    flavour_files = {f"{name}.c": flavours.get(name).template for name in flavours.names()}
+    core = dict(CORE_SOURCES)
+    decoder = core.pop(DECODER)
+    kbuild = core.pop("Kbuild")
+    return {**core, **flavour_files, "Kbuild": kbuild, DECODER: decoder}
+
+
+def fault_points() -> tuple[str, ...]:
+    """Every flavour's fault-injection points, in registry order (debugfs ``fault``)."""
+    return tuple(p for name in flavours.names() for p in flavours.get(name).fault_points)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,36 +76,34 @@ def render_agent(spec: AgentSpec) -> RenderedAgent:
     """
     spec.validate()
     context = _context(spec)
-    files = {name: render(template, context) for name, template in SOURCES.items()}
+    files = {name: render(template, context) for name, template in sources().items()}
     return RenderedAgent(spec=spec, files=files)
 
 
 def _context(spec: AgentSpec) -> dict[str, object]:
-    tprof = flavours.TPROF
-    percpu = set(tprof.percpu_names)
-    sources = []
-    for name in tprof.stat_names:
-        alias = _TPROF_PERCPU_ALIASES.get(name, name)
-        sources.append((name, f"TP_PC_{alias.upper()}" if alias in percpu else "-1"))
-    return {
+    """What the templates read.
+
+    The core's values, each flavour's data under its name, and each flavour's own
+    template values (`FlavourInfo.template_context`).
+    """
+    infos = [flavours.get(name) for name in flavours.names()]
+    context: dict[str, object] = {
         "spec": spec,
         "pmu_produce": "true" if spec.pmu_produce else "false",
-        "flavour_names": tuple(flavours.FLAVOURS),
-        "objects": ("core.o", *(f"{name}.o" for name in flavours.FLAVOURS)),
-        "core_percpu": flavours.CORE_PERCPU,
-        "fault_points": FAULT_POINTS,
-        "layouts": (tprof.record, TPROF_STAT, TPROF_PARAM, DT_EVT, DT_STAT, DT_REQ, DT_PCPU_HDR),
-        "ioctls": (*TPROF_IOCTLS, *DT_IOCTLS),
-        "dt": flavours.DT,
-        "dt_open_stats": flavours.DT_OPEN_STATS,
-        "dt_ring_slots": flavours.DT_RING_SLOTS,
-        "tprof_version": TPROF_VERSION,
-        "quirks": tprof.quirks,
-        "stats": tprof.stats,
-        "stats_percpu": tprof.stats_percpu,
-        "stat_sources": tuple(sources),
-        "record": tprof.record,
+        "flavour_names": flavours.names(),
+        "objects": ("core.o", *(f"{info.name}.o" for info in infos)),
+        "core_percpu": CORE_PERCPU,
+        "fault_points": fault_points(),
+        "layouts": tuple(layout for info in infos for layout in info.layouts),
+        "ioctls": tuple(ioctl for info in infos for ioctl in info.ioctls),
     }
+    for info in infos:
+        context[info.name] = info
+        clash = set(context) & set(info.template_context)
+        if clash:
+            raise ConfigError(f"flavour {info.name}'s template values clash: {sorted(clash)}")
+        context.update(info.template_context)
+    return context
 
 
 def load_decoder(path: Path) -> ModuleType:

@@ -1,182 +1,24 @@
-"""Plain-text and JSON views of one tprof sampling run: the per-CPU table and the verdicts.
+"""What every flavour's report shares: verdict lines, CPU ranges, aligned columns.
 
-Pure rendering of a `SamplingRun` and the violations `harness.agent.oracles` found;
-nothing here judges, prints or writes::
+A flavour's report (``harness/agent/flavours/<name>/report.py``) supplies only its
+columns and its oracle list::
 
-    violations = check_sampling(run)
-    table = format_cpu_table(run)
-    verdicts = format_verdicts(violations, applicable_oracles(run))
-    record["agent"] = summary(run, violations)
-
-The table has one row per CPU and an ``all`` row; drop-cause columns appear only when
-some CPU has a non-zero count (``overflow`` and ``dropbuf_sample`` always). ``merged``
-counts periods that ended without an overflow of their own, ``throttled`` the periods
-the sampling counter missed against its enabled time.
+    verdict_lines(violations, ORACLES, applicable={"TP-O1"})   # PASS/FAIL/skip per oracle
+    format_cpus([0, 1, 2, 5])                                   # "0-2,5"
+    align([("cpu", "seen"), ("0", "12")])                       # right-aligned columns
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Sequence
 
-from harness.agent.flavours import TPROF_DROP_CAUSES
-from harness.agent.oracles import ORACLES, failed_oracles, throttle_lost
-from harness.agent.results import SamplingRun, Violation
-
-#: Drop-cause columns shown even when every CPU has 0.
-ALWAYS_SHOWN: tuple[str, ...] = ("overflow", "dropbuf_sample")
-#: (per-CPU statistic, column name) of each drop cause.
-_CAUSES: tuple[tuple[str, str], ...] = tuple(
-    (name, name.removeprefix("x_")) for name, _ in TPROF_DROP_CAUSES
-)
+from harness.agent.results import Violation
 
 
-@dataclass(frozen=True, slots=True)
-class CpuRow:
-    """One CPU's numbers as the table shows them; ``cpu`` None is the ``all`` row.
-
-    ``drops`` holds every drop cause, named without its ``x_`` prefix, in
-    `TPROF_DROP_CAUSES` order; ``merged`` is ``x_pmu_merged`` (periods that ended
-    without an overflow of their own); ``throttled`` is the `throttle_lost` estimate.
-    """
-
-    cpu: int | None
-    seen: int
-    calls: int
-    recorded: int
-    drops: tuple[tuple[str, int], ...]
-    merged: int
-    throttled: int
-    nmi_ok: int
-    irqoff: int
-    probe_hits: int
-    probe_runs: int
-    handler_sum_ns: int
-    handler_max_ns: int
-
-    @property
-    def nmi_pct(self) -> float | None:
-        """Overflows handled in NMI, in percent (1 decimal); None without overflows."""
-        return round(100 * self.nmi_ok / self.seen, 1) if self.seen else None
-
-    @property
-    def mean_us(self) -> float | None:
-        """Mean handler time in µs (1 decimal); None without overflows."""
-        return round(self.handler_sum_ns / self.seen / 1000, 1) if self.seen else None
-
-    @property
-    def max_us(self) -> float:
-        """Longest handler run in µs (1 decimal)."""
-        return round(self.handler_max_ns / 1000, 1)
-
-    def as_dict(self) -> dict[str, object]:
-        """The row as JSON-serialisable values, derived numbers included."""
-        return {
-            "cpu": "all" if self.cpu is None else self.cpu,
-            "seen": self.seen,
-            "calls": self.calls,
-            "recorded": self.recorded,
-            "drops": dict(self.drops),
-            "merged": self.merged,
-            "throttled": self.throttled,
-            "nmi_pct": self.nmi_pct,
-            "irqoff": self.irqoff,
-            "probe_hits": self.probe_hits,
-            "probe_runs": self.probe_runs,
-            "mean_us": self.mean_us,
-            "max_us": self.max_us,
-        }
-
-
-def cpu_rows(run: SamplingRun) -> tuple[CpuRow, ...]:
-    """One row per CPU that has core or per-CPU statistics, sorted by CPU."""
-    lost = throttle_lost(run)
-    rows = []
-    for cpu in sorted(set(run.snapshot.core) | set(run.snapshot.stats_percpu)):
-        core = run.snapshot.core.get(cpu, {})
-        stats = run.snapshot.stats_percpu.get(cpu, {})
-        rows.append(
-            CpuRow(
-                cpu=cpu,
-                seen=core.get("x_nmi_total", 0),
-                calls=core.get("x_producer_calls", 0),
-                recorded=stats.get("x_sample", 0),
-                drops=tuple((column, stats.get(name, 0)) for name, column in _CAUSES),
-                merged=core.get("x_pmu_merged", 0),
-                throttled=lost.get(cpu, 0),
-                nmi_ok=core.get("x_nmi_ctx_ok", 0),
-                irqoff=core.get("x_irqoff_samples", 0),
-                probe_hits=core.get("x_probe_hits", 0),
-                probe_runs=core.get("x_probe_runs", 0),
-                handler_sum_ns=core.get("x_nmi_sum_ns", 0),
-                handler_max_ns=core.get("x_nmi_max_ns", 0),
-            )
-        )
-    return tuple(rows)
-
-
-def total_row(rows: Iterable[CpuRow]) -> CpuRow:
-    """The ``all`` row: sums of ``rows``, the largest handler maximum."""
-    rows = tuple(rows)
-    return CpuRow(
-        cpu=None,
-        seen=sum(r.seen for r in rows),
-        calls=sum(r.calls for r in rows),
-        recorded=sum(r.recorded for r in rows),
-        drops=tuple(
-            (column, sum(dict(r.drops).get(column, 0) for r in rows)) for _, column in _CAUSES
-        ),
-        merged=sum(r.merged for r in rows),
-        throttled=sum(r.throttled for r in rows),
-        nmi_ok=sum(r.nmi_ok for r in rows),
-        irqoff=sum(r.irqoff for r in rows),
-        probe_hits=sum(r.probe_hits for r in rows),
-        probe_runs=sum(r.probe_runs for r in rows),
-        handler_sum_ns=sum(r.handler_sum_ns for r in rows),
-        handler_max_ns=max((r.handler_max_ns for r in rows), default=0),
-    )
-
-
-def drop_columns(rows: Iterable[CpuRow]) -> tuple[str, ...]:
-    """Drop causes (without ``x_``) worth a column: non-zero somewhere, or `ALWAYS_SHOWN`."""
-    nonzero = {name for row in rows for name, n in row.drops if n}
-    return tuple(column for _, column in _CAUSES if column in nonzero or column in ALWAYS_SHOWN)
-
-
-def nmi_mode(run: SamplingRun) -> str:
-    """The NMI mode the run was in, in words, with the producer calls that ran in NMI."""
-    nmi = sum(c.get("x_producer_calls_nmi", 0) for c in run.snapshot.core.values())
-    calls = sum(c.get("x_producer_calls", 0) for c in run.snapshot.core.values())
-    if not run.nmi_expected:
-        mode = "NMI off (pseudo-NMI off, or a software clock): overflows are normal IRQs"
-        return f"{mode}; {nmi} of {calls} producer calls in NMI"
-    return f"NMI on (PMU overflows as NMIs): {nmi} of {calls} producer calls in NMI"
-
-
-def format_cpu_table(run: SamplingRun) -> str:
-    """The run's header (spec, drain, quirks, CPUs, NMI mode) and its per-CPU table."""
-    spec = run.spec
-    if spec.drain == "manual":
-        drain = "manual" if run.kicks is None else f"manual ({run.kicks} kicks)"
-    else:
-        drain = f"auto every {spec.drain_ms} ms"
-    header = (
-        f"{spec.flavour}: event {spec.event}, period {spec.period}, "
-        f"S {spec.samples_per_buffer}, drain {drain}, quirks {spec.quirks:#x}, "
-        f"online CPUs {format_cpus(run.online_cpus)}"
-    )
-    rows = cpu_rows(run)
-    shown = drop_columns(rows)
-    titles = ("cpu", "seen", "calls", "recorded", *shown)
-    titles += ("merged", "throttled", "nmi%", "irqoff", "probe", "mean_us", "max_us")
-    cells = [_cells(row, shown) for row in (*rows, total_row(rows))]
-    return "\n".join([header, nmi_mode(run), *align([titles, *cells])])
-
-
-def format_verdicts(
+def verdict_lines(
     violations: Sequence[Violation],
+    oracles: Sequence[tuple[str, str]],
     applicable: Collection[str] | None = None,
-    oracles: Sequence[tuple[str, str]] = ORACLES,
 ) -> str:
     """One ``PASS``/``FAIL``/``skip`` line per oracle in ``oracles`` order, violations below.
 
@@ -199,19 +41,9 @@ def format_verdicts(
     return "\n".join(lines)
 
 
-def summary(run: SamplingRun, violations: Sequence[Violation]) -> dict[str, object]:
-    """The table's numbers and the verdict as JSON-serialisable values, for run records."""
-    rows = cpu_rows(run)
-    return {
-        "flavour": run.spec.flavour,
-        "nmi_mode": nmi_mode(run),
-        "nmi_expected": run.nmi_expected,
-        "online_cpus": list(run.online_cpus),
-        "cpus": [row.as_dict() for row in rows],
-        "totals": total_row(rows).as_dict(),
-        "failed": sorted(failed_oracles(violations)),
-        "violations": [str(v) for v in violations],
-    }
+def failed_oracles(violations: Iterable[Violation]) -> set[str]:
+    """The names of the oracles with at least one violation."""
+    return {v.oracle for v in violations}
 
 
 def format_cpus(cpus: Iterable[int]) -> str:
@@ -226,26 +58,14 @@ def format_cpus(cpus: Iterable[int]) -> str:
     return text or "none"
 
 
-def _cells(row: CpuRow, shown: Sequence[str]) -> tuple[str, ...]:
-    drops: Mapping[str, int] = dict(row.drops)
-    return (
-        "all" if row.cpu is None else str(row.cpu),
-        str(row.seen),
-        str(row.calls),
-        str(row.recorded),
-        *(str(drops[name]) for name in shown),
-        str(row.merged),
-        str(row.throttled),
-        _decimal(row.nmi_pct),
-        str(row.irqoff),
-        f"{row.probe_hits}/{row.probe_runs}",
-        _decimal(row.mean_us),
-        _decimal(row.max_us),
-    )
-
-
-def _decimal(value: float | None) -> str:
+def decimal(value: float | None) -> str:
+    """One decimal, or ``-`` for a value that does not exist."""
     return "-" if value is None else f"{value:.1f}"
+
+
+def share(part: int, whole: int) -> float | None:
+    """``part / whole``, or None when ``whole`` is 0."""
+    return part / whole if whole else None
 
 
 def align(table: Sequence[Sequence[str]]) -> list[str]:

@@ -4,7 +4,7 @@ Pure: strings in, strings or values out; `harness.agent.driver` runs them in a
 guest. A step is one profctl command (see `harness.agent.profctl`); ``FD`` is
 the descriptor the first ``open`` gets, the agent's device::
 
-    steps = sampling_steps(SamplingPlan(busy_cpus=(0, 2)))  # START, spins, wait, collect
+    steps = workload_steps(SamplingPlan(busy_cpus=(0, 2)))  # spins, probes, wait, idle
     body = (inject_step("all", 100), kick_step(), *host_action_steps("pause"))
     results = agent.steps(steps)          # harness.agent.driver runs them in the guest
     require_ok(results)                   # InfraError naming the first failed step
@@ -14,12 +14,10 @@ the descriptor the first ``open`` gets, the agent's device::
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.agent import profctl as pc
-from harness.agent.layouts import TPROF_PARAM, TPROF_STAT, tprof_ioctl
 from harness.agent.results import AgentSnapshot
 from harness.errors import InfraError
 
@@ -52,17 +50,6 @@ class SamplingPlan:
     max_sample_rate: int | None = None
 
 
-def ioctl_step(name: str, data: bytes = b"") -> str:
-    """A native tprof ioctl on the agent's descriptor."""
-    ioctl = tprof_ioctl(name)
-    return pc.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
-
-
-def start_steps() -> tuple[str, ...]:
-    """Open the device and START (the seed ignores START's argument)."""
-    return (pc.open_step(DEVICE), ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size)))
-
-
 def inject_step(cpu: int | str, count: int, ctx: str = "nmi") -> str:
     """Inject ``count`` producer calls on ``cpu`` (or ``"all"``), synchronously."""
     return pc.write_step(f"{DEBUGFS}/inject", f"cpu={cpu} count={count} ctx={ctx}")
@@ -78,27 +65,13 @@ def probe_step(cpu: int, ms: int) -> str:
     return pc.write_step(f"{DEBUGFS}/probe", f"cpu={cpu} ms={ms}")
 
 
-def collect_steps() -> tuple[str, ...]:
-    """STOP, read the stream to EOF, snapshot every debugfs file, GETSTAT, close."""
+def workload_steps(plan: SamplingPlan) -> tuple[str, ...]:
+    """The standard workload: busy loops, IRQ-off probes, wait for them, an idle phase."""
     return (
-        ioctl_step("TPROF_IOC_STOP"),
-        pc.timeout_step(60),
-        pc.read_step(FD, SAMPLES, READ_CHUNK),
-        *(pc.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES),
-        ioctl_step("TPROF_IOC_GETSTAT"),
-        pc.close_step(FD),
-    )
-
-
-def sampling_steps(plan: SamplingPlan) -> tuple[str, ...]:
-    """The whole standard run as one profctl sequence."""
-    return (
-        *start_steps(),
         *(pc.spin_step(cpu, plan.busy_ms) for cpu in plan.busy_cpus),
         *(probe_step(cpu, plan.probe_ms) for cpu in plan.probe_cpus),
         pc.wait_step(),
         pc.sleep_step(plan.idle_ms),
-        *collect_steps(),
     )
 
 
@@ -173,11 +146,6 @@ def snapshot_of(steps: Sequence[str], results: Sequence[pc.StepResult]) -> Agent
     if missing:
         raise InfraError(f"the run did not read the agent's {', '.join(missing)}")
     return parse_snapshot(files)
-
-
-def decode_stat(data: bytes) -> dict[str, int]:
-    """TPROF_IOC_GETSTAT's 48 bytes → the six seed counters."""
-    return dict(zip(TPROF_STAT.names, struct.unpack(TPROF_STAT.struct_format, data), strict=True))
 
 
 def require_ok(results: Sequence[pc.StepResult]) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import arches
-from harness.agent.bench import measure_agent
+from harness.agent.flavours.tprof.bench import measure_agent
 from harness.build.cache import Cache
 from harness.build.hostdeps import ensure_host
 from harness.build.images import prepare_images

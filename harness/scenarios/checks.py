@@ -26,8 +26,9 @@ from typing import Literal, TypeVar
 
 from harness import arches
 from harness.agent import flavours
-from harness.agent.oracles import ORACLES
-from harness.agent.oracles_dt import DT_ORACLES
+from harness.agent.flavour import behaviour
+from harness.agent.info import FlavourInfo
+from harness.agent.results import CORE_NAMES
 from harness.agent.spec import AgentSpec
 from harness.build.kernel import check_variant
 from harness.errors import ConfigError
@@ -54,16 +55,6 @@ _AGENT_KEYS = (
     "list_limit", "quirks", "pmu_produce", "throttling", "max_sample_rate",
 )  # fmt: skip
 _VALUE_FORMS = "samples, samples.cpu.<cpu>, stats.<name>, percpu.<cpu>.<name>, core.<cpu>.<name>"
-_CORE_NAMES = tuple(name for name, _ in flavours.CORE_PERCPU)
-_ORACLE_NAMES: dict[str, tuple[str, ...]] = {
-    "tprof": tuple(name for name, _ in ORACLES),
-    "dt": tuple(name for name, _ in DT_ORACLES),
-}
-#: Per flavour, the ops it cannot run and why.
-_REFUSED: dict[str, dict[str, str]] = {
-    "tprof": {op: "it is a dt-only op" for op in ("reader", "skip", "nest")},
-    "dt": {"kick": "dt has no drain; its reader empties the rings"},
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +75,7 @@ class _Where:
 class _Context(_Where):
     """The file, plus what its steps and expectations are checked against."""
 
-    flavour: flavours.FlavourInfo
+    flavour: FlavourInfo
     arch: arches.ArchProfile
     cpus: int
 
@@ -210,7 +201,7 @@ def _agent(where: _Where, raw: object) -> tuple[AgentSpec, bool, int | None]:
     return spec, throttling == "on", max_rate
 
 
-def _quirks(where: _Where, info: flavours.FlavourInfo, raw: object) -> int:
+def _quirks(where: _Where, info: FlavourInfo, raw: object) -> int:
     """A quirk mask from an int or a list of the flavour's defect names."""
     if isinstance(raw, int) and not isinstance(raw, bool):
         return raw  # its bits are checked by AgentSpec.validate
@@ -226,7 +217,7 @@ def _step(ctx: _Context, key: str, raw: object) -> Step:
     op = _choice(ctx, f"{key}.op", _table(ctx, key, raw, None).get("op"), tuple(OPS))
     rule = OPS[op]
     table = _table(ctx, key, raw, ("op", *rule.keys()))
-    refused = _REFUSED.get(ctx.flavour.name, {}).get(op)
+    refused = behaviour(ctx.flavour.name).refused_ops.get(op)
     if refused:
         raise ctx.error(f"{key}.op", f"{op!r} is refused for flavour {ctx.flavour.name}: {refused}")
     if op == "inject-nmi" and not ctx.arch.qmp_inject_nmi:
@@ -282,7 +273,7 @@ def _expectation(ctx: _Context, key: str, raw: object) -> Expectation:
         if relations:
             raise ctx.error(f"{key}.{relations[0]}", "an oracle expectation takes no relation")
         oracle = _str(ctx, f"{key}.oracle", table["oracle"])
-        known = _ORACLE_NAMES.get(ctx.flavour.name, ())
+        known = behaviour(ctx.flavour.name).oracle_names
         if oracle not in known:
             raise ctx.error(
                 f"{key}.oracle",
@@ -317,7 +308,7 @@ def _check_value(ctx: _Context, key: str, value: str) -> str:
         case ["percpu", cpu, name]:
             known = name in info.percpu_names
         case ["core", cpu, name]:
-            known = name in _CORE_NAMES
+            known = name in CORE_NAMES
         case _:
             known = False
     if known and (cpu is None or re.fullmatch("[0-9]+", cpu)):
@@ -331,7 +322,7 @@ def _check_value(ctx: _Context, key: str, value: str) -> str:
         f"samples.cpu.{cpu}",
         *(f"stats.{name}" for name in info.stat_names),
         *(f"percpu.{cpu}.{name}" for name in info.percpu_names),
-        *(f"core.{cpu}.{name}" for name in _CORE_NAMES),
+        *(f"core.{cpu}.{name}" for name in CORE_NAMES),
     )
     close = difflib.get_close_matches(value, names, n=4, cutoff=0.6)
     hint = f"close names: {', '.join(close)}; " if close else ""

@@ -15,6 +15,7 @@ counters and the sample stream::
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import json
 import logging
@@ -28,15 +29,12 @@ from harness import arches
 from harness.agent import profctl as pc
 from harness.agent.build import AgentBuild, export_agent
 from harness.agent.driver import Agent
-from harness.agent.dt_run import DtPlan, dt_run, nest_step, skip_step
-from harness.agent.oracles import check_sampling
-from harness.agent.oracles_dt import check_dt
+from harness.agent.flavour import AgentRun, Flavour, Script, behaviour
 from harness.agent.profctl import build_profctl
-from harness.agent.results import DtRun, SamplingRun
 from harness.agent.steps import host_action_steps, inject_step, kick_step, probe_step
 from harness.build.cache import Cache, write_json_atomic
 from harness.build.images import GuestImages, prepare_images
-from harness.errors import ConfigError, GuestError
+from harness.errors import ConfigError, GuestError, InfraError
 from harness.scenarios.load import Expectation, Scenario, Step, load_scenario, scenario_record
 from harness.timeouts import Timeouts
 from harness.vm.accel import choose_accel
@@ -45,7 +43,6 @@ from harness.vm.guest import Guest
 from harness.vm.record import host_facts, new_run_dir
 
 LOG = logging.getLogger(__name__)
-Run = SamplingRun | DtRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,29 +64,18 @@ class ReproResult:
     verdicts: tuple[tuple[Verdict, ...], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class GuestProgram:
-    """A scenario's steps as profctl steps, plus what the host does and counts."""
+def program(scenario: Scenario, pause: Callable[[int], None], nmi: Callable[[], None]) -> Script:
+    """Translate ``scenario.steps`` for its flavour.
 
-    body: tuple[str, ...]
-    actions: Mapping[str, Callable[[], None]]
-    injected: Mapping[int, int]
-    kicks: int | None
-    nested: Mapping[int, int]
-    skips: Mapping[int, int]
-    reader: bool
-
-
-def program(
-    scenario: Scenario, pause: Callable[[int], None], nmi: Callable[[], None]
-) -> GuestProgram:
-    """Translate ``scenario.steps``; ``pause(ms)`` and ``nmi()`` act through QMP."""
+    ``pause(ms)`` and ``nmi()`` act through QMP. The body ends by waiting for every
+    busy loop it started.
+    """
+    flavour = behaviour(scenario.agent.flavour)
     cpus = range(scenario.guest.topology.cpus)
     body: list[str] = []
     actions: dict[str, Callable[[], None]] = {}
     injected: dict[int, int] = {}
-    nested: dict[int, int] = {}
-    skips: dict[int, int] = {}
+    counts: dict[str, dict[int, int]] = {}
     kicks: int | None = 0
     reader = False
     for index, step in enumerate(scenario.steps):
@@ -105,17 +91,18 @@ def program(
             name = f"{step.op}-{index}"
             body += host_action_steps(name)
             actions[name] = functools.partial(pause, step.ms or 0) if step.op == "pause" else nmi
-        elif step.op == "nest":
-            body.append(nest_step(targets[0], step.count or 0))
-            nested[targets[0]] = nested.get(targets[0], 0) + (step.count or 0)
-        elif step.op == "skip":
-            body.append(skip_step(targets[0], step.count or 0))
-            skips[targets[0]] = skips.get(targets[0], 0) + (step.count or 0)
+        elif step.op in flavour.op_steps:
+            body.append(flavour.op_steps[step.op](targets[0], step.count or 0))
+            per_cpu = counts.setdefault(step.op, {})
+            per_cpu[targets[0]] = per_cpu.get(targets[0], 0) + (step.count or 0)
         elif step.op == "reader":
             reader = reader or bool(step.on)
         else:
             body += _simple(step)
-    return GuestProgram(tuple(body), actions, injected, kicks, nested, skips, reader)
+    return Script(body=(*body, pc.wait_step()), actions=actions, injected=injected,
+                  op_counts=counts, kicks=kicks, reader=reader,
+                  throttling_disabled=not scenario.throttling,
+                  max_sample_rate=scenario.max_sample_rate)  # fmt: skip
 
 
 def _simple(step: Step) -> list[str]:
@@ -131,40 +118,15 @@ def _simple(step: Step) -> list[str]:
     return table[step.op]()
 
 
-def observe(run: Run, name: str) -> int:
-    """The number called ``name`` in a scenario's ``[[expect]] value``."""
-    parts = name.split(".")
-    if isinstance(run, DtRun):
-        stats, percpu, core = run.after_read.gstats, run.after_read.percpu, run.core
-        records = [e.cpu for e in run.events]
-    else:
-        snap = run.snapshot
-        stats, percpu, core = snap.stats, snap.stats_percpu, snap.core
-        records = [s.cpu for s in run.samples]
-    if parts[0] == "stats":
-        return int(stats.get(parts[1], 0))
-    if parts[0] in ("percpu", "core"):
-        table = percpu if parts[0] == "percpu" else core
-        return int(table.get(int(parts[1]), {}).get(parts[2], 0))
-    if parts == ["samples"]:
-        return len(records)
-    return sum(1 for cpu in records if cpu == int(parts[2]))  # samples.cpu.<n>
+def observe(run: AgentRun, name: str) -> int:
+    """The number called ``name`` in a scenario's ``[[expect]] value``.
 
-
-def numbers(run: Run) -> dict[str, int]:
-    """Every counter of a run under one flat name (``stats.x``, ``core.0.x`` ...)."""
-    if isinstance(run, DtRun):
-        stats, percpu, core = run.after_read.gstats, run.after_read.percpu, run.core
-        count = len(run.events)
-    else:
-        snap = run.snapshot
-        stats, percpu, core = snap.stats, snap.stats_percpu, snap.core
-        count = len(run.samples)
-    flat = {"samples": count, **{f"stats.{k}": int(v) for k, v in stats.items()}}
-    for kind, table in (("percpu", percpu), ("core", core)):
-        for cpu, values in table.items():
-            flat.update({f"{kind}.{cpu}.{name}": int(v) for name, v in values.items()})
-    return flat
+    :raise InfraError: the run has no such number: the agent did not report it.
+    """
+    try:
+        return run.numbers()[name]
+    except KeyError:
+        raise InfraError(f"the run reported no number {name!r}: a stale agent build?") from None
 
 
 def compare_numbers(attempts: Sequence[Mapping[str, int]]) -> dict[str, object]:
@@ -176,10 +138,11 @@ def compare_numbers(attempts: Sequence[Mapping[str, int]]) -> dict[str, object]:
             "differing": differing}  # fmt: skip
 
 
-def write_records(run: Run, path: Path) -> Path:
-    """The decoded sample (tprof) or event (dt) stream as CSV, one record a line."""
-    rows = run.events if isinstance(run, DtRun) else run.samples
-    fields = list(type(rows[0]).__slots__) if rows else []
+def write_records(run: AgentRun, path: Path) -> Path:
+    """The decoded record stream as CSV, one record a line."""
+    rows = run.records()
+    first = rows[0] if rows else None
+    fields = [f.name for f in dataclasses.fields(first)] if dataclasses.is_dataclass(first) else []
     with path.open("w", newline="") as stream:
         writer = csv.writer(stream)
         writer.writerow(fields)
@@ -187,9 +150,9 @@ def write_records(run: Run, path: Path) -> Path:
     return path
 
 
-def judge(expect: Sequence[Expectation], run: Run) -> tuple[Verdict, ...]:
+def judge(expect: Sequence[Expectation], run: AgentRun, flavour: Flavour) -> tuple[Verdict, ...]:
     """Every expectation against ``run``: oracles by name, values by relation."""
-    violations = check_dt(run) if isinstance(run, DtRun) else check_sampling(run)
+    violations = flavour.check(run)
     failed = {v.oracle: str(v) for v in violations}
     verdicts = []
     for item in expect:
@@ -264,7 +227,7 @@ def _attempt(
         try:
             run = _run(scenario, agent, guest)
             write_records(run, workdir / "samples.csv")
-            return judge(scenario.expect, run), numbers(run)
+            return judge(scenario.expect, run, behaviour(scenario.agent.flavour)), run.numbers()
         except GuestError:
             if dump_memory and guest.vm.exitcode() is None:
                 target = workdir / "guest-memory.elf"
@@ -274,7 +237,7 @@ def _attempt(
             raise
 
 
-def _run(scenario: Scenario, agent: Agent, guest: Guest) -> Run:
+def _run(scenario: Scenario, agent: Agent, guest: Guest) -> AgentRun:
     def pause(ms: int) -> None:
         guest.vm.qmp.execute("stop")
         time.sleep(ms / 1000)  # the pause itself: the guest is frozen this long
@@ -283,20 +246,8 @@ def _run(scenario: Scenario, agent: Agent, guest: Guest) -> Run:
     def nmi() -> None:
         guest.vm.qmp.execute("inject-nmi")
 
-    prog = program(scenario, pause, nmi)
-    spec = scenario.agent
-    if spec.flavour == "dt":
-        plan = DtPlan(body=(*prog.body, pc.wait_step()), injected=prog.injected or None,
-                      nested=prog.nested, skips=prog.skips, background_reader=prog.reader,
-                      actions=prog.actions)  # fmt: skip
-        return dt_run(agent, spec, plan)
-    run, _ = agent.scripted_run(
-        spec, (*prog.body, pc.wait_step()), injected=prog.injected or None,
-        kicks=prog.kicks if spec.drain == "manual" else None,
-        throttling_disabled=not scenario.throttling, max_sample_rate=scenario.max_sample_rate,
-        actions=prog.actions,
-    )  # fmt: skip
-    return run
+    script = program(scenario, pause, nmi)
+    return behaviour(scenario.agent.flavour).run_script(agent, scenario.agent, script)
 
 
 def replay_bundle(bundle: Path, cache: Cache) -> tuple[ReproResult, list[str]]:

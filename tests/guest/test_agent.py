@@ -17,21 +17,21 @@ import pytest
 from harness.agent import profctl as pc
 from harness.agent.build import AgentBuild
 from harness.agent.driver import Agent
-from harness.agent.flavours import TPROF
-from harness.agent.oracles import applicable_oracles, check_sampling
-from harness.agent.report import format_cpu_table, format_verdicts
-from harness.agent.results import SamplingRun
-from harness.agent.spec import AgentSpec
-from harness.agent.steps import (
-    DEVICE,
-    SamplingPlan,
+from harness.agent.flavours.tprof.data import TPROF
+from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampling
+from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
+from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.run import (
+    RunContext,
     collect_steps,
     decode_stat,
-    inject_step,
     ioctl_step,
-    kick_step,
+    sampling_run,
+    scripted_run,
     start_steps,
 )
+from harness.agent.spec import AgentSpec
+from harness.agent.steps import DEVICE, SamplingPlan, inject_step, kick_step
 from harness.build.images import GuestImages
 from harness.build.modules import build_module
 from harness.errors import BuildError, ConfigError, ModuleLoadError
@@ -60,7 +60,7 @@ def test_sampling_workload_every_overflow_accounted(
 ) -> None:
     cpus = tuple(range(topology.cpus))
     plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],))
-    run = agent.sampling_run(AgentSpec(), plan)
+    run = sampling_run(agent, AgentSpec(), plan)
     assert_oracles(run, request)
     assert run.snapshot.stats["sample"] > 0
     for cpu in plan.busy_cpus:
@@ -74,7 +74,7 @@ def test_tp_d1_overflow_of_dropped_buffers(
     """§1.7 TP-D1: S = 8, L = 2, no reader, four rounds of {inject 12, kick}."""
     spec = replace(EXACT, buffer_samples=8, list_limit=2, quirks=quirks)
     body = [step for _ in range(4) for step in (inject_step(0, 12), kick_step("all"))]
-    run, _ = agent.scripted_run(spec, body, injected={0: 48}, kicks=4)
+    run, _ = scripted_run(agent, spec, body, RunContext(injected={0: 48}, kicks=4))
     assert_oracles(run, request)
     stats = run.snapshot.stats
     seed = {k: stats[k] for k in ("sample", "overflow", "dropbuf", "dropbuf_sample")}
@@ -96,9 +96,8 @@ def test_tp_o3_o4_per_interval_counts_and_list_policy(
     rounds = (3, 7, 5)
     body = [step for n in rounds for step in (inject_step("all", n), kick_step("all"))]
     cpus = topology.cpus
-    run, _ = agent.scripted_run(
-        spec, body, injected={c: sum(rounds) for c in range(cpus)}, kicks=len(rounds)
-    )
+    context = RunContext(injected={c: sum(rounds) for c in range(cpus)}, kicks=len(rounds))
+    run, _ = scripted_run(agent, spec, body, context)
     assert_oracles(run, request)
     nonempty = len(rounds) * cpus  # M non-empty swaps, in time order
     stats = run.snapshot.stats
@@ -121,7 +120,9 @@ def test_tp_d2_zero_estimate(agent: Agent, request: pytest.FixtureRequest) -> No
     assert refused[1].errno == "EINVAL"
 
     faithful = replace(EXACT, est_freq=0, quirks=TP_D2)
-    run, _ = agent.scripted_run(faithful, [inject_step(0, 1000)], injected={0: 1000}, kicks=0)
+    run, _ = scripted_run(
+        agent, faithful, [inject_step(0, 1000)], RunContext(injected={0: 1000}, kicks=0)
+    )
     assert_oracles(run, request)
     stats = run.snapshot.stats
     assert (stats["sample"], stats["overflow"], stats["buf"]) == (0, 0, 0)
@@ -205,7 +206,7 @@ def test_tp_o9_hotplug_during_sampling(
         inject_step(h, c),
     ]
     injected = {cpu: b for cpu in range(h)} | {h: a + c}
-    run, _ = agent.scripted_run(spec, body, injected=injected)
+    run, _ = scripted_run(agent, spec, body, RunContext(injected=injected))
     assert_oracles(run, request)
     assert sum(1 for sample in run.samples if sample.cpu == h) == min(a, s) + min(c, s)
     assert run.snapshot.core[h]["x_events_created"] == 2  # re-armed when it came back

@@ -16,7 +16,11 @@ import pytest
 
 from harness.agent import profctl as pc
 from harness.agent.driver import Agent
-from harness.agent.dt_run import (
+from harness.agent.flavours.dt.data import DT, DT_EVT, DT_PCPU_HDR, DT_PCPU_MAX
+from harness.agent.flavours.dt.oracles import applicable_dt_oracles, check_dt
+from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
+from harness.agent.flavours.dt.results import DtRun
+from harness.agent.flavours.dt.run import (
     DtPlan,
     dt_ioctl_step,
     dt_run,
@@ -27,11 +31,6 @@ from harness.agent.dt_run import (
     record_step,
     skip_step,
 )
-from harness.agent.flavours import DT
-from harness.agent.layouts import DT_EVT, DT_PCPU_HDR, DT_PCPU_MAX, ioctl_named
-from harness.agent.oracles_dt import applicable_dt_oracles, check_dt
-from harness.agent.report_dt import format_dt_table, format_dt_verdicts
-from harness.agent.results import DtRun
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEVICE, inject_step
 from harness.vm.topology import CpuTopology
@@ -214,7 +213,7 @@ def test_dt_o10_two_opens_are_independent(agent: Agent, topology: CpuTopology) -
 
 
 def _ioctl(name: str, data: bytes) -> tuple[int, int, bytes]:
-    ioctl = ioctl_named(name)
+    ioctl = DT.ioctl(name)
     return ioctl.number, ioctl.arg_size, data
 
 

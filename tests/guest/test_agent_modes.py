@@ -19,13 +19,14 @@ from harness import arches
 from harness.agent import profctl as pc
 from harness.agent.build import build_agent
 from harness.agent.driver import Agent
-from harness.agent.dt_run import DtPlan, dt_run
-from harness.agent.layouts import DT_EVT
-from harness.agent.oracles import applicable_oracles, check_sampling, throttle_lost
-from harness.agent.oracles_dt import check_dt
+from harness.agent.flavours.dt.data import DT_EVT
+from harness.agent.flavours.dt.oracles import check_dt
+from harness.agent.flavours.dt.run import DtPlan, dt_run
+from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampling, throttle_lost
+from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
+from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.run import sampling_run
 from harness.agent.profctl import build_profctl
-from harness.agent.report import format_cpu_table, format_verdicts
-from harness.agent.results import SamplingRun
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
 from harness.build.cache import Cache
@@ -81,7 +82,7 @@ def test_nmi_a_b_on_the_same_kernel(
     for nmi in (True, False):
         spec = dataclasses.replace(base, topology=TWO_SOCKETS, nmi=nmi)
         for agent in boot_agent(spec, images, tmp_path / f"nmi-{nmi}", cache, timeouts):
-            runs[nmi] = agent.sampling_run(AgentSpec(), PLAN)
+            runs[nmi] = sampling_run(agent, AgentSpec(), PLAN)
     problems = []
     for nmi, run in runs.items():
         problems += report(run, request, f"pseudo-NMI {'on' if nmi else 'off'}")
@@ -103,7 +104,7 @@ def test_throttling_left_on_loses_overflows_visibly(
     if topology.cpus != 2:
         pytest.skip("one layout is enough for the throttling case")
     plan = dataclasses.replace(PLAN, probe_cpus=(), throttling_disabled=False, max_sample_rate=2000)
-    run = agent.sampling_run(AgentSpec(period=200_000), plan)
+    run = sampling_run(agent, AgentSpec(period=200_000), plan)
     problems = report(run, request, "throttling on, 2000 samples/s allowed, ~5000/s raised")
     assert not problems, "\n".join(problems)
     assert run.snapshot.core[0]["x_throttled"] > 0
@@ -123,7 +124,7 @@ def test_debug_kernel_stays_silent_while_sampling(
     for agent in boot_agent(spec, images, tmp_path / "debug", cache, slow):
         agent.shell.run("echo scan > /sys/kernel/debug/kmemleak")  # start from a clean slate
         plan = dataclasses.replace(PLAN, probe_cpus=(1,))
-        problems = report(agent.sampling_run(AgentSpec(), plan), request, "debug kernel")
+        problems = report(sampling_run(agent, AgentSpec(), plan), request, "debug kernel")
         dt_plan = DtPlan(body=(pc.spin_step(0, 1000), pc.spin_step(1, 1000)),
                          read_size=DT_EVT.size, background_reader=True)  # fmt: skip
         dt = dt_run(agent, AgentSpec(flavour="dt"), dt_plan)
@@ -148,7 +149,7 @@ def test_software_clock_where_there_is_no_pmu(
     for agent in boot_agent(spec, images, tmp_path / "x86", cache, timeouts):
         with pytest.raises(ConfigError, match="needs a PMU and the guest has none"):
             agent.load(AgentSpec())
-        run = agent.sampling_run(AgentSpec(event="cpu-clock"), PLAN)
+        run = sampling_run(agent, AgentSpec(event="cpu-clock"), PLAN)
         problems = report(run, request, "x86_64 TCG, software clock")
     assert run.snapshot.info["source"] == "software-clock (no PMU)"
     assert run.snapshot.stats["sample"] > 0

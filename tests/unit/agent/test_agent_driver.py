@@ -6,22 +6,25 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from harness.agent.layouts import TPROF_IOCTLS, Ioctl, tprof_ioctl
+from harness.agent.flavours.tprof.data import TPROF, TPROF_IOCTLS
+from harness.agent.flavours.tprof.run import (
+    collect_steps,
+    decode_stat,
+    ioctl_step,
+    sampling_steps,
+    start_steps,
+)
+from harness.agent.layouts import Ioctl
 from harness.agent.profctl import StepResult
 from harness.agent.steps import (
     SamplingPlan,
-    collect_steps,
-    decode_stat,
     inject_step,
-    ioctl_step,
     kick_step,
     parse_pairs,
     parse_percpu,
     probe_step,
     require_ok,
-    sampling_steps,
     snapshot_of,
-    start_steps,
 )
 from harness.errors import ConfigError, InfraError
 
@@ -66,7 +69,7 @@ def test_start_opens_the_device_then_starts_with_a_zero_param() -> None:
 
 def test_start_step_carries_starts_number_and_24_zero_bytes() -> None:
     op, fd, request, size, data = start_steps()[1].split(":")
-    start = tprof_ioctl("TPROF_IOC_START")
+    start = TPROF.ioctl("TPROF_IOC_START")
     assert (op, fd, int(request, 16), int(size)) == ("ioctl", "3", start.number, 24)
     assert bytes.fromhex(data) == bytes(24)
 

@@ -11,27 +11,21 @@ from types import ModuleType
 
 import pytest
 
-from harness.agent import flavours, render
+from harness.agent import render
 from harness.agent.build import AgentBuild
-from harness.agent.layouts import (
-    DT_EVT,
-    DT_IOCTLS,
-    DT_PCPU_HDR,
-    DT_REQ,
-    DT_STAT,
-    TPROF_IOCTLS,
-    TPROF_PARAM,
-    TPROF_SAMPLE,
-    TPROF_STAT,
-)
-from harness.agent.render import DECODER, SOURCES, RenderedAgent, load_decoder, render_agent
-from harness.agent.results import Sample
+from harness.agent.flavours.dt.data import DT_EVT, DT_IOCTLS, DT_PCPU_HDR, DT_REQ, DT_STAT
+from harness.agent.flavours.tprof.data import TPROF as TPROF_INFO
+from harness.agent.flavours.tprof.data import TPROF_IOCTLS, TPROF_PARAM, TPROF_SAMPLE, TPROF_STAT
+from harness.agent.flavours.tprof.results import Sample
+from harness.agent.info import CORE_PERCPU
+from harness.agent.render import DECODER, RenderedAgent, load_decoder, render_agent
 from harness.agent.spec import AgentSpec
 from harness.errors import ConfigError
 from tests.unit.golden import check_golden
 
 DEFAULT = render_agent(AgentSpec())
-TPROF = flavours.TPROF
+TPROF = TPROF_INFO
+SOURCES = render.sources()
 #: A spec as the TP-D1/TP-D2 scenarios load it: manual drain, tiny buffers.
 VARIANT_SPEC = AgentSpec(
     drain="manual",
@@ -333,11 +327,12 @@ def test_decoder_rejects_a_stream_that_ends_inside_a_record(tmp_path: Path, cut:
 def test_agent_build_decodes_into_samples(tmp_path: Path) -> None:
     source = DEFAULT.write(tmp_path / "src")
     build = AgentBuild(rendered=DEFAULT, source_dir=source, ko=tmp_path / "profagent.ko", key="k")
-    samples = build.decode(pack_samples(SAMPLES))
+    decoded = build.decoder.decode_all(TPROF_SAMPLE.c_name, pack_samples(SAMPLES))
+    samples = tuple(Sample(**s) for s in decoded)
     assert samples == tuple(Sample(**s) for s in SAMPLES)
     assert [s.in_kernel for s in samples] == [True, False, True]
     with pytest.raises(ValueError, match="not a whole number"):
-        build.decode(pack_samples(SAMPLES)[:-1])
+        build.decoder.decode_all(TPROF_SAMPLE.c_name, pack_samples(SAMPLES)[:-1])
 
 
 def test_load_decoder_of_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
@@ -345,7 +340,7 @@ def test_load_decoder_of_a_missing_file_is_a_config_error(tmp_path: Path) -> Non
         load_decoder(tmp_path / DECODER)
 
 
-# --- tprof.c follows flavours.TPROF ------------------------------------------------------------
+# --- tprof.c follows the tprof data ------------------------------------------------------------
 
 TPROF_C = DEFAULT.files["tprof.c"]
 
@@ -427,7 +422,7 @@ def test_quirk_defines_are_the_flavours_bits() -> None:
 
 
 def test_core_enum_and_names_follow_core_percpu() -> None:
-    names = [name for name, _ in flavours.CORE_PERCPU]
+    names = [name for name, _ in CORE_PERCPU]
     header = DEFAULT.files["profagent.h"]
     block = c_block(
         DEFAULT.files["core.c"], "static const char *const pa_core_names[PA_CORE_NSTATS] = {"

@@ -5,7 +5,7 @@ from dataclasses import fields, replace
 
 import pytest
 
-from harness.agent import flavours
+from harness.agent.flavours.tprof.data import TPROF as TPROF_INFO
 from harness.agent.spec import (
     MAX_BUFFER_SAMPLES,
     MAX_LIST_LIMIT,
@@ -17,7 +17,7 @@ from harness.agent.spec import (
 )
 from harness.errors import ConfigError
 
-TPROF = flavours.TPROF
+TPROF = TPROF_INFO
 D1_D2 = TPROF.quirk_bit("TP-D1") | TPROF.quirk_bit("TP-D2")
 #: Every field away from its default (and every value possible).
 ODD = AgentSpec(

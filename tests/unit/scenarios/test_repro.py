@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
+from harness.agent import profctl as pc
+from harness.agent.flavour import behaviour
 from harness.agent.steps import inject_step, kick_step
+from harness.errors import InfraError
 from harness.paths import REPO_ROOT
 from harness.scenarios.load import Expectation, find_scenario, load_scenario
-from harness.scenarios.repro import compare_numbers, judge, numbers, observe, program
-from tests.unit.agent.test_oracles import BASE
+from harness.scenarios.repro import compare_numbers, judge, observe, program
+from tests.unit.agent.flavours.tprof.test_oracles import BASE
 
 SHIPPED = REPO_ROOT / "scenarios"
 
@@ -14,7 +19,7 @@ SHIPPED = REPO_ROOT / "scenarios"
 def test_tp_d1_translates_to_injections_and_kicks() -> None:
     scenario = load_scenario(find_scenario("tprof-tp-d1-quirk", SHIPPED))
     prog = program(scenario, pause=lambda ms: None, nmi=lambda: None)
-    assert prog.body == (inject_step(0, 12), kick_step("all")) * 4
+    assert prog.body == (*(inject_step(0, 12), kick_step("all")) * 4, pc.wait_step())
     assert prog.injected == {0: 48}
     assert prog.kicks == 4
     assert not prog.actions
@@ -43,16 +48,29 @@ def test_values_and_verdicts_come_from_the_run() -> None:
             Expectation(oracle="TP-O1"),
         ),
         BASE,
+        behaviour("tprof"),
     )
     assert [v.held for v in verdicts] == [True, False, True]
     assert verdicts[1].observed == str(sample)
 
 
 def test_numbers_that_differ_across_attempts_are_named() -> None:
-    first = numbers(BASE)
+    first = BASE.numbers()
     second = {**first, "core.0.x_enabled_ns": first["core.0.x_enabled_ns"] + 1}
     report = compare_numbers([first, second])
     assert report["differing"] == {
         "core.0.x_enabled_ns": [first["core.0.x_enabled_ns"], second["core.0.x_enabled_ns"]]
     }
     assert report["identical"] == report["numbers"] - 1  # type: ignore[operator]
+
+
+def test_a_number_the_run_did_not_report_is_an_error_not_zero() -> None:
+    with pytest.raises(InfraError, match=r"stats\.no_such_counter"):
+        observe(BASE, "stats.no_such_counter")
+
+
+def test_dt_ops_translate_through_the_flavour() -> None:
+    scenario = load_scenario(find_scenario("dt-d1-quirk-4cpu", SHIPPED))
+    prog = program(scenario, pause=lambda ms: None, nmi=lambda: None)
+    assert prog.op_counts  # nest/skip counted per CPU for the oracles
+    assert all(op in behaviour("dt").op_steps for op in prog.op_counts)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent import flavours
+from harness.agent.flavours.tprof.data import TPROF as TPROF_INFO
 from harness.agent.spec import AgentSpec
 from harness.errors import ConfigError
 from harness.scenarios.load import (
@@ -84,7 +84,7 @@ def test_the_example_loads(tmp_path: Path) -> None:
         drain="manual",
         buffer_samples=8,
         list_limit=2,
-        quirks=flavours.TPROF.quirk_bit("TP-D1"),
+        quirks=TPROF_INFO.quirk_bit("TP-D1"),
         pmu_produce=False,
     )
     assert scenario.steps == (Step("inject", cpu="all", count=8),)
@@ -261,7 +261,7 @@ def test_format_documents_every_op_and_its_example_loads(tmp_path: Path) -> None
     path = tmp_path / "tprof-tp-d1-quirk.toml"
     path.write_text(example)
     scenario = load_scenario(path)
-    assert scenario.agent.quirks == flavours.TPROF.quirk_bit("TP-D1")
+    assert scenario.agent.quirks == TPROF_INFO.quirk_bit("TP-D1")
     assert [s.describe() for s in scenario.steps] == ["inject cpu=0 count=40", "kick cpu=all"]
 
 

@@ -5,12 +5,12 @@ as readable `Violation` values (an empty list means pass); `check_sampling` runs
 every applicable one, so a failed law never hides the others::
 
     violations = check_sampling(run)
-    failed_oracles(violations)          # {"TP-O1", "THROTTLE"}
+    {v.oracle for v in violations}      # {"TP-O1", "THROTTLE"}
     for name, description in ORACLES:   # report order
         ...
 
 A statistic missing from the snapshot reads as 0: the parsers guarantee every name
-of `harness.agent.flavours`, and a hole there shows up as a broken law here.
+of the flavour's data, and a hole there shows up as a broken law here.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
-from harness.agent.flavours import TPROF, TPROF_DROP_CAUSES
-from harness.agent.results import SamplingRun, Violation
+from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
+from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.results import Violation
 from harness.errors import ConfigError
 
 #: Oracle names and one-line descriptions, in report order.
@@ -56,11 +57,6 @@ Finding: TypeAlias = tuple[str, str] | None
 def global_name(percpu_name: str) -> str:
     """The global tprof statistic that sums the per-CPU ``percpu_name``."""
     return _GLOBAL_NAME.get(percpu_name, percpu_name)
-
-
-def failed_oracles(violations: Iterable[Violation]) -> set[str]:
-    """Names of the oracles that at least one violation belongs to."""
-    return {v.oracle for v in violations}
 
 
 def applicable_oracles(run: SamplingRun) -> frozenset[str]:

@@ -5,19 +5,25 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.oracles import ORACLES, applicable_oracles, check_sampling
-from harness.agent.report import (
+from harness.agent.flavours.tprof.oracles import ORACLES, applicable_oracles, check_sampling
+from harness.agent.flavours.tprof.report import (
     cpu_rows,
     drop_columns,
     format_cpu_table,
-    format_cpus,
     format_verdicts,
     nmi_mode,
     summary,
     total_row,
 )
+from harness.agent.report import format_cpus
 from harness.agent.results import Violation
-from tests.unit.agent.test_oracles import BASE, LATE_30, broken, consistent_run, tp_d1_run
+from tests.unit.agent.flavours.tprof.test_oracles import (
+    BASE,
+    LATE_30,
+    broken,
+    consistent_run,
+    tp_d1_run,
+)
 
 CONSISTENT_TABLE = """\
 tprof: event cycles, period 1000000, S 100, drain manual (3 kicks), quirks 0x0, online CPUs 0-1

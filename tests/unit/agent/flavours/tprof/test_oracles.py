@@ -6,19 +6,21 @@ from typing import Any
 
 import pytest
 
-from harness.agent.flavours import CORE_PERCPU, TPROF
-from harness.agent.oracles import (
+from harness.agent.flavours.tprof.data import TPROF
+from harness.agent.flavours.tprof.oracles import (
     ORACLES,
     OUTCOMES,
     applicable_oracles,
     check_placement,
     check_sampling,
     check_swaps,
-    failed_oracles,
     global_name,
     throttle_lost,
 )
-from harness.agent.results import AgentSnapshot, Sample, SamplingRun, Violation
+from harness.agent.flavours.tprof.results import Sample, SamplingRun
+from harness.agent.info import CORE_PERCPU
+from harness.agent.report import failed_oracles
+from harness.agent.results import AgentSnapshot, Violation
 from harness.agent.spec import AgentSpec
 from harness.errors import ConfigError
 

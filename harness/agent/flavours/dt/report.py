@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.agent.flavours import DT
-from harness.agent.oracles_dt import DT_ORACLES
-from harness.agent.report import align, format_cpus, format_verdicts
-from harness.agent.results import DtRun, Violation
+from harness.agent.flavours.dt.data import DT
+from harness.agent.flavours.dt.oracles import DT_ORACLES
+from harness.agent.flavours.dt.results import DtRun
+from harness.agent.report import align, format_cpus, verdict_lines
+from harness.agent.results import Violation
 
 TITLES: tuple[str, ...] = (
     *("cpu", "calls", "committed", "read", "dropevt", "recurevt", "skiptick"),
@@ -132,7 +133,7 @@ def format_dt_verdicts(
     violations: Sequence[Violation], applicable: Collection[str] | None = None
 ) -> str:
     """One ``PASS``/``FAIL``/``skip`` line per oracle in `DT_ORACLES` order, violations below."""
-    return format_verdicts(violations, applicable, DT_ORACLES)
+    return verdict_lines(violations, DT_ORACLES, applicable)
 
 
 def _pairs(values: Mapping[str, int], names: Iterable[str]) -> str:

@@ -18,10 +18,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from harness.agent import profctl as pc
-from harness.agent.driver import Agent
-from harness.agent.flavours import DT, DT_OPEN_STATS
-from harness.agent.layouts import DT_EVT, DT_PCPU_HDR, DT_PCPU_MAX, DT_REQ, DT_STAT, ioctl_named
-from harness.agent.results import DtEvent, DtOpenStats, DtRun
+from harness.agent.flavour import AgentLike
+from harness.agent.flavours.dt.data import (
+    DT,
+    DT_EVT,
+    DT_OPEN_STATS,
+    DT_PCPU_HDR,
+    DT_PCPU_MAX,
+    DT_REQ,
+    DT_STAT,
+)
+from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu, require_ok
 from harness.errors import InfraError
@@ -51,7 +58,7 @@ class DtPlan:
 
 def dt_ioctl_step(name: str, data: bytes = b"") -> str:
     """A dt ioctl on the run's descriptor."""
-    ioctl = ioctl_named(name)
+    ioctl = DT.ioctl(name)
     return pc.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
 
 
@@ -127,13 +134,13 @@ def open_stats(gstats: pc.StepResult, pcpu: pc.StepResult) -> DtOpenStats:
     return DtOpenStats(dict(zip(DT_STAT.names, values, strict=True)), percpu, per_open)
 
 
-def decode_events(agent: Agent, data: bytes) -> tuple[DtEvent, ...]:
+def decode_events(agent: AgentLike, data: bytes) -> tuple[DtEvent, ...]:
     """Whole dt events of ``data`` with the rendered decoder (a partial tail is dropped)."""
     whole = len(data) - len(data) % DT_EVT.size
-    return tuple(DtEvent(**e) for e in agent.build.decoder.decode_all("dt_evt", data[:whole]))
+    return tuple(DtEvent(**e) for e in agent.decode(DT_EVT.c_name, data[:whole]))
 
 
-def dt_run(agent: Agent, spec: AgentSpec, plan: DtPlan) -> DtRun:
+def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     """Load ``spec`` (flavour dt), run ``plan`` on one open, collect and decode.
 
     :raise InfraError: a control step failed, or the drain read failed otherwise
@@ -159,18 +166,15 @@ def dt_run(agent: Agent, spec: AgentSpec, plan: DtPlan) -> DtRun:
         pc.wait_step(),
         *collect_steps(plan.read_size),
     )
-    if plan.actions:
-        results = agent.steps_with_host_actions(steps, plan.actions, timeout_s=120)
-    else:
-        results = agent.steps(steps, timeout_s=120)
+    results = agent.run_steps(steps, actions=plan.actions)
     drain = results[steps.index(pc.read_step(FD, EVENTS, plan.read_size))]
     if not drain.ok and drain.errno != "EINTR":
         raise InfraError(f"dt drain read failed: {drain.describe()}")
     require_ok([r for r in results if r is not drain])
     gstats = [r for s, r in zip(steps, results, strict=True) if s == dt_ioctl_step("DTIOCGSTATS")]
     pcpus = [r for s, r in zip(steps, results, strict=True) if s == pcpustats_step()]
-    data = _fetch(agent, BACKGROUND) if plan.background_reader else b""
-    data += _fetch(agent, EVENTS)
+    data = agent.fetch(BACKGROUND, "dt-background.bin") if plan.background_reader else b""
+    data += agent.fetch(EVENTS, "dt-events.bin")
     return DtRun(
         spec=spec,
         before_read=open_stats(gstats[0], pcpus[0]),
@@ -186,9 +190,3 @@ def dt_run(agent: Agent, spec: AgentSpec, plan: DtPlan) -> DtRun:
         skips=plan.skips,
         reader_during_recording=plan.background_reader,
     )
-
-
-def _fetch(agent: Agent, path: str) -> bytes:
-    local = agent.workdir / path.rsplit("/", 1)[-1]
-    agent.shell.get(path, local)
-    return local.read_bytes()

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.agent.oracles_dt import DT_ORACLES, applicable_dt_oracles, check_dt
-from harness.agent.report_dt import (
+from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt
+from harness.agent.flavours.dt.report import (
     TITLES,
     dt_nmi_mode,
     dt_rows,
@@ -13,7 +13,13 @@ from harness.agent.report_dt import (
     gstats_line,
 )
 from harness.agent.results import Violation
-from tests.unit.agent.test_oracles_dt import BASE, after, consistent_run, dt_d1_run, pmu_run
+from tests.unit.agent.flavours.dt.test_oracles import (
+    BASE,
+    after,
+    consistent_run,
+    dt_d1_run,
+    pmu_run,
+)
 
 CONSISTENT_TABLE = """\
 dt: event cycles, period 1000000, quirks 0x0, read size 192, online CPUs 0-1, NMI on (PMU overflows as NMIs)

@@ -5,7 +5,7 @@ values (an empty list means pass); `check_dt` runs every applicable one, so a br
 law never hides the others::
 
     violations = check_dt(run)
-    oracles.failed_oracles(violations)      # {"DT-O3"}
+    {v.oracle for v in violations}          # {"DT-O3"}
     for name, description in DT_ORACLES:    # report order
         ...
 
@@ -21,8 +21,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeAlias
 
-from harness.agent.flavours import DT, DT_RING_SLOTS
-from harness.agent.results import DtEvent, DtOpenStats, DtRun, Violation
+from harness.agent.flavours.dt.data import DT, DT_RING_SLOTS
+from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
+from harness.agent.results import Violation
 from harness.errors import ConfigError
 
 #: Oracle names and one-line descriptions, in report order.

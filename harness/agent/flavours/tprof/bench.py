@@ -22,9 +22,10 @@ from typing import Any
 
 from harness.agent.build import build_agent
 from harness.agent.driver import Agent
-from harness.agent.flavours import TPROF_DROP_CAUSES
+from harness.agent.flavours.tprof.data import TPROF_DROP_CAUSES
+from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.run import sampling_run
 from harness.agent.profctl import build_profctl
-from harness.agent.results import SamplingRun
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
 from harness.arches import ArchProfile
@@ -75,7 +76,7 @@ def measure_agent(
         agent = Agent(guest.shell, build_agent(AgentSpec(), images, cache), profctl, workdir,
                       nmi_expected=spec.nmi, cycles_per_ns=arch.cycles_per_ns("tcg"))  # fmt: skip
         agent.deploy()
-        cost = handler_cost(agent.sampling_run(AgentSpec(), SamplingPlan(busy_cpus=(0, 1))))
+        cost = handler_cost(sampling_run(agent, AgentSpec(), SamplingPlan(busy_cpus=(0, 1))))
         rates = _dropfree_rates(agent)
     passed = [rate for rate, r in rates.items() if not (r["drops"] or r["throttled"])]
     return {
@@ -112,7 +113,7 @@ def _dropfree_rates(agent: Agent) -> dict[int, dict[str, float]]:
     results: dict[int, dict[str, float]] = {}
     plan = SamplingPlan(busy_cpus=tuple(range(BENCH_CPUS)), busy_ms=DROPFREE_RUN_MS)
     for rate in RATES_HZ:
-        run = agent.sampling_run(AgentSpec(period=1_000_000_000 // rate), plan)
+        run = sampling_run(agent, AgentSpec(period=1_000_000_000 // rate), plan)
         seen = sum(c["x_nmi_total"] for c in run.snapshot.core.values())
         merged = sum(c["x_pmu_merged"] for c in run.snapshot.core.values())
         throttled = sum(c["x_throttled"] for c in run.snapshot.core.values())

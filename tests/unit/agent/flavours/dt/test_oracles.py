@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.flavours import CORE_PERCPU, DT
-from harness.agent.oracles_dt import (
+from harness.agent.flavours.dt.data import DT
+from harness.agent.flavours.dt.oracles import (
     DT_ORACLES,
     applicable_dt_oracles,
     canary_of,
@@ -16,7 +16,9 @@ from harness.agent.oracles_dt import (
     check_dt_skipticks,
     reads_whole_events,
 )
-from harness.agent.results import DtEvent, DtOpenStats, DtRun, Violation
+from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
+from harness.agent.info import CORE_PERCPU
+from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.errors import ConfigError
 

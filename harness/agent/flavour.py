@@ -1,0 +1,167 @@
+"""What a flavour is to the rest of the harness: one value of data and callables.
+
+The core, the scenario runner, the matrix and the CLI use a flavour only through
+`Flavour`; each flavour builds its own in ``harness/agent/flavours/<name>/flavour.py``
+and the registry (`harness.agent.flavours`) lists it in one line::
+
+    fl = behaviour("dt")
+    run = fl.standard_run(agent, AgentSpec(flavour="dt"), cpus=(0, 1))
+    violations = fl.check(run)
+    print(fl.report(run, violations))          # per-CPU table and one verdict per oracle
+    run.numbers()["stats.dropevt"]             # every counter under one flat name
+
+Runners take the agent as `AgentLike` (what `harness.agent.driver.Agent` offers),
+so a flavour's package never imports the driver.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from harness.agent import flavours
+from harness.agent import profctl as pc
+from harness.agent.info import FlavourInfo
+from harness.agent.results import Violation
+from harness.agent.spec import AgentSpec
+
+_R = TypeVar("_R")
+
+
+class AgentLike(Protocol):
+    """The agent in one guest, as a flavour's runner uses it (`harness.agent.driver.Agent`)."""
+
+    @property
+    def workdir(self) -> Path:
+        """Where a run's evidence is kept on the host."""
+
+    def load(self, spec: AgentSpec) -> None:
+        """Load the module with ``spec``'s parameters."""
+
+    def set_throttling(self, *, disabled: bool, max_sample_rate: int | None = None) -> None:
+        """Switch the perf core's interrupt throttling off or on."""
+
+    def online_cpus(self) -> tuple[int, ...]:
+        """CPUs online in the guest now."""
+
+    def run_steps(
+        self,
+        steps: Sequence[str],
+        *,
+        actions: Mapping[str, Callable[[], None]] | None = None,
+        timeout_s: float | None = None,
+    ) -> tuple[pc.StepResult, ...]:
+        """Run ``steps`` in one profctl process (the host acting at marked points)."""
+
+    @property
+    def run_count(self) -> int:
+        """Profctl sequences run so far (names the files a run keeps)."""
+
+    def fetch(self, remote: str, name: str) -> bytes:
+        """Copy guest file ``remote`` into the workdir as ``name``; its bytes."""
+
+    def decode(self, layout: str, data: bytes) -> list[dict[str, int]]:
+        """Records of ``layout`` (a C struct name) in ``data``, by the rendered decoder."""
+
+    def nmi_expected_for(self, spec: AgentSpec) -> bool:
+        """Whether overflows arrive as NMIs for ``spec``."""
+
+    def events_per_ns(self, spec: AgentSpec) -> float | None:
+        """Events the PMU counts per enabled nanosecond for ``spec``, if fixed."""
+
+    def save_run(self, record: Mapping[str, object]) -> Path:
+        """Write one run's record as JSON into the workdir; its path."""
+
+
+class AgentRun(Protocol):
+    """One run of any flavour, as the shared machinery reads it."""
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The spec the module was loaded with."""
+
+    def numbers(self) -> dict[str, int]:
+        """Every counter under one flat name, as scenario values name them.
+
+        ``stats.x``, ``percpu.<cpu>.x``, ``core.<cpu>.x``, ``samples``, ``samples.cpu.<cpu>``.
+        """
+
+    def records(self) -> Sequence[object]:
+        """The decoded records the run read (dataclasses with slots), in stream order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A scenario's steps, translated: what the guest runs and what it amounts to.
+
+    ``body`` runs between the flavour's start and collect steps; ``injected`` is
+    CPU → producer calls injected; ``op_counts`` is op → CPU → count for the
+    flavour's own counting ops (dt: ``nest``, ``skip``); ``kicks`` counts
+    whole-machine drains (None: not countable).
+    """
+
+    body: tuple[str, ...]
+    actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
+    injected: Mapping[int, int] = field(default_factory=dict)
+    op_counts: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    kicks: int | None = None
+    reader: bool = False
+    throttling_disabled: bool = True
+    max_sample_rate: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Flavour:
+    """One flavour's behaviour: how it runs, how it is judged, how it is shown.
+
+    ``op_steps`` maps a scenario op only this flavour has to the profctl step it
+    becomes (``(cpu, count) -> step``); ``refused_ops`` maps shared ops it cannot
+    run to the reason.
+    """
+
+    info: FlavourInfo
+    oracles: tuple[tuple[str, str], ...]  # (name, what it checks), report order
+    check: Callable[[AgentRun], list[Violation]]
+    report: Callable[[AgentRun, Sequence[Violation]], str]
+    standard_run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
+    run_script: Callable[[AgentLike, AgentSpec, Script], AgentRun]
+    cell_rows: Callable[[AgentRun], list[dict[str, object]]]
+    op_steps: Mapping[str, Callable[[int, int], str]] = field(default_factory=dict)
+    refused_ops: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The flavour's name (``tprof``, ``dt``)."""
+        return self.info.name
+
+    @property
+    def oracle_names(self) -> tuple[str, ...]:
+        """The names of its oracles, in report order."""
+        return tuple(name for name, _ in self.oracles)
+
+
+def behaviour(name: str) -> Flavour:
+    """The behaviour of the flavour called ``name`` (its runner, oracles, report).
+
+    Imported on first use from ``harness.agent.flavours.<name>.flavour``.
+
+    :raise ConfigError: no such flavour.
+    """
+    module = importlib.import_module(f"harness.agent.flavours.{flavours.get(name).name}.flavour")
+    found = module.FLAVOUR
+    if not isinstance(found, Flavour):
+        raise TypeError(f"{module.__name__}.FLAVOUR is a {type(found).__name__}, not a Flavour")
+    return found
+
+
+def narrow(run: AgentRun, kind: type[_R]) -> _R:
+    """``run`` as the flavour's own run type ``kind``.
+
+    :raise TypeError: another flavour's run was handed over.
+    """
+    if not isinstance(run, kind):
+        raise TypeError(f"expected a {kind.__name__}, got a {type(run).__name__}")
+    return run

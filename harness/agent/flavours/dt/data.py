@@ -1,0 +1,120 @@
+"""dt as data: its counters, quirk bits, event record and ioctls.
+
+The port of OpenBSD dt(4) (seeds-spec §3): per-open, per-CPU rings of 16 slots.
+Everything here is read by the C template (``guest/agent/flavours/dt/dt.c.j2``),
+the decoder and the oracles::
+
+    DT.percpu_names         # ('dc_readevt', ...), DTIOC_X_PCPUSTATS's order
+    DT.ioctl("DTIOCRECORD").number
+"""
+
+from __future__ import annotations
+
+from harness.agent.info import FlavourInfo, Quirk
+from harness.agent.layouts import Field, Ioctl, RecordLayout, ioc_read, ioc_write
+
+DT_EVT = RecordLayout(
+    c_name="dt_evt",
+    py_name="DtEvt",
+    doc="One dt event as read(2) returns it; seq and canary let a reader see torn events.",
+    fields=(
+        Field("seq", "u64", "per-CPU, per-open sequence number of committed events, from 1"),
+        Field("ts_ns", "u64", "ktime_get_mono_fast_ns() when the event was taken"),
+        Field("pc", "u64", "the interrupted program counter"),
+        Field("probe", "u32", "probe id (1: profile)"),
+        Field("cpu", "u32", "CPU that took the event"),
+        Field("pid", "u32", "thread group id of the interrupted task (0: idle)"),
+        Field("tid", "u32", "thread id of the interrupted task"),
+        Field("flags", "u32", "bit 0: the PC is a kernel address"),
+        Field("canary", "u32", "DT_CANARY ^ low 32 bits of seq, written last"),
+    ),
+)
+
+DT_STAT = RecordLayout(
+    c_name="dtioc_stat",
+    py_name="DtiocStat",
+    doc="DTIOCGSTATS's reply: the seed's four counters of this open.",
+    fields=(
+        Field("readevt", "u64", "events read"),
+        Field("dropevt", "u64", "events dropped: ring full"),
+        Field("skiptick", "u64", "profile ticks skipped"),
+        Field("recurevt", "u64", "events dropped: recursion on the CPU"),
+    ),
+)
+
+DT_REQ = RecordLayout(
+    c_name="dtioc_req",
+    py_name="DtiocReq",
+    doc="DTIOCPRBENABLE/DISABLE's argument: which probe, and the profile period.",
+    fields=(
+        Field("probe", "u32", "probe id (1: profile)"),
+        Field("pad", "u32", "zero"),
+        Field("period_ns", "u64", "profile period; the seed refuses < 200 us"),
+    ),
+)
+
+DT_PCPU_HDR = RecordLayout(
+    c_name="dtioc_pcpu",
+    py_name="DtiocPcpu",
+    doc="DTIOC_X_PCPUSTATS header; ncpu x nstats u64 follow it in the same buffer.",
+    fields=(
+        Field("size", "u32", "in: bytes of the whole buffer"),
+        Field("ncpu", "u32", "out: nr_cpu_ids"),
+        Field("nstats", "u32", "out: values per CPU (DT percpu names)"),
+        Field("nopen", "u32", "out: per-open values after the CPUs' (DT open names)"),
+    ),
+)
+
+
+DT_IOC_TYPE = ord("D")
+DT_PCPU_MAX = 4096  # bytes profctl passes for DTIOC_X_PCPUSTATS
+DT_IOCTLS: tuple[Ioctl, ...] = (
+    Ioctl("DTIOCGSTATS", ioc_read(DT_IOC_TYPE, 1, DT_STAT.size), DT_STAT.size, "statistics"),
+    Ioctl("DTIOCRECORD", ioc_write(DT_IOC_TYPE, 2, 4), 4, "recording on (1) or off (0)"),
+    Ioctl("DTIOCPRBENABLE", ioc_write(DT_IOC_TYPE, 3, DT_REQ.size), DT_REQ.size, "enable"),
+    Ioctl("DTIOCPRBDISABLE", ioc_write(DT_IOC_TYPE, 4, DT_REQ.size), DT_REQ.size, "disable"),
+    Ioctl(
+        "DTIOC_X_PCPUSTATS",
+        ioc_read(DT_IOC_TYPE, 64, DT_PCPU_HDR.size),
+        DT_PCPU_MAX,
+        "port: per-CPU and per-open counters of this open",
+    ),
+)
+
+
+#: Per-open counters of dt, after the per-CPU ones in DTIOC_X_PCPUSTATS.
+DT_OPEN_STATS: tuple[tuple[str, str], ...] = (
+    ("x_evtcnt", "events readable now, all CPUs (the seed's ds_evtcnt)"),
+    ("x_wakeups", "reader wakeups run from the irq_work"),
+    ("x_partial_events", "events returned truncated (quirk DT-D2)"),
+)
+DT_RING_SLOTS = 16
+
+DT = FlavourInfo(
+    name="dt",
+    flavour_id=2,
+    stats=(
+        ("readevt", "events read (DTIOCGSTATS)"),
+        ("dropevt", "events dropped because the CPU's ring was full"),
+        ("skiptick", "profile ticks skipped (seed, quirk DT-D1: the last CPU's only)"),
+        ("recurevt", "events dropped for recursion (seed, quirk DT-D1: the last CPU's only)"),
+    ),
+    stats_percpu=(
+        ("dc_readevt", "events the reader copied from this CPU's ring"),
+        ("dc_dropevt", "get calls that found this CPU's ring full"),
+        ("dc_skiptick", "profile ticks skipped on this CPU"),
+        ("dc_recurevt", "get calls while this CPU was already inside one"),
+        ("x_committed", "events committed into this CPU's ring"),
+        ("x_calls", "get calls on this CPU (E_c)"),
+        ("x_inring", "events in the ring now: (cons - prod) mod 16"),
+        ("x_seq", "sequence number of the last committed event"),
+    ),
+    quirks=(
+        Quirk(16, "DT-D1", "GSTATS skiptick and recurevt are the last CPU's, not the sum"),
+        Quirk(17, "DT-D2", "read budget rounds up: a partial event, consumed and counted"),
+    ),
+    record=DT_EVT,
+    layouts=(DT_EVT, DT_STAT, DT_REQ, DT_PCPU_HDR),
+    ioctls=DT_IOCTLS,
+    template_context={"dt_open_stats": DT_OPEN_STATS, "dt_ring_slots": DT_RING_SLOTS},
+)

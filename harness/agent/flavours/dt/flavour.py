@@ -1,0 +1,71 @@
+"""dt's behaviour for the shared machinery (`harness.agent.flavour.Flavour`).
+
+The standard run is busy loops on every CPU with a background reader racing the
+producers. Scenarios may use dt's own ops: ``nest`` (a get held open while a burst
+lands inside it), ``skip`` (forced skipped ticks) and ``reader``; ``kick`` is
+refused, since dt has no drain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.agent import profctl as pc
+from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow
+from harness.agent.flavours.dt.data import DT, DT_EVT
+from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt
+from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
+from harness.agent.flavours.dt.results import DtRun
+from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
+from harness.agent.report import share
+from harness.agent.results import Violation
+from harness.agent.spec import AgentSpec
+
+
+def _check(run: AgentRun) -> list[Violation]:
+    return check_dt(narrow(run, DtRun))
+
+
+def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
+    own = narrow(run, DtRun)
+    return f"{format_dt_table(own)}\n{format_dt_verdicts(violations, applicable_dt_oracles(own))}"
+
+
+def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    plan = DtPlan(body=tuple(pc.spin_step(cpu, 1000) for cpu in cpus),
+                  read_size=DT_EVT.size, background_reader=True)  # fmt: skip
+    return dt_run(agent, spec, plan)
+
+
+def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
+    plan = DtPlan(body=script.body, injected=script.injected or None,
+                  nested=script.op_counts.get("nest", {}), skips=script.op_counts.get("skip", {}),
+                  background_reader=script.reader, actions=script.actions)  # fmt: skip
+    return dt_run(agent, spec, plan)
+
+
+def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
+    own = narrow(run, DtRun)
+    rows: list[dict[str, object]] = []
+    for cpu, stats in sorted(own.after_read.percpu.items()):
+        core = own.core.get(cpu, {})
+        drops = {"dropevt": stats["dc_dropevt"], "recurevt": stats["dc_recurevt"]}
+        rows.append({"cpu": cpu, "overflows": core.get("x_nmi_total", 0),
+                     "recorded": stats["x_committed"], "merged": core.get("x_pmu_merged", 0),
+                     "drops": drops,
+                     "nmi_share": share(core.get("x_nmi_ctx_ok", 0),
+                                        core.get("x_nmi_total", 0))})  # fmt: skip
+    return rows
+
+
+FLAVOUR = Flavour(
+    info=DT,
+    oracles=DT_ORACLES,
+    check=_check,
+    report=_report,
+    standard_run=_standard,
+    run_script=_script,
+    cell_rows=_cell_rows,
+    op_steps={"nest": nest_step, "skip": skip_step},
+    refused_ops={"kick": "dt has no drain; its reader empties the rings"},
+)

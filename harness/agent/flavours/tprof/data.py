@@ -1,0 +1,159 @@
+"""tprof as data: its counters, drop causes, quirk bits, records and ioctls.
+
+The port of NetBSD tprof (seeds-spec §1): per-CPU buffers of S samples swapped
+onto a global read list. Everything here is read by the C template
+(``guest/agent/flavours/tprof/tprof.c.j2``), the decoder and the oracles::
+
+    TPROF.stat_names        # ('sample', 'overflow', ...), the `stats` file's order
+    TPROF.ioctl("TPROF_IOC_START").number
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.agent.info import FlavourInfo, Quirk
+from harness.agent.layouts import Field, Ioctl, RecordLayout, ioc_none, ioc_read, ioc_write
+
+TPROF_SAMPLE = RecordLayout(
+    c_name="tprof_sample",
+    py_name="TprofSample",
+    doc="One tprof sample as read(2) streams it: the seed's 24-byte LP64 layout.",
+    fields=(
+        Field("pid", "u32", "thread group id of the interrupted task (0: idle)"),
+        Field("tid", "u32", "thread id of the interrupted task"),
+        Field("cpu", "u32", "CPU index that took the sample"),
+        Field("flags", "u32", "bit 0: the sampled PC is a kernel address"),
+        Field("pc", "u64", "the interrupted program counter"),
+    ),
+)
+
+TPROF_STAT = RecordLayout(
+    c_name="tprof_stat",
+    py_name="TprofStat",
+    doc="TPROF_IOC_GETSTAT's reply: the seed's six counters.",
+    fields=(
+        Field("sample", "u64", "samples in buffers appended to the read list"),
+        Field("overflow", "u64", "overflow of those buffers"),
+        Field("buf", "u64", "buffers appended to the read list"),
+        Field("emptybuf", "u64", "swaps that returned an empty buffer"),
+        Field("dropbuf", "u64", "non-empty buffers dropped because the list was full"),
+        Field("dropbuf_sample", "u64", "samples in those dropped buffers"),
+    ),
+)
+
+TPROF_PARAM = RecordLayout(
+    c_name="tprof_param",
+    py_name="TprofParam",
+    doc="TPROF_IOC_START's argument; the seed ignores it, and so does the port.",
+    fields=(
+        Field("event", "u64", "ignored"),
+        Field("unit", "u64", "ignored"),
+        Field("flags", "u64", "ignored"),
+    ),
+)
+
+
+TPROF_IOC_TYPE = ord("T")
+TPROF_VERSION = 3
+TPROF_IOCTLS: tuple[Ioctl, ...] = (
+    Ioctl("TPROF_IOC_GETVERSION", ioc_read(TPROF_IOC_TYPE, 1, 4), 4, "the ABI version"),
+    Ioctl(
+        "TPROF_IOC_START",
+        ioc_write(TPROF_IOC_TYPE, 2, TPROF_PARAM.size),
+        TPROF_PARAM.size,
+        "start sampling",
+    ),
+    Ioctl("TPROF_IOC_STOP", ioc_none(TPROF_IOC_TYPE, 3), 0, "stop sampling, final swaps"),
+    Ioctl(
+        "TPROF_IOC_GETSTAT",
+        ioc_read(TPROF_IOC_TYPE, 4, TPROF_STAT.size),
+        TPROF_STAT.size,
+        "the six seed counters",
+    ),
+)
+
+
+# Drop causes, per CPU: every producer call ends in exactly one of these or in
+# `x_sample` (recorded in a buffer that reached the read list) or in the current
+# buffer (`x_cur_used`, `x_cur_overflow`) while running.
+TPROF_DROP_CAUSES: tuple[tuple[str, str], ...] = (
+    ("x_overflow", "buffer full: the seed's per-buffer overflow, of queued buffers"),
+    ("x_dropbuf_sample", "recorded, then the whole buffer dropped: list full"),
+    ("x_overflow_dropbuf", "buffer full, in a buffer later dropped (seed: lost, TP-D1)"),
+    ("x_overflow_emptybuf", "buffer full with S = 0 or nothing recorded (seed: lost)"),
+    ("x_nobuf", "no buffer installed on this CPU"),
+    ("x_not_running", "arrived while tprof was not running"),
+    ("x_nested_drop", "a second producer context on the same CPU"),
+    ("x_stop_discard", "left in a current buffer freed at STOP"),
+    ("x_quirk_lost", "lost on purpose by quirk TP-D1 (the seed's invisible loss)"),
+)
+
+TPROF = FlavourInfo(
+    name="tprof",
+    flavour_id=1,
+    stats=(
+        ("sample", "samples in buffers appended to the read list"),
+        ("overflow", "overflow of buffers appended to the read list"),
+        ("buf", "buffers appended to the read list"),
+        ("emptybuf", "swaps that returned a buffer with nothing recorded"),
+        ("dropbuf", "non-empty buffers dropped because the list was full"),
+        ("dropbuf_sample", "samples in those dropped buffers"),
+        ("x_overflow_dropbuf", "overflow of dropped buffers (the seed loses it: TP-D1)"),
+        ("x_overflow_emptybuf", "overflow of empty buffers (the seed loses it: TP-D1/D2)"),
+        ("x_nobuf", "producer calls with no buffer installed"),
+        ("x_not_running", "producer calls while not running"),
+        ("x_nested_drop", "producer calls nested in another on the same CPU"),
+        ("x_stop_discard", "samples left in current buffers freed at STOP"),
+        ("x_quirk_lost", "overflow lost by quirk TP-D1, as the seed loses it"),
+        ("x_swaps", "buffer swaps, all CPUs"),
+        ("x_nbuf_on_list", "buffers on the read list now"),
+        ("x_nbuf_on_list_max", "most buffers ever on the read list"),
+        ("x_bytes_read", "bytes returned by read(2)"),
+    ),
+    stats_percpu=(
+        ("x_sample", "samples of this CPU in buffers appended to the read list"),
+        *TPROF_DROP_CAUSES,
+        ("x_swaps", "swaps of this CPU's buffer"),
+        ("x_swap_misplaced", "drain work that ran on another CPU and did nothing"),
+        ("x_cur_used", "samples in the current buffer"),
+        ("x_cur_overflow", "overflow of the current buffer"),
+    ),
+    quirks=(
+        Quirk(0, "TP-D1", "overflow of dropped and empty buffers is lost, counted nowhere"),
+        Quirk(1, "TP-D2", "S = min(2 est_freq, 10000) even when that is 0; START accepts it"),
+        Quirk(2, "TP-D3", "a START that fails after taking the backend leaks it: EBUSY after"),
+        Quirk(3, "TP-D9", "a partially read buffer goes back on the list past its limit"),
+    ),
+    record=TPROF_SAMPLE,
+    layouts=(TPROF_SAMPLE, TPROF_STAT, TPROF_PARAM),
+    ioctls=TPROF_IOCTLS,
+    fault_points=("wq_create", "buf_alloc"),
+    template_context={},  # filled in below, from the values above
+)
+#: Global statistics that are sums of a per-CPU one under another name.
+_PERCPU_ALIASES = {"sample": "x_sample", "overflow": "x_overflow",
+                   "dropbuf_sample": "x_dropbuf_sample"}  # fmt: skip
+
+
+def _stat_sources() -> tuple[tuple[str, str], ...]:
+    """Per global statistic, the per-CPU enum it sums (``-1``: kept globally)."""
+    percpu = set(TPROF.percpu_names)
+    sources = []
+    for name in TPROF.stat_names:
+        alias = _PERCPU_ALIASES.get(name, name)
+        sources.append((name, f"TP_PC_{alias.upper()}" if alias in percpu else "-1"))
+    return tuple(sources)
+
+
+TPROF = dataclasses.replace(
+    TPROF,
+    template_context={
+        "tprof_version": TPROF_VERSION,
+        "quirks": TPROF.quirks,
+        "stats": TPROF.stats,
+        "stats_percpu": TPROF.stats_percpu,
+        "stat_sources": _stat_sources(),
+        "record": TPROF.record,
+    },
+)

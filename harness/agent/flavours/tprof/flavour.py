@@ -1,0 +1,70 @@
+"""tprof's behaviour for the shared machinery (`harness.agent.flavour.Flavour`).
+
+The standard run is the sampling workload: pinned busy loops on every other CPU,
+the IRQ-off probe on the last one, an idle phase. Scenarios run a script between
+START and the collect steps; tprof has no op of its own and refuses dt's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow
+from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
+from harness.agent.flavours.tprof.oracles import ORACLES, applicable_oracles, check_sampling
+from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
+from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.run import RunContext, sampling_run, scripted_run
+from harness.agent.report import share
+from harness.agent.results import Violation
+from harness.agent.spec import AgentSpec
+from harness.agent.steps import SamplingPlan
+
+
+def _check(run: AgentRun) -> list[Violation]:
+    return check_sampling(narrow(run, SamplingRun))
+
+
+def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
+    own = narrow(run, SamplingRun)
+    return f"{format_cpu_table(own)}\n{format_verdicts(violations, applicable_oracles(own))}"
+
+
+def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],), busy_ms=1000)
+    return sampling_run(agent, spec, plan)
+
+
+def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
+    context = RunContext(
+        throttling_disabled=script.throttling_disabled,
+        max_sample_rate=script.max_sample_rate,
+        injected=script.injected or None,
+        kicks=script.kicks if spec.drain == "manual" else None,
+        actions=script.actions,
+    )
+    return scripted_run(agent, spec, script.body, context)[0]
+
+
+def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
+    own = narrow(run, SamplingRun)
+    rows: list[dict[str, object]] = []
+    for cpu, core in sorted(own.snapshot.core.items()):
+        stats = own.snapshot.stats_percpu.get(cpu, {})
+        drops = {name.removeprefix("x_"): stats.get(name, 0) for name, _ in TPROF_DROP_CAUSES}
+        rows.append({"cpu": cpu, "overflows": core["x_nmi_total"], "recorded": stats["x_sample"],
+                     "merged": core["x_pmu_merged"], "drops": drops,
+                     "nmi_share": share(core["x_nmi_ctx_ok"], core["x_nmi_total"])})  # fmt: skip
+    return rows
+
+
+FLAVOUR = Flavour(
+    info=TPROF,
+    oracles=ORACLES,
+    check=_check,
+    report=_report,
+    standard_run=_standard,
+    run_script=_script,
+    cell_rows=_cell_rows,
+    refused_ops={op: "it is a dt-only op" for op in ("reader", "skip", "nest")},
+)

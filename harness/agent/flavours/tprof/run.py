@@ -1,0 +1,141 @@
+"""Run tprof in a guest: its control steps, the standard run and scripted runs.
+
+Pure step builders plus two runners over `harness.agent.flavour.AgentLike`::
+
+    run = sampling_run(agent, AgentSpec(), SamplingPlan(busy_cpus=(0, 2)))
+    run, results = scripted_run(agent, spec, (inject_step("all", 12), kick_step()),
+                                context=RunContext(injected={0: 12, 1: 12}, kicks=1))
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from harness.agent import profctl as pc
+from harness.agent.flavour import AgentLike
+from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
+from harness.agent.flavours.tprof.results import Sample, SamplingRun
+from harness.agent.spec import AgentSpec
+from harness.agent.steps import (
+    DEBUGFS,
+    DEVICE,
+    FD,
+    READ_CHUNK,
+    SAMPLES,
+    SNAPSHOT_FILES,
+    SamplingPlan,
+    busy_of,
+    require_ok,
+    snapshot_of,
+    workload_steps,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """How a run is set up, and what its steps do, for the oracles."""
+
+    throttling_disabled: bool = True
+    max_sample_rate: int | None = None
+    probe_cpus: tuple[int, ...] = ()
+    injected: Mapping[int, int] | None = None
+    kicks: int | None = None
+    #: Marker name → what the host does there (see `Agent.steps_with_host_actions`).
+    actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
+
+
+def ioctl_step(name: str, data: bytes = b"") -> str:
+    """A native tprof ioctl on the agent's descriptor."""
+    ioctl = TPROF.ioctl(name)
+    return pc.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
+
+
+def start_steps() -> tuple[str, ...]:
+    """Open the device and START (the seed ignores START's argument)."""
+    return (pc.open_step(DEVICE), ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size)))
+
+
+def collect_steps() -> tuple[str, ...]:
+    """STOP, read the stream to EOF, snapshot every debugfs file, GETSTAT, close."""
+    return (
+        ioctl_step("TPROF_IOC_STOP"),
+        pc.timeout_step(60),
+        pc.read_step(FD, SAMPLES, READ_CHUNK),
+        *(pc.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES),
+        ioctl_step("TPROF_IOC_GETSTAT"),
+        pc.close_step(FD),
+    )
+
+
+def sampling_steps(plan: SamplingPlan) -> tuple[str, ...]:
+    """The whole standard run as one profctl sequence."""
+    return (*start_steps(), *workload_steps(plan), *collect_steps())
+
+
+def decode_stat(data: bytes) -> dict[str, int]:
+    """TPROF_IOC_GETSTAT's 48 bytes → the six seed counters."""
+    return dict(zip(TPROF_STAT.names, struct.unpack(TPROF_STAT.struct_format, data), strict=True))
+
+
+def sampling_run(agent: AgentLike, spec: AgentSpec, plan: SamplingPlan) -> SamplingRun:
+    """Load ``spec``, run the standard workload, collect everything.
+
+    :raise ModuleLoadError: the module did not load.
+    :raise InfraError: a control step failed or the guest tool misbehaved.
+    """
+    context = RunContext(
+        throttling_disabled=plan.throttling_disabled,
+        max_sample_rate=plan.max_sample_rate,
+        probe_cpus=plan.probe_cpus,
+    )
+    return run_steps(agent, spec, sampling_steps(plan), context)[0]
+
+
+def scripted_run(
+    agent: AgentLike, spec: AgentSpec, body: Sequence[str], context: RunContext | None = None
+) -> tuple[SamplingRun, tuple[pc.StepResult, ...]]:
+    """Load ``spec``, START, run ``body``, then collect as `sampling_run` does.
+
+    ``context`` says what ``body`` does (injected counts, kicks), for the oracles.
+    Every step must succeed; use the agent's ``steps`` for runs that expect errors.
+
+    :raise InfraError: a step failed.
+    """
+    steps = (*start_steps(), *body, *collect_steps())
+    return run_steps(agent, spec, steps, context or RunContext())
+
+
+def run_steps(
+    agent: AgentLike, spec: AgentSpec, steps: Sequence[str], context: RunContext
+) -> tuple[SamplingRun, tuple[pc.StepResult, ...]]:
+    """Load ``spec``, run ``steps`` (every one must succeed), collect and save."""
+    agent.set_throttling(
+        disabled=context.throttling_disabled, max_sample_rate=context.max_sample_rate
+    )
+    agent.load(spec)
+    online = agent.online_cpus()
+    started = time.monotonic()
+    results = agent.run_steps(steps, actions=context.actions, timeout_s=None)
+    runtime_s = time.monotonic() - started
+    require_ok(results)
+    data = agent.fetch(SAMPLES, f"samples-{agent.run_count:02d}.bin")
+    run = SamplingRun(
+        spec=spec,
+        snapshot=snapshot_of(steps, results),
+        samples=tuple(Sample(**r) for r in agent.decode(TPROF.record.c_name, data)),
+        bytes_read=len(data),
+        online_cpus=online,
+        busy=busy_of(steps, results),
+        probe_cpus=context.probe_cpus,
+        nmi_expected=agent.nmi_expected_for(spec),
+        throttling_disabled=context.throttling_disabled,
+        injected=context.injected,
+        kicks=context.kicks,
+        runtime_s=runtime_s,
+        ref_events_per_ns=agent.events_per_ns(spec),
+    )
+    agent.save_run(run.record())
+    return run, results

@@ -1,0 +1,118 @@
+"""What a flavour of the agent is, as data: statistics, quirk bits, records, ABI.
+
+Pure data types, imported by every flavour's ``data.py`` and by the core. The C
+templates loop over these tuples to declare counters and print them, and the
+parsers and oracles use the same names, so a counter cannot be added on one
+side only::
+
+    info = harness.agent.flavours.info("tprof")
+    info.stats            # names in the order of the `stats` file
+    info.quirk_bit("TP-D1")
+    info.template         # "agent/flavours/tprof/tprof.c.j2" (under guest/)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from harness.agent.layouts import Ioctl, RecordLayout
+from harness.errors import ConfigError
+
+#: Per-CPU ground truth the core keeps before any flavour code runs (debugfs `nmi`).
+CORE_PERCPU: tuple[tuple[str, str], ...] = (
+    ("x_nmi_total", "overflow handler entries (overflows seen)"),
+    ("x_nmi_ctx_ok", "entries with in_nmi() true"),
+    ("x_nmi_ctx_bad", "entries with in_nmi() false (a normal IRQ: pseudo-NMI off)"),
+    ("x_nmi_max_ns", "longest handler run"),
+    ("x_nmi_sum_ns", "total handler time (mean = sum / total)"),
+    ("x_irqoff_samples", "overflows that interrupted code running with IRQs masked"),
+    ("x_throttled", "overflows after which the perf core throttled the event"),
+    ("x_pmu_merged", "periods with no overflow of their own: handled late, or pending at stop"),
+    ("x_pmu_merged_at_stop", "of those, the periods still pending when the event stopped"),
+    ("x_producer_calls", "calls of the flavour's producer, any context"),
+    ("x_producer_calls_nmi", "producer calls in NMI context"),
+    ("x_producer_calls_irq", "producer calls in hard-IRQ context"),
+    ("x_producer_calls_task", "producer calls in task context"),
+    ("x_injected", "producer calls made by injection (bursts, IRQ or task)"),
+    ("x_probe_runs", "IRQ-off probe windows run on this CPU"),
+    ("x_probe_ns", "time spent inside IRQ-off probe windows"),
+    ("x_probe_hits", "overflows that arrived inside an IRQ-off probe window"),
+    ("x_counter_value", "the sampling counter's value, read when its event was released"),
+    ("x_enabled_ns", "time the sampling events were enabled: the time base for overflows due"),
+    ("x_events_created", "perf events created on this CPU (START and CPU online)"),
+    ("x_nmi_lock_violation", "locks taken in NMI context (must stay 0)"),
+    ("x_nmi_alloc_violation", "allocations in NMI context (must stay 0)"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Quirk:
+    """One seed defect the agent can reproduce when its bit is set."""
+
+    bit: int
+    defect: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class FlavourInfo:
+    """One flavour as data: counters, quirks, records, its ABI and its C template.
+
+    ``layouts`` and ``ioctls`` go into the generated ``profagent_abi.h`` and the
+    Python decoder; ``template_context`` is what the flavour's own template (and
+    the shared headers' flavour parts) read; ``fault_points`` are its debugfs
+    ``fault`` names.
+    """
+
+    name: str
+    flavour_id: int
+    stats: tuple[tuple[str, str], ...]  # (name, meaning), global, order of `stats`
+    stats_percpu: tuple[tuple[str, str], ...]  # (name, meaning), per CPU
+    quirks: tuple[Quirk, ...]
+    record: RecordLayout
+    layouts: tuple[RecordLayout, ...] = ()
+    ioctls: tuple[Ioctl, ...] = ()
+    fault_points: tuple[str, ...] = ()
+    template_context: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def template(self) -> str:
+        """The flavour's C template, under ``guest/``."""
+        return f"agent/flavours/{self.name}/{self.name}.c.j2"
+
+    def ioctl(self, name: str) -> Ioctl:
+        """The native ioctl called ``name`` (e.g. ``"DTIOCRECORD"``).
+
+        :raise KeyError: the flavour has no such ioctl.
+        """
+        for ioctl in self.ioctls:
+            if ioctl.name == name:
+                return ioctl
+        raise KeyError(name)
+
+    @property
+    def stat_names(self) -> tuple[str, ...]:
+        """Global statistic names in file order."""
+        return tuple(name for name, _ in self.stats)
+
+    @property
+    def percpu_names(self) -> tuple[str, ...]:
+        """Per-CPU statistic names in file order."""
+        return tuple(name for name, _ in self.stats_percpu)
+
+    @property
+    def quirk_mask(self) -> int:
+        """All quirk bits this flavour knows."""
+        mask = 0
+        for quirk in self.quirks:
+            mask |= 1 << quirk.bit
+        return mask
+
+    def quirk_bit(self, defect: str) -> int:
+        """The mask bit (as a value) that reproduces ``defect`` (e.g. ``"TP-D1"``)."""
+        for quirk in self.quirks:
+            if quirk.defect == defect:
+                return 1 << quirk.bit
+        known = ", ".join(q.defect for q in self.quirks)
+        raise ConfigError(f"flavour {self.name} has no quirk {defect!r}; known: {known}")
