@@ -5,7 +5,7 @@
     with Guest(spec, images, workdir, timeouts=Timeouts.from_env()) as guest:
         guest.shell.run("nproc")
         guest.facts.pmu_counters
-    # QEMU stopped; workdir holds argv.txt, console.log, qmp.jsonl, run.json
+    # QEMU stopped; workdir holds argv.txt, console.log, qmp.jsonl, ssh-probe.log, run.json
 
 Entering boots the VM, finds the SSH port QEMU chose, logs in, reads the
 guest's facts and checks them and the topology (guest sysfs and QMP) against
@@ -23,7 +23,7 @@ from types import TracebackType
 
 from harness.build.images import GuestImages
 from harness.build.rootfs import GUEST_INIT
-from harness.errors import EnvironmentMismatch, GuestError, HarnessError, InfraError
+from harness.errors import BootHang, EnvironmentMismatch, GuestError, HarnessError, InfraError
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.machine import GuestVM
@@ -60,7 +60,8 @@ class Guest:
         workdir.mkdir(parents=True, exist_ok=True)
         self.name = name or spec.name
         self.vm = GuestVM(spec, images.files, workdir, name=self.name, timeouts=timeouts)
-        self.shell = GuestShell(images.ssh_key, timeouts=timeouts, name=self.name)
+        self.shell = GuestShell(images.ssh_key, timeouts=timeouts, name=self.name,
+                                probe_log=workdir / "ssh-probe.log")  # fmt: skip
         self.record = RunRecord(workdir / "run.json")
         self.boot_s = 0.0
         self.shutdown_s = 0.0
@@ -97,12 +98,7 @@ class Guest:
         self.vm.launch()
         self.record.update(argv=list(self.vm.argv), qemu_pid=self.vm.pid)
         port = self.vm.ssh_port()
-        # Log in only once init says sshd is starting: an earlier attempt reaches a
-        # guest whose network is not up, and paramiko then waits out its banner timeout.
-        ready = f"{GUEST_INIT.marker} {GUEST_INIT.ready}"
-        self.vm.wait_for_boot(
-            probe=lambda: self.shell.try_connect(port) if ready in self.vm.console_text() else None
-        )
+        self._wait_for_ssh(port, started)
         self.boot_s = time.monotonic() - started
         self.record.add_timing("launch_to_ssh", self.boot_s)
         LOG.info("%s: SSH up after %.2fs (port %d)", self.name, self.boot_s, port)
@@ -112,6 +108,29 @@ class Guest:
         self.record.update(facts=self._facts.as_record(), ssh_port=port)
         if self._check_environment:
             self.check_environment()
+
+    def _wait_for_ssh(self, port: int, started: float) -> None:
+        """Log in as soon as sshd answers; a boot that never lets us in says why.
+
+        :raise BootHang: with the failed logins (and their log) once init had
+            started sshd; the console's account otherwise (see `GuestVM.wait_for_boot`).
+        """
+        # Log in only once init says sshd is starting: an earlier attempt reaches a
+        # guest whose network is not up, and paramiko then waits out its banner timeout.
+        ready = f"{GUEST_INIT.marker} {GUEST_INIT.ready}"
+
+        def login() -> GuestShell | None:
+            return self.shell.try_connect(port) if ready in self.vm.console_text() else None
+
+        try:
+            self.vm.wait_for_boot(probe=login)
+        except BootHang as exc:
+            if (logins := self.shell.probe.report()) is None:
+                raise  # sshd never started: the console's account stands
+            waited_s = time.monotonic() - started
+            reason = (f"{exc.reason}\n  SSH: init had started sshd, yet no login on port {port} "
+                      f"succeeded in {waited_s:.0f}s since launch; {logins}")  # fmt: skip
+            raise BootHang(reason, exc.evidence, exc.console_log) from exc
 
     def _save_final_dmesg(self) -> None:
         """Best effort: the guest's dmesg as the run ends (gone if the guest is)."""

@@ -11,11 +11,16 @@
 Every call has a deadline. A command that outlives it is a `GuestCommandTimeout`
 (the guest may be wedged: that is evidence); a broken connection is a
 `TransportError`; a non-zero exit with ``check=True`` is a `GuestCommandError`.
+
+Logins that fail while a guest boots are expected: each is one DEBUG line, and
+paramiko's own records of it (an ERROR with a traceback for "Error reading SSH
+protocol banner") go to ``probe_log``, not to the log stream (see `ProbeLog`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import select
@@ -37,10 +42,67 @@ from harness.timeouts import Timeouts
 
 LOG = logging.getLogger(__name__)
 _T = TypeVar("_T")
+#: paramiko's default log channel (``Transport.log_name``): where a logged-in link reports.
+PARAMIKO_CHANNEL = "paramiko.transport"
+_PROBES = itertools.count(1)
 
 
 class GuestCommandTimeout(GuestError):
     """A guest command did not finish within its deadline."""
+
+
+class ProbeLog:
+    """Where paramiko's records of SSH logins go: a file, not the log stream.
+
+    paramiko's transport thread logs a failed login itself, at ERROR with a
+    traceback ("Exception (client): Error reading SSH protocol banner ...
+    Connection reset by peer"), on the logger named by the transport's log
+    channel. While a guest boots that failure is expected, so every login runs
+    on this probe's own channel: a logger that does not propagate and writes to
+    ``path`` (kept with the run's artifacts). A login that succeeds is switched
+    back to `PARAMIKO_CHANNEL`, so a link that breaks later is logged as usual.
+    """
+
+    def __init__(self, path: Path | None, name: str) -> None:
+        self.path = path
+        self.channel = f"{LOG.name}.probe.{name}.{next(_PROBES)}"
+        self.attempts = 0
+        self.last_error: str | None = None
+        self._logger = logging.getLogger(self.channel)
+        self._logger.propagate = False
+        self._logger.setLevel(logging.DEBUG)
+        # Always one handler: without any, logging's lastResort prints WARNING+ to stderr.
+        self._logger.addHandler(logging.NullHandler())
+        self._file: logging.Handler | None = None
+
+    def open(self) -> str:
+        """Start writing to ``path`` (before a login); returns the channel to log on."""
+        if self._file is None and self.path is not None:
+            self._file = logging.FileHandler(self.path)
+            self._file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            self._logger.addHandler(self._file)
+        return self.channel
+
+    def failed(self, port: int, exc: BaseException) -> str:
+        """Record one failed login; returns its one-line summary."""
+        self.attempts += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        self._logger.info("attempt %d on port %d failed: %s", self.attempts, port, self.last_error)
+        return self.last_error
+
+    def report(self) -> str | None:
+        """What the failed logins were, for an error message; None when none failed."""
+        if self.last_error is None:
+            return None
+        where = f"; every attempt: {self.path}" if self.path else ""
+        return f"{self.attempts} SSH login(s) failed, the last: {self.last_error}{where}"
+
+    def close(self) -> None:
+        """Stop writing to the file (late records of old transports are dropped); idempotent."""
+        if self._file is not None:
+            self._logger.removeHandler(self._file)
+            self._file.close()
+            self._file = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +119,19 @@ class CommandResult:
 class GuestShell:
     """An SSH connection to one guest as root, by key."""
 
-    def __init__(self, key_file: Path, *, timeouts: Timeouts, name: str = "guest") -> None:
+    def __init__(
+        self,
+        key_file: Path,
+        *,
+        timeouts: Timeouts,
+        name: str = "guest",
+        probe_log: Path | None = None,
+    ) -> None:
         self._key_file = key_file
         self._timeouts = timeouts
         self._client: paramiko.SSHClient | None = None
         self._log = LOG.getChild(name)
+        self.probe = ProbeLog(probe_log, name)
         self.port: int | None = None
         #: Times a dead link was replaced (see `_open`); shown in the guest summary.
         self.reconnects = 0
@@ -82,6 +152,7 @@ class GuestShell:
         client = paramiko.SSHClient()
         # A fresh guest with a fresh host key on loopback: nothing to verify against.
         client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        client.set_log_channel(self.probe.open())
         try:
             client.connect(
                 "127.0.0.1",
@@ -95,9 +166,15 @@ class GuestShell:
                 look_for_keys=False,
             )
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            self._log.debug("ssh not ready on port %d: %r", port, exc)
+            summary = self.probe.failed(port, exc)
+            self._log.debug("ssh attempt %d on port %d: not ready (%s)", self.probe.attempts,
+                            port, summary)  # fmt: skip
             client.close()
             return None
+        transport = client.get_transport()
+        if transport is not None:
+            transport.set_log_channel(PARAMIKO_CHANNEL)
+        self.probe.close()
         self._client = client
         self.port = port
         return self
@@ -226,6 +303,7 @@ class GuestShell:
 
     def close(self) -> None:
         """Close the connection; idempotent."""
+        self.probe.close()
         if self._client is not None:
             self._client.close()
             self._client = None

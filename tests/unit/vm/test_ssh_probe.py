@@ -1,0 +1,123 @@
+"""SSH logins that fail while a guest boots: one DEBUG line each, paramiko's records in a file.
+
+A real paramiko client against a loopback listener that reads the client's
+banner and then resets the connection: what QEMU's user-mode forward does while
+the guest's sshd is not up yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from harness.timeouts import Timeouts
+from harness.vm.ssh import PARAMIKO_CHANNEL, GuestShell
+
+
+@pytest.fixture
+def resetting_port() -> Iterator[int]:
+    """A port whose every connection is reset after the client's first bytes."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(10)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed by the fixture, or no client came
+                return
+            conn.recv(256)  # the client's version line
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # linger 0: RST, "Connection reset by peer"
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    server.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept (close alone does not)
+    server.close()
+    thread.join(timeout=10)
+
+
+def test_failed_logins_are_one_debug_line_each_and_paramiko_writes_to_the_probe_log(
+    resetting_port: int, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    probe_log = tmp_path / "ssh-probe.log"
+    shell = GuestShell(tmp_path / "no-key", timeouts=Timeouts(), name="g1", probe_log=probe_log)
+
+    assert shell.try_connect(resetting_port) is None
+    assert shell.try_connect(resetting_port) is None
+    shell.close()
+
+    # Nothing from paramiko reaches the log stream, and no record carries a traceback.
+    assert [r for r in caplog.records if r.name.startswith("paramiko")] == []
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert all("Traceback" not in r.getMessage() for r in caplog.records)
+    ours = [r.getMessage() for r in caplog.records if r.name == "harness.vm.ssh.g1"]
+    assert len(ours) == 2
+    assert ours[0].startswith(f"ssh attempt 1 on port {resetting_port}: not ready (")
+    assert "\n" not in ours[0]
+    # The evidence is in the run's artifacts: both attempts, paramiko's error and traceback.
+    text = probe_log.read_text()
+    assert f"attempt 2 on port {resetting_port} failed" in text
+    assert "Error reading SSH protocol banner" in text
+    assert "Traceback" in text
+    report = shell.probe.report()
+    assert report is not None
+    assert report.startswith("2 SSH login(s) failed, the last: ")
+    assert str(probe_log) in report
+
+
+def test_a_shell_that_never_failed_has_nothing_to_report(tmp_path: Path) -> None:
+    shell = GuestShell(tmp_path / "no-key", timeouts=Timeouts(), probe_log=tmp_path / "p.log")
+    assert shell.probe.report() is None
+    shell.close()
+    assert not (tmp_path / "p.log").exists()
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.channels: list[str] = []
+
+    def set_log_channel(self, name: str) -> None:
+        self.channels.append(name)
+
+
+def test_a_login_that_succeeds_logs_on_paramikos_own_channel_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After login a broken link is news: it must reach the log stream as usual."""
+    transport = _Transport()
+    logins: list[str | None] = []
+
+    class Client:
+        def __init__(self) -> None:
+            self.channel: str | None = None
+
+        def set_missing_host_key_policy(self, policy: object) -> None:
+            pass
+
+        def set_log_channel(self, name: str) -> None:
+            self.channel = name
+
+        def connect(self, *args: object, **kwargs: object) -> None:
+            logins.append(self.channel)
+
+        def get_transport(self) -> _Transport:
+            return transport
+
+    monkeypatch.setattr(paramiko, "SSHClient", Client)
+    shell = GuestShell(tmp_path / "key", timeouts=Timeouts(), name="g2", probe_log=tmp_path / "p")
+    assert shell.try_connect(2222) is shell
+    assert logins == [shell.probe.channel]  # the login itself ran on the probe's channel
+    assert transport.channels == [PARAMIKO_CHANNEL]
+    assert shell.port == 2222
