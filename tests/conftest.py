@@ -32,6 +32,7 @@ from harness.vm.guest import Guest
 from harness.vm.pool import GuestPool
 from harness.vm.record import new_run_dir
 from harness.vm.topology import CpuTopology, default_topology
+from tests import limits
 
 FULL_SET_CPUS = (1, 2, 4, 8)
 POOLS = pytest.StashKey[list[GuestPool]]()
@@ -54,6 +55,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     handle_sigterm()  # SIGTERM unwinds like Ctrl-C, so fixtures stop their guests
+    config.pluginmanager.register(limits, "profbench-limits")  # a scaled limit per test
     config.stash[POOLS] = []
 
 
@@ -143,9 +145,12 @@ def guest_request(pytestconfig: pytest.Config) -> GuestRequest:
 
 
 @pytest.fixture(scope="session")
-def base_setup(guest_request: GuestRequest, cache: Cache) -> tuple[MachineSpec, GuestImages]:
+def base_setup(
+    guest_request: GuestRequest, cache: Cache, pytestconfig: pytest.Config
+) -> tuple[MachineSpec, GuestImages]:
     """The spec (for one CPU; tests replace the topology) and the images, built if needed."""
-    return resolve(guest_request, cache)
+    with limits.suspended(pytestconfig):  # a build is not the first test's time
+        return resolve(guest_request, cache)
 
 
 @pytest.fixture(scope="session")
@@ -184,17 +189,23 @@ def guest(pool: GuestPool, topology: CpuTopology) -> Iterator[Guest]:
 
 
 @pytest.fixture(scope="session")
-def agent_build(base_setup: tuple[MachineSpec, GuestImages], cache: Cache) -> AgentBuild:
+def agent_build(
+    base_setup: tuple[MachineSpec, GuestImages], cache: Cache, pytestconfig: pytest.Config
+) -> AgentBuild:
     """The agent rendered with the default spec and built for the session's kernel.
 
     Runs load it with their own spec's parameters, so one build serves all.
     """
-    return build_agent(AgentSpec(), base_setup[1], cache)
+    with limits.suspended(pytestconfig):
+        return build_agent(AgentSpec(), base_setup[1], cache)
 
 
 @pytest.fixture(scope="session")
-def profctl_binary(base_setup: tuple[MachineSpec, GuestImages], cache: Cache) -> Path:
-    return build_profctl(base_setup[0].arch, cache)
+def profctl_binary(
+    base_setup: tuple[MachineSpec, GuestImages], cache: Cache, pytestconfig: pytest.Config
+) -> Path:
+    with limits.suspended(pytestconfig):
+        return build_profctl(base_setup[0].arch, cache)
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from harness.vm.accel import choose_accel
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.record import new_run_dir
+from tests import limits
 
 CELL_SUMMARY = "matrix-cell"
 STARTED = pytest.StashKey[float]()
@@ -73,8 +74,8 @@ def _cell_of(item: pytest.Item) -> Cell | None:
 class CellGuests:
     """This worker's guest for the current cell; one runs at a time."""
 
-    def __init__(self, cache: Cache, root: Path, timeouts: Timeouts) -> None:
-        self._cache, self._root, self._timeouts = cache, root, timeouts
+    def __init__(self, cache: Cache, root: Path, timeouts: Timeouts, config: pytest.Config) -> None:
+        self._cache, self._root, self._timeouts, self._config = cache, root, timeouts, config
         self._key: str | None = None
         self._guest: Guest | None = None
         self._agent: Agent | None = None
@@ -104,15 +105,17 @@ class CellGuests:
     def _boot(self, cell: Cell) -> None:
         arch = arches.get(cell.arch)
         accel, _ = choose_accel(arch, cell.accel, self._cache)
-        images = prepare_images(arch, cell.variant, self._cache)
+        with limits.suspended(self._config):  # builds have budgets of their own
+            images = prepare_images(arch, cell.variant, self._cache)
+            agent_build = build_agent(AgentSpec(), images, self._cache)
+            profctl = build_profctl(arch, self._cache)
         spec = MachineSpec(arch=arch, topology=cell.topology, nmi=cell.nmi, accel=accel)
         guest = Guest(spec, images, self._root / cell.guest_key, timeouts=self._timeouts)
         self._guest = guest.__enter__()
         self._key = cell.guest_key
         workdir = guest.workdir / "agent"
         workdir.mkdir(parents=True, exist_ok=True)
-        self._agent = Agent(guest.shell, build_agent(AgentSpec(), images, self._cache),
-                            build_profctl(arch, self._cache), workdir, nmi_expected=spec.nmi,
+        self._agent = Agent(guest.shell, agent_build, profctl, workdir, nmi_expected=spec.nmi,
                             cycles_per_ns=arch.cycles_per_ns(accel))  # fmt: skip
         self._agent.deploy()
 
@@ -123,8 +126,11 @@ class CellGuests:
 
 
 @pytest.fixture(scope="session")
-def cell_guests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CellGuests]:
-    guests = CellGuests(Cache.default(), tmp_path_factory.mktemp("matrix"), Timeouts.from_env())
+def cell_guests(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[CellGuests]:
+    guests = CellGuests(Cache.default(), tmp_path_factory.mktemp("matrix"), Timeouts.from_env(),
+                        pytestconfig)  # fmt: skip
     try:
         yield guests
     finally:
