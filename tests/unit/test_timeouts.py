@@ -1,12 +1,38 @@
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
 
+from harness import timeouts as timeouts_module
 from harness.errors import ConfigError, HarnessTimeout
 from harness.timeouts import Timeouts, wait_until
+
+
+class FakeTime:
+    """Stands in for `time` inside harness.timeouts: only sleeping moves its clock.
+
+    The waits are then judged by what they did (probes, sleeps, the time they
+    said they waited), never by a wall clock that a loaded host stretches.
+    """
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
+    fake = FakeTime()
+    monkeypatch.setattr(timeouts_module, "time", fake)
+    return fake
 
 
 def sequence(*results: int | OSError | None) -> tuple[Callable[[], int | None], list[int]]:
@@ -23,9 +49,10 @@ def sequence(*results: int | OSError | None) -> tuple[Callable[[], int | None], 
     return probe, calls
 
 
-def test_returns_the_first_non_none_result() -> None:
+def test_returns_the_first_non_none_result(clock: FakeTime) -> None:
     probe, calls = sequence(None, None, 7, 8)
-    assert (wait_until(probe, timeout_s=5, what="x", interval_s=0.001), len(calls)) == (7, 3)
+    assert (wait_until(probe, timeout_s=5, what="x", interval_s=0.5), len(calls)) == (7, 3)
+    assert clock.sleeps == [0.5, 0.5]  # one pause between attempts, none after the result
 
 
 def test_zero_is_a_result_not_a_retry() -> None:
@@ -33,24 +60,28 @@ def test_zero_is_a_result_not_a_retry() -> None:
     assert wait_until(probe, timeout_s=5, what="x") == 0
 
 
-def test_times_out_with_what_and_waited() -> None:
-    started = time.monotonic()
+def test_times_out_with_what_and_waited(clock: FakeTime) -> None:
+    probe, calls = sequence(None, None, None, None, None, 1)
     with pytest.raises(HarnessTimeout, match="waiting for SSH") as caught:
-        wait_until(lambda: None, timeout_s=0.05, what="SSH", interval_s=0.01)
-    elapsed = time.monotonic() - started
-    assert 0.05 <= caught.value.waited_s <= elapsed < 2
+        wait_until(probe, timeout_s=1.0, what="SSH", interval_s=0.25)
+    assert (caught.value.waited_s, clock.sleeps, len(calls)) == (1.0, [0.25] * 4, 5)
 
 
-def test_abort_exception_is_raised_before_probing() -> None:
+def test_the_last_pause_ends_at_the_deadline(clock: FakeTime) -> None:
+    with pytest.raises(HarnessTimeout) as caught:
+        wait_until(lambda: None, timeout_s=1.0, what="x", interval_s=0.375)
+    assert (caught.value.waited_s, clock.sleeps) == (1.0, [0.375, 0.375, 0.25])
+
+
+def test_abort_exception_is_raised_before_probing(clock: FakeTime) -> None:
     died = RuntimeError("QEMU exited with status 1")
     probe, calls = sequence(1)
-    started = time.monotonic()
     with pytest.raises(RuntimeError) as caught:
         wait_until(probe, timeout_s=10, what="SSH", abort=lambda: died)
-    assert (caught.value, calls, time.monotonic() - started < 1) == (died, [], True)
+    assert (caught.value, calls, clock.sleeps) == (died, [], [])
 
 
-def test_abort_ends_a_wait_in_progress() -> None:
+def test_abort_ends_a_wait_in_progress(clock: FakeTime) -> None:
     ticks: list[int] = []
 
     def abort() -> BaseException | None:
@@ -58,22 +89,23 @@ def test_abort_ends_a_wait_in_progress() -> None:
         return ValueError("gone") if len(ticks) == 3 else None
 
     with pytest.raises(ValueError, match="gone"):
-        wait_until(lambda: None, timeout_s=10, what="x", interval_s=0.001, abort=abort)
+        wait_until(lambda: None, timeout_s=10, what="x", interval_s=0.5, abort=abort)
+    assert clock.sleeps == [0.5, 0.5]  # ended on the third check, long before 10 s
 
 
-def test_oserror_is_retried() -> None:
+def test_oserror_is_retried(clock: FakeTime) -> None:
     probe, calls = sequence(ConnectionRefusedError(111, "refused"), OSError("reset"), 42)
-    assert (wait_until(probe, timeout_s=5, what="x", interval_s=0.001), len(calls)) == (42, 3)
+    assert (wait_until(probe, timeout_s=5, what="x", interval_s=0.5), len(calls)) == (42, 3)
 
 
-def test_last_oserror_is_reported_on_timeout() -> None:
+def test_last_oserror_is_reported_on_timeout(clock: FakeTime) -> None:
     refused = ConnectionRefusedError(111, "Connection refused")
 
     def probe() -> int | None:
         raise refused
 
     with pytest.raises(HarnessTimeout) as caught:
-        wait_until(probe, timeout_s=0.05, what="SSH", interval_s=0.01)
+        wait_until(probe, timeout_s=1.0, what="SSH", interval_s=0.5)
     assert caught.value.last_error is refused
     assert "Connection refused" in str(caught.value)
 
