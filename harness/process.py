@@ -2,10 +2,11 @@ r"""Host processes: long logged builds with progress, and children that die with
 
 Every child the harness starts gets ``PR_SET_PDEATHSIG`` = SIGKILL, so even if
 the harness is killed outright (``kill -9`` of an xdist worker) no QEMU or make
-outlives it. Long builds write their output to a log file and report progress::
+outlives it. Long builds write their output to a log file and report progress
+(a fraction and the time left, when the total is known: see `harness.progress`)::
 
     run_logged(["make", "-j2", "Image"], log=build / "build.log", what="kernel build",
-               progress=count_matches(r"^\\s+CC\\b"))
+               progress=count_matches(r"^\\s+CC\\b", total=1630, basis="the previous build"))
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from harness.errors import BuildError, HarnessTimeout
+from harness.progress import Progress, format_progress
 
 LOG = logging.getLogger(__name__)
 
@@ -34,12 +36,28 @@ def die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def count_matches(pattern: str) -> Callable[[Path], str]:
-    """A progress probe: how many log lines match ``pattern`` so far."""
-    regex = re.compile(pattern, re.MULTILINE)
+#: A progress probe: given the log and the seconds elapsed, a few words on how far it is.
+ProgressProbe = Callable[[Path, float], str]
 
-    def probe(log: Path) -> str:
-        return f"{len(regex.findall(log.read_text(errors='replace')))} steps"
+
+def count_in_log(log: Path, pattern: str) -> int:
+    """How many lines of ``log`` match ``pattern`` (0 when there is no log)."""
+    try:
+        text = log.read_text(errors="replace")
+    except FileNotFoundError:
+        return 0
+    return len(re.findall(pattern, text, re.MULTILINE))
+
+
+def count_matches(pattern: str, *, total: int | None = None, basis: str = "") -> ProgressProbe:
+    """A progress probe: log lines matching ``pattern`` so far, of ``total`` expected.
+
+    ``basis`` says where ``total`` comes from (a previous build, an estimate).
+    """
+
+    def probe(log: Path, elapsed_s: float) -> str:
+        done = count_in_log(log, pattern)
+        return format_progress(Progress(done, total, elapsed_s, basis=basis))
 
     return probe
 
@@ -52,7 +70,7 @@ def run_logged(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout_s: float = 3600.0,
-    progress: Callable[[Path], str] | None = None,
+    progress: ProgressProbe | None = None,
     heartbeat_s: float = 20.0,
 ) -> None:
     """Run ``argv`` with its output appended to ``log``; blocks ≤ ``timeout_s``.
@@ -104,7 +122,7 @@ def _wait_with_heartbeat(
     *,
     started: float,
     timeout_s: float,
-    progress: Callable[[Path], str] | None,
+    progress: ProgressProbe | None,
     heartbeat_s: float,
 ) -> None:
     while True:
@@ -114,8 +132,8 @@ def _wait_with_heartbeat(
             elapsed = time.monotonic() - started
             if elapsed > timeout_s:
                 raise HarnessTimeout(what, elapsed) from None
-            detail = f", {progress(log)}" if progress else ""
-            LOG.info("%s: %.0fs elapsed%s (log: %s)", what, elapsed, detail, log)
+            detail = f", {progress(log, elapsed)}" if progress else ""
+            LOG.info("%s: %.0fs elapsed%s; log: %s", what, elapsed, detail, log)
         else:
             return
 

@@ -11,6 +11,11 @@ the cache because the profiling agent is built against it::
 
 The key covers the source package version, every fragment's text, the
 compiler's version, the arch, the variant and this recipe's version.
+
+The compile step reports a fraction and the time left: its total is the step
+count (``CC`` lines) of the newest earlier build of the same arch and variant,
+kept in each manifest as ``build_steps`` (or counted from its log), else an
+estimate, which the progress line says it is (`expected_steps`).
 """
 
 from __future__ import annotations
@@ -18,16 +23,17 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from harness.arches import ArchProfile
-from harness.build.cache import Cache, CacheEntry, content_key, file_sha256
+from harness.build.cache import Cache, CacheEntry, content_key, file_sha256, list_entries
 from harness.build.kconfig import apply_fragment, merge_fragments, verify
 from harness.errors import ConfigError, KconfigError
 from harness.paths import GUEST_DIR
-from harness.process import capture, count_matches, package_version, run_logged
+from harness.process import capture, count_in_log, count_matches, package_version, run_logged
 
 LOG = logging.getLogger(__name__)
 
@@ -43,6 +49,11 @@ REPRODUCIBLE_ENV = {
 SOURCE_PACKAGE = "linux-source-6.1"
 SOURCE_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 KCONFIG_DIR = GUEST_DIR / "kconfig"
+#: One compile step of the kernel build, as its log shows it (``  CC      fs/open.o``).
+STEP_PATTERN = r"^\s+CC\b"
+#: Steps of a full build, for a first build with nothing earlier to go by: measured
+#: here with linux-source-6.1 and Debian 12's cross compilers (2 jobs).
+TYPICAL_STEPS: dict[tuple[str, Variant], int] = {("arm64", "default"): 828}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +63,53 @@ class KernelRequest:
     arch: ArchProfile
     variant: Variant = "default"
     jobs: int = 0  # 0: one per host CPU
+
+
+@dataclass(frozen=True, slots=True)
+class PastBuild:
+    """A finished kernel build, as far as its progress goes."""
+
+    arch: str
+    variant: str
+    steps: int
+    built_at: float
+
+
+def expected_steps(arch: str, variant: Variant, past: Sequence[PastBuild]) -> tuple[int, str]:
+    """How many steps a build of ``arch``/``variant`` should take, and on what grounds.
+
+    In order: the newest earlier build of the same arch and variant (another key:
+    changed fragments or compiler), the typical count of that configuration, the
+    newest build of the same arch, the typical arm64 default count. Anything but
+    the first is called an estimate.
+    """
+
+    def newest(builds: Sequence[PastBuild]) -> PastBuild:
+        return max(builds, key=lambda build: build.built_at)
+
+    if same := [b for b in past if (b.arch, b.variant) == (arch, variant)]:
+        return newest(same).steps, f"count of the previous {arch} {variant} build"
+    if (arch, variant) in TYPICAL_STEPS:
+        return TYPICAL_STEPS[arch, variant], f"estimate: a typical {arch} {variant} build's count"
+    if same_arch := [b for b in past if b.arch == arch]:
+        other = newest(same_arch)
+        return other.steps, f"estimate: first {variant} build, the {arch} {other.variant} count"
+    typical = TYPICAL_STEPS["arm64", "default"]
+    return typical, f"estimate: first {arch} build, a typical arm64 default one's count"
+
+
+def past_builds(cache: Cache) -> list[PastBuild]:
+    """Every finished kernel build in ``cache`` whose step count is known."""
+    found = []
+    for entry in list_entries(cache):
+        if entry.kind != "kernel" or not entry.is_complete:
+            continue
+        manifest, log = entry.manifest, build_log_path(entry.path)
+        steps = manifest.get("build_steps") or count_in_log(log, STEP_PATTERN)  # older manifests
+        if steps:
+            found.append(PastBuild(manifest["arch"], manifest["variant"], int(steps),
+                                   float(manifest.get("built_at", 0.0))))  # fmt: skip
+    return found
 
 
 def check_variant(name: str) -> Variant:
@@ -102,7 +160,8 @@ def build_kernel(request: KernelRequest, cache: Cache) -> CacheEntry:
         return entry
     LOG.info("building the %s %s kernel into %s", request.arch.name, request.variant, entry.path)
     source = ensure_source(cache)
-    return cache.obtain(entry, lambda out: _build(request, source, out))
+    steps = expected_steps(request.arch.name, request.variant, past_builds(cache))
+    return cache.obtain(entry, lambda out: _build(request, source, out, steps))
 
 
 def source_key() -> str:
@@ -134,7 +193,9 @@ def build_log_path(entry_path: Path) -> Path:
     return entry_path.parent.parent / "logs" / f"{entry_path.parent.name}-{entry_path.name}.log"
 
 
-def _build(request: KernelRequest, source: Path, out: Path) -> dict[str, object]:
+def _build(
+    request: KernelRequest, source: Path, out: Path, steps: tuple[int, str]
+) -> dict[str, object]:
     arch = request.arch
     build = out / "build"
     build.mkdir()
@@ -164,12 +225,13 @@ def _build(request: KernelRequest, source: Path, out: Path) -> dict[str, object]
         raise KconfigError(problems, rejected)
 
     targets = [Path(arch.kernel_image).name, "modules_prepare"]
-    LOG.info("compiling the kernel with %d jobs (a few minutes on a cold cache)", jobs)
+    total, basis = steps
+    LOG.info("compiling the kernel with %d jobs: %d steps expected (%s)", jobs, total, basis)
     run_logged(
         [*make, f"-j{jobs}", *targets],
         log=log,
         what="kernel build",
-        progress=count_matches(r"^\s+CC\b"),
+        progress=count_matches(STEP_PATTERN, total=total, basis=basis),
         env=REPRODUCIBLE_ENV,
     )
     image = build / arch.kernel_image
@@ -183,4 +245,5 @@ def _build(request: KernelRequest, source: Path, out: Path) -> dict[str, object]
         "image": str(image.relative_to(out)),
         "image_sha256": file_sha256(image),
         "config_sha256": file_sha256(config),
+        "build_steps": count_in_log(log, STEP_PATTERN),  # the next build's expected total
     }

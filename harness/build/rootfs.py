@@ -14,6 +14,9 @@ public key, and writes a deterministic gzipped cpio::
 If Debian no longer serves a locked version (a point release replaced it), the
 build warns, uses the current one and records it; ``strict_lock=True`` (or
 ``$PROFBENCH_STRICT_LOCK=1``) makes that an error, and `relock` rewrites the lock.
+
+Each stage of a build logs the fraction done and the time left, measured against
+the previous build of the arch (its manifest's ``build_s``), else an estimate.
 """
 
 from __future__ import annotations
@@ -22,18 +25,21 @@ import json
 import logging
 import os
 import shutil
+import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from harness.arches import ArchProfile
 from harness.build import cpio
-from harness.build.cache import Cache, CacheEntry, content_key, file_sha256
+from harness.build.cache import Cache, CacheEntry, content_key, file_sha256, list_entries
 from harness.build.debs import PinnedPackage, PrivateApt, elf_needs, extract
 from harness.build.keys import KeyPair
 from harness.errors import BuildError, ConfigError
 from harness.paths import GUEST_DIR
+from harness.progress import Progress, format_progress
 from harness.templates import render, template_source
 
 LOG = logging.getLogger(__name__)
@@ -43,6 +49,10 @@ ROOTFS_FILE = "rootfs.cpio.gz"
 PLAN_FILE = GUEST_DIR / "rootfs" / "packages.toml"
 TEMPLATES = ("rootfs/init.j2", "rootfs/inittab.j2")
 STRICT_ENV = "PROFBENCH_STRICT_LOCK"
+#: Seconds of a rootfs build when none was timed before: 11 s here (2 cores, a fast
+#: mirror); the network decides most of it.
+TYPICAL_ROOTFS_S = 15.0
+BUILD_STAGES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,20 +158,66 @@ def build_rootfs(
     """Return the cached initramfs for ``arch``, building it if needed (network, ~10 s)."""
     strict = os.environ.get(STRICT_ENV) == "1" if strict_lock is None else strict_lock
     entry = cache.entry("rootfs", rootfs_key(arch, keypair))
-    if not entry.is_complete:
-        LOG.info("building the %s rootfs into %s", arch.name, entry.path)
+    if entry.is_complete:
+        return entry
+    LOG.info("building the %s rootfs into %s", arch.name, entry.path)
     return cache.obtain(entry, lambda path: _build(arch, cache, keypair, path, strict=strict))
+
+
+def expected_build_s(arch: str, past: Iterable[Mapping[str, Any]]) -> tuple[float, str]:
+    """How long a rootfs build for ``arch`` should take, and on what grounds.
+
+    ``past`` are manifests of finished rootfs builds; the newest timed one of the
+    same arch counts, else `TYPICAL_ROOTFS_S`, called an estimate.
+    """
+    timed = [m for m in past if m.get("arch") == arch and m.get("build_s")]
+    if timed:
+        newest = max(timed, key=lambda m: float(m.get("built_at") or 0.0))
+        return float(newest["build_s"]), f"time of the previous {arch} rootfs build"
+    return TYPICAL_ROOTFS_S, "estimate: a typical rootfs build's time"
+
+
+class _Stages:
+    """Logs each stage of a build as it starts: its name, the fraction done, the time left."""
+
+    def __init__(self, what: str, expected: tuple[float, str]) -> None:
+        self._what = what
+        self._expected_s, self._basis = expected
+        self._started: float | None = None  # at the first stage: not while waiting on a lock
+        self._done = 0
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the first stage started."""
+        return 0.0 if self._started is None else time.monotonic() - self._started
+
+    def start(self, name: str) -> None:
+        """Log that stage ``name`` begins (the previous one is done)."""
+        if self._started is None:
+            self._started = time.monotonic()
+        progress = Progress(self._done, BUILD_STAGES, self.elapsed_s, basis=self._basis,
+                            unit="stages", expected_s=self._expected_s)  # fmt: skip
+        LOG.info("%s: %s; %s", self._what, name, format_progress(progress))
+        self._done += 1
 
 
 def _build(
     arch: ArchProfile, cache: Cache, keypair: KeyPair, out: Path, *, strict: bool
 ) -> dict[str, object]:
+    past = [e.manifest for e in list_entries(cache) if e.kind == "rootfs" and e.is_complete]
+    stages = _Stages(f"{arch.name} rootfs", expected_build_s(arch.name, past))
     apt = PrivateApt(cache.root / "apt" / arch.debian_arch, debian_arch=arch.debian_arch)
+    stages.start("refreshing the package lists")
     apt.update()
-    pins, drift = _current_pins(apt, read_lock(arch), strict=strict)
+    locked = read_lock(arch)
+    stages.start(f"checking {len(locked)} locked versions")
+    pins, drift = _current_pins(apt, locked, strict=strict)
+    stages.start(f"downloading {len(pins)} packages")
     debs = apt.download(pins, into=cache.root / "apt" / arch.debian_arch / "debs")
     tree = out / "tree"
+    stages.start(f"unpacking {len(debs)} packages")
     extract(debs, root=tree)
+    stages.start("collecting programs and libraries, writing the cpio")
     plan = load_plan()
     files = collect_files(tree, [src for src, _ in plan.programs], elf_needs)
     renames = dict(plan.programs)
@@ -183,6 +239,7 @@ def _build(
         "files": len(members),
         "sha256": file_sha256(image),
         "size_bytes": len(blob),
+        "build_s": round(stages.elapsed_s, 1),  # the next build's expected time
     }
 
 
