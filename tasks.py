@@ -128,6 +128,8 @@ def images(c: Context, arch: str = "arm64", variant: str = "default") -> None:
     help={**GUEST_HELP, "workers": "pytest-xdist workers (default 1)",
           "k": "only tests (or matrix cells) matching this pytest -k expression",
           "selftests": "also run the harness's own failure-path and CLI checks",
+          "complete": "first build the images the tier's other checks need (debug kernel, "
+                      "x86_64), so none skips for want of one",
           "matrix": "run a named matrix from tests/matrix.toml (quick, full) instead",
           "n": "matrix workers: auto (one per host core) or a number"},
 )  # fmt: skip
@@ -136,7 +138,7 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
          topology: str | None = None, arch: str = "arm64", variant: str = "default",
          accel: str = "auto", nmi: str = "on", workers: int = 1, k: str | None = None,
          selftests: bool = False, append: str = "", memory: int = 1024,
-         matrix: str | None = None) -> None:  # fmt: skip
+         matrix: str | None = None, complete: bool = False) -> None:  # fmt: skip
     """Boot the requested guest and run the guest test tier; or run a matrix."""
     if matrix:
         status = testrun.run_matrix(matrix, Cache.default(), workers=n or "auto", keyword=k)
@@ -145,8 +147,9 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
         return
     request = _request(cpus, topology, arch, variant, accel, nmi, append, memory)
     count = testrun.worker_budget(n) if n else workers
-    status = testrun.run_guest_tier(request, Cache.default(), workers=count, keyword=k,
-                                    selftests=selftests)  # fmt: skip
+    options = testrun.TierOptions(workers=count, keyword=k, selftests=selftests,
+                                  complete=complete)  # fmt: skip
+    status = testrun.run_guest_tier(request, Cache.default(), options)
     if status != 0:
         raise Exit(code=status)
 

@@ -4,7 +4,7 @@ The harness never imports pytest; it builds pytest's command line and runs it
 as a child with the same interpreter. Images are prepared *before* pytest
 starts, so build progress is visible even when xdist hides worker output::
 
-    status = run_guest_tier(GuestRequest(cpus=8), Cache.default(), workers=1)
+    status = run_guest_tier(GuestRequest(cpus=8), Cache.default(), TierOptions(complete=True))
     status = run_ci(Cache.default(), workers=2)
 """
 
@@ -16,14 +16,16 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from harness import arches
 from harness.build.cache import Cache
 from harness.build.hostdeps import ensure_host
 from harness.build.images import prepare_images
-from harness.build.kernel import Variant
+from harness.build.kernel import KernelRequest, Variant, find_kernel
 from harness.cli import checks
 from harness.cli.session import GuestRequest, resolve
+from harness.cli.skips import images_command, missing_images, tier_images
 from harness.errors import ConfigError
 from harness.matrix.load import get_matrix, select
 from harness.paths import REPO_ROOT
@@ -81,29 +83,52 @@ def _run(argv: Sequence[str]) -> int:
         raise
 
 
+@dataclass(frozen=True, slots=True)
+class TierOptions:
+    """How to run the guest tier (``invoke test``), beside which guest."""
+
+    workers: int = 1
+    keyword: str | None = None  # pytest -k
+    selftests: bool = False  # also the harness's own failure-path and CLI checks
+    complete: bool = False  # first build every image the tier can use (see `tier_images`)
+
+
 def run_guest_tier(
-    request: GuestRequest,
-    cache: Cache,
-    *,
-    workers: int = 1,
-    keyword: str | None = None,
-    selftests: bool = False,
+    request: GuestRequest, cache: Cache, options: TierOptions = TierOptions()
 ) -> int:
     """Prepare images for ``request``, then run ``tests/guest`` against that guest.
 
-    The harness's self-checks (marker ``selftest``) run only with ``selftests``.
-    Returns pytest's exit status (5, "no tests ran", is a failure too).
+    The harness's self-checks (marker ``selftest``) run only with ``selftests``;
+    with ``complete``, the images the tier's other checks need (debug kernel,
+    x86_64) are built first, so none of them skips for want of one. Returns
+    pytest's exit status (5, "no tests ran", is a failure too).
     """
     spec, _ = resolve(request, cache)  # validates input and builds before pytest starts
+    if options.complete:
+        build_tier_images(request, cache)
     junit = new_run_dir("test", spec.name) / "junit.xml"
-    extra = ["-k", keyword] if keyword else []
-    if not selftests:
+    extra = ["-k", options.keyword] if options.keyword else []
+    if not options.selftests:
         extra += ["-m", "not selftest"]
-    status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=workers,
+    status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=options.workers,
                               extra=[*extra, f"--junitxml={junit}"]))  # fmt: skip
     LOG.info("guest tier %s (exit status %d); JUnit: %s",
              "passed" if status == 0 else "FAILED", status, junit)  # fmt: skip
     return status
+
+
+def build_tier_images(request: GuestRequest, cache: Cache) -> None:
+    """Build (or reuse) every image the guest tier can use for ``request``."""
+
+    def cached(arch: str, variant: Variant) -> bool:
+        return find_kernel(KernelRequest(arch=arches.get(arch), variant=variant), cache) is not None
+
+    wanted = tier_images(request)
+    for image in missing_images(wanted, present=cached):
+        LOG.info("--complete: building %s %s images for the checks that need them (as `%s`)",
+                 *image, images_command(image))  # fmt: skip
+    for arch, variant in wanted:
+        prepare_images(arches.get(arch), variant, cache)
 
 
 def run_ci(cache: Cache, *, workers: int = 2) -> int:
