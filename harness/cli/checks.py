@@ -1,7 +1,9 @@
 """Static checks and the unit tier, run in parallel: ``invoke check``.
 
 Each check is a command; they run at once (two cores: lint and types are
-light) and the outcome is a list of `CheckResult`::
+light) and the outcome is a list of `CheckResult`. The GitHub workflows are
+validated against GitHub's workflow schema (check-jsonschema ships it, so this
+works offline); GitHub itself never runs them here::
 
     results = run_checks(STATIC_CHECKS)       # True when all passed
 """
@@ -24,12 +26,18 @@ _BIN = Path(sys.executable).parent
 
 Check = tuple[str, tuple[str, ...]]
 
+#: The GitHub workflows, checked against GitHub's schema.
+WORKFLOWS = tuple(
+    sorted(str(p.relative_to(REPO_ROOT)) for p in REPO_ROOT.glob(".github/workflows/*.yml"))
+)
 #: (name, argv) of the lint and type checks; tools come from the same environment.
 LINT_CHECKS: tuple[Check, ...] = (
     ("ruff check", (str(_BIN / "ruff"), "check", ".")),
     ("ruff format", (str(_BIN / "ruff"), "format", "--check", ".")),
     ("mypy --strict", (str(_BIN / "mypy"),)),
-)
+    ("workflow schema", (str(_BIN / "check-jsonschema"), "--builtin-schema",
+                         "vendor.github-workflows", *WORKFLOWS)),
+)  # fmt: skip
 #: Lint, types and the unit tier: ``invoke check``.
 STATIC_CHECKS: tuple[Check, ...] = (
     *LINT_CHECKS,
@@ -50,14 +58,13 @@ class CheckResult:
 def run_checks(checks: Sequence[tuple[str, Sequence[str]]], *, timeout_s: float = 900.0) -> bool:
     """Run ``checks`` in parallel; log each outcome; True when every one passed."""
     started = time.monotonic()
-    procs = [
-        (name, subprocess.Popen(
-            list(argv), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, preexec_fn=die_with_parent))  # noqa: PLW1509
-        for name, argv in checks
-    ]  # fmt: skip
+    procs = [(name, argv, _start(argv)) for name, argv in checks]
     results = []
-    for name, proc in procs:
+    for name, argv, proc in procs:
+        if proc is None:
+            output = f"{argv[0]} is not installed; `. ./bootstrap.sh` installs the dev tools"
+            results.append(CheckResult(name, 127, output, time.monotonic() - started))
+            continue
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -72,3 +79,13 @@ def run_checks(checks: Sequence[tuple[str, Sequence[str]]], *, timeout_s: float 
             LOG.error("FAIL %s (status %d):\n%s", result.name, result.status,
                       result.output[-6000:])  # fmt: skip
     return all(result.status == 0 for result in results)
+
+
+def _start(argv: Sequence[str]) -> subprocess.Popen[str] | None:
+    """Start one check, its output captured; None when its program is not installed."""
+    try:
+        return subprocess.Popen(list(argv), cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=die_with_parent)  # noqa: PLW1509  # fmt: skip
+    except FileNotFoundError:
+        return None
