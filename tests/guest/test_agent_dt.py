@@ -9,6 +9,7 @@ CPUs and agrees with the fixed sum on one CPU.
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import replace
 
@@ -33,6 +34,7 @@ from harness.agent.flavours.dt.run import (
 )
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEVICE, inject_step
+from harness.timeouts import Timeouts
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 
@@ -147,20 +149,24 @@ def test_dt_o9_control_errors(agent: Agent) -> None:
     assert errnos[16] == "EPERM"
 
 
-def test_dt_o8_blocking_reader_wakes_on_an_event(agent: Agent, topology: CpuTopology) -> None:
+def test_dt_o8_blocking_reader_wakes_on_an_event(
+    agent: Agent, topology: CpuTopology, timeouts: Timeouts
+) -> None:
     """A reader blocked on empty rings gets the events of a later injection."""
     agent.load(DT_EXACT)
     last = topology.cpus - 1
     background = "/tmp/profagent/waiting.bin"
+    # The injection must land while the reader waits: a slow host gets a longer window.
+    window_s = math.ceil(3 * timeouts.scale)
     steps = (
         pc.open_step(DEVICE),
         dt_ioctl_step("DTIOCPRBENABLE", probe_request()),
         record_step(True),
-        pc.timeout_step(3),
+        pc.timeout_step(window_s),
         pc.readbg_step(3, background, SZ * 16),  # blocks: nothing yet
         pc.sleep_step(300),
         inject_step(last, 3),
-        pc.wait_step(),  # the reader ends on its 3 s timeout
+        pc.wait_step(),  # the reader ends on its timeout
         record_step(False),
         pc.timeout_step(1),
         pc.read_step(3, "/tmp/profagent/after-off.bin", SZ * 16),  # RECORD off: still blocks

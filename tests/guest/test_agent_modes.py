@@ -9,6 +9,7 @@ the guest scans its console, so any splat fails the test.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,9 +52,15 @@ def report(run: SamplingRun, request: pytest.FixtureRequest, title: str) -> list
     return [str(v) for v in violations]
 
 
-def boot_agent(
+@contextlib.contextmanager
+def booted_agent(
     spec: MachineSpec, images: GuestImages, workdir: Path, cache: Cache, timeouts: Timeouts
 ) -> Iterator[Agent]:
+    """A fresh guest of ``spec`` with the agent deployed, for one ``with`` block.
+
+    However the block ends (a failed assert too), leaving it stops QEMU by its PID
+    (`Guest.__exit__`) and scans the console; the agent is unloaded first if it passed.
+    """
     with Guest(spec, images, workdir, timeouts=timeouts) as guest:
         agent = Agent(
             guest.shell,
@@ -81,7 +88,7 @@ def test_nmi_a_b_on_the_same_kernel(
     runs = {}
     for nmi in (True, False):
         spec = dataclasses.replace(base, topology=TWO_SOCKETS, nmi=nmi)
-        for agent in boot_agent(spec, images, tmp_path / f"nmi-{nmi}", cache, timeouts):
+        with booted_agent(spec, images, tmp_path / f"nmi-{nmi}", cache, timeouts) as agent:
             runs[nmi] = sampling_run(agent, AgentSpec(), PLAN)
     problems = []
     for nmi, run in runs.items():
@@ -111,6 +118,7 @@ def test_throttling_left_on_loses_overflows_visibly(
     assert throttle_lost(run)[0] > 0
 
 
+@pytest.mark.limit_s(1800)  # the debug kernel runs under doubled budgets, and builds its agent
 def test_debug_kernel_stays_silent_while_sampling(
     cache: Cache, timeouts: Timeouts, tmp_path: Path, request: pytest.FixtureRequest,
     base_setup: tuple[MachineSpec, GuestImages],
@@ -121,7 +129,7 @@ def test_debug_kernel_stays_silent_while_sampling(
     images = prepare_images(base.arch, "debug", cache)
     spec = dataclasses.replace(base, topology=TWO_SOCKETS)
     slow = timeouts.scaled_by(2)
-    for agent in boot_agent(spec, images, tmp_path / "debug", cache, slow):
+    with booted_agent(spec, images, tmp_path / "debug", cache, slow) as agent:
         agent.shell.run("echo scan > /sys/kernel/debug/kmemleak")  # start from a clean slate
         plan = dataclasses.replace(PLAN, probe_cpus=(1,))
         problems = report(sampling_run(agent, AgentSpec(), plan), request, "debug kernel")
@@ -146,7 +154,7 @@ def test_software_clock_where_there_is_no_pmu(
         pytest.skip("no x86_64 kernel in the cache; `invoke kernel --arch x86_64` builds it")
     images = prepare_images(x86, "default", cache)
     spec = MachineSpec(arch=x86, topology=TWO_SOCKETS, accel="tcg")
-    for agent in boot_agent(spec, images, tmp_path / "x86", cache, timeouts):
+    with booted_agent(spec, images, tmp_path / "x86", cache, timeouts) as agent:
         with pytest.raises(ConfigError, match="needs a PMU and the guest has none"):
             agent.load(AgentSpec())
         run = sampling_run(agent, AgentSpec(event="cpu-clock"), PLAN)

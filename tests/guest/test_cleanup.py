@@ -47,12 +47,16 @@ def verdict(guest: Guest) -> dict[str, object]:
     return data
 
 
-def test_a_panic_is_a_guest_crash_with_its_lines_and_qemu_is_gone(make_guest: GuestFactory) -> None:
+def test_a_panic_is_a_guest_crash_with_its_lines_and_qemu_is_gone(
+    make_guest: GuestFactory, timeouts: Timeouts
+) -> None:
     guest = make_guest()
 
     def crash_it() -> None:
         with guest:
-            guest.shell.run("echo c > /proc/sysrq-trigger", check=False, timeout_s=60)
+            guest.shell.run(
+                "echo c > /proc/sysrq-trigger", check=False, timeout_s=60 * timeouts.scale
+            )
 
     with pytest.raises(GuestCrash) as crash:
         crash_it()
@@ -65,7 +69,7 @@ def test_a_panic_is_a_guest_crash_with_its_lines_and_qemu_is_gone(make_guest: Gu
 
 
 def test_qemu_killed_mid_run_is_a_host_failure_and_nothing_is_left(
-    make_guest: GuestFactory,
+    make_guest: GuestFactory, timeouts: Timeouts
 ) -> None:
     guest = make_guest()
 
@@ -73,8 +77,8 @@ def test_qemu_killed_mid_run_is_a_host_failure_and_nothing_is_left(
         with guest:
             os.kill(guest.vm.pid or 0, signal.SIGKILL)
             wait_until(lambda: True if guest.vm.exitcode() is not None else None,
-                       timeout_s=10, what="QEMU to die")  # fmt: skip
-            guest.shell.run("true", timeout_s=10)
+                       timeout_s=timeouts.shutdown_s, what="QEMU to die")  # fmt: skip
+            guest.shell.run("true", timeout_s=10 * timeouts.scale)
 
     with pytest.raises(InfraError):
         kill_qemu_then_use_the_guest()
@@ -87,10 +91,12 @@ def test_a_kernel_that_goes_silent_is_a_boot_hang(
     make_guest: GuestFactory, timeouts: Timeouts
 ) -> None:
     # busybox as PID 1 running `sleep`: the kernel prints, then nothing ever answers.
-    budget = dataclasses.replace(timeouts, silence_s=4.0, boot_s=max(timeouts.boot_s, 60.0))
+    # A short silence (scaled: a slow host pauses longer between boot lines) ends it early.
+    budget = dataclasses.replace(timeouts, silence_s=4.0 * timeouts.scale,
+                                 boot_s=max(timeouts.boot_s, 60.0 * timeouts.scale))  # fmt: skip
     guest = make_guest(kernel_args=("rdinit=/bin/busybox", "--", "sleep", "1000"), budget=budget)
-    with pytest.raises(BootHang) as hang:
-        guest.__enter__()
+    with pytest.raises(BootHang) as hang, guest:
+        pytest.fail("the guest booted")  # and leaving the block stopped it
     assert "went silent" in hang.value.reason
     assert "Run /bin/busybox as init process" in hang.value.evidence
     assert guest.vm.pid is not None
@@ -100,7 +106,7 @@ def test_a_kernel_that_goes_silent_is_a_boot_hang(
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL],
                          ids=["SIGTERM", "SIGINT", "SIGKILL"])  # fmt: skip
 def test_a_signalled_harness_leaves_no_qemu(
-    signum: int, tmp_path: Path, base_setup: tuple[MachineSpec, GuestImages]
+    signum: int, tmp_path: Path, base_setup: tuple[MachineSpec, GuestImages], timeouts: Timeouts
 ) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-m", "tests.guest.hold_guest", str(tmp_path)],
@@ -113,8 +119,8 @@ def test_a_signalled_harness_leaves_no_qemu(
         pid = int(line.split()[1])
         assert not process_gone(pid)
         holder.send_signal(signum)
-        holder.wait(timeout=60)
-        wait_until(lambda: True if process_gone(pid) else None, timeout_s=15,
+        holder.wait(timeout=60 * timeouts.scale)  # it stops its guest, then exits
+        wait_until(lambda: True if process_gone(pid) else None, timeout_s=timeouts.shutdown_s,
                    what=f"QEMU {pid} to be gone after {signal.Signals(signum).name}")  # fmt: skip
     finally:
         if holder.poll() is None:

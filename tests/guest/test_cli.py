@@ -49,19 +49,23 @@ def read_until(fd: int, marker: bytes, timeout_s: float) -> bytes:
     return seen
 
 
-def test_invoke_shell_gives_a_root_shell_and_stops_the_guest(tmp_path: Path) -> None:
+def test_invoke_shell_gives_a_root_shell_and_stops_the_guest(
+    tmp_path: Path, timeouts: Timeouts
+) -> None:
     env = {**os.environ, "PROFBENCH_ARTIFACTS": str(tmp_path), "TERM": "dumb"}
     pid, fd = pty.fork()
     if pid == 0:  # child: the command a person types
         os.chdir(REPO)
         os.execvpe(INVOKE[0], [*INVOKE, "shell", "--cpus", "4"], env)
     try:
-        read_until(fd, b"# ", timeout_s=180)  # the guest's root prompt
+        # The guest's root prompt: a boot, after invoke's own start (host check, images).
+        read_until(fd, b"# ", timeout_s=timeouts.boot_s + 60 * timeouts.scale)
         os.write(fd, b"echo CPUS=$(nproc) USER=$(id -u)\n")
-        answer = read_until(fd, b"USER=0", timeout_s=30)
+        answer = read_until(fd, b"USER=0", timeout_s=timeouts.command_s)
         assert b"CPUS=4" in answer
         os.write(fd, b"exit\n")
-        read_until(fd, b"\0never", timeout_s=60)  # until the CLI closes the terminal
+        # Until the CLI closes the terminal: it stops the guest (QMP quit, then kill).
+        read_until(fd, b"\0never", timeout_s=timeouts.shutdown_s + 45 * timeouts.scale)
         _, status = os.waitpid(pid, 0)
     finally:
         os.close(fd)
@@ -85,9 +89,9 @@ def test_invoke_shell_gives_a_root_shell_and_stops_the_guest(tmp_path: Path) -> 
     ],
     ids=["cpus-vs-topology", "product", "zero", "too-many", "arch", "nmi-off-x86", "variant"],
 )
-def test_bad_input_gets_one_clear_error(args: list[str], says: str) -> None:
+def test_bad_input_gets_one_clear_error(args: list[str], says: str, timeouts: Timeouts) -> None:
     proc = subprocess.run([*INVOKE, "test", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
+                          timeout=60 * timeouts.scale, check=False)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert says in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -99,20 +103,23 @@ def test_qemu_that_exits_at_start_is_a_launch_error_with_its_output(
     spec, images = base_setup
     # QEMU refuses this at start ("cannot set up guest memory" or similar).
     greedy = MachineSpec(arch=spec.arch, topology=CpuTopology(), memory_mib=64 * 1024 * 1024)
-    with pytest.raises(VmLaunchError) as failed:
-        Guest(greedy, images, tmp_path, timeouts=timeouts).__enter__()
+    with pytest.raises(VmLaunchError) as failed, Guest(greedy, images, tmp_path, timeouts=timeouts):
+        pytest.fail("QEMU started")  # and leaving the block stopped it
     assert failed.value.exitcode not in (None, 0)
     assert "memory" in failed.value.output.lower()
     assert "-m 67108864M" in str(failed.value)
 
 
-def test_an_interrupted_kernel_build_leaves_no_finished_entry(tmp_path: Path) -> None:
+def test_an_interrupted_kernel_build_leaves_no_finished_entry(
+    tmp_path: Path, timeouts: Timeouts
+) -> None:
     env = {**os.environ, "PROFBENCH_CACHE": str(tmp_path)}
     build = subprocess.Popen([*INVOKE, "kernel"], cwd=REPO, env=env, stderr=subprocess.PIPE,
                              stdout=subprocess.DEVNULL)  # fmt: skip
     assert build.stderr is not None
     try:
-        read_until(build.stderr.fileno(), b"compiling the kernel", timeout_s=180)
+        # Unpacking 1.3 GB of source comes first.
+        read_until(build.stderr.fileno(), b"compiling the kernel", timeout_s=180 * timeouts.scale)
     except BaseException:
         build.kill()
         raise
@@ -121,7 +128,7 @@ def test_an_interrupted_kernel_build_leaves_no_finished_entry(tmp_path: Path) ->
         try:
             # Stopping make and removing the half-built tree took over 120 s once in CI,
             # with two workers of guests on the same 2 cores: allow 300 s, then fail.
-            build.wait(timeout=300)
+            build.wait(timeout=300 * timeouts.scale)
         except subprocess.TimeoutExpired:
             build.kill()
             build.wait()
