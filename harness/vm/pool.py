@@ -11,6 +11,11 @@ runs on failure and Ctrl-C too)::
 
 A guest whose boot failed is remembered as failed, so every test of that
 topology reports the same boot error instead of booting again and again.
+
+Before a guest is handed out again it is checked against its state at boot
+(`harness.vm.baseline`: online CPUs, perf sysctls, loaded modules) and restored;
+a guest that cannot be checked or restored (QEMU gone, SSH broken, a CPU that
+will not come back) is stopped and a fresh one booted.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from harness.build.images import GuestImages
 from harness.errors import HarnessError
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
+from harness.vm.baseline import GuestState, read_state, reset
 from harness.vm.guest import Guest
 from harness.vm.topology import CpuTopology
 
@@ -47,33 +53,68 @@ class GuestPool:
         self._prefix = prefix
         self._timeouts = timeouts
         self._guests: dict[str, Guest] = {}
+        self._baselines: dict[str, GuestState] = {}
         self._failures: dict[str, HarnessError] = {}
         #: Every guest this pool ever booted, in order (for summaries).
         self.booted: list[Guest] = []
 
     def get(self, topology: CpuTopology) -> Guest:
-        """The running guest for ``topology``, booting it on first use.
+        """The running guest for ``topology``, as it was at boot; boots it on first use.
+
+        A reused guest is checked and restored first (≤ two SSH round trips); one that
+        cannot be is stopped and replaced by a fresh boot.
 
         :raise HarnessError: the boot failed (now or on an earlier ask).
         """
         key = topology.name
         if key in self._failures:
             raise self._failures[key]
-        if key not in self._guests:
-            # One live guest per worker: tests come sorted by topology, and the host
-            # has two cores, so an idle guest of another layout only steals time.
-            self.close()
-            spec = dataclasses.replace(self._base, topology=topology)
-            name = f"{self._prefix}-{spec.name}"
-            guest = Guest(spec, self._images, self._root / name, timeouts=self._timeouts,
-                          name=name)  # fmt: skip
-            try:
-                self._guests[key] = guest.__enter__()
-                self.booted.append(guest)
-            except HarnessError as exc:
-                self._failures[key] = exc
-                raise
-        return self._guests[key]
+        guest = self._guests.get(key)
+        if guest is not None and self._restored(guest, self._baselines[key]):
+            return guest
+        if guest is not None:
+            self._drop(key)
+        return self._boot(topology)
+
+    def _boot(self, topology: CpuTopology) -> Guest:
+        # One live guest per worker: tests come sorted by topology, and the host
+        # has two cores, so an idle guest of another layout only steals time.
+        self.close()
+        key = topology.name
+        spec = dataclasses.replace(self._base, topology=topology)
+        name = f"{self._prefix}-{spec.name}"
+        guest = Guest(spec, self._images, self._root / name, timeouts=self._timeouts, name=name)
+        try:
+            self._guests[key] = guest.__enter__()
+            self.booted.append(guest)
+            self._baselines[key] = read_state(guest.shell)
+        except HarnessError as exc:
+            self._failures[key] = exc
+            self._drop(key)
+            raise
+        return guest
+
+    def _restored(self, guest: Guest, baseline: GuestState) -> bool:
+        """Whether ``guest`` is (again) as it was at boot; logs what was restored."""
+        if (status := guest.vm.exitcode()) is not None:
+            LOG.warning("%s: QEMU exited (status %s); booting a fresh guest", guest.name, status)
+            return False
+        mark = len(guest.vm.console_text().splitlines())
+        try:
+            outcome = reset(guest.shell, baseline)
+            # Restoring must not splat either (e.g. a CPU coming back online).
+            guest.vm.check_console(since_line=mark, what=f"{guest.name} while restoring it")
+        except HarnessError as exc:
+            LOG.warning("%s: state not checked or restored (%s); booting a fresh guest",
+                        guest.name, exc)  # fmt: skip
+            return False
+        if outcome.found:
+            LOG.warning("%s: the last test left %s", guest.name, "; ".join(outcome.found))
+        if outcome.left:
+            LOG.warning("%s: still %s after restoring; booting a fresh guest",
+                        guest.name, "; ".join(outcome.left))  # fmt: skip
+            return False
+        return True
 
     def summary_lines(self) -> list[str]:
         """One line per booted guest: layout, boot time, PMU, NMI, artifacts."""
@@ -98,14 +139,21 @@ class GuestPool:
 
     def discard(self, topology: CpuTopology) -> None:
         """Stop and forget the guest of ``topology`` (after a test spoiled it)."""
+        self._baselines.pop(topology.name, None)
         if (guest := self._guests.pop(topology.name, None)) is not None:
             guest.__exit__(None, None, None)
 
+    def _drop(self, key: str) -> None:
+        """Stop and forget the guest under ``key``, if any; errors are logged, not raised."""
+        self._baselines.pop(key, None)
+        if (guest := self._guests.pop(key, None)) is None:
+            return
+        try:
+            guest.__exit__(None, None, None)
+        except HarnessError:  # e.g. a WARNING found on the console at the end
+            LOG.exception("%s failed while stopping", guest.name)
+
     def close(self) -> None:
         """Stop every guest; errors are logged, never raised, so all get stopped."""
-        while self._guests:
-            _, guest = self._guests.popitem()
-            try:
-                guest.__exit__(None, None, None)
-            except HarnessError:  # e.g. a WARNING found on the console at the end
-                LOG.exception("%s failed while stopping", guest.name)
+        for key in list(self._guests):
+            self._drop(key)

@@ -1,0 +1,201 @@
+"""A pooled guest's state at boot, and putting it back before the next test (deciding is pure).
+
+A test may offline CPUs (hotplug), change the perf sysctls (throttling) or leave a
+module loaded (the agent). `GuestPool` reads the state once right after boot and,
+before it hands the guest out again, compares it in one SSH round trip; what
+differs is restored in a second, which also reads the state back::
+
+    baseline = read_state(guest.shell)       # right after boot
+    ...                                      # a test runs
+    outcome = reset(guest.shell, baseline)
+    outcome.found                            # what the test left behind (readable)
+    outcome.left                             # what is still different: discard the guest
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from harness.errors import InfraError
+from harness.vm.topology import parse_cpu_list
+
+CPU_TIME = "kernel.perf_cpu_time_max_percent"
+SAMPLE_RATE = "kernel.perf_event_max_sample_rate"
+SYSCTLS = (CPU_TIME, SAMPLE_RATE)
+#: Any value of kernel.perf_cpu_time_max_percent but 0 and 100 lets the rate be written.
+_RATE_WRITABLE_PERCENT = "25"
+_SECTIONS = ("online", "sysctl", "modules")
+
+
+def _proc_path(sysctl: str) -> str:
+    return "/proc/sys/" + sysctl.replace(".", "/")
+
+
+#: One shell command printing everything `parse_state` reads (busybox sh in the guest).
+STATE_COMMAND = "; ".join(
+    (
+        "echo '### online'",
+        "cat /sys/devices/system/cpu/online",
+        "echo '### sysctl'",
+        "grep -H . " + " ".join(_proc_path(name) for name in SYSCTLS),
+        "echo '### modules'",
+        "cat /proc/modules",
+    )
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GuestState:
+    """What a test may change in a guest and the pool puts back."""
+
+    online: frozenset[int]
+    sysctls: tuple[tuple[str, str], ...]  # (name, value) of each of SYSCTLS the guest has
+    modules: tuple[str, ...]  # loaded, as /proc/modules lists them (newest first)
+
+
+@dataclass(frozen=True, slots=True)
+class ResetOutcome:
+    """What `reset` found different from the baseline, and what it could not restore."""
+
+    found: tuple[str, ...]
+    left: tuple[str, ...]
+
+
+class CommandOutput(Protocol):
+    """The parts of `harness.vm.ssh.CommandResult` used here."""
+
+    @property
+    def stdout(self) -> str:
+        """Everything the command printed on stdout."""
+
+
+class StateShell(Protocol):
+    """Runs a shell command in the guest (`harness.vm.ssh.GuestShell`)."""
+
+    def run(
+        self, command: str, *, timeout_s: float | None = None, check: bool = True
+    ) -> CommandOutput:
+        """Run ``command``; with ``check``, a non-zero exit raises."""
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("### ") and line[4:].strip() in _SECTIONS:
+            current = found.setdefault(line[4:].strip(), [])
+        elif current is not None and line.strip():
+            current.append(line.strip())
+    return found
+
+
+def parse_state(text: str) -> GuestState:
+    """Read `STATE_COMMAND` output.
+
+    :raise InfraError: a section is missing or does not parse (not the guest's output).
+    """
+    sections = _sections(text)
+    if missing := [name for name in _SECTIONS if name not in sections]:
+        raise InfraError(f"guest state without {', '.join(missing)}: {text[-300:]!r}")
+    paths = {_proc_path(name): name for name in SYSCTLS}
+    sysctls = {}
+    for line in sections["sysctl"]:
+        path, _, value = line.partition(":")
+        if path in paths:
+            sysctls[paths[path]] = value
+    try:
+        online = parse_cpu_list(",".join(sections["online"]))
+    except ValueError as exc:
+        raise InfraError(f"unreadable online CPU list {sections['online']!r}") from exc
+    return GuestState(
+        online=online,
+        sysctls=tuple((name, sysctls[name]) for name in SYSCTLS if name in sysctls),
+        modules=tuple(line.split()[0] for line in sections["modules"]),
+    )
+
+
+def differences(baseline: GuestState, now: GuestState) -> list[str]:
+    """What differs from ``baseline``, one readable line each; empty when nothing does."""
+    lines = [f"CPU {n} is offline (online at boot)" for n in sorted(baseline.online - now.online)]
+    lines += [f"CPU {n} is online (offline at boot)" for n in sorted(now.online - baseline.online)]
+    was, is_ = dict(baseline.sysctls), dict(now.sysctls)
+    lines += [
+        f"{name} is {is_.get(name, '<unreadable>')} ({value} at boot)"
+        for name, value in was.items()
+        if is_.get(name) != value
+    ]
+    lines += [f"module {name} is loaded (not at boot)" for name in _new_modules(baseline, now)]
+    lines += [f"module {name} is gone (loaded at boot)" for name in baseline.modules
+              if name not in now.modules]  # fmt: skip
+    return lines
+
+
+def _new_modules(baseline: GuestState, now: GuestState) -> list[str]:
+    return [name for name in now.modules if name not in baseline.modules]
+
+
+def _write(path: str, value: str) -> str:
+    return f"echo {value} > {path}"
+
+
+def _sysctl_commands(was: Mapping[str, str], is_: Mapping[str, str]) -> list[str]:
+    """Writes that put the sysctls back, in an order the kernel accepts.
+
+    The kernel refuses a new sample rate while the CPU-time limit is 0 or 100
+    (throttling off or unlimited), so the limit goes to 25 first when it must.
+    """
+    commands, percent = [], is_.get(CPU_TIME)
+    if SAMPLE_RATE in was and is_.get(SAMPLE_RATE) != was[SAMPLE_RATE]:
+        if percent in ("0", "100"):
+            commands.append(_write(_proc_path(CPU_TIME), _RATE_WRITABLE_PERCENT))
+            percent = _RATE_WRITABLE_PERCENT
+        commands.append(_write(_proc_path(SAMPLE_RATE), was[SAMPLE_RATE]))
+    if CPU_TIME in was and percent != was[CPU_TIME]:
+        commands.append(_write(_proc_path(CPU_TIME), was[CPU_TIME]))
+    return commands
+
+
+def restore_commands(baseline: GuestState, now: GuestState) -> tuple[str, ...]:
+    """Shell commands that bring ``now`` back to ``baseline``; empty when they agree.
+
+    Modules first (``rmmod`` in /proc/modules order, so users before what they
+    use), then CPUs, then the sysctls. A module that was loaded at boot and is gone
+    cannot be put back here: `differences` still reports it.
+    """
+    commands = [f"rmmod {name}" for name in _new_modules(baseline, now)]
+    cpu = "/sys/devices/system/cpu/cpu{}/online"
+    commands += [_write(cpu.format(n), "1") for n in sorted(baseline.online - now.online)]
+    commands += [_write(cpu.format(n), "0") for n in sorted(now.online - baseline.online)]
+    commands += _sysctl_commands(dict(baseline.sysctls), dict(now.sysctls))
+    return tuple(commands)
+
+
+def read_state(shell: StateShell) -> GuestState:
+    """The guest's state now, in one round trip (≤ the shell's command budget).
+
+    :raise HarnessError: SSH failed, or the output does not parse.
+    """
+    return parse_state(shell.run(STATE_COMMAND).stdout)
+
+
+def restore_script(commands: Sequence[str]) -> str:
+    """One command: run ``commands`` (their output to stderr), then print the state."""
+    return f"{{ {'; '.join(commands)}; }} >&2; {STATE_COMMAND}"
+
+
+def reset(shell: StateShell, baseline: GuestState) -> ResetOutcome:
+    """Compare the guest with ``baseline``; restore what differs and read it back.
+
+    One round trip when nothing differs, two otherwise; each ≤ the shell's command budget.
+
+    :raise HarnessError: SSH failed, or the output does not parse.
+    """
+    now = read_state(shell)
+    commands = restore_commands(baseline, now)
+    found = tuple(differences(baseline, now))
+    if not commands:
+        return ResetOutcome(found=found, left=found)
+    after = parse_state(shell.run(restore_script(commands), check=False).stdout)
+    return ResetOutcome(found=found, left=tuple(differences(baseline, after)))
