@@ -24,6 +24,7 @@ from harness.agent.spec import AgentSpec
 from harness.build.cache import Cache
 from harness.build.images import GuestImages
 from harness.cli.session import GuestRequest, parse_nmi, resolve
+from harness.cli.skips import format_skipped, invoke_test_command, skip_reason, skipped_checks
 from harness.errors import HarnessError
 from harness.process import handle_sigterm
 from harness.timeouts import Timeouts
@@ -33,6 +34,7 @@ from harness.vm.pool import GuestPool
 from harness.vm.record import new_run_dir
 from harness.vm.topology import CpuTopology, default_topology
 from tests import limits
+from tests.pace import RunPace
 
 FULL_SET_CPUS = (1, 2, 4, 8)
 POOLS = pytest.StashKey[list[GuestPool]]()
@@ -56,6 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     handle_sigterm()  # SIGTERM unwinds like Ctrl-C, so fixtures stop their guests
     config.pluginmanager.register(limits, "profbench-limits")  # a scaled limit per test
+    config.pluginmanager.register(RunPace(config), "profbench-pace")  # progress of long runs
     config.stash[POOLS] = []
 
 
@@ -81,6 +84,25 @@ def pytest_terminal_summary(
         for nodeid, text in sorted(reports):
             terminalreporter.write_line(f"\n{nodeid}")
             terminalreporter.write_line(str(text))
+    skips = [(r.nodeid, skip_reason(r.longrepr)) for r in terminalreporter.stats.get("skipped", [])]
+    if checks := skipped_checks(skips, arch=config.getoption("--arch")):
+        terminalreporter.section("checks that did not run")
+        rerun = invoke_test_command(_asked_for(config), complete=True)
+        for line in format_skipped(checks, rerun=rerun):
+            terminalreporter.write_line(line)
+
+
+def _asked_for(config: pytest.Config) -> GuestRequest:
+    """The guest these options ask for, as ``invoke test`` would have been told."""
+    cpus: list[int] = config.getoption("--cpus")
+    texts: list[str] = config.getoption("--topology")
+    return GuestRequest(
+        arch=config.getoption("--arch"), variant=config.getoption("--variant"),
+        accel=config.getoption("--accel"), nmi=parse_nmi(config.getoption("--nmi")),
+        memory_mib=config.getoption("--memory-mib"),
+        kernel_args=tuple(config.getoption("--append")),
+        cpus=cpus[0] if len(cpus) == 1 else None, topology=texts[0] if len(texts) == 1 else None,
+    )  # fmt: skip
 
 
 def selected_topologies(config: pytest.Config) -> list[CpuTopology]:
