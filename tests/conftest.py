@@ -253,6 +253,7 @@ def agent(
         profctl_binary,
         workdir,
         nmi_expected=guest.spec.nmi,
+        pmu_irq_label=guest.spec.arch.pmu_interrupt_label,
         cycles_per_ns=guest.spec.arch.cycles_per_ns(guest.spec.accel),
     )
     deployed_in = request.config.stash.setdefault(DEPLOYED, set())

@@ -22,6 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 
+from harness.agent.mutants import NONE
 from harness.agent.render import DECODER, RenderedAgent, load_decoder, render_agent
 from harness.agent.spec import AgentSpec
 from harness.build.cache import Cache, content_key, file_sha256
@@ -55,25 +56,29 @@ class AgentBuild:
             "agent_sources": self.rendered.key,
             "agent_ko_sha256": file_sha256(self.ko),
             "agent_spec": self.rendered.spec.describe(),
+            "agent_mutant": self.rendered.mutant,
         }
 
 
-def agent_key(spec: AgentSpec, kernel_key: str) -> str:
-    """The cache key of ``spec`` built for the kernel with ``kernel_key``."""
-    sources = render_agent(spec).key
+def agent_key(spec: AgentSpec, kernel_key: str, *, mutant: str = NONE) -> str:
+    """The cache key of ``spec`` (with ``mutant``) built for the kernel with ``kernel_key``."""
+    sources = render_agent(spec, mutant=mutant).key
     return content_key({"sources": sources, "kernel": kernel_key, "recipe": AGENT_RECIPE})
 
 
-def build_agent(spec: AgentSpec, images: GuestImages, cache: Cache) -> AgentBuild:
+def build_agent(
+    spec: AgentSpec, images: GuestImages, cache: Cache, *, mutant: str = NONE
+) -> AgentBuild:
     """Render ``spec`` and build it for ``images``' kernel (cached).
 
+    ``mutant`` builds a deliberate sabotage in (only mutation runs pass it).
     Blocks while the module compiles (seconds).
 
     :raise ConfigError: the spec is impossible (nothing is built).
     :raise BuildError: the generated code does not compile.
     """
-    rendered = render_agent(spec)
-    key = agent_key(spec, images.kernel_key)
+    rendered = render_agent(spec, mutant=mutant)
+    key = agent_key(spec, images.kernel_key, mutant=mutant)
     entry = cache.entry("agent", key)
 
     def build(path: Path) -> dict[str, object]:

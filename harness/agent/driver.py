@@ -4,7 +4,8 @@ The thin shell between the pure parts (spec, steps in `harness.agent.steps`,
 parsers, oracles) and a guest. One `Agent` serves one guest; each run loads
 the module fresh, so no state leaks from one run into the next::
 
-    agent = Agent(guest.shell, build, profctl_binary, workdir, nmi_expected=True)
+    agent = Agent(guest.shell, build, profctl_binary, workdir, nmi_expected=True,
+                  pmu_irq_label="arm-pmu")
     agent.deploy()
     fl = behaviour("tprof")                          # harness.agent.flavour
     run = fl.standard_run(agent, AgentSpec(), (0, 1))
@@ -71,10 +72,12 @@ class Agent:
         workdir: Path,
         *,
         nmi_expected: bool,
+        pmu_irq_label: str,
         cycles_per_ns: float | None = None,
         timeouts: Timeouts | None = None,
     ) -> None:
         self.shell = shell
+        self.pmu_irq_label = pmu_irq_label  # the arch's /proc/interrupts name of the PMU IRQ
         self.build = build
         self.profctl_binary = profctl_binary
         self.workdir = workdir

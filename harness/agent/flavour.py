@@ -57,6 +57,10 @@ class AgentLike(Protocol):
         """Run ``steps`` in one profctl process (the host acting at marked points)."""
 
     @property
+    def pmu_irq_label(self) -> str:
+        """How the guest's ``/proc/interrupts`` names the PMU overflow interrupt."""
+
+    @property
     def run_count(self) -> int:
         """Profctl sequences run so far (names the files a run keeps)."""
 
@@ -125,6 +129,7 @@ class Flavour:
     info: FlavourInfo
     oracles: tuple[tuple[str, str], ...]  # (name, what it checks), report order
     check: Callable[[AgentRun], list[Violation]]
+    applicable: Callable[[AgentRun], frozenset[str]]  # the oracles `check` judges for a run
     report: Callable[[AgentRun, Sequence[Violation]], str]
     standard_run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
     run_script: Callable[[AgentLike, AgentSpec, Script], AgentRun]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from harness.agent.layouts import Ioctl, RecordLayout
 from harness.errors import ConfigError
@@ -28,8 +29,8 @@ CORE_PERCPU: tuple[tuple[str, str], ...] = (
     ("x_nmi_sum_ns", "total handler time (mean = sum / total)"),
     ("x_irqoff_samples", "overflows that interrupted code running with IRQs masked"),
     ("x_throttled", "overflows after which the perf core throttled the event"),
-    ("x_pmu_merged", "periods with no overflow of their own: handled late, or pending at stop"),
-    ("x_pmu_merged_at_stop", "of those, the periods still pending when the event stopped"),
+    ("x_periods_undelivered", "periods the emulator never raised as an overflow in time"),
+    ("x_periods_pending_at_stop", "of those, the periods still pending when the event stopped"),
     ("x_producer_calls", "calls of the flavour's producer, any context"),
     ("x_producer_calls_nmi", "producer calls in NMI context"),
     ("x_producer_calls_irq", "producer calls in hard-IRQ context"),
@@ -56,6 +57,23 @@ class Quirk:
 
 
 @dataclass(frozen=True, slots=True)
+class Mutant:
+    """A deliberately broken agent build, and the oracles that must catch it.
+
+    ``name`` is the mutation point in the C (``pa_mutant(NAME)``); ``case`` is the
+    run that exposes it: ``standard`` (the flavour's standard run and an exact-count
+    run on the default kernel) or ``debug`` (the standard run on the debug kernel,
+    its console and kmemleak scanned). ``quick`` mutants run in ``invoke ci``.
+    """
+
+    name: str
+    sabotage: str
+    caught_by: tuple[str, ...]
+    case: Literal["standard", "debug"] = "standard"
+    quick: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class FlavourInfo:
     """One flavour as data: counters, quirks, records, its ABI and its C template.
 
@@ -75,6 +93,7 @@ class FlavourInfo:
     ioctls: tuple[Ioctl, ...] = ()
     fault_points: tuple[str, ...] = ()
     template_context: Mapping[str, object] = field(default_factory=dict)
+    mutants: tuple[Mutant, ...] = ()  # this flavour's mutation points
 
     @property
     def template(self) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from harness.agent import flavours
+from harness.agent import flavours, mutants
 from harness.agent.info import CORE_PERCPU
 from harness.agent.spec import AgentSpec
 from harness.build.cache import content_key
@@ -51,10 +51,11 @@ def fault_points() -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class RenderedAgent:
-    """The agent's generated sources, by file name."""
+    """The agent's generated sources, by file name (``mutant``: the sabotage built in)."""
 
     spec: AgentSpec
     files: Mapping[str, str]
+    mutant: str = mutants.NONE
 
     @property
     def key(self) -> str:
@@ -69,15 +70,20 @@ class RenderedAgent:
         return out
 
 
-def render_agent(spec: AgentSpec) -> RenderedAgent:
+def render_agent(spec: AgentSpec, *, mutant: str = mutants.NONE) -> RenderedAgent:
     """Render all sources for ``spec`` (validated first).
 
-    :raise ConfigError: the spec is impossible, or a template is broken.
+    ``mutant`` builds one deliberate sabotage in (`harness.agent.mutants`); only the
+    mutation runs pass it.
+
+    :raise ConfigError: the spec is impossible, the mutant unknown, or a template broken.
     """
     spec.validate()
-    context = _context(spec)
+    if mutant != mutants.NONE:
+        mutants.get(mutant)
+    context = {**_context(spec), "mutants": mutants.all_mutants(), "mutant": mutant}
     files = {name: render(template, context) for name, template in sources().items()}
-    return RenderedAgent(spec=spec, files=files)
+    return RenderedAgent(spec=spec, files=files, mutant=mutant)
 
 
 def _context(spec: AgentSpec) -> dict[str, object]:

@@ -154,9 +154,13 @@ def judge(expect: Sequence[Expectation], run: AgentRun, flavour: Flavour) -> tup
     """Every expectation against ``run``: oracles by name, values by relation."""
     violations = flavour.check(run)
     failed = {v.oracle: str(v) for v in violations}
+    applies = flavour.applicable(run)
     verdicts = []
     for item in expect:
         if item.oracle is not None:
+            if item.oracle not in applies:  # an oracle that judged nothing holds nothing
+                verdicts.append(Verdict(item.describe(), False, "not applicable to this run"))
+                continue
             held = item.oracle not in failed
             verdicts.append(
                 Verdict(item.describe(), held, "holds" if held else failed[item.oracle])
@@ -221,7 +225,7 @@ def _attempt(
 ) -> tuple[tuple[Verdict, ...], dict[str, int]]:  # fmt: skip
     with Guest(spec, images, workdir, timeouts=Timeouts.from_env()) as guest:
         agent = Agent(guest.shell, build, build_profctl(spec.arch, cache), workdir,
-                      nmi_expected=spec.nmi,
+                      nmi_expected=spec.nmi, pmu_irq_label=spec.arch.pmu_interrupt_label,
                       cycles_per_ns=spec.arch.cycles_per_ns(spec.accel))  # fmt: skip
         agent.deploy()
         try:

@@ -23,8 +23,8 @@ from harness.agent.driver import Agent
 from harness.agent.flavours.dt.data import DT_EVT
 from harness.agent.flavours.dt.oracles import check_dt
 from harness.agent.flavours.dt.run import DtPlan, dt_run
-from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampling, throttle_lost
-from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
+from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampling
+from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts, throttle_lost
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.flavours.tprof.run import sampling_run
 from harness.agent.profctl import build_profctl
@@ -68,6 +68,7 @@ def booted_agent(
             build_profctl(spec.arch, cache),
             workdir,
             nmi_expected=spec.nmi,
+            pmu_irq_label=spec.arch.pmu_interrupt_label,
             cycles_per_ns=spec.arch.cycles_per_ns(spec.accel),
         )
         agent.deploy()

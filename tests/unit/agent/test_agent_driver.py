@@ -31,6 +31,7 @@ from harness.errors import ConfigError, InfraError
 DEBUGFS = "/sys/kernel/debug/profagent"
 #: The native ioctls on fd 3, numbers as Linux _IOW/_IO/_IOR('T', nr, size) give them.
 START = "ioctl:3:0x40185402:24:" + "00" * 24
+IRQS = "cat:/proc/interrupts"
 STOP = "ioctl:3:0x5403:0"
 GETSTAT = "ioctl:3:0x80305404:48"
 COLLECT = (
@@ -91,21 +92,30 @@ def test_collect_stops_reads_snapshots_getstats_and_closes_in_order() -> None:
 
 def test_sampling_steps_for_a_plan() -> None:
     plan = SamplingPlan(busy_cpus=(0, 2), busy_ms=500, probe_cpus=(1,), probe_ms=100, idle_ms=300)
-    assert sampling_steps(plan) == (
-        "open:/dev/profagent",
-        START,
-        "spin:0:500",
-        "spin:2:500",
-        f"write:{DEBUGFS}/probe:cpu=1 ms=100",
-        "wait",
-        "sleep:300",
-        *COLLECT,
+    assert (
+        sampling_steps(plan)
+        == (
+            IRQS,
+            "open:/dev/profagent",
+            START,
+            "spin:0:500",
+            "spin:2:500",
+            f"write:{DEBUGFS}/probe:cpu=1 ms=100",
+            "wait",
+            "sleep:300",
+            COLLECT[0],  # STOP, then the kernel's counts right after and 300 ms later
+            IRQS,
+            "sleep:300",
+            IRQS,
+            *COLLECT[1:],
+        )
     )
 
 
 def test_sampling_steps_without_busy_loops_or_probe() -> None:
     steps = sampling_steps(SamplingPlan(busy_cpus=()))
-    assert steps == ("open:/dev/profagent", START, "wait", "sleep:300", *COLLECT)
+    assert steps == (IRQS, "open:/dev/profagent", START, "wait", "sleep:300", COLLECT[0],
+                     IRQS, "sleep:300", IRQS, *COLLECT[1:])  # fmt: skip
 
 
 def test_sampling_steps_reject_an_impossible_cpu() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from harness.agent import profctl as pc
@@ -52,6 +54,11 @@ def test_values_and_verdicts_come_from_the_run() -> None:
     )
     assert [v.held for v in verdicts] == [True, False, True]
     assert verdicts[1].observed == str(sample)
+
+
+def test_an_oracle_that_does_not_apply_is_not_held() -> None:
+    (verdict,) = judge((Expectation(oracle="PLACE"),), replace(BASE, busy={}), behaviour("tprof"))
+    assert (verdict.held, verdict.observed) == (False, "not applicable to this run")
 
 
 def test_numbers_that_differ_across_attempts_are_named() -> None:

@@ -10,7 +10,7 @@ the decoder and the oracles::
 
 from __future__ import annotations
 
-from harness.agent.info import FlavourInfo, Quirk
+from harness.agent.info import FlavourInfo, Mutant, Quirk
 from harness.agent.layouts import Field, Ioctl, RecordLayout, ioc_read, ioc_write
 
 DT_EVT = RecordLayout(
@@ -117,4 +117,9 @@ DT = FlavourInfo(
     layouts=(DT_EVT, DT_STAT, DT_REQ, DT_PCPU_HDR),
     ioctls=DT_IOCTLS,
     template_context={"dt_open_stats": DT_OPEN_STATS, "dt_ring_slots": DT_RING_SLOTS},
+    mutants=(
+        Mutant(
+            "skip_canary", "every 10th event of a CPU is published without its canary", ("DT-O3",)
+        ),
+    ),
 )

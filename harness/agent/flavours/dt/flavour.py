@@ -26,6 +26,10 @@ def _check(run: AgentRun) -> list[Violation]:
     return check_dt(narrow(run, DtRun))
 
 
+def _applicable(run: AgentRun) -> frozenset[str]:
+    return applicable_dt_oracles(narrow(run, DtRun))
+
+
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, DtRun)
     return f"{format_dt_table(own)}\n{format_dt_verdicts(violations, applicable_dt_oracles(own))}"
@@ -51,7 +55,8 @@ def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
         core = own.core.get(cpu, {})
         drops = {"dropevt": stats["dc_dropevt"], "recurevt": stats["dc_recurevt"]}
         rows.append({"cpu": cpu, "overflows": core.get("x_nmi_total", 0),
-                     "recorded": stats["x_committed"], "merged": core.get("x_pmu_merged", 0),
+                     "recorded": stats["x_committed"],
+                     "undelivered": core.get("x_periods_undelivered", 0),
                      "drops": drops,
                      "nmi_share": share(core.get("x_nmi_ctx_ok", 0),
                                         core.get("x_nmi_total", 0))})  # fmt: skip
@@ -62,6 +67,7 @@ FLAVOUR = Flavour(
     info=DT,
     oracles=DT_ORACLES,
     check=_check,
+    applicable=_applicable,
     report=_report,
     standard_run=_standard,
     run_script=_script,

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeAlias
 
+from harness.agent.core_oracles import CORE_ORACLES, CoreView, applicable_core, check_core
 from harness.agent.flavours.dt.data import DT, DT_RING_SLOTS
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
 from harness.agent.results import Violation
@@ -28,12 +29,14 @@ from harness.errors import ConfigError
 
 #: Oracle names and one-line descriptions, in report order.
 DT_ORACLES: tuple[tuple[str, str], ...] = (
+    *CORE_ORACLES,
     ("DT-O1", "conservation: every get call recurs, drops or commits; committed = read + inring"),
     ("DT-O2", "no reader before the read: committed = min(E - recurevt, 15), the rest dropped"),
     ("DT-O3", "drain: every committed event read once, whole, in seq order, canary intact"),
     ("DT-O4", "GSTATS: sums of the per-CPU counters (DT-D1: skiptick, recurevt of the last CPU)"),
     ("DT-O6", "recursion: calls inside a nested window count as recurevt, nothing else does"),
-    ("DT-O7", "skipped ticks: forced skips exactly; with profile ticks, periods account"),
+    ("DT-O7", "skipped ticks: every forced skip counted (exactly, when overflows are no ticks)"),
+    ("DT-O8", "a reader racing the producers never gets 0 bytes: it ends at its time limit"),
     ("DT-INJ", "injection: get calls = injected + nested + one outer get per nested window"),
     ("NMI", "overflow context matches the pseudo-NMI mode the guest booted with"),
 )
@@ -73,7 +76,10 @@ def applicable_dt_oracles(run: DtRun) -> frozenset[str]:
     DT-INJ needs an injection run without PMU-produced ticks (``pmu_produce`` off);
     DT-O2 (no reader) does not hold when a reader ran while recording.
     """
-    names = {name for name, _ in DT_ORACLES}
+    core = {name for name, _ in CORE_ORACLES}
+    names = {name for name, _ in DT_ORACLES} - core | applicable_core(core_view(run))
+    if not run.reader_during_recording:
+        names.discard("DT-O8")
     if run.injected is None or run.spec.pmu_produce:
         names.discard("DT-INJ")
     if run.reader_during_recording:
@@ -89,7 +95,15 @@ def check_dt(run: DtRun) -> list[Violation]:
     if run.spec.flavour != DT.name:
         raise ConfigError(f"check_dt holds dt's oracles; the run's flavour is {run.spec.flavour!r}")
     applicable = applicable_dt_oracles(run)
-    return [v for name, _ in DT_ORACLES if name in applicable for v in _CHECKS[name](run)]
+    own = [v for name, _ in DT_ORACLES if name in applicable and name in _CHECKS
+           for v in _CHECKS[name](run)]  # fmt: skip
+    return [*check_core(core_view(run)), *own]
+
+
+def core_view(run: DtRun) -> CoreView:
+    """What the shared oracles (`harness.agent.core_oracles`) read of a dt run."""
+    return CoreView(spec=run.spec, core=run.core, kernel=run.kernel,
+                    injections=run.injections, throttling_disabled=True)  # fmt: skip
 
 
 def check_dt_conservation(run: DtRun) -> list[Violation]:
@@ -185,19 +199,38 @@ def check_dt_recursion(run: DtRun) -> list[Violation]:
 
 
 def check_dt_skipticks(run: DtRun) -> list[Violation]:
-    """DT-O7: skipped ticks per CPU, before the read.
+    """DT-O7: every tick the skip hook forced is counted in ``dc_skiptick``.
 
-    Overflows that only carry bursts (``pmu_produce`` off) are not ticks, so
-    ``dc_skiptick_c`` = the skip hook's count exactly. Profile ticks: each overflow
-    is one get call and each merged period one skipped tick, so ``|x_calls +
-    dc_skiptick - skips - (x_nmi_total + x_pmu_merged - x_pmu_merged_at_stop)| ≤
-    x_events_created``: periods merged at stop reached no producer.
+    Overflows that only carry bursts (``pmu_produce`` off) are not ticks, so then
+    ``dc_skiptick_c`` = the forced skips exactly. With profile ticks the port also
+    counts the periods the emulator never delivered as skipped ticks (the seed's
+    late clock); how many periods elapsed has no measure here independent of the
+    counter being checked (under TCG the counter and the perf core's enabled time
+    drift apart by tens of ms on oversubscribed vCPUs), so that part is reported
+    with the delivered share and only ``dc_skiptick_c ≥ forced`` is judged.
     """
     if not run.spec.pmu_produce:
         detail = "overflows carry bursts only: skipped ticks are the forced ones"
         return _exact("DT-O7", run, ("dc_skiptick", run.skips, "forced skips"), detail)
-    cpus = sorted(set(run.before_read.percpu) | set(run.skips))
-    return [v for cpu in cpus for v in _tick_bound(run, cpu)]
+    detail = "a forced skip is always counted; undelivered periods come on top"
+    return [
+        Violation("DT-O7", cpu, f"dc_skiptick ≥ {forced} forced", f"{counted}", detail)
+        for cpu, forced in sorted(run.skips.items())
+        if (counted := _get(run.before_read, cpu, "dc_skiptick")) < forced
+    ]
+
+
+def check_dt_reader(run: DtRun) -> list[Violation]:
+    """DT-O8: the background reader ended at its time limit, never on a 0-byte read.
+
+    dt has no EOF: while recording, a read blocks until events come. A read that
+    returns 0 bytes (DT-D5: the count went below zero) ends profctl's reader early.
+    """
+    end = run.background_errno
+    if end == "EINTR":
+        return []
+    detail = "profctl's reader stops at a 0-byte read (errno 0) or a failure"
+    return [Violation("DT-O8", None, "reader ended by its time limit (EINTR)", f"{end}", detail)]
 
 
 def check_dt_injection(run: DtRun) -> list[Violation]:
@@ -233,6 +266,7 @@ _CHECKS: dict[str, Callable[[DtRun], list[Violation]]] = {
     "DT-O4": check_dt_gstats,
     "DT-O6": check_dt_recursion,
     "DT-O7": check_dt_skipticks,
+    "DT-O8": check_dt_reader,
     "DT-INJ": check_dt_injection,
     "NMI": check_dt_nmi,
 }
@@ -327,24 +361,6 @@ def _probe(event: DtEvent) -> Violation | None:
         return None
     expected, observed = f"probe {PROBE_PROFILE}", f"probe {event.probe}"
     return Violation("DT-O3", event.cpu, expected, observed, f"event seq {event.seq}")
-
-
-def _tick_bound(run: DtRun, cpu: int) -> list[Violation]:
-    stats, core = run.before_read, run.core.get(cpu, {})
-    calls, skipped = _get(stats, cpu, "x_calls"), _get(stats, cpu, "dc_skiptick")
-    forced = run.skips.get(cpu, 0)
-    seen, merged = core.get("x_nmi_total", 0), core.get("x_pmu_merged", 0)
-    at_stop = core.get("x_pmu_merged_at_stop", 0)
-    events = core.get("x_events_created", 0)
-    gap = abs(calls + skipped - forced - (seen + merged - at_stop))
-    if gap <= events:
-        return []
-    expected = (
-        f"|x_calls + dc_skiptick - skips - (x_nmi_total + x_pmu_merged - at stop)| ≤ {events}"
-    )
-    observed = f"|{calls} + {skipped} - {forced} - ({seen} + {merged} - {at_stop})| = {gap}"
-    detail = "DT-L5: each elapsed period is a get call or a skipped tick"
-    return [Violation("DT-O7", cpu, expected, observed, detail)]
 
 
 def _exact(

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from harness.agent.flavours.dt.data import DT
 from harness.agent.flavours.dt.oracles import DT_ORACLES
 from harness.agent.flavours.dt.results import DtRun
-from harness.agent.report import align, format_cpus, verdict_lines
+from harness.agent.report import align, decimal, format_cpus, verdict_lines
 from harness.agent.results import Violation
 
 TITLES: tuple[str, ...] = (
-    *("cpu", "calls", "committed", "read", "dropevt", "recurevt", "skiptick"),
-    *("inring", "seq", "nmi%", "merged"),
+    *("cpu", "irq", "seen", "calls", "committed", "read", "dropevt", "recurevt", "skiptick"),
+    *("inring", "seq", "nmi%", "undeliv", "deliv%"),
 )
 
 
@@ -35,7 +35,10 @@ class DtRow:
 
     ``seq`` is the last sequence number committed on the CPU (None in the ``all``
     row: sequences are per CPU); ``seen`` and ``nmi_ok`` are the core's overflows
-    and those handled in NMI.
+    and those handled in NMI; ``irq`` the guest kernel's own count of PMU
+    interrupts (None: not read); ``undelivered`` the periods the emulator never
+    raised as an overflow in time (reported with the delivered share, never
+    accounted).
     """
 
     cpu: int | None
@@ -49,12 +52,19 @@ class DtRow:
     seq: int | None
     seen: int
     nmi_ok: int
-    merged: int
+    irq: int | None
+    undelivered: int
 
     @property
     def nmi_pct(self) -> float | None:
         """Overflows handled in NMI, in percent (1 decimal); None without overflows."""
         return round(100 * self.nmi_ok / self.seen, 1) if self.seen else None
+
+    @property
+    def delivered_pct(self) -> float | None:
+        """Periods that arrived as overflows, in percent of those due; None if none were."""
+        due = self.seen + self.undelivered
+        return round(100 * self.seen / due, 1) if due else None
 
 
 def dt_rows(run: DtRun) -> tuple[DtRow, ...]:
@@ -76,7 +86,8 @@ def dt_rows(run: DtRun) -> tuple[DtRow, ...]:
                 seq=stats.get("x_seq", 0),
                 seen=core.get("x_nmi_total", 0),
                 nmi_ok=core.get("x_nmi_ctx_ok", 0),
-                merged=core.get("x_pmu_merged", 0),
+                irq=run.kernel.delta(cpu) if run.kernel else None,
+                undelivered=core.get("x_periods_undelivered", 0),
             )
         )
     return tuple(rows)
@@ -97,7 +108,8 @@ def dt_total_row(rows: Iterable[DtRow]) -> DtRow:
         seq=None,
         seen=sum(r.seen for r in rows),
         nmi_ok=sum(r.nmi_ok for r in rows),
-        merged=sum(r.merged for r in rows),
+        irq=None if any(r.irq is None for r in rows) else sum(r.irq or 0 for r in rows),
+        undelivered=sum(r.undelivered for r in rows),
     )
 
 
@@ -143,9 +155,11 @@ def _pairs(values: Mapping[str, int], names: Iterable[str]) -> str:
 def _cells(row: DtRow) -> tuple[str, ...]:
     return (
         "all" if row.cpu is None else str(row.cpu),
-        *map(str, (row.calls, row.committed, row.read, row.dropevt, row.recurevt)),
+        "-" if row.irq is None else str(row.irq),
+        *map(str, (row.seen, row.calls, row.committed, row.read, row.dropevt, row.recurevt)),
         *map(str, (row.skiptick, row.inring)),
         "-" if row.seq is None else str(row.seq),
-        "-" if row.nmi_pct is None else f"{row.nmi_pct:.1f}",
-        str(row.merged),
+        decimal(row.nmi_pct),
+        str(row.undelivered),
+        decimal(row.delivered_pct),
     )

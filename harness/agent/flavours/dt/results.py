@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.results import flat_numbers
 from harness.agent.spec import AgentSpec
 
@@ -70,6 +71,12 @@ class DtRun:
     nested: Mapping[int, int] = field(default_factory=dict)
     skips: Mapping[int, int] = field(default_factory=dict)
     reader_during_recording: bool = False  # a background reader drained while recording
+    #: How the background reader ended (its status file's errno; None: no reader).
+    background_errno: str | None = None
+    #: PMU interrupts the guest kernel counted around the run (None: not read).
+    kernel: KernelEvidence | None = None
+    #: What the harness's steps injected, per CPU (the CALLS oracle's evidence).
+    injections: Injections = field(default_factory=Injections)
 
     def numbers(self) -> dict[str, int]:
         """Every counter after the drain under one flat name (`flat_numbers`)."""

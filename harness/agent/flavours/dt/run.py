@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from harness.agent import profctl as pc
+from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.dt.data import (
     DT,
@@ -34,6 +35,7 @@ from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu, re
 from harness.errors import InfraError
 
 PROBE_PROFILE = 1
+IRQ_READ = pc.cat_step(PROC_INTERRUPTS)
 EVENTS = f"{GUEST_DIR}/dt-events.bin"
 BACKGROUND = f"{GUEST_DIR}/dt-background.bin"
 #: How long the final read waits on empty rings before it counts as drained.
@@ -95,10 +97,17 @@ def start_steps(period_ns: int) -> tuple[str, ...]:
 
 
 def collect_steps(read_size: int) -> tuple[str, ...]:
-    """RECORD off, counters, drain every ring, counters again, close."""
+    """RECORD off, then the rest of the run's evidence, and close.
+
+    The kernel's PMU interrupt counts right after RECORD off and `IDLE_MS` later,
+    the counters, every ring drained, the counters again.
+    """
     counters = (dt_ioctl_step("DTIOCGSTATS"), pcpustats_step())
     return (
         record_step(False),
+        IRQ_READ,
+        pc.sleep_step(IDLE_MS),
+        IRQ_READ,
         *counters,
         pc.timeout_step(DRAIN_TIMEOUT_S),
         pc.read_step(FD, EVENTS, read_size),
@@ -160,6 +169,7 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         else ()
     )
     steps = (
+        IRQ_READ,
         *start_steps(plan.period_ns),
         *background,
         *plan.body,
@@ -173,6 +183,8 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     require_ok([r for r in results if r is not drain])
     gstats = [r for s, r in zip(steps, results, strict=True) if s == dt_ioctl_step("DTIOCGSTATS")]
     pcpus = [r for s, r in zip(steps, results, strict=True) if s == pcpustats_step()]
+    reads = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
+    ended = _reader_end(agent) if plan.background_reader else None
     data = agent.fetch(BACKGROUND, "dt-background.bin") if plan.background_reader else b""
     data += agent.fetch(EVENTS, "dt-events.bin")
     return DtRun(
@@ -189,4 +201,14 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         nested=plan.nested,
         skips=plan.skips,
         reader_during_recording=plan.background_reader,
+        background_errno=ended,
+        kernel=interrupt_reads(reads, agent.pmu_irq_label),
+        injections=injections_of(steps, online),
     )
+
+
+def _reader_end(agent: AgentLike) -> str:
+    """The background reader's errno from its status file (``bytes=N reads=N errno=E``)."""
+    status = agent.fetch(f"{BACKGROUND}.status", "dt-background.status").decode()
+    fields = dict(part.partition("=")[::2] for part in status.split())
+    return fields.get("errno", f"no errno in {status.strip()!r}")

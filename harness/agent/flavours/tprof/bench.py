@@ -74,7 +74,8 @@ def measure_agent(
         profctl = build_profctl(arch, cache)
         loads = [_render_build_load(guest, images, profctl, workdir) for _ in range(repeats)]
         agent = Agent(guest.shell, build_agent(AgentSpec(), images, cache), profctl, workdir,
-                      nmi_expected=spec.nmi, cycles_per_ns=arch.cycles_per_ns("tcg"))  # fmt: skip
+                      nmi_expected=spec.nmi, pmu_irq_label=arch.pmu_interrupt_label,
+                      cycles_per_ns=arch.cycles_per_ns("tcg"))  # fmt: skip
         agent.deploy()
         cost = handler_cost(sampling_run(agent, AgentSpec(), SamplingPlan(busy_cpus=(0, 1))))
         rates = _dropfree_rates(agent)
@@ -93,7 +94,8 @@ def _render_build_load(guest: Guest, images: GuestImages, profctl: Path, workdir
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as scratch:
         started = time.monotonic()
         build = build_agent(AgentSpec(), images, Cache(Path(scratch)))
-        agent = Agent(guest.shell, build, profctl, workdir, nmi_expected=True)
+        agent = Agent(guest.shell, build, profctl, workdir, nmi_expected=True,
+                      pmu_irq_label=images.arch.pmu_interrupt_label)  # fmt: skip
         agent.deploy()
         agent.load(AgentSpec())
         took = time.monotonic() - started

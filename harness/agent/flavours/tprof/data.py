@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.agent.info import FlavourInfo, Quirk
+from harness.agent.info import FlavourInfo, Mutant, Quirk
 from harness.agent.layouts import Field, Ioctl, RecordLayout, ioc_none, ioc_read, ioc_write
 
 TPROF_SAMPLE = RecordLayout(
@@ -130,6 +130,22 @@ TPROF = FlavourInfo(
     ioctls=TPROF_IOCTLS,
     fault_points=("wq_create", "buf_alloc"),
     template_context={},  # filled in below, from the values above
+    mutants=(
+        Mutant("wrong_cpu", "every 50th sample of a CPU records the next CPU's id", ("TP-O5",)),
+        Mutant(
+            "double_count", "every 100th recorded sample also counts as a nested drop", ("TP-O1",)
+        ),
+        Mutant(
+            "lose_at_swap",
+            "one recorded sample of every queued buffer vanishes at the swap",
+            ("TP-O1",),
+        ),
+        Mutant(
+            "publish_early",
+            "the index is published first, the record filled where it then points",
+            ("TP-O5",),
+        ),
+    ),
 )
 #: Global statistics that are sums of a per-CPU one under another name.
 _PERCPU_ALIASES = {"sample": "x_sample", "overflow": "x_overflow",

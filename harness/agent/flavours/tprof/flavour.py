@@ -25,6 +25,10 @@ def _check(run: AgentRun) -> list[Violation]:
     return check_sampling(narrow(run, SamplingRun))
 
 
+def _applicable(run: AgentRun) -> frozenset[str]:
+    return applicable_oracles(narrow(run, SamplingRun))
+
+
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, SamplingRun)
     return f"{format_cpu_table(own)}\n{format_verdicts(violations, applicable_oracles(own))}"
@@ -53,7 +57,7 @@ def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
         stats = own.snapshot.stats_percpu.get(cpu, {})
         drops = {name.removeprefix("x_"): stats.get(name, 0) for name, _ in TPROF_DROP_CAUSES}
         rows.append({"cpu": cpu, "overflows": core["x_nmi_total"], "recorded": stats["x_sample"],
-                     "merged": core["x_pmu_merged"], "drops": drops,
+                     "undelivered": core["x_periods_undelivered"], "drops": drops,
                      "nmi_share": share(core["x_nmi_ctx_ok"], core["x_nmi_total"])})  # fmt: skip
     return rows
 
@@ -62,6 +66,7 @@ FLAVOUR = Flavour(
     info=TPROF,
     oracles=ORACLES,
     check=_check,
+    applicable=_applicable,
     report=_report,
     standard_run=_standard,
     run_script=_script,

@@ -9,8 +9,10 @@ every applicable one, so a failed law never hides the others::
     for name, description in ORACLES:   # report order
         ...
 
-A statistic missing from the snapshot reads as 0: the parsers guarantee every name
-of the flavour's data, and a hole there shows up as a broken law here.
+The shared oracles (IRQ, CALLS, RELEASED, THROTTLE, C-2 in
+`harness.agent.core_oracles`) run first: they tie the producer calls TP-O1 starts
+from to the kernel's own interrupt count and to the injections the harness sent.
+The parsers guarantee every counter name of the flavour's data is present.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
+from harness.agent.core_oracles import CORE_ORACLES, CoreView, applicable_core, check_core
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.results import Violation
@@ -27,15 +30,13 @@ from harness.errors import ConfigError
 
 #: Oracle names and one-line descriptions, in report order.
 ORACLES: tuple[tuple[str, str], ...] = (
+    *CORE_ORACLES,
     ("TP-O1", "conservation: every producer call is recorded, dropped with a cause or current"),
     ("TP-O2", "swaps: buf + emptybuf + dropbuf = x_swaps = ncpu × (kicks + 2), or auto bounds"),
-    ("TP-O5", "read completeness: bytes and records read = sample, per CPU, online CPUs only"),
-    ("COUNT", "overflows seen agree with the sampling counter's value ÷ period"),
+    ("TP-O5", "read completeness: records read = sample per CPU, every one filled, online CPUs"),
     ("PLACE", "samples land on the CPUs where the pinned workload ran"),
     ("NMI", "producer context matches the pseudo-NMI mode the guest booted with"),
     ("PROBE", "overflows land inside IRQ-off probe windows iff pseudo-NMI is on"),
-    ("THROTTLE", "overflows missing against the time enabled are counted as throttled"),
-    ("C-2", "no lock taken and no allocation made in NMI context"),
 )
 
 #: Per-CPU outcome → the global statistic that sums it (same name unless listed).
@@ -65,7 +66,8 @@ def applicable_oracles(run: SamplingRun) -> frozenset[str]:
     TP-O2 needs kicks (manual drain) or a run time (auto drain): a manual-drain run
     without a kick count (hotplug adds swaps) skips it. PLACE needs busy loops.
     """
-    names = {name for name, _ in ORACLES}
+    core = {name for name, _ in CORE_ORACLES}
+    names = {name for name, _ in ORACLES} - core | applicable_core(core_view(run))
     if run.kicks is None and (run.spec.drain != "auto" or run.runtime_s <= 0):
         names.discard("TP-O2")
     if not run.busy:
@@ -83,7 +85,16 @@ def check_sampling(run: SamplingRun) -> list[Violation]:
             f"check_sampling holds tprof's oracles; the run's flavour is {run.spec.flavour!r}"
         )
     applicable = applicable_oracles(run)
-    return [v for name, _ in ORACLES if name in applicable for v in _CHECKS[name](run)]
+    own = [v for name, _ in ORACLES if name in applicable and name in _CHECKS
+           for v in _CHECKS[name](run)]  # fmt: skip
+    return [*check_core(core_view(run)), *own]
+
+
+def core_view(run: SamplingRun) -> CoreView:
+    """What the shared oracles (`harness.agent.core_oracles`) read of a tprof run."""
+    return CoreView(spec=run.spec, core=run.snapshot.core, kernel=run.kernel,
+                    injections=run.injections,
+                    throttling_disabled=run.throttling_disabled)  # fmt: skip
 
 
 def check_conservation(run: SamplingRun) -> list[Violation]:
@@ -206,7 +217,21 @@ def check_read(run: SamplingRun) -> list[Violation]:
         return f"records = x_sample = {recorded}", f"records = {counts[cpu]}"
 
     online, law = ",".join(map(str, sorted(run.online_cpus))), "TP-L4: after STOP, read to EOF"
+    unfilled = sum(1 for s in run.samples if s.pc == 0)
     return [
+        *(
+            [
+                Violation(
+                    "TP-O5",
+                    None,
+                    "every record filled (pc ≠ 0)",
+                    f"{unfilled} with pc = 0",
+                    "an interrupted PC is never 0: the record was published unfilled",
+                )
+            ]
+            if unfilled
+            else []
+        ),
         *(
             Violation("TP-O5", None, f"{name} = {text}", f"{name} = {got}", law)
             for name, text, got, wanted in totals
@@ -225,29 +250,6 @@ def check_read(run: SamplingRun) -> list[Violation]:
             for cpu in sorted(set(counts) - set(run.online_cpus))
         ),
     ]
-
-
-def check_counts(run: SamplingRun) -> list[Violation]:
-    """COUNT: overflows seen + periods merged = counter value ÷ period, per event lifetime.
-
-    ``x_pmu_merged`` counts periods that ended without an overflow of their own
-    (the overflow was handled more than a period late), so nothing is missing.
-    """
-
-    def per_cpu(cpu: int) -> Finding:
-        events = _core(run, cpu, "x_events_created")
-        seen = _core(run, cpu, "x_nmi_total")
-        merged = _core(run, cpu, "x_pmu_merged")
-        periods = _core(run, cpu, "x_counter_value") // run.spec.period
-        if events <= 0 or abs(seen + merged - periods) <= events:
-            return None
-        return (
-            f"|x_nmi_total + x_pmu_merged - x_counter_value ÷ period| ≤ {events}",
-            f"|{seen} + {merged} - {periods}| = {abs(seen + merged - periods)}",
-        )
-
-    detail = "one partial period per event lifetime"
-    return _per_cpu("COUNT", run.snapshot.core, detail, per_cpu)
 
 
 def check_placement(run: SamplingRun) -> list[Violation]:
@@ -338,61 +340,13 @@ def check_probe(run: SamplingRun) -> list[Violation]:
     ]
 
 
-def throttle_lost(run: SamplingRun) -> dict[int, int]:
-    """Per CPU, periods the sampling counter missed against its enabled time (≥ 0).
-
-    A throttled event stays enabled but stops counting, so the time says how
-    many events were due: ``(x_enabled_ns × events per ns - x_counter_value)
-    // period``; 0 on CPUs that never had an event.
-    """
-    return {cpu: max(0, _lost(run, cpu)) for cpu in sorted(run.snapshot.core)}
-
-
-def check_throttle(run: SamplingRun) -> list[Violation]:
-    """THROTTLE: overflows missing against the time enabled are counted, never silent.
-
-    With throttling disabled nothing is throttled and the two counters agree
-    within `_skew_bound` (they are created and released one after the other).
-    """
-
-    def per_cpu(cpu: int) -> Finding:
-        bound, lost = _skew_bound(run, cpu), _lost(run, cpu)
-        if lost <= bound:
-            return None
-        text = f"lost = (due by x_enabled_ns - x_counter_value) ÷ period = {lost}"
-        if run.throttling_disabled:
-            return f"lost ≤ {bound}", text
-        if _core(run, cpu, "x_throttled") == 0:
-            return f"x_throttled > 0 ({text} > {bound})", "x_throttled = 0"
-        return None
-
-    detail = "throttling disabled" if run.throttling_disabled else "a loss must be counted"
-    zero = _must_be_zero(run, "THROTTLE", ("x_throttled",), detail)
-    return [
-        *(zero if run.throttling_disabled else []),
-        *_per_cpu("THROTTLE", run.snapshot.core, detail, per_cpu),
-    ]
-
-
-def check_nmi_safety(run: SamplingRun) -> list[Violation]:
-    """C-2: no lock taken and no allocation made in NMI context, on any CPU."""
-    names = ("x_nmi_lock_violation", "x_nmi_alloc_violation")
-    return _must_be_zero(run, "C-2", names, "NMI context must not lock or allocate")
-
-
-#: Events the count may lag the enabled time by without throttling (see _skew_bound).
-SKEW_EVENTS = 50_000_000
-
 _CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
     "TP-O1": check_conservation,
     "TP-O2": check_swaps,
     "TP-O5": check_read,
-    "COUNT": check_counts,
     "PLACE": check_placement,
     "NMI": check_nmi_context,
     "PROBE": check_probe,
-    "THROTTLE": check_throttle,
-    "C-2": check_nmi_safety,
 }
 
 
@@ -410,39 +364,6 @@ def _percpu_sum(run: SamplingRun, name: str) -> int:
 
 def _stat(run: SamplingRun, name: str) -> int:
     return run.snapshot.stats.get(name, 0)
-
-
-def _due(run: SamplingRun, cpu: int) -> int | None:
-    """Events due on ``cpu`` by its events' enabled time, or None if the rate is unknown."""
-    ns = _core(run, cpu, "x_enabled_ns")
-    if run.spec.event == "cpu-clock":  # the sampling event counts nanoseconds itself
-        return ns
-    if run.ref_events_per_ns is None:
-        return None
-    return int(ns * run.ref_events_per_ns)
-
-
-def _lost(run: SamplingRun, cpu: int) -> int:
-    """Periods due by the enabled time but not counted by the sampling counter; 0 if unknown."""
-    due = _due(run, cpu)
-    if due is None or _core(run, cpu, "x_events_created") <= 0:
-        return 0
-    return (due - _core(run, cpu, "x_counter_value")) // run.spec.period
-
-
-def _skew_bound(run: SamplingRun, cpu: int) -> int:
-    """How far the two counters may differ without throttling, in periods.
-
-    The enabled time and the count are the same event's, but the driver stops
-    the counter while it handles an overflow or reprograms the PMU, and under
-    TCG that takes long: 8 vCPUs on 2 host cores showed up to 25 ms of enabled
-    time without cycles. Allow 50 ms of events (QEMU counts cycles at 1 GHz),
-    10 % of the periods due, and at least 2 per event lifetime, whichever is
-    most; throttling loses far more (the throttling test: most of them).
-    """
-    due = (_due(run, cpu) or 0) // run.spec.period
-    events = _core(run, cpu, "x_events_created")
-    return max(2 * events, due // 10, SKEW_EVENTS // run.spec.period)
 
 
 def _per_cpu(

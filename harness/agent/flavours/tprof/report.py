@@ -10,9 +10,11 @@ nothing here judges, prints or writes::
     record["agent"] = summary(run, violations)
 
 The table has one row per CPU and an ``all`` row; drop-cause columns appear only when
-some CPU has a non-zero count (``overflow`` and ``dropbuf_sample`` always). ``merged``
-counts periods that ended without an overflow of their own, ``throttled`` the periods
-the sampling counter missed against its enabled time.
+some CPU has a non-zero count (``overflow`` and ``dropbuf_sample`` always). ``irq``
+is the guest kernel's own count of PMU interrupts (oracle IRQ compares it with
+``seen``); ``undeliv`` counts periods the emulator never raised as an overflow in
+time and ``deliv%`` is the share that did arrive: reported, never accounted.
+``throttled`` counts overflows after which the perf core throttled the event.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.agent.flavours.tprof.data import TPROF_DROP_CAUSES
-from harness.agent.flavours.tprof.oracles import ORACLES, throttle_lost
+from harness.agent.flavours.tprof.oracles import ORACLES
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.report import align, decimal, failed_oracles, format_cpus, verdict_lines
 from harness.agent.results import Violation
@@ -38,17 +40,22 @@ _CAUSES: tuple[tuple[str, str], ...] = tuple(
 class CpuRow:
     """One CPU's numbers as the table shows them; ``cpu`` None is the ``all`` row.
 
-    ``drops`` holds every drop cause, named without its ``x_`` prefix, in
-    `TPROF_DROP_CAUSES` order; ``merged`` is ``x_pmu_merged`` (periods that ended
-    without an overflow of their own); ``throttled`` is the `throttle_lost` estimate.
+    ``irq`` is the guest kernel's count of PMU interrupts over the run (None: not
+    read, or the CPU was offline at a read). ``drops`` holds every drop cause,
+    named without its ``x_`` prefix, in `TPROF_DROP_CAUSES` order; ``undelivered``
+    is ``x_periods_undelivered`` (periods the emulator never raised as an
+    overflow in time), reported with the delivered share, never accounted;
+    ``throttled`` is ``x_throttled`` (overflows after which the perf core
+    throttled the event).
     """
 
     cpu: int | None
     seen: int
+    irq: int | None
     calls: int
     recorded: int
     drops: tuple[tuple[str, int], ...]
-    merged: int
+    undelivered: int
     throttled: int
     nmi_ok: int
     irqoff: int
@@ -61,6 +68,12 @@ class CpuRow:
     def nmi_pct(self) -> float | None:
         """Overflows handled in NMI, in percent (1 decimal); None without overflows."""
         return round(100 * self.nmi_ok / self.seen, 1) if self.seen else None
+
+    @property
+    def delivered_pct(self) -> float | None:
+        """Periods that arrived as overflows, in percent of those due; None if none were."""
+        due = self.seen + self.undelivered
+        return round(100 * self.seen / due, 1) if due else None
 
     @property
     def mean_us(self) -> float | None:
@@ -77,10 +90,12 @@ class CpuRow:
         return {
             "cpu": "all" if self.cpu is None else self.cpu,
             "seen": self.seen,
+            "irq": self.irq,
             "calls": self.calls,
             "recorded": self.recorded,
             "drops": dict(self.drops),
-            "merged": self.merged,
+            "undelivered": self.undelivered,
+            "delivered_pct": self.delivered_pct,
             "throttled": self.throttled,
             "nmi_pct": self.nmi_pct,
             "irqoff": self.irqoff,
@@ -93,7 +108,6 @@ class CpuRow:
 
 def cpu_rows(run: SamplingRun) -> tuple[CpuRow, ...]:
     """One row per CPU that has core or per-CPU statistics, sorted by CPU."""
-    lost = throttle_lost(run)
     rows = []
     for cpu in sorted(set(run.snapshot.core) | set(run.snapshot.stats_percpu)):
         core = run.snapshot.core.get(cpu, {})
@@ -102,11 +116,12 @@ def cpu_rows(run: SamplingRun) -> tuple[CpuRow, ...]:
             CpuRow(
                 cpu=cpu,
                 seen=core.get("x_nmi_total", 0),
+                irq=run.kernel.delta(cpu) if run.kernel else None,
                 calls=core.get("x_producer_calls", 0),
                 recorded=stats.get("x_sample", 0),
                 drops=tuple((column, stats.get(name, 0)) for name, column in _CAUSES),
-                merged=core.get("x_pmu_merged", 0),
-                throttled=lost.get(cpu, 0),
+                undelivered=core.get("x_periods_undelivered", 0),
+                throttled=core.get("x_throttled", 0),
                 nmi_ok=core.get("x_nmi_ctx_ok", 0),
                 irqoff=core.get("x_irqoff_samples", 0),
                 probe_hits=core.get("x_probe_hits", 0),
@@ -124,12 +139,13 @@ def total_row(rows: Iterable[CpuRow]) -> CpuRow:
     return CpuRow(
         cpu=None,
         seen=sum(r.seen for r in rows),
+        irq=None if any(r.irq is None for r in rows) else sum(r.irq or 0 for r in rows),
         calls=sum(r.calls for r in rows),
         recorded=sum(r.recorded for r in rows),
         drops=tuple(
             (column, sum(dict(r.drops).get(column, 0) for r in rows)) for _, column in _CAUSES
         ),
-        merged=sum(r.merged for r in rows),
+        undelivered=sum(r.undelivered for r in rows),
         throttled=sum(r.throttled for r in rows),
         nmi_ok=sum(r.nmi_ok for r in rows),
         irqoff=sum(r.irqoff for r in rows),
@@ -170,8 +186,8 @@ def format_cpu_table(run: SamplingRun) -> str:
     )
     rows = cpu_rows(run)
     shown = drop_columns(rows)
-    titles = ("cpu", "seen", "calls", "recorded", *shown)
-    titles += ("merged", "throttled", "nmi%", "irqoff", "probe", "mean_us", "max_us")
+    titles = ("cpu", "irq", "seen", "calls", "recorded", *shown)
+    titles += ("undeliv", "deliv%", "throttled", "nmi%", "irqoff", "probe", "mean_us", "max_us")
     cells = [_cells(row, shown) for row in (*rows, total_row(rows))]
     return "\n".join([header, nmi_mode(run), *align([titles, *cells])])
 
@@ -202,11 +218,13 @@ def _cells(row: CpuRow, shown: Sequence[str]) -> tuple[str, ...]:
     drops: Mapping[str, int] = dict(row.drops)
     return (
         "all" if row.cpu is None else str(row.cpu),
+        "-" if row.irq is None else str(row.irq),
         str(row.seen),
         str(row.calls),
         str(row.recorded),
         *(str(drops[name]) for name in shown),
-        str(row.merged),
+        str(row.undelivered),
+        decimal(row.delivered_pct),
         str(row.throttled),
         decimal(row.nmi_pct),
         str(row.irqoff),
@@ -214,3 +232,25 @@ def _cells(row: CpuRow, shown: Sequence[str]) -> tuple[str, ...]:
         decimal(row.mean_us),
         decimal(row.max_us),
     )
+
+
+def throttle_lost(run: SamplingRun) -> dict[int, int]:
+    """Per CPU, periods the sampling counter missed against its enabled time (≥ 0).
+
+    A throttled event stays enabled but stops counting, so its enabled time says
+    how many events were due: ``(x_enabled_ns × events per ns - x_counter_value)
+    // period``. A report figure for the throttling case (the perf core's own
+    mark, ``x_throttled``, is what oracle THROTTLE judges); {} when the event's
+    rate is not fixed.
+    """
+    rate = run.ref_events_per_ns
+    if rate is None:
+        return {}
+    lost = {}
+    for cpu, core in sorted(run.snapshot.core.items()):
+        if core.get("x_events_created", 0) <= 0:
+            lost[cpu] = 0  # never sampled here
+            continue
+        due = int(core.get("x_enabled_ns", 0) * rate)
+        lost[cpu] = max(0, (due - core.get("x_counter_value", 0)) // run.spec.period)
+    return lost

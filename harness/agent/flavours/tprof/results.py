@@ -10,8 +10,9 @@ the report only read them, so they can be tested on hand-written values::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.results import AgentSnapshot, flat_numbers
 from harness.agent.spec import AgentSpec
 
@@ -59,6 +60,10 @@ class SamplingRun:
     #: Events the PMU counts per nanosecond its event is enabled, where that is
     #: a fixed rate (cycles under TCG); None: overflows due cannot be derived.
     ref_events_per_ns: float | None = None
+    #: PMU interrupts the guest kernel counted around the run (None: not read).
+    kernel: KernelEvidence | None = None
+    #: What the harness's steps injected, per CPU (the CALLS oracle's evidence).
+    injections: Injections = field(default_factory=Injections)
 
     def numbers(self) -> dict[str, int]:
         """Every counter under one flat name (see `harness.agent.results.flat_numbers`)."""

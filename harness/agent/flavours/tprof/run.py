@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent import profctl as pc
+from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
 from harness.agent.flavours.tprof.results import Sample, SamplingRun
@@ -32,6 +33,8 @@ from harness.agent.steps import (
     snapshot_of,
     workload_steps,
 )
+
+IRQ_READ = pc.cat_step(PROC_INTERRUPTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +73,20 @@ def collect_steps() -> tuple[str, ...]:
     )
 
 
+def judged_steps(body: Sequence[str]) -> tuple[str, ...]:
+    """START, ``body``, STOP and collect, bracketed by the kernel's evidence.
+
+    The kernel's PMU interrupt counts are read before START, right after STOP and
+    `IDLE_MS` later (`harness.agent.evidence`).
+    """
+    stop, *collect = collect_steps()
+    return (IRQ_READ, *start_steps(), *body, stop, IRQ_READ, pc.sleep_step(IDLE_MS), IRQ_READ,
+            *collect)  # fmt: skip
+
+
 def sampling_steps(plan: SamplingPlan) -> tuple[str, ...]:
     """The whole standard run as one profctl sequence."""
-    return (*start_steps(), *workload_steps(plan), *collect_steps())
+    return judged_steps(workload_steps(plan))
 
 
 def decode_stat(data: bytes) -> dict[str, int]:
@@ -104,8 +118,7 @@ def scripted_run(
 
     :raise InfraError: a step failed.
     """
-    steps = (*start_steps(), *body, *collect_steps())
-    return run_steps(agent, spec, steps, context or RunContext())
+    return run_steps(agent, spec, judged_steps(body), context or RunContext())
 
 
 def run_steps(
@@ -121,6 +134,7 @@ def run_steps(
     results = agent.run_steps(steps, actions=context.actions, timeout_s=None)
     runtime_s = time.monotonic() - started
     require_ok(results)
+    reads = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
     data = agent.fetch(SAMPLES, f"samples-{agent.run_count:02d}.bin")
     run = SamplingRun(
         spec=spec,
@@ -136,6 +150,8 @@ def run_steps(
         kicks=context.kicks,
         runtime_s=runtime_s,
         ref_events_per_ns=agent.events_per_ns(spec),
+        kernel=interrupt_reads(reads, agent.pmu_irq_label) if reads else None,
+        injections=injections_of(steps, online),
     )
     agent.save_run(run.record())
     return run, results

@@ -6,9 +6,10 @@
  *
  * NMI source: one pinned per-CPU perf event with an overflow handler (on arm64
  * the PMU interrupt is an NMI with irqchip.gicv3_pseudo_nmi=1, else a normal
- * IRQ). Its count and enabled time at release are the ground truth against
- * which overflows seen, merged and throttled away are checked. Everything the
- * handler writes is per-CPU.
+ * IRQ). Its count and enabled time at release give the periods due, against
+ * which the periods the emulator delivered as overflows are reported (the
+ * independent check of what was delivered is the kernel's own PMU interrupt
+ * count, read by the harness). Everything the handler writes is per-CPU.
  */
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
@@ -75,8 +76,8 @@ static const char *const pa_core_names[PA_CORE_NSTATS] = {
 	"x_nmi_sum_ns",
 	"x_irqoff_samples",
 	"x_throttled",
-	"x_pmu_merged",
-	"x_pmu_merged_at_stop",
+	"x_periods_undelivered",
+	"x_periods_pending_at_stop",
 	"x_producer_calls",
 	"x_producer_calls_nmi",
 	"x_producer_calls_irq",
@@ -100,7 +101,8 @@ static const char *const pa_fault_names[PA_NFAULTS] = {
 struct pa_cpu {
 	u64 stat[PA_CORE_NSTATS];
 	struct perf_event *event;	/* the sampling event */
-	u64 accounted;			/* periods of `event` seen or merged so far */
+	u64 accounted;			/* periods of `event` seen or undelivered so far */
+	unsigned int mutant_tick;	/* overflows seen by a mutation point */
 	unsigned int burst;		/* armed by `inject`, consumed by the next overflow */
 	int probe_active;		/* inside an IRQ-off probe window */
 };
@@ -114,6 +116,10 @@ static atomic_t pa_fault_nth[PA_NFAULTS];
 static u32 pa_event_type;
 static u64 pa_event_config;
 static bool pa_software;
+/* CLOCK_MONOTONIC when the sources were last armed and disarmed (debugfs `info`). */
+static u64 pa_sources_on_ns, pa_sources_off_ns;
+static void *pa_mutant_leak;	/* only the leak mutant sets it */
+static DEFINE_SPINLOCK(pa_mutant_lock);	/* only the NMI-lock mutant takes it */
 
 bool pa_quirk(unsigned int bit)
 {
@@ -166,6 +172,11 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 		.ts_ns = ktime_get_mono_fast_ns(),
 	};
 
+	if (pa_mutant(NMI_SPINLOCK)) {
+		/* Mutation point: a lock in NMI context, not through pa_check_not_nmi. */
+		spin_lock(&pa_mutant_lock);
+		spin_unlock(&pa_mutant_lock);
+	}
 	this_cpu_inc(pa_cpu.stat[PA_X_PRODUCER_CALLS]);
 	if (ctx.nmi)
 		this_cpu_inc(pa_cpu.stat[PA_X_PRODUCER_CALLS_NMI]);
@@ -179,22 +190,23 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 /*
  * The driver folds the counter into event->count before calling us. When an
  * overflow is handled more than a period late (under TCG: the vCPU thread was
- * not running), the driver restarts the period and the skipped ones never get
- * an overflow of their own: count them, so none goes missing silently.
+ * not running), the driver restarts the period and the skipped ones never raise
+ * an overflow: the emulator did not deliver them. Count them for the report
+ * (delivered %); no oracle may treat them as accounted for.
  */
 static u32 pa_account_periods(struct pa_cpu *pc, struct perf_event *event)
 {
 	u64 due = div64_u64(local64_read(&event->count), pa_period);
 	u64 accounted = pc->accounted + 1;
-	u32 merged = 0;
+	u32 undelivered = 0;
 
 	if (due > accounted) {
-		merged = due - accounted;
-		this_cpu_add(pa_cpu.stat[PA_X_PMU_MERGED], merged);
+		undelivered = due - accounted;
+		this_cpu_add(pa_cpu.stat[PA_X_PERIODS_UNDELIVERED], undelivered);
 		accounted = due;
 	}
 	pc->accounted = accounted;
-	return merged;
+	return undelivered;
 }
 
 static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
@@ -203,9 +215,12 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 	struct pa_cpu *pc = this_cpu_ptr(&pa_cpu);
 	u64 start = ktime_get_mono_fast_ns();
 	unsigned int burst, i;
-	u32 merged;
+	u32 undelivered;
 	u64 took;
 
+	/* Mutation point: an overflow lost before any counter sees it. */
+	if (pa_mutant(DROP_7TH_OVERFLOW) && ++pc->mutant_tick % 7 == 0)
+		return;
 	this_cpu_inc(pa_cpu.stat[PA_X_NMI_TOTAL]);
 	this_cpu_inc(pa_cpu.stat[in_nmi() ? PA_X_NMI_CTX_OK : PA_X_NMI_CTX_BAD]);
 	if (regs && pa_regs_irqs_masked(regs))
@@ -216,18 +231,20 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 	if (event->hw.interrupts == PA_MAX_INTERRUPTS)
 		this_cpu_inc(pa_cpu.stat[PA_X_THROTTLED]);
 
-	merged = pa_account_periods(pc, event);
+	undelivered = pa_account_periods(pc, event);
 	if (!pa_pmu_produce)
-		merged = 0;	/* overflows only carry bursts: they are not profile ticks */
+		undelivered = 0;	/* overflows only carry bursts: they are not profile ticks */
 
-	burst = READ_ONCE(pc->burst);
+	/* Take the burst and disarm it in one step: the injector may xchg it too. */
+	burst = this_cpu_xchg(pa_cpu.burst, 0);
 	if (burst) {
 		for (i = 0; i < burst; i++)
-			pa_produce(regs, i ? 0 : merged);
+			pa_produce(regs, i ? 0 : undelivered);
 		this_cpu_add(pa_cpu.stat[PA_X_INJECTED], burst);
-		WRITE_ONCE(pc->burst, 0);
 	} else if (pa_pmu_produce) {
-		pa_produce(regs, merged);
+		/* Mutation point: the producer skipped although the overflow was counted. */
+		if (!(pa_mutant(SKIP_PRODUCER_7TH) && ++pc->mutant_tick % 7 == 0))
+			pa_produce(regs, undelivered);
 	}
 
 	/* Overflow handlers never nest on one CPU: plain per-CPU updates are safe. */
@@ -293,8 +310,8 @@ static int pa_arm_cpu(unsigned int cpu)
  * was enabled: the time base against which the harness finds overflows that
  * never came (a throttled event stays enabled but stops counting). Periods
  * that ended after the last overflow handled, whose overflow was still pending
- * when the event stopped (IRQs masked, vCPU descheduled), are merged periods
- * too: none goes missing.
+ * when the event stopped (IRQs masked, vCPU descheduled), were not delivered
+ * either: counted and reported, never accounted for.
  */
 static void pa_disarm_cpu(unsigned int cpu)
 {
@@ -305,16 +322,20 @@ static void pa_disarm_cpu(unsigned int cpu)
 		return;
 	perf_event_disable(pc->event);	/* synchronous: its handler is done on that CPU */
 	count = perf_event_read_value(pc->event, &enabled, &running);
-	perf_event_release_kernel(pc->event);
+	/* Mutation point: the last CPU's event stays armed, never released. */
+	if (pa_mutant(LEAVE_EVENT_ARMED) && cpu == cpumask_last(cpu_online_mask))
+		perf_event_enable(pc->event);
+	else
+		perf_event_release_kernel(pc->event);
 	pc->event = NULL;
 	WRITE_ONCE(pc->stat[PA_X_COUNTER_VALUE], pc->stat[PA_X_COUNTER_VALUE] + count);
 	WRITE_ONCE(pc->stat[PA_X_ENABLED_NS], pc->stat[PA_X_ENABLED_NS] + enabled);
 	due = div64_u64(count, pa_period);
 	if (due > pc->accounted) {	/* full periods after the last overflow handled */
-		WRITE_ONCE(pc->stat[PA_X_PMU_MERGED],
-			   pc->stat[PA_X_PMU_MERGED] + due - pc->accounted);
-		WRITE_ONCE(pc->stat[PA_X_PMU_MERGED_AT_STOP],
-			   pc->stat[PA_X_PMU_MERGED_AT_STOP] + due - pc->accounted);
+		WRITE_ONCE(pc->stat[PA_X_PERIODS_UNDELIVERED],
+			   pc->stat[PA_X_PERIODS_UNDELIVERED] + due - pc->accounted);
+		WRITE_ONCE(pc->stat[PA_X_PERIODS_PENDING_AT_STOP],
+			   pc->stat[PA_X_PERIODS_PENDING_AT_STOP] + due - pc->accounted);
 	}
 }
 
@@ -334,6 +355,14 @@ int pa_sources_start(void)
 			pa_disarm_cpu(cpu);
 	} else {
 		WRITE_ONCE(pa_sources_on, true);
+		pa_sources_on_ns = ktime_get_ns();
+		/* Mutation point: an allocation no one will ever free. */
+		if (pa_mutant(LEAK_AT_START))
+			pa_mutant_leak = kmalloc(96, GFP_KERNEL);
+		if (pa_mutant(NMI_SPINLOCK)) {	/* the lock's first use: process context */
+			spin_lock(&pa_mutant_lock);
+			spin_unlock(&pa_mutant_lock);
+		}
 	}
 	cpus_read_unlock();
 	return err;
@@ -347,23 +376,24 @@ void pa_sources_stop(void)
 	WRITE_ONCE(pa_sources_on, false);
 	for_each_possible_cpu(cpu)
 		pa_disarm_cpu(cpu);
+	pa_sources_off_ns = ktime_get_ns();
 	cpus_read_unlock();
 	/* NMI handlers are RCU readers: after this none is still running. */
 	synchronize_rcu();
+	pa_mutant_leak = NULL;	/* the leak mutant's only pointer, dropped */
 }
 
 /* ---- hotplug: callbacks run on the CPU itself, in its hotplug thread ------ */
 
+/* The flavour's per-CPU state first: an overflow must find its buffers there. */
 static int pa_cpu_online(unsigned int cpu)
 {
 	int err;
 
-	if (READ_ONCE(pa_sources_on)) {
-		err = pa_arm_cpu(cpu);
-		if (err)
-			return err;
-	}
-	return pa_fl->cpu_online(cpu);
+	err = pa_fl->cpu_online(cpu);
+	if (err || !READ_ONCE(pa_sources_on))
+		return err;
+	return pa_arm_cpu(cpu);
 }
 
 static int pa_cpu_offline(unsigned int cpu)
@@ -629,6 +659,9 @@ static int pa_info_show(struct seq_file *m, void *unused)
 	seq_printf(m, "quirks %#lx\n", pa_quirks);
 	seq_printf(m, "drain %s\n", pa_drain);
 	seq_printf(m, "drain_ms %lu\n", pa_drain_ms);
+	seq_printf(m, "sources_on_ns %llu\n", pa_sources_on_ns);
+	seq_printf(m, "sources_off_ns %llu\n", pa_sources_off_ns);
+	seq_printf(m, "mutant %s\n", PA_MUTANT_NAME);
 	pa_fl->show_info(m);
 	return 0;
 }

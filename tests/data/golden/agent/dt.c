@@ -148,17 +148,23 @@ static void dt_fill(struct dt_open *op, struct dt_evt *ev, const struct pa_sampl
 	ev->tid = ctx->tid;
 	ev->flags = ctx->kernel ? 1 : 0;
 	barrier();
-	ev->canary = DT_CANARY ^ (u32)seq;	/* last: a torn copy misses it */
+	/* Mutation point: every 10th event of a CPU goes out without its canary. */
+	if (!(pa_mutant(SKIP_CANARY) && seq % 10 == 0))
+		ev->canary = DT_CANARY ^ (u32)seq;	/* last: a torn copy misses it */
 	dc->stat[DT_PC_X_SEQ] = seq;
 }
 
-/* Publish the slot taken by dt_get, then wake the reader through irq_work. */
+/*
+ * Publish the slot taken by dt_get, then wake the reader through irq_work.
+ * DT-D5 fixed: the count goes up before the slot is visible, so a reader that
+ * subtracts what it copied never takes it below zero.
+ */
 static void dt_consume(struct dt_open *op)
 {
 	struct dt_cpu *dc = this_cpu_ptr(op->cpu);
 
+	atomic_inc(&op->evtcnt);	/* a full barrier on its own: before the publish */
 	smp_store_release(&dc->cons, (dc->cons + 1) % DT_RING);
-	atomic_inc(&op->evtcnt);
 	this_cpu_inc(op->cpu->stat[DT_PC_X_COMMITTED]);
 	barrier();
 	WRITE_ONCE(dc->inevt, 0);
@@ -223,10 +229,27 @@ static int dt_read_cpu(struct dt_open *op, unsigned int cpu, char __user *ubuf, 
 	return err;
 }
 
+/* Whether some CPU's ring holds a published event: what a reader can copy now. */
+static bool dt_readable(struct dt_open *op)
+{
+	unsigned int cpu;
+
+	for_each_possible_cpu(cpu) {
+		struct dt_cpu *dc = per_cpu_ptr(op->cpu, cpu);
+
+		if (smp_load_acquire(&dc->cons) != READ_ONCE(dc->prod))
+			return true;
+	}
+	return false;
+}
+
 /*
  * Blocks while no event is readable (no EOF, as the seed), then copies whole
  * events rotating over the CPUs from `lastcpu`. Quirk DT-D2 rounds the budget
- * up: the last event may be cut short, and is consumed all the same.
+ * up: the last event may be cut short, and is consumed all the same. It waits
+ * on the rings themselves, not on the count: with the reader mutex held and a
+ * ring non-empty, the copy moves at least one event, so a read never returns 0
+ * bytes (DT-D5 fixed).
  */
 static ssize_t dt_read(struct file *file, char __user *ubuf, size_t len, loff_t *ppos)
 {
@@ -240,9 +263,9 @@ static ssize_t dt_read(struct file *file, char __user *ubuf, size_t len, loff_t 
 		return -EMSGSIZE;
 	if (mutex_lock_interruptible(&op->reader))
 		return -ERESTARTSYS;
-	while (atomic_read(&op->evtcnt) == 0) {
+	while (!dt_readable(op)) {
 		mutex_unlock(&op->reader);
-		if (wait_event_interruptible(op->readers, atomic_read(&op->evtcnt) > 0))
+		if (wait_event_interruptible(op->readers, dt_readable(op)))
 			return -ERESTARTSYS;
 		if (mutex_lock_interruptible(&op->reader))
 			return -ERESTARTSYS;

@@ -27,8 +27,8 @@ enum pa_core_stat {
 	PA_X_NMI_SUM_NS,	/* total handler time (mean = sum / total) */
 	PA_X_IRQOFF_SAMPLES,	/* overflows that interrupted code running with IRQs masked */
 	PA_X_THROTTLED,	/* overflows after which the perf core throttled the event */
-	PA_X_PMU_MERGED,	/* periods with no overflow of their own: handled late, or pending at stop */
-	PA_X_PMU_MERGED_AT_STOP,	/* of those, the periods still pending when the event stopped */
+	PA_X_PERIODS_UNDELIVERED,	/* periods the emulator never raised as an overflow in time */
+	PA_X_PERIODS_PENDING_AT_STOP,	/* of those, the periods still pending when the event stopped */
 	PA_X_PRODUCER_CALLS,	/* calls of the flavour's producer, any context */
 	PA_X_PRODUCER_CALLS_NMI,	/* producer calls in NMI context */
 	PA_X_PRODUCER_CALLS_IRQ,	/* producer calls in hard-IRQ context */
@@ -52,6 +52,29 @@ enum pa_fault_point {
 	PA_NFAULTS
 };
 
+/*
+ * Mutation points: deliberately broken builds that show the harness's oracles
+ * catching the bug each names (harness/agent/mutants.py). Only the harness's
+ * mutation runs select one; every other build has PA_MUTANT_ACTIVE 0 and the
+ * compiler drops the sabotage.
+ */
+enum pa_mutant {
+	PA_MUTANT_NONE,
+	PA_MUTANT_DROP_7TH_OVERFLOW,	/* every 7th overflow returns before any counter is touched */
+	PA_MUTANT_SKIP_PRODUCER_7TH,	/* every 7th overflow is counted but skips the producer */
+	PA_MUTANT_LEAVE_EVENT_ARMED,	/* the last online CPU's sampling event is never released */
+	PA_MUTANT_NMI_SPINLOCK,	/* the producer path takes a spinlock in NMI context */
+	PA_MUTANT_LEAK_AT_START,	/* START allocates an object that nothing frees */
+	PA_MUTANT_WRONG_CPU,	/* every 50th sample of a CPU records the next CPU's id */
+	PA_MUTANT_DOUBLE_COUNT,	/* every 100th recorded sample also counts as a nested drop */
+	PA_MUTANT_LOSE_AT_SWAP,	/* one recorded sample of every queued buffer vanishes at the swap */
+	PA_MUTANT_PUBLISH_EARLY,	/* the index is published first, the record filled where it then points */
+	PA_MUTANT_SKIP_CANARY,	/* every 10th event of a CPU is published without its canary */
+};
+#define PA_MUTANT_ACTIVE PA_MUTANT_NONE
+#define PA_MUTANT_NAME "none"
+#define pa_mutant(name) (PA_MUTANT_ACTIVE == PA_MUTANT_##name)
+
 /* What the core hands to a flavour's producer for one sample. */
 struct pa_sample_ctx {
 	int cpu;
@@ -61,7 +84,7 @@ struct pa_sample_ctx {
 	u32 pid;		/* tgid; 0 for the idle task */
 	u32 tid;
 	u64 ts_ns;		/* ktime_get_mono_fast_ns() */
-	u32 skipped;		/* periods merged just before this overflow (first call only) */
+	u32 skipped;		/* periods undelivered just before this overflow (first call only) */
 };
 
 /* One flavour: a port of one seed's semantics. */

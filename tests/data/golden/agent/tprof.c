@@ -146,6 +146,7 @@ struct tp_cpu {
 	struct delayed_work dwork;	/* the seed's callout + work item, in one */
 	unsigned int cpu;
 	int nesting;		/* producer recursion guard */
+	unsigned int mutant_tick;	/* samples seen by a mutation point */
 	u64 stat[TP_PC_NSTATS];
 };
 static DEFINE_PER_CPU(struct tp_cpu, tp_cpu);
@@ -195,14 +196,25 @@ static void tp_produce(const struct pa_sample_ctx *ctx)
 		buf->overflow++;
 		goto out;
 	}
+	if (pa_mutant(PUBLISH_EARLY)) {
+		/* Mutation point: the index published first, the record filled where it points. */
+		WRITE_ONCE(buf->used, used + 1);
+		used = min(READ_ONCE(buf->used), buf->capacity - 1);
+	}
 	rec = &buf->samples[used];
 	rec->pid = ctx->pid;
 	rec->tid = ctx->tid;
-	rec->cpu = ctx->cpu;
+	/* Mutation point: every 50th sample of a CPU claims the next CPU's id. */
+	rec->cpu = pa_mutant(WRONG_CPU) && ++tc->mutant_tick % 50 == 0 ? ctx->cpu + 1 : ctx->cpu;
 	rec->flags = ctx->kernel ? 1 : 0;
 	rec->pc = ctx->pc;
+	if (pa_mutant(PUBLISH_EARLY))
+		goto out;
 	barrier();		/* the record before the index that publishes it */
 	WRITE_ONCE(buf->used, used + 1);
+	/* Mutation point: every 100th recorded sample also counted as a nested drop. */
+	if (pa_mutant(DOUBLE_COUNT) && ++tc->mutant_tick % 100 == 0)
+		this_cpu_inc(tp_cpu.stat[TP_PC_X_NESTED_DROP]);
 out:
 	this_cpu_dec(tp_cpu.nesting);
 }
@@ -216,7 +228,8 @@ static struct tp_buf *tp_buf_alloc(void)
 	pa_check_not_nmi(PA_X_NMI_ALLOC_VIOLATION);
 	if (pa_fault_hit(PA_FAULT_BUF_ALLOC))
 		return NULL;
-	buf = kvmalloc(struct_size(buf, samples, tp.capacity), GFP_KERNEL);
+	/* Zeroed: a record the producer never filled reads as zeros, not stale memory. */
+	buf = kvzalloc(struct_size(buf, samples, tp.capacity), GFP_KERNEL);
 	if (!buf)
 		return NULL;
 	buf->used = 0;
@@ -248,6 +261,8 @@ static struct tp_buf *tp_classify(struct tp_cpu *tc, struct tp_buf *old)
 		return old;
 	}
 	if (tp.nbuf_on_list < pa_list_limit) {
+		if (pa_mutant(LOSE_AT_SWAP))	/* Mutation point: one sample vanishes, uncounted. */
+			old->used = --used;
 		tc->stat[TP_PC_X_SAMPLE] += used;
 		tc->stat[TP_PC_X_OVERFLOW] += overflow;
 		tp.stat[TP_BUF]++;
@@ -280,6 +295,12 @@ static int tp_swap(unsigned int cpu, struct tp_buf *fresh)
 		spin_unlock_irqrestore(&tp.lock, flags);
 		kvfree(fresh);
 		return -EAGAIN;
+	}
+	if (fresh && !tp.running) {
+		/* A kick or a drain that lost the race with STOP: its final swap is done. */
+		spin_unlock_irqrestore(&tp.lock, flags);
+		kvfree(fresh);
+		return -EINVAL;
 	}
 	old = xchg(&tc->cur, fresh);	/* full barrier: `fresh` is initialised */
 	if (old)
@@ -355,18 +376,23 @@ static int tp_cpu_offline(unsigned int cpu)
 
 /* ---- START, STOP, clear ---------------------------------------------------- */
 
+/* Sources stopped: free every current buffer, counting what was left in it. */
 static void tp_free_current(void)
 {
+	struct tp_buf *gone;
 	struct tp_cpu *tc;
+	unsigned long flags;
 	unsigned int cpu;
 
 	for_each_possible_cpu(cpu) {
 		tc = per_cpu_ptr(&tp_cpu, cpu);
-		if (tc->cur) {
-			tc->stat[TP_PC_X_STOP_DISCARD] += tc->cur->used + tc->cur->overflow;
-			kvfree(tc->cur);
-			tc->cur = NULL;
-		}
+		tp_lock(&flags);	/* stats_percpu reads tc->cur under it */
+		gone = tc->cur;
+		tc->cur = NULL;
+		if (gone)
+			tc->stat[TP_PC_X_STOP_DISCARD] += gone->used + gone->overflow;
+		spin_unlock_irqrestore(&tp.lock, flags);
+		kvfree(gone);
 	}
 }
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.tprof.data import TPROF
 from harness.agent.flavours.tprof.oracles import (
     ORACLES,
@@ -15,8 +16,8 @@ from harness.agent.flavours.tprof.oracles import (
     check_sampling,
     check_swaps,
     global_name,
-    throttle_lost,
 )
+from harness.agent.flavours.tprof.report import throttle_lost
 from harness.agent.flavours.tprof.results import Sample, SamplingRun
 from harness.agent.info import CORE_PERCPU
 from harness.agent.report import failed_oracles
@@ -65,15 +66,14 @@ def consistent_run(*, nmi: bool = True) -> SamplingRun:
     """Two CPUs, manual drain with 3 kicks, pinned loops 101 on CPU 0 and 202 on CPU 1.
 
     CPU 0: 240 overflows → 200 recorded + 40 overflow. CPU 1: 160 → 150 + 6 + 4 x_nobuf,
-    2 more periods merged into late overflows, and 3 IRQ-off probe windows (5 hits with
-    pseudo-NMI on). Buffers: 2 CPUs × 5 swaps, 6 queued and 4 empty. Counter values:
-    240 and 162 periods; the reference counters ran 1 period longer on each CPU (the
-    skew of creating and releasing them one after the other), well within the bound of
-    12 (CPU 0) and 8 (CPU 1) periods. Every law holds.
+    2 more periods the emulator never delivered, and 3 IRQ-off probe windows (5 hits with
+    pseudo-NMI on). Buffers: 2 CPUs × 5 swaps, 6 queued and 4 empty. The kernel counted
+    exactly 240 and 160 PMU interrupts over the run and none after STOP; nothing was
+    injected; throttling was off and nothing was throttled. Every law holds.
     """
     core0 = busy_core(240, nmi=nmi, irqoff=12, x_nmi_max_ns=8_000)
     core1 = busy_core(160, nmi=nmi, irqoff=9, x_nmi_max_ns=12_000, x_probe_runs=3)
-    core1.update(x_probe_hits=5 if nmi else 0, x_pmu_merged=2)
+    core1.update(x_probe_hits=5 if nmi else 0, x_periods_undelivered=2)
     counters = {0: (240_400_000, 241_500_000), 1: (162_900_000, 164_000_000)}
     for cpu_core, (value, ref) in zip((core0, core1), counters.values(), strict=True):
         cpu_core.update(x_counter_value=value, x_enabled_ns=ref)
@@ -97,9 +97,13 @@ def consistent_run(*, nmi: bool = True) -> SamplingRun:
         busy={0: (101,), 1: (202,)},
         probe_cpus=(1,),
         nmi_expected=nmi,
-        throttling_disabled=False,
+        throttling_disabled=True,
         kicks=3,
+        kernel=KernelEvidence("arm-pmu", {0: 1000, 1: 500}, AFTER, AFTER),
     )
+
+
+AFTER = {0: 1240, 1: 660}
 
 
 def tp_d1_run(*, quirk: bool) -> SamplingRun:
@@ -139,9 +143,11 @@ def tp_d1_run(*, quirk: bool) -> SamplingRun:
         busy={},
         probe_cpus=(),
         nmi_expected=True,
-        throttling_disabled=False,
+        throttling_disabled=True,
         injected={0: 48},
         kicks=4,
+        kernel=KernelEvidence("arm-pmu", {0: 7}, {0: 37}, {0: 37}),
+        injections=Injections(nmi={0: 48}, bursts={0: 4}),
     )
 
 
@@ -171,10 +177,7 @@ def _merged(
 
 BASE = consistent_run()
 NOT_IN_NMI = "x_producer_calls_nmi = x_producer_calls = 160"
-COUNT_LAW = "|x_nmi_total + x_pmu_merged - x_counter_value ÷ period| ≤ 1"
-LOST = "lost = (due by x_enabled_ns - x_counter_value) ÷ period"
-#: CPU 0's counters when 30 of its periods ended in late overflows: 30 more on both.
-LATE_30 = {"x_counter_value": 270_400_000, "x_enabled_ns": 271_500_000}
+CALLS_1 = "x_producer_calls_nmi + _irq = 160 + injected 0"
 
 #: One number (or two that belong together) broken in `BASE` → exactly these violations.
 BROKEN_CASES = [
@@ -271,37 +274,73 @@ BROKEN_CASES = [
         ],
         id="TP-O5 a record from an offline CPU",
     ),
-    # COUNT (CPU 1: 160 seen + 2 merged = 162 periods)
-    pytest.param({"core": {1: {"x_counter_value": 163_999_999}}}, [], id="COUNT off by one"),
+    # IRQ: the kernel's own count of PMU interrupts (CPU 0: 240)
     pytest.param(
-        {"core": {1: {"x_counter_value": 172_000_000}}},
-        [("COUNT", 1, COUNT_LAW, "|160 + 2 - 172| = 10")],
-        id="COUNT overflows missing",
+        {"kernel": KernelEvidence("arm-pmu", {0: 1000, 1: 500}, {0: 1241, 1: 660}, AFTER)},
+        [
+            ("IRQ", 0, "x_nmi_total = 241", "240"),
+            ("RELEASED", 0, "0 PMU interrupts", "-1"),
+        ],
+        id="IRQ an interrupt the agent never saw",
     ),
     pytest.param(
-        {"core": {1: {"x_counter_value": 160_000_000}}},
-        [("COUNT", 1, COUNT_LAW, "|160 + 2 - 160| = 2")],
-        id="COUNT overflows beyond the counter",
+        {
+            "kernel": KernelEvidence(
+                "arm-pmu", {0: 1000, 1: 500}, {0: 1239, 1: 660}, {0: 1239, 1: 660}
+            )
+        },
+        [("IRQ", 0, "x_nmi_total = 239", "240")],
+        id="IRQ more overflows than interrupts",
     ),
     pytest.param(
-        {"core": {1: {"x_counter_value": 159_000_000, "x_events_created": 3}}},
+        {
+            "kernel": KernelEvidence(
+                "arm-pmu", {0: 1000, 1: 500}, {0: 1250, 1: 660}, {0: 1250, 1: 660}, pmu_shared=True
+            )
+        },
         [],
-        id="COUNT one period per event lifetime",
+        id="IRQ the perf peer shares the PMU: seen ≤ interrupts",
     ),
     pytest.param(
-        {"core": {0: {"x_pmu_merged": 30, **LATE_30}}},
+        {"kernel": KernelEvidence("arm-pmu", {0: 1000}, {0: 1240}, {0: 1240})},
         [],
-        id="COUNT periods merged into late overflows",
+        id="IRQ a CPU offline at a read is not judged",
     ),
     pytest.param(
-        {"core": {1: {"x_pmu_merged": 0}}},
-        [("COUNT", 1, COUNT_LAW, "|160 + 0 - 162| = 2")],
-        id="COUNT merged periods not counted",
+        {"spec": replace(BASE.spec, event="cpu-clock"), "kernel": None},
+        [],
+        id="IRQ a software clock raises no PMU interrupt",
+    ),
+    # CALLS: producer calls follow from overflows and injections
+    pytest.param(
+        {"core": {1: {"x_producer_calls_nmi": 159, "x_producer_calls": 159}}},
+        [
+            ("CALLS", 1, CALLS_1, "159"),
+            ("TP-O1", 1, "x_producer_calls = 159", "x_sample 150 + x_overflow 6 + x_nobuf 4 = 160"),
+            (
+                "TP-O1",
+                None,
+                "Σ x_producer_calls = 399",
+                "sample 350 + overflow 46 + x_nobuf 4 = 400",
+            ),
+        ],
+        id="CALLS an overflow without its producer call",
     ),
     pytest.param(
-        {"core": {0: {"x_pmu_merged": 30}}},
-        [("COUNT", 0, COUNT_LAW, "|240 + 30 - 240| = 30")],
-        id="COUNT merged periods the counter never ran",
+        {"injections": Injections(nmi={1: 5}, bursts={1: 1})},
+        [("CALLS", 1, "x_producer_calls_nmi + _irq = 159 + injected 5", "160")],
+        id="CALLS an injected burst never produced",
+    ),
+    pytest.param(
+        {"injections": Injections(task={0: 3})},
+        [("CALLS", 0, "x_producer_calls_task = 3", "0")],
+        id="CALLS task injections missing",
+    ),
+    # RELEASED (C-4)
+    pytest.param(
+        {"kernel": KernelEvidence("arm-pmu", {0: 1000, 1: 500}, AFTER, {0: 1240, 1: 700})},
+        [("RELEASED", 1, "0 PMU interrupts", "40")],
+        id="RELEASED an event still armed after STOP",
     ),
     # PLACE
     pytest.param(
@@ -310,7 +349,11 @@ BROKEN_CASES = [
         id="PLACE busy loop never sampled",
     ),
     pytest.param(
-        {"busy": {0: (101,), 1: (303,)}, "spec": replace(BASE.spec, pmu_produce=False)},
+        {
+            "busy": {0: (101,), 1: (303,)},
+            "spec": replace(BASE.spec, pmu_produce=False),
+            "injections": Injections(nmi={0: 240, 1: 160}),
+        },
         [],
         id="PLACE only injected samples recorded",
     ),
@@ -327,8 +370,8 @@ BROKEN_CASES = [
         id="NMI handled outside NMI",
     ),
     pytest.param(
-        {"core": {1: {"x_producer_calls_nmi": 150}}},
-        [("NMI", 1, NOT_IN_NMI, "x_producer_calls_nmi = 150 (irq 0, task 0)")],
+        {"core": {1: {"x_producer_calls_nmi": 150, "x_producer_calls_irq": 10}}},
+        [("NMI", 1, NOT_IN_NMI, "x_producer_calls_nmi = 150 (irq 10, task 0)")],
         id="NMI producer called outside NMI",
     ),
     pytest.param(
@@ -347,42 +390,16 @@ BROKEN_CASES = [
         [("PROBE", 1, "x_probe_hits > 0", "x_probe_hits = 0 in 3 runs")],
         id="PROBE no overflow in IRQ-off windows",
     ),
-    # THROTTLE (CPU 1: counter 162.9 periods; the bound is 50 ms of cycles = 50
-    # periods, 10 % of the periods due, or 2 per event lifetime, whichever is most)
-    pytest.param({"core": {1: {"x_enabled_ns": 171_000_000}}}, [], id="THROTTLE skew within bound"),
+    # THROTTLE: the perf core's own mark, with throttling off
     pytest.param(
-        {"core": {1: {"x_enabled_ns": 214_000_000}}},
-        [("THROTTLE", 1, f"x_throttled > 0 ({LOST} = 51 > 50)", "x_throttled = 0")],
-        id="THROTTLE silent loss just beyond the skew",
-    ),
-    pytest.param(
-        {"core": {1: {"x_enabled_ns": 214_000_000, "x_events_created": 26}}},
-        [],
-        id="THROTTLE two periods of skew per event lifetime",
-    ),
-    pytest.param(
-        {"core": {1: {"x_enabled_ns": 400_000_000, "x_throttled": 12}}},
-        [],
-        id="THROTTLE counted loss",
-    ),
-    pytest.param(
-        {"core": {1: {"x_enabled_ns": 400_000_000}}},
-        [("THROTTLE", 1, f"x_throttled > 0 ({LOST} = 237 > 50)", "x_throttled = 0")],
-        id="THROTTLE silent loss",
-    ),
-    pytest.param(
-        {"core": {0: {"x_enabled_ns": 230_000_000}}}, [], id="THROTTLE counter ahead of ref"
-    ),
-    pytest.param({"throttling_disabled": True}, [], id="THROTTLE disabled"),
-    pytest.param(
-        {"throttling_disabled": True, "core": {1: {"x_throttled": 1}}},
+        {"core": {1: {"x_throttled": 1}}},
         [("THROTTLE", 1, "x_throttled = 0", "x_throttled = 1")],
         id="THROTTLE disabled, yet throttled",
     ),
     pytest.param(
-        {"throttling_disabled": True, "core": {1: {"x_enabled_ns": 214_000_000}}},
-        [("THROTTLE", 1, "lost ≤ 50", f"{LOST} = 51")],
-        id="THROTTLE disabled, yet overflows missing",
+        {"throttling_disabled": False, "core": {1: {"x_throttled": 4}}},
+        [],
+        id="THROTTLE left on: the throttling case judges it",
     ),
     # C-2
     pytest.param(
@@ -399,8 +416,8 @@ BROKEN_CASES = [
     pytest.param(
         {"bytes_read": 0, "core": {0: {"x_nmi_lock_violation": 1}}},
         [
-            ("TP-O5", None, "bytes_read = 24 × sample 350 = 8400", "bytes_read = 0"),
             ("C-2", 0, "x_nmi_lock_violation = 0", "x_nmi_lock_violation = 1"),
+            ("TP-O5", None, "bytes_read = 24 × sample 350 = 8400", "bytes_read = 0"),
         ],
         id="two laws broken",
     ),
@@ -417,7 +434,12 @@ IRQ_CASES = [
     pytest.param({}, [], id="consistent"),
     *(
         pytest.param({"core": {0: {name: 2}}}, [("NMI", 0, f"{name} = 0", f"{name} = 2")], id=name)
-        for name in ("x_nmi_ctx_ok", "x_producer_calls_nmi", "x_irqoff_samples")
+        for name in ("x_nmi_ctx_ok", "x_irqoff_samples")
+    ),
+    pytest.param(
+        {"core": {0: {"x_producer_calls_nmi": 2, "x_producer_calls_irq": 238}}},
+        [("NMI", 0, "x_producer_calls_nmi = 0", "x_producer_calls_nmi = 2")],
+        id="x_producer_calls_nmi",
     ),
     pytest.param(
         {"core": {1: {"x_probe_hits": 2}}},
@@ -444,7 +466,10 @@ def test_the_consistent_runs_evaluate_every_oracle() -> None:
 
 def test_oracles_are_listed_in_report_order() -> None:
     names = [name for name, _ in ORACLES]
-    assert names == ["TP-O1", "TP-O2", "TP-O5", "COUNT", "PLACE", "NMI", "PROBE", "THROTTLE", "C-2"]
+    assert names == [
+        "IRQ", "CALLS", "RELEASED", "THROTTLE", "C-2",
+        "TP-O1", "TP-O2", "TP-O5", "PLACE", "NMI", "PROBE",
+    ]  # fmt: skip
 
 
 def test_every_outcome_has_a_global_statistic() -> None:
@@ -571,7 +596,7 @@ def test_tp_o2_does_not_apply_without_kicks_or_run_time() -> None:
 
 
 def test_place_a_busy_cpu_must_overflow() -> None:
-    # Alone, as COUNT fails too when x_nmi_total drops.
+    # Alone, as IRQ and CALLS fail too when x_nmi_total drops.
     run = broken(BASE, core={0: {"x_nmi_total": 0}})
     assert brief(check_placement(run)) == [("PLACE", 0, "x_nmi_total > 0", "x_nmi_total = 0")]
 

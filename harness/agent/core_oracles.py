@@ -1,0 +1,188 @@
+"""Oracles every flavour shares, balanced against evidence the agent does not produce.
+
+The chain that makes a flavour's conservation law mean something starts here:
+
+* IRQ: the overflows the agent saw equal the PMU interrupts the guest kernel
+  handled on that CPU (``/proc/interrupts``, counted before the PMU driver runs).
+* CALLS: the flavour's producer ran once per overflow, except that an overflow
+  carrying an injected burst runs it once per injected call instead; injections
+  are what the harness sent, not what the agent says it received.
+* RELEASED (C-4): after STOP the PMU stays quiet: every event was released.
+* THROTTLE: with throttling off, the perf core throttled nothing (its own mark).
+* C-2: no lock taken and no allocation made in NMI context.
+
+Periods the emulator never raised as an overflow (``x_periods_undelivered``) are
+reported by the tables, with their share; no oracle counts them as accounted::
+
+    view = CoreView(spec, core, kernel, injections, throttling_disabled=True)
+    check_core(view)                    # [] when every law holds
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from harness.agent.evidence import Injections, KernelEvidence
+from harness.agent.results import Violation
+from harness.agent.spec import AgentSpec
+
+CORE_ORACLES: tuple[tuple[str, str], ...] = (
+    ("IRQ", "overflows seen = PMU interrupts the guest kernel handled, per CPU"),
+    ("CALLS", "producer calls = overflows seen - bursts + injected, per CPU and context"),
+    ("RELEASED", "no PMU interrupt after STOP: every event released (C-4)"),
+    ("THROTTLE", "throttling off: the perf core throttled no event"),
+    ("C-2", "no lock taken and no allocation made in NMI context"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CoreView:
+    """What the core oracles read of any flavour's run.
+
+    ``core`` is the agent's ``nmi`` file (CPU → counters); ``kernel`` what the guest
+    kernel counted around the run (None: not read); ``injections`` what the
+    harness's steps injected.
+    """
+
+    spec: AgentSpec
+    core: Mapping[int, Mapping[str, int]]
+    kernel: KernelEvidence | None
+    injections: Injections
+    throttling_disabled: bool
+
+    @property
+    def pmu_interrupts(self) -> bool:
+        """Whether overflows arrive as PMU interrupts (not a software clock's timer)."""
+        return self.spec.event != "cpu-clock" and self.kernel is not None
+
+    def get(self, cpu: int, name: str) -> int:
+        """One core counter (0 on a CPU that has none)."""
+        return self.core.get(cpu, {}).get(name, 0)
+
+
+def applicable_core(view: CoreView) -> frozenset[str]:
+    """The core oracles ``view`` can be judged by.
+
+    IRQ and RELEASED need the kernel's counts of PMU interrupts; THROTTLE needs
+    throttling off (with it on, the throttling test judges the loss itself).
+    """
+    names = {name for name, _ in CORE_ORACLES}
+    if not view.pmu_interrupts:
+        names -= {"IRQ", "RELEASED"}
+    if not view.throttling_disabled:
+        names.discard("THROTTLE")
+    return frozenset(names)
+
+
+def check_core(view: CoreView) -> list[Violation]:
+    """Every violation of every core oracle that applies, in `CORE_ORACLES` order."""
+    applicable = applicable_core(view)
+    return [v for name, _ in CORE_ORACLES if name in applicable for v in _CHECKS[name](view)]
+
+
+def check_irq(view: CoreView) -> list[Violation]:
+    """IRQ: per CPU, x_nmi_total = the kernel's PMU interrupt count over the run.
+
+    Exact when the agent is the only PMU user; with the perf peer beside it an
+    interrupt may serve both, so then only ``seen ≤ interrupts`` holds.
+    """
+    kernel = view.kernel
+    if kernel is None:
+        return []
+    violations = []
+    for cpu in sorted(view.core):
+        handled = kernel.delta(cpu)
+        if handled is None:  # offline at a read: the kernel shows no column then
+            continue
+        seen = view.get(cpu, "x_nmi_total")
+        if seen == handled or (kernel.pmu_shared and seen <= handled):
+            continue
+        relation = "≤" if kernel.pmu_shared else "="
+        detail = f"/proc/interrupts {kernel.label!r} counted by the kernel before the driver ran"
+        violations.append(
+            Violation("IRQ", cpu, f"x_nmi_total {relation} {handled}", f"{seen}", detail)
+        )
+    return violations
+
+
+def check_calls(view: CoreView) -> list[Violation]:
+    """CALLS: producer calls follow from overflows seen and the injections sent.
+
+    In the overflow handler's context (NMI, or IRQ without pseudo-NMI) a CPU's
+    producer ran ``(x_nmi_total - bursts) + injected`` times with PMU sampling on,
+    ``injected`` with it off; in task context exactly the task injections.
+    """
+    inj = view.injections
+    violations = []
+    for cpu in sorted(view.core):
+        seen, bursts = view.get(cpu, "x_nmi_total"), inj.bursts.get(cpu, 0)
+        own = seen - bursts if view.spec.pmu_produce else 0
+        want = own + inj.nmi.get(cpu, 0)
+        handler = view.get(cpu, "x_producer_calls_nmi") + view.get(cpu, "x_producer_calls_irq")
+        if handler != want:
+            expected = f"x_producer_calls_nmi + _irq = {own} + injected {inj.nmi.get(cpu, 0)}"
+            detail = f"{seen} overflows seen, {bursts} of them carrying a burst"
+            violations.append(Violation("CALLS", cpu, expected, f"{handler}", detail))
+        task, want_task = view.get(cpu, "x_producer_calls_task"), inj.task.get(cpu, 0)
+        if task != want_task:
+            detail = "task-context injections sent by the harness"
+            violations.append(
+                Violation("CALLS", cpu, f"x_producer_calls_task = {want_task}", f"{task}", detail)
+            )
+    return violations
+
+
+def check_released(view: CoreView) -> list[Violation]:
+    """RELEASED (C-4): no PMU interrupt in the idle window after STOP, on any CPU."""
+    kernel = view.kernel
+    if kernel is None:
+        return []
+    detail = f"{kernel.idle_ms} ms after STOP every sampling event must be gone"
+    found = ((cpu, kernel.after_stop(cpu)) for cpu in sorted(set(kernel.after) | set(view.core)))
+    return [
+        Violation("RELEASED", cpu, "0 PMU interrupts", f"{late}", detail)
+        for cpu, late in found
+        if late
+    ]
+
+
+def check_throttle(view: CoreView) -> list[Violation]:
+    """THROTTLE: with throttling off the perf core marked no event throttled."""
+    return _must_be_zero(view, "THROTTLE", ("x_throttled",), "throttling disabled")
+
+
+def check_nmi_safety(view: CoreView) -> list[Violation]:
+    """C-2: no lock taken and no allocation made in NMI context, on any CPU."""
+    names = ("x_nmi_lock_violation", "x_nmi_alloc_violation")
+    return _must_be_zero(view, "C-2", names, "NMI context must not lock or allocate")
+
+
+def delivered_share(core: Mapping[str, int]) -> float | None:
+    """Overflows seen ÷ (seen + periods the emulator did not deliver); None if no period.
+
+    A report figure only: it says how much of the PMU's work reached the agent.
+    """
+    seen = core.get("x_nmi_total", 0)
+    due = seen + core.get("x_periods_undelivered", 0)
+    return seen / due if due else None
+
+
+_CHECKS: dict[str, Callable[[CoreView], list[Violation]]] = {
+    "IRQ": check_irq,
+    "CALLS": check_calls,
+    "RELEASED": check_released,
+    "THROTTLE": check_throttle,
+    "C-2": check_nmi_safety,
+}
+
+
+def _must_be_zero(
+    view: CoreView, oracle: str, names: Iterable[str], detail: str
+) -> list[Violation]:
+    return [
+        Violation(oracle, cpu, f"{name} = 0", f"{name} = {view.get(cpu, name)}", detail)
+        for cpu in sorted(view.core)
+        for name in names
+        if view.get(cpu, name) != 0
+    ]

@@ -1,0 +1,133 @@
+"""Evidence the agent does not produce: the kernel's interrupt counts and what the harness sent.
+
+The oracles in `harness.agent.core_oracles` balance the agent's counters against
+these, never against numbers the agent derived from what is being checked::
+
+    before = parse_interrupts(lines, "arm-pmu")      # CPU → PMU interrupts handled so far
+    KernelEvidence("arm-pmu", before, after, idle, idle_ms=300)
+    injections_of(steps, online=(0, 1))              # what the steps injected, per CPU
+
+The kernel counts every PMU interrupt it handles per CPU in ``/proc/interrupts``
+(the IRQ core does, before the PMU driver runs), so the delta over a run is an
+exact count of delivered overflows wherever the agent is the only PMU user.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from harness.agent.steps import DEBUGFS
+from harness.errors import InfraError
+
+PROC_INTERRUPTS = "/proc/interrupts"
+#: How long the harness watches the PMU stay quiet after STOP (oracle RELEASED).
+IDLE_MS = 300
+#: Steps that make producer calls: ``inject`` (ctx nmi: one burst; ctx task) and a
+#: flavour's ``nest`` hook (one burst inside a held-open window).
+_INJECT = re.compile(
+    rf"^write:{re.escape(DEBUGFS)}/(?:inject|nest):cpu=(\w+) count=(\d+)(?: ctx=(\w+))?$"
+)
+_HOTPLUG = re.compile(r"^write:/sys/devices/system/cpu/cpu(\d+)/online:([01])$")
+
+
+@dataclass(frozen=True, slots=True)
+class KernelEvidence:
+    """PMU interrupts the guest kernel handled, per CPU, read around one run.
+
+    ``before`` is read before the agent's sources start, ``after`` right after they
+    stopped, ``idle`` ``idle_ms`` later. A CPU offline at a read has no column then.
+    ``pmu_shared`` says another PMU user (the perf peer) ran beside the agent, so
+    interrupts are not the agent's alone.
+    """
+
+    label: str
+    before: Mapping[int, int]
+    after: Mapping[int, int]
+    idle: Mapping[int, int]
+    idle_ms: int = IDLE_MS
+    pmu_shared: bool = False
+
+    def delta(self, cpu: int) -> int | None:
+        """Interrupts handled on ``cpu`` between START and STOP; None if it was offline."""
+        if cpu not in self.before or cpu not in self.after:
+            return None
+        return self.after[cpu] - self.before[cpu]
+
+    def after_stop(self, cpu: int) -> int | None:
+        """Interrupts handled on ``cpu`` in the idle window after STOP; None if offline."""
+        if cpu not in self.after or cpu not in self.idle:
+            return None
+        return self.idle[cpu] - self.after[cpu]
+
+
+@dataclass(frozen=True, slots=True)
+class Injections:
+    """What the harness's inject steps asked for, per CPU.
+
+    ``nmi`` counts producer calls injected as NMI bursts, ``bursts`` the bursts
+    themselves (each rides one overflow, which then produces the burst instead of
+    its own sample), ``task`` the calls injected in task context.
+    """
+
+    nmi: Mapping[int, int] = field(default_factory=dict)
+    bursts: Mapping[int, int] = field(default_factory=dict)
+    task: Mapping[int, int] = field(default_factory=dict)
+
+
+def parse_interrupts(lines: Sequence[str], label: str) -> dict[int, int]:
+    """CPU → count of the ``/proc/interrupts`` line whose name ends with ``label``.
+
+    :raise InfraError: no header, no such line, or a count that is not a number.
+    """
+    if not lines or not lines[0].split():
+        raise InfraError(f"{PROC_INTERRUPTS} has no header line")
+    cpus = [int(name.removeprefix("CPU")) for name in lines[0].split()]
+    for line in lines[1:]:
+        fields = line.split()
+        if len(fields) <= len(cpus) or not " ".join(fields[1 + len(cpus) :]).endswith(label):
+            continue
+        counts = fields[1 : 1 + len(cpus)]
+        if not all(c.isdigit() for c in counts):
+            raise InfraError(f"malformed {PROC_INTERRUPTS} line: {line!r}")
+        return dict(zip(cpus, map(int, counts), strict=True))
+    raise InfraError(f"{PROC_INTERRUPTS} has no {label!r} line: is the PMU driver bound?")
+
+
+def injections_of(steps: Iterable[str], online: Iterable[int]) -> Injections:
+    """The injections ``steps`` make, with ``cpu=all`` meaning the CPUs online then.
+
+    Online CPUs are followed through the steps' hotplug writes.
+    """
+    up = set(online)
+    nmi: dict[int, int] = {}
+    bursts: dict[int, int] = {}
+    task: dict[int, int] = {}
+    for step in steps:
+        if hotplug := _HOTPLUG.match(step):
+            cpu = int(hotplug[1])
+            (up.add if hotplug[2] == "1" else up.discard)(cpu)
+        elif inject := _INJECT.match(step):
+            targets = sorted(up) if inject[1] == "all" else [int(inject[1])]
+            count = int(inject[2])
+            for cpu in targets:
+                if inject[3] == "task":
+                    task[cpu] = task.get(cpu, 0) + count
+                else:
+                    nmi[cpu] = nmi.get(cpu, 0) + count
+                    bursts[cpu] = bursts.get(cpu, 0) + 1
+    return Injections(nmi=nmi, bursts=bursts, task=task)
+
+
+def interrupt_reads(
+    lines: Sequence[Sequence[str]], label: str, *, pmu_shared: bool = False
+) -> KernelEvidence:
+    """`KernelEvidence` from the three ``/proc/interrupts`` reads of a run, in order.
+
+    :raise InfraError: the run did not read it three times.
+    """
+    if len(lines) != 3:
+        raise InfraError(f"a run reads {PROC_INTERRUPTS} 3 times, this one {len(lines)}")
+    before, after, idle = (parse_interrupts(text, label) for text in lines)
+    return KernelEvidence(label, before, after, idle, pmu_shared=pmu_shared)

@@ -1,0 +1,58 @@
+"""Mutation controls: the agent builds each oracle must catch, and where they come from.
+
+A mutant is one named sabotage compiled into the agent (``pa_mutant(NAME)`` in
+the C). Only the harness's mutation runs select one: `AgentSpec` has no such
+field, so no default build, ``invoke agent`` or scenario can. The core's mutants
+are here; a flavour's are in its data (`FlavourInfo.mutants`)::
+
+    names()                 # every mutant, core first, then each flavour's
+    get("drop_7th_overflow").caught_by      # ('IRQ',)
+    for_flavour("dt")       # the core's mutants and dt's own
+"""
+
+from __future__ import annotations
+
+from harness.agent import flavours
+from harness.agent.info import Mutant
+from harness.errors import ConfigError
+
+NONE = "none"  # the unmutated build: every case must pass with it
+CORE_MUTANTS: tuple[Mutant, ...] = (
+    Mutant("drop_7th_overflow", "every 7th overflow returns before any counter is touched",
+           ("IRQ",)),
+    Mutant("skip_producer_7th", "every 7th overflow is counted but skips the producer",
+           ("CALLS",)),
+    Mutant("leave_event_armed", "the last online CPU's sampling event is never released",
+           ("RELEASED",), quick=False),
+    Mutant("nmi_spinlock", "the producer path takes a spinlock in NMI context",
+           ("CONSOLE",), case="debug", quick=False),
+    Mutant("leak_at_start", "START allocates an object that nothing frees",
+           ("KMEMLEAK",), case="debug", quick=False),
+)  # fmt: skip
+
+
+def all_mutants() -> tuple[Mutant, ...]:
+    """Every mutant: the core's, then each flavour's in registry order."""
+    own = tuple(m for name in flavours.names() for m in flavours.get(name).mutants)
+    return (*CORE_MUTANTS, *own)
+
+
+def names() -> tuple[str, ...]:
+    """Every mutant's name (the order of the C enum)."""
+    return tuple(m.name for m in all_mutants())
+
+
+def get(name: str) -> Mutant:
+    """The mutant called ``name``.
+
+    :raise ConfigError: no such mutant; the message lists them.
+    """
+    for mutant in all_mutants():
+        if mutant.name == name:
+            return mutant
+    raise ConfigError(f"unknown mutant {name!r}; known: {', '.join(names())}")
+
+
+def for_flavour(flavour: str) -> tuple[Mutant, ...]:
+    """The mutants a run of ``flavour`` can expose: the core's and its own."""
+    return (*CORE_MUTANTS, *flavours.get(flavour).mutants)
