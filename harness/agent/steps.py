@@ -14,11 +14,12 @@ the descriptor the first ``open`` gets, the agent's device::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from harness.agent import flavours
 from harness.agent import profctl as pc
-from harness.agent.results import AgentSnapshot
+from harness.agent.results import CORE_NAMES, AgentSnapshot
 from harness.errors import InfraError
 
 GUEST_DIR = "/tmp/profagent"
@@ -123,14 +124,46 @@ def parse_percpu(lines: Sequence[str]) -> dict[int, dict[str, int]]:
 
 
 def parse_snapshot(files: dict[str, tuple[str, ...]]) -> AgentSnapshot:
-    """The debugfs files (name → lines) → `AgentSnapshot`."""
-    return AgentSnapshot(
-        info=parse_pairs(files["info"]),
+    """The debugfs files (name → lines) → `AgentSnapshot`.
+
+    Every counter the flavour (named in ``info``) and the core declare must be
+    there, for every CPU: a missing one would otherwise read as 0 and pass any
+    "must be zero" check.
+
+    :raise InfraError: a malformed line, or a counter missing (named, with its file).
+    """
+    info = parse_pairs(files["info"])
+    flavour = flavours.get(info.get("flavour", "?"))
+    snapshot = AgentSnapshot(
+        info=info,
         stats={k: int(v) for k, v in parse_pairs(files["stats"]).items()},
         stats_percpu=parse_percpu(files["stats_percpu"]),
         core=parse_percpu(files["nmi"]),
         state=parse_pairs(files["state"]),
     )
+    require_names("stats", [(None, snapshot.stats)], flavour.stat_names)
+    require_names("stats_percpu", sorted(snapshot.stats_percpu.items()), flavour.percpu_names)
+    require_names("nmi", sorted(snapshot.core.items()), CORE_NAMES)
+    return snapshot
+
+
+def require_names(
+    file: str, tables: Sequence[tuple[int | None, Mapping[str, int]]], names: Sequence[str]
+) -> None:
+    """Raise unless every (CPU, table) pair (CPU None: a global file) holds every name.
+
+    :raise InfraError: naming the first missing counter, its CPU and the file.
+    """
+    if not tables:
+        raise InfraError(f"the agent's {file} file lists no CPU at all")
+    for cpu, table in tables:
+        missing = [name for name in names if name not in table]
+        if missing:
+            where = "" if cpu is None else f" for CPU {cpu}"
+            raise InfraError(
+                f"the agent's {file} file has no {', '.join(missing)}{where}: "
+                "a stale or mismatched build?"
+            )
 
 
 def snapshot_of(steps: Sequence[str], results: Sequence[pc.StepResult]) -> AgentSnapshot:

@@ -14,6 +14,7 @@ from harness.agent.flavours.tprof.run import (
     sampling_steps,
     start_steps,
 )
+from harness.agent.info import CORE_PERCPU
 from harness.agent.layouts import Ioctl
 from harness.agent.profctl import StepResult
 from harness.agent.steps import (
@@ -162,11 +163,22 @@ def test_parse_percpu_rejects_a_malformed_line(line: str) -> None:
 
 # --- snapshot_of ----------------------------------------------------------------------------
 
+#: Values the tests look at; every other counter the module declares reads 0.
+SET = {"sample": 40, "overflow": 8, "x_bytes_read": 960}
+SET_PERCPU = {0: {"x_sample": 30, "x_overflow": 8}, 1: {"x_sample": 10}}
+SET_NMI = {0: {"x_nmi_total": 38}, 1: {"x_nmi_total": 10}}
+
+
+def lines_of(names: Sequence[str], cpus: Mapping[int, Mapping[str, int]]) -> tuple[str, ...]:
+    """A per-CPU debugfs file: every name for every CPU, 0 unless set."""
+    return tuple(f"{c} {n} {cpus[c].get(n, 0)}" for c in sorted(cpus) for n in names)
+
+
 FILES: dict[str, tuple[str, ...]] = {
     "info": ("flavour tprof", "event cycles", "source pmu"),
-    "stats": ("sample 40", "overflow 8", "x_bytes_read 960"),
-    "stats_percpu": ("0 x_sample 30", "0 x_overflow 8", "1 x_sample 10", "1 x_overflow 0"),
-    "nmi": ("0 x_nmi_total 38", "1 x_nmi_total 10"),
+    "stats": tuple(f"{name} {SET.get(name, 0)}" for name in TPROF.stat_names),
+    "stats_percpu": lines_of(TPROF.percpu_names, SET_PERCPU),
+    "nmi": lines_of([name for name, _ in CORE_PERCPU], SET_NMI),
     "state": ("sources off", "running 0", "nbuf_on_list 0"),
 }
 
@@ -201,12 +213,10 @@ def results_of(steps: Sequence[str], files: Mapping[str, Sequence[str]]) -> list
 def test_snapshot_of_a_collect() -> None:
     snapshot = snapshot_of(COLLECT, results_of(COLLECT, FILES))
     assert snapshot.info == {"flavour": "tprof", "event": "cycles", "source": "pmu"}
-    assert snapshot.stats == {"sample": 40, "overflow": 8, "x_bytes_read": 960}
-    assert snapshot.stats_percpu == {
-        0: {"x_sample": 30, "x_overflow": 8},
-        1: {"x_sample": 10, "x_overflow": 0},
-    }
-    assert snapshot.core == {0: {"x_nmi_total": 38}, 1: {"x_nmi_total": 10}}
+    assert snapshot.stats == {name: SET.get(name, 0) for name in TPROF.stat_names}
+    assert snapshot.stats_percpu[0]["x_overflow"] == 8
+    assert snapshot.stats_percpu[1]["x_sample"] == 10
+    assert (snapshot.core[0]["x_nmi_total"], snapshot.core[1]["x_nmi_total"]) == (38, 10)
     assert snapshot.state == {"sources": "off", "running": "0", "nbuf_on_list": "0"}
 
 
@@ -217,8 +227,10 @@ def test_snapshot_of_takes_the_last_cat_of_each_file() -> None:
     assert snapshot_of(steps, results).stats["sample"] == 40
     steps = (*COLLECT, f"cat:{DEBUGFS}/stats")
     results = results_of(steps, FILES)
-    results[-1] = result_of(len(COLLECT), steps[-1], ("sample 41",))
-    assert snapshot_of(steps, results).stats == {"sample": 41}
+    results[-1] = result_of(len(COLLECT), steps[-1], tuple(
+        line.replace("sample 40", "sample 41") for line in FILES["stats"]
+    ))  # fmt: skip
+    assert snapshot_of(steps, results).stats["sample"] == 41
 
 
 @pytest.mark.parametrize("name", list(FILES))
@@ -242,6 +254,28 @@ def test_snapshot_of_ignores_files_of_the_same_name_elsewhere() -> None:
         InfraError, match="did not read the agent's info, stats, stats_percpu, nmi, state"
     ):
         snapshot_of(steps, results_of(steps, {}))
+
+
+@pytest.mark.parametrize(
+    ("file", "drop", "message"),
+    [
+        ("stats", "x_nobuf 0", "stats file has no x_nobuf:"),
+        ("stats_percpu", "1 x_nobuf 0", "stats_percpu file has no x_nobuf for CPU 1:"),
+        ("nmi", "0 x_nmi_ctx_bad 0", "nmi file has no x_nmi_ctx_bad for CPU 0:"),
+    ],
+)
+def test_a_counter_missing_from_a_file_is_an_error_naming_it(
+    file: str, drop: str, message: str
+) -> None:
+    files = {**FILES, file: tuple(line for line in FILES[file] if line != drop)}
+    assert len(files[file]) == len(FILES[file]) - 1
+    with pytest.raises(InfraError, match=re.escape(message)):
+        snapshot_of(COLLECT, results_of(COLLECT, files))
+
+
+def test_a_file_without_any_cpu_is_an_error() -> None:
+    with pytest.raises(InfraError, match="nmi file lists no CPU at all"):
+        snapshot_of(COLLECT, results_of(COLLECT, {**FILES, "nmi": ()}))
 
 
 def test_snapshot_of_a_malformed_per_cpu_file() -> None:
