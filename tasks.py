@@ -22,6 +22,8 @@ from invoke.tasks import task
 
 from harness import arches
 from harness.agent.build import export_agent
+from harness.agent.mutation import format_table as format_mutants
+from harness.agent.mutation import survivors
 from harness.agent.spec import AgentSpec, parse_quirks
 from harness.build import hostdeps
 from harness.build import rootfs as rootfsmod
@@ -31,6 +33,7 @@ from harness.build.kernel import KernelRequest, build_kernel, check_variant
 from harness.build.keys import ensure_keypair
 from harness.cli import bench as benchmod
 from harness.cli import checks, testrun
+from harness.cli import mutants as mutantsmod
 from harness.cli.cachelist import format_listing, prune_cache, survey_cache
 from harness.cli.session import GuestRequest, interactive_shell, parse_cpus, parse_nmi
 from harness.errors import ConfigError, HarnessError
@@ -284,6 +287,21 @@ def cache(c: Context, prune: bool = False) -> None:
 def check(c: Context) -> None:
     """Lint, types and the unit tier, in parallel (no guests)."""
     if not checks.run_checks(checks.STATIC_CHECKS):
+        raise Exit(code=1)
+
+
+@task(help={"full": "also the mutants that end their guest and the debug-kernel ones",
+            "cpus": "vCPUs of the mutation guests (default 2)"})  # fmt: skip
+@cli
+def mutants(c: Context, full: bool = False, cpus: int = 2) -> None:
+    """Build each deliberately broken agent and show which oracle catches it."""
+    result = mutantsmod.run_mutants(mutantsmod.MutationRequest(full=full, cpus=cpus),
+                                    Cache.default())  # fmt: skip
+    table = format_mutants(result.rows)
+    print(table)
+    print(f"{len(result.rows)} rows in {result.elapsed_s:.0f} s; "
+          f"evidence: {mutantsmod.write_table(result, table).parent}")  # fmt: skip
+    if survivors(result.rows):
         raise Exit(code=1)
 
 

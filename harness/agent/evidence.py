@@ -131,3 +131,31 @@ def interrupt_reads(
         raise InfraError(f"a run reads {PROC_INTERRUPTS} 3 times, this one {len(lines)}")
     before, after, idle = (parse_interrupts(text, label) for text in lines)
     return KernelEvidence(label, before, after, idle, pmu_shared=pmu_shared)
+
+
+KMEMLEAK = "/sys/kernel/debug/kmemleak"
+#: kmemleak reports nothing younger than this (its jiffies_min_age, 5 s), so a scan
+#: waits that long after the last allocation it must judge.
+KMEMLEAK_MIN_AGE_S = 5
+
+
+def kmemleak_command() -> str:
+    """A guest command that prints kmemleak's report, then clears it.
+
+    Run it while the module is still loaded, so the backtraces can name it. It
+    waits out kmemleak's minimum age and scans twice: an object is reported only
+    once its checksum held still for one scan.
+    """
+    return (
+        f"sleep {KMEMLEAK_MIN_AGE_S + 1} && echo scan > {KMEMLEAK} && echo scan > {KMEMLEAK} "
+        f"&& cat {KMEMLEAK} && echo clear > {KMEMLEAK}"
+    )
+
+
+def module_leaks(report: str, module: str) -> list[str]:
+    """Each ``unreferenced object`` block of a kmemleak report that names ``module``.
+
+    The kernel prints a loaded module's symbols as ``name+0x../0x.. [module]``.
+    """
+    blocks = [f"unreferenced object{part}" for part in report.split("unreferenced object")[1:]]
+    return [block.strip() for block in blocks if f"[{module}]" in block]

@@ -132,6 +132,9 @@ class Flavour:
     applicable: Callable[[AgentRun], frozenset[str]]  # the oracles `check` judges for a run
     report: Callable[[AgentRun, Sequence[Violation]], str]
     standard_run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
+    #: Exact counts: overflows only carry injected bursts, drained by hand where the
+    #: flavour can be; every number the oracles judge is then predictable.
+    exact_run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
     run_script: Callable[[AgentLike, AgentSpec, Script], AgentRun]
     cell_rows: Callable[[AgentRun], list[dict[str, object]]]
     op_steps: Mapping[str, Callable[[int, int], str]] = field(default_factory=dict)

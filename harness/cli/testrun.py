@@ -19,11 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness import arches
+from harness.agent.mutation import format_table, survivors
 from harness.build.cache import Cache
 from harness.build.hostdeps import ensure_host
 from harness.build.images import prepare_images
 from harness.build.kernel import KernelRequest, Variant, find_kernel
 from harness.cli import checks
+from harness.cli.mutants import MutationRequest, run_mutants, write_table
 from harness.cli.session import GuestRequest, resolve
 from harness.cli.skips import images_command, missing_images, tier_images
 from harness.errors import ConfigError
@@ -142,10 +144,25 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
                               extra=[f"--junitxml={junit}"]))  # fmt: skip
     LOG.info("unit, guest and scenario tiers: exit status %d; JUnit: %s", status, junit)
     matrix_status = run_matrix("quick", cache, workers=str(workers))  # every commit
+    mutant_status = run_quick_mutants(cache)
     if not static_ok:
         LOG.error("static checks failed (see above)")
-        return status or matrix_status or 1
-    return status or matrix_status
+        return status or matrix_status or mutant_status or 1
+    return status or matrix_status or mutant_status
+
+
+def run_quick_mutants(cache: Cache) -> int:
+    """The quick mutation set (`harness.cli.mutants`): 0 when every mutant was caught."""
+    result = run_mutants(MutationRequest(full=False), cache)
+    table = format_table(result.rows)
+    for line in table.splitlines():
+        LOG.info("mutants: %s", line)
+    write_table(result, table)
+    missed = survivors(result.rows)
+    for row in missed:
+        LOG.error("mutant %s on %s: %s (failed: %s)", row.mutant, row.flavour, row.verdict,
+                  ", ".join(row.failed) or "nothing")  # fmt: skip
+    return 1 if missed else 0
 
 
 def worker_budget(requested: str, cpus: int | None = None) -> int:

@@ -20,6 +20,7 @@ from harness import arches
 from harness.agent import profctl as pc
 from harness.agent.build import build_agent
 from harness.agent.driver import Agent
+from harness.agent.evidence import KMEMLEAK, kmemleak_command, module_leaks
 from harness.agent.flavours.dt.data import DT_EVT
 from harness.agent.flavours.dt.oracles import check_dt
 from harness.agent.flavours.dt.run import DtPlan, dt_run
@@ -108,12 +109,18 @@ def test_nmi_a_b_on_the_same_kernel(
 def test_throttling_left_on_loses_overflows_visibly(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
 ) -> None:
-    """A sample-rate limit below the overflow rate: the losses show up, and are counted."""
-    if topology.cpus != 2:
-        pytest.skip("one layout is enough for the throttling case")
-    plan = dataclasses.replace(PLAN, probe_cpus=(), throttling_disabled=False, max_sample_rate=2000)
+    """A sample-rate limit below the overflow rate: the losses show up, and are counted.
+
+    The busy CPU raises 5000 periods/s (200 000 cycles at 1 GHz). Even with 8 vCPUs
+    on 2 host cores the emulator delivers about a third of them (design §2), about
+    6.7 per 4 ms tick; the perf core allows max_sample_rate / HZ = 1000 / 250 = 4 per
+    tick, so it must throttle on the small layout and the large one alike.
+    """
+    if topology.cpus not in (2, 8):
+        pytest.skip("the throttling case runs on the 2- and 8-CPU layouts")
+    plan = dataclasses.replace(PLAN, probe_cpus=(), throttling_disabled=False, max_sample_rate=1000)
     run = sampling_run(agent, AgentSpec(period=200_000), plan)
-    problems = report(run, request, "throttling on, 2000 samples/s allowed, ~5000/s raised")
+    problems = report(run, request, "throttling on, 1000 samples/s allowed, ~5000/s raised")
     assert not problems, "\n".join(problems)
     assert run.snapshot.core[0]["x_throttled"] > 0
     assert throttle_lost(run)[0] > 0
@@ -131,17 +138,18 @@ def test_debug_kernel_stays_silent_while_sampling(
     spec = dataclasses.replace(base, topology=TWO_SOCKETS)
     slow = timeouts.scaled_by(2)
     with booted_agent(spec, images, tmp_path / "debug", cache, slow) as agent:
-        agent.shell.run("echo scan > /sys/kernel/debug/kmemleak")  # start from a clean slate
+        # Start from a clean slate: what the boot leaked is reported and forgotten.
+        agent.shell.run(f"echo scan > {KMEMLEAK} && echo clear > {KMEMLEAK}")
         plan = dataclasses.replace(PLAN, probe_cpus=(1,))
         problems = report(sampling_run(agent, AgentSpec(), plan), request, "debug kernel")
         dt_plan = DtPlan(body=(pc.spin_step(0, 1000), pc.spin_step(1, 1000)),
                          read_size=DT_EVT.size, background_reader=True)  # fmt: skip
         dt = dt_run(agent, AgentSpec(flavour="dt"), dt_plan)
         problems += [f"dt: {v}" for v in check_dt(dt)]
+        # Scanned while the module is loaded: only then can a backtrace name it.
+        leaks = agent.shell.run(kmemleak_command(), timeout_s=slow.command_s).stdout
+        assert module_leaks(leaks, "profagent") == [], leaks
         agent.unload()
-        agent.shell.run("echo scan > /sys/kernel/debug/kmemleak")
-        leaks = agent.shell.run("cat /sys/kernel/debug/kmemleak").stdout
-        assert "profagent" not in leaks, leaks
     # Leaving the guest scanned its console: no lockdep, BUG or WARNING line appeared.
     assert not problems, "\n".join(problems)
 

@@ -9,6 +9,7 @@ refused, since dt has no drain.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from harness.agent import profctl as pc
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow
@@ -20,6 +21,7 @@ from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
 from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
+from harness.agent.steps import inject_step
 
 
 def _check(run: AgentRun) -> list[Violation]:
@@ -39,6 +41,23 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     plan = DtPlan(body=tuple(pc.spin_step(cpu, 1000) for cpu in cpus),
                   read_size=DT_EVT.size, background_reader=True)  # fmt: skip
     return dt_run(agent, spec, plan)
+
+
+def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    """Exact counts: bursts only, read after RECORD off.
+
+    A nested window of 7 on the first CPU while its ring is empty (the outer event
+    commits), 20 injected on every CPU (15 fit a ring), then 3 forced skips on the
+    last CPU, counted by the next producer call there: 2 more injected.
+    """
+    exact = replace(spec, pmu_produce=False, period=200_000)  # a burst rides the next 0.2 ms
+    first, last = cpus[0], cpus[-1]
+    body = (nest_step(first, 7), inject_step("all", 20), skip_step(last, 3),
+            inject_step(last, 2))  # fmt: skip
+    injected = {cpu: 20 + (2 if cpu == last else 0) for cpu in cpus}
+    plan = DtPlan(body=body, injected=injected, nested={first: 7}, skips={last: 3},
+                  read_size=DT_EVT.size * 4)  # fmt: skip
+    return dt_run(agent, exact, plan)
 
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
@@ -70,6 +89,7 @@ FLAVOUR = Flavour(
     applicable=_applicable,
     report=_report,
     standard_run=_standard,
+    exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
     op_steps={"nest": nest_step, "skip": skip_step},

@@ -8,6 +8,7 @@ START and the collect steps; tprof has no op of its own and refuses dt's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
@@ -18,7 +19,7 @@ from harness.agent.flavours.tprof.run import RunContext, sampling_run, scripted_
 from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
-from harness.agent.steps import SamplingPlan
+from harness.agent.steps import SamplingPlan, inject_step, kick_step
 
 
 def _check(run: AgentRun) -> list[Violation]:
@@ -37,6 +38,14 @@ def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],), busy_ms=1000)
     return sampling_run(agent, spec, plan)
+
+
+def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    """TP-D1's shape on every CPU: S = 8, list limit 2, four rounds of {inject 12, kick}."""
+    exact = replace(spec, pmu_produce=False, drain="manual", buffer_samples=8, list_limit=2)
+    body = (inject_step("all", 12), kick_step()) * 4
+    context = RunContext(injected=dict.fromkeys(cpus, 48), kicks=4)
+    return scripted_run(agent, exact, body, context)[0]
 
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
@@ -69,6 +78,7 @@ FLAVOUR = Flavour(
     applicable=_applicable,
     report=_report,
     standard_run=_standard,
+    exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
     refused_ops={op: "it is a dt-only op" for op in ("reader", "skip", "nest")},

@@ -1,0 +1,237 @@
+"""``invoke mutants``: build each mutant, run it where it shows, and judge the catch.
+
+Quick (``invoke ci``): on one default-kernel guest, for every flavour, the
+unmutated control and each quick mutant (the core's and the flavour's own), each
+through the flavour's standard run and its exact-count run. Full adds the mutants
+that end their guest (an event left armed: one guest each) and the debug-kernel
+ones (a lock in NMI, a leak), whose catch is the console scan and kmemleak::
+
+    result = run_mutants(MutationRequest(full=False), Cache.default())
+    print(format_table(result.rows))           # harness.agent.mutation
+    survivors(result.rows)                     # [] when every mutant was caught
+
+Every run's evidence (profctl transcripts, agent runs, the console) stays in
+``artifacts/mutants/<time>-<quick|full>/``, with ``mutants.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import arches
+from harness.agent import flavours, mutants
+from harness.agent.build import build_agent
+from harness.agent.driver import Agent
+from harness.agent.evidence import kmemleak_command, module_leaks
+from harness.agent.flavour import Flavour, behaviour
+from harness.agent.info import Mutant
+from harness.agent.mutation import MutantRow, merge
+from harness.agent.profctl import build_profctl
+from harness.agent.spec import AgentSpec
+from harness.arches import ArchProfile
+from harness.build.cache import Cache, write_json_atomic
+from harness.build.hostdeps import ensure_host
+from harness.build.images import GuestImages, prepare_images
+from harness.errors import GuestError, HarnessError
+from harness.timeouts import Timeouts
+from harness.vm.argv import MachineSpec
+from harness.vm.console import scan_console
+from harness.vm.guest import Guest
+from harness.vm.record import new_run_dir
+from harness.vm.topology import default_topology
+
+LOG = logging.getLogger(__name__)
+CASES = ("standard", "exact")
+#: The debug-kernel mutants run with this flavour: their sabotage is in the core.
+DEBUG_FLAVOUR = "tprof"
+
+
+@dataclass(frozen=True, slots=True)
+class MutationRequest:
+    """Which mutants, on how many vCPUs, and where the evidence goes."""
+
+    full: bool = False
+    cpus: int = 2
+    out: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MutationResult:
+    """The judged rows, where they are written, and how long the run took."""
+
+    rows: tuple[MutantRow, ...]
+    out: Path
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Bench:
+    """What every mutation run shares."""
+
+    arch: ArchProfile
+    cache: Cache
+    cpus: tuple[int, ...]
+    timeouts: Timeouts
+    out: Path
+
+
+def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
+    """Run the quick (or full) mutation set; the rows say what caught what.
+
+    Blocks for minutes (quick: one guest, about 20 runs); builds what is missing.
+
+    :raise InfraError: the host or a guest failed outside a mutant's doing.
+    """
+    started = time.monotonic()
+    ensure_host()
+    arch = arches.get("arm64")
+    out = request.out or new_run_dir("mutants", "full" if request.full else "quick")
+    bench = _Bench(arch, cache, tuple(range(request.cpus)), Timeouts.from_env(), out)
+    images = prepare_images(arch, "default", cache)
+    rows = _default_group(bench, images, full=request.full)
+    if request.full:
+        rows += _armed_group(bench, images)
+        rows += _debug_group(bench, prepare_images(arch, "debug", cache))
+    elapsed = time.monotonic() - started
+    record = {"full": request.full, "cpus": request.cpus, "elapsed_s": round(elapsed, 1),
+              "rows": [row.as_dict() for row in rows]}  # fmt: skip
+    write_json_atomic(out / "mutants.json", record)
+    return MutationResult(tuple(rows), out, elapsed)
+
+
+def planned(flavour: str, *, full: bool, case: str = "standard") -> tuple[Mutant, ...]:
+    """The mutants a group runs for ``flavour`` in ``case``.
+
+    The quick ones (all with ``full``), except the one that leaves its guest unusable.
+    """
+    return tuple(
+        m for m in mutants.for_flavour(flavour)
+        if m.case == case and (m.quick or full) and m.name != "leave_event_armed"
+    )  # fmt: skip
+
+
+def _default_group(bench: _Bench, images: GuestImages, *, full: bool) -> list[MutantRow]:
+    rows = []
+    with _guest(bench, images, "default") as guest:
+        for name in flavours.names():
+            flavour = behaviour(name)
+            for mutant in (None, *planned(name, full=full)):
+                cases = [(case, _case(bench, guest, images, flavour, mutant, case))
+                         for case in CASES]  # fmt: skip
+                rows.append(_row(flavour, mutant, cases))
+    return rows
+
+
+def _armed_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
+    """The armed-event mutant, once per flavour, each on a guest of its own.
+
+    The event outlives its module, so nothing may unload it afterwards.
+    """
+    rows = []
+    armed = mutants.get("leave_event_armed")
+    for name in flavours.names():
+        flavour, notes = behaviour(name), []
+        try:
+            with _guest(bench, images, f"armed-{name}") as guest:
+                failed = _case(bench, guest, images, flavour, armed, "standard")
+        except GuestError as exc:  # leaving it: the armed event's handler after QMP quit
+            notes.append(f"the guest failed on the way out, as an armed event may: {exc}")
+            failed = set()
+        rows.append(_row(flavour, armed, [("standard", failed)], notes))
+    return rows
+
+
+def _debug_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
+    """The control and the debug mutants on the debug kernel.
+
+    The lock mutant goes last: lockdep switches itself off after its first report.
+    """
+    rows = []
+    flavour = behaviour(DEBUG_FLAVOUR)
+    order = sorted(planned(DEBUG_FLAVOUR, full=True, case="debug"),
+                   key=lambda m: m.name == "nmi_spinlock")  # fmt: skip
+    notes: list[str] = []
+    try:
+        with _guest(bench, images, "debug", timeout_scale=2) as guest:
+            for mutant in (None, *order):
+                failed = _debug_case(bench, guest, images, flavour, mutant)
+                rows.append(_row(flavour, mutant, [("debug", failed)]))
+    except GuestError as exc:  # leaving it: the console holds the lock mutant's splat
+        notes.append(f"leaving the debug guest: {exc}")
+    if rows and notes:
+        rows[-1] = dataclasses.replace(rows[-1], notes=(*rows[-1].notes, *notes))
+    return rows
+
+
+def _case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
+          mutant: Mutant | None, case: str) -> set[str]:  # fmt: skip
+    """The oracles that failed in ``case`` (``RUN-ERROR`` when the run itself failed)."""
+    agent = _agent(bench, guest, images, flavour.name, mutant)
+    spec = AgentSpec(flavour=flavour.name)
+    try:
+        run = (flavour.exact_run if case == "exact" else flavour.standard_run)(
+            agent, spec, bench.cpus
+        )
+    except HarnessError as exc:
+        LOG.warning("mutant %s, %s, %s: the run failed: %s", _name(mutant), flavour.name,
+                    case, exc)  # fmt: skip
+        return {"RUN-ERROR"}
+    failed = {v.oracle for v in flavour.check(run)}
+    LOG.info("mutant %s, %s, %s: failed %s", _name(mutant), flavour.name, case,
+             ", ".join(sorted(failed)) or "none")  # fmt: skip
+    return failed
+
+
+def _debug_case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
+                mutant: Mutant | None) -> set[str]:  # fmt: skip
+    """The standard case, then kmemleak (module still loaded) and the console."""
+    start = len(guest.vm.console_text().splitlines())
+    failed = _case(bench, guest, images, flavour, mutant, "standard")
+    report = guest.shell.run(kmemleak_command(), timeout_s=bench.timeouts.command_s).stdout
+    if module_leaks(report, "profagent"):
+        failed.add("KMEMLEAK")
+    if scan_console(guest.vm.console_text(), start_line=start):
+        failed.add("CONSOLE")
+    return failed
+
+
+def _agent(bench: _Bench, guest: Guest, images: GuestImages, flavour: str,
+           mutant: Mutant | None) -> Agent:  # fmt: skip
+    build = build_agent(AgentSpec(flavour=flavour), images, bench.cache, mutant=_name(mutant))
+    workdir = bench.out / guest.name / f"{flavour}-{_name(mutant)}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    agent = Agent(guest.shell, build, build_profctl(bench.arch, bench.cache), workdir,
+                  nmi_expected=True, pmu_irq_label=bench.arch.pmu_interrupt_label,
+                  cycles_per_ns=bench.arch.cycles_per_ns("tcg"),
+                  timeouts=bench.timeouts)  # fmt: skip
+    agent.deploy()
+    return agent
+
+
+def _guest(bench: _Bench, images: GuestImages, name: str, *, timeout_scale: float = 1) -> Guest:
+    spec = MachineSpec(arch=bench.arch, topology=default_topology(len(bench.cpus)), nmi=True,
+                       accel="tcg")  # fmt: skip
+    timeouts = bench.timeouts.scaled_by(timeout_scale)
+    return Guest(spec, images, bench.out / name, timeouts=timeouts, name=name)
+
+
+def _row(flavour: Flavour, mutant: Mutant | None, cases: list[tuple[str, set[str]]],
+         notes: Iterable[str] = ()) -> MutantRow:  # fmt: skip
+    expected = mutant.caught_by if mutant else ()
+    return merge(_name(mutant), flavour.name, expected, cases, tuple(notes))
+
+
+def _name(mutant: Mutant | None) -> str:
+    return mutant.name if mutant else mutants.NONE
+
+
+def write_table(result: MutationResult, table: str) -> Path:
+    """Keep the printed table beside ``mutants.json``."""
+    path = result.out / "mutants.txt"
+    path.write_text(table + "\n")
+    return path

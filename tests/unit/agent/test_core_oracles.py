@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from harness.agent.core_oracles import (
+    CORE_ORACLES,
+    CoreView,
+    applicable_core,
+    check_core,
+    delivered_share,
+)
+from harness.agent.evidence import Injections, KernelEvidence
+from harness.agent.info import CORE_PERCPU
+from harness.agent.spec import AgentSpec
+
+
+def core(**values: int) -> dict[str, int]:
+    return {**dict.fromkeys((name for name, _ in CORE_PERCPU), 0), **values}
+
+
+#: Two CPUs: 100 and 50 overflows, every one in NMI; CPU 0 also carried 2 bursts (10 calls).
+VIEW = CoreView(
+    spec=AgentSpec(),
+    core={
+        0: core(x_nmi_total=100, x_producer_calls_nmi=108),
+        1: core(x_nmi_total=50, x_producer_calls_nmi=50, x_producer_calls_task=4),
+    },
+    kernel=KernelEvidence("arm-pmu", {0: 10, 1: 20}, {0: 110, 1: 70}, {0: 110, 1: 70}),
+    injections=Injections(nmi={0: 10}, bursts={0: 2}, task={1: 4}),
+    throttling_disabled=True,
+)
+
+
+def brief(view: CoreView) -> list[tuple[str, int | None, str, str]]:
+    return [(v.oracle, v.cpu, v.expected, v.observed) for v in check_core(view)]
+
+
+def test_a_consistent_view_passes_every_core_oracle() -> None:
+    assert applicable_core(VIEW) == {name for name, _ in CORE_ORACLES}
+    assert check_core(VIEW) == []
+
+
+def test_pmu_sampling_off_only_injections_call_the_producer() -> None:
+    view = replace(VIEW, spec=AgentSpec(pmu_produce=False))
+    assert brief(view) == [
+        ("CALLS", 0, "x_producer_calls_nmi + _irq = 0 + injected 10", "108"),
+        ("CALLS", 1, "x_producer_calls_nmi + _irq = 0 + injected 0", "50"),
+    ]
+
+
+def test_irq_context_calls_count_like_nmi_ones() -> None:
+    moved = {**VIEW.core, 1: core(x_nmi_total=50, x_producer_calls_irq=50,
+                                  x_producer_calls_task=4)}  # fmt: skip
+    assert check_core(replace(VIEW, core=moved)) == []
+
+
+def test_a_software_clock_or_no_kernel_counts_skips_irq_and_released() -> None:
+    for view in (replace(VIEW, spec=AgentSpec(event="cpu-clock")), replace(VIEW, kernel=None)):
+        assert applicable_core(view) == {"CALLS", "THROTTLE", "C-2"}
+
+
+def test_throttling_on_leaves_throttle_to_the_throttling_case() -> None:
+    view = replace(VIEW, throttling_disabled=False)
+    assert "THROTTLE" not in applicable_core(view)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"x_periods_undelivered": 0}, 1.0),
+        ({"x_periods_undelivered": 300}, 0.25),
+        ({"x_nmi_total": 0}, None),
+    ],
+)
+def test_delivered_share(values: dict[str, int], expected: float | None) -> None:
+    base = {"x_nmi_total": 100, **values}
+    assert delivered_share(base) == expected

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import pytest
+
+from harness.agent import flavours, mutants
+from harness.agent.flavour import behaviour
+from harness.agent.mutation import MutantRow, format_table, merge, survivors
+from harness.agent.render import render_agent
+from harness.agent.spec import AgentSpec
+from harness.cli.mutants import planned
+from harness.errors import ConfigError
+
+
+def test_merge_collects_each_failed_oracle_once_in_case_order() -> None:
+    row = merge("m", "tprof", ("IRQ",), [("standard", ["IRQ", "CALLS"]), ("exact", ["IRQ"])])
+    assert (row.failed, row.cases, row.verdict) == (("IRQ", "CALLS"), ("standard", "exact"),
+                                                    "caught")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mutant", "expected", "failed", "verdict"),
+    [
+        ("m", ("IRQ",), ("IRQ",), "caught"),
+        ("m", ("IRQ",), ("TP-O1",), "SURVIVED"),  # another oracle is no proof for IRQ
+        ("m", ("IRQ",), (), "SURVIVED"),
+        ("none", (), (), "clean"),
+        ("none", (), ("IRQ",), "BROKEN"),
+    ],
+)
+def test_verdicts(
+    mutant: str, expected: tuple[str, ...], failed: tuple[str, ...], verdict: str
+) -> None:
+    row = MutantRow(mutant, "tprof", expected, failed, ("standard",))
+    assert row.verdict == verdict
+    assert survivors([row]) == ([] if verdict in ("caught", "clean") else [row])
+
+
+def test_the_table_names_each_mutant_and_its_notes() -> None:
+    rows = [
+        MutantRow("none", "tprof", (), (), ("standard", "exact")),
+        MutantRow("drop_7th_overflow", "dt", ("IRQ",), ("IRQ", "CALLS"), ("standard",),
+                  ("a note",)),
+    ]  # fmt: skip
+    lines = format_table(rows).splitlines()
+    assert lines[0].split() == ["mutant", "flavour", "cases", "must", "fail", "failed", "verdict"]
+    assert lines[1].split() == ["none", "tprof", "standard+exact", "-", "-", "clean"]
+    assert lines[2].split() == ["drop_7th_overflow", "dt", "standard", "IRQ", "IRQ,CALLS",
+                                "caught"]  # fmt: skip
+    assert lines[3:] == ["notes:", "  drop_7th_overflow/dt: a note"]
+
+
+def test_every_mutant_names_an_oracle_its_flavour_has() -> None:
+    known = {"KMEMLEAK", "CONSOLE"}  # judged by the debug case, not by a flavour's check
+    for name in flavours.names():
+        oracles = set(behaviour(name).oracle_names) | known
+        for mutant in mutants.for_flavour(name):
+            assert set(mutant.caught_by) <= oracles, (name, mutant.name)
+
+
+def test_mutant_names_are_unique_and_lower_case() -> None:
+    names = mutants.names()
+    assert len(names) == len(set(names))
+    assert all(name == name.lower() and name.isidentifier() for name in names)
+
+
+def test_only_a_mutation_build_selects_a_mutant() -> None:
+    plain = render_agent(AgentSpec())
+    broken = render_agent(AgentSpec(), mutant="drop_7th_overflow")
+    assert "#define PA_MUTANT_ACTIVE PA_MUTANT_NONE" in plain.files["profagent.h"]
+    assert "#define PA_MUTANT_ACTIVE PA_MUTANT_DROP_7TH_OVERFLOW" in broken.files["profagent.h"]
+    assert plain.key != broken.key  # a different cache entry
+    assert "mutant" not in AgentSpec.__dataclass_fields__  # no spec, scenario or CLI can
+
+
+def test_an_unknown_mutant_is_refused() -> None:
+    with pytest.raises(ConfigError, match="unknown mutant 'nope'; known: drop_7th_overflow"):
+        render_agent(AgentSpec(), mutant="nope")
+
+
+def test_the_quick_set_leaves_out_the_guest_ending_and_debug_mutants() -> None:
+    quick = {m.name for m in planned("tprof", full=False)}
+    assert quick == {"drop_7th_overflow", "skip_producer_7th", "wrong_cpu", "double_count",
+                     "lose_at_swap", "publish_early"}  # fmt: skip
+    assert {m.name for m in planned("dt", full=False)} == {
+        "drop_7th_overflow", "skip_producer_7th", "skip_canary"
+    }  # fmt: skip
+    assert {m.name for m in planned("tprof", full=True, case="debug")} == {
+        "nmi_spinlock", "leak_at_start"
+    }  # fmt: skip
