@@ -20,7 +20,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from harness.agent import flavours
 from harness.agent import profctl as pc
@@ -98,21 +98,41 @@ class AgentRun(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class OpRule:
+    """The keys a scenario op takes besides ``op``; None: the key is not allowed.
+
+    ``cpu``: one CPU, one or ``all``, or a CPU that can go offline (not 0).
+    """
+
+    cpu: Literal["one", "one-or-all", "hotplug"] | None = None
+    cpu_default: Literal["all"] | None = None  # None: cpu is required
+    count_max: int | None = None
+    ms_max: int | None = None
+    on: bool = False
+
+    def keys(self) -> tuple[str, ...]:
+        """The keys this op takes."""
+        taken = (("cpu", self.cpu), ("count", self.count_max), ("ms", self.ms_max))
+        return (*(k for k, rule in taken if rule is not None), *(("on",) if self.on else ()))
+
+
+@dataclass(frozen=True, slots=True)
 class Script:
     """A scenario's steps, translated: what the guest runs and what it amounts to.
 
     ``body`` runs between the flavour's start and collect steps; ``injected`` is
     CPU → producer calls injected; ``op_counts`` is op → CPU → count for the
-    flavour's own counting ops (dt: ``nest``, ``skip``); ``kicks`` counts
-    whole-machine drains (None: not countable).
+    flavour's own counting ops (dt: ``nest``, ``skip``); ``switches`` the last value
+    of each of its on/off ops (dt: ``reader``); ``kicks`` counts whole-machine
+    drains (None: not countable).
     """
 
     body: tuple[str, ...]
     actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
     injected: Mapping[int, int] = field(default_factory=dict)
     op_counts: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    switches: Mapping[str, bool] = field(default_factory=dict)
     kicks: int | None = None
-    reader: bool = False
     throttling_disabled: bool = True
     max_sample_rate: int | None = None
 
@@ -121,9 +141,10 @@ class Script:
 class Flavour:
     """One flavour's behaviour: how it runs, how it is judged, how it is shown.
 
-    ``op_steps`` maps a scenario op only this flavour has to the profctl step it
-    becomes (``(cpu, count) -> step``); ``refused_ops`` maps shared ops it cannot
-    run to the reason.
+    ``ops`` are the scenario ops only this flavour has, with their keys; each
+    counting one maps in ``op_steps`` to the profctl step it becomes (``(cpu,
+    count) -> step``), the others are switches (``on``). ``refused_ops`` maps
+    shared ops it cannot run to the reason.
     """
 
     info: FlavourInfo
@@ -137,6 +158,7 @@ class Flavour:
     exact_run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
     run_script: Callable[[AgentLike, AgentSpec, Script], AgentRun]
     cell_rows: Callable[[AgentRun], list[dict[str, object]]]
+    ops: Mapping[str, OpRule] = field(default_factory=dict)
     op_steps: Mapping[str, Callable[[int, int], str]] = field(default_factory=dict)
     refused_ops: Mapping[str, str] = field(default_factory=dict)
 

@@ -26,7 +26,7 @@ from typing import Literal, TypeVar
 
 from harness import arches
 from harness.agent import flavours
-from harness.agent.flavour import behaviour
+from harness.agent.flavour import OpRule, behaviour
 from harness.agent.info import FlavourInfo
 from harness.agent.results import CORE_NAMES
 from harness.agent.spec import AgentSpec
@@ -39,7 +39,6 @@ from harness.scenarios.types import (
     RELATIONS,
     Expectation,
     GuestSetup,
-    Op,
     Step,
 )
 from harness.vm.argv import MachineSpec
@@ -213,9 +212,20 @@ def _quirks(where: _Where, info: FlavourInfo, raw: object) -> int:
     return mask
 
 
+def _ops(ctx: _Context) -> dict[str, OpRule]:
+    """The ops a scenario of this flavour may use: the shared ones and its own."""
+    return {**OPS, **behaviour(ctx.flavour.name).ops}
+
+
 def _step(ctx: _Context, key: str, raw: object) -> Step:
-    op = _choice(ctx, f"{key}.op", _table(ctx, key, raw, None).get("op"), tuple(OPS))
-    rule = OPS[op]
+    ops = _ops(ctx)
+    named = _table(ctx, key, raw, None).get("op")
+    owners = [name for name in flavours.names() if named in behaviour(name).ops]
+    if named not in ops and owners:
+        raise ctx.error(f"{key}.op", f"{named!r} is an op of flavour {', '.join(owners)}, "
+                                     f"not of {ctx.flavour.name}")  # fmt: skip
+    op = _choice(ctx, f"{key}.op", named, tuple(ops))
+    rule = ops[op]
     table = _table(ctx, key, raw, ("op", *rule.keys()))
     refused = behaviour(ctx.flavour.name).refused_ops.get(op)
     if refused:
@@ -233,15 +243,15 @@ def _step(ctx: _Context, key: str, raw: object) -> Step:
 
     return Step(
         op=op,
-        cpu=_step_cpu(ctx, f"{key}.cpu", op, table.get("cpu", rule.cpu_default)),
+        cpu=_step_cpu(ctx, f"{key}.cpu", rule, table.get("cpu", rule.cpu_default)),
         count=bounded("count", rule.count_max),
         ms=bounded("ms", rule.ms_max),
         on=_bool(ctx, f"{key}.on", table.get("on")) if rule.on else None,
     )
 
 
-def _step_cpu(ctx: _Context, key: str, op: Op, raw: object) -> int | Literal["all"] | None:
-    kind = OPS[op].cpu
+def _step_cpu(ctx: _Context, key: str, rule: OpRule, raw: object) -> int | Literal["all"] | None:
+    kind = rule.cpu
     if kind is None:
         return None
     if kind == "one-or-all" and raw == "all":
@@ -249,7 +259,7 @@ def _step_cpu(ctx: _Context, key: str, op: Op, raw: object) -> int | Literal["al
     cpu = _cpu(ctx, key, raw, 'a CPU number or "all"' if kind == "one-or-all" else "a CPU number")
     if kind == "hotplug" and cpu == 0:
         raise ctx.error(
-            key, f"CPU 0 cannot go {op}: the kernel keeps the boot CPU; use 1..{ctx.cpus - 1}"
+            key, f"CPU 0 cannot go offline: the kernel keeps the boot CPU; use 1..{ctx.cpus - 1}"
         )
     return cpu
 

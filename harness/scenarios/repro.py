@@ -76,8 +76,8 @@ def program(scenario: Scenario, pause: Callable[[int], None], nmi: Callable[[], 
     actions: dict[str, Callable[[], None]] = {}
     injected: dict[int, int] = {}
     counts: dict[str, dict[int, int]] = {}
+    switches: dict[str, bool] = {}
     kicks: int | None = 0
-    reader = False
     for index, step in enumerate(scenario.steps):
         targets = list(cpus) if step.cpu == "all" else [int(step.cpu or 0)]
         if step.op == "inject":
@@ -95,12 +95,12 @@ def program(scenario: Scenario, pause: Callable[[int], None], nmi: Callable[[], 
             body.append(flavour.op_steps[step.op](targets[0], step.count or 0))
             per_cpu = counts.setdefault(step.op, {})
             per_cpu[targets[0]] = per_cpu.get(targets[0], 0) + (step.count or 0)
-        elif step.op == "reader":
-            reader = reader or bool(step.on)
+        elif step.op in flavour.ops:  # a switch of the flavour's own
+            switches[step.op] = bool(step.on)
         else:
             body += _simple(step)
     return Script(body=(*body, pc.wait_step()), actions=actions, injected=injected,
-                  op_counts=counts, kicks=kicks, reader=reader,
+                  op_counts=counts, switches=switches, kicks=kicks,
                   throttling_disabled=not scenario.throttling,
                   max_sample_rate=scenario.max_sample_rate)  # fmt: skip
 

@@ -6,7 +6,7 @@ name here), so the dependency runs one way: scenarios → scenario_checks → he
 
     step = Step(op="inject", cpu="all", count=100)
     step.describe()                                   # 'inject cpu=all count=100'
-    OPS["probe"].ms_max                               # MAX_PROBE_MS
+    OPS["probe"].ms_max                               # MAX_PROBE_MS (a flavour adds its own)
     Expectation(value="stats.sample", equals=16).holds(16)   # True
 """
 
@@ -15,21 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from harness.agent.flavour import OpRule
 from harness.build.kernel import Variant
 from harness.vm.accel import AccelChoice
 from harness.vm.topology import CpuTopology
 
-Op = Literal[
-    "inject", "kick", "spin", "wait", "idle", "probe", "offline", "online",
-    "pause", "inject-nmi", "reader", "skip", "nest",
-]  # fmt: skip
+#: An op's name: one of `OPS` or of the scenario's flavour's own (`Flavour.ops`).
+Op = str
 Relation = Literal["equals", "at_least", "at_most"]
 RELATIONS: dict[Relation, str] = {"equals": "==", "at_least": ">=", "at_most": "<="}
 ACCEL_CHOICES: tuple[AccelChoice, ...] = ("tcg", "kvm", "auto")
 MAX_MS = 600_000
 MAX_PROBE_MS = 5_000
 MAX_COUNT = 1_000_000
-MAX_NEST = 100_000
 #: The rate harness.agent.driver sets with throttling off; a limit above it limits nothing.
 MAX_SAMPLE_RATE = 1_000_000
 
@@ -103,33 +101,16 @@ class Expectation:
         return f"{self.value} {RELATIONS[relation[0]]} {relation[1]}"
 
 
-@dataclass(frozen=True, slots=True)
-class _OpRule:
-    """The keys one op takes besides ``op``; None: the key is not allowed."""
-
-    cpu: Literal["one", "one-or-all", "hotplug"] | None = None
-    cpu_default: Literal["all"] | None = None  # None: cpu is required
-    count_max: int | None = None
-    ms_max: int | None = None
-    on: bool = False
-
-    def keys(self) -> tuple[str, ...]:
-        taken = (("cpu", self.cpu), ("count", self.count_max), ("ms", self.ms_max))
-        return (*(k for k, rule in taken if rule is not None), *(("on",) if self.on else ()))
-
-
-OPS: dict[Op, _OpRule] = {
-    "inject": _OpRule(cpu="one-or-all", count_max=MAX_COUNT),
-    "kick": _OpRule(cpu="one-or-all", cpu_default="all"),
-    "spin": _OpRule(cpu="one", ms_max=MAX_MS),
-    "wait": _OpRule(),
-    "idle": _OpRule(ms_max=MAX_MS),
-    "probe": _OpRule(cpu="one", ms_max=MAX_PROBE_MS),
-    "offline": _OpRule(cpu="hotplug"),
-    "online": _OpRule(cpu="hotplug"),
-    "pause": _OpRule(ms_max=MAX_MS),
-    "inject-nmi": _OpRule(),
-    "reader": _OpRule(on=True),
-    "skip": _OpRule(cpu="one", count_max=MAX_COUNT),
-    "nest": _OpRule(cpu="one", count_max=MAX_NEST),
+#: The ops every flavour shares; a flavour adds its own (`Flavour.ops`).
+OPS: dict[str, OpRule] = {
+    "inject": OpRule(cpu="one-or-all", count_max=MAX_COUNT),
+    "kick": OpRule(cpu="one-or-all", cpu_default="all"),
+    "spin": OpRule(cpu="one", ms_max=MAX_MS),
+    "wait": OpRule(),
+    "idle": OpRule(ms_max=MAX_MS),
+    "probe": OpRule(cpu="one", ms_max=MAX_PROBE_MS),
+    "offline": OpRule(cpu="hotplug"),
+    "online": OpRule(cpu="hotplug"),
+    "pause": OpRule(ms_max=MAX_MS),
+    "inject-nmi": OpRule(),
 }

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.agent import profctl as pc
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow
+from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow
 from harness.agent.flavours.dt.data import DT, DT_EVT
 from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt
 from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
@@ -22,6 +22,9 @@ from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import inject_step
+
+MAX_SKIP = 1_000_000
+MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
 
 
 def _check(run: AgentRun) -> list[Violation]:
@@ -63,7 +66,8 @@ def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     plan = DtPlan(body=script.body, injected=script.injected or None,
                   nested=script.op_counts.get("nest", {}), skips=script.op_counts.get("skip", {}),
-                  background_reader=script.reader, actions=script.actions)  # fmt: skip
+                  background_reader=script.switches.get("reader", False),
+                  actions=script.actions)  # fmt: skip
     return dt_run(agent, spec, plan)
 
 
@@ -92,6 +96,11 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
+    ops={
+        "reader": OpRule(on=True),  # a background reader racing the producers
+        "skip": OpRule(cpu="one", count_max=MAX_SKIP),  # forced skipped profile ticks
+        "nest": OpRule(cpu="one", count_max=MAX_NEST),  # a held-open get with a burst inside
+    },
     op_steps={"nest": nest_step, "skip": skip_step},
     refused_ops={"kick": "dt has no drain; its reader empties the rings"},
 )

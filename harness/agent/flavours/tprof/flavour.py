@@ -81,5 +81,4 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
-    refused_ops={op: "it is a dt-only op" for op in ("reader", "skip", "nest")},
 )
