@@ -29,6 +29,7 @@ from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 
 _R = TypeVar("_R")
+_T = TypeVar("_T")
 
 
 class AgentLike(Protocol):
@@ -185,6 +186,11 @@ def behaviour(name: str) -> Flavour:
     if not isinstance(found, Flavour):
         raise TypeError(f"{module.__name__}.FLAVOUR is a {type(found).__name__}, not a Flavour")
     return found
+
+
+def typed(kind: type[_R], judge: Callable[[_R], _T]) -> Callable[[AgentRun], _T]:
+    """``judge`` of a flavour's own run type, as the shared machinery calls it."""
+    return lambda run: judge(narrow(run, kind))
 
 
 def narrow(run: AgentRun, kind: type[_R]) -> _R:

@@ -63,6 +63,11 @@ def decimal(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def percent(part: int, whole: int) -> float | None:
+    """``part`` in percent of ``whole``, one decimal; None when ``whole`` is 0."""
+    return round(100 * part / whole, 1) if whole else None
+
+
 def share(part: int, whole: int) -> float | None:
     """``part / whole``, or None when ``whole`` is 0."""
     return part / whole if whole else None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.agent import profctl as pc
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow
+from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.dt.data import DT, DT_EVT
 from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt
 from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
@@ -25,14 +25,6 @@ from harness.agent.steps import inject_step
 
 MAX_SKIP = 1_000_000
 MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
-
-
-def _check(run: AgentRun) -> list[Violation]:
-    return check_dt(narrow(run, DtRun))
-
-
-def _applicable(run: AgentRun) -> frozenset[str]:
-    return applicable_dt_oracles(narrow(run, DtRun))
 
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
@@ -89,8 +81,8 @@ def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
 FLAVOUR = Flavour(
     info=DT,
     oracles=DT_ORACLES,
-    check=_check,
-    applicable=_applicable,
+    check=typed(DtRun, check_dt),
+    applicable=typed(DtRun, applicable_dt_oracles),
     report=_report,
     standard_run=_standard,
     exact_run=_exact,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from harness.agent.flavours.dt.data import DT
 from harness.agent.flavours.dt.oracles import DT_ORACLES
 from harness.agent.flavours.dt.results import DtRun
-from harness.agent.report import align, decimal, format_cpus, verdict_lines
+from harness.agent.report import align, decimal, format_cpus, percent, verdict_lines
 from harness.agent.results import Violation
 
 TITLES: tuple[str, ...] = (
@@ -58,13 +58,12 @@ class DtRow:
     @property
     def nmi_pct(self) -> float | None:
         """Overflows handled in NMI, in percent (1 decimal); None without overflows."""
-        return round(100 * self.nmi_ok / self.seen, 1) if self.seen else None
+        return percent(self.nmi_ok, self.seen)
 
     @property
     def delivered_pct(self) -> float | None:
         """Periods that arrived as overflows, in percent of those due; None if none were."""
-        due = self.seen + self.undelivered
-        return round(100 * self.seen / due, 1) if due else None
+        return percent(self.seen, self.seen + self.undelivered)
 
 
 def dt_rows(run: DtRun) -> tuple[DtRow, ...]:

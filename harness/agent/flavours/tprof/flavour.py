@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow
+from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, typed
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.oracles import ORACLES, applicable_oracles, check_sampling
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
@@ -20,14 +20,6 @@ from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan, inject_step, kick_step
-
-
-def _check(run: AgentRun) -> list[Violation]:
-    return check_sampling(narrow(run, SamplingRun))
-
-
-def _applicable(run: AgentRun) -> frozenset[str]:
-    return applicable_oracles(narrow(run, SamplingRun))
 
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
@@ -74,8 +66,8 @@ def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
 FLAVOUR = Flavour(
     info=TPROF,
     oracles=ORACLES,
-    check=_check,
-    applicable=_applicable,
+    check=typed(SamplingRun, check_sampling),
+    applicable=typed(SamplingRun, applicable_oracles),
     report=_report,
     standard_run=_standard,
     exact_run=_exact,

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from harness.agent.flavours.tprof.data import TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.oracles import ORACLES
 from harness.agent.flavours.tprof.results import SamplingRun
-from harness.agent.report import align, decimal, failed_oracles, format_cpus, verdict_lines
+from harness.agent.report import (
+    align,
+    decimal,
+    failed_oracles,
+    format_cpus,
+    percent,
+    verdict_lines,
+)
 from harness.agent.results import Violation
 
 #: Drop-cause columns shown even when every CPU has 0.
@@ -67,13 +74,12 @@ class CpuRow:
     @property
     def nmi_pct(self) -> float | None:
         """Overflows handled in NMI, in percent (1 decimal); None without overflows."""
-        return round(100 * self.nmi_ok / self.seen, 1) if self.seen else None
+        return percent(self.nmi_ok, self.seen)
 
     @property
     def delivered_pct(self) -> float | None:
         """Periods that arrived as overflows, in percent of those due; None if none were."""
-        due = self.seen + self.undelivered
-        return round(100 * self.seen / due, 1) if due else None
+        return percent(self.seen, self.seen + self.undelivered)
 
     @property
     def mean_us(self) -> float | None:
