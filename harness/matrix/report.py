@@ -10,7 +10,7 @@ leaves a summary, a JSON-able dict::
      "reason": "",                   # skip reason or first failure line
      "duration_s": 12.3,
      "nodeid": "tests/matrix/test_matrix.py::test_cell[...]",
-     "cpus": [{"cpu": 0, "overflows": 1771, "recorded": 1771, "merged": 31,
+     "cpus": [{"cpu": 0, "irq": 1771, "overflows": 1771, "recorded": 1771, "undelivered": 31,
                "drops": {"overflow": 0, "dropbuf_sample": 0},   # cause -> count
                "nmi_share": 1.0}],   # share of overflows taken in NMI; null: none
      "violations": ["COUNT on CPU 1: expected ..., observed ..."]}
@@ -66,9 +66,10 @@ _CSS = (
 @dataclass(frozen=True, slots=True)
 class _Cpu:
     cpu: int
+    irq: int | None  # the guest kernel's PMU interrupts; None: not read
     overflows: int
     recorded: int
-    merged: int
+    undelivered: int  # periods the emulator never raised as an overflow in time
     drops: tuple[tuple[str, int], ...]
     nmi_share: float | None
 
@@ -192,9 +193,10 @@ def _parse_cpu(raw: Mapping[str, object]) -> _Cpu:
     share = _float(raw.get("nmi_share"))
     return _Cpu(
         cpu=_int(raw.get("cpu")),
+        irq=None if (irq := _float(raw.get("irq"))) is None else int(irq),
         overflows=_int(raw.get("overflows")),
         recorded=_int(raw.get("recorded")),
-        merged=_int(raw.get("merged")),
+        undelivered=_int(raw.get("undelivered")),
         drops=tuple((str(k), _int(v)) for k, v in _mapping(raw.get("drops")).items()),
         nmi_share=None if share is None else min(max(share, 0.0), 1.0),
     )
@@ -271,8 +273,9 @@ def _summary_row(matrix: str, cell: _Cell, axis_names: Sequence[str]) -> str:
 
 def _details(matrix: str, cell: _Cell) -> str:
     causes = list(dict.fromkeys(cause for cpu in cell.cpus for cause, _ in cpu.drops))
-    columns = ["cpu", "overflows", "recorded", "merged", *(f"drops: {c}" for c in causes)]
-    head = "".join(f"<th>{_esc(name)}</th>" for name in [*columns, "nmi share"])
+    columns = ["cpu", "kernel irq", "overflows", "recorded", *(f"drops: {c}" for c in causes)]
+    columns += ["undelivered", "delivered", "nmi share"]
+    head = "".join(f"<th>{_esc(name)}</th>" for name in columns)
     rows = "".join(_cpu_row(cpu, causes) for cpu in cell.cpus)
     table = f"<table><tr>{head}</tr>{rows}</table>" if cell.cpus else "<p>no per-CPU data</p>"
     items = "".join(f"<li><code>{_esc(v)}</code></li>" for v in cell.violations)
@@ -290,9 +293,16 @@ def _details(matrix: str, cell: _Cell) -> str:
 
 def _cpu_row(cpu: _Cpu, causes: Sequence[str]) -> str:
     drops = dict(cpu.drops)
-    values = [cpu.cpu, cpu.overflows, cpu.recorded, cpu.merged, *(drops.get(c, 0) for c in causes)]
-    share = "–" if cpu.nmi_share is None else f"{100 * cpu.nmi_share:.1f} %"
-    return "<tr>" + "".join(f'<td class="num">{v}</td>' for v in [*values, share]) + "</tr>"
+    irq = "–" if cpu.irq is None else cpu.irq
+    values = [cpu.cpu, irq, cpu.overflows, cpu.recorded, *(drops.get(c, 0) for c in causes)]
+    delivered = _percent(cpu.overflows, cpu.overflows + cpu.undelivered)
+    nmi = "–" if cpu.nmi_share is None else f"{100 * cpu.nmi_share:.1f} %"
+    cells = [*values, cpu.undelivered, delivered, nmi]
+    return "<tr>" + "".join(f'<td class="num">{v}</td>' for v in cells) + "</tr>"
+
+
+def _percent(part: int, whole: int) -> str:
+    return "–" if whole <= 0 else f"{100 * part / whole:.1f} %"
 
 
 def _write_text(path: Path, text: str) -> Path:

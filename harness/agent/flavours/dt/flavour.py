@@ -69,7 +69,8 @@ def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
     for cpu, stats in sorted(own.after_read.percpu.items()):
         core = own.core.get(cpu, {})
         drops = {"dropevt": stats["dc_dropevt"], "recurevt": stats["dc_recurevt"]}
-        rows.append({"cpu": cpu, "overflows": core.get("x_nmi_total", 0),
+        irq = own.kernel.delta(cpu) if own.kernel else None
+        rows.append({"cpu": cpu, "irq": irq, "overflows": core.get("x_nmi_total", 0),
                      "recorded": stats["x_committed"],
                      "undelivered": core.get("x_periods_undelivered", 0),
                      "drops": drops,

@@ -9,7 +9,8 @@ nothing here judges, prints or writes::
 
 The table has one row per CPU and an ``all`` row. Counters are the open's after the
 read, except ``inring``, which is before it (after the read every ring is empty);
-``nmi%`` and ``merged`` come from the core's ``nmi`` file.
+``nmi%``, ``undeliv`` and ``deliv%`` come from the core's ``nmi`` file, ``irq`` from the
+guest kernel's ``/proc/interrupts``.
 """
 
 from __future__ import annotations

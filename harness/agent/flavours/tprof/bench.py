@@ -5,7 +5,7 @@ All three run in one 2-vCPU guest (this host's core count), under TCG::
     result = measure_agent(arches.get("arm64"), images, cache, repeats=3)
     result["nmi_handler_ns"]           # mean and max per sample, from the agent's counters
     result["max_dropfree_rate_hz"]     # highest per-CPU rate with no drop for 10 s
-    result["dropfree_trials"]          # per rate: seen, recorded, merged (the PMU's loss)
+    result["dropfree_trials"]          # per rate: seen, recorded, undelivered (the PMU's loss)
     result["render_build_load_s"]      # summary of render + build + deploy + insmod
 
 Only measured, never asserted: the numbers go into the bench JSON.
@@ -105,11 +105,11 @@ def _render_build_load(guest: Guest, images: GuestImages, profctl: Path, workdir
 
 
 def _dropfree_rates(agent: Agent) -> dict[int, dict[str, float]]:
-    """Per rate: drops, merged and throttled periods over a 10 s run, busy on every CPU.
+    """Per rate: drops, undelivered and throttled periods over a 10 s run, busy on every CPU.
 
     Stops at the first rate with a drop (a producer call not recorded) or a
-    throttled overflow. Merged periods (the vCPU took the overflow more than a
-    period late, so the PMU raised one for several) are reported, not judged:
+    throttled overflow. Undelivered periods (the vCPU took the overflow more than
+    a period late, so the driver restarted the period) are reported, not judged:
     under TCG they follow the host's scheduling of vCPU threads.
     """
     results: dict[int, dict[str, float]] = {}
@@ -117,12 +117,12 @@ def _dropfree_rates(agent: Agent) -> dict[int, dict[str, float]]:
     for rate in RATES_HZ:
         run = sampling_run(agent, AgentSpec(period=1_000_000_000 // rate), plan)
         seen = sum(c["x_nmi_total"] for c in run.snapshot.core.values())
-        merged = sum(c["x_pmu_merged"] for c in run.snapshot.core.values())
+        undelivered = sum(c["x_periods_undelivered"] for c in run.snapshot.core.values())
         throttled = sum(c["x_throttled"] for c in run.snapshot.core.values())
         results[rate] = {
             "drops": drops(run),
             "overflows_seen": seen,
-            "pmu_merged": merged,
+            "periods_undelivered": undelivered,
             "throttled": throttled,
             "recorded": run.snapshot.stats["sample"],
         }

@@ -57,7 +57,9 @@ def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
     for cpu, core in sorted(own.snapshot.core.items()):
         stats = own.snapshot.stats_percpu.get(cpu, {})
         drops = {name.removeprefix("x_"): stats.get(name, 0) for name, _ in TPROF_DROP_CAUSES}
-        rows.append({"cpu": cpu, "overflows": core["x_nmi_total"], "recorded": stats["x_sample"],
+        irq = own.kernel.delta(cpu) if own.kernel else None
+        rows.append({"cpu": cpu, "irq": irq, "overflows": core["x_nmi_total"],
+                     "recorded": stats["x_sample"],
                      "undelivered": core["x_periods_undelivered"], "drops": drops,
                      "nmi_share": share(core["x_nmi_ctx_ok"], core["x_nmi_total"])})  # fmt: skip
     return rows

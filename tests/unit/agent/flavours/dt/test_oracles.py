@@ -75,7 +75,7 @@ def consistent_run(*, nmi: bool = True) -> DtRun:
 
     CPU 0: 20 injected + a nested window holding 7 calls: E = 20 + 7 + 1 (the window's
     outer get) = 28, recurevt 7, committed min(21, 15) = 15, dropevt 6. CPU 1: 5
-    injected, 3 forced skips: E = 5, committed 5, skiptick 3; its core also merged 2
+    injected, 3 forced skips: E = 5, committed 5, skiptick 3; its core also counted 2 undelivered
     periods, which are no ticks without pmu_produce. 20 events are read, CPU 0's
     first (reads rotate from CPU 0), 960 bytes. Every law holds.
     """
