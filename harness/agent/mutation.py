@@ -65,7 +65,7 @@ def merge(
     names: list[str] = []
     for case, failed in cases:
         names.append(case)
-        seen += [oracle for oracle in failed if oracle not in seen]
+        seen += [oracle for oracle in sorted(failed) if oracle not in seen]
     return MutantRow(mutant, flavour, tuple(expected), tuple(seen), tuple(names), tuple(notes))
 
 
