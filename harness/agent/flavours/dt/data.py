@@ -121,5 +121,11 @@ DT = FlavourInfo(
         Mutant(
             "skip_canary", "every 10th event of a CPU is published without its canary", ("DT-O3",)
         ),
+        Mutant(
+            "seed_count_order",
+            "the seed's DT-D5: a slot published 50 us before the readable count rises, "
+            "and the reader waits on the count",
+            ("DT-O8",),
+        ),
     ),
 )

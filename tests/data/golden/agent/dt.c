@@ -21,6 +21,7 @@
 #include <linux/capability.h>
 #include <linux/cpu.h>
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/irq_work.h>
 #include <linux/ktime.h>
 #include <linux/list.h>
@@ -163,8 +164,15 @@ static void dt_consume(struct dt_open *op)
 {
 	struct dt_cpu *dc = this_cpu_ptr(op->cpu);
 
-	atomic_inc(&op->evtcnt);	/* a full barrier on its own: before the publish */
-	smp_store_release(&dc->cons, (dc->cons + 1) % DT_RING);
+	if (pa_mutant(SEED_COUNT_ORDER)) {
+		/* Mutation point: the seed's order (DT-D5), its window widened to 50 us. */
+		smp_store_release(&dc->cons, (dc->cons + 1) % DT_RING);
+		udelay(50);
+		atomic_inc(&op->evtcnt);
+	} else {
+		atomic_inc(&op->evtcnt);	/* a full barrier on its own: before the publish */
+		smp_store_release(&dc->cons, (dc->cons + 1) % DT_RING);
+	}
 	this_cpu_inc(op->cpu->stat[DT_PC_X_COMMITTED]);
 	barrier();
 	WRITE_ONCE(dc->inevt, 0);
@@ -234,6 +242,8 @@ static bool dt_readable(struct dt_open *op)
 {
 	unsigned int cpu;
 
+	if (pa_mutant(SEED_COUNT_ORDER))	/* Mutation point: the seed waits on the count */
+		return atomic_read(&op->evtcnt) != 0;
 	for_each_possible_cpu(cpu) {
 		struct dt_cpu *dc = per_cpu_ptr(op->cpu, cpu);
 
