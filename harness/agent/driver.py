@@ -107,9 +107,17 @@ class Agent:
         why = event_available(spec.event, *self.pmu_events())
         if why:
             raise ConfigError(f"agent spec: {why}")
-        self.insmod(spec.module_params())
+        self.insmod((*spec.module_params(), f"burst_wait_ms={self.burst_wait_ms}"))
         self.loaded = spec
         LOG.info("agent loaded: %s", " ".join(spec.module_params()))
+
+    @property
+    def burst_wait_ms(self) -> int:
+        """How long the module's ``inject`` waits for its bursts, in ms.
+
+        A quarter of the (scaled) command budget, so a starved vCPU is not a failure.
+        """
+        return int(self.timeouts.command_s * 250)
 
     def pmu_events(self) -> tuple[frozenset[str], bool]:
         """The guest PMU's event names (sysfs), and whether it has a PMU at all.

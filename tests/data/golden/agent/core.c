@@ -33,7 +33,6 @@
 
 /* The perf core's marker for a throttled event (kernel/events/core.c). */
 #define PA_MAX_INTERRUPTS (~0ULL)
-#define PA_BURST_WAIT_MS 5000
 #define PA_PROBE_MAX_MS 5000
 
 /* Defaults from the agent spec this file was rendered for; insmod overrides them. */
@@ -66,6 +65,13 @@ module_param_named(quirks, pa_quirks, ulong, 0444);
 MODULE_PARM_DESC(quirks, "seed defects to reproduce (bit mask)");
 static bool pa_pmu_produce = true;
 module_param_named(pmu_produce, pa_pmu_produce, bool, 0444);
+/*
+ * How long `inject` waits for every armed burst to ride an overflow. A failure
+ * detector, not a measure: the harness scales it with its own budgets, since a
+ * vCPU of a guest on an oversubscribed host may not run for seconds.
+ */
+static unsigned long pa_burst_wait_ms = 5000;
+module_param_named(burst_wait_ms, pa_burst_wait_ms, ulong, 0444);
 MODULE_PARM_DESC(pmu_produce, "produce one sample per overflow (0: overflows only carry bursts)");
 
 static const char *const pa_core_names[PA_CORE_NSTATS] = {
@@ -440,7 +446,7 @@ bool pa_sources_running(void)
 /* Arm a burst on each CPU in `cpus`, then wait until every one was consumed. */
 static int pa_inject_nmi(const struct cpumask *cpus, unsigned int count)
 {
-	unsigned long deadline = jiffies + msecs_to_jiffies(PA_BURST_WAIT_MS);
+	unsigned long deadline = jiffies + msecs_to_jiffies(pa_burst_wait_ms);
 	unsigned int cpu;
 	bool pending;
 
