@@ -52,8 +52,12 @@ KCONFIG_DIR = GUEST_DIR / "kconfig"
 #: One compile step of the kernel build, as its log shows it (``  CC      fs/open.o``).
 STEP_PATTERN = r"^\s+CC\b"
 #: Steps of a full build, for a first build with nothing earlier to go by: measured
-#: here with linux-source-6.1 and Debian 12's cross compilers (2 jobs).
-TYPICAL_STEPS: dict[tuple[str, Variant], int] = {("arm64", "default"): 828}
+#: here with linux-source-6.1 6.1.192-2 and Debian 12's compilers.
+TYPICAL_STEPS: dict[tuple[str, Variant], int] = {
+    ("arm64", "default"): 828,
+    ("arm64", "debug"): 863,
+    ("x86_64", "default"): 1195,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +84,8 @@ def expected_steps(arch: str, variant: Variant, past: Sequence[PastBuild]) -> tu
 
     In order: the newest earlier build of the same arch and variant (another key:
     changed fragments or compiler), the typical count of that configuration, the
-    newest build of the same arch, the typical arm64 default count. Anything but
-    the first is called an estimate.
+    newest build of the same arch, a typical count of the same arch, the typical
+    arm64 default count. Anything but the first is called an estimate.
     """
 
     def newest(builds: Sequence[PastBuild]) -> PastBuild:
@@ -94,6 +98,9 @@ def expected_steps(arch: str, variant: Variant, past: Sequence[PastBuild]) -> tu
     if same_arch := [b for b in past if b.arch == arch]:
         other = newest(same_arch)
         return other.steps, f"estimate: first {variant} build, the {arch} {other.variant} count"
+    for (known, kind), typical in TYPICAL_STEPS.items():
+        if known == arch:
+            return typical, f"estimate: first {variant} build, a typical {arch} {kind} count"
     typical = TYPICAL_STEPS["arm64", "default"]
     return typical, f"estimate: first {arch} build, a typical arm64 default one's count"
 

@@ -57,14 +57,17 @@ def test_the_previous_build_of_the_same_configuration_wins() -> None:
 
 
 def test_a_first_build_estimates_and_says_so() -> None:
-    typical = TYPICAL_STEPS["arm64", "default"]
-    assert expected_steps("arm64", "default", []) == (
-        typical, "estimate: a typical arm64 default build's count")  # fmt: skip
+    typical = TYPICAL_STEPS["arm64", "debug"]
     assert expected_steps("arm64", "debug", [build("arm64", "default", 800, 1.0)]) == (
-        800, "estimate: first debug build, the arm64 default count")  # fmt: skip
-    steps, basis = expected_steps("x86_64", "default", [build("arm64", "default", 800, 1.0)])
-    assert (steps, basis) == (typical, "estimate: first x86_64 build, a typical arm64 default "
-                                       "one's count")  # fmt: skip
+        typical, "estimate: a typical arm64 debug build's count")  # fmt: skip
+    assert expected_steps("x86_64", "debug", [build("x86_64", "default", 1100, 1.0)]) == (
+        1100, "estimate: first debug build, the x86_64 default count")  # fmt: skip
+    assert expected_steps("x86_64", "debug", []) == (
+        TYPICAL_STEPS["x86_64", "default"], "estimate: first debug build, a typical x86_64 "
+                                            "default count")  # fmt: skip
+    steps, basis = expected_steps("riscv64", "default", [build("arm64", "default", 800, 1.0)])
+    assert (steps, basis) == (TYPICAL_STEPS["arm64", "default"], "estimate: first riscv64 build, "
+                              "a typical arm64 default one's count")  # fmt: skip
 
 
 def finished_kernel(cache: Cache, key: str, manifest: dict[str, object], log: str | None) -> None:
