@@ -95,9 +95,18 @@ class Agent:
         self.shell.put(self.build.ko, f"{GUEST_DIR}/profagent.ko")
         self.shell.put(self.profctl_binary, f"{GUEST_DIR}/profctl", mode=0o755)
 
-    def load(self, spec: AgentSpec) -> None:
+    def load(
+        self,
+        spec: AgentSpec,
+        *,
+        throttling_disabled: bool = True,
+        max_sample_rate: int | None = None,
+    ) -> None:
         """Load the module with ``spec``'s parameters (unloading a loaded one first).
 
+        Every load states the perf core's throttling (`set_throttling`): off by
+        default, for exact counts. A guest's sysctls are reset between tests, and a
+        throttled event on an idle CPU (its tick stopped) may never be unthrottled.
         The spec, and whether the guest's PMU has its event, are checked first.
 
         :raise ConfigError: the spec is impossible or names an event the PMU lacks.
@@ -107,6 +116,7 @@ class Agent:
         why = event_available(spec.event, *self.pmu_events())
         if why:
             raise ConfigError(f"agent spec: {why}")
+        self.set_throttling(disabled=throttling_disabled, max_sample_rate=max_sample_rate)
         self.insmod((*spec.module_params(), f"burst_wait_ms={self.burst_wait_ms}"))
         self.loaded = spec
         LOG.info("agent loaded: %s", " ".join(spec.module_params()))

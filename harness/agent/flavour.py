@@ -39,11 +39,14 @@ class AgentLike(Protocol):
     def workdir(self) -> Path:
         """Where a run's evidence is kept on the host."""
 
-    def load(self, spec: AgentSpec) -> None:
-        """Load the module with ``spec``'s parameters."""
-
-    def set_throttling(self, *, disabled: bool, max_sample_rate: int | None = None) -> None:
-        """Switch the perf core's interrupt throttling off or on."""
+    def load(
+        self,
+        spec: AgentSpec,
+        *,
+        throttling_disabled: bool = True,
+        max_sample_rate: int | None = None,
+    ) -> None:
+        """Load the module with ``spec``'s parameters, the perf core's throttling as told."""
 
     def online_cpus(self) -> tuple[int, ...]:
         """CPUs online in the guest now."""

@@ -155,8 +155,7 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     :raise InfraError: a control step failed, or the drain read failed otherwise
         than by its timeout.
     """
-    agent.set_throttling(disabled=True)
-    agent.load(spec)
+    agent.load(spec)  # throttling off: exact counts
     online = agent.online_cpus()
     background = (
         # The reader's own time limit: it must end for `wait` to return.

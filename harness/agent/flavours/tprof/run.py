@@ -125,10 +125,8 @@ def run_steps(
     agent: AgentLike, spec: AgentSpec, steps: Sequence[str], context: RunContext
 ) -> tuple[SamplingRun, tuple[pc.StepResult, ...]]:
     """Load ``spec``, run ``steps`` (every one must succeed), collect and save."""
-    agent.set_throttling(
-        disabled=context.throttling_disabled, max_sample_rate=context.max_sample_rate
-    )
-    agent.load(spec)
+    agent.load(spec, throttling_disabled=context.throttling_disabled,
+               max_sample_rate=context.max_sample_rate)  # fmt: skip
     online = agent.online_cpus()
     started = time.monotonic()
     results = agent.run_steps(steps, actions=context.actions, timeout_s=None)
