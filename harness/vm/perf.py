@@ -1,0 +1,384 @@
+"""Linux perf in the guest: ``perf record`` beside a workload, and its per-CPU counts.
+
+Debian's ``linux-perf`` is in the guest rootfs (``/usr/bin/perf`` is the binary). A
+session samples given CPUs with one event and a fixed period, timestamps in
+CLOCK_MONOTONIC nanoseconds, into a file under /tmp; it starts with its events off
+and switches them on through a control FIFO, so `start_perf` returns only once perf
+counts. `stop_perf` sends SIGINT, waits (bounded) for perf to write its file, reads
+it back with ``perf script`` (and ``perf report -D`` for THROTTLE records) and
+counts SAMPLE, LOST and THROTTLE records per CPU, optionally inside a time window::
+
+    session = PerfSession(cpus=(0, 1), period=1_000_000)   # cycles
+    start_perf(guest.shell, session)
+    ...                                                     # the workload, the agent
+    counts = stop_perf(guest.shell, session, window=(start_ns, stop_ns))
+    counts.cpu(1).samples, counts.cpu(1).lost, counts.cpu(1).throttles
+
+Commands and parsing are pure; `start_perf` and `stop_perf` are the thin shell
+over anything with ``run(command, timeout_s=..., check=...)``
+(`harness.vm.ssh.GuestShell`). `harness.agent.peer` compares these counts with
+the agent's.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from harness.errors import ConfigError, GuestError
+
+#: Where the guest's perf lives (Debian's linux-perf: the binary itself, not a wrapper).
+PERF = "/usr/bin/perf"
+SESSION_DIR = "/tmp"
+#: ``perf record`` under TCG: loading its 30 MB of libraries and opening the events
+#: took 3-4 s on 2 vCPUs before it acknowledged ``enable``; stopping (SIGINT to the
+#: written file) 1-3 s.
+START_TIMEOUT_S = 120
+STOP_TIMEOUT_S = 120
+#: ``perf script`` and ``--stats`` over a 1.5 s run: 8-20 s on 1-2 vCPUs, about a minute
+#: on 4 vCPUs with the host loaded (load average 9).
+REPORT_TIMEOUT_S = 600
+_SECTION = re.compile(r"^### (\w+)$", re.MULTILINE)
+_SCRIPT_LINE = re.compile(r"^\s*\[(\d+)\]\s+(\d+)\.(\d{9}):\s+(.*?)\s*$")
+_DUMP_LINE = re.compile(r"^(\d+) (\d+) 0x[0-9a-f]+ \[0x[0-9a-f]+\]: PERF_RECORD_(\w+)")
+_LOST = re.compile(r"PERF_RECORD_LOST lost (\d+)")
+_STAT_LINE = re.compile(r"^\s*(\w+) events:\s+(\d+)", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class PerfSession:
+    """One ``perf record`` in the guest: what it samples and where its files go."""
+
+    cpus: tuple[int, ...]
+    period: int  # events per sample (``-c``)
+    event: str = "cycles"
+    name: str = "peer"  # files are /tmp/<name>.{data,ctl,ack,log,pid,stats,err}
+    mmap_pages: int | None = None  # ``-m``: perf's ring buffer per CPU (None: perf's default)
+
+    def __post_init__(self) -> None:
+        if not self.cpus or min(self.cpus) < 0:
+            raise ConfigError(f"perf session: CPUs {self.cpus!r}: give one or more CPU numbers ≥ 0")
+        if self.period < 1:
+            raise ConfigError(f"perf session: period {self.period} must be ≥ 1 event")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.name + self.event):
+            raise ConfigError(f"perf session: name {self.name!r} and event {self.event!r} must be "
+                              "plain words (letters, digits, _ . -)")  # fmt: skip
+
+    def path(self, suffix: str) -> str:
+        """The session's file with ``suffix`` (data, ctl, ack, log, pid, stats, err)."""
+        return f"{SESSION_DIR}/{self.name}.{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class PerfCpu:
+    """What perf recorded on one CPU (inside the window, if one was given)."""
+
+    cpu: int
+    samples: int  # PERF_RECORD_SAMPLE
+    lost: int  # records the kernel could not write (sum of PERF_RECORD_LOST's ``lost``)
+    lost_records: int  # PERF_RECORD_LOST records
+    throttles: int  # PERF_RECORD_THROTTLE
+    throttled_ns: int  # time between THROTTLE and UNTHROTTLE, clipped to the window
+    first_ns: int | None  # first and last sample's CLOCK_MONOTONIC time
+    last_ns: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PerfCounts:
+    """perf's per-CPU counts, the window they were cut to, and perf's version."""
+
+    cpus: tuple[PerfCpu, ...]  # every watched CPU, in order
+    period: int  # events per sample, as recorded
+    window: tuple[int, int] | None  # [start_ns, stop_ns] CLOCK_MONOTONIC, or None: all
+    version: str
+    totals: tuple[tuple[str, int], ...]  # ``perf report --stats``: (record type, count)
+
+    @property
+    def watched(self) -> tuple[int, ...]:
+        """The CPUs perf recorded on."""
+        return tuple(c.cpu for c in self.cpus)
+
+    def cpu(self, cpu: int) -> PerfCpu:
+        """The counts of ``cpu`` (all zero when perf recorded nothing there)."""
+        found = [c for c in self.cpus if c.cpu == cpu]
+        return found[0] if found else PerfCpu(cpu, 0, 0, 0, 0, 0, None, None)
+
+    def samples(self) -> dict[int, int]:
+        """Samples per CPU."""
+        return {c.cpu: c.samples for c in self.cpus}
+
+
+class PerfOutput(Protocol):
+    """The parts of `harness.vm.ssh.CommandResult` used here."""
+
+    @property
+    def stdout(self) -> str:
+        """What the command printed."""
+
+    @property
+    def stderr(self) -> str:
+        """What the command printed on stderr."""
+
+    @property
+    def exit_status(self) -> int:
+        """The command's exit status."""
+
+
+class PerfShell(Protocol):
+    """Runs a command in the guest (`harness.vm.ssh.GuestShell`)."""
+
+    def run(
+        self, command: str, *, timeout_s: float | None = None, check: bool = True
+    ) -> PerfOutput:
+        """Run ``command``; with ``check``, a non-zero exit raises."""
+
+
+# --- commands (pure) ----------------------------------------------------------------------
+
+
+def record_argv(session: PerfSession) -> tuple[str, ...]:
+    """``perf record`` for ``session``: disabled until told, times in CLOCK_MONOTONIC ns.
+
+    ``-D -1`` with ``--control`` starts with the events off and enables them on
+    ``enable`` through the control FIFO, acknowledging on the ack FIFO: the caller
+    knows when perf counts. No build ids and no BPF synthesis: they only slow the
+    start and stop under TCG, and the counts need neither.
+    """
+    pages = () if session.mmap_pages is None else ("-m", str(session.mmap_pages))
+    return (
+        PERF, "record", "-C", ",".join(str(c) for c in sorted(set(session.cpus))),
+        "-e", session.event, "-c", str(session.period), "-k", "CLOCK_MONOTONIC",
+        *pages, "-D", "-1",
+        "--control", f"fifo:{session.path('ctl')},{session.path('ack')}",
+        "--no-buildid", "--no-buildid-cache", "--no-bpf-event",
+        "-o", session.path("data"),
+    )  # fmt: skip
+
+
+def start_command(session: PerfSession, *, ack_timeout_s: int = START_TIMEOUT_S) -> str:
+    """Start ``perf record`` in the background and return once its events are on.
+
+    Prints perf's PID. Exits 1 (with perf's log on stderr) when perf does not
+    acknowledge ``enable`` within ``ack_timeout_s``. The control FIFO is opened
+    read-write so writing never blocks on a perf that already died.
+    """
+    p = session.path
+    files = " ".join(p(s) for s in ("data", "ctl", "ack", "log", "pid", "stats", "err"))
+    record = shlex.join(record_argv(session))
+    return (
+        f"rm -f {files} && mkfifo {p('ctl')} {p('ack')} && "
+        f"{{ {record} </dev/null >{p('log')} 2>&1 & echo $! > {p('pid')}; }} && "
+        f"exec 3<>{p('ack')} 4<>{p('ctl')} && echo enable >&4 && "
+        f'if read -t {ack_timeout_s} ack <&3 && [ "$ack" = ack ]; then cat {p("pid")}; '
+        f"else echo 'perf record did not acknowledge enable within {ack_timeout_s}s' >&2; "
+        f"cat {p('log')} >&2; kill -KILL $(cat {p('pid')}) 2>/dev/null; exit 1; fi"
+    )
+
+
+def stop_command(session: PerfSession, *, timeout_s: int = STOP_TIMEOUT_S) -> str:
+    """SIGINT to perf record, then wait (bounded) until it wrote its file and exited.
+
+    Exits 1 after killing it when it outlives ``timeout_s``; prints perf's log.
+    """
+    p = session.path
+    tenths = timeout_s * 10
+    return (
+        f"pid=$(cat {p('pid')}) && kill -INT $pid && i=0 && "
+        f"while kill -0 $pid 2>/dev/null; do i=$((i+1)); if [ $i -gt {tenths} ]; then "
+        f"kill -KILL $pid; echo 'perf record did not stop within {timeout_s}s' >&2; exit 1; fi; "
+        f"sleep 0.1; done; cat {p('log')}"
+    )
+
+
+def report_command(session: PerfSession) -> str:
+    """Print what `parse_perf_output` reads, in sections.
+
+    ``perf script`` gives CPU and time of every sample and LOST record, and is
+    fast (3.7 s for 22 000 samples under TCG); it cannot show THROTTLE records in
+    perf 6.1, so the raw dump (``perf report -D``, about 8x slower) runs only when
+    ``--stats`` counted any. perf's warnings go to their own section: written to
+    the same stream they land inside sample lines ("Processed 957 samples and
+    lost 37.30%!" did, in a recorded run).
+    """
+    data, stats, err = session.path("data"), session.path("stats"), session.path("err")
+    return "; ".join(
+        (
+            "echo '### version'", f"{PERF} --version",
+            f"{PERF} report -i {data} --stats >{stats} 2>{err}",
+            "echo '### stats'", f"cat {stats}",
+            "echo '### script'",
+            f"{PERF} script -i {data} -F cpu,time,event --ns --show-lost-events 2>>{err}",
+            "echo '### throttle'",
+            f"if grep -q ' THROTTLE events' {stats}; then {PERF} report -i {data} -D 2>>{err}"
+            " | grep -E 'PERF_RECORD_(UN)?THROTTLE'; fi",
+            "echo '### warnings'", f"cat {err}",
+        )
+    )  # fmt: skip
+
+
+# --- the thin shell ------------------------------------------------------------------------
+
+
+def start_perf(shell: PerfShell, session: PerfSession, *, timeout_s: int = START_TIMEOUT_S) -> int:
+    """Start ``perf record`` for ``session``; return its PID once its events count.
+
+    Blocks up to ``timeout_s`` (plus the SSH round trip).
+
+    :raise GuestError: perf did not start or did not acknowledge (its log attached).
+    """
+    result = shell.run(start_command(session, ack_timeout_s=timeout_s), check=False,
+                       timeout_s=timeout_s + 30)  # fmt: skip
+    words = result.stdout.split()
+    if result.exit_status != 0 or not words or not words[-1].isdigit():
+        raise GuestError(f"perf record for {session.name} did not start", result.stderr[-3000:])
+    return int(words[-1])
+
+
+def stop_perf(
+    shell: PerfShell,
+    session: PerfSession,
+    *,
+    window: tuple[int, int] | None = None,
+    timeout_s: int = STOP_TIMEOUT_S,
+) -> PerfCounts:
+    """Stop ``perf record`` (SIGINT), read its file back, and count, cut to ``window``.
+
+    Blocks up to ``timeout_s`` for the stop plus `REPORT_TIMEOUT_S` for reading.
+
+    :raise GuestError: perf did not stop in time, or its output cannot be read.
+    """
+    stopped = shell.run(stop_command(session, timeout_s=timeout_s), check=False,
+                        timeout_s=timeout_s + 30)  # fmt: skip
+    if stopped.exit_status != 0:
+        raise GuestError(f"perf record for {session.name} did not stop cleanly",
+                         (stopped.stdout + stopped.stderr)[-3000:])  # fmt: skip
+    report = shell.run(report_command(session), check=False, timeout_s=REPORT_TIMEOUT_S)
+    return parse_perf_output(report.stdout, period=session.period, cpus=session.cpus, window=window)
+
+
+# --- parsing (pure) -----------------------------------------------------------------------
+
+
+def parse_perf_output(
+    text: str,
+    *,
+    period: int,
+    cpus: Iterable[int] = (),
+    window: tuple[int, int] | None = None,
+) -> PerfCounts:
+    """Per-CPU counts from `report_command`'s output, cut to ``window`` if given.
+
+    ``cpus`` are the CPUs perf recorded on (the session's): each gets an entry even
+    without a record; others get one when perf printed a record for them. A record
+    counts when its time is inside ``[start_ns, stop_ns]``.
+
+    :raise GuestError: a section is missing, or ``perf script`` showed a
+        different number of samples than ``perf report --stats`` counted (a
+        truncated or misread output, never silently a smaller count).
+    """
+    sections = _sections(text)
+    totals = tuple((name, int(n)) for name, n in _STAT_LINE.findall(_aggregated(sections["stats"])))
+    samples: dict[int, list[int]] = {}
+    lost: dict[int, list[tuple[int, int]]] = {}
+    for cpu, time_ns, rest in _script_records(sections["script"]):
+        if match := _LOST.search(rest):
+            lost.setdefault(cpu, []).append((time_ns, int(match[1])))
+        elif "PERF_RECORD_" not in rest:
+            samples.setdefault(cpu, []).append(time_ns)
+    seen = sum(len(v) for v in samples.values())
+    counted = dict(totals).get("SAMPLE", 0)
+    if seen != counted:
+        raise _bad(
+            f"perf script showed {seen} samples, perf report --stats counted {counted}",
+            sections.get("warnings", ""),
+        )
+    throttles = _throttle_records(sections["throttle"])
+    watched = sorted(set(cpus) | set(samples) | set(lost) | set(throttles))
+    return PerfCounts(
+        cpus=tuple(
+            _cpu_counts(
+                cpu, samples.get(cpu, []), lost.get(cpu, []), throttles.get(cpu, []), window
+            )
+            for cpu in watched
+        ),
+        period=period,
+        window=window,
+        version=sections["version"].strip(),
+        totals=totals,
+    )
+
+
+def _bad(reason: str, evidence: str = "") -> GuestError:
+    return GuestError(f"perf output: {reason}", evidence.strip())
+
+
+def _sections(text: str) -> dict[str, str]:
+    parts = _SECTION.split(text)
+    found = {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+    missing = [s for s in ("version", "stats", "script", "throttle") if s not in found]
+    if missing:
+        raise _bad(f"no {', '.join(missing)} section(s) in the output")
+    return found
+
+
+def _aggregated(stats: str) -> str:
+    """The ``Aggregated stats`` block of ``--stats`` (before the per-event blocks)."""
+    return re.split(r"^\S.* stats:$", stats.split("Aggregated stats:", 1)[-1], flags=re.M)[0]
+
+
+def _script_records(text: str) -> Iterable[tuple[int, int, str]]:
+    for line in text.splitlines():
+        if match := _SCRIPT_LINE.match(line):
+            yield int(match[1]), int(match[2]) * 1_000_000_000 + int(match[3]), match[4]
+
+
+def _throttle_records(text: str) -> dict[int, list[tuple[int, bool]]]:
+    """Per CPU, (time, throttled?) of each THROTTLE (True) and UNTHROTTLE (False), in order."""
+    found: dict[int, list[tuple[int, bool]]] = {}
+    for line in text.splitlines():
+        if (match := _DUMP_LINE.match(line)) and match[3] in ("THROTTLE", "UNTHROTTLE"):
+            found.setdefault(int(match[1]), []).append((int(match[2]), match[3] == "THROTTLE"))
+    return {cpu: sorted(records) for cpu, records in found.items()}
+
+
+def _inside(time_ns: int, window: tuple[int, int] | None) -> bool:
+    return window is None or window[0] <= time_ns <= window[1]
+
+
+def _cpu_counts(
+    cpu: int,
+    samples: Sequence[int],
+    lost: Sequence[tuple[int, int]],
+    throttles: Sequence[tuple[int, bool]],
+    window: tuple[int, int] | None,
+) -> PerfCpu:
+    kept = sorted(t for t in samples if _inside(t, window))
+    lost_kept = [n for t, n in lost if _inside(t, window)]
+    return PerfCpu(
+        cpu=cpu,
+        samples=len(kept),
+        lost=sum(lost_kept),
+        lost_records=len(lost_kept),
+        throttles=sum(1 for t, on in throttles if on and _inside(t, window)),
+        throttled_ns=_throttled_ns(throttles, window),
+        first_ns=kept[0] if kept else None,
+        last_ns=kept[-1] if kept else None,
+    )
+
+
+def _throttled_ns(records: Sequence[tuple[int, bool]], window: tuple[int, int] | None) -> int:
+    """Time spent throttled inside ``window``; a THROTTLE never lifted lasts to its end."""
+    lo, hi = window if window is not None else (0, max((t for t, _ in records), default=0))
+    total, since = 0, None
+    for time_ns, on in records:
+        if on and since is None:
+            since = time_ns
+        elif not on and since is not None:
+            total += max(0, min(time_ns, hi) - max(since, lo))
+            since = None
+    if since is not None:
+        total += max(0, hi - max(since, lo))
+    return total

@@ -1,0 +1,204 @@
+"""Linux perf in the guest: commands run against a fake perf, counts from recorded output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ConfigError, GuestError
+from harness.vm import perf
+from harness.vm.perf import (
+    PerfSession,
+    parse_perf_output,
+    record_argv,
+    start_perf,
+    stop_perf,
+)
+from tests.unit.golden import LOGS_DIR
+
+MS = 1_000_000
+# Read by hand from the recorded files (tests/data/logs/README.md says how each was made).
+PLAIN_SAMPLES = {0: 43, 1: 43}
+PLAIN_CPU0_FIRST_LAST = (8_025_467_600, 8_448_040_720)
+LOST_COUNTS = (433, 462, 1)  # samples, lost, LOST records on CPU 1
+THROTTLES = {0: 59, 1: 59}
+
+
+def recorded(name: str) -> str:
+    return (LOGS_DIR / f"arm64-perf-{name}.txt").read_text()
+
+
+# --- commands -----------------------------------------------------------------------------
+
+
+def test_record_argv_samples_the_cpus_with_the_period_in_monotonic_time() -> None:
+    argv = record_argv(PerfSession(cpus=(3, 0, 1), period=MS, name="p1", mmap_pages=8))
+    assert argv[:2] == ("/usr/bin/perf", "record")
+    words = " ".join(argv)
+    assert "-C 0,1,3 -e cycles -c 1000000 -k CLOCK_MONOTONIC -m 8 -D -1" in words
+    assert "--control fifo:/tmp/p1.ctl,/tmp/p1.ack" in words
+    assert argv[-2:] == ("-o", "/tmp/p1.data")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"cpus": ()}, "CPU numbers"),
+        ({"cpus": (-1,)}, "CPU numbers"),
+        ({"period": 0}, "period 0"),
+        ({"name": "a b"}, "plain words"),
+        ({"event": "cycles;reboot"}, "plain words"),
+    ],
+)
+def test_a_bad_session_is_a_config_error(kwargs: dict[str, object], message: str) -> None:
+    args: dict[str, object] = {"cpus": (0,), "period": MS, **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        PerfSession(**args)  # type: ignore[arg-type]
+
+
+FAKE_PERF = """\
+import signal, sys, time
+args = sys.argv[1:]
+if "no-such-event" in args:
+    print("event syntax error: 'no-such-event'")
+    sys.exit(129)
+ctl, ack = next(a for a in args if a.startswith("fifo:"))[5:].split(",")
+stopped = []
+signal.signal(signal.SIGINT, lambda *_: stopped.append(1))
+with open(ctl) as commands:
+    assert commands.readline().strip() == "enable"
+with open(ack, "w") as answer:
+    answer.write("ack\\n")
+while not stopped:
+    time.sleep(0.01)
+print("[ perf record: Captured and wrote 0.002 MB (3 samples) ]")
+"""
+
+
+@dataclass(frozen=True)
+class Ran:
+    stdout: str
+    stderr: str
+    exit_status: int
+
+
+class HostShell:
+    """Runs the guest commands in bash on the host (busybox's ash reads them the same)."""
+
+    def __init__(self) -> None:
+        self.commands: list[str] = []
+
+    def run(self, command: str, *, timeout_s: float | None = None, check: bool = True) -> Ran:
+        self.commands.append(command)
+        proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                              timeout=timeout_s, check=check)  # fmt: skip
+        return Ran(proc.stdout, proc.stderr, proc.returncode)
+
+
+@pytest.fixture
+def fake_perf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    script = tmp_path / "perf"
+    script.write_text(f"#!{sys.executable}\n{FAKE_PERF}")
+    script.chmod(0o755)
+    monkeypatch.setattr(perf, "PERF", str(script))
+    monkeypatch.setattr(perf, "SESSION_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_start_returns_once_perf_acknowledged_and_stop_waits_for_its_exit(fake_perf: Path) -> None:
+    shell, session = HostShell(), PerfSession(cpus=(0,), period=MS, name="s")
+    pid = start_perf(shell, session, timeout_s=20)
+    assert (fake_perf / "s.pid").read_text().strip() == str(pid)
+    stopped = shell.run(perf.stop_command(session, timeout_s=20))
+    assert stopped.exit_status == 0
+    assert "Captured and wrote" in stopped.stdout
+    gone = subprocess.run(["kill", "-0", str(pid)], capture_output=True, check=False)
+    assert gone.returncode != 0
+
+
+def test_a_perf_that_never_acknowledges_is_a_guest_error_with_its_log(fake_perf: Path) -> None:
+    session = PerfSession(cpus=(0,), period=MS, name="bad", event="no-such-event")
+    with pytest.raises(GuestError, match="did not start") as caught:
+        start_perf(HostShell(), session, timeout_s=1)
+    assert "event syntax error" in caught.value.evidence
+
+
+def test_stopping_a_perf_that_is_gone_is_a_guest_error(fake_perf: Path) -> None:
+    (fake_perf / "gone.pid").write_text("999999\n")
+    with pytest.raises(GuestError, match="did not stop cleanly"):
+        stop_perf(HostShell(), PerfSession(cpus=(0,), period=MS, name="gone"), timeout_s=1)
+
+
+# --- recorded output ----------------------------------------------------------------------
+
+
+def test_plain_run_counts_samples_per_cpu() -> None:
+    counts = parse_perf_output(recorded("plain"), period=10 * MS)
+    assert counts.version == "perf version 6.1.192"
+    assert counts.samples() == PLAIN_SAMPLES
+    assert dict(counts.totals)["SAMPLE"] == sum(PLAIN_SAMPLES.values())
+    assert all(c.lost == c.throttles == c.throttled_ns == 0 for c in counts.cpus)
+
+
+def test_a_window_keeps_the_records_inside_it() -> None:
+    first, last = PLAIN_CPU0_FIRST_LAST
+    counts = parse_perf_output(recorded("plain"), period=10 * MS, window=(first + 1, last))
+    assert counts.cpu(0).samples == PLAIN_SAMPLES[0] - 1
+    assert (counts.cpu(0).first_ns or 0) > first
+    assert counts.window == (first + 1, last)
+    assert parse_perf_output(recorded("plain"), period=10 * MS, window=(0, 1)).samples() == {
+        0: 0,
+        1: 0,
+    }
+
+
+def test_lost_records_are_summed_per_cpu() -> None:
+    counts = parse_perf_output(recorded("lost"), period=MS)
+    cpu = counts.cpu(1)
+    assert (cpu.samples, cpu.lost, cpu.lost_records) == LOST_COUNTS
+    assert dict(counts.totals)["LOST"] == LOST_COUNTS[2]
+
+
+def test_throttles_are_counted_with_the_time_spent_throttled() -> None:
+    counts = parse_perf_output(recorded("throttle"), period=100_000)
+    assert {c.cpu: c.throttles for c in counts.cpus} == THROTTLES
+    assert sum(THROTTLES.values()) == dict(counts.totals)["THROTTLE"]
+    assert all(c.throttled_ns > 0 for c in counts.cpus if c.throttles)
+
+
+def test_throttled_time_is_clipped_to_the_window_and_an_open_throttle_lasts_to_its_end() -> None:
+    text = "\n".join(
+        [
+            "### version", "perf version 6.1.192", "### stats", "Aggregated stats:",
+            "          SAMPLE events:          0", "### script", "### throttle",
+            "0 1000 0x10 [0x40]: PERF_RECORD_THROTTLE: unhandled!",
+            "0 3000 0x50 [0x40]: PERF_RECORD_UNTHROTTLE: unhandled!",
+            "0 5000 0x90 [0x40]: PERF_RECORD_THROTTLE: unhandled!",
+        ]
+    )  # fmt: skip
+    assert parse_perf_output(text, period=100).cpu(0).throttled_ns == 2000
+    clipped = parse_perf_output(text, period=100, window=(2000, 6000)).cpu(0)
+    assert (clipped.throttles, clipped.throttled_ns) == (1, 1000 + 1000)
+
+
+def test_a_truncated_script_section_is_an_error_not_a_smaller_count() -> None:
+    text = recorded("plain")
+    cut = text[: text.index("### throttle")].rsplit("\n", 3)[0] + "\n### throttle\n"
+    with pytest.raises(GuestError, match="perf script showed"):
+        parse_perf_output(cut, period=10 * MS)
+
+
+def test_a_warning_inside_a_sample_line_is_caught_by_the_count_check() -> None:
+    # Recorded with perf's stderr merged into the script section: "Processed 957
+    # samples and lost 37.30%!" split one sample line, so perf script showed 599.
+    with pytest.raises(GuestError, match="showed 599 samples, perf report --stats counted 600"):
+        parse_perf_output(recorded("lost-interleaved"), period=MS)
+
+
+def test_a_missing_section_is_named() -> None:
+    with pytest.raises(GuestError, match="no script, throttle section"):
+        parse_perf_output("### version\nperf version 6.1.192\n### stats\n", period=MS)
