@@ -1,0 +1,87 @@
+"""PEER: the agent's count against perf's, with the bound the model allows."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harness.agent.peer import PeerBound, check_peer, peer_range
+from harness.vm.perf import PerfCounts, PerfCpu, parse_perf_output
+from tests.unit.golden import LOGS_DIR
+
+MS = 1_000_000
+#: Both recorded sessions ran on CPUs 0-1 of one guest, enabled back to back; this
+#: span lies inside both on both CPUs. Counted from the text (awk): 397 and 391 in each.
+PAIR_WINDOW = (21_211_693_896, 21_896_998_424)
+PAIR_SAMPLES = {0: 397, 1: 391}
+
+
+def pair(session: str) -> PerfCounts:
+    text = (LOGS_DIR / f"arm64-perf-pair-{session}.txt").read_text()
+    return parse_perf_output(text, period=MS, cpus=(0, 1), window=PAIR_WINDOW)
+
+
+def test_two_real_perf_sessions_side_by_side_agree_and_a_dropping_one_does_not() -> None:
+    first, second = pair("a"), pair("b")
+    assert first.samples() == second.samples() == PAIR_SAMPLES
+    assert check_peer(first.samples(), second) == []
+    dropping = {cpu: n - n // 7 for cpu, n in first.samples().items()}
+    assert [(v.cpu, v.observed) for v in check_peer(dropping, second)] == [(0, "341"), (1, "336")]
+
+
+def counts_of(*cpus: PerfCpu, window: tuple[int, int] | None = (0, 1000 * MS)) -> PerfCounts:
+    return PerfCounts(cpus=cpus, period=MS, window=window, version="perf", totals=())
+
+
+def cpu_with(cpu: int, samples: int, **kwargs: int) -> PerfCpu:
+    base = PerfCpu(cpu, samples, 0, 0, 0, 0, 0, 999 * MS)
+    return replace(base, **kwargs)
+
+
+def test_range_is_samples_plus_lost_with_edges_phase_and_fold_interrupts() -> None:
+    # 1000 periods in the window, 600 samples, 100 lost: 300 folded periods, so at
+    # most 300 fold interrupts, 0.05 x 300 = 15 of them mismatched.
+    allowed = peer_range(cpu_with(0, 600, lost=100), counts_of(cpu_with(0, 600, lost=100)))
+    assert allowed.folds == 300
+    assert (allowed.low, allowed.high) == (600 - 18, 700 + 18)
+
+
+def test_fold_interrupts_are_at_most_the_samples() -> None:
+    # 8 vCPUs on 2 busy cores: 6 % delivered, 345 samples for 6656 periods.
+    allowed = peer_range(cpu_with(0, 345), counts_of(window=(0, 6656 * MS)))
+    assert allowed.folds == 345
+    assert (allowed.low, allowed.high) == (345 - 21, 345 + 21)
+
+
+def test_agreeing_counts_pass_and_counts_beyond_the_bound_fail() -> None:
+    peer_counts = counts_of(cpu_with(0, 1000), cpu_with(1, 1000))
+    assert check_peer({0: 1000 - 3, 1: 1000 + 3}, peer_counts) == []
+    [low, high] = check_peer({0: 1000 - 4, 1: 1000 + 4}, peer_counts)
+    assert (low.oracle, low.cpu, low.expected, low.observed) == ("PEER", 0, "997..1003", "996")
+    assert (high.cpu, high.observed) == (1, "1004")
+    assert "edges 2 + phase 1" in low.detail
+
+
+def test_an_agent_dropping_one_overflow_in_seven_fails_even_on_a_folding_host() -> None:
+    # 8 busy vCPUs on 2 host cores: about a third of the periods delivered.
+    peer_counts = counts_of(cpu_with(2, 350))
+    assert check_peer({2: 350}, peer_counts) == []
+    assert [v.cpu for v in check_peer({2: 350 - 350 // 7}, peer_counts)] == [2]
+
+
+def test_throttling_widens_the_range_by_the_periods_it_spanned() -> None:
+    throttled = cpu_with(0, 1000, throttles=2, throttled_ns=10 * MS)
+    assert check_peer({0: 1000 + 3 + 14}, counts_of(throttled)) == []
+    assert len(check_peer({0: 1000 + 3 + 15}, counts_of(throttled))) == 1
+
+
+def test_every_cpu_perf_watched_is_judged_and_only_those() -> None:
+    # CPU 1 was watched and perf saw nothing there: no interrupt, so nothing folded.
+    peer_counts = counts_of(cpu_with(0, 500), PerfCpu(1, 0, 0, 0, 0, 0, None, None))
+    [missing, idle] = check_peer({1: 40, 5: 40}, peer_counts)
+    assert (missing.cpu, missing.observed) == (0, "no agent count")
+    assert (idle.cpu, idle.expected, idle.observed) == (1, "0..3", "40")
+
+
+def test_the_bound_is_a_parameter() -> None:
+    peer_counts = counts_of(cpu_with(0, 1000))
+    assert check_peer({0: 1010}, peer_counts, bound=PeerBound(edges=10)) == []
