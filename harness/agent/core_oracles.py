@@ -8,6 +8,9 @@ The chain that makes a flavour's conservation law mean something starts here:
   carrying an injected burst runs it once per injected call instead; injections
   are what the harness sent, not what the agent says it received.
 * RELEASED (C-4): after STOP the PMU stays quiet: every event was released.
+* PEER: where Linux perf sampled the same CPUs with the same event and period
+  beside the agent, the overflows the agent saw agree with perf's samples within
+  the bound of `harness.agent.peer`'s model.
 * THROTTLE: with throttling off, the perf core throttled nothing (its own mark).
 * C-2: no lock taken and no allocation made in NMI context.
 
@@ -21,16 +24,19 @@ reported by the tables, with their share; no oracle counts them as accounted::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness.agent.evidence import Injections, KernelEvidence
+from harness.agent.peer import PeerBound, check_peer
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
+from harness.vm.perf import PerfCounts
 
 CORE_ORACLES: tuple[tuple[str, str], ...] = (
     ("IRQ", "overflows seen = PMU interrupts the guest kernel handled, per CPU"),
     ("CALLS", "producer calls = overflows seen - bursts + injected, per CPU and context"),
     ("RELEASED", "no PMU interrupt after STOP: every event released (C-4)"),
+    ("PEER", "overflows seen agree with Linux perf's samples beside the agent (model bound)"),
     ("THROTTLE", "throttling off: the perf core throttled no event"),
     ("C-2", "no lock taken and no allocation made in NMI context"),
 )
@@ -50,6 +56,9 @@ class CoreView:
     kernel: KernelEvidence | None
     injections: Injections
     throttling_disabled: bool
+    #: Linux perf's counts beside the agent, cut to ``peer_window`` (None: no peer ran).
+    peer: PerfCounts | None = None
+    peer_bound: PeerBound = field(default_factory=PeerBound)
 
     @property
     def pmu_interrupts(self) -> bool:
@@ -64,12 +73,17 @@ class CoreView:
 def applicable_core(view: CoreView) -> frozenset[str]:
     """The core oracles ``view`` can be judged by.
 
-    IRQ and RELEASED need the kernel's counts of PMU interrupts; THROTTLE needs
-    throttling off (with it on, the throttling test judges the loss itself).
+    IRQ and RELEASED need the kernel's counts of PMU interrupts, RELEASED the PMU to
+    the agent alone (a peer keeps sampling after STOP); THROTTLE needs throttling
+    off (with it on, the throttling test judges the loss itself); PEER a peer.
     """
     names = {name for name, _ in CORE_ORACLES}
     if not view.pmu_interrupts:
         names -= {"IRQ", "RELEASED"}
+    if view.kernel is not None and view.kernel.pmu_shared:
+        names.discard("RELEASED")
+    if view.peer is None:
+        names.discard("PEER")
     if not view.throttling_disabled:
         names.discard("THROTTLE")
     return frozenset(names)
@@ -147,6 +161,14 @@ def check_released(view: CoreView) -> list[Violation]:
     ]
 
 
+def check_peer_counts(view: CoreView) -> list[Violation]:
+    """PEER: per CPU perf watched, the agent's overflows lie in the model's range of perf's."""
+    if view.peer is None:
+        return []
+    seen = {cpu: view.get(cpu, "x_nmi_total") for cpu in view.core}
+    return check_peer(seen, view.peer, bound=view.peer_bound)
+
+
 def check_throttle(view: CoreView) -> list[Violation]:
     """THROTTLE: with throttling off the perf core marked no event throttled."""
     return _must_be_zero(view, "THROTTLE", ("x_throttled",), "throttling disabled")
@@ -172,6 +194,7 @@ _CHECKS: dict[str, Callable[[CoreView], list[Violation]]] = {
     "IRQ": check_irq,
     "CALLS": check_calls,
     "RELEASED": check_released,
+    "PEER": check_peer_counts,
     "THROTTLE": check_throttle,
     "C-2": check_nmi_safety,
 }

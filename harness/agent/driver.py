@@ -172,14 +172,20 @@ class Agent:
         On, the perf core allows ``max_sample_rate`` overflows per second and
         CPU (its default, 100000, when None) and lowers that limit by itself
         when handlers are slow. The limit can only be written while the
-        CPU-time limit is neither 0 nor 100, hence the order.
+        CPU-time limit is neither 0 nor 100, hence the order, and nothing is
+        written when both already hold: while the limit is being written, any
+        PMU user's slow handler (under TCG: tens of µs, against the 250 ns a
+        1000000/s rate leaves) makes the kernel lower the rate, to 1 per tick.
         """
         rate = MAX_SAMPLE_RATE if disabled else (max_sample_rate or 100_000)
         percent = 0 if disabled else 25
+        sysctl = "/proc/sys/kernel/perf"
         self.shell.run(
-            "echo 25 > /proc/sys/kernel/perf_cpu_time_max_percent && "
-            f"echo {rate} > /proc/sys/kernel/perf_event_max_sample_rate && "
-            f"echo {percent} > /proc/sys/kernel/perf_cpu_time_max_percent"
+            f'[ "$(cat {sysctl}_cpu_time_max_percent)" = {percent} ] && '
+            f'[ "$(cat {sysctl}_event_max_sample_rate)" = {rate} ] || '
+            f"{{ echo 25 > {sysctl}_cpu_time_max_percent && "
+            f"echo {rate} > {sysctl}_event_max_sample_rate && "
+            f"echo {percent} > {sysctl}_cpu_time_max_percent; }}"
         )
 
     def steps(

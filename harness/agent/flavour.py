@@ -27,6 +27,8 @@ from harness.agent import profctl as pc
 from harness.agent.info import FlavourInfo
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
+from harness.timeouts import Timeouts
+from harness.vm.perf import PerfShell
 
 _R = TypeVar("_R")
 _T = TypeVar("_T")
@@ -39,6 +41,14 @@ class AgentLike(Protocol):
     def workdir(self) -> Path:
         """Where a run's evidence is kept on the host."""
 
+    @property
+    def shell(self) -> PerfShell:
+        """The guest's shell, for tools that run beside the agent (the perf peer)."""
+
+    @property
+    def timeouts(self) -> Timeouts:
+        """The run's (scaled) time budgets."""
+
     def load(
         self,
         spec: AgentSpec,
@@ -47,6 +57,9 @@ class AgentLike(Protocol):
         max_sample_rate: int | None = None,
     ) -> None:
         """Load the module with ``spec``'s parameters, the perf core's throttling as told."""
+
+    def set_throttling(self, *, disabled: bool, max_sample_rate: int | None = None) -> None:
+        """Switch the perf core's interrupt throttling off or on (nothing if it already is)."""
 
     def online_cpus(self) -> tuple[int, ...]:
         """CPUs online in the guest now."""

@@ -83,6 +83,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.agent.results import Violation
+from harness.errors import InfraError
 from harness.vm.perf import PerfCounts, PerfCpu
 
 
@@ -155,3 +156,25 @@ def check_peer(
             violations.append(Violation("PEER", cpu, f"{allowed.low}..{allowed.high}",
                                         str(seen), allowed.reason))  # fmt: skip
     return violations
+
+
+def agent_window(info: Mapping[str, str], period: int) -> tuple[tuple[int, int], PeerBound]:
+    """The window in which every CPU's agent event counted, and the bound that goes with it.
+
+    The agent arms and disarms its CPUs one after another (debugfs ``info``:
+    ``arm_begin_ns`` … ``disarm_end_ns``): between the end of arming and the start
+    of disarming every CPU counted. Its own counts run a little beyond that on each
+    CPU, by at most the arming and the disarming time, so each end of the window
+    adds that many periods to the edge term.
+
+    :raise InfraError: the agent's ``info`` does not say when it armed and disarmed.
+    """
+    try:
+        begin, end = int(info["arm_begin_ns"]), int(info["arm_end_ns"])
+        off_begin, off_end = int(info["disarm_begin_ns"]), int(info["disarm_end_ns"])
+    except (KeyError, ValueError) as exc:
+        raise InfraError(
+            f"the agent's info does not say when it armed and disarmed: {exc}"
+        ) from exc
+    skew = math.ceil((end - begin) / period) + math.ceil((off_end - off_begin) / period)
+    return (end, off_begin), PeerBound(edges=PeerBound().edges + skew)

@@ -26,6 +26,7 @@ from harness.agent.flavours.tprof.run import (
     collect_steps,
     decode_stat,
     ioctl_step,
+    peer_run,
     sampling_run,
     scripted_run,
     start_steps,
@@ -65,6 +66,20 @@ def test_sampling_workload_every_overflow_accounted(
     assert run.snapshot.stats["sample"] > 0
     for cpu in plan.busy_cpus:
         assert run.snapshot.core[cpu]["x_nmi_total"] > 0
+
+
+@pytest.mark.limit_s(1800)  # perf reads its file back slowly under TCG: minutes on 8 vCPUs
+def test_linux_perf_beside_the_agent_agrees(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """PEER: Debian's perf samples the same CPUs, event and period beside the agent."""
+    cpus = tuple(range(topology.cpus))
+    run = peer_run(agent, AgentSpec(), SamplingPlan(busy_cpus=cpus, busy_ms=1000))
+    assert run.peer is not None
+    assert run.peer.watched == cpus
+    assert "PEER" in applicable_oracles(run)
+    assert_oracles(run, request)
+    assert all(run.peer.cpu(cpu).samples > 0 for cpu in cpus)
 
 
 @pytest.mark.parametrize("quirks", [0, TP_D1], ids=["fixed", "quirk-TP-D1"])

@@ -14,6 +14,7 @@ from harness.agent.core_oracles import (
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.info import CORE_PERCPU
 from harness.agent.spec import AgentSpec
+from harness.vm.perf import PerfCounts, PerfCpu
 
 
 def core(**values: int) -> dict[str, int]:
@@ -38,7 +39,7 @@ def brief(view: CoreView) -> list[tuple[str, int | None, str, str]]:
 
 
 def test_a_consistent_view_passes_every_core_oracle() -> None:
-    assert applicable_core(VIEW) == {name for name, _ in CORE_ORACLES}
+    assert applicable_core(VIEW) == {name for name, _ in CORE_ORACLES} - {"PEER"}
     assert check_core(VIEW) == []
 
 
@@ -59,6 +60,22 @@ def test_irq_context_calls_count_like_nmi_ones() -> None:
 def test_a_software_clock_or_no_kernel_counts_skips_irq_and_released() -> None:
     for view in (replace(VIEW, spec=AgentSpec(event="cpu-clock")), replace(VIEW, kernel=None)):
         assert applicable_core(view) == {"CALLS", "THROTTLE", "C-2"}
+
+
+def peer_of(samples: dict[int, int]) -> PerfCounts:
+    """perf's counts over a 1 s window at period 1e6: every period delivered."""
+    cpus = tuple(PerfCpu(cpu, n, 0, 0, 0, 0, 0, 10**9) for cpu, n in samples.items())
+    return PerfCounts(cpus=cpus, window=(0, 10**9), period=1_000_000, version="6.1",
+                      totals=())  # fmt: skip
+
+
+def test_a_peer_beside_the_agent_is_judged_and_released_is_not() -> None:
+    shared = replace(VIEW.kernel, pmu_shared=True) if VIEW.kernel else None
+    view = replace(VIEW, kernel=shared, peer=peer_of({0: 101, 1: 48}))
+    assert applicable_core(view) == {name for name, _ in CORE_ORACLES} - {"RELEASED"}
+    assert check_core(view) == []
+    off = replace(view, peer=peer_of({0: 120, 1: 50}))  # 100 seen on CPU 0: 20 short
+    assert [(v.oracle, v.cpu) for v in check_core(off)] == [("PEER", 0)]
 
 
 def test_throttling_on_leaves_throttle_to_the_throttling_case() -> None:

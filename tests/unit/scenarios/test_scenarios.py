@@ -380,7 +380,8 @@ ERRORS: dict[str, tuple[dict[str, str], str, str]] = {
     "unknown oracle": (
         {"expect": '[[expect]]\noracle = "TP-O9"\n'},
         "expect[0].oracle",
-        "no oracle 'TP-O9' for flavour tprof; known: IRQ, CALLS, RELEASED, THROTTLE, C-2, TP-O1",
+        "no oracle 'TP-O9' for flavour tprof; "
+        "known: IRQ, CALLS, RELEASED, PEER, THROTTLE, C-2, TP-O1",
     ),
     "dt oracle on tprof": (
         {"expect": DT_EXPECT},

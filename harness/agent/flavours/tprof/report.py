@@ -14,7 +14,8 @@ some CPU has a non-zero count (``overflow`` and ``dropbuf_sample`` always). ``ir
 is the guest kernel's own count of PMU interrupts (oracle IRQ compares it with
 ``seen``); ``undeliv`` counts periods the emulator never raised as an overflow in
 time and ``deliv%`` is the share that did arrive: reported, never accounted.
-``throttled`` counts overflows after which the perf core throttled the event.
+``perf`` is Linux perf's samples on the CPU where it ran beside the agent (oracle
+PEER). ``throttled`` counts overflows after which the perf core throttled the event.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class CpuRow:
     cpu: int | None
     seen: int
     irq: int | None
+    peer: int | None  # Linux perf's samples on this CPU in the agent's window (None: no peer)
     calls: int
     recorded: int
     drops: tuple[tuple[str, int], ...]
@@ -97,6 +99,7 @@ class CpuRow:
             "cpu": "all" if self.cpu is None else self.cpu,
             "seen": self.seen,
             "irq": self.irq,
+            "perf": self.peer,
             "calls": self.calls,
             "recorded": self.recorded,
             "drops": dict(self.drops),
@@ -123,6 +126,7 @@ def cpu_rows(run: SamplingRun) -> tuple[CpuRow, ...]:
                 cpu=cpu,
                 seen=core.get("x_nmi_total", 0),
                 irq=run.kernel.delta(cpu) if run.kernel else None,
+                peer=run.peer.cpu(cpu).samples if run.peer and cpu in run.peer.watched else None,
                 calls=core.get("x_producer_calls", 0),
                 recorded=stats.get("x_sample", 0),
                 drops=tuple((column, stats.get(name, 0)) for name, column in _CAUSES),
@@ -146,6 +150,7 @@ def total_row(rows: Iterable[CpuRow]) -> CpuRow:
         cpu=None,
         seen=sum(r.seen for r in rows),
         irq=None if any(r.irq is None for r in rows) else sum(r.irq or 0 for r in rows),
+        peer=None if any(r.peer is None for r in rows) else sum(r.peer or 0 for r in rows),
         calls=sum(r.calls for r in rows),
         recorded=sum(r.recorded for r in rows),
         drops=tuple(
@@ -192,7 +197,7 @@ def format_cpu_table(run: SamplingRun) -> str:
     )
     rows = cpu_rows(run)
     shown = drop_columns(rows)
-    titles = ("cpu", "irq", "seen", "calls", "recorded", *shown)
+    titles = ("cpu", "irq", "seen", "perf", "calls", "recorded", *shown)
     titles += ("undeliv", "deliv%", "throttled", "nmi%", "irqoff", "probe", "mean_us", "max_us")
     cells = [_cells(row, shown) for row in (*rows, total_row(rows))]
     return "\n".join([header, nmi_mode(run), *align([titles, *cells])])
@@ -226,6 +231,7 @@ def _cells(row: CpuRow, shown: Sequence[str]) -> tuple[str, ...]:
         "all" if row.cpu is None else str(row.cpu),
         "-" if row.irq is None else str(row.irq),
         str(row.seen),
+        "-" if row.peer is None else str(row.peer),
         str(row.calls),
         str(row.recorded),
         *(str(drops[name]) for name in shown),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.results import AgentSnapshot, flat_numbers
 from harness.agent.spec import AgentSpec
+from harness.vm.perf import PerfCounts
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,8 @@ class SamplingRun:
     kernel: KernelEvidence | None = None
     #: What the harness's steps injected, per CPU (the CALLS oracle's evidence).
     injections: Injections = field(default_factory=Injections)
+    #: Linux perf's counts beside the agent, cut to the agent's window (None: no peer).
+    peer: PerfCounts | None = None
 
     def numbers(self) -> dict[str, int]:
         """Every counter under one flat name (see `harness.agent.results.flat_numbers`)."""

@@ -9,6 +9,7 @@ Pure step builders plus two runners over `harness.agent.flavour.AgentLike`::
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +20,7 @@ from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, inte
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
 from harness.agent.flavours.tprof.results import Sample, SamplingRun
+from harness.agent.peer import agent_window
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import (
     DEBUGFS,
@@ -33,6 +35,7 @@ from harness.agent.steps import (
     snapshot_of,
     workload_steps,
 )
+from harness.vm.perf import PerfSession, start_perf, stop_command, stop_perf
 
 IRQ_READ = pc.cat_step(PROC_INTERRUPTS)
 
@@ -46,6 +49,8 @@ class RunContext:
     probe_cpus: tuple[int, ...] = ()
     injected: Mapping[int, int] | None = None
     kicks: int | None = None
+    #: Another PMU user (the perf peer) samples beside the agent during the run.
+    pmu_shared: bool = False
     #: Marker name → what the host does there (see `Agent.steps_with_host_actions`).
     actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
 
@@ -108,6 +113,35 @@ def sampling_run(agent: AgentLike, spec: AgentSpec, plan: SamplingPlan) -> Sampl
     return run_steps(agent, spec, sampling_steps(plan), context)[0]
 
 
+def peer_run(agent: AgentLike, spec: AgentSpec, plan: SamplingPlan) -> SamplingRun:
+    """The standard run with Linux perf sampling the same CPUs, event and period beside it.
+
+    perf starts (and counts) before the agent arms and stops after it disarmed; its
+    samples are counted in the window where every CPU's agent event counted
+    (`harness.agent.peer.agent_window`), and judged by oracle PEER.
+
+    :raise GuestError: perf did not start, stop or read back.
+    """
+    session = PerfSession(cpus=agent.online_cpus(), period=spec.period, event=spec.event)
+    budget = int(agent.timeouts.command_s)
+    # Before perf runs: the sysctl writes must not meet a live PMU event (set_throttling).
+    agent.set_throttling(disabled=plan.throttling_disabled, max_sample_rate=plan.max_sample_rate)
+    start_perf(agent.shell, session, timeout_s=budget)
+    context = RunContext(throttling_disabled=plan.throttling_disabled,
+                         max_sample_rate=plan.max_sample_rate, probe_cpus=plan.probe_cpus,
+                         pmu_shared=True)  # fmt: skip
+    try:
+        run = run_steps(agent, spec, sampling_steps(plan), context)[0]
+    except BaseException:
+        # perf must not outlive a failed run; stopping it never hides why the run failed
+        agent.shell.run(stop_command(session, timeout_s=budget), check=False,
+                        timeout_s=budget + 30)  # fmt: skip
+        raise
+    window = agent_window(run.snapshot.info, spec.period)[0]
+    counts = stop_perf(agent.shell, session, timeout_s=budget, window=window)
+    return dataclasses.replace(run, peer=counts)
+
+
 def scripted_run(
     agent: AgentLike, spec: AgentSpec, body: Sequence[str], context: RunContext | None = None
 ) -> tuple[SamplingRun, tuple[pc.StepResult, ...]]:
@@ -148,7 +182,9 @@ def run_steps(
         kicks=context.kicks,
         runtime_s=runtime_s,
         ref_events_per_ns=agent.events_per_ns(spec),
-        kernel=interrupt_reads(reads, agent.pmu_irq_label) if reads else None,
+        kernel=interrupt_reads(reads, agent.pmu_irq_label, pmu_shared=context.pmu_shared)
+        if reads
+        else None,
         injections=injections_of(steps, online),
     )
     agent.save_run(run.record())

@@ -122,8 +122,12 @@ static atomic_t pa_fault_nth[PA_NFAULTS];
 static u32 pa_event_type;
 static u64 pa_event_config;
 static bool pa_software;
-/* CLOCK_MONOTONIC when the sources were last armed and disarmed (debugfs `info`). */
-static u64 pa_sources_on_ns, pa_sources_off_ns;
+/*
+ * CLOCK_MONOTONIC of the last arming (start and end of the loop over the CPUs) and
+ * disarming (debugfs `info`): between arming's end and disarming's start every
+ * CPU's event counted, the window a peer's samples are compared in.
+ */
+static u64 pa_arm_begin_ns, pa_arm_end_ns, pa_disarm_begin_ns, pa_disarm_end_ns;
 static void *pa_mutant_leak;	/* only the leak mutant sets it */
 static DEFINE_SPINLOCK(pa_mutant_lock);	/* only the NMI-lock mutant takes it */
 
@@ -351,6 +355,7 @@ int pa_sources_start(void)
 	int err = 0;
 
 	cpus_read_lock();
+	pa_arm_begin_ns = ktime_get_ns();
 	for_each_online_cpu(cpu) {
 		err = pa_arm_cpu(cpu);
 		if (err)
@@ -361,7 +366,7 @@ int pa_sources_start(void)
 			pa_disarm_cpu(cpu);
 	} else {
 		WRITE_ONCE(pa_sources_on, true);
-		pa_sources_on_ns = ktime_get_ns();
+		pa_arm_end_ns = ktime_get_ns();
 		/* Mutation point: an allocation no one will ever free. */
 		if (pa_mutant(LEAK_AT_START))
 			pa_mutant_leak = kmalloc(96, GFP_KERNEL);
@@ -380,9 +385,10 @@ void pa_sources_stop(void)
 
 	cpus_read_lock();
 	WRITE_ONCE(pa_sources_on, false);
+	pa_disarm_begin_ns = ktime_get_ns();
 	for_each_possible_cpu(cpu)
 		pa_disarm_cpu(cpu);
-	pa_sources_off_ns = ktime_get_ns();
+	pa_disarm_end_ns = ktime_get_ns();
 	cpus_read_unlock();
 	/* NMI handlers are RCU readers: after this none is still running. */
 	synchronize_rcu();
@@ -665,8 +671,9 @@ static int pa_info_show(struct seq_file *m, void *unused)
 	seq_printf(m, "quirks %#lx\n", pa_quirks);
 	seq_printf(m, "drain %s\n", pa_drain);
 	seq_printf(m, "drain_ms %lu\n", pa_drain_ms);
-	seq_printf(m, "sources_on_ns %llu\n", pa_sources_on_ns);
-	seq_printf(m, "sources_off_ns %llu\n", pa_sources_off_ns);
+	seq_printf(m, "arm_begin_ns %llu\narm_end_ns %llu\n", pa_arm_begin_ns, pa_arm_end_ns);
+	seq_printf(m, "disarm_begin_ns %llu\ndisarm_end_ns %llu\n", pa_disarm_begin_ns,
+		   pa_disarm_end_ns);
 	seq_printf(m, "mutant %s\n", PA_MUTANT_NAME);
 	pa_fl->show_info(m);
 	return 0;

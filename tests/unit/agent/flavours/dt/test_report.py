@@ -40,7 +40,7 @@ CONSISTENT_CELLS = [
 ]  # fmt: skip
 #: The verdict and name columns of a clean run: every core oracle, then dt's own.
 PASSING = [
-    *("PASS  IRQ", "PASS  CALLS", "PASS  RELEASED", "PASS  THROTTLE", "PASS  C-2"),
+    *("PASS  IRQ", "PASS  CALLS", "PASS  RELEASED", "skip  PEER", "PASS  THROTTLE", "PASS  C-2"),
     *("PASS  DT-O1", "PASS  DT-O2", "PASS  DT-O3", "PASS  DT-O4", "PASS  DT-O6", "PASS  DT-O7"),
     *("skip  DT-O8", "PASS  DT-INJ", "PASS  NMI"),
 ]
@@ -146,7 +146,7 @@ def test_verdicts_skip_what_does_not_apply() -> None:
     run = pmu_run()  # no kernel counts, no reader, PMU ticks: IRQ, RELEASED, DT-O8, DT-INJ skip
     verdicts = format_dt_verdicts(check_dt(run), applicable_dt_oracles(run))
     skipped = [h.split()[1] for h in heads(verdicts) if h.startswith("skip")]
-    assert skipped == ["IRQ", "RELEASED", "DT-O8", "DT-INJ"]
+    assert skipped == ["IRQ", "RELEASED", "PEER", "DT-O8", "DT-INJ"]
     assert not [h for h in heads(verdicts) if h.startswith("FAIL")]
 
 
@@ -155,9 +155,9 @@ def test_verdicts_without_applicable_pass_everything_clean() -> None:
 
 
 def test_verdicts_keep_violations_of_unknown_oracles() -> None:
-    extra = Violation("PEER", 1, "|seen - peer| ≤ 3", "7")
+    extra = Violation("X-NEW", 1, "|seen - other| ≤ 3", "7")
     lines = format_dt_verdicts([extra]).splitlines()
     assert lines[-2:] == [
-        "FAIL  PEER",
-        "      PEER on CPU 1: expected |seen - peer| ≤ 3, observed 7",
+        "FAIL  X-NEW",
+        "      X-NEW on CPU 1: expected |seen - other| ≤ 3, observed 7",
     ]

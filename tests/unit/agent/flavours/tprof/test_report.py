@@ -27,10 +27,10 @@ from tests.unit.agent.flavours.tprof.test_oracles import (
 CONSISTENT_TABLE = """\
 tprof: event cycles, period 1000000, S 100, drain manual (3 kicks), quirks 0x0, online CPUs 0-1
 NMI on (PMU overflows as NMIs): 400 of 400 producer calls in NMI
-cpu  irq  seen  calls  recorded  overflow  dropbuf_sample  nobuf  undeliv  deliv%  throttled   nmi%  irqoff  probe  mean_us  max_us
-  0  240   240    240       200        40               0      0        0   100.0          0  100.0      12    0/0      3.0     8.0
-  1  160   160    160       150         6               0      4        2    98.8          0  100.0       9    5/3      3.0    12.0
-all  400   400    400       350        46               0      4        2    99.5          0  100.0      21    5/3      3.0    12.0"""  # noqa: E501
+cpu  irq  seen  perf  calls  recorded  overflow  dropbuf_sample  nobuf  undeliv  deliv%  throttled   nmi%  irqoff  probe  mean_us  max_us
+  0  240   240     -    240       200        40               0      0        0   100.0          0  100.0      12    0/0      3.0     8.0
+  1  160   160     -    160       150         6               0      4        2    98.8          0  100.0       9    5/3      3.0    12.0
+all  400   400     -    400       350        46               0      4        2    99.5          0  100.0      21    5/3      3.0    12.0"""  # noqa: E501
 
 
 def columns(table: str) -> list[list[str]]:
@@ -54,14 +54,14 @@ def test_table_shows_the_drop_causes_that_occurred(quirk: bool, lost_column: str
     assert f"S 8, drain manual (4 kicks), quirks {0x1 if quirk else 0:#x}, online CPUs 0" in table
     assert columns(table) == [
         [
-            *("cpu", "irq", "seen", "calls", "recorded", "overflow", "dropbuf_sample"),
+            *("cpu", "irq", "seen", "perf", "calls", "recorded", "overflow", "dropbuf_sample"),
             *(lost_column, "undeliv", "deliv%", "throttled", "nmi%", "irqoff", "probe"),
             *("mean_us", "max_us"),
         ],
-        ["0", "30", "30", "48", "16", "8", "16", "8", "0", "100.0", "0", "100.0", "0", "0/0",
-         "3.0", "20.0"],
-        ["all", "30", "30", "48", "16", "8", "16", "8", "0", "100.0", "0", "100.0", "0", "0/0",
-         "3.0", "20.0"],
+        ["0", "30", "30", "-", "48", "16", "8", "16", "8", "0", "100.0", "0", "100.0", "0",
+         "0/0", "3.0", "20.0"],
+        ["all", "30", "30", "-", "48", "16", "8", "16", "8", "0", "100.0", "0", "100.0", "0",
+         "0/0", "3.0", "20.0"],
     ]  # fmt: skip
 
 
@@ -69,15 +69,16 @@ def test_table_with_pseudo_nmi_off() -> None:
     table = format_cpu_table(consistent_run(nmi=False))
     assert table.splitlines()[1].startswith("NMI off (pseudo-NMI off, or a software clock)")
     assert columns(table)[2] == [
-        "1", "160", "160", "160", "150", "6", "0", "4", "2", "98.8", "0", "0.0", "0", "0/3",
-        "3.0", "12.0",
+        "1", "160", "160", "-", "160", "150", "6", "0", "4", "2", "98.8", "0", "0.0", "0",
+        "0/3", "3.0", "12.0",
     ]  # fmt: skip
 
 
 def test_table_of_a_cpu_without_overflows() -> None:
     run = broken(BASE, core={1: {"x_nmi_total": 0, "x_nmi_sum_ns": 0, "x_nmi_max_ns": 0}})
     assert columns(format_cpu_table(run))[2] == [
-        "1", "160", "0", "160", "150", "6", "0", "4", "2", "0.0", "0", "-", "9", "5/3", "-", "0.0"
+        "1", "160", "0", "-", "160", "150", "6", "0", "4", "2", "0.0", "0", "-", "9", "5/3", "-",
+        "0.0",
     ]  # fmt: skip
 
 
@@ -128,6 +129,7 @@ def test_verdicts_pass_fail_and_skip() -> None:
         "PASS  IRQ       ",
         "PASS  CALLS     ",
         "PASS  RELEASED  ",
+        "skip  PEER      ",
         "FAIL  THROTTLE  ",
         "PASS  C-2       ",
         "PASS  TP-O1     ",
@@ -137,9 +139,9 @@ def test_verdicts_pass_fail_and_skip() -> None:
         "PASS  NMI       ",
         "PASS  PROBE     ",
     ]
-    assert lines[4] == f"      {violations[0]}"
-    assert lines[9] == f"      {violations[1]}"
-    assert lines[4] == (
+    assert lines[5] == f"      {violations[0]}"
+    assert lines[10] == f"      {violations[1]}"
+    assert lines[5] == (
         "      THROTTLE on CPU 1: expected x_throttled = 0, observed x_throttled = 1 "
         "(throttling disabled)"
     )
@@ -176,6 +178,7 @@ def test_summary_is_json_with_the_tables_numbers() -> None:
         "cpu": 1,
         "seen": 160,
         "irq": 160,
+        "perf": None,
         "calls": 160,
         "recorded": 150,
         "drops": {
