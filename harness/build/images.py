@@ -104,7 +104,7 @@ def publish(images: GuestImages, root: Path = IMAGES_DIR) -> Path:
     view.mkdir(parents=True, exist_ok=True)
     links = {
         "kernel": images.files.kernel,
-        "rootfs.cpio.gz": images.files.initrd,
+        "rootfs.cpio": images.files.initrd,
         "kernel-build": images.kernel_build,
         "ssh-key": images.ssh_key,
     }
