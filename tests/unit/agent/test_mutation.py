@@ -82,7 +82,7 @@ def test_the_quick_set_leaves_out_the_guest_ending_and_debug_mutants() -> None:
     assert quick == {"drop_7th_overflow", "skip_producer_7th", "wrong_cpu", "double_count",
                      "lose_at_swap", "publish_early"}  # fmt: skip
     assert {m.name for m in planned("dt", full=False)} == {
-        "drop_7th_overflow", "skip_producer_7th", "skip_canary", "seed_count_order"
+        "drop_7th_overflow", "skip_producer_7th", "skip_canary"
     }  # fmt: skip
     assert {m.name for m in planned("tprof", full=True, case="debug")} == {
         "nmi_spinlock", "leak_at_start"

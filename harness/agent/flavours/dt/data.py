@@ -123,9 +123,10 @@ DT = FlavourInfo(
         ),
         Mutant(
             "seed_count_order",
-            "the seed's DT-D5: a slot published 50 us before the readable count rises, "
+            "the seed's DT-D5: a slot published 500 us before the readable count rises, "
             "and the reader waits on the count",
             ("DT-O8",),
+            quick=False,  # a race: caught in most runs, not all (it survived one CI run)
         ),
     ),
 )

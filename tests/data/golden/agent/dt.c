@@ -165,9 +165,9 @@ static void dt_consume(struct dt_open *op)
 	struct dt_cpu *dc = this_cpu_ptr(op->cpu);
 
 	if (pa_mutant(SEED_COUNT_ORDER)) {
-		/* Mutation point: the seed's order (DT-D5), its window widened to 50 us. */
+		/* Mutation point: the seed's order (DT-D5), its window widened to 500 us. */
 		smp_store_release(&dc->cons, (dc->cons + 1) % DT_RING);
-		udelay(50);
+		udelay(500);
 		atomic_inc(&op->evtcnt);
 	} else {
 		atomic_inc(&op->evtcnt);	/* a full barrier on its own: before the publish */

@@ -70,7 +70,7 @@ enum pa_mutant {
 	PA_MUTANT_LOSE_AT_SWAP,	/* one recorded sample of every queued buffer vanishes at the swap */
 	PA_MUTANT_PUBLISH_EARLY,	/* the index is published first, the record filled where it then points */
 	PA_MUTANT_SKIP_CANARY,	/* every 10th event of a CPU is published without its canary */
-	PA_MUTANT_SEED_COUNT_ORDER,	/* the seed's DT-D5: a slot published 50 us before the readable count rises, and the reader waits on the count */
+	PA_MUTANT_SEED_COUNT_ORDER,	/* the seed's DT-D5: a slot published 500 us before the readable count rises, and the reader waits on the count */
 };
 #define PA_MUTANT_ACTIVE PA_MUTANT_NONE
 #define PA_MUTANT_NAME "none"
