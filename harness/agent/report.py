@@ -63,6 +63,12 @@ def decimal(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def known_sum(values: Iterable[int | None]) -> int | None:
+    """The sum of per-CPU numbers for the ``all`` row; None if any CPU lacks one."""
+    listed = list(values)
+    return None if any(v is None for v in listed) else sum(v or 0 for v in listed)
+
+
 def percent(part: int, whole: int) -> float | None:
     """``part`` in percent of ``whole``, one decimal; None when ``whole`` is 0."""
     return round(100 * part / whole, 1) if whole else None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from harness.agent.flavours.dt.data import DT
 from harness.agent.flavours.dt.oracles import DT_ORACLES
 from harness.agent.flavours.dt.results import DtRun
-from harness.agent.report import align, decimal, format_cpus, percent, verdict_lines
+from harness.agent.report import align, decimal, format_cpus, known_sum, percent, verdict_lines
 from harness.agent.results import Violation
 
 TITLES: tuple[str, ...] = (
@@ -108,7 +108,7 @@ def dt_total_row(rows: Iterable[DtRow]) -> DtRow:
         seq=None,
         seen=sum(r.seen for r in rows),
         nmi_ok=sum(r.nmi_ok for r in rows),
-        irq=None if any(r.irq is None for r in rows) else sum(r.irq or 0 for r in rows),
+        irq=known_sum(r.irq for r in rows),
         undelivered=sum(r.undelivered for r in rows),
     )
 

@@ -31,6 +31,7 @@ from harness.agent.report import (
     decimal,
     failed_oracles,
     format_cpus,
+    known_sum,
     percent,
     verdict_lines,
 )
@@ -149,8 +150,8 @@ def total_row(rows: Iterable[CpuRow]) -> CpuRow:
     return CpuRow(
         cpu=None,
         seen=sum(r.seen for r in rows),
-        irq=None if any(r.irq is None for r in rows) else sum(r.irq or 0 for r in rows),
-        peer=None if any(r.peer is None for r in rows) else sum(r.peer or 0 for r in rows),
+        irq=known_sum(r.irq for r in rows),
+        peer=known_sum(r.peer for r in rows),
         calls=sum(r.calls for r in rows),
         recorded=sum(r.recorded for r in rows),
         drops=tuple(
