@@ -24,7 +24,7 @@ from harness import arches
 from harness.agent.build import export_agent
 from harness.agent.mutation import format_table as format_mutants
 from harness.agent.mutation import survivors
-from harness.agent.spec import AgentSpec, parse_quirks
+from harness.agent.spec import AgentSpec, parse_params, parse_quirks
 from harness.build import hostdeps
 from harness.build import rootfs as rootfsmod
 from harness.build.cache import Cache
@@ -191,19 +191,22 @@ def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 
           "list-limit": "tprof: buffers on the read list", "out": "output directory "
           "(default artifacts/agent/<time>-<flavour>)",
           "quirks": "seed defects to reproduce: a mask (0x3) or names (TP-D1,TP-D2)",
+          "param": "a flavour's own load parameter, NAME=VALUE (repeatable)",
           "arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"]},
+    iterable=["param"],
 )  # fmt: skip
 @cli
 def agent(c: Context, flavour: str = "tprof", event: str = "cycles", period: int = 1_000_000,
           drain: str = "auto", drain_ms: int = 1000, est_freq: int = 5000,
           buffer_samples: int = 0, list_limit: int = 100, quirks: str = "0",
-          arch: str = "arm64", variant: str = "default",
+          param: list[str] | None = None, arch: str = "arm64", variant: str = "default",
           out: str | None = None) -> None:  # fmt: skip
     """Render and build the profiling agent alone, to read the generated C."""
     mask = parse_quirks(flavour, quirks)
     spec = AgentSpec(flavour=flavour, event=event, period=period, drain=drain,
                      drain_ms=drain_ms, est_freq=est_freq, buffer_samples=buffer_samples,
-                     list_limit=list_limit, quirks=mask).validate()  # fmt: skip
+                     list_limit=list_limit, quirks=mask,
+                     params=parse_params(flavour, param or ())).validate()  # fmt: skip
     profile = arches.get(arch)
     images = prepare_images(profile, check_variant(variant), Cache.default())
     target = Path(out) if out else new_run_dir("agent", flavour)

@@ -57,6 +57,31 @@ class Quirk:
 
 
 @dataclass(frozen=True, slots=True)
+class Param:
+    """One integer load parameter a flavour owns (``insmod profagent NAME=VALUE``).
+
+    The name is the module parameter, the ``[agent]`` key of a scenario and the
+    key of ``invoke agent --param``; the C variable is ``pa_<name>``, declared by
+    the core for every flavour, read by the flavour that owns it. Names are
+    unique across flavours and distinct from the core's parameters.
+    """
+
+    name: str
+    default: int
+    low: int
+    high: int
+    meaning: str
+
+    def check(self, value: int) -> None:
+        """:raise ConfigError: ``value`` is outside ``low..high``."""
+        if not self.low <= value <= self.high:
+            raise ConfigError(
+                f"agent spec: {self.name}={value} is outside {self.low}..{self.high} "
+                f"({self.meaning})"
+            )
+
+
+@dataclass(frozen=True, slots=True)
 class Mutant:
     """A deliberately broken agent build, and the oracles that must catch it.
 
@@ -94,6 +119,7 @@ class FlavourInfo:
     fault_points: tuple[str, ...] = ()
     template_context: Mapping[str, object] = field(default_factory=dict)
     mutants: tuple[Mutant, ...] = ()  # this flavour's mutation points
+    params: tuple[Param, ...] = ()  # its own integer load parameters
 
     @property
     def template(self) -> str:
@@ -127,6 +153,17 @@ class FlavourInfo:
         for quirk in self.quirks:
             mask |= 1 << quirk.bit
         return mask
+
+    def param(self, name: str) -> Param:
+        """The load parameter called ``name``.
+
+        :raise ConfigError: the flavour has no such parameter (the message lists them).
+        """
+        for param in self.params:
+            if param.name == name:
+                return param
+        known = ", ".join(p.name for p in self.params) or "none"
+        raise ConfigError(f"flavour {self.name} has no parameter {name!r}; its parameters: {known}")
 
     def quirk_bit(self, defect: str) -> int:
         """The mask bit (as a value) that reproduces ``defect`` (e.g. ``"TP-D1"``)."""

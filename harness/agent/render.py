@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 from harness.agent import flavours, mutants
-from harness.agent.info import CORE_PERCPU
+from harness.agent.info import CORE_PERCPU, FlavourInfo, Param
 from harness.agent.spec import AgentSpec
 from harness.build.cache import content_key
 from harness.errors import ConfigError
@@ -70,6 +70,22 @@ class RenderedAgent:
         return out
 
 
+#: The core's own load parameters (core.c.j2); a flavour's may not reuse a name.
+CORE_PARAMS = (
+    "flavour", "event", "period", "drain", "drain_ms", "est_freq", "buf_samples",
+    "list_limit", "quirks", "pmu_produce", "burst_wait_ms",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class FlavourParam:
+    """One flavour load parameter as the templates declare it."""
+
+    flavour: str
+    param: Param
+    value: int
+
+
 def render_agent(spec: AgentSpec, *, mutant: str = mutants.NONE) -> RenderedAgent:
     """Render all sources for ``spec`` (validated first).
 
@@ -102,6 +118,7 @@ def _context(spec: AgentSpec) -> dict[str, object]:
         "fault_points": fault_points(),
         "layouts": tuple(layout for info in infos for layout in info.layouts),
         "ioctls": tuple(ioctl for info in infos for ioctl in info.ioctls),
+        "flavour_params": _flavour_params(spec, infos),
     }
     for info in infos:
         context[info.name] = info
@@ -110,6 +127,26 @@ def _context(spec: AgentSpec) -> dict[str, object]:
             raise ConfigError(f"flavour {info.name}'s template values clash: {sorted(clash)}")
         context.update(info.template_context)
     return context
+
+
+def _flavour_params(spec: AgentSpec, infos: list[FlavourInfo]) -> tuple[FlavourParam, ...]:
+    """Every flavour's load parameters, valued from ``spec`` for its own flavour.
+
+    All flavours are compiled into one module, so all their parameters exist;
+    the flavour the spec selects gets the spec's values as C defaults.
+
+    :raise ConfigError: two flavours (or a flavour and the core) share a name.
+    """
+    rows: list[FlavourParam] = []
+    for info in infos:
+        for param in info.params:
+            value = spec.param(param.name) if info.name == spec.flavour else param.default
+            rows.append(FlavourParam(info.name, param, value))
+    names = [row.param.name for row in rows]
+    clash = {n for n in names if names.count(n) > 1} | (set(names) & set(CORE_PARAMS))
+    if clash:
+        raise ConfigError(f"flavour load parameters clash: {sorted(clash)}")
+    return tuple(rows)
 
 
 def load_decoder(path: Path) -> ModuleType:

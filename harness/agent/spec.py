@@ -11,7 +11,8 @@ loaded; the module receives the values as load parameters::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Literal, get_args
 
 from harness.agent import flavours
@@ -54,6 +55,26 @@ class AgentSpec:
     list_limit: int = 100
     quirks: int = 0
     pmu_produce: bool = True
+    #: Overrides of the flavour's own load parameters (`FlavourInfo.params`),
+    #: as sorted (name, value) pairs; the rest keep their defaults.
+    params: tuple[tuple[str, int], ...] = ()
+
+    def param(self, name: str) -> int:
+        """The value of the flavour's load parameter ``name`` in this spec.
+
+        :raise ConfigError: the flavour has no such parameter.
+        """
+        default = flavours.get(self.flavour).param(name).default
+        return dict(self.params).get(name, default)
+
+    def with_params(self, **values: int) -> AgentSpec:
+        """A copy with these flavour parameters overridden (others kept)."""
+        merged = {**dict(self.params), **values}
+        return replace(self, params=tuple(sorted(merged.items())))
+
+    def flavour_params(self) -> tuple[tuple[str, int], ...]:
+        """Every load parameter of the flavour with its value in this spec."""
+        return tuple((p.name, self.param(p.name)) for p in flavours.get(self.flavour).params)
 
     @property
     def samples_per_buffer(self) -> int:
@@ -81,6 +102,10 @@ class AgentSpec:
         _within("list_limit", self.list_limit, 1, MAX_LIST_LIMIT)
         if self.quirks < 0:
             raise ConfigError(f"agent spec: quirks={self.quirks} is negative; it is a bit mask")
+        for name, value in self.params:
+            info.param(name).check(value)
+        if len({name for name, _ in self.params}) != len(self.params):
+            raise ConfigError(f"agent spec: params {self.params} names a parameter twice")
         unknown = self.quirks & ~info.quirk_mask
         if unknown:
             raise ConfigError(
@@ -102,11 +127,13 @@ class AgentSpec:
             f"list_limit={self.list_limit}",
             f"quirks={self.quirks}",
             f"pmu_produce={int(self.pmu_produce)}",
+            *(f"{name}={value}" for name, value in self.flavour_params()),
         )
 
     def describe(self) -> dict[str, object]:
         """The spec as a plain dict, for run records."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        described = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "params"}
+        return {**described, "params": dict(self.flavour_params())}
 
 
 def parse_quirks(flavour: str, text: str) -> int:
@@ -124,6 +151,25 @@ def parse_quirks(flavour: str, text: str) -> int:
     for name in filter(None, (part.strip() for part in text.split(","))):
         mask |= info.quirk_bit(name)
     return mask
+
+
+def parse_params(flavour: str, items: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    """Flavour parameter overrides from ``["nsamples=8", ...]`` (``--param`` values).
+
+    :raise ConfigError: not ``name=integer``, or a name the flavour does not have.
+    """
+    info = flavours.get(flavour)
+    values: dict[str, int] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        try:
+            value = int(text, 0)
+        except ValueError:
+            value = None
+        if not sep or value is None:
+            raise ConfigError(f"--param {item!r}: write NAME=INTEGER, e.g. --param nsamples=8")
+        values[info.param(name.strip()).name] = value
+    return tuple(sorted(values.items()))
 
 
 def event_available(event: str, pmu_events: frozenset[str], has_pmu: bool) -> str | None:

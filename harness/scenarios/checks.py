@@ -161,8 +161,10 @@ def _guest(where: _Where, raw: object) -> GuestSetup:
 
 
 def _agent(where: _Where, raw: object) -> tuple[AgentSpec, bool, int | None]:
-    table = _table(where, "agent", raw, _AGENT_KEYS)
-    info = _parsed(where, "agent.flavour", table.get("flavour"), flavours.get)
+    info = _parsed(where, "agent.flavour", _table(where, "agent", raw, None).get("flavour"),
+                   flavours.get)  # fmt: skip
+    own = tuple(param.name for param in info.params)  # the flavour's load parameters
+    table = _table(where, "agent", raw, _AGENT_KEYS + own)
 
     def text(key: str, default: str) -> str:
         return _str(where, f"agent.{key}", table.get(key, default))
@@ -181,6 +183,7 @@ def _agent(where: _Where, raw: object) -> tuple[AgentSpec, bool, int | None]:
         list_limit=number("list_limit", _SPEC.list_limit),
         quirks=_quirks(where, info, table.get("quirks", 0)),
         pmu_produce=_bool(where, "agent.pmu_produce", table.get("pmu_produce", _SPEC.pmu_produce)),
+        params=tuple(sorted((name, number(name, 0)) for name in own if name in table)),
     )
     try:
         spec.validate()
