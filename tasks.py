@@ -21,6 +21,7 @@ from invoke.exceptions import Exit
 from invoke.tasks import task
 
 from harness import arches
+from harness.agent import flavours
 from harness.agent.build import export_agent
 from harness.agent.mutation import format_table as format_mutants
 from harness.agent.mutation import survivors
@@ -184,28 +185,26 @@ def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 
 
 
 @task(
-    help={"flavour": "agent flavour: tprof", "event": "cycles, instructions or cpu-clock",
+    help={"flavour": "agent flavour: " + ", ".join(flavours.names()),
+          "event": "cycles, instructions or cpu-clock",
           "period": "events between overflows", "drain": "auto (periodic) or manual (kicks)",
-          "drain-ms": "auto drain period", "est-freq": "tprof: S = min(2 est_freq, 10000)",
-          "buffer-samples": "tprof: S override (0: from est-freq)",
-          "list-limit": "tprof: buffers on the read list", "out": "output directory "
+          "drain-ms": "auto drain period", "out": "output directory "
           "(default artifacts/agent/<time>-<flavour>)",
           "quirks": "seed defects to reproduce: a mask (0x3) or names (TP-D1,TP-D2)",
-          "param": "a flavour's own load parameter, NAME=VALUE (repeatable)",
+          "param": "a flavour's own load parameter, NAME=VALUE, repeatable "
+          "(tprof: est_freq, buffer_samples, list_limit; see its data.py)",
           "arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"]},
     iterable=["param"],
 )  # fmt: skip
 @cli
 def agent(c: Context, flavour: str = "tprof", event: str = "cycles", period: int = 1_000_000,
-          drain: str = "auto", drain_ms: int = 1000, est_freq: int = 5000,
-          buffer_samples: int = 0, list_limit: int = 100, quirks: str = "0",
+          drain: str = "auto", drain_ms: int = 1000, quirks: str = "0",
           param: list[str] | None = None, arch: str = "arm64", variant: str = "default",
           out: str | None = None) -> None:  # fmt: skip
     """Render and build the profiling agent alone, to read the generated C."""
     mask = parse_quirks(flavour, quirks)
     spec = AgentSpec(flavour=flavour, event=event, period=period, drain=drain,
-                     drain_ms=drain_ms, est_freq=est_freq, buffer_samples=buffer_samples,
-                     list_limit=list_limit, quirks=mask,
+                     drain_ms=drain_ms, quirks=mask,
                      params=parse_params(flavour, param or ())).validate()  # fmt: skip
     profile = arches.get(arch)
     images = prepare_images(profile, check_variant(variant), Cache.default())

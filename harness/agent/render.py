@@ -72,8 +72,7 @@ class RenderedAgent:
 
 #: The core's own load parameters (core.c.j2); a flavour's may not reuse a name.
 CORE_PARAMS = (
-    "flavour", "event", "period", "drain", "drain_ms", "est_freq", "buf_samples",
-    "list_limit", "quirks", "pmu_produce", "burst_wait_ms",
+    "flavour", "event", "period", "drain", "drain_ms", "quirks", "pmu_produce", "burst_wait_ms",
 )  # fmt: skip
 
 

@@ -3,10 +3,11 @@
 Every field is checked here, in Python, before anything is rendered, built or
 loaded; the module receives the values as load parameters::
 
-    spec = AgentSpec(flavour="tprof", period=200_000, drain="manual", buffer_samples=8)
+    spec = AgentSpec(flavour="tprof", period=200_000, drain="manual")
+    spec = spec.with_params(buffer_samples=8)   # a flavour's own parameter (its data.py)
     spec.validate()                     # ConfigError on impossible values
     spec.module_params()                # ("flavour=tprof", "event=cycles", ...)
-    spec.samples_per_buffer             # tprof's S
+    spec.param("buffer_samples")        # 8
 """
 
 from __future__ import annotations
@@ -24,11 +25,6 @@ Drain = Literal["manual", "auto"]
 #: Below this the guest under TCG spends its life in the overflow handler.
 MIN_PERIOD = 10_000
 MAX_PERIOD = 1 << 31
-#: tprof's cap on S (the seed's 10000), and the largest port override we allow:
-#: one buffer per possible CPU is allocated at START, 24 bytes a sample.
-TPROF_S_CAP = 10_000
-MAX_BUFFER_SAMPLES = 1_000_000
-MAX_LIST_LIMIT = 100_000
 
 #: Events that need a hardware PMU, with the sysfs event name that proves it.
 PMU_EVENTS: dict[str, str] = {"cycles": "cpu_cycles", "instructions": "inst_retired"}
@@ -39,9 +35,9 @@ class AgentSpec:
     """One configuration of ``profagent``.
 
     ``period`` counts events between overflows (cycles run at QEMU's 1 GHz virtual
-    clock under TCG, so 1_000_000 is about 1 ms). ``buffer_samples`` overrides
-    tprof's S, which is otherwise ``min(2 * est_freq, 10000)`` as in the seed.
-    With ``pmu_produce`` off, overflows only carry injected bursts, so every
+    clock under TCG, so 1_000_000 is about 1 ms). A flavour's own knobs (tprof's
+    ``est_freq``, ``buffer_samples``, ``list_limit``) are ``params``. With
+    ``pmu_produce`` off, overflows only carry injected bursts, so every
     recorded sample was injected: the mode for exact counts.
     """
 
@@ -50,9 +46,6 @@ class AgentSpec:
     period: int = 1_000_000
     drain: str = "auto"
     drain_ms: int = 1000
-    est_freq: int = 5000
-    buffer_samples: int = 0  # 0: derive from est_freq
-    list_limit: int = 100
     quirks: int = 0
     pmu_produce: bool = True
     #: Overrides of the flavour's own load parameters (`FlavourInfo.params`),
@@ -76,13 +69,6 @@ class AgentSpec:
         """Every load parameter of the flavour with its value in this spec."""
         return tuple((p.name, self.param(p.name)) for p in flavours.get(self.flavour).params)
 
-    @property
-    def samples_per_buffer(self) -> int:
-        """The tprof S (samples per buffer) for this spec."""
-        if self.buffer_samples:
-            return self.buffer_samples
-        return min(2 * self.est_freq, TPROF_S_CAP)
-
     def validate(self) -> AgentSpec:
         """Return ``self`` if every value is possible.
 
@@ -93,13 +79,6 @@ class AgentSpec:
         _one_of("drain", self.drain, get_args(Drain))
         _within("period", self.period, MIN_PERIOD, MAX_PERIOD)
         _within("drain_ms", self.drain_ms, 10, 60_000)
-        _within("est_freq", self.est_freq, 0, 10_000_000)
-        if not 0 <= self.buffer_samples <= MAX_BUFFER_SAMPLES:
-            raise ConfigError(
-                f"agent spec: buffer_samples={self.buffer_samples} is an impossible buffer "
-                f"size: 1..{MAX_BUFFER_SAMPLES} samples of 24 bytes per CPU (0: from est_freq)"
-            )
-        _within("list_limit", self.list_limit, 1, MAX_LIST_LIMIT)
         if self.quirks < 0:
             raise ConfigError(f"agent spec: quirks={self.quirks} is negative; it is a bit mask")
         for name, value in self.params:
@@ -122,9 +101,6 @@ class AgentSpec:
             f"period={self.period}",
             f"drain={self.drain}",
             f"drain_ms={self.drain_ms}",
-            f"est_freq={self.est_freq}",
-            f"buf_samples={self.buffer_samples}",
-            f"list_limit={self.list_limit}",
             f"quirks={self.quirks}",
             f"pmu_produce={int(self.pmu_produce)}",
             *(f"{name}={value}" for name, value in self.flavour_params()),

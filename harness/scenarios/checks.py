@@ -50,8 +50,8 @@ _GUEST_KEYS = ("arch", "accel", "topology", "variant", "nmi", "kernel_args")
 _SPEC = AgentSpec()  # the defaults of every agent key left out
 #: AgentSpec's fields, spelt out: a new field is refused here until `_agent` reads it.
 _AGENT_KEYS = (
-    "flavour", "event", "period", "drain", "drain_ms", "est_freq", "buffer_samples",
-    "list_limit", "quirks", "pmu_produce", "throttling", "max_sample_rate",
+    "flavour", "event", "period", "drain", "drain_ms", "quirks", "pmu_produce", "throttling",
+    "max_sample_rate",
 )  # fmt: skip
 _VALUE_FORMS = "samples, samples.cpu.<cpu>, stats.<name>, percpu.<cpu>.<name>, core.<cpu>.<name>"
 
@@ -178,9 +178,6 @@ def _agent(where: _Where, raw: object) -> tuple[AgentSpec, bool, int | None]:
         period=number("period", _SPEC.period),
         drain=text("drain", _SPEC.drain),
         drain_ms=number("drain_ms", _SPEC.drain_ms),
-        est_freq=number("est_freq", _SPEC.est_freq),
-        buffer_samples=number("buffer_samples", _SPEC.buffer_samples),
-        list_limit=number("list_limit", _SPEC.list_limit),
         quirks=_quirks(where, info, table.get("quirks", 0)),
         pmu_produce=_bool(where, "agent.pmu_produce", table.get("pmu_produce", _SPEC.pmu_produce)),
         params=tuple(sorted((name, number(name, 0)) for name in own if name in table)),

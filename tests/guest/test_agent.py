@@ -17,7 +17,7 @@ import pytest
 from harness.agent import profctl as pc
 from harness.agent.build import AgentBuild
 from harness.agent.driver import Agent
-from harness.agent.flavours.tprof.data import TPROF
+from harness.agent.flavours.tprof.data import TPROF, samples_per_buffer
 from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampling
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
 from harness.agent.flavours.tprof.results import SamplingRun
@@ -87,7 +87,7 @@ def test_tp_d1_overflow_of_dropped_buffers(
     agent: Agent, quirks: int, request: pytest.FixtureRequest
 ) -> None:
     """§1.7 TP-D1: S = 8, L = 2, no reader, four rounds of {inject 12, kick}."""
-    spec = replace(EXACT, buffer_samples=8, list_limit=2, quirks=quirks)
+    spec = replace(EXACT, quirks=quirks).with_params(buffer_samples=8, list_limit=2)
     body = [step for _ in range(4) for step in (inject_step(0, 12), kick_step("all"))]
     run, _ = scripted_run(agent, spec, body, RunContext(injected={0: 48}, kicks=4))
     assert_oracles(run, request)
@@ -107,7 +107,7 @@ def test_tp_o3_o4_per_interval_counts_and_list_policy(
 ) -> None:
     """Injected n per CPU between kicks gives used = min(n, S); the list keeps L buffers."""
     s, limit = 5, 3
-    spec = replace(EXACT, buffer_samples=s, list_limit=limit)
+    spec = EXACT.with_params(buffer_samples=s, list_limit=limit)
     rounds = (3, 7, 5)
     body = [step for n in rounds for step in (inject_step("all", n), kick_step("all"))]
     cpus = topology.cpus
@@ -129,12 +129,12 @@ def test_tp_o3_o4_per_interval_counts_and_list_policy(
 
 def test_tp_d2_zero_estimate(agent: Agent, request: pytest.FixtureRequest) -> None:
     """est_freq = 0 gives S = 0: fixed START refuses it, the quirk loses everything."""
-    fixed = replace(EXACT, est_freq=0)
+    fixed = EXACT.with_params(est_freq=0)
     agent.load(fixed)
     refused = agent.steps((*start_steps(), pc.close_step(3)))
     assert refused[1].errno == "EINVAL"
 
-    faithful = replace(EXACT, est_freq=0, quirks=TP_D2)
+    faithful = replace(EXACT, quirks=TP_D2).with_params(est_freq=0)
     run, _ = scripted_run(
         agent, faithful, [inject_step(0, 1000)], RunContext(injected={0: 1000}, kicks=0)
     )
@@ -211,7 +211,7 @@ def test_tp_o9_hotplug_during_sampling(
         pytest.skip("CPU hotplug needs a second CPU (CPU 0 cannot go offline)")
     h, s = topology.cpus - 1, 10
     a, b, c = 7, 5, 13
-    spec = replace(EXACT, buffer_samples=s)
+    spec = EXACT.with_params(buffer_samples=s)
     online = f"/sys/devices/system/cpu/cpu{h}/online"
     body = [
         inject_step(h, a),
@@ -265,7 +265,7 @@ def test_a_compile_error_in_generated_code_names_file_and_line(
 @pytest.mark.parametrize(("est_freq", "expected_s"), [(3, 6), (4999, 9998), (7000, 10_000)])
 def test_tp_o8_s_rule_read_back_from_info(agent: Agent, est_freq: int, expected_s: int) -> None:
     """S = min(2 est_freq, 10000), as the module computes it, read from `info`."""
-    spec = replace(EXACT, est_freq=est_freq)
-    assert spec.samples_per_buffer == expected_s
+    spec = EXACT.with_params(est_freq=est_freq)
+    assert samples_per_buffer(est_freq, 0) == expected_s
     agent.load(spec)
     assert agent.snapshot().info["percpu_capacity"] == str(expected_s)

@@ -5,13 +5,11 @@ from dataclasses import fields, replace
 
 import pytest
 
+from harness.agent.flavours.tprof.data import MAX_BUFFER_SAMPLES, S_CAP, samples_per_buffer
 from harness.agent.flavours.tprof.data import TPROF as TPROF_INFO
 from harness.agent.spec import (
-    MAX_BUFFER_SAMPLES,
-    MAX_LIST_LIMIT,
     MAX_PERIOD,
     MIN_PERIOD,
-    TPROF_S_CAP,
     AgentSpec,
     event_available,
 )
@@ -26,11 +24,9 @@ ODD = AgentSpec(
     period=250_000,
     drain="manual",
     drain_ms=50,
-    est_freq=123,
-    buffer_samples=8,
-    list_limit=2,
     quirks=D1_D2,
     pmu_produce=False,
+    params=(("buffer_samples", 8), ("est_freq", 123), ("list_limit", 2)),
 )
 
 # --- validate: every impossible value names its field and the value ------------------------
@@ -49,16 +45,15 @@ ODD = AgentSpec(
         ({"drain_ms": 0}, "drain_ms=0 is outside 10..60000"),
         ({"drain_ms": 9}, "drain_ms=9 is outside"),
         ({"drain_ms": 60_001}, "drain_ms=60001 is outside"),
-        ({"est_freq": -1}, "est_freq=-1 is outside 0..10000000"),
-        ({"est_freq": 10_000_001}, "est_freq=10000001 is outside"),
+        ({"params": (("est_freq", -1),)}, "est_freq=-1 is outside 0..10000000"),
+        ({"params": (("est_freq", 10_000_001),)}, "est_freq=10000001 is outside"),
         (
-            {"buffer_samples": MAX_BUFFER_SAMPLES + 1},
-            f"buffer_samples={MAX_BUFFER_SAMPLES + 1} is an impossible buffer size: "
-            f"1..{MAX_BUFFER_SAMPLES}",
+            {"params": (("buffer_samples", MAX_BUFFER_SAMPLES + 1),)},
+            f"buffer_samples={MAX_BUFFER_SAMPLES + 1} is outside 0..{MAX_BUFFER_SAMPLES}",
         ),
-        ({"buffer_samples": -8}, "buffer_samples=-8 is an impossible buffer size"),
-        ({"list_limit": 0}, f"list_limit=0 is outside 1..{MAX_LIST_LIMIT}"),
-        ({"list_limit": MAX_LIST_LIMIT + 1}, f"list_limit={MAX_LIST_LIMIT + 1} is outside"),
+        ({"params": (("buffer_samples", -8),)}, "buffer_samples=-8 is outside"),
+        ({"params": (("list_limit", 0),)}, "list_limit=0 is outside 1..100000"),
+        ({"params": (("list_limit", 100_001),)}, "list_limit=100001 is outside"),
         ({"quirks": 1 << 8}, "quirks=0x100 sets bits 0x100 that flavour tprof does not have"),
         ({"quirks": D1_D2 | 1 << 4}, "quirks=0x13 sets bits 0x10 that flavour tprof"),
         ({"quirks": -1}, "quirks=-1 is negative"),
@@ -88,10 +83,10 @@ def test_quirk_error_shows_the_flavours_bits() -> None:
     [
         AgentSpec(),
         ODD,
-        AgentSpec(period=MIN_PERIOD, drain_ms=10, est_freq=0, list_limit=1),
-        AgentSpec(period=MAX_PERIOD, drain_ms=60_000, list_limit=MAX_LIST_LIMIT),
-        AgentSpec(buffer_samples=1),
-        AgentSpec(buffer_samples=MAX_BUFFER_SAMPLES),
+        AgentSpec(period=MIN_PERIOD, drain_ms=10).with_params(est_freq=0, list_limit=1),
+        AgentSpec(period=MAX_PERIOD, drain_ms=60_000).with_params(list_limit=100_000),
+        AgentSpec().with_params(buffer_samples=1),
+        AgentSpec().with_params(buffer_samples=MAX_BUFFER_SAMPLES),
         AgentSpec(event="instructions", quirks=TPROF.quirk_mask),
     ],
     ids=["default", "odd", "low-limits", "high-limits", "s1", "s-max", "all-quirks"],
@@ -111,11 +106,11 @@ def test_each_known_quirk_is_accepted_alone() -> None:
 @pytest.mark.parametrize(
     ("est_freq", "buffer_samples", "expected"),
     [
-        (5000, 0, TPROF_S_CAP),
+        (5000, 0, S_CAP),
         (3000, 0, 6000),
         (4999, 0, 9998),
-        (5001, 0, TPROF_S_CAP),
-        (10_000_000, 0, TPROF_S_CAP),
+        (5001, 0, S_CAP),
+        (10_000_000, 0, S_CAP),
         (1, 0, 2),
         (0, 0, 0),  # the seed's TP-D2: nothing fits
         (0, 8, 8),
@@ -124,24 +119,26 @@ def test_each_known_quirk_is_accepted_alone() -> None:
     ],
 )
 def test_samples_per_buffer(est_freq: int, buffer_samples: int, expected: int) -> None:
-    spec = AgentSpec(est_freq=est_freq, buffer_samples=buffer_samples)
-    assert spec.samples_per_buffer == expected
+    assert samples_per_buffer(est_freq, buffer_samples) == expected
+    assert S_CAP == 10_000  # the seed's cap
 
 
 # --- module_params ------------------------------------------------------------------------
-
-#: insmod parameter name → spec field, where they differ.
-PARAM_FIELD = {"buf_samples": "buffer_samples"}
 
 
 def spec_from_params(params: tuple[str, ...]) -> AgentSpec:
     """Read ``module_params()`` back the way the module does: name=value, ints, 0/1 bools."""
     types = {f.name: f.type for f in fields(AgentSpec)}
     values: dict[str, object] = {}
+    own: dict[str, int] = {}
     for param in params:
         name, sep, text = param.partition("=")
         assert sep, f"{param!r} is not name=value"
-        field = PARAM_FIELD.get(name, name)
+        if name in {p.name for p in TPROF.params}:
+            assert name not in own, f"{name} given twice"
+            own[name] = int(text)
+            continue
+        field = name
         assert field in types, f"{name} is no spec field"
         assert field not in values, f"{name} given twice"
         if types[field] == "bool":
@@ -151,14 +148,17 @@ def spec_from_params(params: tuple[str, ...]) -> AgentSpec:
             values[field] = int(text)
         else:
             values[field] = text
-    return AgentSpec(**values)  # type: ignore[arg-type]
+    return AgentSpec(**values, params=tuple(sorted(own.items())))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("spec", [AgentSpec(), ODD], ids=["default", "odd"])
 def test_module_params_round_trip_every_field(spec: AgentSpec) -> None:
-    # `params` is one field for many insmod words (none for tprof): test_flavour_params.py
+    # `params` is one field for one insmod word per flavour parameter (tprof has three)
     params = spec.module_params()
-    assert (len(params), spec_from_params(params)) == (len(fields(AgentSpec)) - 1, spec)
+    expected = len(fields(AgentSpec)) - 1 + len(TPROF.params)
+    back = spec_from_params(params)
+    assert (len(params), back.flavour_params()) == (expected, spec.flavour_params())
+    assert replace(back, params=()) == replace(spec, params=())
 
 
 def test_module_params_are_single_insmod_words() -> None:
@@ -169,8 +169,7 @@ def test_odd_differs_from_the_default_in_every_field() -> None:
     same = [
         f.name for f in fields(AgentSpec) if getattr(ODD, f.name) == getattr(AgentSpec(), f.name)
     ]
-    # tprof has no flavour params of its own (theirs: test_flavour_params.py)
-    assert same == ["flavour", "params"]
+    assert same == ["flavour"]  # tprof is the default flavour
 
 
 # --- event_available ----------------------------------------------------------------------

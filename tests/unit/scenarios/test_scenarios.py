@@ -84,10 +84,9 @@ def test_the_example_loads(tmp_path: Path) -> None:
         flavour="tprof",
         period=200_000,
         drain="manual",
-        buffer_samples=8,
-        list_limit=2,
         quirks=TPROF_INFO.quirk_bit("TP-D1"),
         pmu_produce=False,
+        params=(("buffer_samples", 8), ("list_limit", 2)),
     )
     assert scenario.steps == (Step("inject", cpu="all", count=8),)
     assert [e.describe() for e in scenario.expect] == ["oracle TP-O1 holds", "stats.sample == 16"]
@@ -127,16 +126,15 @@ kernel_args = ["loglevel=8", "nokaslr"]
     )
     assert scenario.guest.topology.name == "1s2cl1c1t"
     assert scenario.guest.kernel_args == ("loglevel=8", "nokaslr")
-    assert (scenario.agent.event, scenario.agent.drain_ms, scenario.agent.est_freq) == (
+    assert (scenario.agent.event, scenario.agent.drain_ms, scenario.agent.param("est_freq")) == (
         "cpu-clock",
         50,
         100,
     )
     assert (scenario.throttling, scenario.max_sample_rate) == (True, 2000)
-    # Every AgentSpec field but flavour is read from the file: none keeps its default
-    # (tprof owns no flavour params; those keys: tests/unit/agent/test_flavour_params.py).
+    # Every AgentSpec field but flavour is read from the file: none keeps its default.
     default = AgentSpec()
-    names = [f.name for f in fields(AgentSpec) if f.name not in {"flavour", "params"}]
+    names = [f.name for f in fields(AgentSpec) if f.name != "flavour"]
     assert all(getattr(scenario.agent, name) != getattr(default, name) for name in names)
 
 

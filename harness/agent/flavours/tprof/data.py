@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.agent.info import FlavourInfo, Mutant, Quirk
+from harness.agent.info import FlavourInfo, Mutant, Param, Quirk
 from harness.agent.layouts import Field, Ioctl, RecordLayout, ioc_none, ioc_read, ioc_write
 
 TPROF_SAMPLE = RecordLayout(
@@ -89,6 +89,25 @@ TPROF_DROP_CAUSES: tuple[tuple[str, str], ...] = (
     ("x_quirk_lost", "lost on purpose by quirk TP-D1 (the seed's invisible loss)"),
 )
 
+#: The seed's cap on S, and the largest port override we allow: one buffer per
+#: possible CPU is allocated at START, 24 bytes a sample.
+S_CAP = 10_000
+MAX_BUFFER_SAMPLES = 1_000_000
+
+TPROF_PARAMS = (
+    Param(
+        "est_freq", 5000, 0, 10_000_000, "estimated samples/s per CPU; S = min(2 est_freq, 10000)"
+    ),
+    Param("buffer_samples", 0, 0, MAX_BUFFER_SAMPLES, "S directly (0: from est_freq)"),
+    Param("list_limit", 100, 1, 100_000, "filled buffers the read list holds (the seed's 100)"),
+)
+
+
+def samples_per_buffer(est_freq: int, buffer_samples: int) -> int:
+    """Tprof's S: ``buffer_samples`` if set, else the seed's ``min(2 est_freq, 10000)``."""
+    return buffer_samples or min(2 * est_freq, S_CAP)
+
+
 TPROF = FlavourInfo(
     name="tprof",
     flavour_id=1,
@@ -129,6 +148,7 @@ TPROF = FlavourInfo(
     layouts=(TPROF_SAMPLE, TPROF_STAT, TPROF_PARAM),
     ioctls=TPROF_IOCTLS,
     fault_points=("wq_create", "buf_alloc"),
+    params=TPROF_PARAMS,
     template_context={},  # filled in below, from the values above
     mutants=(
         Mutant("wrong_cpu", "every 50th sample of a CPU records the next CPU's id", ("TP-O5",)),

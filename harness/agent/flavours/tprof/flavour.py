@@ -34,7 +34,9 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     """TP-D1's shape on every CPU: S = 8, list limit 2, four rounds of {inject 12, kick}."""
-    exact = replace(spec, pmu_produce=False, drain="manual", buffer_samples=8, list_limit=2)
+    exact = replace(spec, pmu_produce=False, drain="manual").with_params(
+        buffer_samples=8, list_limit=2
+    )
     body = (inject_step("all", 12), kick_step()) * 4
     context = RunContext(injected=dict.fromkeys(cpus, 48), kicks=4)
     return scripted_run(agent, exact, body, context)[0]

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.agent.flavours.tprof.data import TPROF_DROP_CAUSES
+from harness.agent.flavours.tprof.data import TPROF_DROP_CAUSES, samples_per_buffer
 from harness.agent.flavours.tprof.oracles import ORACLES
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.report import (
@@ -191,9 +191,10 @@ def format_cpu_table(run: SamplingRun) -> str:
         drain = "manual" if run.kicks is None else f"manual ({run.kicks} kicks)"
     else:
         drain = f"auto every {spec.drain_ms} ms"
+    s = samples_per_buffer(spec.param("est_freq"), spec.param("buffer_samples"))
     header = (
         f"{spec.flavour}: event {spec.event}, period {spec.period}, "
-        f"S {spec.samples_per_buffer}, drain {drain}, quirks {spec.quirks:#x}, "
+        f"S {s}, drain {drain}, quirks {spec.quirks:#x}, "
         f"online CPUs {format_cpus(run.online_cpus)}"
     )
     rows = cpu_rows(run)

@@ -51,15 +51,6 @@ MODULE_PARM_DESC(drain, "auto (periodic) or manual (kicks only)");
 unsigned long pa_drain_ms = 1000;
 module_param_named(drain_ms, pa_drain_ms, ulong, 0444);
 MODULE_PARM_DESC(drain_ms, "auto drain: milliseconds from the end of one drain to the next");
-unsigned long pa_est_freq = 5000;
-module_param_named(est_freq, pa_est_freq, ulong, 0444);
-MODULE_PARM_DESC(est_freq, "tprof: estimated samples/s per CPU; S = min(2 est_freq, 10000)");
-unsigned long pa_buf_samples = 0;
-module_param_named(buf_samples, pa_buf_samples, ulong, 0444);
-MODULE_PARM_DESC(buf_samples, "tprof: S override (0: from est_freq)");
-unsigned long pa_list_limit = 100;
-module_param_named(list_limit, pa_list_limit, ulong, 0444);
-MODULE_PARM_DESC(list_limit, "tprof: filled buffers the read list holds (the seed's 100)");
 unsigned long pa_quirks = 0x0;
 module_param_named(quirks, pa_quirks, ulong, 0444);
 MODULE_PARM_DESC(quirks, "seed defects to reproduce (bit mask)");
@@ -73,6 +64,17 @@ module_param_named(pmu_produce, pa_pmu_produce, bool, 0444);
 static unsigned long pa_burst_wait_ms = 5000;
 module_param_named(burst_wait_ms, pa_burst_wait_ms, ulong, 0444);
 MODULE_PARM_DESC(pmu_produce, "produce one sample per overflow (0: overflows only carry bursts)");
+
+/* Each flavour's own load parameters (harness/agent/flavours/<name>/data.py). */
+unsigned long pa_est_freq = 5000;
+module_param_named(est_freq, pa_est_freq, ulong, 0444);
+MODULE_PARM_DESC(est_freq, "tprof: estimated samples/s per CPU; S = min(2 est_freq, 10000) (0..10000000)");
+unsigned long pa_buffer_samples = 0;
+module_param_named(buffer_samples, pa_buffer_samples, ulong, 0444);
+MODULE_PARM_DESC(buffer_samples, "tprof: S directly (0: from est_freq) (0..1000000)");
+unsigned long pa_list_limit = 100;
+module_param_named(list_limit, pa_list_limit, ulong, 0444);
+MODULE_PARM_DESC(list_limit, "tprof: filled buffers the read list holds (the seed's 100) (1..100000)");
 
 static const char *const pa_core_names[PA_CORE_NSTATS] = {
 	"x_nmi_total",
@@ -684,8 +686,10 @@ static int pa_params_show(struct seq_file *m, void *unused)
 {
 	seq_printf(m, "flavour=%s\nevent=%s\nperiod=%lu\ndrain=%s\ndrain_ms=%lu\n",
 		   pa_fl->name, pa_event, pa_period, pa_drain, pa_drain_ms);
-	seq_printf(m, "est_freq=%lu\nbuf_samples=%lu\nlist_limit=%lu\nquirks=%lu\npmu_produce=%d\n",
-		   pa_est_freq, pa_buf_samples, pa_list_limit, pa_quirks, pa_pmu_produce);
+	seq_printf(m, "quirks=%lu\npmu_produce=%d\n", pa_quirks, pa_pmu_produce);
+	seq_printf(m, "est_freq=%lu\n", pa_est_freq);
+	seq_printf(m, "buffer_samples=%lu\n", pa_buffer_samples);
+	seq_printf(m, "list_limit=%lu\n", pa_list_limit);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(pa_params);
@@ -771,8 +775,8 @@ static int pa_check_params(void)
 		pr_err("profagent: drain must be auto or manual, not '%s'\n", pa_drain);
 		return -EINVAL;
 	}
-	if (pa_period == 0 || pa_drain_ms == 0 || pa_list_limit == 0) {
-		pr_err("profagent: period, drain_ms and list_limit must be > 0\n");
+	if (pa_period == 0 || pa_drain_ms == 0) {
+		pr_err("profagent: period and drain_ms must be > 0\n");
 		return -EINVAL;
 	}
 	return pa_resolve_event();

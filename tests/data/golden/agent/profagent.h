@@ -111,11 +111,11 @@ struct pa_flavour {
 /* Load parameters (core.c), read-only while sampling. */
 extern unsigned long pa_period;
 extern unsigned long pa_drain_ms;
-extern unsigned long pa_est_freq;
-extern unsigned long pa_buf_samples;
-extern unsigned long pa_list_limit;
 extern unsigned long pa_quirks;
 extern char *pa_drain;
+extern unsigned long pa_est_freq;	/* tprof: estimated samples/s per CPU; S = min(2 est_freq, 10000) */
+extern unsigned long pa_buffer_samples;	/* tprof: S directly (0: from est_freq) */
+extern unsigned long pa_list_limit;	/* tprof: filled buffers the read list holds (the seed's 100) */
 
 bool pa_quirk(unsigned int bit);
 bool pa_drain_manual(void);

@@ -405,7 +405,7 @@ static void tp_release_backend(void)
 
 static u64 tp_capacity(void)
 {
-	return pa_buf_samples ? pa_buf_samples : min_t(u64, 2 * pa_est_freq, TP_S_CAP);
+	return pa_buffer_samples ? pa_buffer_samples : min_t(u64, 2 * pa_est_freq, TP_S_CAP);
 }
 
 /* Buffers for every possible CPU, installed before anything can sample. */
@@ -744,6 +744,10 @@ static int tp_init(void)
 {
 	unsigned int cpu;
 
+	if (pa_list_limit == 0) {
+		pr_err("profagent: tprof: list_limit must be > 0\n");
+		return -EINVAL;
+	}
 	mutex_init(&tp.ctl);
 	mutex_init(&tp.reader);
 	spin_lock_init(&tp.lock);

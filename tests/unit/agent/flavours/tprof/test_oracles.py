@@ -89,7 +89,7 @@ def consistent_run(*, nmi: bool = True) -> SamplingRun:
     )
     return SamplingRun(
         ref_events_per_ns=1.0,
-        spec=AgentSpec(period=PERIOD, drain="manual", buffer_samples=100),
+        spec=AgentSpec(period=PERIOD, drain="manual").with_params(buffer_samples=100),
         snapshot=snapshot,
         samples=samples(0, 101, 150) + samples(0, 0, 50) + samples(1, 202, 100) + samples(1, 0, 50),
         bytes_read=24 * 350,
@@ -128,13 +128,8 @@ def tp_d1_run(*, quirk: bool) -> SamplingRun:
     d1 = TPROF.quirk_bit("TP-D1") if quirk else 0
     return SamplingRun(
         ref_events_per_ns=1.0,
-        spec=AgentSpec(
-            period=PERIOD,
-            drain="manual",
-            buffer_samples=8,
-            list_limit=2,
-            quirks=d1,
-            pmu_produce=False,
+        spec=AgentSpec(period=PERIOD, drain="manual", quirks=d1, pmu_produce=False).with_params(
+            buffer_samples=8, list_limit=2
         ),
         snapshot=snapshot,
         samples=samples(0, 0, 16),
