@@ -153,6 +153,14 @@ TPROF = FlavourInfo(
     mutants=(
         Mutant("wrong_cpu", "every 50th sample of a CPU records the next CPU's id", ("TP-O5",)),
         Mutant(
+            "skip_kick_swap", "every 3rd kick of the last CPU returns without its swap", ("TP-O2",)
+        ),
+        Mutant("shared_pid_cache", "a sample's pid comes from a cache all CPUs share", ("PLACE",)),
+        # The window is the core's, judged by tprof's PROBE (dt runs no probe).
+        Mutant(
+            "probe_masks_nmi", "the IRQ-off probe window masks pseudo-NMIs too (DAIF.I)", ("PROBE",)
+        ),
+        Mutant(
             "double_count", "every 100th recorded sample also counts as a nested drop", ("TP-O1",)
         ),
         Mutant(

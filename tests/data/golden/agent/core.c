@@ -16,6 +16,7 @@
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/hardirq.h>
+#include <linux/irq_work.h>
 #include <linux/kernel.h>
 #include <linux/math64.h>
 #include <linux/miscdevice.h>
@@ -29,6 +30,9 @@
 #include <linux/string.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
+#ifdef CONFIG_ARM64
+#include <asm/daifflags.h>
+#endif
 #include "profagent.h"
 
 /* The perf core's marker for a throttled event (kernel/events/core.c). */
@@ -113,6 +117,8 @@ struct pa_cpu {
 	unsigned int mutant_tick;	/* overflows seen by a mutation point */
 	unsigned int burst;		/* armed by `inject`, consumed by the next overflow */
 	int probe_active;		/* inside an IRQ-off probe window */
+	bool mutant_deferred;		/* the defer mutant's irq_work is pending */
+	struct irq_work mutant_work;	/* only the defer mutant queues it */
 };
 static DEFINE_PER_CPU(struct pa_cpu, pa_cpu);
 
@@ -189,6 +195,12 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 		spin_lock(&pa_mutant_lock);
 		spin_unlock(&pa_mutant_lock);
 	}
+	/* Mutation point: every 50th call tries a lock, through the checking wrapper. */
+	if (pa_mutant(NMI_WRAPPED_TRYLOCK) && ++this_cpu_ptr(&pa_cpu)->mutant_tick % 50 == 0) {
+		pa_check_not_nmi(PA_X_NMI_LOCK_VIOLATION);
+		if (spin_trylock(&pa_mutant_lock))
+			spin_unlock(&pa_mutant_lock);
+	}
 	this_cpu_inc(pa_cpu.stat[PA_X_PRODUCER_CALLS]);
 	if (ctx.nmi)
 		this_cpu_inc(pa_cpu.stat[PA_X_PRODUCER_CALLS_NMI]);
@@ -221,6 +233,13 @@ static u32 pa_account_periods(struct pa_cpu *pc, struct perf_event *event)
 	return undelivered;
 }
 
+/* The defer mutant's irq_work: the sample its overflow did not produce. */
+static void pa_mutant_deferred_produce(struct irq_work *work)
+{
+	pa_produce(NULL, 0);
+	this_cpu_write(pa_cpu.mutant_deferred, false);
+}
+
 static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 			struct pt_regs *regs)
 {
@@ -239,6 +258,11 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 		this_cpu_inc(pa_cpu.stat[PA_X_IRQOFF_SAMPLES]);
 	if (READ_ONCE(pc->probe_active))
 		this_cpu_inc(pa_cpu.stat[PA_X_PROBE_HITS]);
+	/* Mutation point: every 50th overflow stops its own event as perf throttling does. */
+	if (pa_mutant(SELF_THROTTLE) && ++pc->mutant_tick % 50 == 0) {
+		event->hw.interrupts = PA_MAX_INTERRUPTS;	/* the tick restarts it */
+		event->pmu->stop(event, 0);
+	}
 	/* The perf core marks the event before calling us; it stops counting next. */
 	if (event->hw.interrupts == PA_MAX_INTERRUPTS)
 		this_cpu_inc(pa_cpu.stat[PA_X_THROTTLED]);
@@ -255,8 +279,14 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 		this_cpu_add(pa_cpu.stat[PA_X_INJECTED], burst);
 	} else if (pa_pmu_produce) {
 		/* Mutation point: the producer skipped although the overflow was counted. */
-		if (!(pa_mutant(SKIP_PRODUCER_7TH) && ++pc->mutant_tick % 7 == 0))
+		if (pa_mutant(DEFER_PRODUCER) && ++pc->mutant_tick % 5 == 0 &&
+		    !pc->mutant_deferred) {
+			/* Mutation point: the sample is produced later, from an irq_work. */
+			pc->mutant_deferred = true;
+			irq_work_queue(&pc->mutant_work);
+		} else if (!(pa_mutant(SKIP_PRODUCER_7TH) && ++pc->mutant_tick % 7 == 0)) {
 			pa_produce(regs, undelivered);
+		}
 	}
 
 	/* Overflow handlers never nest on one CPU: plain per-CPU updates are safe. */
@@ -394,6 +424,8 @@ void pa_sources_stop(void)
 	cpus_read_unlock();
 	/* NMI handlers are RCU readers: after this none is still running. */
 	synchronize_rcu();
+	for_each_possible_cpu(cpu)	/* nor anything one of them queued */
+		irq_work_sync(&per_cpu_ptr(&pa_cpu, cpu)->mutant_work);
 	pa_mutant_leak = NULL;	/* the leak mutant's only pointer, dropped */
 }
 
@@ -483,7 +515,13 @@ static long pa_probe_spin(void *arg)
 	struct pa_cpu *pc = this_cpu_ptr(&pa_cpu);
 	unsigned long flags;
 
-	local_irq_save(flags);
+#ifdef CONFIG_ARM64
+	/* Mutation point: the window masks everything, pseudo-NMIs included (DAIF.I). */
+	if (pa_mutant(PROBE_MASKS_NMI))
+		flags = local_daif_save();
+	else
+#endif
+		local_irq_save(flags);
 	WRITE_ONCE(pc->probe_active, 1);
 	start = ktime_get_mono_fast_ns();
 	do {
@@ -491,7 +529,12 @@ static long pa_probe_spin(void *arg)
 		now = ktime_get_mono_fast_ns();
 	} while (now - start < span_ns);
 	WRITE_ONCE(pc->probe_active, 0);	/* before IRQs can be taken again */
-	local_irq_restore(flags);
+#ifdef CONFIG_ARM64
+	if (pa_mutant(PROBE_MASKS_NMI))
+		local_daif_restore(flags);
+	else
+#endif
+		local_irq_restore(flags);
 	this_cpu_inc(pa_cpu.stat[PA_X_PROBE_RUNS]);
 	this_cpu_add(pa_cpu.stat[PA_X_PROBE_NS], now - start);
 	return 0;
@@ -784,11 +827,14 @@ static int pa_check_params(void)
 
 static int __init pa_init(void)
 {
+	unsigned int cpu;
 	int err;
 
 	err = pa_check_params();
 	if (err)
 		return err;
+	for_each_possible_cpu(cpu)
+		init_irq_work(&per_cpu_ptr(&pa_cpu, cpu)->mutant_work, pa_mutant_deferred_produce);
 	err = pa_fl->init();
 	if (err)
 		return err;

@@ -63,9 +63,15 @@ enum pa_mutant {
 	PA_MUTANT_DROP_7TH_OVERFLOW,	/* every 7th overflow returns before any counter is touched */
 	PA_MUTANT_SKIP_PRODUCER_7TH,	/* every 7th overflow is counted but skips the producer */
 	PA_MUTANT_LEAVE_EVENT_ARMED,	/* the last online CPU's sampling event is never released */
+	PA_MUTANT_DEFER_PRODUCER,	/* every 5th overflow's sample is produced later, from an irq_work */
+	PA_MUTANT_NMI_WRAPPED_TRYLOCK,	/* every 50th producer call tries a lock through the wrapper */
+	PA_MUTANT_SELF_THROTTLE,	/* every 50th overflow stops its own event as perf throttling does */
 	PA_MUTANT_NMI_SPINLOCK,	/* the producer path takes a spinlock in NMI context */
 	PA_MUTANT_LEAK_AT_START,	/* START allocates an object that nothing frees */
 	PA_MUTANT_WRONG_CPU,	/* every 50th sample of a CPU records the next CPU's id */
+	PA_MUTANT_SKIP_KICK_SWAP,	/* every 3rd kick of the last CPU returns without its swap */
+	PA_MUTANT_SHARED_PID_CACHE,	/* a sample's pid comes from a cache all CPUs share */
+	PA_MUTANT_PROBE_MASKS_NMI,	/* the IRQ-off probe window masks pseudo-NMIs too (DAIF.I) */
 	PA_MUTANT_DOUBLE_COUNT,	/* every 100th recorded sample also counts as a nested drop */
 	PA_MUTANT_LOSE_AT_SWAP,	/* one recorded sample of every queued buffer vanishes at the swap */
 	PA_MUTANT_PUBLISH_EARLY,	/* the index is published first, the record filled where it then points */

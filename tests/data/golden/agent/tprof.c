@@ -168,6 +168,7 @@ static struct {
 	struct workqueue_struct *wq;
 	wait_queue_head_t readers;
 } tp;
+static pid_t tp_last_pid;	/* only the shared-pid-cache mutant uses it */
 
 /* ---- producer: NMI context, per-CPU data only ------------------------------- */
 
@@ -202,7 +203,8 @@ static void tp_produce(const struct pa_sample_ctx *ctx)
 		used = min(READ_ONCE(buf->used), buf->capacity - 1);
 	}
 	rec = &buf->samples[used];
-	rec->pid = ctx->pid;
+	/* Mutation point: the pid from a cache all CPUs share (the previous sample's). */
+	rec->pid = pa_mutant(SHARED_PID_CACHE) ? xchg(&tp_last_pid, ctx->pid) : ctx->pid;
 	rec->tid = ctx->tid;
 	/* Mutation point: every 50th sample of a CPU claims the next CPU's id. */
 	rec->cpu = pa_mutant(WRONG_CPU) && ++tc->mutant_tick % 50 == 0 ? ctx->cpu + 1 : ctx->cpu;
@@ -339,8 +341,14 @@ static long tp_final_swap(void *arg)
 
 static int tp_kick(unsigned int cpu)
 {
+	static atomic_t last_cpu_kicks;	/* only the skip-kick mutant counts them */
+
 	if (!READ_ONCE(tp.running))
 		return -EINVAL;
+	/* Mutation point: every 3rd kick of the last CPU returns without its swap. */
+	if (pa_mutant(SKIP_KICK_SWAP) && cpu == cpumask_last(cpu_online_mask) &&
+	    atomic_inc_return(&last_cpu_kicks) % 3 == 0)
+		return 0;
 	return tp_swap_fresh(cpu);
 }
 
