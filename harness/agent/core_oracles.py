@@ -180,6 +180,27 @@ def check_nmi_safety(view: CoreView) -> list[Violation]:
     return _must_be_zero(view, "C-2", names, "NMI context must not lock or allocate")
 
 
+def check_nmi_context(core: Mapping[int, Mapping[str, int]], nmi_expected: bool) -> list[Violation]:
+    """NMI, shared by the flavours: with pseudo-NMI on every sample was produced in NMI.
+
+    With it on: no overflow handled outside NMI, some handled inside, and no
+    producer call in hard-IRQ context on any CPU (the harness injects none there: a
+    sample produced later, from an irq_work, is a deferral the port must not make;
+    task-context calls are CALLS's to count). With it off: nothing ran in NMI.
+    """
+    view = CoreView(AgentSpec(), core, None, Injections(), throttling_disabled=False)
+    if not nmi_expected:
+        names = ("x_nmi_ctx_ok", "x_producer_calls_nmi", "x_irqoff_samples")
+        return _must_be_zero(view, "NMI", names, "pseudo-NMI off: nothing runs in NMI")
+    violations = _must_be_zero(
+        view, "NMI", ("x_nmi_ctx_bad", "x_producer_calls_irq"), "pseudo-NMI on: all in NMI"
+    )
+    if not any(view.get(cpu, "x_nmi_ctx_ok") > 0 for cpu in core):
+        violations.append(Violation("NMI", None, "x_nmi_ctx_ok > 0 on some CPU",
+                                    "x_nmi_ctx_ok = 0 on every CPU", "pseudo-NMI on"))  # fmt: skip
+    return violations
+
+
 def delivered_share(core: Mapping[str, int]) -> float | None:
     """Overflows seen ÷ (seen + periods the emulator did not deliver); None if no period.
 

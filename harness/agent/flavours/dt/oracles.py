@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TypeAlias
 
 from harness.agent.core_oracles import CORE_ORACLES, CoreView, applicable_core, check_core
+from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.dt.data import DT, DT_RING_SLOTS
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
 from harness.agent.results import Violation
@@ -249,14 +250,8 @@ def check_dt_injection(run: DtRun) -> list[Violation]:
 
 
 def check_dt_nmi(run: DtRun) -> list[Violation]:
-    """NMI: with pseudo-NMI on no overflow ran outside NMI; with it off none ran in NMI."""
-    name = "x_nmi_ctx_bad" if run.nmi_expected else "x_nmi_ctx_ok"
-    detail = "pseudo-NMI on: handled outside NMI" if run.nmi_expected else "pseudo-NMI off"
-    return [
-        Violation("NMI", cpu, f"{name} = 0", f"{name} = {run.core[cpu].get(name, 0)}", detail)
-        for cpu in sorted(run.core)
-        if run.core[cpu].get(name, 0) != 0
-    ]
+    """NMI: `harness.agent.core_oracles.check_nmi_context` on the run's core counters."""
+    return nmi_context(run.core, run.nmi_expected)
 
 
 _CHECKS: dict[str, Callable[[DtRun], list[Violation]]] = {

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
 from harness.agent.core_oracles import CORE_ORACLES, CoreView, applicable_core, check_core
+from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.peer import PeerBound, agent_window
@@ -296,29 +297,8 @@ def check_placement(run: SamplingRun) -> list[Violation]:
 
 
 def check_nmi_context(run: SamplingRun) -> list[Violation]:
-    """NMI: with pseudo-NMI on every producer call ran in NMI; with it off none did."""
-    if not run.nmi_expected:
-        names = ("x_nmi_ctx_ok", "x_producer_calls_nmi", "x_irqoff_samples")
-        return _must_be_zero(run, "NMI", names, "pseudo-NMI off: nothing runs in NMI")
-
-    def per_cpu(cpu: int) -> Finding:
-        calls, nmi = _core(run, cpu, "x_producer_calls"), _core(run, cpu, "x_producer_calls_nmi")
-        if nmi == calls:
-            return None
-        irq = _core(run, cpu, "x_producer_calls_irq")
-        task = _core(run, cpu, "x_producer_calls_task")
-        return (
-            f"x_producer_calls_nmi = x_producer_calls = {calls}",
-            f"x_producer_calls_nmi = {nmi} (irq {irq}, task {task})",
-        )
-
-    none_ok = not any(_core(run, cpu, "x_nmi_ctx_ok") > 0 for cpu in run.snapshot.core)
-    expected, observed = "x_nmi_ctx_ok > 0 on some CPU", "x_nmi_ctx_ok = 0 on every CPU"
-    return [
-        *_must_be_zero(run, "NMI", ("x_nmi_ctx_bad",), "pseudo-NMI on: handled outside NMI"),
-        *_per_cpu("NMI", run.snapshot.core, "pseudo-NMI on: every call in NMI", per_cpu),
-        *([Violation("NMI", None, expected, observed, "pseudo-NMI on")] if none_ok else []),
-    ]
+    """NMI: `harness.agent.core_oracles.check_nmi_context` on the run's core counters."""
+    return nmi_context(run.snapshot.core, run.nmi_expected)
 
 
 def check_probe(run: SamplingRun) -> list[Violation]:

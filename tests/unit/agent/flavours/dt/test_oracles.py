@@ -260,8 +260,20 @@ BROKEN: dict[str, tuple[Callable[[DtRun], DtRun], list[Brief]]] = {
         lambda run: replace(run, nmi_expected=False),
         [
             ("NMI", 0, "x_nmi_ctx_ok = 0", "x_nmi_ctx_ok = 3"),
+            ("NMI", 0, "x_producer_calls_nmi = 0", "x_producer_calls_nmi = 27"),
             ("NMI", 1, "x_nmi_ctx_ok = 0", "x_nmi_ctx_ok = 1"),
+            ("NMI", 1, "x_producer_calls_nmi = 0", "x_producer_calls_nmi = 5"),
         ],
+    ),
+    "NMI a sample produced later, in hard IRQ": (  # the defer_producer mutant's trace
+        lambda run: replace(
+            run,
+            core={
+                **run.core,
+                1: {**run.core[1], "x_producer_calls_nmi": 3, "x_producer_calls_irq": 2},
+            },
+        ),
+        [("NMI", 1, "x_producer_calls_irq = 0", "x_producer_calls_irq = 2")],
     ),
 }
 
