@@ -121,6 +121,16 @@ DT = FlavourInfo(
         Mutant(
             "skip_canary", "every 10th event of a CPU is published without its canary", ("DT-O3",)
         ),
+        Mutant("drop_uncounted", "every 3rd drop on a full ring goes uncounted", ("DT-O1",)),
+        Mutant("ring_holds_14", "a ring is full one slot early: 14 events, not 15", ("DT-O2",)),
+        Mutant("gstats_skips_cpu0", "DTIOCGSTATS's readevt leaves CPU 0 out", ("DT-O4",)),
+        Mutant("recursion_as_drop", "a recursive get is counted as a drop", ("DT-O6",)),
+        Mutant("skiptick_short", "a run of skipped ticks is counted one short", ("DT-O7",)),
+        Mutant(
+            "retry_get",
+            "every 10th get of a CPU is retried, committing one more event",
+            ("DT-INJ",),
+        ),
         Mutant(
             "seed_count_order",
             "the seed's DT-D5: a slot published 500 us before the readable count rises, "

@@ -83,6 +83,7 @@ struct dt_cpu {
 	u32 prod;		/* next slot the reader copies: written by the reader */
 	u32 cons;		/* next slot this CPU fills: written by the producer */
 	int inevt;		/* inside a get on this CPU (recursion guard) */
+	unsigned int mutant_tick;	/* counted by a mutation point */
 	u64 stat[DT_PC_NSTATS];
 	struct dt_evt ring[DT_RING];
 };
@@ -118,15 +119,21 @@ static struct dt_evt *dt_get(struct dt_open *op)
 
 	this_cpu_inc(op->cpu->stat[DT_PC_X_CALLS]);
 	if (READ_ONCE(dc->inevt)) {
-		this_cpu_inc(op->cpu->stat[DT_PC_DC_RECUREVT]);
+		/* Mutation point: a recursive get counted as a drop. */
+		this_cpu_inc(op->cpu->stat[pa_mutant(RECURSION_AS_DROP) ? DT_PC_DC_DROPEVT :
+					   DT_PC_DC_RECUREVT]);
 		return NULL;
 	}
 	WRITE_ONCE(dc->inevt, 1);
 	barrier();
 	prod = smp_load_acquire(&dc->prod);	/* the reader is done with that slot */
 	cons = dc->cons;
-	if (((cons + 1) % DT_RING) == prod) {
-		this_cpu_inc(op->cpu->stat[DT_PC_DC_DROPEVT]);
+	/* Mutation point: the ring is full one slot early (14 events, not 15). */
+	if (((cons + 1) % DT_RING) == prod ||
+	    (pa_mutant(RING_HOLDS_14) && ((cons + 2) % DT_RING) == prod)) {
+		/* Mutation point: every 3rd drop goes uncounted. */
+		if (!(pa_mutant(DROP_UNCOUNTED) && ++dc->mutant_tick % 3 == 0))
+			this_cpu_inc(op->cpu->stat[DT_PC_DC_DROPEVT]);
 		barrier();
 		WRITE_ONCE(dc->inevt, 0);
 		return NULL;
@@ -186,6 +193,9 @@ static void dt_produce(const struct pa_sample_ctx *ctx)
 	struct dt_evt *ev;
 
 	rcu_read_lock();	/* NMI handlers may be RCU readers */
+	/* Mutation point: a run of skipped ticks counted one short. */
+	if (pa_mutant(SKIPTICK_SHORT) && skipped > 1)
+		skipped--;
 	list_for_each_entry_rcu(op, &dt_recording, recording_link) {
 		if (skipped)	/* as the seed: skipped periods, then one event */
 			this_cpu_add(op->cpu->stat[DT_PC_DC_SKIPTICK], skipped);
@@ -194,6 +204,14 @@ static void dt_produce(const struct pa_sample_ctx *ctx)
 			continue;
 		dt_fill(op, ev, ctx);
 		dt_consume(op);
+		/* Mutation point: every 10th get of a CPU is retried: one more event. */
+		if (pa_mutant(RETRY_GET) && this_cpu_read(op->cpu->stat[DT_PC_X_CALLS]) % 10 == 0) {
+			ev = dt_get(op);
+			if (ev) {
+				dt_fill(op, ev, ctx);
+				dt_consume(op);
+			}
+		}
 	}
 	rcu_read_unlock();
 }
@@ -375,7 +393,9 @@ static void dt_gstats(struct dt_open *op, struct dtioc_stat *st)
 	memset(st, 0, sizeof(*st));
 	for_each_possible_cpu(cpu) {
 		dc = per_cpu_ptr(op->cpu, cpu);
-		st->readevt += READ_ONCE(dc->stat[DT_PC_DC_READEVT]);
+		/* Mutation point: CPU 0's reads left out of the sum. */
+		if (!(pa_mutant(GSTATS_SKIPS_CPU0) && cpu == 0))
+			st->readevt += READ_ONCE(dc->stat[DT_PC_DC_READEVT]);
 		st->dropevt += READ_ONCE(dc->stat[DT_PC_DC_DROPEVT]);
 		st->skiptick = (last_only ? 0 : st->skiptick) + READ_ONCE(dc->stat[DT_PC_DC_SKIPTICK]);
 		st->recurevt = (last_only ? 0 : st->recurevt) + READ_ONCE(dc->stat[DT_PC_DC_RECUREVT]);

@@ -76,6 +76,12 @@ enum pa_mutant {
 	PA_MUTANT_LOSE_AT_SWAP,	/* one recorded sample of every queued buffer vanishes at the swap */
 	PA_MUTANT_PUBLISH_EARLY,	/* the index is published first, the record filled where it then points */
 	PA_MUTANT_SKIP_CANARY,	/* every 10th event of a CPU is published without its canary */
+	PA_MUTANT_DROP_UNCOUNTED,	/* every 3rd drop on a full ring goes uncounted */
+	PA_MUTANT_RING_HOLDS_14,	/* a ring is full one slot early: 14 events, not 15 */
+	PA_MUTANT_GSTATS_SKIPS_CPU0,	/* DTIOCGSTATS's readevt leaves CPU 0 out */
+	PA_MUTANT_RECURSION_AS_DROP,	/* a recursive get is counted as a drop */
+	PA_MUTANT_SKIPTICK_SHORT,	/* a run of skipped ticks is counted one short */
+	PA_MUTANT_RETRY_GET,	/* every 10th get of a CPU is retried, committing one more event */
 	PA_MUTANT_SEED_COUNT_ORDER,	/* the seed's DT-D5: a slot published 500 us before the readable count rises, and the reader waits on the count */
 };
 #define PA_MUTANT_ACTIVE PA_MUTANT_NONE
