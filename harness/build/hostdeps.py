@@ -63,6 +63,8 @@ def requirements() -> tuple[Requirement, ...]:
         Requirement("/usr/include/libelf.h", "libelf-dev"),
         Requirement("/usr/include/stdio.h", "libc6-dev"),
         Requirement("/usr/src/linux-source-6.1.tar.xz", "linux-source-6.1"),
+        # `invoke repro --bundle DIR --replay --gdb`: reverse debugging of a replayed guest
+        Requirement("gdb-multiarch", "gdb-multiarch"),
     )
     return (*per_arch, *common)
 
