@@ -83,7 +83,7 @@ def run_exact(scenario: Scenario, cache: Cache, *, mode: ExactMode, attempts: in
 
 
 def _attempt_run(mode: ExactMode, seed: int, workdir: Path) -> ExactRun:
-    return exact_run(mode, seed, workdir, workdir / "rr.bin" if mode == "record" else None)
+    return exact_run(mode, seed, workdir / "rr.bin" if mode == "record" else None)
 
 
 def _spec(scenario: Scenario, mode: ExactMode) -> MachineSpec:
@@ -94,8 +94,7 @@ def _spec(scenario: Scenario, mode: ExactMode) -> MachineSpec:
                        accel="tcg", kernel_args=guest.kernel_args)  # fmt: skip
     # Checks the mode against the machine now (record: 1 vCPU), before anything is built.
     rr_file = None if mode == "deterministic" else Path("-")
-    replace(spec, exact=ExactRun(mode=mode, seed=scenario.seed, results_log=Path("-"),
-                                 rr_file=rr_file))  # fmt: skip
+    replace(spec, exact=ExactRun(mode=mode, seed=scenario.seed, rr_file=rr_file))
     return spec
 
 
@@ -197,8 +196,7 @@ def replay_exact(bundle: Path, cache: Cache, *, gdb: bool = False,
     rr_file = bundle / recorded["rr_file"] if recorded["rr_file"] else None
     workdir = out / "replay"
     try:
-        again = attempt(setup, exact_run(mode, scenario.seed, workdir, rr_file, gdb), workdir,
-                        announce)  # fmt: skip
+        again = attempt(setup, exact_run(mode, scenario.seed, rr_file, gdb), workdir, announce)
     finally:
         setup.initrd.unlink(missing_ok=True)
     problems = argv_differences(recorded["argv"], again.argv,

@@ -29,8 +29,6 @@ GUEST_SSH_PORT = 22
 MIN_MEMORY_MIB = 128
 #: The guest's wall clock at boot in an exact run (``-rtc base=...,clock=vm``).
 FIXED_RTC_BASE = "2024-01-01T00:00:00"
-#: The virtio-serial port an input-free guest writes its results to (see `ExactRun`).
-RESULTS_PORT = "profbench.results"
 #: QEMU 7.2 refuses record/replay with more than one vCPU.
 RR_MAX_CPUS = 1
 
@@ -40,15 +38,15 @@ class ExactRun:
     """An input-free run whose every instruction is fixed: deterministic, recorded or replayed.
 
     All three run one TCG thread under ``-icount shift=0,sleep=off`` with a fixed
-    ``-seed`` and a virtual-time RTC, attach no network (slirp would bring host
-    time and host packets in), and give the guest one virtio-serial port whose
-    output goes to ``results_log``. ``record``/``replay`` add ``rr=...,rrfile=``;
-    ``gdb_port`` opens QEMU's gdbstub there and starts the guest stopped (``-S``).
+    ``-seed`` and a virtual-time RTC, and attach no network (slirp would bring host
+    time and host packets in); the guest writes its results to the console. The guest
+    starts stopped (``-S``) until QMP ``cont``.
+    ``record``/``replay`` add ``rr=...,rrfile=``; ``gdb_port`` opens QEMU's gdbstub there
+    (and gdb's ``continue`` starts the guest).
     """
 
     mode: ExactMode
     seed: int
-    results_log: Path
     rr_file: Path | None = None
     rtc_base: str = FIXED_RTC_BASE
     gdb_port: int | None = None
@@ -176,18 +174,18 @@ def build_argv(
 
 
 def exact_argv(exact: ExactRun) -> tuple[str, ...]:
-    """The options `ExactRun` adds: icount (and rr), seed, RTC, results port, gdbstub."""
+    """The options `ExactRun` adds: icount (and rr), seed, RTC, gdbstub."""
     icount = "shift=0,sleep=off"
     if exact.rr_file is not None:
         icount += f",rr={exact.mode},rrfile={quote_optarg(str(exact.rr_file))}"
-    gdb = ("-gdb", f"tcp:127.0.0.1:{exact.gdb_port}", "-S") if exact.gdb_port is not None else ()
+    gdb = ("-gdb", f"tcp:127.0.0.1:{exact.gdb_port}") if exact.gdb_port is not None else ()
     return (
         "-icount", icount,
         "-seed", str(exact.seed),
         "-rtc", f"base={exact.rtc_base},clock=vm",
-        "-device", "virtio-serial-pci,id=vser0",
-        "-chardev", f"file,id=res0,path={quote_optarg(str(exact.results_log))}",
-        "-device", f"virtserialport,bus=vser0.0,chardev=res0,name={RESULTS_PORT}",
+        # Start stopped: QMP's handshake (host-timed) would otherwise kick a running vCPU
+        # and shift the round-robin; the harness (or gdb) says `cont` once it is done.
+        "-S",
         *gdb,
     )  # fmt: skip
 
