@@ -30,7 +30,8 @@ from harness.agent.flavour import Script, behaviour
 from harness.agent.spec import PMU_EVENTS
 from harness.agent.steps import GUEST_DIR
 from harness.build.images import BootFiles
-from harness.errors import EnvironmentMismatch, GuestError, HarnessTimeout
+from harness.errors import EnvironmentMismatch, GuestError, HarnessTimeout, InfraError
+from harness.process import run_logged
 from harness.scenarios.identity import NumberRow
 from harness.scenarios.inputfree import (
     Collected,
@@ -61,6 +62,7 @@ class ExactSetup:
     scenario: Scenario
     spec: MachineSpec  # without `ExactRun`: each attempt adds its own
     kernel: Path
+    vmlinux: Path  # the kernel with its symbols, for gdb
     initrd: Path  # the rootfs with the extra cpio appended
     plan: GuestPlan
     script: Script
@@ -78,6 +80,7 @@ class ExactAttempt:
     numbers: Mapping[str, int]
     argv: tuple[str, ...]
     wall_s: float
+    module_text: str  # where the agent's code was loaded ("" if unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +144,12 @@ def free_tcp_port() -> int:
 
 
 def attempt(setup: ExactSetup, exact: ExactRun, workdir: Path,
-            announce: Callable[[str], None] = lambda _: None) -> ExactAttempt:  # fmt: skip
+            on_gdb: Callable[[int], None] = lambda _: None) -> ExactAttempt:  # fmt: skip
     """Boot the input-free guest under ``exact``, wait for it to power off, judge it.
+
+    With a gdbstub, the guest stays stopped at its first instruction; a snapshot
+    (``start``, in ``exact.snapshots``) is taken there, so gdb can execute backwards,
+    and ``on_gdb(port)`` is told; the wait lasts the debugging session.
 
     :raise GuestError: the guest crashed, hung, or reported a failed environment.
     :raise InfraError: QEMU or the results channel failed.
@@ -152,10 +159,16 @@ def attempt(setup: ExactSetup, exact: ExactRun, workdir: Path,
     started = time.monotonic()
     vm = GuestVM(spec, BootFiles(setup.kernel, setup.initrd), workdir, name=spec.name,
                  timeouts=setup.timeouts)  # fmt: skip
+    if exact.snapshots is not None:
+        run_logged(["qemu-img", "create", "-f", "qcow2", str(exact.snapshots), "4G"],
+                   log=workdir / "qemu-img.log", what="creating the replay's snapshot file",
+                   timeout_s=setup.timeouts.command_s)  # fmt: skip
     with vm:
         if exact.gdb_port is not None:
-            announce(f"QEMU's gdbstub waits on 127.0.0.1:{exact.gdb_port} (guest stopped); "
-                     f"gdb-multiarch -ex 'target remote 127.0.0.1:{exact.gdb_port}'")  # fmt: skip
+            said = vm.qmp.hmp("savevm start").strip()  # reverse execution seeks from it
+            if said:
+                raise InfraError(f"QEMU could not take the replay's snapshot: {said}")
+            on_gdb(exact.gdb_port)
         else:  # QMP is idle from here on: nothing host-timed reaches the vCPUs
             vm.qmp.execute("cont")
         actions = {} if exact.mode == "replay" else host_actions(setup.scenario, vm)
@@ -165,7 +178,8 @@ def attempt(setup: ExactSetup, exact: ExactRun, workdir: Path,
     collected = parse_results(vm.console_text())
     verdicts, numbers = judge_collected(setup, collected, workdir)
     LOG.info("%s: %s run took %.1fs", vm.name, exact.mode, wall_s)
-    return ExactAttempt(workdir, verdicts, numbers, vm.argv, wall_s)
+    (workdir / "profagent.text").write_text(collected.module_text + "\n")
+    return ExactAttempt(workdir, verdicts, numbers, vm.argv, wall_s, collected.module_text)
 
 
 def _budget_s(timeouts: Timeouts, exact: ExactRun) -> float:
@@ -217,8 +231,9 @@ def judge_collected(
 
 
 def exact_run(mode: ExactMode, seed: int, rr_file: Path | None = None,
-              gdb: bool = False) -> ExactRun:  # fmt: skip
-    """The `ExactRun` of one attempt (a free gdbstub port with ``gdb``)."""
-    return ExactRun(
-        mode=mode, seed=seed, rr_file=rr_file, gdb_port=free_tcp_port() if gdb else None
-    )
+              gdb_dir: Path | None = None) -> ExactRun:  # fmt: skip
+    """The `ExactRun` of one attempt; with ``gdb_dir``, a free gdbstub port and a snapshot file."""
+    if gdb_dir is None:
+        return ExactRun(mode=mode, seed=seed, rr_file=rr_file)
+    return ExactRun(mode=mode, seed=seed, rr_file=rr_file, gdb_port=free_tcp_port(),
+                    snapshots=gdb_dir / "snapshots.qcow2")  # fmt: skip

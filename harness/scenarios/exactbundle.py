@@ -103,6 +103,7 @@ def _setup(scenario: Scenario, spec: MachineSpec, images: GuestImages, cache: Ca
     """Build the agent and profctl, plan the guest's commands, write the extra cpio."""
     build = export_agent(scenario.agent, images, cache, bundle / "agent")
     draft = ExactSetup(scenario=scenario, spec=spec, kernel=images.files.kernel,
+                       vmlinux=images.kernel_build / "vmlinux",
                        initrd=bundle / "guest" / "initrd.cpio", plan=GuestPlan(()),
                        script=input_free_script(scenario), build=build,
                        profctl=build_profctl(spec.arch, cache),
@@ -140,7 +141,7 @@ def _manifest(mode: ExactMode, scenario: Scenario, spec: MachineSpec, images: Gu
         "commands": list(setup.plan.commands),
         "not_exact": dict(NOT_EXACT),
         "attempts": [{"dir": a.workdir.name, "argv": list(a.argv), "numbers": dict(a.numbers),
-                      "wall_s": round(a.wall_s, 3),
+                      "wall_s": round(a.wall_s, 3), "profagent_text": a.module_text,
                       "rr_file": f"{a.workdir.name}/rr.bin" if mode == "record" else None}
                      for a in done],
     }  # fmt: skip
@@ -196,7 +197,10 @@ def replay_exact(bundle: Path, cache: Cache, *, gdb: bool = False,
     rr_file = bundle / recorded["rr_file"] if recorded["rr_file"] else None
     workdir = out / "replay"
     try:
-        again = attempt(setup, exact_run(mode, scenario.seed, rr_file, gdb), workdir, announce)
+        workdir.mkdir()
+        gdb_dir = workdir if gdb else None
+        again = attempt(setup, exact_run(mode, scenario.seed, rr_file, gdb_dir), workdir,
+                        lambda port: announce(gdb_hint(port, setup, bundle, recorded)))  # fmt: skip
     finally:
         setup.initrd.unlink(missing_ok=True)
     problems = argv_differences(recorded["argv"], again.argv,
@@ -205,6 +209,19 @@ def replay_exact(bundle: Path, cache: Cache, *, gdb: bool = False,
         raise InfraError(f"the replay started QEMU otherwise than the recording: {problems}")
     return _result(out, scenario, [again], ("recorded", "replayed"),
                    [recorded["numbers"], dict(again.numbers)])  # fmt: skip
+
+
+def gdb_hint(port: int, setup: ExactSetup, bundle: Path, recorded: Mapping[str, str]) -> str:
+    """How to attach gdb to a replay waiting on ``port`` (symbols, the module's address)."""
+    text = recorded.get("profagent_text") or "<the module's .text; not recorded>"
+    return "\n".join((
+        f"QEMU's gdbstub waits on 127.0.0.1:{port}; the guest is stopped at its first "
+        "instruction, with snapshot 'start' taken for reverse execution. Attach with:",
+        f"  gdb-multiarch {setup.vmlinux} -ex 'target remote 127.0.0.1:{port}'",
+        f"  (gdb) add-symbol-file {bundle / 'agent' / setup.build.ko.name} {text}",
+        "then e.g. break pa_produce, continue, continue, reverse-continue (the previous "
+        "hit), reverse-stepi. Quit gdb to let the replay run to its end and be compared.",
+    ))  # fmt: skip
 
 
 def _check_identities(bundle: Path, manifest: dict[str, object], images: GuestImages) -> None:
@@ -264,8 +281,9 @@ def argv_differences(recorded: Sequence[str], now: Sequence[str],
     """
 
     def normal(argv: Sequence[str], workdir: str) -> list[str]:
+        debug = {"-gdb", "-drive"}  # a replay's debugging additions
         tokens = [t for i, t in enumerate(argv)
-                  if t not in {"-S", "-gdb"} and (i == 0 or argv[i - 1] != "-gdb")]  # fmt: skip
+                  if t not in {"-S", *debug} and (i == 0 or argv[i - 1] not in debug)]  # fmt: skip
         return [_normal_token(token, workdir) for token in tokens]
 
     before, after = normal(recorded, workdirs[0]), normal(now, workdirs[1])

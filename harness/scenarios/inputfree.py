@@ -79,6 +79,7 @@ class Collected:
     outcomes: tuple[CommandOutcome, ...]
     files: Mapping[str, bytes] = field(default_factory=dict)  # guest path → bytes
     dmesg: str = ""
+    module_text: str = ""  # the agent's .text address once the run ended ("" if unloaded)
 
 
 class PlanComplete(Exception):
@@ -218,7 +219,8 @@ def parse_results(console: str) -> Collected:
 
     Lines that start with `PREFIX` carry the results: ``<prefix> profbench-results 1``,
     then per item ``<prefix> item NAME SIZE`` and its bytes as ``<prefix> x HEX`` lines
-    (``cmd/<i>/rc|out|err|time``, ``file<guest path>``, ``dmesg``), then ``<prefix> end``.
+    (``cmd/<i>/rc|out|err|time``, ``file<guest path>``, ``dmesg``, ``module-text``), then
+    ``<prefix> end``.
     Every other line (the kernel's own) is skipped.
 
     :raise InfraError: the results are missing, cut short or garbled (a kernel line
@@ -265,7 +267,8 @@ def _collected(items: Mapping[str, bytes]) -> Collected:
         index += 1
     files = {name.removeprefix("file"): data for name, data in items.items()
              if name.startswith("file/")}  # fmt: skip
-    return Collected(tuple(outcomes), files, items.get("dmesg", b"").decode(errors="replace"))
+    text = {k: items.get(k, b"").decode(errors="replace") for k in ("dmesg", "module-text")}
+    return Collected(tuple(outcomes), files, text["dmesg"], text["module-text"].strip())
 
 
 def _duration_s(uptimes: str) -> float:

@@ -50,12 +50,14 @@ class ExactRun:
     rr_file: Path | None = None
     rtc_base: str = FIXED_RTC_BASE
     gdb_port: int | None = None
+    #: A qcow2 file for the replay's snapshots (reverse debugging seeks from one).
+    snapshots: Path | None = None
 
     def __post_init__(self) -> None:
         if (self.mode == "deterministic") != (self.rr_file is None):
             raise ConfigError(f"an exact run in mode {self.mode!r} needs an rr file "
                               "exactly when it records or replays")  # fmt: skip
-        if self.gdb_port is not None and self.mode != "replay":
+        if (self.gdb_port is not None or self.snapshots is not None) and self.mode != "replay":
             raise ConfigError("--gdb attaches to a replay only (--bundle DIR --replay --gdb)")
 
 
@@ -178,7 +180,11 @@ def exact_argv(exact: ExactRun) -> tuple[str, ...]:
     icount = "shift=0,sleep=off"
     if exact.rr_file is not None:
         icount += f",rr={exact.mode},rrfile={quote_optarg(str(exact.rr_file))}"
-    gdb = ("-gdb", f"tcp:127.0.0.1:{exact.gdb_port}") if exact.gdb_port is not None else ()
+    gdb: tuple[str, ...] = ()
+    if exact.gdb_port is not None:
+        gdb = ("-gdb", f"tcp:127.0.0.1:{exact.gdb_port}")
+    if exact.snapshots is not None:  # an orphan node: no device sees it, savevm writes it
+        gdb += ("-drive", f"file={quote_optarg(str(exact.snapshots))},if=none,id=rrsnap")
     return (
         "-icount", icount,
         "-seed", str(exact.seed),
