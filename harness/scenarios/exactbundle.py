@@ -62,10 +62,10 @@ def run_exact(scenario: Scenario, cache: Cache, *, mode: ExactMode, attempts: in
     """
     if mode == "replay":
         raise ConfigError("a replay starts from a bundle: invoke repro --bundle DIR --replay")
+    spec = _spec(scenario, mode)  # refuses what cannot run exactly, before any bundle
     bundle = out or new_run_dir("repro", scenario.name)
     shutil.copy2(scenario.path, bundle / "scenario.toml")
     (bundle / "scenario.json").write_text(json.dumps(scenario_record(scenario), indent=1) + "\n")
-    spec = _spec(scenario, mode)
     images = prepare_images(spec.arch, scenario.guest.variant, cache)
     setup = _setup(scenario, spec, images, cache, bundle)
     try:
