@@ -182,7 +182,7 @@ def input_free_body(body: Sequence[str], actions: Sequence[str]) -> tuple[str, .
     goes on.
     """
     awaits = {pc.await_step(f"{GUEST_DIR}/go-{name}"): name for name in actions}
-    return tuple(pc.write_step("/dev/console", action_line(awaits[step])) if step in awaits
+    return tuple(pc.write_step("/dev/console", action_line(awaits[step]) + "\n") if step in awaits
                  else step for step in body)  # fmt: skip
 
 

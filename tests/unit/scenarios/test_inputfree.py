@@ -84,7 +84,7 @@ def test_host_action_waits_become_console_lines() -> None:
     body = ("spin:0:1000", *host_action_steps("pause-2"), pc.wait_step())
     changed = input_free_body(body, ("pause-2",))
     assert (changed[0], changed[1], changed[3]) == (body[0], body[1], body[3])
-    assert changed[2] == pc.write_step("/dev/console", action_line("pause-2"))
+    assert changed[2] == pc.write_step("/dev/console", action_line("pause-2") + "\n")
 
 
 # --- planning ------------------------------------------------------------------------------
