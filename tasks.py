@@ -260,6 +260,8 @@ def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
                                      repeat=repeat, gdb=gdb,
                                      announce=functools.partial(print, flush=True))  # fmt: skip
         _print_verdicts(exact.repro)
+        for note in exact.notes:
+            print(f"note: {note}")
         print(format_rows(exact.rows, exact.headers))
         print(f"wall time per run: {', '.join(f'{s:.1f}s' for s in exact.wall_s)}; "
               f"bundle: {exact.repro.bundle}")  # fmt: skip

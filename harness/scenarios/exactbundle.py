@@ -29,6 +29,7 @@ from harness.build.cache import Cache, file_sha256, write_json_atomic
 from harness.build.images import GuestImages, prepare_images
 from harness.errors import ConfigError, InfraError
 from harness.scenarios.exact import (
+    SKIPPED_ACTIONS,
     ExactAttempt,
     ExactResult,
     ExactSetup,
@@ -36,6 +37,7 @@ from harness.scenarios.exact import (
     exact_run,
     input_free_script,
     plan_guest,
+    skipped_actions,
 )
 from harness.scenarios.identity import NOT_EXACT, compare_attempts, summary_record
 from harness.scenarios.inputfree import GuestPlan, extra_cpio, render_run_script
@@ -78,8 +80,10 @@ def run_exact(scenario: Scenario, cache: Cache, *, mode: ExactMode, attempts: in
         setup.initrd.unlink(missing_ok=True)  # rootfs + extra cpio: rebuilt for a replay
     manifest = _manifest(mode, scenario, spec, images, setup, done)
     write_json_atomic(bundle / MANIFEST, manifest)
-    return _result(bundle, scenario, done, [f"attempt {n}" for n in range(1, attempts + 1)],
-                   [a.numbers for a in done])  # fmt: skip
+    result = _result(bundle, scenario, done, [f"attempt {n}" for n in range(1, attempts + 1)],
+                     [a.numbers for a in done])  # fmt: skip
+    skipped = skipped_actions(scenario) if mode == "deterministic" else ()
+    return replace(result, notes=tuple(f"{name}: {SKIPPED_ACTIONS}" for name in skipped))
 
 
 def _attempt_run(mode: ExactMode, seed: int, workdir: Path) -> ExactRun:
@@ -140,6 +144,9 @@ def _manifest(mode: ExactMode, scenario: Scenario, spec: MachineSpec, images: Gu
         "timeout_scale": setup.timeouts.scale,
         "commands": list(setup.plan.commands),
         "not_exact": dict(NOT_EXACT),
+        "host_actions_not_performed": {
+            name: SKIPPED_ACTIONS for name in skipped_actions(scenario) if mode == "deterministic"
+        },
         "attempts": [{"dir": a.workdir.name, "argv": list(a.argv), "numbers": dict(a.numbers),
                       "wall_s": round(a.wall_s, 3), "profagent_text": a.module_text,
                       "rr_file": f"{a.workdir.name}/rr.bin" if mode == "record" else None}

@@ -4,20 +4,34 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
 from harness import arches
+from harness.agent.build import AgentBuild
 from harness.build.cache import Cache, file_sha256
 from harness.build.images import BootFiles, GuestImages
 from harness.errors import ConfigError
+from harness.scenarios.exact import (
+    ExactAttempt,
+    ExactSetup,
+    input_free_script,
+    skipped_actions,
+)
 from harness.scenarios.exactbundle import (
     EXTRA_CPIO,
     _check_identities,
+    _manifest,
     argv_differences,
     replay_exact,
     repro_exact,
 )
+from harness.scenarios.identity import NOT_EXACT
+from harness.scenarios.inputfree import GuestPlan
+from harness.scenarios.load import find_scenario, load_scenario
+from harness.timeouts import Timeouts
 from harness.vm.argv import ExactRun, MachineSpec, build_argv
 from harness.vm.topology import CpuTopology
 
@@ -113,3 +127,43 @@ def test_recording_a_multi_vcpu_scenario_is_refused_before_building(tmp_path: Pa
 def test_an_ordinary_bundle_is_not_replayed_exactly(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"has no exact\.json"):
         replay_exact(tmp_path, Cache(tmp_path))
+
+
+def test_the_manifest_holds_what_a_replay_needs(tmp_path: Path) -> None:
+    (tmp_path / "guest").mkdir()
+    (tmp_path / EXTRA_CPIO).write_bytes(b"cpio")
+    (tmp_path / "profagent.ko").write_bytes(b"ko")
+    scenario = load_scenario(find_scenario("tprof-tp-d1-quirk"))
+    setup = ExactSetup(scenario=scenario, spec=ONE, kernel=tmp_path / "Image",
+                       vmlinux=tmp_path / "vmlinux", initrd=tmp_path / "initrd",
+                       plan=GuestPlan(("cat x", "/tmp/profagent/profctl sleep:1")),
+                       script=input_free_script(scenario),
+                       build=cast(AgentBuild, SimpleNamespace(ko=tmp_path / "profagent.ko")),
+                       profctl=tmp_path / "profctl", timeouts=Timeouts().scaled_by(3))  # fmt: skip
+    done = [ExactAttempt(tmp_path / "attempt-1", (), {"samples": 16}, ("qemu", "-S"), 3.21,
+                         "0xffffffc000330000")]  # fmt: skip
+    record = _manifest("record", scenario, ONE, images(tmp_path, "K", "R"), setup, done)
+    assert (record["mode"], record["seed"], record["timeout_scale"]) == ("record", 1, 3.0)
+    assert record["kernel"] == {"path": str(tmp_path / "Image"), "sha256": "K"}
+    assert record["rootfs"] == {"path": str(tmp_path / "rootfs.cpio"), "sha256": "R"}
+    assert record["extra_cpio"] == {
+        "path": EXTRA_CPIO,
+        "sha256": file_sha256(tmp_path / EXTRA_CPIO),
+    }
+    assert record["agent_ko_sha256"] == file_sha256(tmp_path / "profagent.ko")
+    assert record["commands"] == ["cat x", "/tmp/profagent/profctl sleep:1"]
+    assert record["not_exact"] == dict(NOT_EXACT)
+    assert record["host_actions_not_performed"] == {}  # this scenario has no pause
+    assert record["attempts"] == [{"dir": "attempt-1", "argv": ["qemu", "-S"],
+                                   "numbers": {"samples": 16}, "wall_s": 3.21,
+                                   "profagent_text": "0xffffffc000330000",
+                                   "rr_file": "attempt-1/rr.bin"}]  # fmt: skip
+    deterministic = _manifest("deterministic", scenario, ONE, images(tmp_path, "K", "R"), setup,
+                              done)  # fmt: skip
+    assert isinstance(deterministic["attempts"], list)
+    assert deterministic["attempts"][0]["rr_file"] is None
+
+
+def test_a_deterministic_run_names_the_pause_it_leaves_out() -> None:
+    assert skipped_actions(load_scenario(find_scenario("nmi-ab-on"))) == ("pause-2",)
+    assert skipped_actions(load_scenario(find_scenario("tprof-tp-d1-quirk"))) == ()
