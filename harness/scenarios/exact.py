@@ -49,6 +49,7 @@ from harness.timeouts import Timeouts, wait_until
 from harness.vm.argv import ExactMode, ExactRun, MachineSpec
 from harness.vm.machine import GuestVM
 from harness.vm.preflight import FACTS_COMMAND, check_facts, parse_facts, split_sections
+from harness.vm.record import RunRecord, spec_record
 
 LOG = logging.getLogger(__name__)
 #: How long a --gdb replay may stay open: a debugging session, not a test.
@@ -164,13 +165,37 @@ def attempt(setup: ExactSetup, exact: ExactRun, workdir: Path,
 
     With a gdbstub, the guest stays stopped at its first instruction; a snapshot
     (``start``, in ``exact.snapshots``) is taken there, so gdb can execute backwards,
-    and ``on_gdb(port)`` is told; the wait lasts the debugging session.
+    and ``on_gdb(port)`` is told; the wait lasts the debugging session. The workdir
+    gets ``run.json`` (argv, spec, mode, timing, verdict) as every guest run does.
 
     :raise GuestError: the guest crashed, hung, or reported a failed environment.
     :raise InfraError: QEMU or the results channel failed.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     spec = replace(setup.spec, exact=exact)
+    record = RunRecord(workdir / "run.json")
+    record.update(spec=spec_record(spec), exact={"mode": exact.mode, "seed": exact.seed,
+                  "rr_file": str(exact.rr_file) if exact.rr_file else None})  # fmt: skip
+    try:
+        vm, wall_s = _run_guest(setup, spec, workdir, on_gdb)
+        record.update(argv=list(vm.argv))
+        record.add_timing("launch_to_poweroff", wall_s)
+        collected = parse_results(vm.console_text())
+        verdicts, numbers = judge_collected(setup, collected, workdir)
+    except BaseException as exc:
+        record.finish(exc)
+        raise
+    record.finish(None)
+    LOG.info("%s: %s run took %.1fs", vm.name, exact.mode, wall_s)
+    (workdir / "profagent.text").write_text(collected.module_text + "\n")
+    return ExactAttempt(workdir, verdicts, numbers, vm.argv, wall_s, collected.module_text)
+
+
+def _run_guest(setup: ExactSetup, spec: MachineSpec, workdir: Path,
+               on_gdb: Callable[[int], None]) -> tuple[GuestVM, float]:  # fmt: skip
+    """Launch QEMU, start the guest (or hand it to gdb), wait for its power-off."""
+    exact = spec.exact
+    assert exact is not None
     started = time.monotonic()
     vm = GuestVM(spec, BootFiles(setup.kernel, setup.initrd), workdir, name=spec.name,
                  timeouts=setup.timeouts)  # fmt: skip
@@ -190,13 +215,12 @@ def attempt(setup: ExactSetup, exact: ExactRun, workdir: Path,
         # them from the log. See `SKIPPED_ACTIONS` for why a deterministic run does not.
         actions = host_actions(setup.scenario, vm) if exact.mode == "record" else {}
         _await_poweroff(vm, actions, _budget_s(setup.timeouts, exact))
-    wall_s = time.monotonic() - started
     vm.check_console(what=f"{vm.name} during its input-free run")
-    collected = parse_results(vm.console_text())
-    verdicts, numbers = judge_collected(setup, collected, workdir)
-    LOG.info("%s: %s run took %.1fs", vm.name, exact.mode, wall_s)
-    (workdir / "profagent.text").write_text(collected.module_text + "\n")
-    return ExactAttempt(workdir, verdicts, numbers, vm.argv, wall_s, collected.module_text)
+    if vm.exitcode() != 0:  # a guest power-off exits 0; e.g. a cut rr log exits 1
+        output = vm.qemu_log.read_text(errors="replace").strip()[-2000:]
+        raise InfraError(f"QEMU exited with status {vm.exitcode()} during the {exact.mode} "
+                         f"run: {output or 'no output'} (log {vm.qemu_log})")  # fmt: skip
+    return vm, time.monotonic() - started
 
 
 def _budget_s(timeouts: Timeouts, exact: ExactRun) -> float:
