@@ -40,9 +40,12 @@ from harness.cli.session import GuestRequest, interactive_shell, parse_cpus, par
 from harness.errors import ConfigError, HarnessError
 from harness.matrix.load import get_matrix, github_matrix, select
 from harness.process import handle_sigterm
+from harness.scenarios import exactbundle as exactlib
 from harness.scenarios import repro as reprolib
+from harness.scenarios.identity import differing, format_rows
 from harness.scenarios.load import find_scenario, load_scenario
 from harness.timeouts import Timeouts
+from harness.vm.argv import ExactMode
 from harness.vm.record import new_run_dir
 
 P = ParamSpec("P")
@@ -234,16 +237,43 @@ def matrix(c: Context, name: str, format: str = "text", k: str | None = None) ->
     positional=["scenario"],
     help={"scenario": "a scenario name in scenarios/ or a path to a .toml file "
                       "(with --bundle: a bundle directory)",
-          "repeat": "attempts (default: the scenario's own count)",
+          "repeat": "attempts (default: the scenario's own count; --deterministic: 2)",
           "bundle": "replay the bundle directory given instead, and compare verdicts",
           "dump_memory": "on a guest failure, save the guest's memory (QMP dump-guest-memory)",
-          "deterministic": "-icount shift=0 with one TCG thread; report numbers identical "
-                           "across attempts"},
+          "deterministic": "run input-free, instruction-exact (one TCG thread, icount, fixed "
+                           "seed and clock, no network); every number must repeat",
+          "record": "1-vCPU scenarios: run input-free and keep QEMU's record/replay log",
+          "replay": "with --bundle: replay a recording (or re-run a --deterministic bundle) "
+                    "and compare every number with the recorded one",
+          "gdb": "with --replay: start stopped, with QEMU's gdbstub on a port it prints"},
 )  # fmt: skip
 @cli
 def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
-          dump_memory: bool = False, deterministic: bool = False) -> None:  # fmt: skip
+          dump_memory: bool = False, deterministic: bool = False, record: bool = False,
+          replay: bool = False, gdb: bool = False) -> None:  # fmt: skip
     """Run a reproduction scenario into a bundle, or (--bundle DIR) replay a bundle."""
+    if deterministic or record or replay or gdb:
+        if deterministic and record:
+            raise ConfigError("--record is already deterministic; give one of the two")
+        mode: ExactMode = "replay" if replay else "record" if record else "deterministic"
+        exact = exactlib.repro_exact(scenario, Cache.default(), bundle=bundle, mode=mode,
+                                     repeat=repeat, gdb=gdb,
+                                     announce=functools.partial(print, flush=True))  # fmt: skip
+        _print_verdicts(exact.repro)
+        for note in exact.notes:
+            print(f"note: {note}")
+        print(format_rows(exact.rows, exact.headers))
+        print(f"wall time per run: {', '.join(f'{s:.1f}s' for s in exact.wall_s)}; "
+              f"bundle: {exact.repro.bundle}")  # fmt: skip
+        different = differing(exact.rows)
+        excluded = sum(row.status == "excluded" for row in exact.rows)
+        print(
+            f"numbers identical: {len(exact.rows) - len(different) - excluded} of "
+            f"{len(exact.rows)}; differing: {len(different)}; excluded by name: {excluded}"
+        )
+        if different or exact.repro.reproduced != exact.repro.attempts:
+            raise Exit(code=4)
+        return
     if bundle:
         result, notes = reprolib.replay_bundle(Path(scenario), Cache.default())
         for note in notes:
@@ -253,26 +283,29 @@ def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
     else:
         loaded = load_scenario(find_scenario(scenario))
         result = reprolib.run_scenario(loaded, Cache.default(), repeat=repeat or None,
-                                       dump_memory=dump_memory,
-                                       deterministic=deterministic)  # fmt: skip
-    for number, verdicts in enumerate(result.verdicts, 1):
-        for verdict in verdicts:
-            mark = "held  " if verdict.held else "FAILED"
-            print(f"attempt {number}: {mark} {verdict.expectation} (observed {verdict.observed})")
-    print(f"reproduced in {result.reproduced} of {result.attempts} attempt(s); "
-          f"bundle: {result.bundle}")  # fmt: skip
+                                       dump_memory=dump_memory)  # fmt: skip
+    _print_verdicts(result)
     across = json.loads((result.bundle / "bundle.json").read_text())["across_attempts"]
     if result.attempts > 1:
-        differing = list(across["differing"])
-        shown = ", ".join(differing[:8])
-        if len(differing) > 8:
-            shown += f" and {len(differing) - 8} more"
+        differing_names = list(across["differing"])
+        shown = ", ".join(differing_names[:8])
+        if len(differing_names) > 8:
+            shown += f" and {len(differing_names) - 8} more"
         print(
             f"numbers identical across attempts: {across['identical']} of "
             f"{across['numbers']}; differing: {shown or 'none'} (all in bundle.json)"
         )
     if result.reproduced != result.attempts:
         raise Exit(code=4)
+
+
+def _print_verdicts(result: reprolib.ReproResult) -> None:
+    for number, verdicts in enumerate(result.verdicts, 1):
+        for verdict in verdicts:
+            mark = "held  " if verdict.held else "FAILED"
+            print(f"attempt {number}: {mark} {verdict.expectation} (observed {verdict.observed})")
+    print(f"reproduced in {result.reproduced} of {result.attempts} attempt(s); "
+          f"bundle: {result.bundle}")  # fmt: skip
 
 
 @task(help={"prune": "remove entries the current tree no longer builds, and unfinished ones"})

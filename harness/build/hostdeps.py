@@ -63,6 +63,10 @@ def requirements() -> tuple[Requirement, ...]:
         Requirement("/usr/include/libelf.h", "libelf-dev"),
         Requirement("/usr/include/stdio.h", "libc6-dev"),
         Requirement("/usr/src/linux-source-6.1.tar.xz", "linux-source-6.1"),
+        # `invoke repro --bundle DIR --replay --gdb`: reverse debugging of a replayed guest
+        # (gdb for arm64 guests; qemu-img for the qcow2 file that holds the replay's snapshot)
+        Requirement("gdb-multiarch", "gdb-multiarch"),
+        Requirement("qemu-img", "qemu-utils"),
     )
     return (*per_arch, *common)
 

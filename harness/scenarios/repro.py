@@ -173,12 +173,12 @@ def judge(expect: Sequence[Expectation], run: AgentRun, flavour: Flavour) -> tup
 
 def run_scenario(
     scenario: Scenario, cache: Cache, *, repeat: int | None = None, dump_memory: bool = False,
-    deterministic: bool = False, out: Path | None = None,
+    out: Path | None = None,
 ) -> ReproResult:  # fmt: skip
     """Run ``scenario`` ``repeat`` times (default: its own count) into a new bundle.
 
-    ``deterministic`` runs under ``-icount shift=0`` with one TCG thread, and the
-    bundle says which numbers were identical across the attempts.
+    The bundle says which numbers were identical across the attempts. (Exact,
+    input-free runs are `harness.scenarios.exactbundle`'s.)
 
     :raise ConfigError: the scenario cannot run here (e.g. KVM demanded).
     :raise InfraError: the host side failed.
@@ -190,9 +190,7 @@ def run_scenario(
     arch = arches.get(guest_setup.arch)
     accel, why = choose_accel(arch, guest_setup.accel, cache)
     spec = MachineSpec(arch=arch, topology=guest_setup.topology, nmi=guest_setup.nmi,
-                       accel=accel, kernel_args=guest_setup.kernel_args,
-                       tcg_threads="single" if deterministic else "multi",
-                       icount_shift=0 if deterministic else None)  # fmt: skip
+                       accel=accel, kernel_args=guest_setup.kernel_args)  # fmt: skip
     images = prepare_images(arch, guest_setup.variant, cache)
     build = export_agent(scenario.agent, images, cache, bundle / "agent")
     attempts = repeat or scenario.repeat
@@ -207,7 +205,7 @@ def run_scenario(
               "accel_reason": why, "images": images.record(), "agent": build.record(),
               "host": host_facts(), "attempts": attempts, "reproduced": reproduced,
               "verdicts": [[_verdict_dict(v) for v in one] for one in verdicts],
-              "deterministic": deterministic,
+              "deterministic": False,
               "across_attempts": compare_numbers([n for _, n in outcomes])}  # fmt: skip
     write_json_atomic(bundle / "bundle.json", record)
     LOG.info("%s: %d of %d attempts reproduced every expectation; bundle %s",
@@ -262,9 +260,10 @@ def replay_bundle(bundle: Path, cache: Cache) -> tuple[ReproResult, list[str]]:
     differ from the bundle's, that is said first.
     """
     recorded = json.loads((bundle / "bundle.json").read_text())
+    if recorded.get("deterministic"):
+        raise ConfigError(f"{bundle} is an exact run's bundle: replay it with --replay")
     scenario = load_scenario(_as_named(bundle))
-    new = run_scenario(scenario, cache, repeat=recorded["attempts"],
-                       deterministic=recorded.get("deterministic", False))  # fmt: skip
+    new = run_scenario(scenario, cache, repeat=recorded["attempts"])
     now = json.loads((new.bundle / "bundle.json").read_text())
     notes = [
         f"{key}: bundle {recorded['images'][key]} → now {now['images'][key]} (built from "

@@ -1,0 +1,280 @@
+"""Exact scenario runs: ``--deterministic`` twice alike, ``--record`` and ``--replay``.
+
+The guest runs the scenario input-free (`harness.scenarios.inputfree`) under one TCG
+thread, ``-icount shift=0,sleep=off``, a fixed ``-seed`` and a virtual-time RTC,
+with no network (`harness.vm.argv.ExactRun`). ``deterministic`` runs it N times and
+compares every number; ``record`` (1 vCPU: QEMU 7.2's limit) also writes QEMU's
+record/replay log, and `replay_exact` replays a bundle and compares every number with
+the recorded ones; with ``gdb`` the replay waits for a debugger on QEMU's gdbstub::
+
+    result = run_exact(load_scenario(find_scenario("tprof-tp-d1-quirk")), Cache.default(),
+                       mode="record")
+    again = replay_exact(result.repro.bundle, Cache.default())
+    differing(again.rows)          # [] : every recorded number came back
+
+The bundle holds what a replay needs (`harness.scenarios.exactbundle`).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness.agent.build import AgentBuild
+from harness.agent.driver import Agent
+from harness.agent.flavour import Script, behaviour
+from harness.agent.spec import PMU_EVENTS
+from harness.agent.steps import GUEST_DIR
+from harness.build.images import BootFiles
+from harness.errors import EnvironmentMismatch, GuestError, HarnessTimeout, InfraError
+from harness.process import run_logged
+from harness.scenarios.identity import NumberRow
+from harness.scenarios.inputfree import (
+    Collected,
+    CollectedShell,
+    GuestPlan,
+    PlanningShell,
+    action_line,
+    input_free_body,
+    parse_results,
+    plan_run,
+)
+from harness.scenarios.load import Scenario
+from harness.scenarios.repro import ReproResult, Verdict, judge, program, write_records
+from harness.timeouts import Timeouts, wait_until
+from harness.vm.argv import ExactMode, ExactRun, MachineSpec
+from harness.vm.machine import GuestVM
+from harness.vm.preflight import FACTS_COMMAND, check_facts, parse_facts, split_sections
+from harness.vm.record import RunRecord, spec_record
+
+LOG = logging.getLogger(__name__)
+#: How long a --gdb replay may stay open: a debugging session, not a test.
+GDB_SESSION_S = 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExactSetup:
+    """What every attempt of one exact run shares."""
+
+    scenario: Scenario
+    spec: MachineSpec  # without `ExactRun`: each attempt adds its own
+    kernel: Path
+    vmlinux: Path  # the kernel with its symbols, for gdb
+    initrd: Path  # the rootfs with the extra cpio appended
+    plan: GuestPlan
+    script: Script
+    build: AgentBuild
+    profctl: Path
+    timeouts: Timeouts
+
+
+@dataclass(frozen=True, slots=True)
+class ExactAttempt:
+    """One input-free run, judged."""
+
+    workdir: Path
+    verdicts: tuple[Verdict, ...]
+    numbers: Mapping[str, int]
+    argv: tuple[str, ...]
+    wall_s: float
+    module_text: str  # where the agent's code was loaded ("" if unknown)
+
+
+@dataclass(frozen=True, slots=True)
+class ExactResult:
+    """An exact run or replay: the bundle, its verdicts and the number comparison."""
+
+    repro: ReproResult
+    rows: tuple[NumberRow, ...]
+    headers: tuple[str, ...]  # what each value column of ``rows`` is
+    wall_s: tuple[float, ...]
+    notes: tuple[str, ...] = ()  # what the run did otherwise than an SSH run would
+
+
+def input_free_script(scenario: Scenario) -> Script:
+    """The scenario's steps as an input-free guest runs them (host actions not awaited)."""
+    script = program(scenario, lambda _ms: None, lambda: None)
+    body = input_free_body(script.body, tuple(script.actions))
+    return replace(script, body=body, actions={})
+
+
+#: Why a ``--deterministic`` run leaves a scenario's host actions (``pause``) out.
+SKIPPED_ACTIONS = (
+    "not performed under --deterministic: a QMP stop lands on a host-chosen instruction "
+    "and restarts QEMU 7.2's round-robin slice of vCPUs, so the interleaving (and 16 of 92 "
+    "numbers of nmi-ab-on) changed from run to run; the guest cannot see the pause itself "
+    "(its clocks count instructions). --record performs it (rr logs it)"
+)
+
+
+def skipped_actions(scenario: Scenario) -> tuple[str, ...]:
+    """The host actions a ``--deterministic`` run of ``scenario`` leaves out, by marker name."""
+    return tuple(program(scenario, lambda _ms: None, lambda: None).actions)
+
+
+def host_actions(scenario: Scenario, vm: GuestVM) -> dict[str, Callable[[], None]]:
+    """Marker name → the QMP action the host performs when the guest reaches it."""
+
+    def pause(ms: int) -> None:
+        vm.qmp.execute("stop")
+        time.sleep(ms / 1000)  # invisible to the guest: its clocks are virtual
+        vm.qmp.execute("cont")
+
+    return dict(program(scenario, pause, lambda: vm.qmp.execute("inject-nmi")).actions)
+
+
+def agent_for(setup: ExactSetup, shell: PlanningShell | CollectedShell, workdir: Path) -> Agent:
+    """The same `Agent` an SSH run uses, over ``shell``."""
+    arch = setup.spec.arch
+    return Agent(shell, setup.build, setup.profctl, workdir, nmi_expected=setup.spec.nmi,
+                 pmu_irq_label=arch.pmu_interrupt_label,
+                 cycles_per_ns=arch.cycles_per_ns(setup.spec.accel),
+                 timeouts=setup.timeouts)  # fmt: skip
+
+
+def plan_guest(setup: ExactSetup, workdir: Path) -> GuestPlan:
+    """The commands the guest runs: the preflight facts, then the agent's, up to profctl."""
+    shell = PlanningShell(cpus=setup.spec.topology.cpus, events=tuple(PMU_EVENTS.values()),
+                          profctl=f"{GUEST_DIR}/profctl")  # fmt: skip
+
+    def drive(planning: PlanningShell) -> object:
+        planning.run(FACTS_COMMAND)
+        agent = agent_for(setup, planning, workdir)
+        return behaviour(setup.scenario.agent.flavour).run_script(
+            agent, setup.scenario.agent, setup.script
+        )
+
+    return plan_run(drive, shell)
+
+
+def free_tcp_port() -> int:
+    """A TCP port on 127.0.0.1 free right now (syzkaller's UnusedTCPPort; a small race)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def attempt(setup: ExactSetup, exact: ExactRun, workdir: Path,
+            on_gdb: Callable[[int], None] = lambda _: None) -> ExactAttempt:  # fmt: skip
+    """Boot the input-free guest under ``exact``, wait for it to power off, judge it.
+
+    With a gdbstub, the guest stays stopped at its first instruction; a snapshot
+    (``start``, in ``exact.snapshots``) is taken there, so gdb can execute backwards,
+    and ``on_gdb(port)`` is told; the wait lasts the debugging session. The workdir
+    gets ``run.json`` (argv, spec, mode, timing, verdict) as every guest run does.
+
+    :raise GuestError: the guest crashed, hung, or reported a failed environment.
+    :raise InfraError: QEMU or the results channel failed.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    spec = replace(setup.spec, exact=exact)
+    record = RunRecord(workdir / "run.json")
+    record.update(spec=spec_record(spec), exact={"mode": exact.mode, "seed": exact.seed,
+                  "rr_file": str(exact.rr_file) if exact.rr_file else None})  # fmt: skip
+    try:
+        vm, wall_s = _run_guest(setup, spec, workdir, on_gdb)
+        record.update(argv=list(vm.argv))
+        record.add_timing("launch_to_poweroff", wall_s)
+        collected = parse_results(vm.console_text())
+        verdicts, numbers = judge_collected(setup, collected, workdir)
+    except BaseException as exc:
+        record.finish(exc)
+        raise
+    record.finish(None)
+    LOG.info("%s: %s run took %.1fs", vm.name, exact.mode, wall_s)
+    (workdir / "profagent.text").write_text(collected.module_text + "\n")
+    return ExactAttempt(workdir, verdicts, numbers, vm.argv, wall_s, collected.module_text)
+
+
+def _run_guest(setup: ExactSetup, spec: MachineSpec, workdir: Path,
+               on_gdb: Callable[[int], None]) -> tuple[GuestVM, float]:  # fmt: skip
+    """Launch QEMU, start the guest (or hand it to gdb), wait for its power-off."""
+    exact = spec.exact
+    assert exact is not None
+    started = time.monotonic()
+    vm = GuestVM(spec, BootFiles(setup.kernel, setup.initrd), workdir, name=spec.name,
+                 timeouts=setup.timeouts)  # fmt: skip
+    if exact.snapshots is not None:
+        run_logged(["qemu-img", "create", "-f", "qcow2", str(exact.snapshots), "4G"],
+                   log=workdir / "qemu-img.log", what="creating the replay's snapshot file",
+                   timeout_s=setup.timeouts.command_s)  # fmt: skip
+    with vm:
+        if exact.gdb_port is not None:
+            said = vm.qmp.hmp("savevm start").strip()  # reverse execution seeks from it
+            if said:
+                raise InfraError(f"QEMU could not take the replay's snapshot: {said}")
+            on_gdb(exact.gdb_port)
+        else:  # QMP is idle from here on: nothing host-timed reaches the vCPUs
+            vm.qmp.execute("cont")
+        # Only a recording performs host actions: rr logs them, and the replay repeats
+        # them from the log. See `SKIPPED_ACTIONS` for why a deterministic run does not.
+        actions = host_actions(setup.scenario, vm) if exact.mode == "record" else {}
+        _await_poweroff(vm, actions, _budget_s(setup.timeouts, exact))
+    vm.check_console(what=f"{vm.name} during its input-free run")
+    if vm.exitcode() != 0:  # a guest power-off exits 0; e.g. a cut rr log exits 1
+        output = vm.qemu_log.read_text(errors="replace").strip()[-2000:]
+        raise InfraError(f"QEMU exited with status {vm.exitcode()} during the {exact.mode} "
+                         f"run: {output or 'no output'} (log {vm.qemu_log})")  # fmt: skip
+    return vm, time.monotonic() - started
+
+
+def _budget_s(timeouts: Timeouts, exact: ExactRun) -> float:
+    return GDB_SESSION_S if exact.gdb_port is not None else timeouts.boot_s + 2 * timeouts.command_s
+
+
+def _await_poweroff(vm: GuestVM, actions: Mapping[str, Callable[[], None]],
+                    budget_s: float) -> None:  # fmt: skip
+    """Wait for QEMU to exit (the guest powers off), performing host actions on cue."""
+    pending = dict(actions)
+
+    def done() -> bool | None:
+        if pending:
+            text = vm.console_text()
+            for name in [n for n in pending if action_line(n) in text]:
+                pending.pop(name)()
+        return True if vm.exitcode() is not None else None
+
+    try:
+        wait_until(done, timeout_s=budget_s, interval_s=0.1,
+                   what=f"{vm.name} to run its scenario and power off")  # fmt: skip
+    except HarnessTimeout as exc:
+        vm.check_console(what=f"{vm.name} during its input-free run")
+        tail = "\n".join(vm.console_text().splitlines()[-20:])
+        raise GuestError(f"{vm.name} did not finish its input-free run and power off within "
+                         f"{budget_s:.0f}s", tail, vm.console_log) from exc  # fmt: skip
+
+
+def judge_collected(
+    setup: ExactSetup, collected: Collected, workdir: Path
+) -> tuple[tuple[Verdict, ...], dict[str, int]]:
+    """Run the scenario's runner over what the guest reported; its verdicts and numbers.
+
+    :raise EnvironmentMismatch: the guest is not the machine asked for (preflight).
+    :raise InfraError: the guest ran other commands than the runner sends.
+    """
+    shell = CollectedShell(setup.plan.commands, collected)
+    facts_text = shell.run(FACTS_COMMAND).stdout
+    (workdir / "dmesg.boot.txt").write_text(split_sections(facts_text).get("dmesg", ""))
+    (workdir / "dmesg.txt").write_text(collected.dmesg)
+    problems = check_facts(setup.spec, parse_facts(facts_text))
+    if problems:
+        raise EnvironmentMismatch(f"{setup.spec.name} is not the guest that was asked for",
+                                  problems)  # fmt: skip
+    flavour = behaviour(setup.scenario.agent.flavour)
+    run = flavour.run_script(agent_for(setup, shell, workdir), setup.scenario.agent, setup.script)
+    write_records(run, workdir / "samples.csv")
+    return judge(setup.scenario.expect, run, flavour), run.numbers()
+
+
+def exact_run(mode: ExactMode, seed: int, rr_file: Path | None = None,
+              gdb_dir: Path | None = None) -> ExactRun:  # fmt: skip
+    """The `ExactRun` of one attempt; with ``gdb_dir``, a free gdbstub port and a snapshot file."""
+    if gdb_dir is None:
+        return ExactRun(mode=mode, seed=seed, rr_file=rr_file)
+    return ExactRun(mode=mode, seed=seed, rr_file=rr_file, gdb_port=free_tcp_port(),
+                    snapshots=gdb_dir / "snapshots.qcow2")  # fmt: skip

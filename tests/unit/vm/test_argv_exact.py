@@ -1,0 +1,95 @@
+"""The QEMU options of exact runs: deterministic, record, replay, gdb (harness.vm.argv)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness import arches
+from harness.build.images import BootFiles
+from harness.errors import ConfigError
+from harness.vm.argv import ExactRun, MachineSpec, build_argv
+from harness.vm.topology import CpuTopology, default_topology
+
+ARM64 = arches.get("arm64")
+FILES = BootFiles(kernel=Path("/images/Image"), initrd=Path("/b/guest/initrd.cpio"))
+ONE = MachineSpec(arch=ARM64, topology=CpuTopology())
+EIGHT = MachineSpec(arch=ARM64, topology=default_topology(8))
+RR = Path("/b/attempt-1/rr.bin")
+
+
+def argv_of(spec: MachineSpec) -> tuple[str, ...]:
+    return build_argv(spec, FILES, qmp_fd=5, console_log=Path("/b/attempt-1/console.log"))
+
+
+def values_of(argv: tuple[str, ...], option: str) -> list[str]:
+    return [argv[i + 1] for i, token in enumerate(argv) if token == option]
+
+
+def test_deterministic_is_single_threaded_icount_seeded_clocked_and_offline() -> None:
+    argv = argv_of(replace(EIGHT, exact=ExactRun(mode="deterministic", seed=7)))
+    assert values_of(argv, "-accel") == ["tcg,thread=single"]
+    assert values_of(argv, "-icount") == ["shift=0,sleep=off"]
+    assert values_of(argv, "-seed") == ["7"]
+    assert values_of(argv, "-rtc") == ["base=2024-01-01T00:00:00,clock=vm"]
+    assert "-netdev" not in argv
+    assert not any("virtio-net" in token for token in argv)
+    assert "-S" in argv  # started by QMP cont after the handshake
+    assert "-gdb" not in argv
+
+
+def test_an_ordinary_run_keeps_its_network_and_threads() -> None:
+    argv = argv_of(EIGHT)
+    assert values_of(argv, "-accel") == ["tcg,thread=multi"]
+    assert "-netdev" in argv
+    assert not {"-S", "-seed", "-rtc", "-gdb"} & set(argv)
+
+
+def test_record_and_replay_name_the_rr_file() -> None:
+    record = argv_of(replace(ONE, exact=ExactRun(mode="record", seed=1, rr_file=RR)))
+    replay = argv_of(replace(ONE, exact=ExactRun(mode="replay", seed=1, rr_file=RR)))
+    assert values_of(record, "-icount") == [f"shift=0,sleep=off,rr=record,rrfile={RR}"]
+    assert values_of(replay, "-icount") == [f"shift=0,sleep=off,rr=replay,rrfile={RR}"]
+
+
+def test_rr_file_commas_are_escaped() -> None:
+    run = ExactRun(mode="record", seed=1, rr_file=Path("/a,b/rr.bin"))
+    assert values_of(argv_of(replace(ONE, exact=run)), "-icount")[0].endswith("/a,,b/rr.bin")
+
+
+def test_gdb_replay_opens_the_stub_and_an_orphan_snapshot_drive() -> None:
+    run = ExactRun(mode="replay", seed=1, rr_file=RR, gdb_port=4321,
+                   snapshots=Path("/r/snapshots.qcow2"))  # fmt: skip
+    argv = argv_of(replace(ONE, exact=run))
+    assert values_of(argv, "-gdb") == ["tcp:127.0.0.1:4321"]
+    assert values_of(argv, "-drive") == ["file=/r/snapshots.qcow2,if=none,id=rrsnap"]
+    assert not any(token.startswith("virtio-blk") for token in argv)  # no device sees it
+
+
+def test_record_refuses_more_than_one_vcpu_naming_qemus_limit() -> None:
+    with pytest.raises(ConfigError, match=r"QEMU 7\.2 refuses -icount rr= with -smp > 1"):
+        replace(EIGHT, exact=ExactRun(mode="record", seed=1, rr_file=RR))
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"mode": "deterministic", "rr_file": RR}, "needs an rr file exactly when"),
+        ({"mode": "record"}, "needs an rr file exactly when"),
+        ({"mode": "deterministic", "gdb_port": 1234}, "--gdb attaches to a replay only"),
+        ({"mode": "record", "rr_file": RR, "snapshots": Path("/s")}, "replay only"),
+    ],
+)
+def test_exact_run_refuses_inconsistent_modes(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ExactRun(seed=1, **fields)  # type: ignore[arg-type]
+
+
+def test_exact_run_refuses_kvm_and_a_second_icount() -> None:
+    exact = ExactRun(mode="deterministic", seed=1)
+    with pytest.raises(ConfigError, match="needs TCG"):
+        replace(ONE, accel="kvm", exact=exact)
+    with pytest.raises(ConfigError, match="sets -icount itself"):
+        replace(ONE, icount_shift=0, exact=exact)
