@@ -178,6 +178,9 @@ class Flavour:
     ops: Mapping[str, OpRule] = field(default_factory=dict)
     op_steps: Mapping[str, Callable[[int, int], str]] = field(default_factory=dict)
     refused_ops: Mapping[str, str] = field(default_factory=dict)
+    #: The standard run with Linux perf sampling beside the agent (oracle PEER);
+    #: None: the flavour has none.
+    peer_run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun] | None = None
 
     @property
     def name(self) -> str:

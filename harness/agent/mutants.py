@@ -28,6 +28,8 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            ("NMI",)),
     Mutant("nmi_wrapped_trylock", "every 50th producer call tries a lock through the wrapper",
            ("C-2",)),
+    Mutant("stretched_period", "the sampling events count period + period/8 events per overflow",
+           ("PEER",), case="peer"),
     Mutant("self_throttle", "every 50th overflow stops its own event as perf throttling does",
            ("THROTTLE",)),
     Mutant("nmi_spinlock", "the producer path takes a spinlock in NMI context",

@@ -37,7 +37,7 @@ from harness.arches import ArchProfile
 from harness.build.cache import Cache, write_json_atomic
 from harness.build.hostdeps import ensure_host
 from harness.build.images import GuestImages, prepare_images
-from harness.errors import GuestError, HarnessError
+from harness.errors import ConfigError, GuestError, HarnessError
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.console import scan_console
@@ -116,13 +116,23 @@ def planned(flavour: str, *, full: bool, case: str = "standard") -> tuple[Mutant
 
 
 def _default_group(bench: _Bench, images: GuestImages, *, full: bool) -> list[MutantRow]:
+    """The control and the standard mutants through CASES; the peer ones through "peer".
+
+    The control runs the peer case too where a peer mutant runs, so a peer catch is
+    judged against a clean peer run of the same build.
+    """
     rows = []
     with _guest(bench, images, "default") as guest:
         for name in flavours.names():
             flavour = behaviour(name)
-            for mutant in (None, *planned(name, full=full)):
+            peer = planned(name, full=full, case="peer") if flavour.peer_run else ()
+            plan: list[tuple[Mutant | None, tuple[str, ...]]]
+            plan = [(None, (*CASES, *(("peer",) if peer else ())))]
+            plan += [(m, CASES) for m in planned(name, full=full)]
+            plan += [(m, ("peer",)) for m in peer]
+            for mutant, names in plan:
                 cases = [(case, _case(bench, guest, images, flavour, mutant, case))
-                         for case in CASES]  # fmt: skip
+                         for case in names]  # fmt: skip
                 rows.append(_row(flavour, mutant, cases))
     return rows
 
@@ -173,10 +183,12 @@ def _case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
     """The oracles that failed in ``case`` (``RUN-ERROR`` when the run itself failed)."""
     agent = _agent(bench, guest, images, flavour.name, mutant)
     spec = AgentSpec(flavour=flavour.name)
+    runs = {"standard": flavour.standard_run, "exact": flavour.exact_run}
+    runner = flavour.peer_run if case == "peer" else runs[case]
+    if runner is None:
+        raise ConfigError(f"flavour {flavour.name} has no {case} run")
     try:
-        run = (flavour.exact_run if case == "exact" else flavour.standard_run)(
-            agent, spec, bench.cpus
-        )
+        run = runner(agent, spec, bench.cpus)
     except HarnessError as exc:
         LOG.warning("mutant %s, %s, %s: the run failed: %s", _name(mutant), flavour.name,
                     case, exc)  # fmt: skip

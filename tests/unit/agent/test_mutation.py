@@ -90,3 +90,8 @@ def test_the_quick_set_leaves_out_the_guest_ending_and_debug_mutants() -> None:
     assert {m.name for m in planned("tprof", full=True, case="debug")} == {
         "nmi_spinlock", "leak_at_start"
     }  # fmt: skip
+
+
+def test_the_peer_mutants_run_only_where_a_flavour_has_a_peer_run() -> None:
+    assert {m.name for m in planned("tprof", full=False, case="peer")} == {"stretched_period"}
+    assert "stretched_period" not in {m.name for m in planned("tprof", full=False)}

@@ -15,7 +15,7 @@ from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.oracles import ORACLES, applicable_oracles, check_sampling
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
 from harness.agent.flavours.tprof.results import SamplingRun
-from harness.agent.flavours.tprof.run import RunContext, sampling_run, scripted_run
+from harness.agent.flavours.tprof.run import RunContext, peer_run, sampling_run, scripted_run
 from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
@@ -30,6 +30,10 @@ def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],), busy_ms=1000)
     return sampling_run(agent, spec, plan)
+
+
+def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    return peer_run(agent, spec, SamplingPlan(busy_cpus=cpus, busy_ms=1000))
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -77,4 +81,5 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
+    peer_run=_peer,
 )

@@ -324,7 +324,8 @@ static struct perf_event *pa_create_event(unsigned int cpu)
 		.config = pa_event_config,
 		.size = sizeof(attr),
 		.pinned = 1,
-		.sample_period = pa_period,
+		/* Mutation point: a period an eighth longer than asked for. */
+		.sample_period = pa_mutant(STRETCHED_PERIOD) ? pa_period + pa_period / 8 : pa_period,
 	};
 
 	return perf_event_create_kernel_counter(&attr, cpu, NULL, pa_overflow, NULL);
