@@ -138,24 +138,28 @@ def images(c: Context, arch: str = "arm64", variant: str = "default") -> None:
           "complete": "first build the images the tier's other checks need (debug kernel, "
                       "x86_64), so none skips for want of one",
           "matrix": "run a named matrix from tests/matrix.toml (quick, full) instead",
-          "n": "matrix workers: auto (one per host core) or a number"},
+          "n": "matrix workers: auto (one per host core) or a number",
+          "no_snapshot": "boot guests cold (and reuse them) instead of restoring a snapshot "
+                         "per test"},
 )  # fmt: skip
 @cli
 def test(c: Context, n: str | None = None, cpus: str | None = None,
          topology: str | None = None, arch: str = "arm64", variant: str = "default",
          accel: str = "auto", nmi: str = "on", workers: int = 1, k: str | None = None,
          selftests: bool = False, append: str = "", memory: int = 1024,
-         matrix: str | None = None, complete: bool = False) -> None:  # fmt: skip
+         matrix: str | None = None, complete: bool = False,
+         no_snapshot: bool = False) -> None:  # fmt: skip
     """Boot the requested guest and run the guest test tier; or run a matrix."""
     if matrix:
-        status = testrun.run_matrix(matrix, Cache.default(), workers=n or "auto", keyword=k)
+        status = testrun.run_matrix(matrix, Cache.default(), workers=n or "auto", keyword=k,
+                                    snapshot=not no_snapshot)  # fmt: skip
         if status != 0:
             raise Exit(code=status)
         return
     request = _request(cpus, topology, arch, variant, accel, nmi, append, memory)
     count = testrun.worker_budget(n) if n else workers
     options = testrun.TierOptions(workers=count, keyword=k, selftests=selftests,
-                                  complete=complete)  # fmt: skip
+                                  complete=complete, snapshot=not no_snapshot)  # fmt: skip
     status = testrun.run_guest_tier(request, Cache.default(), options)
     if status != 0:
         raise Exit(code=status)
@@ -245,12 +249,14 @@ def matrix(c: Context, name: str, format: str = "text", k: str | None = None) ->
           "record": "1-vCPU scenarios: run input-free and keep QEMU's record/replay log",
           "replay": "with --bundle: replay a recording (or re-run a --deterministic bundle) "
                     "and compare every number with the recorded one",
-          "gdb": "with --replay: start stopped, with QEMU's gdbstub on a port it prints"},
+          "gdb": "with --replay: start stopped, with QEMU's gdbstub on a port it prints",
+          "no_snapshot": "boot each attempt's guest cold instead of restoring its snapshot "
+                         "(exact runs never use snapshots)"},
 )  # fmt: skip
 @cli
 def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
           dump_memory: bool = False, deterministic: bool = False, record: bool = False,
-          replay: bool = False, gdb: bool = False) -> None:  # fmt: skip
+          replay: bool = False, gdb: bool = False, no_snapshot: bool = False) -> None:  # fmt: skip
     """Run a reproduction scenario into a bundle, or (--bundle DIR) replay a bundle."""
     if deterministic or record or replay or gdb:
         if deterministic and record:
@@ -275,7 +281,8 @@ def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
             raise Exit(code=4)
         return
     if bundle:
-        result, notes = reprolib.replay_bundle(Path(scenario), Cache.default())
+        result, notes = reprolib.replay_bundle(Path(scenario), Cache.default(),
+                                               snapshot=False if no_snapshot else None)  # fmt: skip
         for note in notes:
             print(f"note: {note}")
         if not notes:
@@ -283,7 +290,8 @@ def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
     else:
         loaded = load_scenario(find_scenario(scenario))
         result = reprolib.run_scenario(loaded, Cache.default(), repeat=repeat or None,
-                                       dump_memory=dump_memory)  # fmt: skip
+                                       dump_memory=dump_memory,
+                                       snapshot=not no_snapshot)  # fmt: skip
     _print_verdicts(result)
     across = json.loads((result.bundle / "bundle.json").read_text())["across_attempts"]
     if result.attempts > 1:

@@ -12,6 +12,8 @@ guest kernel (which may be the very bug a developer is reproducing)::
      |    +-- VmLaunchError     QEMU exited or never answered QMP; argv, exit code, output
      |    +-- HarnessTimeout    a bounded wait ran out with no guest evidence to blame
      |    +-- TransportError    QMP or SSH broke while QEMU was alive
+     |    +-- SnapshotError     a saved guest state could not be written or loaded;
+     |                           carries the migration status (the snapshot is rebuilt)
      |    +-- EnvironmentMismatch  the booted guest is not what was asked for
      |                           (topology, PMU, pseudo-NMI): a config or host problem
      +-- GuestError             the guest misbehaved; carries console evidence
@@ -151,6 +153,18 @@ class VmLaunchError(InfraError):
 
 class TransportError(InfraError):
     """QMP or SSH failed while the guest was expected to answer."""
+
+
+class SnapshotError(InfraError):
+    """A guest state could not be saved to, or loaded from, its snapshot file."""
+
+    def __init__(self, reason: str, evidence: str = "") -> None:
+        super().__init__(reason, evidence)
+        self.reason = reason
+        self.evidence = evidence
+
+    def __str__(self) -> str:
+        return f"{self.reason}\n--- evidence ---\n{self.evidence}" if self.evidence else self.reason
 
 
 class EnvironmentMismatch(InfraError):

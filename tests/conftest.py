@@ -2,9 +2,13 @@
 
 Options (also what ``invoke test`` passes): ``--arch``, ``--cpus N`` and
 ``--topology T`` (both repeatable; with neither, the full set: 1, 2, 4, 8 vCPUs
-and an SMT/cluster layout), ``--variant``, ``--accel``, ``--nmi on|off``.
+and an SMT/cluster layout), ``--variant``, ``--accel``, ``--nmi on|off``,
+``--no-snapshot``.
 
-Guests are booted once per (xdist worker, topology) and reused; every test
+Each test gets a fresh guest restored from its topology's snapshot (saved once,
+kept in the build cache); with ``--no-snapshot`` guests are booted once per
+(xdist worker, topology) and reused, reset to their boot state between tests. Every
+test
 that uses a topology carries ``xdist_group(<topology>)`` so ``--dist loadgroup``
 keeps them on one worker. After each test the guest's console is scanned: a
 WARNING or BUG the test provoked fails that test.
@@ -32,6 +36,7 @@ from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.pool import GuestPool
 from harness.vm.record import new_run_dir
+from harness.vm.snapstore import SnapshotStore
 from harness.vm.topology import CpuTopology, default_topology
 from tests import limits
 from tests.pace import RunPace
@@ -53,6 +58,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--nmi", default="on", help="on or off")
     group.addoption("--memory-mib", type=int, default=1024, help="guest memory")
     group.addoption("--append", action="append", default=[], help="extra kernel argument")
+    group.addoption("--no-snapshot", action="store_true", default=False,
+                    help="boot guests cold and reuse them, instead of restoring a snapshot "
+                         "per test")  # fmt: skip
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -188,12 +196,21 @@ def run_root(worker_name: str) -> Path:
 
 
 @pytest.fixture(scope="session")
+def snapshots(
+    cache: Cache, timeouts: Timeouts, pytestconfig: pytest.Config
+) -> SnapshotStore | None:
+    """This worker's snapshots; None with ``--no-snapshot`` (cold boots)."""
+    return None if pytestconfig.getoption("--no-snapshot") else SnapshotStore(cache, timeouts)
+
+
+@pytest.fixture(scope="session")
 def pool(
     base_setup: tuple[MachineSpec, GuestImages], run_root: Path, worker_name: str,
-    timeouts: Timeouts, pytestconfig: pytest.Config,
+    timeouts: Timeouts, pytestconfig: pytest.Config, snapshots: SnapshotStore | None,
 ) -> Iterator[GuestPool]:  # fmt: skip
     spec, images = base_setup
-    guests = GuestPool(spec, images, run_root, prefix=worker_name, timeouts=timeouts)
+    guests = GuestPool(spec, images, run_root, prefix=worker_name, timeouts=timeouts,
+                       snapshots=snapshots)  # fmt: skip
     pytestconfig.stash[POOLS].append(guests)
     try:
         yield guests

@@ -156,12 +156,22 @@ def entry_size_bytes(entry: CacheEntry) -> int:
     return sum(p.lstat().st_size for p in entry.path.rglob("*"))
 
 
-def remove_entry(entry: CacheEntry) -> None:
-    """Delete an entry and its lock file, holding the lock so no build is cut short."""
+def remove_entry(entry: CacheEntry, *, built_at: float | None = None) -> bool:
+    """Delete an entry and its lock file, holding the lock so no build is cut short.
+
+    With ``built_at``, only the build finished at that time is deleted: an entry
+    another process rebuilt meanwhile stays. Returns whether it was deleted.
+    """
     lock = entry.path.with_name(f"{entry.key}.lock")
     with _exclusive(lock, 60.0, entry.key):
+        if built_at is not None and (
+            not entry.is_complete or entry.manifest.get("built_at") != built_at
+        ):
+            return False
         shutil.rmtree(entry.path, ignore_errors=True)
-    lock.unlink(missing_ok=True)
+    if built_at is None:
+        lock.unlink(missing_ok=True)
+    return True
 
 
 @contextlib.contextmanager

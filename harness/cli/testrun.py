@@ -93,6 +93,7 @@ class TierOptions:
     keyword: str | None = None  # pytest -k
     selftests: bool = False  # also the harness's own failure-path and CLI checks
     complete: bool = False  # first build every image the tier can use (see `tier_images`)
+    snapshot: bool = True  # restore a snapshot per test; False: boot cold, reuse guests
 
 
 def run_guest_tier(
@@ -112,6 +113,8 @@ def run_guest_tier(
     extra = ["-k", options.keyword] if options.keyword else []
     if not options.selftests:
         extra += ["-m", "not selftest"]
+    if not options.snapshot:
+        extra.append("--no-snapshot")
     status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=options.workers,
                               extra=[*extra, f"--junitxml={junit}"]))  # fmt: skip
     LOG.info("guest tier %s (exit status %d); JUnit: %s",
@@ -187,9 +190,13 @@ def worker_budget(requested: str, cpus: int | None = None) -> int:
 
 
 def run_matrix(
-    name: str, cache: Cache, *, workers: str = "auto", keyword: str | None = None
-) -> int:
+    name: str, cache: Cache, *, workers: str = "auto", keyword: str | None = None,
+    snapshot: bool = True,
+) -> int:  # fmt: skip
     """Run matrix ``name`` (tests/matrix.toml) under pytest-xdist; JUnit, JSON and HTML out.
+
+    Each cell restores its guest from a snapshot; ``snapshot=False`` boots cold and
+    shares a guest between the cells that can.
 
     Returns pytest's exit status. The report directory is logged.
     """
@@ -201,6 +208,8 @@ def run_matrix(
              f"--matrix-workers={count}"]  # fmt: skip
     if keyword:
         extra += ["-k", keyword]
+    if not snapshot:
+        extra.append("--no-snapshot")
     LOG.info("matrix %s: %d cells, %d worker(s); report in %s", matrix.name,
              len(select(matrix, keyword)), count, out)  # fmt: skip
     status = _run(pytest_argv(["tests/matrix"], [], workers=count, extra=extra))

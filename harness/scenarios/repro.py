@@ -41,6 +41,7 @@ from harness.vm.accel import choose_accel
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.record import host_facts, new_run_dir
+from harness.vm.snapstore import SnapshotStore, running_guest
 
 LOG = logging.getLogger(__name__)
 
@@ -173,11 +174,13 @@ def judge(expect: Sequence[Expectation], run: AgentRun, flavour: Flavour) -> tup
 
 def run_scenario(
     scenario: Scenario, cache: Cache, *, repeat: int | None = None, dump_memory: bool = False,
-    out: Path | None = None,
+    out: Path | None = None, snapshot: bool = True,
 ) -> ReproResult:  # fmt: skip
     """Run ``scenario`` ``repeat`` times (default: its own count) into a new bundle.
 
-    The bundle says which numbers were identical across the attempts. (Exact,
+    Each attempt restores the scenario's guest from its snapshot into a fresh QEMU
+    (saved by a cold boot the first time); ``snapshot=False`` boots each cold. The
+    bundle says which numbers were identical across the attempts. (Exact,
     input-free runs are `harness.scenarios.exactbundle`'s.)
 
     :raise ConfigError: the scenario cannot run here (e.g. KVM demanded).
@@ -194,9 +197,11 @@ def run_scenario(
     images = prepare_images(arch, guest_setup.variant, cache)
     build = export_agent(scenario.agent, images, cache, bundle / "agent")
     attempts = repeat or scenario.repeat
+    snapshots = SnapshotStore(cache, Timeouts.from_env()) if snapshot else None
     outcomes = [
         _attempt(scenario, spec, images=images, build=build, cache=cache,
-                 workdir=bundle / f"attempt-{n + 1}", dump_memory=dump_memory)
+                 workdir=bundle / f"attempt-{n + 1}", dump_memory=dump_memory,
+                 snapshots=snapshots)
         for n in range(attempts)
     ]  # fmt: skip
     verdicts = tuple(verdict for verdict, _ in outcomes)
@@ -205,7 +210,7 @@ def run_scenario(
               "accel_reason": why, "images": images.record(), "agent": build.record(),
               "host": host_facts(), "attempts": attempts, "reproduced": reproduced,
               "verdicts": [[_verdict_dict(v) for v in one] for one in verdicts],
-              "deterministic": False,
+              "deterministic": False, "snapshot": snapshot,
               "across_attempts": compare_numbers([n for _, n in outcomes])}  # fmt: skip
     write_json_atomic(bundle / "bundle.json", record)
     LOG.info("%s: %d of %d attempts reproduced every expectation; bundle %s",
@@ -219,9 +224,10 @@ def _verdict_dict(verdict: Verdict) -> dict[str, object]:
 
 def _attempt(
     scenario: Scenario, spec: MachineSpec, *, images: GuestImages, build: AgentBuild,
-    cache: Cache, workdir: Path, dump_memory: bool,
+    cache: Cache, workdir: Path, dump_memory: bool, snapshots: SnapshotStore | None,
 ) -> tuple[tuple[Verdict, ...], dict[str, int]]:  # fmt: skip
-    with Guest(spec, images, workdir, timeouts=Timeouts.from_env()) as guest:
+    with running_guest(spec, images, workdir, timeouts=Timeouts.from_env(),
+                       snapshots=snapshots) as guest:  # fmt: skip
         agent = Agent(guest.shell, build, build_profctl(spec.arch, cache), workdir,
                       nmi_expected=spec.nmi, pmu_irq_label=spec.arch.pmu_interrupt_label,
                       cycles_per_ns=spec.arch.cycles_per_ns(spec.accel))  # fmt: skip
@@ -252,8 +258,12 @@ def _run(scenario: Scenario, agent: Agent, guest: Guest) -> AgentRun:
     return behaviour(scenario.agent.flavour).run_script(agent, scenario.agent, script)
 
 
-def replay_bundle(bundle: Path, cache: Cache) -> tuple[ReproResult, list[str]]:
+def replay_bundle(
+    bundle: Path, cache: Cache, *, snapshot: bool | None = None
+) -> tuple[ReproResult, list[str]]:
     """Run a bundle's recorded scenario again into a new bundle; compare verdicts.
+
+    ``snapshot`` None restores snapshots as the bundle's run did; False boots cold.
 
     Returns the new result and the differences (images that changed, verdicts
     that differ). Images are rebuilt from the current tree; when their hashes
@@ -263,7 +273,9 @@ def replay_bundle(bundle: Path, cache: Cache) -> tuple[ReproResult, list[str]]:
     if recorded.get("deterministic"):
         raise ConfigError(f"{bundle} is an exact run's bundle: replay it with --replay")
     scenario = load_scenario(_as_named(bundle))
-    new = run_scenario(scenario, cache, repeat=recorded["attempts"])
+    new = run_scenario(scenario, cache, repeat=recorded["attempts"],
+                       snapshot=recorded.get("snapshot", True) if snapshot is None
+                       else snapshot)  # fmt: skip
     now = json.loads((new.bundle / "bundle.json").read_text())
     notes = [
         f"{key}: bundle {recorded['images'][key]} → now {now['images'][key]} (built from "

@@ -196,6 +196,11 @@ def exact_argv(exact: ExactRun) -> tuple[str, ...]:
     )  # fmt: skip
 
 
+def with_incoming(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """``argv`` for a QEMU that waits for a saved state (``migrate-incoming``), not booting."""
+    return (*argv, "-incoming", "defer")
+
+
 def quote_optarg(value: str) -> str:
     """Escape a value for a QEMU ``key=value,...`` option (commas are doubled)."""
     return value.replace(",", ",,")
@@ -214,3 +219,23 @@ def parse_usernet_ssh_port(info_usernet: str) -> int | None:
         ):
             return int(fields[3])
     return None
+
+
+#: slirp states of a TCP connection that is over (both sides closed).
+_CLOSED_STATES = ("TIME_WAIT", "CLOSED")
+
+
+def parse_usernet_connections(info_usernet: str) -> tuple[str, ...]:
+    """TCP connections slirp holds open (``State addr:port`` each), from HMP ``info usernet``.
+
+    Host forwards (listeners) and connections in TIME_WAIT or CLOSED are not listed.
+    """
+    found = []
+    for line in info_usernet.splitlines():
+        fields = line.split()
+        if len(fields) < 4 or not fields[0].startswith("TCP["):
+            continue
+        state = fields[0][4:].rstrip("]")
+        if state != "HOST_FORWARD" and state not in _CLOSED_STATES:
+            found.append(f"{state} {fields[2]}:{fields[3]}")
+    return tuple(found)

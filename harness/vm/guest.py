@@ -7,7 +7,8 @@
         guest.facts.pmu_counters
     # QEMU stopped; workdir holds argv.txt, console.log, qmp.jsonl, ssh-probe.log, run.json
 
-Entering boots the VM, finds the SSH port QEMU chose, logs in, reads the
+Entering boots the VM (or, given a `Snapshot`, restores a saved one into a fresh
+QEMU: `restore`), finds the SSH port QEMU chose, logs in, reads the
 guest's facts and checks them and the topology (guest sysfs and QMP) against
 the spec. Leaving stops QEMU whatever happened, scans the console for crash
 lines (a WARNING during a run fails it), and writes the verdict. Errors raised
@@ -23,10 +24,19 @@ from types import TracebackType
 
 from harness.build.images import GuestImages
 from harness.build.rootfs import GUEST_INIT
-from harness.errors import BootHang, EnvironmentMismatch, GuestError, HarnessError, InfraError
+from harness.errors import (
+    BootHang,
+    EnvironmentMismatch,
+    GuestError,
+    HarnessError,
+    InfraError,
+    SnapshotError,
+    VmLaunchError,
+)
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.machine import GuestVM
+from harness.vm.migration import load_state
 from harness.vm.preflight import (
     FACTS_COMMAND,
     GuestFacts,
@@ -35,6 +45,7 @@ from harness.vm.preflight import (
     split_sections,
 )
 from harness.vm.record import RunRecord, spec_record
+from harness.vm.snapshot import Snapshot, clock_command
 from harness.vm.ssh import GuestShell
 from harness.vm.topology import check_qmp_topology
 
@@ -53,20 +64,27 @@ class Guest:
         timeouts: Timeouts,
         name: str | None = None,
         check_environment: bool = True,
+        snapshot: Snapshot | None = None,
     ) -> None:
         self.spec = spec
+        #: Restore this saved guest instead of booting (see `restore`).
+        self.snapshot = snapshot
         self.images = images
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.name = name or spec.name
-        self.vm = GuestVM(spec, images.files, workdir, name=self.name, timeouts=timeouts)
+        self.vm = GuestVM(spec, images.files, workdir, name=self.name, timeouts=timeouts,
+                          incoming=snapshot is not None)  # fmt: skip
         self.shell = GuestShell(images.ssh_key, timeouts=timeouts, name=self.name,
                                 probe_log=workdir / "ssh-probe.log")  # fmt: skip
         self.record = RunRecord(workdir / "run.json")
         self.boot_s = 0.0
         self.shutdown_s = 0.0
         self._facts: GuestFacts | None = None
+        #: `FACTS_COMMAND` output as read at boot (a snapshot keeps it).
+        self.facts_text = ""
         self._check_environment = check_environment
+        self._timeouts = timeouts
 
     @property
     def facts(self) -> GuestFacts:
@@ -78,7 +96,10 @@ class Guest:
     def __enter__(self) -> Guest:
         self.record.update(spec=spec_record(self.spec), images=self.images.record())
         try:
-            self.boot()
+            if self.snapshot is not None:
+                self.restore(self.snapshot)
+            else:
+                self.boot()
         except BaseException as exc:
             self._stop(exc)
             raise
@@ -102,9 +123,48 @@ class Guest:
         self.boot_s = time.monotonic() - started
         self.record.add_timing("launch_to_ssh", self.boot_s)
         LOG.info("%s: SSH up after %.2fs (port %d)", self.name, self.boot_s, port)
-        facts_text = self.shell.run(FACTS_COMMAND).stdout
+        facts_text = self.facts_text = self.shell.run(FACTS_COMMAND).stdout
         self._facts = parse_facts(facts_text)
         (self.workdir / "dmesg.boot.txt").write_text(split_sections(facts_text).get("dmesg", ""))
+        self.record.update(facts=self._facts.as_record(), ssh_port=port)
+        if self._check_environment:
+            self.check_environment()
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Load ``snapshot`` into the fresh QEMU, log in again, set the clock, check.
+
+        The facts are the ones read when the snapshot was saved; the topology is
+        checked again over QMP. Blocks ≤ the QMP budget for the load and the boot
+        budget for SSH.
+
+        :raise SnapshotError: the state did not load (the snapshot is unusable).
+        :raise GuestCrash: the console shows a crash after the load.
+        :raise InfraError: QEMU exited, or the guest never answered (no console).
+        """
+        started = time.monotonic()
+        self.vm.launch()
+        self.record.update(argv=list(self.vm.argv), qemu_pid=self.vm.pid,
+                           snapshot=snapshot.record())  # fmt: skip
+        try:
+            load_state(self.vm.qmp, snapshot.state_path, timeout_s=self._timeouts.qmp_s,
+                       abort=self.vm.exit_error)  # fmt: skip
+        except VmLaunchError as exc:  # QEMU died reading the stream: the stream's fault
+            raise SnapshotError(
+                f"QEMU exited while loading {snapshot.state_path}",
+                f"exit status {exc.exitcode}\n{exc.output}",
+            ) from exc
+        self.record.add_timing("restore_load", time.monotonic() - started)
+        port = self.vm.ssh_port()
+        self.vm.wait_for_boot(probe=lambda: self.shell.try_connect(port))
+        self.shell.run(clock_command(time.time()))
+        self.boot_s = time.monotonic() - started
+        self.record.add_timing("launch_to_ssh", self.boot_s)
+        LOG.info("%s: restored, SSH up after %.2fs (port %d)", self.name, self.boot_s, port)
+        self.facts_text = snapshot.facts_text
+        self._facts = parse_facts(snapshot.facts_text)
+        (self.workdir / "dmesg.boot.txt").write_text(
+            split_sections(snapshot.facts_text).get("dmesg", "")
+        )
         self.record.update(facts=self._facts.as_record(), ssh_port=port)
         if self._check_environment:
             self.check_environment()

@@ -39,7 +39,7 @@ from harness.errors import (
 )
 from harness.process import die_with_parent
 from harness.timeouts import Timeouts, wait_until
-from harness.vm.argv import MachineSpec, build_argv, parse_usernet_ssh_port
+from harness.vm.argv import MachineSpec, build_argv, parse_usernet_ssh_port, with_incoming
 from harness.vm.console import classify_boot, crash_error, scan_console
 from harness.vm.qmp import QmpSession
 
@@ -66,8 +66,11 @@ class GuestVM:
         name: str,
         timeouts: Timeouts,
         qemu_binary: str | None = None,
+        incoming: bool = False,
     ) -> None:
         self.spec = spec
+        #: Started with ``-incoming defer``: waits for a saved state instead of booting.
+        self.incoming = incoming
         self.files = files
         self.name = name
         self.workdir = workdir
@@ -126,6 +129,8 @@ class GuestVM:
             console_log=self.console_log,
             qemu_binary=self._qemu_binary,
         )
+        if self.incoming:
+            self.argv = with_incoming(self.argv)
         (self.workdir / "argv.txt").write_text(shlex.join(self.argv) + "\n")
         self._log.debug("launching: %s", shlex.join(self.argv))
         try:
@@ -242,6 +247,17 @@ class GuestVM:
     def exitcode(self) -> int | None:
         """QEMU's exit status once it has exited, else None."""
         return None if self._proc is None else self._proc.poll()
+
+    def exit_error(self) -> VmLaunchError | None:
+        """A `VmLaunchError` with QEMU's output once QEMU has exited, else None (an ``abort``)."""
+        if (status := self.exitcode()) is None:
+            return None
+        return VmLaunchError(f"QEMU exited (status {status})", self.argv, status,
+                             self._qemu_output())  # fmt: skip
+
+    def qemu_output(self) -> str:
+        """The last 4000 characters QEMU wrote on stdout and stderr."""
+        return self._qemu_output()
 
     def _qemu_output(self) -> str:
         try:

@@ -3,7 +3,9 @@
 ``invoke test --matrix quick -n auto`` runs it under pytest-xdist. Each worker
 keeps one guest alive at a time, for the cell's arch, topology, NMI mode,
 accelerator and kernel variant (cells are sorted so those sharing a guest run
-back to back, and grouped with ``xdist_group`` so they share a worker). Every
+back to back, and grouped with ``xdist_group`` so they share a worker). Each cell
+gets a fresh guest restored from a snapshot and the agent deployed into it; with
+``--no-snapshot`` the guest is booted cold once and shared by its cells. Every
 cell reports a JSON summary; the controller writes ``summary.json`` and
 ``report.html`` into ``--matrix-report`` when the session ends.
 """
@@ -33,6 +35,7 @@ from harness.vm.accel import choose_accel
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.record import new_run_dir
+from harness.vm.snapstore import SnapshotStore
 from tests import limits
 
 CELL_SUMMARY = "matrix-cell"
@@ -76,6 +79,9 @@ class CellGuests:
 
     def __init__(self, cache: Cache, root: Path, timeouts: Timeouts, config: pytest.Config) -> None:
         self._cache, self._root, self._timeouts, self._config = cache, root, timeouts, config
+        self._snapshots = (None if config.getoption("--no-snapshot")
+                           else SnapshotStore(cache, timeouts))  # fmt: skip
+        self._cells = 0
         self._key: str | None = None
         self._guest: Guest | None = None
         self._agent: Agent | None = None
@@ -88,7 +94,7 @@ class CellGuests:
         """
         if self._failure is not None and self._failure[0] == cell.guest_key:
             raise self._failure[1]
-        if self._key != cell.guest_key:
+        if self._key != cell.guest_key or self._snapshots is not None:  # fresh per cell
             self.close()
             try:
                 self._boot(cell)
@@ -110,8 +116,14 @@ class CellGuests:
             agent_build = build_agent(AgentSpec(), images, self._cache)
             profctl = build_profctl(arch, self._cache)
         spec = MachineSpec(arch=arch, topology=cell.topology, nmi=cell.nmi, accel=accel)
-        guest = Guest(spec, images, self._root / cell.guest_key, timeouts=self._timeouts)
-        self._guest = guest.__enter__()
+        self._cells += 1
+        if self._snapshots is None:
+            guest = Guest(spec, images, self._root / cell.guest_key, timeouts=self._timeouts)
+            self._guest = guest.__enter__()
+        else:
+            workdir = self._root / cell.guest_key / f"cell-{self._cells:03d}"
+            guest = self._snapshots.start(spec, images, workdir, name=cell.guest_key)
+            self._guest = guest
         self._key = cell.guest_key
         workdir = guest.workdir / "agent"
         workdir.mkdir(parents=True, exist_ok=True)
