@@ -12,3 +12,18 @@ def process_gone(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def qemu_children(parent: int) -> list[int]:
+    """PIDs of running QEMU processes whose parent is ``parent`` (ours, never others')."""
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            stat = stat_file.read_text()
+        except OSError:  # gone meanwhile
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        if name.startswith("qemu-system") and int(fields[1]) == parent and fields[0] != "Z":
+            found.append(int(stat_file.parent.name))
+    return found
