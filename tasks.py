@@ -180,14 +180,18 @@ def shell(c: Context, cpus: str | None = None, topology: str | None = None, arch
 @task(help={"out": "JSON output path (default artifacts/bench/bench-<time>.json)",
             "cold": "also time a cold kernel and rootfs build in a scratch cache (~4 min)",
             "repeats": "boots per vCPU count (the median is reported)",
-            "matrix": "matrix timed with 1 worker and the CPU budget (none: skip)"})  # fmt: skip
+            "matrix": "matrix timed with 1 worker and the CPU budget (none: skip)",
+            "test_wall": "also time `invoke test --cpus 8` with and without snapshots (minutes)",
+            "only_boots": "only cold boot and restore times (and --test-wall)"})  # fmt: skip
 @cli
 def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 3,
-          matrix: str = "quick") -> None:  # fmt: skip
-    """Measure build, boot, agent and matrix times; write JSON and print a table."""
+          matrix: str = "quick", test_wall: bool = False,
+          only_boots: bool = False) -> None:  # fmt: skip
+    """Measure build, boot, restore, agent and matrix times; write JSON and print a table."""
     result = benchmod.run_bench(benchmod.BenchRequest(
         out=Path(out) if out else None, cold=cold, repeats=repeats,
-        matrix=matrix if matrix != "none" else None))  # fmt: skip
+        matrix=matrix if matrix != "none" else None, test_wall=test_wall,
+        only_boots=only_boots))  # fmt: skip
     print(benchmod.format_table(result))
 
 

@@ -6,10 +6,17 @@ Measured (wall-clock seconds, medians where repeated):
 * cached rebuild: `prepare_images` on a warm cache in-process; ``invoke setup`` on a
   ready host; ``invoke images`` warm; and from starting ``invoke test`` to the start of
   its guest run (what a second run pays before booting);
-* launch-to-SSH for 1, 2, 4 and 8 vCPUs (default layouts) and the shutdown time;
+* launch-to-SSH for 1, 2, 4 and 8 vCPUs (default layouts), cold boot and restore from
+  a snapshot side by side (with the restore's state-load share and the snapshot's
+  size), and the shutdown time;
 * the agent (`harness.agent.bench`): render + build + load time, overflow-handler cost
   per sample, and the highest per-CPU rate that runs 10 s without a drop;
-* the ``quick`` matrix's wall time with 1 worker and with the CPU budget, and the ratio.
+* the ``quick`` matrix's wall time with 1 worker and with the CPU budget, and the ratio;
+* with ``test_wall``, the wall time of ``invoke test --cpus 8`` with snapshots and with
+  ``--no-snapshot`` (minutes).
+
+The host's load average is recorded before and after each group: these machines
+are shared, and TCG timings move with the neighbours' guests.
 
 Timing is measured here and never asserted in tests::
 
@@ -38,7 +45,7 @@ from harness import arches
 from harness.agent.flavours.tprof.bench import measure_agent
 from harness.build.cache import Cache
 from harness.build.hostdeps import ensure_host
-from harness.build.images import prepare_images
+from harness.build.images import GuestImages, prepare_images
 from harness.build.kernel import KernelRequest, build_kernel
 from harness.build.keys import ensure_keypair
 from harness.build.rootfs import build_rootfs
@@ -49,6 +56,7 @@ from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.record import ARTIFACTS_ENV, artifacts_root, host_facts, new_run_dir
+from harness.vm.snapstore import SnapshotStore
 from harness.vm.topology import default_topology
 
 LOG = logging.getLogger(__name__)
@@ -64,6 +72,8 @@ class BenchRequest:
     repeats: int = 3
     matrix: str | None = "quick"  # None: skip the matrix wall times
     arch: str = "arm64"
+    test_wall: bool = False  # also time `invoke test --cpus 8` with and without snapshots
+    only_boots: bool = False  # only the boot and restore times (and test_wall if asked)
 
 
 def _timed(action: Callable[[], object]) -> float:
@@ -121,8 +131,9 @@ def measure_warm(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
     }
 
 
-def _cli(argv: list[str], env: dict[str, str] | None = None) -> None:
-    subprocess.run(argv, cwd=REPO_ROOT, check=True, capture_output=True, env=env, timeout=900)
+def _cli(argv: list[str], env: dict[str, str] | None = None, timeout_s: float = 900) -> None:
+    subprocess.run(argv, cwd=REPO_ROOT, check=True, capture_output=True, env=env,
+                   timeout=timeout_s)  # fmt: skip
 
 
 def _start_to_launch(argv: list[str]) -> float:
@@ -135,13 +146,21 @@ def _start_to_launch(argv: list[str]) -> float:
         return began.timestamp() - started
 
 
+def load_average() -> list[float]:
+    """The host's 1, 5 and 15 minute load averages."""
+    return [round(load, 2) for load in os.getloadavg()]
+
+
 def measure_boots(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
-    """Launch-to-SSH and shutdown per vCPU count (default layouts, TCG)."""
+    """Launch-to-SSH, cold and restored, and shutdown per vCPU count (default layouts, TCG)."""
     arch = arches.get(arch_name)
     images = prepare_images(arch, "default", cache)
     timeouts = Timeouts.from_env()
+    store = SnapshotStore(cache, timeouts)
     boots: dict[str, Any] = {}
+    restores: dict[str, Any] = {}
     shutdowns: list[float] = []
+    load_before = load_average()
     for cpus in BOOT_CPUS:
         spec = MachineSpec(arch=arch, topology=default_topology(cpus), accel="tcg")
         samples = []
@@ -153,8 +172,46 @@ def measure_boots(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
             shutdowns.append(guest.shutdown_s)
             LOG.info("bench: %d vCPUs: SSH after %.2fs, shutdown %.2fs", cpus, guest.boot_s,
                      guest.shutdown_s)  # fmt: skip
-        boots[f"{cpus}cpu_{spec.topology.name}"] = _summary(samples)
-    return {"launch_to_ssh": boots, "shutdown": _summary(shutdowns)}
+        name = f"{cpus}cpu_{spec.topology.name}"
+        boots[name] = _summary(samples)
+        restores[name] = _restores(spec, images, store, repeats)
+    return {"launch_to_ssh": boots, "restore_to_ssh": restores, "shutdown": _summary(shutdowns),
+            "load_average_before": load_before, "load_average_after": load_average()}  # fmt: skip
+
+
+def _restores(
+    spec: MachineSpec, images: GuestImages, store: SnapshotStore, repeats: int
+) -> dict[str, Any]:
+    """Restore-to-SSH of ``spec``'s snapshot (saved first if missing: not timed)."""
+    snapshot, entry = store.obtain(spec, images, new_run_dir("bench", f"{spec.name}-save"))
+    samples, loads = [], []
+    for attempt in range(repeats):
+        workdir = new_run_dir("bench", f"{spec.name}-restore-{attempt}")
+        guest = store.start(spec, images, workdir, name=spec.name)
+        guest.__exit__(None, None, None)
+        samples.append(guest.boot_s)
+        loads.append(guest.record.data["timings_s"]["restore_load"])
+        LOG.info("bench: %d vCPUs: restored, SSH after %.2fs", spec.topology.cpus, guest.boot_s)
+    return {**_summary(samples), "launch_and_load": _summary(loads),
+            "state_mib": round(snapshot.state_bytes / 2**20, 1),
+            "save_s": entry.manifest.get("save_s")}  # fmt: skip
+
+
+def measure_test_wall(cpus: int = 8) -> dict[str, Any]:
+    """Wall time of ``invoke test --cpus N``, restoring snapshots and booting cold.
+
+    The snapshot run goes second, after a one-test warm-up run that saves the
+    snapshot if it is missing, so both are timed on a warm cache.
+    """
+    invoke = [sys.executable, "-m", "invoke", "test", "--cpus", str(cpus)]
+    load_before = load_average()
+    cold = _timed(lambda: _cli([*invoke, "--no-snapshot"], timeout_s=3600))
+    _cli([*invoke, "-k", "test_qemu_reports_the_requested_topology"])  # the snapshot, if new
+    warm = _timed(lambda: _cli(invoke, timeout_s=3600))
+    LOG.info("bench: invoke test --cpus %d: %.1fs cold boot, %.1fs with snapshots",
+             cpus, cold, warm)  # fmt: skip
+    return {"cpus": cpus, "no_snapshot_s": round(cold, 1), "snapshot_s": round(warm, 1),
+            "load_average_before": load_before, "load_average_after": load_average()}  # fmt: skip
 
 
 def measure_matrix(name: str) -> dict[str, Any]:
@@ -179,16 +236,21 @@ def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, An
         "qemu": tool_version(arch.qemu_binary),
         "arch": arch.name,
         "repeats": request.repeats,
-        "goals": {"launch_to_ssh_8cpu_s": 5.0, "warm_start_to_boot_s": 2.0},
-    }
-    if request.cold:
+        "goals": {"launch_to_ssh_8cpu_s": 5.0, "warm_start_to_boot_s": 2.0,
+                  "restore_to_ssh_8cpu_s": 0.5, "invoke_test_8cpu_snapshot_s": 40.0},
+    }  # fmt: skip
+    if request.cold and not request.only_boots:
         result["cold"] = measure_cold_builds(request.arch, cache)
-    result["warm"] = measure_warm(request.arch, cache, request.repeats)
+    if not request.only_boots:
+        result["warm"] = measure_warm(request.arch, cache, request.repeats)
     result["boot"] = measure_boots(request.arch, cache, request.repeats)
     images = prepare_images(arch, "default", cache)
-    result["agent"] = measure_agent(arch, images, cache, request.repeats)
-    if request.matrix:
+    if not request.only_boots:
+        result["agent"] = measure_agent(arch, images, cache, request.repeats)
+    if request.matrix and not request.only_boots:
         result["matrix"] = measure_matrix(request.matrix)
+    if request.test_wall:
+        result["test_wall"] = measure_test_wall()
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = request.out or artifacts_root() / "bench" / f"bench-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -202,11 +264,17 @@ def format_table(result: dict[str, Any]) -> str:
     rows = [("measurement", "median s", "min s", "max s")]
     for name, value in result.get("cold", {}).items():
         rows.append((name, f"{value:.1f}" if name.endswith("_s") else str(value), "", ""))
-    for name, summary in result["warm"].items():
+    for name, summary in result.get("warm", {}).items():
         rows.append((name, *_cells(summary)))
-    for name, summary in result["boot"]["launch_to_ssh"].items():
+    boot = result["boot"]
+    for name, summary in boot["launch_to_ssh"].items():
         rows.append((f"launch to SSH, {name}", *_cells(summary)))
-    rows.append(("shutdown", *_cells(result["boot"]["shutdown"])))
+        if restored := boot.get("restore_to_ssh", {}).get(name):
+            rows.append((f"  restore to SSH ({restored['state_mib']} MiB)", *_cells(restored)))
+            rows.append(("    of which launch + state load", *_cells(restored["launch_and_load"])))
+    rows.append(("shutdown", *_cells(boot["shutdown"])))
+    rows.append(("load average before / after boots", str(boot.get("load_average_before")),
+                 "", str(boot.get("load_average_after"))))  # fmt: skip
     if agent := result.get("agent"):
         rows.append(("agent render + build + load", *_cells(agent["render_build_load_s"])))
         cost = agent["nmi_handler_ns"]
@@ -225,6 +293,11 @@ def format_table(result: dict[str, Any]) -> str:
         rows.append((f"matrix {matrix['name']}, {matrix['budget_workers']} workers",
                      f"{matrix['budget_s']:.1f}", "", ""))  # fmt: skip
         rows.append(("matrix speed-up (1 worker ÷ budget)", f"{matrix['speedup']:.2f}", "", ""))
+    if wall := result.get("test_wall"):
+        rows.append((f"invoke test --cpus {wall['cpus']}, --no-snapshot",
+                     f"{wall['no_snapshot_s']:.1f}", "", ""))  # fmt: skip
+        rows.append((f"invoke test --cpus {wall['cpus']}, snapshots", f"{wall['snapshot_s']:.1f}",
+                     "", ""))  # fmt: skip
     width = max(len(row[0]) for row in rows)
     lines = [f"{row[0]:<{width}}  {row[1]:>9}  {row[2]:>7}  {row[3]:>7}" for row in rows]
     lines.insert(1, "-" * len(lines[0]))
