@@ -131,9 +131,8 @@ def measure_warm(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
     }
 
 
-def _cli(argv: list[str], env: dict[str, str] | None = None, timeout_s: float = 900) -> None:
-    subprocess.run(argv, cwd=REPO_ROOT, check=True, capture_output=True, env=env,
-                   timeout=timeout_s)  # fmt: skip
+def _cli(argv: list[str], env: dict[str, str] | None = None) -> None:
+    subprocess.run(argv, cwd=REPO_ROOT, check=True, capture_output=True, env=env, timeout=900)
 
 
 def _start_to_launch(argv: list[str]) -> float:
@@ -205,13 +204,21 @@ def measure_test_wall(cpus: int = 8) -> dict[str, Any]:
     """
     invoke = [sys.executable, "-m", "invoke", "test", "--cpus", str(cpus)]
     load_before = load_average()
-    cold = _timed(lambda: _cli([*invoke, "--no-snapshot"], timeout_s=3600))
-    _cli([*invoke, "-k", "test_qemu_reports_the_requested_topology"])  # the snapshot, if new
-    warm = _timed(lambda: _cli(invoke, timeout_s=3600))
-    LOG.info("bench: invoke test --cpus %d: %.1fs cold boot, %.1fs with snapshots",
-             cpus, cold, warm)  # fmt: skip
-    return {"cpus": cpus, "no_snapshot_s": round(cold, 1), "snapshot_s": round(warm, 1),
+    cold, cold_status = _wall([*invoke, "--no-snapshot"])
+    _wall([*invoke, "-k", "test_qemu_reports_the_requested_topology"])  # the snapshot, if new
+    warm, warm_status = _wall(invoke)
+    LOG.info("bench: invoke test --cpus %d: %.1fs cold boot (status %d), %.1fs with snapshots "
+             "(status %d)", cpus, cold, cold_status, warm, warm_status)  # fmt: skip
+    return {"cpus": cpus, "no_snapshot_s": round(cold, 1), "no_snapshot_status": cold_status,
+            "snapshot_s": round(warm, 1), "snapshot_status": warm_status,
             "load_average_before": load_before, "load_average_after": load_average()}  # fmt: skip
+
+
+def _wall(argv: list[str]) -> tuple[float, int]:
+    """Seconds ``argv`` ran, and its exit status (a failed test run is still timed)."""
+    started = time.monotonic()
+    done = subprocess.run(argv, cwd=REPO_ROOT, check=False, capture_output=True, timeout=3600)
+    return time.monotonic() - started, done.returncode
 
 
 def measure_matrix(name: str) -> dict[str, Any]:
