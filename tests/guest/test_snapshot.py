@@ -1,8 +1,10 @@
 """Snapshot reset for real: restored guests sample, start clean, and bad snapshots are rebuilt.
 
 The first two tests use the session's pool (a restored guest per test, unless the
-run says ``--no-snapshot``, where they skip). The others keep their snapshots in
-a private cache under ``tmp_path``, so breaking one never touches the shared cache.
+run says ``--no-snapshot``, where they skip). The others are the harness's own
+failure paths (marker ``selftest``, like ``test_cleanup.py``); they keep their
+snapshots in a private cache under ``tmp_path``, so breaking one never touches the
+shared cache.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ def _entry(setup: tuple[MachineSpec, GuestImages, Cache]) -> Path:
     return entry
 
 
+@pytest.mark.selftest
 def test_a_corrupted_snapshot_is_rebuilt_not_trusted(
     private: tuple[MachineSpec, GuestImages, Cache], timeouts: Timeouts, tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
@@ -130,6 +133,7 @@ def test_a_corrupted_snapshot_is_rebuilt_not_trusted(
     assert qemu_children(os.getpid()) == []
 
 
+@pytest.mark.selftest
 def test_an_unloadable_snapshot_is_a_host_error_with_evidence_then_rebuilt(
     private: tuple[MachineSpec, GuestImages, Cache], timeouts: Timeouts, tmp_path: Path
 ) -> None:
@@ -158,6 +162,7 @@ def test_an_unloadable_snapshot_is_a_host_error_with_evidence_then_rebuilt(
     assert qemu_children(os.getpid()) == []
 
 
+@pytest.mark.selftest
 def test_a_signalled_harness_leaves_no_restored_qemu(tmp_path: Path, timeouts: Timeouts) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-m", "tests.guest.hold_guest", str(tmp_path), "--snapshot"],
