@@ -9,12 +9,13 @@ import pytest
 
 from harness import arches
 from harness.build.images import GuestImages
-from harness.errors import GuestError, HarnessError, TransportError
+from harness.errors import GuestError, HarnessError, SnapshotError, TransportError
 from harness.timeouts import Timeouts
 from harness.vm import pool as pool_module
 from harness.vm.argv import MachineSpec
 from harness.vm.baseline import STATE_COMMAND
 from harness.vm.pool import GuestPool
+from harness.vm.snapstore import SnapshotStore
 from harness.vm.topology import CpuTopology
 from tests.unit.vm.test_baseline import FakeGuestShell, Output
 
@@ -55,6 +56,7 @@ class FakeGuest:
         self.shell = FakeGuestShell(online=set(range(spec.topology.cpus)))
         self.vm = FakeVm()
         self.stopped = False
+        self.boot_s = 0.5
 
     def __enter__(self) -> FakeGuest:
         FakeGuest.booted.append(self)
@@ -155,3 +157,49 @@ def test_a_baseline_that_cannot_be_read_is_a_boot_failure(
     with pytest.raises(HarnessError) as again:  # remembered: no second boot
         pool.get(FOUR)
     assert (again.value, len(FakeGuest.booted)) == (failed.value, 1)
+
+
+class FakeStore:
+    """Stands in for `SnapshotStore`: every start is a new, entered `FakeGuest`."""
+
+    def __init__(self, failure: HarnessError | None = None) -> None:
+        self.failure = failure
+        self.workdirs: list[Path] = []
+
+    def start(self, spec: MachineSpec, images: GuestImages, workdir: Path, *,
+              name: str) -> FakeGuest:  # fmt: skip
+        self.workdirs.append(workdir)
+        if self.failure is not None:
+            raise self.failure
+        return FakeGuest(spec, images, workdir, timeouts=Timeouts(), name=name).__enter__()
+
+
+def snapshot_pool(tmp_path: Path, store: FakeStore) -> GuestPool:
+    FakeGuest.booted = []
+    base = MachineSpec(arch=arches.get("arm64"), topology=CpuTopology())
+    return GuestPool(base, cast(GuestImages, None), tmp_path, prefix="gw0", timeouts=Timeouts(),
+                     snapshots=cast(SnapshotStore, store))  # fmt: skip
+
+
+def test_with_snapshots_every_ask_is_a_fresh_guest_and_the_last_is_stopped(
+    tmp_path: Path,
+) -> None:
+    store = FakeStore()
+    pool = snapshot_pool(tmp_path, store)
+    one, two = get(pool), get(pool)
+    assert two is not one
+    assert (one.stopped, two.stopped) == (True, False)
+    assert one.shell.commands == two.shell.commands == []  # no baseline read, no reset
+    assert len(set(store.workdirs)) == 2, "restores share an artifact directory"
+    pool.close()
+    assert two.stopped
+
+
+def test_with_snapshots_a_failed_restore_is_remembered(tmp_path: Path) -> None:
+    store = FakeStore(failure=SnapshotError("QEMU refused to load it", "status failed"))
+    pool = snapshot_pool(tmp_path, store)
+    with pytest.raises(SnapshotError) as failed:
+        pool.get(FOUR)
+    with pytest.raises(HarnessError) as again:
+        pool.get(FOUR)
+    assert (again.value, len(store.workdirs)) == (failed.value, 1)
