@@ -26,6 +26,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,39 +63,49 @@ class SnapshotStore:
         #: Why snapshots were rebuilt in this process, in order (also logged as WARNINGs).
         self.rebuilds: list[str] = []
 
-    def start(self, spec: MachineSpec, images: GuestImages, workdir: Path, *, name: str) -> Guest:
+    def start(
+        self, spec: MachineSpec, images: GuestImages, workdir: Path, *, name: str,
+        timeouts: Timeouts | None = None,
+    ) -> Guest:  # fmt: skip
         """A running guest restored from the snapshot for ``spec``; the caller stops it.
 
         Saves the snapshot first when missing (a cold boot, in ``workdir/save``); an
-        unloadable one is rebuilt and the restore tried once more.
+        unloadable one is rebuilt and the restore tried once more. ``timeouts``
+        replaces the store's budgets for this guest (a debug kernel's, say).
 
         :raise SnapshotError: the rebuilt snapshot would not load either.
         :raise HarnessError: the cold boot or the restore failed otherwise (classified).
         """
-        snapshot, entry = self.obtain(spec, images, workdir / "save")
+        budget = timeouts or self._timeouts
+        snapshot, entry = self.obtain(spec, images, workdir / "save", timeouts=budget)
         try:
-            return _enter(Guest(spec, images, workdir, timeouts=self._timeouts, name=name,
+            return _enter(Guest(spec, images, workdir, timeouts=budget, name=name,
                                 snapshot=snapshot))  # fmt: skip
         except SnapshotError as exc:
             self._discard(entry, f"QEMU could not restore it: {exc.reason} ({exc.evidence[-300:]})")
-        snapshot, _ = self.obtain(spec, images, workdir / "save")
-        return _enter(Guest(spec, images, workdir / "retry", timeouts=self._timeouts, name=name,
+        snapshot, _ = self.obtain(spec, images, workdir / "save", timeouts=budget)
+        return _enter(Guest(spec, images, workdir / "retry", timeouts=budget, name=name,
                             snapshot=snapshot))  # fmt: skip
 
     def obtain(
-        self, spec: MachineSpec, images: GuestImages, save_dir: Path
-    ) -> tuple[Snapshot, CacheEntry]:
+        self, spec: MachineSpec, images: GuestImages, save_dir: Path, *,
+        timeouts: Timeouts | None = None,
+    ) -> tuple[Snapshot, CacheEntry]:  # fmt: skip
         """The verified snapshot for ``spec``, saved now (cold boot in ``save_dir``) if needed.
 
         Blocks while another process saves the same snapshot.
         """
+        budget = timeouts or self._timeouts
         qemu = tool_version(spec.arch.qemu_binary)
         entry = self._cache.entry(KIND, snapshot_key(spec, images, qemu))
         for _ in range(2):  # a bad entry is discarded once and saved again
             if entry.is_complete and (reason := self._stale(entry)) is not None:
                 self._discard(entry, reason)
-            entry = self._cache.obtain(entry, lambda path: self._save(spec, images, path, save_dir),
-                                       lock_timeout_s=self._timeouts.boot_s * 2)  # fmt: skip
+            entry = self._cache.obtain(
+                entry,
+                lambda path: self._save(spec, images, path, _Saving(save_dir, budget)),
+                lock_timeout_s=budget.boot_s * 2,
+            )
             if (reason := self._stale(entry)) is None:
                 return self._snapshot(entry), entry
         raise SnapshotError(f"the snapshot {entry.path} was saved again and is still unusable",
@@ -124,17 +135,18 @@ class SnapshotStore:
             remove_entry(entry, built_at=built_at)
 
     def _save(self, spec: MachineSpec, images: GuestImages, path: Path,
-              save_dir: Path) -> dict[str, Any]:  # fmt: skip
-        """Cold-boot ``spec`` in ``save_dir``, save it into the entry at ``path``."""
+              saving: _Saving) -> dict[str, Any]:  # fmt: skip
+        """Cold-boot ``spec`` in ``saving.workdir``, save it into the entry at ``path``."""
         LOG.info("saving a snapshot of %s (cold boot first) into %s", spec.name, path)
         started = time.monotonic()
         partial = path / f".{STATE_FILE}.partial"
-        with Guest(spec, images, save_dir, timeouts=self._timeouts,
+        budget = saving.timeouts
+        with Guest(spec, images, saving.workdir, timeouts=budget,
                    name=f"save-{spec.name}") as guest:  # fmt: skip
             boot_s = guest.boot_s
             guest.shell.close()  # slirp keeps no TCP state: nothing may be open when saved
-            _wait_for_no_connections(guest.vm, self._timeouts)
-            migrated = save_state(guest.vm.qmp, partial, timeout_s=self._timeouts.qmp_s,
+            _wait_for_no_connections(guest.vm, budget)
+            migrated = save_state(guest.vm.qmp, partial, timeout_s=budget.qmp_s,
                                   abort=guest.vm.exit_error)  # fmt: skip
             guest.vm.shutdown()  # the guest is stopped for good; no final dmesg
             facts_text = guest.facts_text
@@ -158,6 +170,14 @@ class SnapshotStore:
                         state_bytes=int(manifest["state_bytes"]))  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class _Saving:
+    """Where and under which budgets a snapshot's cold boot runs."""
+
+    workdir: Path
+    timeouts: Timeouts
+
+
 @contextlib.contextmanager
 def running_guest(
     spec: MachineSpec,
@@ -175,7 +195,7 @@ def running_guest(
         with Guest(spec, images, workdir, timeouts=timeouts) as booted:
             yield booted
         return
-    guest = snapshots.start(spec, images, workdir, name=spec.name)
+    guest = snapshots.start(spec, images, workdir, name=spec.name, timeouts=timeouts)
     try:
         yield guest
     except BaseException as exc:

@@ -37,7 +37,7 @@ from harness.build.kernel import KernelRequest, find_kernel
 from harness.errors import ConfigError
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
-from harness.vm.guest import Guest
+from harness.vm.snapstore import SnapshotStore, running_guest
 from harness.vm.topology import CpuTopology
 
 pytestmark = pytest.mark.guest
@@ -55,14 +55,16 @@ def report(run: SamplingRun, request: pytest.FixtureRequest, title: str) -> list
 
 @contextlib.contextmanager
 def booted_agent(
-    spec: MachineSpec, images: GuestImages, workdir: Path, cache: Cache, timeouts: Timeouts
-) -> Iterator[Agent]:
+    spec: MachineSpec, images: GuestImages, workdir: Path, cache: Cache,
+    timeouts: Timeouts, snapshots: SnapshotStore | None,
+) -> Iterator[Agent]:  # fmt: skip
     """A fresh guest of ``spec`` with the agent deployed, for one ``with`` block.
 
-    However the block ends (a failed assert too), leaving it stops QEMU by its PID
-    (`Guest.__exit__`) and scans the console; the agent is unloaded first if it passed.
+    The guest is restored from its snapshot unless the run boots cold (``snapshots``
+    None). However the block ends (a failed assert too), leaving it stops QEMU by its
+    PID (`Guest.__exit__`) and scans the console; the agent is unloaded first if it passed.
     """
-    with Guest(spec, images, workdir, timeouts=timeouts) as guest:
+    with running_guest(spec, images, workdir, timeouts=timeouts, snapshots=snapshots) as guest:
         agent = Agent(
             guest.shell,
             build_agent(AgentSpec(), images, cache),
@@ -83,6 +85,7 @@ def test_nmi_a_b_on_the_same_kernel(
     timeouts: Timeouts,
     tmp_path: Path,
     request: pytest.FixtureRequest,
+    snapshots: SnapshotStore | None,
 ) -> None:
     base, images = base_setup
     if base.arch.pseudo_nmi_arg is None:
@@ -90,7 +93,8 @@ def test_nmi_a_b_on_the_same_kernel(
     runs = {}
     for nmi in (True, False):
         spec = dataclasses.replace(base, topology=TWO_SOCKETS, nmi=nmi)
-        with booted_agent(spec, images, tmp_path / f"nmi-{nmi}", cache, timeouts) as agent:
+        with booted_agent(spec, images, tmp_path / f"nmi-{nmi}", cache, timeouts,
+                          snapshots) as agent:  # fmt: skip
             runs[nmi] = sampling_run(agent, AgentSpec(), PLAN)
     problems = []
     for nmi, run in runs.items():
@@ -129,7 +133,7 @@ def test_throttling_left_on_loses_overflows_visibly(
 @pytest.mark.limit_s(1800)  # the debug kernel runs under doubled budgets, and builds its agent
 def test_debug_kernel_stays_silent_while_sampling(
     cache: Cache, timeouts: Timeouts, tmp_path: Path, request: pytest.FixtureRequest,
-    base_setup: tuple[MachineSpec, GuestImages],
+    base_setup: tuple[MachineSpec, GuestImages], snapshots: SnapshotStore | None,
 ) -> None:  # fmt: skip
     base = base_setup[0]
     if find_kernel(KernelRequest(arch=base.arch, variant="debug"), cache) is None:
@@ -137,7 +141,7 @@ def test_debug_kernel_stays_silent_while_sampling(
     images = prepare_images(base.arch, "debug", cache)
     spec = dataclasses.replace(base, topology=TWO_SOCKETS)
     slow = timeouts.scaled_by(2)
-    with booted_agent(spec, images, tmp_path / "debug", cache, slow) as agent:
+    with booted_agent(spec, images, tmp_path / "debug", cache, slow, snapshots) as agent:
         # Start from a clean slate: what the boot leaked is reported and forgotten.
         agent.shell.run(f"echo scan > {KMEMLEAK} && echo clear > {KMEMLEAK}")
         plan = dataclasses.replace(PLAN, probe_cpus=(1,))
@@ -155,15 +159,16 @@ def test_debug_kernel_stays_silent_while_sampling(
 
 
 def test_software_clock_where_there_is_no_pmu(
-    cache: Cache, timeouts: Timeouts, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
+    cache: Cache, timeouts: Timeouts, tmp_path: Path, request: pytest.FixtureRequest,
+    snapshots: SnapshotStore | None,
+) -> None:  # fmt: skip
     """x86_64 under TCG has no PMU: cycles is refused up front, cpu-clock samples."""
     x86 = arches.get("x86_64")
     if find_kernel(KernelRequest(arch=x86, variant="default"), cache) is None:
         pytest.skip("no x86_64 kernel in the cache; `invoke kernel --arch x86_64` builds it")
     images = prepare_images(x86, "default", cache)
     spec = MachineSpec(arch=x86, topology=TWO_SOCKETS, accel="tcg")
-    with booted_agent(spec, images, tmp_path / "x86", cache, timeouts) as agent:
+    with booted_agent(spec, images, tmp_path / "x86", cache, timeouts, snapshots) as agent:
         with pytest.raises(ConfigError, match="needs a PMU and the guest has none"):
             agent.load(AgentSpec())
         run = sampling_run(agent, AgentSpec(event="cpu-clock"), PLAN)

@@ -13,7 +13,7 @@ from harness.build.images import GuestImages
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.snapshot import FACTS_FILE, SNAPSHOT_FORMAT, STATE_FILE
-from harness.vm.snapstore import SnapshotStore
+from harness.vm.snapstore import SnapshotStore, _Saving
 from tests.unit.vm.test_snapshot import IMAGES, SPEC
 
 
@@ -25,7 +25,7 @@ class SavingStore(SnapshotStore):
         self.saves = 0
 
     def _save(self, spec: MachineSpec, images: GuestImages, path: Path,
-              save_dir: Path) -> dict[str, Any]:  # fmt: skip
+              saving: _Saving) -> dict[str, Any]:  # fmt: skip
         self.saves += 1
         state = path / STATE_FILE
         state.write_bytes(f"stream {self.saves}".encode() * 1000)
