@@ -148,11 +148,8 @@ class Guest:
         try:
             load_state(self.vm.qmp, snapshot.state_path, timeout_s=self._timeouts.qmp_s,
                        abort=self.vm.exit_error)  # fmt: skip
-        except VmLaunchError as exc:  # QEMU died reading the stream: the stream's fault
-            raise SnapshotError(
-                f"QEMU exited while loading {snapshot.state_path}",
-                f"exit status {exc.exitcode}\n{exc.output}",
-            ) from exc
+        except (VmLaunchError, SnapshotError) as exc:
+            raise self._load_failure(snapshot, exc) from exc
         self.record.add_timing("restore_load", time.monotonic() - started)
         port = self.vm.ssh_port()
         self.vm.wait_for_boot(probe=lambda: self.shell.try_connect(port))
@@ -168,6 +165,22 @@ class Guest:
         self.record.update(facts=self._facts.as_record(), ssh_port=port)
         if self._check_environment:
             self.check_environment()
+
+    def _load_failure(
+        self, snapshot: Snapshot, exc: VmLaunchError | SnapshotError
+    ) -> SnapshotError:
+        """The load's failure with its evidence: migration status, and QEMU's output if it died.
+
+        QEMU that rejects a stream exits; QMP may notice first (a broken connection).
+        """
+        status = self.vm.exit_status_within(2.0)
+        migration = exc.evidence if isinstance(exc, SnapshotError) else ""
+        if status is None and isinstance(exc, SnapshotError):
+            return exc
+        return SnapshotError(
+            f"QEMU exited (status {status}) while loading {snapshot.state_path}",
+            f"{migration}\n--- QEMU output ---\n{self.vm.qemu_output() or '<none>'}".strip(),
+        )
 
     def _wait_for_ssh(self, port: int, started: float) -> None:
         """Log in as soon as sshd answers; a boot that never lets us in says why.

@@ -235,6 +235,10 @@ class GuestVM:
         except FileNotFoundError:
             return ""
 
+    def exit_status_within(self, timeout_s: float) -> int | None:
+        """Wait up to ``timeout_s`` for QEMU to exit; its status, or None if it still runs."""
+        return self._exit_status_within(timeout_s)
+
     def _exit_status_within(self, timeout_s: float) -> int | None:
         """Wait up to ``timeout_s`` for QEMU to exit; its status, or None if it still runs."""
         if self._proc is None:

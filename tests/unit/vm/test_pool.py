@@ -181,18 +181,36 @@ def snapshot_pool(tmp_path: Path, store: FakeStore) -> GuestPool:
                      snapshots=cast(SnapshotStore, store))  # fmt: skip
 
 
-def test_with_snapshots_every_ask_is_a_fresh_guest_and_the_last_is_stopped(
-    tmp_path: Path,
-) -> None:
+def test_with_snapshots_a_clean_guest_is_reused_after_one_check(tmp_path: Path) -> None:
     store = FakeStore()
     pool = snapshot_pool(tmp_path, store)
-    one, two = get(pool), get(pool)
+    one = get(pool)
+    assert get(pool) is one
+    assert one.shell.commands == [STATE_COMMAND] * 2  # the baseline, then the check
+    assert len(store.workdirs) == 1
+
+
+def test_with_snapshots_a_guest_left_dirty_is_replaced_not_repaired(tmp_path: Path) -> None:
+    store = FakeStore()
+    pool = snapshot_pool(tmp_path, store)
+    one = get(pool)
+    one.shell.online.discard(3)
+    two = get(pool)
     assert two is not one
-    assert (one.stopped, two.stopped) == (True, False)
-    assert one.shell.commands == two.shell.commands == []  # no baseline read, no reset
+    assert one.stopped
+    assert one.shell.online == {0, 1, 2}, "the spoiled guest was repaired in place"
+    assert one.shell.commands == [STATE_COMMAND] * 2
     assert len(set(store.workdirs)) == 2, "restores share an artifact directory"
     pool.close()
     assert two.stopped
+
+
+def test_with_snapshots_a_dead_guest_is_replaced_without_ssh(tmp_path: Path) -> None:
+    pool = snapshot_pool(tmp_path, FakeStore())
+    one = get(pool)
+    one.vm.status = -9
+    assert get(pool) is not one
+    assert one.shell.commands == [STATE_COMMAND]
 
 
 def test_with_snapshots_a_failed_restore_is_remembered(tmp_path: Path) -> None:
