@@ -142,7 +142,7 @@ class Cache:
 
 def list_entries(cache: Cache) -> list[CacheEntry]:
     """Every entry directory in the cache, finished or not, by kind then key."""
-    kinds = ("source", "kernel", "rootfs", "agent", "profctl")
+    kinds = ("source", "kernel", "rootfs", "agent", "profctl", "snapshot")
     return [
         cache.entry(kind, path.name)
         for kind in kinds

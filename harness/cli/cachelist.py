@@ -20,6 +20,7 @@ from harness.build.cache import Cache, CacheEntry, entry_size_bytes, list_entrie
 from harness.build.kernel import VARIANTS, KernelRequest, kernel_key, source_key
 from harness.build.keys import ensure_keypair
 from harness.build.rootfs import rootfs_key
+from harness.process import tool_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +54,24 @@ def survey_cache(cache: Cache) -> list[CacheListing]:
     """Every cache entry with its size and whether the current tree still uses it."""
     current = current_keys(cache)
     return [
-        CacheListing(e, entry_size_bytes(e), e.is_complete, e.key in current)
+        CacheListing(e, entry_size_bytes(e), e.is_complete,
+                     _snapshot_current(e, current) if e.kind == "snapshot" else e.key in current)
         for e in list_entries(cache)
-    ]
+    ]  # fmt: skip
+
+
+def _snapshot_current(entry: CacheEntry, current: set[str]) -> bool:
+    """A snapshot is current while the kernel and rootfs entries it booted are, on this QEMU.
+
+    Its key covers the whole QEMU argv, which names those entries' directories.
+    """
+    if not entry.is_complete:
+        return False
+    manifest, root = entry.manifest, entry.path.parents[1]
+    booted = {Path(arg).relative_to(root).parts[1] for arg in manifest.get("argv", ())
+              if Path(arg).is_relative_to(root)}  # fmt: skip
+    qemu = manifest.get("argv", [""])[0]
+    return bool(booted) and booted <= current and manifest.get("qemu_version") == tool_version(qemu)
 
 
 def prune_cache(cache: Cache) -> list[CacheListing]:

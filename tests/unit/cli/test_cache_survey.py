@@ -9,6 +9,7 @@ import pytest
 
 from harness.build.cache import Cache
 from harness.cli import cachelist as images
+from harness.process import tool_version
 
 
 def make_entry(cache: Cache, kind: str, key: str, *, finished: bool, size: int = 10) -> Path:
@@ -44,3 +45,24 @@ def test_prune_keeps_only_current_finished_entries(
     text = images.format_listing(removed, cache.root, pruned=True)
     assert "2 entries" in text
     assert "freed" in text
+
+
+@pytest.mark.parametrize(
+    ("kernel", "qemu_version", "current"),
+    [("current1", None, True), ("old1", None, False), ("current1", "QEMU 1.0", False)],
+    ids=["its-images-are-current", "its-kernel-is-stale", "another-qemu"],
+)
+def test_a_snapshot_is_current_while_its_images_and_qemu_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel: str, qemu_version: str | None,
+    current: bool,
+) -> None:  # fmt: skip
+    cache = Cache(tmp_path)
+    entry = make_entry(cache, "snapshot", "snap1", finished=True)
+    argv = ["true", "-kernel", str(tmp_path / "kernel" / kernel / "build" / "Image"),
+            "-initrd", str(tmp_path / "rootfs" / "current2" / "rootfs.cpio")]  # fmt: skip
+    manifest = {"key": "snap1", "argv": argv,
+                "qemu_version": qemu_version or tool_version("true")}  # fmt: skip
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr(images, "current_keys", lambda _cache: {"current1", "current2"})
+    (item,) = images.survey_cache(cache)
+    assert item.current is current
