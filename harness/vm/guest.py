@@ -153,6 +153,7 @@ class Guest:
         self.record.add_timing("restore_load", time.monotonic() - started)
         port = self.vm.ssh_port()
         self.vm.wait_for_boot(probe=lambda: self.shell.try_connect(port))
+        self.record.add_timing("restore_login", time.monotonic() - started)
         self.shell.run(clock_command(time.time()))
         self.boot_s = time.monotonic() - started
         self.record.add_timing("launch_to_ssh", self.boot_s)
