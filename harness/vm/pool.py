@@ -13,16 +13,17 @@ A guest whose boot failed is remembered as failed, so every test of that
 topology reports the same boot error instead of booting again and again.
 
 Before a guest is handed out again it is checked against its state at start
-(`harness.vm.baseline`: online CPUs, perf sysctls, loaded modules), in one SSH
-round trip. With a `SnapshotStore` (the test tier's default), guests come from
-the topology's snapshot (1.4-2 s to SSH on 8 vCPUs, against 4-8 s to boot): a
-guest the last test left different, or broke (QEMU gone, SSH dead), is stopped
-and a fresh one restored, never repaired in place. A clean one is reused:
-restoring every test costs 2-3 s more per test on this host (restore plus
-deploying the agent again) than the check, which doubled the tier's time
-(README, "Snapshots"). Without a store (``--no-snapshot``), what differs is
-restored in place (a second round trip), and a guest that cannot be (a CPU that
-will not come back) is replaced by a cold boot.
+(`harness.vm.baseline`: online CPUs, perf sysctls, loaded modules) in one SSH
+round trip, and what differs is put back in a second, which reads the state back.
+A guest that cannot be checked or put back (QEMU gone, SSH broken, a CPU that will
+not come back) is stopped and a fresh one started: with a `SnapshotStore` (the
+test tier's default) restored from the topology's snapshot (1.2-2.2 s to SSH on
+8 vCPUs here, against 4-8 s to boot), without (``--no-snapshot``) booted cold.
+
+Why not restore for every test: on this 2-core shared host a restore plus
+deploying the agent again costs 2-5 s per test against 0.2-0.5 s for the check,
+and nearly every agent test leaves a perf sysctl changed; restoring per test made
+``invoke test --cpus 8`` 382 s against 252 s booting cold (README, "Snapshots").
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from harness.build.images import GuestImages
 from harness.errors import HarnessError
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
-from harness.vm.baseline import GuestState, differences, read_state, reset
+from harness.vm.baseline import GuestState, read_state, reset
 from harness.vm.guest import Guest
 from harness.vm.snapstore import SnapshotStore
 from harness.vm.topology import CpuTopology
@@ -73,9 +74,8 @@ class GuestPool:
     def get(self, topology: CpuTopology) -> Guest:
         """The running guest for ``topology``, as it was at start; starts it on first use.
 
-        A reused guest is checked first (one SSH round trip). With snapshots, one
-        that differs is replaced by a fresh restore; without, it is restored in place
-        (a second round trip) or, failing that, replaced by a fresh boot.
+        A reused guest is checked and put back first (≤ two SSH round trips); one that
+        cannot be is stopped and replaced by a fresh restore (or boot, without snapshots).
 
         :raise HarnessError: the boot or restore failed (now or on an earlier ask).
         """
@@ -83,12 +83,9 @@ class GuestPool:
         if key in self._failures:
             raise self._failures[key]
         guest = self._guests.get(key)
+        if guest is not None and self._restored(guest, self._baselines[key]):
+            return guest
         if guest is not None:
-            baseline = self._baselines[key]
-            if self._snapshots is not None and self._clean(guest, baseline):
-                return guest
-            if self._snapshots is None and self._restored(guest, baseline):
-                return guest
             self._drop(key)
         if self._snapshots is not None:
             return self._restore(topology, self._snapshots)
@@ -113,7 +110,7 @@ class GuestPool:
         return guest
 
     def _restore(self, topology: CpuTopology, snapshots: SnapshotStore) -> Guest:
-        self.close()  # the previous test's guest, whatever it did to it
+        self.close()  # one live guest per worker, as in `_boot`
         key = topology.name
         spec = dataclasses.replace(self._base, topology=topology)
         name = f"{self._prefix}-{spec.name}"
@@ -132,25 +129,10 @@ class GuestPool:
             self.booted.append(guest)
         return guest
 
-    def _clean(self, guest: Guest, baseline: GuestState) -> bool:
-        """Whether ``guest`` is running and as it was at start; logs why not."""
-        if (status := guest.vm.exitcode()) is not None:
-            LOG.warning("%s: QEMU exited (status %s); restoring a fresh guest", guest.name, status)
-            return False
-        try:
-            found = differences(baseline, read_state(guest.shell))
-        except HarnessError as exc:
-            LOG.warning("%s: state not readable (%s); restoring a fresh guest", guest.name, exc)
-            return False
-        if found:
-            LOG.info("%s: the last test left %s; restoring a fresh guest", guest.name,
-                     "; ".join(found))  # fmt: skip
-        return not found
-
     def _restored(self, guest: Guest, baseline: GuestState) -> bool:
         """Whether ``guest`` is (again) as it was at boot; logs what was restored."""
         if (status := guest.vm.exitcode()) is not None:
-            LOG.warning("%s: QEMU exited (status %s); booting a fresh guest", guest.name, status)
+            LOG.warning("%s: QEMU exited (status %s); starting a fresh guest", guest.name, status)
             return False
         mark = len(guest.vm.console_text().splitlines())
         try:
@@ -158,13 +140,13 @@ class GuestPool:
             # Restoring must not splat either (e.g. a CPU coming back online).
             guest.vm.check_console(since_line=mark, what=f"{guest.name} while restoring it")
         except HarnessError as exc:
-            LOG.warning("%s: state not checked or restored (%s); booting a fresh guest",
+            LOG.warning("%s: state not checked or restored (%s); starting a fresh guest",
                         guest.name, exc)  # fmt: skip
             return False
         if outcome.found:
             LOG.warning("%s: the last test left %s", guest.name, "; ".join(outcome.found))
         if outcome.left:
-            LOG.warning("%s: still %s after restoring; booting a fresh guest",
+            LOG.warning("%s: still %s after restoring; starting a fresh guest",
                         guest.name, "; ".join(outcome.left))  # fmt: skip
             return False
         return True

@@ -181,7 +181,9 @@ def snapshot_pool(tmp_path: Path, store: FakeStore) -> GuestPool:
                      snapshots=cast(SnapshotStore, store))  # fmt: skip
 
 
-def test_with_snapshots_a_clean_guest_is_reused_after_one_check(tmp_path: Path) -> None:
+def test_with_snapshots_the_first_guest_is_restored_and_a_clean_one_reused(
+    tmp_path: Path,
+) -> None:
     store = FakeStore()
     pool = snapshot_pool(tmp_path, store)
     one = get(pool)
@@ -190,27 +192,31 @@ def test_with_snapshots_a_clean_guest_is_reused_after_one_check(tmp_path: Path) 
     assert len(store.workdirs) == 1
 
 
-def test_with_snapshots_a_guest_left_dirty_is_replaced_not_repaired(tmp_path: Path) -> None:
+def test_with_snapshots_a_guest_that_cannot_be_put_back_is_replaced_by_a_restore(
+    tmp_path: Path,
+) -> None:
     store = FakeStore()
     pool = snapshot_pool(tmp_path, store)
     one = get(pool)
+    one.shell.stuck = frozenset({3})
     one.shell.online.discard(3)
     two = get(pool)
     assert two is not one
     assert one.stopped
-    assert one.shell.online == {0, 1, 2}, "the spoiled guest was repaired in place"
-    assert one.shell.commands == [STATE_COMMAND] * 2
+    assert FakeGuest.booted == [one, two]
     assert len(set(store.workdirs)) == 2, "restores share an artifact directory"
     pool.close()
     assert two.stopped
 
 
 def test_with_snapshots_a_dead_guest_is_replaced_without_ssh(tmp_path: Path) -> None:
-    pool = snapshot_pool(tmp_path, FakeStore())
+    store = FakeStore()
+    pool = snapshot_pool(tmp_path, store)
     one = get(pool)
     one.vm.status = -9
     assert get(pool) is not one
     assert one.shell.commands == [STATE_COMMAND]
+    assert len(store.workdirs) == 2
 
 
 def test_with_snapshots_a_failed_restore_is_remembered(tmp_path: Path) -> None:
