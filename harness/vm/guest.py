@@ -29,6 +29,7 @@ from harness.errors import (
     EnvironmentMismatch,
     GuestError,
     HarnessError,
+    HarnessTimeout,
     InfraError,
     SnapshotError,
     VmLaunchError,
@@ -137,9 +138,10 @@ class Guest:
         checked again over QMP. Blocks ≤ the QMP budget for the load and the boot
         budget for SSH.
 
-        :raise SnapshotError: the state did not load (the snapshot is unusable).
+        :raise SnapshotError: the state did not load, or the loaded guest never
+            answered and printed nothing (the snapshot is unusable).
         :raise GuestCrash: the console shows a crash after the load.
-        :raise InfraError: QEMU exited, or the guest never answered (no console).
+        :raise VmLaunchError: QEMU exited after the load.
         """
         started = time.monotonic()
         self.vm.launch()
@@ -152,7 +154,12 @@ class Guest:
             raise self._load_failure(snapshot, exc) from exc
         self.record.add_timing("restore_load", time.monotonic() - started)
         port = self.vm.ssh_port()
-        self.vm.wait_for_boot(probe=lambda: self.shell.try_connect(port))
+        try:
+            self.vm.wait_for_boot(probe=lambda: self.shell.try_connect(port))
+        except HarnessTimeout as exc:  # loaded, yet silent and deaf: the state is no good
+            raise SnapshotError(f"the guest restored from {snapshot.state_path} never "
+                                f"answered SSH on port {port}",
+                                f"{exc}\n{self.shell.probe.report() or ''}") from exc  # fmt: skip
         self.record.add_timing("restore_login", time.monotonic() - started)
         self.shell.run(clock_command(time.time()))
         self.boot_s = time.monotonic() - started
