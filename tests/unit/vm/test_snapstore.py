@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,26 @@ def test_removing_a_judged_build_spares_a_newer_one(tmp_path: Path) -> None:
     assert not remove_entry(rebuilt, built_at=judged)  # someone else's rebuild: kept
     assert rebuilt.is_complete
     assert json.loads(rebuilt.manifest_path.read_text())["built_at"] != judged
+
+
+def test_two_workers_asking_at_once_save_one_snapshot(tmp_path: Path) -> None:
+    """The entry's lock serialises them; the second reads what the first finished."""
+    cache = Cache(tmp_path / "cache")
+    started = threading.Barrier(2)
+
+    stores = [SavingStore(cache), SavingStore(cache)]
+    found: list[bytes] = []
+
+    def ask(store: SavingStore) -> None:
+        started.wait()
+        snapshot, _ = store.obtain(SPEC, IMAGES, tmp_path / "save")
+        found.append(snapshot.state_path.read_bytes())
+
+    workers = [threading.Thread(target=ask, args=(store,)) for store in stores]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=20)
+    assert sum(store.saves for store in stores) == 1
+    assert len(found) == 2
+    assert found[0] == found[1]
