@@ -17,8 +17,8 @@ Before a guest is handed out again it is checked against its state at start
 round trip, and what differs is put back in a second, which reads the state back.
 A guest that cannot be checked or put back (QEMU gone, SSH broken, a CPU that will
 not come back) is stopped and a fresh one started: with a `SnapshotStore` (the
-test tier's default) restored from the topology's snapshot (1.2-2.2 s to SSH on
-8 vCPUs here, against 4-8 s to boot), without (``--no-snapshot``) booted cold.
+test tier's default) restored from the topology's snapshot (1.4-2.4 s to SSH on
+8 vCPUs here, against 5-10 s to boot), without (``--no-snapshot``) booted cold.
 
 Why not restore for every test: on this 2-core shared host a restore plus
 deploying the agent again costs 2-5 s per test against 0.2-0.5 s for the check,
