@@ -139,8 +139,7 @@ def images(c: Context, arch: str = "arm64", variant: str = "default") -> None:
                       "x86_64), so none skips for want of one",
           "matrix": "run a named matrix from tests/matrix.toml (quick, full) instead",
           "n": "matrix workers: auto (one per host core) or a number",
-          "no_snapshot": "boot guests cold (and reuse them) instead of restoring a snapshot "
-                         "per test"},
+          "no_snapshot": "boot guests cold instead of restoring them from snapshots"},
 )  # fmt: skip
 @cli
 def test(c: Context, n: str | None = None, cpus: str | None = None,

@@ -5,11 +5,10 @@ Options (also what ``invoke test`` passes): ``--arch``, ``--cpus N`` and
 and an SMT/cluster layout), ``--variant``, ``--accel``, ``--nmi on|off``,
 ``--no-snapshot``.
 
-Each test gets a fresh guest restored from its topology's snapshot (saved once,
-kept in the build cache); with ``--no-snapshot`` guests are booted once per
-(xdist worker, topology) and reused, reset to their boot state between tests. Every
-test
-that uses a topology carries ``xdist_group(<topology>)`` so ``--dist loadgroup``
+Guests are restored from their topology's snapshot (saved once, kept in the build
+cache; cold boots with ``--no-snapshot``) once per (xdist worker, topology) and
+reused, put back to their start state between tests (`harness.vm.pool`). Every
+test that uses a topology carries ``xdist_group(<topology>)`` so ``--dist loadgroup``
 keeps them on one worker. After each test the guest's console is scanned: a
 WARNING or BUG the test provoked fails that test.
 """
@@ -58,9 +57,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--nmi", default="on", help="on or off")
     group.addoption("--memory-mib", type=int, default=1024, help="guest memory")
     group.addoption("--append", action="append", default=[], help="extra kernel argument")
-    group.addoption("--no-snapshot", action="store_true", default=False,
-                    help="boot guests cold and reuse them, instead of restoring a snapshot "
-                         "per test")  # fmt: skip
+    group.addoption(
+        "--no-snapshot",
+        action="store_true",
+        default=False,
+        help="boot guests cold instead of restoring them from snapshots",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
