@@ -20,6 +20,7 @@
  *   timeout:SECONDS            later read/wait steps are cut off
  *                              after SECONDS (0: never) by SIGALRM -> seconds=N
  *   write:PATH:TEXT            one write() of TEXT to PATH         -> bytes=N
+ *   writefd:FD:TEXT            one write() of TEXT to an open FD   -> bytes=N
  *   cat:PATH                   the whole file, then one "| LINE"
  *                              line per line of it                 -> bytes=N lines=N
  *   spin:CPU:MS                fork a child busy-looping on CPU
@@ -64,7 +65,7 @@
 
 enum op { OP_OPEN, OP_CLOSE, OP_IOCTL, OP_READ, OP_TIMEOUT, OP_WRITE,
 	  OP_CAT, OP_SPIN, OP_WAIT, OP_SLEEP, OP_PIN, OP_READBG, OP_MARK, OP_AWAIT,
-	  OP_COUNT };
+	  OP_WRITEFD, OP_COUNT };
 
 /*
  * Each op's fields after its name, one letter each: p path, t text, f fd,
@@ -79,6 +80,7 @@ static const struct { const char *name, *fields; int min; } OPS[OP_COUNT] = {
 	[OP_WAIT] = { "wait", "", 0 },        [OP_SLEEP] = { "sleep", "m", 1 },
 	[OP_PIN] = { "pin", "c", 1 },         [OP_READBG] = { "readbg", "fpk", 3 },
 	[OP_MARK] = { "mark", "p", 1 },       [OP_AWAIT] = { "await", "p", 1 },
+	[OP_WRITEFD] = { "writefd", "ft", 1 },
 };
 
 /* Upper bounds of the numeric field kinds (keep in step with profctl.py). */
@@ -209,7 +211,7 @@ static const char *parse_step(const char *arg, struct step *st)
 	if (!(f[0] = strdup(arg)))
 		return "out of memory";
 	/* write's TEXT keeps its ':'s; for other ops, extra fields show up as such */
-	while (n < (op == OP_WRITE ? max_fields : MAX_FIELDS) &&
+	while (n < (op == OP_WRITE || op == OP_WRITEFD ? max_fields : MAX_FIELDS) &&
 	       (colon = strchr(f[n - 1], ':')) != NULL) {
 		*colon = '\0';
 		f[n++] = colon + 1;
@@ -396,6 +398,17 @@ static void do_write(int i, const struct step *st)
 	end_line();
 }
 
+/* One write() of TEXT (maybe empty) to an open descriptor. */
+static void do_writefd(int i, const struct step *st)
+{
+	ssize_t done = write((int)st->num[0], st->text, strlen(st->text));
+
+	begin_line(i, st->op, done < 0 ? errno : 0);
+	if (done >= 0)
+		printf(" bytes=%zd", done);
+	end_line();
+}
+
 static void do_cat(int i, const struct step *st)
 {
 	char block[4096], *data = NULL;
@@ -555,7 +568,7 @@ static void (*const RUN[OP_COUNT])(int, const struct step *) = {
 	[OP_READ] = do_read, [OP_TIMEOUT] = do_timeout, [OP_WRITE] = do_write,
 	[OP_CAT] = do_cat,   [OP_SPIN] = do_spin,       [OP_WAIT] = do_wait,
 	[OP_SLEEP] = do_sleep, [OP_PIN] = do_pin, [OP_READBG] = do_readbg,
-	[OP_MARK] = do_mark, [OP_AWAIT] = do_await,
+	[OP_MARK] = do_mark, [OP_AWAIT] = do_await, [OP_WRITEFD] = do_writefd,
 };
 
 int main(int argc, char **argv)

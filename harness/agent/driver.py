@@ -291,6 +291,11 @@ class Agent:
         records: list[dict[str, int]] = self.build.decoder.decode_all(layout, data)
         return records
 
+    def decode_framed(self, data: bytes) -> tuple[list[dict[str, object]], int]:
+        """Whole varint-framed records in ``data`` (kprof's stream) and the bytes they took."""
+        found: tuple[list[dict[str, object]], int] = self.build.decoder.decode_framed(data)
+        return found
+
     def save_run(self, record: Mapping[str, object]) -> Path:
         """Write one run's record (plus the build's identity) as JSON; its path."""
         path = self.workdir / f"agent-run-{self._runs:02d}.json"

@@ -87,6 +87,9 @@ class AgentLike(Protocol):
     def decode(self, layout: str, data: bytes) -> list[dict[str, int]]:
         """Records of ``layout`` (a C struct name) in ``data``, by the rendered decoder."""
 
+    def decode_framed(self, data: bytes) -> tuple[list[dict[str, object]], int]:
+        """Whole varint-framed records in ``data`` and the bytes they took (rendered decoder)."""
+
     def nmi_expected_for(self, spec: AgentSpec) -> bool:
         """Whether overflows arrive as NMIs for ``spec``."""
 

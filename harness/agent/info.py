@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from harness.agent.layouts import Ioctl, RecordLayout
+from harness.agent.layouts import FramedRecord, Ioctl, RecordLayout
 from harness.errors import ConfigError
 
 #: Per-CPU ground truth the core keeps before any flavour code runs (debugfs `nmi`).
@@ -121,6 +121,7 @@ class FlavourInfo:
     template_context: Mapping[str, object] = field(default_factory=dict)
     mutants: tuple[Mutant, ...] = ()  # this flavour's mutation points
     params: tuple[Param, ...] = ()  # its own integer load parameters
+    framed: tuple[FramedRecord, ...] = ()  # varint-framed stream records (kprof)
 
     @property
     def template(self) -> str:

@@ -18,9 +18,9 @@ import struct
 from dataclasses import dataclass
 from typing import Literal
 
-CType = Literal["u32", "u64"]
-_FORMAT: dict[CType, str] = {"u32": "I", "u64": "Q"}
-_C_TYPE: dict[CType, str] = {"u32": "__u32", "u64": "__u64"}
+CType = Literal["u16", "u32", "u64"]
+_FORMAT: dict[CType, str] = {"u16": "H", "u32": "I", "u64": "Q"}
+_C_TYPE: dict[CType, str] = {"u16": "__u16", "u32": "__u32", "u64": "__u64"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,7 @@ class Field:
 
     @property
     def c_type(self) -> str:
-        """The UAPI C type (``__u32``/``__u64``)."""
+        """The UAPI C type (``__u16``/``__u32``/``__u64``)."""
         return _C_TYPE[self.ctype]
 
 
@@ -60,6 +60,62 @@ class RecordLayout:
     def names(self) -> tuple[str, ...]:
         """Field names in order."""
         return tuple(f.name for f in self.fields)
+
+
+#: Bytes a varint of ``value`` takes: 7-bit little-endian groups, high bit = more.
+def varint_size(value: int) -> int:
+    """Encoded length of the unsigned varint ``value`` (1 byte below 128, 2 below 16 384)."""
+    if value < 0:
+        raise ValueError(f"a varint is unsigned, not {value}")
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+def varint_encode(value: int) -> bytes:
+    """``value`` as an unsigned varint (what the C encoder writes)."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+Tail = Literal["u64s", "text"]
+
+
+@dataclass(frozen=True, slots=True)
+class FramedRecord:
+    """One record type of a varint-framed byte stream (kprof's, seeds-spec §2.1).
+
+    On the wire: varint ``type_id``, varint payload size, then the payload: the
+    packed ``header`` fields, then the tail: ``count`` × u64 (``u64s``, ``count``
+    names the header field that holds how many) or the rest of the payload as
+    text (``text``). The C encoder and the Python decoder are rendered from it.
+    """
+
+    type_id: int
+    header: RecordLayout
+    tail: Tail
+    count: str | None = None  # the header field counting the tail's u64s
+
+    @property
+    def name(self) -> str:
+        """The record's name (its header struct's C name without ``_hdr``)."""
+        return self.header.c_name.removesuffix("_hdr")
+
+    def payload_size(self, n: int) -> int:
+        """Payload bytes with ``n`` tail u64s (or ``n`` text bytes)."""
+        return self.header.size + (8 * n if self.tail == "u64s" else n)
+
+    def encoded_size(self, n: int) -> int:
+        """Bytes on the wire: the envelope (type and size varints) and the payload."""
+        payload = self.payload_size(n)
+        return varint_size(self.type_id) + varint_size(payload) + payload
 
 
 # Linux <asm-generic/ioctl.h> encoding (arm64 and x86_64 share it).

@@ -135,6 +135,16 @@ def write_step(path: str, text: str) -> str:
     return f"write:{_guest_path(path)}:{text}"
 
 
+def writefd_step(fd: int, text: str) -> str:
+    """``writefd:FD:TEXT``: one write() of ``text`` (may be empty) to open ``fd``; ``bytes``.
+
+    :raise ConfigError: a bad descriptor, or NUL in ``text``.
+    """
+    if "\0" in text:
+        raise ConfigError(f"profctl cannot write a NUL byte: {text!r}")
+    return f"writefd:{_in_range('fd', fd, 0, MAX_FD)}:{text}"
+
+
 def cat_step(path: str) -> str:
     """``cat:PATH``: the whole file, as `StepResult.lines`; ``bytes``, ``lines``.
 

@@ -117,6 +117,7 @@ def _context(spec: AgentSpec) -> dict[str, object]:
         "fault_points": fault_points(),
         "layouts": tuple(layout for info in infos for layout in info.layouts),
         "ioctls": tuple(ioctl for info in infos for ioctl in info.ioctls),
+        "framed": tuple(record for info in infos for record in info.framed),
         "flavour_params": _flavour_params(spec, infos),
     }
     for info in infos:

@@ -11,9 +11,10 @@ from types import ModuleType
 
 import pytest
 
-from harness.agent import render
+from harness.agent import flavours, render
 from harness.agent.build import AgentBuild
 from harness.agent.flavours.dt.data import DT_EVT, DT_IOCTLS, DT_PCPU_HDR, DT_REQ, DT_STAT
+from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.tprof.data import TPROF as TPROF_INFO
 from harness.agent.flavours.tprof.data import TPROF_IOCTLS, TPROF_PARAM, TPROF_SAMPLE, TPROF_STAT
 from harness.agent.flavours.tprof.results import Sample
@@ -90,7 +91,7 @@ def test_every_file_says_it_is_generated_and_from_what(name: str) -> None:
 
 def test_kbuild_links_the_core_and_every_flavour() -> None:
     kbuild = DEFAULT.files["Kbuild"].splitlines()
-    assert "profagent-y := core.o tprof.o dt.o" in kbuild
+    assert "profagent-y := core.o tprof.o dt.o kprof.o" in kbuild
     assert "obj-m := profagent.o" in kbuild
 
 
@@ -152,7 +153,7 @@ def test_a_bad_spec_is_rejected_before_anything_renders(monkeypatch: pytest.Monk
 # --- the C view of the records: profagent_abi.h ---------------------------------------------
 
 ABI = DEFAULT.files["profagent_abi.h"]
-C_SIZE = {"__u32": 4, "__u64": 8}
+C_SIZE = {"__u16": 2, "__u32": 4, "__u64": 8}
 
 
 def abi_structs(text: str) -> dict[str, tuple[tuple[str, str], ...]]:
@@ -166,7 +167,16 @@ def abi_structs(text: str) -> dict[str, tuple[tuple[str, str], ...]]:
 def test_abi_structs_follow_the_layouts() -> None:
     expected = {
         layout.c_name: tuple((f.c_type, f.name) for f in layout.fields)
-        for layout in (TPROF_SAMPLE, TPROF_STAT, TPROF_PARAM, DT_EVT, DT_STAT, DT_REQ, DT_PCPU_HDR)
+        for layout in (
+            TPROF_SAMPLE,
+            TPROF_STAT,
+            TPROF_PARAM,
+            DT_EVT,
+            DT_STAT,
+            DT_REQ,
+            DT_PCPU_HDR,
+            *(record.header for record in KPROF.framed),
+        )
     }
     assert abi_structs(ABI) == expected
 
@@ -191,7 +201,9 @@ def test_abi_size_assertions_match_the_layouts() -> None:
     }
     assert {name: int(size) for name, size in asserted.items()} == sizes
     assert sizes == {"tprof_sample": 24, "tprof_stat": 48, "tprof_param": 24, "dt_evt": 48,
-                     "dtioc_stat": 32, "dtioc_req": 16, "dtioc_pcpu": 16}  # fmt: skip
+                     "dtioc_stat": 32, "dtioc_req": 16, "dtioc_pcpu": 16,
+                     "kprof_ktrace_hdr": 20, "kprof_utrace_hdr": 24,
+                     "kprof_newproc_hdr": 12}  # fmt: skip
 
 
 def test_abi_dt_ioctl_numbers_match_the_layouts() -> None:
@@ -450,5 +462,9 @@ def test_core_parameters_default_to_the_spec(spec: AgentSpec) -> None:
     defaults = module_param_defaults(render_agent(spec).files["core.c"])
     # Not the spec's: the driver sets it from its scaled time budget at every load.
     assert defaults.pop("burst_wait_ms") == "5000"
-    rendered = tuple(f"{name}={c_value(value)}" for name, value in defaults.items())
+    # Every flavour's own parameters are declared; the spec passes its flavour's only.
+    own = {arg.partition("=")[0] for arg in spec.module_params()}
+    others = {p.name for n in flavours.names() if n != spec.flavour for p in flavours.get(n).params}
+    assert set(defaults) - own == others
+    rendered = tuple(f"{name}={c_value(value)}" for name, value in defaults.items() if name in own)
     assert rendered == spec.module_params()

@@ -31,6 +31,7 @@ from harness.agent.profctl import (
     timeout_step,
     wait_step,
     write_step,
+    writefd_step,
 )
 from harness.build.cache import Cache, file_sha256
 from harness.errors import BuildError, ConfigError, GuestCommandError, InfraError
@@ -297,6 +298,22 @@ def test_write_then_cat(host_profctl: Path, tmp_path: Path) -> None:
     assert ctl.read_text() == text
     assert cat.lines == ("set a:b  'c' $HOME", "", "last")
     assert (cat.int_value("bytes"), cat.int_value("lines")) == (len(text), 3)
+
+
+def test_writefd_writes_to_an_open_descriptor_each_time(host_profctl: Path, tmp_path: Path) -> None:
+    """kprof's kpctl is exclusive: its commands go to the one open descriptor."""
+    ctl = tmp_path / "ctl"
+    ctl.write_text("")
+    opened, first, empty, second, closed = run_local(
+        host_profctl, open_step(str(ctl)), writefd_step(3, "start: a b"), writefd_step(3, ""),
+        writefd_step(3, "stop"), close_step(3),
+    )  # fmt: skip
+    assert opened.int_value("fd") == 3
+    assert [r.int_value("bytes") for r in (first, empty, second)] == [10, 0, 4]
+    assert closed.ok
+    assert ctl.read_text() == "start: a bstop"
+    (bad,) = run_local(host_profctl, writefd_step(9, "x"))
+    assert bad.errno == "EBADF"
 
 
 def test_open_ioctl_read_to_eof_close(host_profctl: Path, tmp_path: Path) -> None:

@@ -42,7 +42,7 @@
 /* Defaults from the agent spec this file was rendered for; insmod overrides them. */
 static char *pa_flavour_name = "tprof";
 module_param_named(flavour, pa_flavour_name, charp, 0444);
-MODULE_PARM_DESC(flavour, "active flavour: tprof, dt");
+MODULE_PARM_DESC(flavour, "active flavour: tprof, dt, kprof");
 static char *pa_event = "cycles";
 module_param_named(event, pa_event, charp, 0444);
 MODULE_PARM_DESC(event, "cycles, instructions or cpu-clock (software, no PMU)");
@@ -79,6 +79,21 @@ MODULE_PARM_DESC(buffer_samples, "tprof: S directly (0: from est_freq) (0..10000
 unsigned long pa_list_limit = 100;
 module_param_named(list_limit, pa_list_limit, ulong, 0444);
 MODULE_PARM_DESC(list_limit, "tprof: filled buffers the read list holds (the seed's 100) (1..100000)");
+unsigned long pa_cpubufsz = 65536;
+module_param_named(cpubufsz, pa_cpubufsz, ulong, 0444);
+MODULE_PARM_DESC(cpubufsz, "kprof: kprof: bytes per block (B) (16384..1048576)");
+unsigned long pa_qlimit = 67108864;
+module_param_named(qlimit, pa_qlimit, ulong, 0444);
+MODULE_PARM_DESC(qlimit, "kprof: kprof: the queue's limit in bytes (Q) (4096..1073741824)");
+unsigned long pa_trace_depth = 1;
+module_param_named(trace_depth, pa_trace_depth, ulong, 0444);
+MODULE_PARM_DESC(trace_depth, "kprof: kprof: PCs per trace at most (d) (1..16)");
+unsigned long pa_trace_pad = 0;
+module_param_named(trace_pad, pa_trace_pad, ulong, 0444);
+MODULE_PARM_DESC(trace_pad, "kprof: kprof: 1 pads every trace to d PCs (uniform records) (0..1)");
+unsigned long pa_status = 0;
+module_param_named(status, pa_status, ulong, 0444);
+MODULE_PARM_DESC(status, "kprof: kprof: 1 writes a new-process status record at kpctl open (0..1)");
 
 static const char *const pa_core_names[PA_CORE_NSTATS] = {
 	"x_nmi_total",
@@ -108,6 +123,10 @@ static const char *const pa_core_names[PA_CORE_NSTATS] = {
 static const char *const pa_fault_names[PA_NFAULTS] = {
 	"wq_create",
 	"buf_alloc",
+	"queue_alloc",
+	"status_emit",
+	"spare_alloc",
+	"log_alloc",
 };
 
 struct pa_cpu {
@@ -188,6 +207,7 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 		.pid = task_tgid_nr(current),
 		.tid = task_pid_nr(current),
 		.ts_ns = ktime_get_mono_fast_ns(),
+		.regs = regs,
 	};
 
 	if (pa_mutant(NMI_SPINLOCK)) {
@@ -734,6 +754,11 @@ static int pa_params_show(struct seq_file *m, void *unused)
 	seq_printf(m, "est_freq=%lu\n", pa_est_freq);
 	seq_printf(m, "buffer_samples=%lu\n", pa_buffer_samples);
 	seq_printf(m, "list_limit=%lu\n", pa_list_limit);
+	seq_printf(m, "cpubufsz=%lu\n", pa_cpubufsz);
+	seq_printf(m, "qlimit=%lu\n", pa_qlimit);
+	seq_printf(m, "trace_depth=%lu\n", pa_trace_depth);
+	seq_printf(m, "trace_pad=%lu\n", pa_trace_pad);
+	seq_printf(m, "status=%lu\n", pa_status);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(pa_params);
@@ -801,6 +826,7 @@ static struct miscdevice pa_misc = {
 static struct pa_flavour *const pa_flavours[] = {
 	&pa_flavour_tprof,
 	&pa_flavour_dt,
+	&pa_flavour_kprof,
 };
 
 static int pa_check_params(void)

@@ -49,6 +49,10 @@ enum pa_core_stat {
 enum pa_fault_point {
 	PA_FAULT_WQ_CREATE,
 	PA_FAULT_BUF_ALLOC,
+	PA_FAULT_QUEUE_ALLOC,
+	PA_FAULT_STATUS_EMIT,
+	PA_FAULT_SPARE_ALLOC,
+	PA_FAULT_LOG_ALLOC,
 	PA_NFAULTS
 };
 
@@ -84,6 +88,12 @@ enum pa_mutant {
 	PA_MUTANT_SKIPTICK_SHORT,	/* a run of skipped ticks is counted one short */
 	PA_MUTANT_RETRY_GET,	/* every 10th get of a CPU is retried, committing one more event */
 	PA_MUTANT_SEED_COUNT_ORDER,	/* the seed's DT-D5: a slot published 500 us before the readable count rises, and the reader waits on the count */
+	PA_MUTANT_ACCEPT_OVER_LIMIT,	/* qpass accepts a full block while qlen < qlimit + one block */
+	PA_MUTANT_EARLY_HANDOFF,	/* a block is handed off one record early (the reservation is 20 + L bytes larger) */
+	PA_MUTANT_LOSE_FLUSHED_RECORD,	/* flush and stop push every block one record short */
+	PA_MUTANT_KPDATA_TWICE,	/* a kpdata write injects its trace twice */
+	PA_MUTANT_EOF_EPIPE,	/* the second read at the end of the stream fails with EPIPE, quirk or not */
+	PA_MUTANT_QLIMIT_WHILE_PROFILING,	/* prof_qlimit is accepted while profiling */
 };
 #define PA_MUTANT_ACTIVE PA_MUTANT_NONE
 #define PA_MUTANT_NAME "none"
@@ -99,6 +109,7 @@ struct pa_sample_ctx {
 	u32 tid;
 	u64 ts_ns;		/* ktime_get_mono_fast_ns() */
 	u32 skipped;		/* periods undelivered just before this overflow (first call only) */
+	struct pt_regs *regs;	/* the interrupted registers; NULL for synthetic samples */
 };
 
 /* One flavour: a port of one seed's semantics. */
@@ -129,6 +140,11 @@ extern char *pa_drain;
 extern unsigned long pa_est_freq;	/* tprof: estimated samples/s per CPU; S = min(2 est_freq, 10000) */
 extern unsigned long pa_buffer_samples;	/* tprof: S directly (0: from est_freq) */
 extern unsigned long pa_list_limit;	/* tprof: filled buffers the read list holds (the seed's 100) */
+extern unsigned long pa_cpubufsz;	/* kprof: kprof: bytes per block (B) */
+extern unsigned long pa_qlimit;	/* kprof: kprof: the queue's limit in bytes (Q) */
+extern unsigned long pa_trace_depth;	/* kprof: kprof: PCs per trace at most (d) */
+extern unsigned long pa_trace_pad;	/* kprof: kprof: 1 pads every trace to d PCs (uniform records) */
+extern unsigned long pa_status;	/* kprof: kprof: 1 writes a new-process status record at kpctl open */
 
 bool pa_quirk(unsigned int bit);
 bool pa_drain_manual(void);
@@ -151,5 +167,6 @@ void pa_check_not_nmi(enum pa_core_stat violation);
 
 extern struct pa_flavour pa_flavour_tprof;
 extern struct pa_flavour pa_flavour_dt;
+extern struct pa_flavour pa_flavour_kprof;
 
 #endif /* PROFAGENT_H */

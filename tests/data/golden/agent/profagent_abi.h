@@ -80,6 +80,41 @@ struct dtioc_pcpu {
 } __attribute__((packed));
 _Static_assert(sizeof(struct dtioc_pcpu) == 16, "dtioc_pcpu layout");
 
+/* kprof type 1, kernel trace: this header, then n PCs (u64), innermost first. */
+struct kprof_ktrace_hdr {
+	__u64 info;	/* the event descriptor (0 for kpdata injections) */
+	__u64 ts_ns;	/* ktime_get_mono_fast_ns() when the sample was taken */
+	__u16 cpu;	/* CPU that took the sample */
+	__u16 n;	/* PCs that follow: 1 + frames of the kernel walk, at most 16 */
+} __attribute__((packed));
+_Static_assert(sizeof(struct kprof_ktrace_hdr) == 20, "kprof_ktrace_hdr layout");
+
+/* kprof type 2, user trace: this header, then n PCs (u64); the port walks no user stack in NMI, so n = 1 (padded with zeros to the depth when trace_pad=1). */
+struct kprof_utrace_hdr {
+	__u64 info;	/* the event descriptor (0 for kpdata injections) */
+	__u64 ts_ns;	/* ktime_get_mono_fast_ns() when the sample was taken */
+	__u32 pid;	/* thread group id of the interrupted task */
+	__u16 cpu;	/* CPU that took the sample */
+	__u16 n;	/* PCs that follow */
+} __attribute__((packed));
+_Static_assert(sizeof(struct kprof_utrace_hdr) == 24, "kprof_utrace_hdr layout");
+
+/* kprof type 4, new process (a status record at kpctl open): this header, then the process's name, the rest of the payload. */
+struct kprof_newproc_hdr {
+	__u64 ts_ns;	/* when the record was written */
+	__u32 pid;	/* thread group id */
+} __attribute__((packed));
+_Static_assert(sizeof(struct kprof_newproc_hdr) == 12, "kprof_newproc_hdr layout");
+
+/*
+ * Varint-framed stream records: varint type, varint payload size, payload (the
+ * header struct, then the tail). Varints are 7-bit little-endian groups, the
+ * high bit set on every byte but the last.
+ */
+#define KPROF_KTRACE_TYPE 1	/* struct kprof_ktrace_hdr, then u64 pcs[n] */
+#define KPROF_UTRACE_TYPE 2	/* struct kprof_utrace_hdr, then u64 pcs[n] */
+#define KPROF_NEWPROC_TYPE 4	/* struct kprof_newproc_hdr, then text */
+
 #define TPROF_VERSION 3
 #define TPROF_IOC_GETVERSION 0x80045401U	/* the ABI version */
 #define TPROF_IOC_START 0x40185402U	/* start sampling */

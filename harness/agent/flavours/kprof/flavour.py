@@ -1,0 +1,151 @@
+"""kprof's behaviour for the shared machinery (`harness.agent.flavour.Flavour`).
+
+The standard run is busy loops on every CPU under the PMU with a reader draining
+kpdata the whole time (the seed's continuous reader, KP-D1's shape). The exact
+run injects task-context producer calls (uniform kernel records) with a small
+qlimit, so the block arithmetic (KP-O2), the queue acceptance (KP-O3) and the
+visibility (KP-O6) are exact, writes to kpdata (KP-O10) and probes kpctl
+(KP-O8) and the discard at close (KP-O9). Scenario ops of kprof's own: ``reader``
+(a background reader), ``kpctl-start``, ``kpctl-stop``, ``kpctl-flush``,
+``kpctl-qlimit`` / ``kpctl-cpubufsz`` (``count`` in KiB), ``kpdata`` (writes
+kernel PC ``KPDATA_BASE + 8 × count``), ``inject-task`` (producer calls in task
+context: kernel PCs only, uniform records; an NMI burst lands wherever the CPU
+was, user code included); ``kick`` is kprof's ``flush`` on one CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from harness.agent import profctl as pc
+from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
+from harness.agent.flavours.kprof import results as res
+from harness.agent.flavours.kprof.data import KPROF, records_per_block
+from harness.agent.flavours.kprof.oracles import (
+    KPROF_ORACLES,
+    applicable_kprof_oracles,
+    check_kprof,
+)
+from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
+from harness.agent.flavours.kprof.results import KprofRun
+from harness.agent.flavours.kprof.run import KPDATA, KprofPlan, ctl_step, kprof_run, snapshot
+from harness.agent.report import share
+from harness.agent.results import Violation
+from harness.agent.spec import AgentSpec
+from harness.agent.steps import inject_step
+
+#: Kernel PCs the exact run writes to kpdata: while tracing, and before ``start``.
+KPDATA_PC = 0xFFFF_FFFF_8100_0000
+KPDATA_IDLE_PC = 0xFFFF_FFFF_8100_0040
+#: The ``kpdata`` scenario op writes this + 8 × count.
+KPDATA_BASE = 0xFFFF_FFFF_8200_0000
+#: The exact run's qlimit: two 65 490-byte blocks of depth-1 records fit (ceil).
+EXACT_QLIMIT = 100_000
+MAX_KIB = 1 << 20
+MAX_TASK = 1_000_000
+BUSY_MS = 1500
+
+
+def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
+    own = narrow(run, KprofRun)
+    verdicts = format_kprof_verdicts(violations, applicable_kprof_oracles(own))
+    return f"{format_kprof_table(own)}\n{verdicts}"
+
+
+def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    body = (*(pc.spin_step(cpu, BUSY_MS) for cpu in cpus), pc.sleep_step(BUSY_MS + 200))
+    return kprof_run(agent, spec, KprofPlan(body=body, background_reader=True))
+
+
+def exact_plan(spec: AgentSpec, cpus: tuple[int, ...]) -> KprofPlan:
+    """The exact plan: R records on the first CPU, then one more, then 2R + 6 more.
+
+    After R nothing is visible, after R + 1 one block is queued; every other CPU
+    gets 2R + 3, the last CPU also a kpdata write.
+    """
+    per_block = records_per_block(spec.param("cpubufsz"), spec.param("trace_depth"))
+    first, last = cpus[0], cpus[-1]
+    body = (
+        inject_step(first, per_block, ctx="task"), snapshot(res.VISIBLE_BEFORE),
+        inject_step(first, 1, ctx="task"), snapshot(res.VISIBLE_AFTER),
+        inject_step(first, 2 * per_block + 6, ctx="task"),
+        *(inject_step(cpu, 2 * per_block + 3, ctx="task") for cpu in cpus[1:]),
+    )  # fmt: skip
+    injected = {cpu: 2 * per_block + 3 for cpu in cpus[1:]}
+    injected[first] = 3 * per_block + 7
+    return KprofPlan(body=body, injected=injected, kpdata={last: (KPDATA_PC,)},
+                     kpdata_idle=(KPDATA_IDLE_PC,), control=True)  # fmt: skip
+
+
+def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    exact = replace(spec, pmu_produce=False).with_params(qlimit=EXACT_QLIMIT, status=0)
+    if exact.param("trace_depth") > 1:
+        exact = exact.with_params(trace_pad=1)  # uniform records
+    return kprof_run(agent, exact, exact_plan(exact, cpus))
+
+
+def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
+    reader = script.switches.get("reader", False)
+    # A background reader ends only at stop: `wait` before it would wait for it.
+    body = tuple(s for s in script.body if not (reader and s == pc.wait_step()))
+    injected = dict(script.injected)
+    for cpu, count in script.op_counts.get("inject-task", {}).items():
+        injected[cpu] = injected.get(cpu, 0) + count
+    plan = KprofPlan(body=body, injected=injected or None, background_reader=reader,
+                     actions=script.actions)  # fmt: skip
+    return kprof_run(agent, spec, plan)
+
+
+def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
+    own = narrow(run, KprofRun)
+    final = own.last
+    rows: list[dict[str, object]] = []
+    for cpu, core in sorted(own.core.items()):
+        drops = {name.removeprefix("x_"): final.get(cpu, name)
+                 for name in ("x_records_nospare", "x_records_nested_drop",
+                              "x_records_not_tracing", "x_records_in_dropped_blocks")}  # fmt: skip
+        rows.append({"cpu": cpu, "irq": own.kernel.delta(cpu) if own.kernel else None,
+                     "overflows": core.get("x_nmi_total", 0),
+                     "recorded": final.get(cpu, "x_records_committed"),
+                     "undelivered": core.get("x_periods_undelivered", 0), "drops": drops,
+                     "nmi_share": share(core.get("x_nmi_ctx_ok", 0),
+                                        core.get("x_nmi_total", 0))})  # fmt: skip
+    return rows
+
+
+def _kpdata_step(cpu: int, count: int) -> str:
+    return pc.write_step(KPDATA, f"{KPDATA_BASE + 8 * count:#x}")
+
+
+FLAVOUR = Flavour(
+    info=KPROF,
+    oracles=KPROF_ORACLES,
+    check=typed(KprofRun, check_kprof),
+    applicable=typed(KprofRun, applicable_kprof_oracles),
+    report=_report,
+    standard_run=_standard,
+    exact_run=_exact,
+    run_script=_script,
+    cell_rows=_cell_rows,
+    ops={
+        "reader": OpRule(on=True),  # a background reader draining kpdata
+        "kpctl-start": OpRule(),
+        "kpctl-stop": OpRule(),
+        "kpctl-flush": OpRule(),
+        "kpctl-qlimit": OpRule(count_max=MAX_KIB),  # prof_qlimit <count KiB>
+        "kpctl-cpubufsz": OpRule(count_max=MAX_KIB),  # prof_cpubufsz <count KiB>
+        "kpdata": OpRule(count_max=MAX_KIB),  # one kernel trace, PC KPDATA_BASE + 8 count
+        # producer calls in task context: kernel PCs only, so the records are uniform
+        "inject-task": OpRule(cpu="one", count_max=MAX_TASK),
+    },
+    op_steps={
+        "kpctl-start": lambda cpu, count: ctl_step("start"),
+        "kpctl-stop": lambda cpu, count: ctl_step("stop"),
+        "kpctl-flush": lambda cpu, count: ctl_step("flush"),
+        "kpctl-qlimit": lambda cpu, count: ctl_step(f"prof_qlimit {count}"),
+        "kpctl-cpubufsz": lambda cpu, count: ctl_step(f"prof_cpubufsz {count}"),
+        "kpdata": _kpdata_step,
+        "inject-task": lambda cpu, count: inject_step(cpu, count, ctx="task"),
+    },
+)

@@ -1,0 +1,275 @@
+"""Drive the kprof flavour in a guest: one kpctl session, its stream, its counters.
+
+Everything of one run happens in one profctl process: kpctl (fd 3, exclusive;
+its open arms the sources) and kpdata (fd 4) are opened, ``start`` written, the
+body run (injections, busy loops, kpdata writes, snapshots), ``stop`` written,
+the queue read to its end and a few reads past it, kpctl closed (the sources
+stop). Optional probes (KP-O8, KP-O9) follow; the kernel's PMU interrupt counts
+bracket it all::
+
+    plan = KprofPlan(body=(inject_step(0, 5, ctx="task"),), injected={0: 5})
+    run = kprof_run(agent, AgentSpec(flavour="kprof", pmu_produce=False), plan)
+    check_kprof(run)                       # [] when every oracle holds
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from harness.agent import profctl as pc
+from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
+from harness.agent.flavour import AgentLike
+from harness.agent.flavours.kprof import results as res
+from harness.agent.flavours.kprof.data import KPROF
+from harness.agent.flavours.kprof.results import KprofRecord, KprofRun, KprofStats
+from harness.agent.spec import AgentSpec
+from harness.agent.steps import DEBUGFS, GUEST_DIR, parse_pairs, parse_percpu, require_names
+from harness.errors import InfraError
+
+KPROF_DIR = f"{DEBUGFS}/kprof"
+KPCTL = f"{KPROF_DIR}/kpctl"
+KPDATA = f"{KPROF_DIR}/kpdata"
+KPTRACE = f"{KPROF_DIR}/kptrace"
+CTL_FD = 3
+DATA_FD = 4
+IRQ_READ = pc.cat_step(PROC_INTERRUPTS)
+STREAM = f"{GUEST_DIR}/kprof-stream.bin"
+BACKGROUND = f"{GUEST_DIR}/kprof-background.bin"
+EOF_FILE = f"{GUEST_DIR}/kprof-eof.bin"
+#: Reads made past the end of the stream (KP-O7: quirk KP-D11 fails the 4th).
+EOF_READS = 4
+#: A read size that is no multiple of any record's: records split across reads.
+READ_SIZE = 4000
+#: How long the drain read may take before the run is judged hung.
+DRAIN_TIMEOUT_S = 60
+SNAPSHOT = "snapshot:"  # a pseudo-step in a plan's body: take the counters here
+
+#: KP-O8 probes: (name, step) after the stream was read, kpctl still open and stopped.
+CONTROL_PROBES: tuple[tuple[str, str], ...] = (
+    ("cpubufsz_8", pc.writefd_step(CTL_FD, "prof_cpubufsz 8")),
+    ("cpubufsz_2048", pc.writefd_step(CTL_FD, "prof_cpubufsz 2048")),
+    ("unknown", pc.writefd_step(CTL_FD, "bogus")),
+    ("empty", pc.writefd_step(CTL_FD, "")),
+    ("second_open", pc.open_step(KPCTL)),
+    ("qlimit_stopped", pc.writefd_step(CTL_FD, "prof_qlimit 2048")),
+    ("start", pc.writefd_step(CTL_FD, "start")),
+    ("start_again", pc.writefd_step(CTL_FD, "start")),
+    ("qlimit_profiling", pc.writefd_step(CTL_FD, "prof_qlimit 2048")),
+    ("stop", pc.writefd_step(CTL_FD, "stop")),
+)
+
+
+def snapshot(name: str) -> str:
+    """A body step that takes the counters under ``name`` (see `harness...kprof.results`)."""
+    return f"{SNAPSHOT}{name}"
+
+
+def ctl_step(command: str) -> str:
+    """One kpctl command on the session's descriptor."""
+    return pc.writefd_step(CTL_FD, command)
+
+
+def kpdata_steps(cpu: int, pc_value: int) -> tuple[str, ...]:
+    """Write ``pc_value`` to kpdata from ``cpu`` (profctl pinned there)."""
+    return (pc.pin_step(cpu), pc.writefd_step(DATA_FD, f"{pc_value:#x}"))
+
+
+@dataclass(frozen=True, slots=True)
+class KprofPlan:
+    """What a kprof session does, and what that means for the oracles.
+
+    ``body`` runs while tracing (it may hold `snapshot` steps and ``flush``
+    commands); ``injected`` is CPU → task-context producer calls in it (None:
+    not an exact run); ``kpdata`` CPU → PCs written to kpdata while tracing
+    (their steps are added before the before-stop snapshot), ``kpdata_idle``
+    PCs written from CPU 0 before ``start``. ``control`` appends the KP-O8 and
+    KP-O9 probes.
+    """
+
+    body: tuple[str, ...] = ()
+    injected: Mapping[int, int] | None = None
+    kpdata: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    kpdata_idle: tuple[int, ...] = ()
+    background_reader: bool = False
+    read_size: int = READ_SIZE
+    control: bool = False
+    actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
+
+
+def session_steps(plan: KprofPlan) -> tuple[str, ...]:
+    """The session: open, start, body, kpdata writes, stop, the reads, close."""
+    idle = tuple(s for value in plan.kpdata_idle for s in kpdata_steps(0, value))
+    writes = tuple(s for cpu, pcs in sorted(plan.kpdata.items()) for v in pcs
+                   for s in kpdata_steps(cpu, v))  # fmt: skip
+    reader = (
+        (pc.readbg_step(DATA_FD, BACKGROUND, plan.read_size),) if plan.background_reader else ()
+    )
+    return (
+        pc.open_step(KPCTL), pc.open_step(KPDATA), *idle, *reader, ctl_step("start"),
+        *plan.body, *writes, snapshot(res.BEFORE_STOP), ctl_step("stop"),
+        snapshot(res.AFTER_STOP), pc.timeout_step(DRAIN_TIMEOUT_S),
+        *((pc.wait_step(),) if plan.background_reader else ()),
+        pc.read_step(DATA_FD, STREAM, plan.read_size),
+        *(pc.read_step(DATA_FD, EOF_FILE, plan.read_size) for _ in range(EOF_READS)),
+        snapshot(res.AFTER_READ), *(_control_steps() if plan.control else ()),
+        pc.close_step(DATA_FD), pc.close_step(CTL_FD), snapshot(res.FINAL),
+        pc.cat_step(f"{DEBUGFS}/nmi"), *(_reopen_steps() if plan.control else ()),
+    )  # fmt: skip
+
+
+def _control_steps() -> tuple[str, ...]:
+    """KP-O8: flush while stopped changes nothing, then the probes."""
+    return (ctl_step("flush"), snapshot(res.AFTER_FLUSH), *(step for _, step in CONTROL_PROBES))
+
+
+def _reopen_steps() -> tuple[str, ...]:
+    """KP-O9: one record flushed onto the queue, close with it unread, reopen."""
+    return (
+        pc.open_step(KPCTL), ctl_step("start"), _one_task_injection(), ctl_step("flush"),
+        snapshot(res.QUEUED), pc.close_step(CTL_FD), pc.open_step(KPCTL),
+        snapshot(res.REOPENED), pc.close_step(CTL_FD),
+    )  # fmt: skip
+
+
+def _one_task_injection() -> str:
+    return pc.write_step(f"{DEBUGFS}/inject", "cpu=0 count=1 ctx=task")
+
+
+def expand(steps: Sequence[str]) -> tuple[tuple[str, ...], dict[int, str]]:
+    """Replace each `snapshot` pseudo-step by its two ``cat`` steps.
+
+    Returns the steps and, for each snapshot, the index of its first cat → its name.
+    """
+    out: list[str] = []
+    at: dict[int, str] = {}
+    for step in steps:
+        if step.startswith(SNAPSHOT):
+            at[len(out)] = step.removeprefix(SNAPSHOT)
+            out += [pc.cat_step(f"{DEBUGFS}/stats"), pc.cat_step(f"{DEBUGFS}/stats_percpu")]
+        else:
+            out.append(step)
+    return tuple(out), at
+
+
+def parse_stats(stats: pc.StepResult, percpu: pc.StepResult) -> KprofStats:
+    """One snapshot from its ``stats`` and ``stats_percpu`` cats.
+
+    :raise InfraError: a cat failed, or a counter kprof declares is missing.
+    """
+    if not stats.ok or not percpu.ok:
+        raise InfraError(f"kprof snapshot failed: {stats.describe()}; {percpu.describe()}")
+    values = {k: int(v) for k, v in parse_pairs(stats.lines).items()}
+    table = parse_percpu(percpu.lines)
+    require_names("stats", [(None, values)], KPROF.stat_names)
+    require_names("stats_percpu", sorted(table.items()), KPROF.percpu_names)
+    return KprofStats(values, table)
+
+
+def decode_stream(agent: AgentLike, data: bytes) -> tuple[tuple[KprofRecord, ...], int, int]:
+    """The trace records of ``data``, the status records counted, the bytes left undecoded."""
+    found, used = agent.decode_framed(data)
+    trace: list[KprofRecord] = []
+    status = 0
+    for record in found:
+        if record["type"] not in (1, 2):
+            status += 1
+            continue
+        pcs = record["pcs"]
+        assert isinstance(pcs, list)
+        n = len(pcs)
+        size = (KPROF.framed[0] if record["type"] == 1 else KPROF.framed[1]).encoded_size(n)
+        trace.append(KprofRecord(type=_int(record["type"]), cpu=_int(record["cpu"]),
+                                 ts_ns=_int(record["ts_ns"]), pcs=tuple(pcs), size=size,
+                                 pid=_int(record.get("pid", 0))))  # fmt: skip
+    return tuple(trace), status, len(data) - used
+
+
+def _int(value: object) -> int:
+    if not isinstance(value, int):
+        raise InfraError(f"the kprof decoder returned {value!r} where a number belongs")
+    return value
+
+
+def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
+    """Load ``spec`` (flavour kprof), run ``plan`` in one session, collect and decode.
+
+    :raise InfraError: a control step failed, or the stream could not be read.
+    """
+    agent.load(spec)
+    online = agent.online_cpus()
+    session = session_steps(plan)
+    steps, at = expand((IRQ_READ, *session, IRQ_READ, pc.sleep_step(IDLE_MS), IRQ_READ,
+                        pc.cat_step(f"{DEBUGFS}/nmi")))  # fmt: skip
+    results = agent.run_steps(steps, actions=plan.actions)
+    snapshots = {name: parse_stats(results[i], results[i + 1]) for i, name in at.items()}
+    _require_session_ok(steps, results, plan)
+    data = agent.fetch(BACKGROUND, "kprof-background.bin") if plan.background_reader else b""
+    data += agent.fetch(STREAM, "kprof-stream.bin")
+    trace, status, undecoded = decode_stream(agent, data)
+    nmi = [i for i, s in enumerate(steps) if s == pc.cat_step(f"{DEBUGFS}/nmi")]
+    irq = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
+    return KprofRun(
+        spec=spec, snapshots=snapshots, trace=trace, bytes_read=len(data),
+        undecoded=undecoded, status_records=status, online_cpus=online,
+        core=parse_percpu(results[nmi[-1]].lines),
+        core_at_final=parse_percpu(results[nmi[0]].lines),
+        nmi_expected=agent.nmi_expected_for(spec), injected=plan.injected,
+        kpdata=plan.kpdata, kpdata_idle=plan.kpdata_idle,
+        flushes=_flushes_before_stop(plan.body), reader_during=plan.background_reader,
+        eof=_eof_outcomes(agent, steps, results, plan),
+        control=_control_outcomes(steps, results) if plan.control else {},
+        kernel=interrupt_reads(irq, agent.pmu_irq_label),
+        injections=injections_of(steps, online),
+    )  # fmt: skip
+
+
+def _flushes_before_stop(body: Sequence[str]) -> int:
+    return sum(1 for step in body if step == ctl_step("flush"))
+
+
+def _require_session_ok(
+    steps: Sequence[str], results: Sequence[pc.StepResult], plan: KprofPlan
+) -> None:
+    """Raise on a failed step, except the reads and probes whose outcome is judged."""
+    reads = {pc.read_step(DATA_FD, EOF_FILE, plan.read_size),
+             pc.read_step(DATA_FD, STREAM, plan.read_size)}  # fmt: skip
+    # kpctl commands of the body (a scenario's) may be refused: their effect is judged.
+    reads |= {step for step in plan.body if step.startswith(f"writefd:{CTL_FD}:")}
+    probes: set[int] = set()
+    if plan.control:
+        first = steps.index(CONTROL_PROBES[0][1])
+        probes = set(range(first, first + len(CONTROL_PROBES)))
+    for index, (step, result) in enumerate(zip(steps, results, strict=True)):
+        if not result.ok and step not in reads and index not in probes:
+            raise InfraError(f"kprof step failed: {result.describe()}")
+
+
+def _eof_outcomes(
+    agent: AgentLike, steps: Sequence[str], results: Sequence[pc.StepResult], plan: KprofPlan
+) -> tuple[str, ...]:
+    """Every read that met the end of the stream, in order: "0" or the errno."""
+    outcomes: list[str] = []
+    if plan.background_reader:
+        status = agent.fetch(f"{BACKGROUND}.status", "kprof-background.status").decode()
+        fields = dict(part.partition("=")[::2] for part in status.split())
+        outcomes.append(fields.get("errno", "?"))
+    reads = (pc.read_step(DATA_FD, STREAM, plan.read_size),
+             pc.read_step(DATA_FD, EOF_FILE, plan.read_size))  # fmt: skip
+    for step, result in zip(steps, results, strict=True):
+        if step in reads:
+            if result.ok or result.errno != "EINTR":
+                outcomes.append("0" if result.ok else str(result.errno))
+            else:
+                raise InfraError(f"kprof drain read hung: {result.describe()}")
+    return tuple(outcomes)
+
+
+def _control_outcomes(steps: Sequence[str], results: Sequence[pc.StepResult]) -> dict[str, str]:
+    """KP-O8 probe → "ok" or its errno (the probes run once each, in order)."""
+    first = steps.index(CONTROL_PROBES[0][1])
+    outcomes = {}
+    for offset, (name, _) in enumerate(CONTROL_PROBES):
+        result = results[first + offset]
+        outcomes[name] = "ok" if result.ok else str(result.errno)
+    return outcomes
