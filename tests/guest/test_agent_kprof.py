@@ -1,0 +1,208 @@
+"""profagent's kprof flavour in a booted guest: the oracles of seeds-spec §7.2.
+
+The exact run injects task-context producer calls (uniform depth-1 kernel
+records, ``pmu_produce`` off) with a small qlimit, so the block arithmetic
+(KP-O2: R = 2183 records of 30 bytes per 64 KiB block) and the queue acceptance
+(KP-O3) are predicted from the counts the harness injected. The standard run
+samples busy loops under the PMU with a reader draining kpdata throughout. The
+crash defects of the seed (KP-D1, D5, D9, D12) are shown fixed; KP-D2's cycles
+run in `test_kp_d2_open_close_cycles_while_sampling`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+
+import pytest
+
+from harness.agent import profctl as pc
+from harness.agent.driver import Agent
+from harness.agent.flavours.kprof import results as res
+from harness.agent.flavours.kprof.data import KPROF, record_size, records_per_block
+from harness.agent.flavours.kprof.flavour import FLAVOUR, exact_plan
+from harness.agent.flavours.kprof.oracles import applicable_kprof_oracles, check_kprof
+from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
+from harness.agent.flavours.kprof.results import KprofRun
+from harness.agent.flavours.kprof.run import (
+    CTL_FD,
+    KPCTL,
+    KPDATA,
+    KPTRACE,
+    KprofPlan,
+    ctl_step,
+    kprof_run,
+)
+from harness.agent.spec import AgentSpec
+from harness.agent.steps import DEBUGFS, GUEST_DIR
+from harness.vm.topology import CpuTopology
+from tests.conftest import AGENT_REPORT
+
+pytestmark = pytest.mark.guest
+KP_EXACT = AgentSpec(flavour="kprof", pmu_produce=False, period=200_000)
+KP_D11 = KPROF.quirk_bit("KP-D11")
+KP_D3 = KPROF.quirk_bit("KP-D3")
+FAULT = f"{DEBUGFS}/fault"
+PROFCTL = f"{GUEST_DIR}/profctl"
+
+
+def assert_kprof_oracles(run: KprofRun, request: pytest.FixtureRequest) -> None:
+    violations = check_kprof(run)
+    applicable = applicable_kprof_oracles(run)
+    report = f"{format_kprof_table(run)}\n{format_kprof_verdicts(violations, applicable)}"
+    request.node.user_properties.append((AGENT_REPORT, report))
+    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+
+
+@pytest.mark.parametrize("quirks", [0, KP_D11 | KP_D3], ids=["fixed", "quirk-KP-D11-D3"])
+def test_kprof_exact_block_arithmetic_and_control(
+    agent: Agent, topology: CpuTopology, quirks: int, request: pytest.FixtureRequest
+) -> None:
+    """KP-O1..O10 on every CPU: R = 2183, two blocks accepted, the rest dropped whole."""
+    run = FLAVOUR.exact_run(agent, replace(KP_EXACT, quirks=quirks), tuple(range(topology.cpus)))
+    assert isinstance(run, KprofRun)
+    assert_kprof_oracles(run, request)
+    assert {"KP-O2", "KP-O3", "KP-O6", "KP-O7", "KP-O8", "KP-O9", "KP-O10"} <= (
+        applicable_kprof_oracles(run)
+    )
+    before = run.snapshots[res.BEFORE_STOP]
+    full = 3 + 2 * (topology.cpus - 1)  # the plan's F: 3R + 7 on CPU 0, 2R + 3 elsewhere
+    assert before.total("x_blocks_full") == full
+    assert before.total("x_blocks_accepted") == 2
+    assert before.stats["qlen"] == 2 * 2183 * 30
+
+
+def test_kprof_depth_16_block_arithmetic(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """Depth-16 records padded to 151 bytes: R = 433 per 64 KiB block."""
+    spec = KP_EXACT.with_params(trace_depth=16, trace_pad=1, qlimit=1 << 20)
+    cpus = tuple(range(topology.cpus))
+    run = kprof_run(agent, spec, exact_plan(spec, cpus))
+    assert_kprof_oracles(run, request)
+    assert (records_per_block(65536, 16), record_size(16)) == (433, 151)
+    assert all(len(r.pcs) == 16 for r in run.trace)
+
+
+def test_kprof_standard_run_with_a_continuous_reader(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """Busy loops under the PMU, small blocks so hand-offs happen, a reader throughout."""
+    spec = AgentSpec(flavour="kprof", period=100_000).with_params(cpubufsz=16384)
+    run = FLAVOUR.standard_run(agent, spec, tuple(range(topology.cpus)))
+    assert isinstance(run, KprofRun)
+    assert_kprof_oracles(run, request)
+    assert len(run.trace) > 0
+
+
+def test_kp_d1_high_rate_small_blocks_continuous_reader(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """KP-D1 fixed: 16 KiB blocks (R = 545), a short period, a reader: no hang, no loss."""
+    if topology.cpus != 1:
+        pytest.skip("KP-D1's scenario is one vCPU")
+    spec = AgentSpec(flavour="kprof", period=20_000).with_params(cpubufsz=16384)
+    body = (pc.spin_step(0, 3000), pc.sleep_step(3200))
+    run = kprof_run(agent, spec, KprofPlan(body=body, background_reader=True))
+    assert_kprof_oracles(run, request)
+    assert run.last.get(0, "x_blocks_full") > 0, "no block filled: KP-D1's hand-off never ran"
+
+
+def test_kp_d5_d12_failed_opens_unwind(agent: Agent) -> None:
+    """A failed queue allocation and a failed status emission fail the open; the next opens."""
+    agent.load(AgentSpec(flavour="kprof").with_params(status=1))
+    steps = (
+        pc.write_step(FAULT, "point=queue_alloc nth=1"),
+        pc.open_step(KPCTL),
+        pc.write_step(FAULT, "point=status_emit nth=1"),
+        pc.open_step(KPCTL),
+        pc.open_step(KPCTL),
+        pc.cat_step(f"{DEBUGFS}/stats"),
+        pc.close_step(CTL_FD),
+    )
+    r = agent.steps(steps)
+    assert (r[1].errno, r[3].errno) == ("ENOMEM", "EIO")
+    assert r[4].ok
+    assert r[4].int_value("fd") == CTL_FD
+    stats = dict(line.split() for line in r[5].lines)
+    assert int(stats["qlen"]) == int(stats["x_status_bytes"]) > 0
+
+
+@pytest.mark.parametrize("size", [4000, 9000])
+def test_kp_d9_long_kptrace_lines_are_cut(agent: Agent, size: int) -> None:
+    """KP-D9 fixed: a line longer than the 3 KiB scratch is cut, never read past.
+
+    The line is one write(2) of ``size`` bytes (dd with one block: SSH's command
+    line is too short for 9000 bytes).
+    """
+    agent.load(AgentSpec(flavour="kprof"))
+    line = "/tmp/profagent/kptrace-line"
+    agent.shell.run(f"head -c {size} /dev/zero | tr '\\0' k > {line} && "
+                    f"dd if={line} of={KPTRACE} bs={size} count=1 2>/dev/null")  # fmt: skip
+    r = agent.steps((pc.cat_step(KPTRACE), pc.cat_step(f"{DEBUGFS}/stats")))
+    assert r[0].lines == ("k" * 3071,)
+    assert dict(line.split() for line in r[1].lines)["x_trace_truncated"] == "1"
+
+
+def test_kpdata_without_kpctl_reads_nothing(agent: Agent) -> None:
+    agent.load(AgentSpec(flavour="kprof"))
+    r = agent.steps((pc.open_step(KPDATA), pc.read_step(3, "/tmp/profagent/kp.bin", 64)))
+    assert r[1].ok
+    assert r[1].int_value("bytes") == 0
+    assert ctl_step("start") == f"writefd:{CTL_FD}:start"
+
+
+#: KP-D2's default count (every guest run) and the issue's full count (PROFBENCH_SLOW=1).
+D2_CYCLES = 50
+D2_CYCLES_FULL = 10_000
+
+
+def kp_d2_cycles(agent: Agent, topology: CpuTopology, cycles: int, timeout_s: float) -> float:
+    """``cycles`` x {open kpctl; start; stop; close} with busy loops on every CPU sampled
+    at 10 kHz (period 100 000 cycles); the seconds the loop took, as the host saw it
+    (for the report only, never asserted).
+    """
+    agent.load(AgentSpec(flavour="kprof", period=100_000))
+    spins = " ".join(f"spin:{cpu}:600000" for cpu in range(topology.cpus))
+    pids = "/tmp/profagent/kp-d2-spins"
+    script = (
+        f"{PROFCTL} {spins} > {pids}; "
+        f"i=0; while [ $i -lt {cycles} ]; do "
+        f"exec 3>{KPCTL} || break; echo start >&3 || break; echo stop >&3 || break; "
+        f"exec 3>&-; i=$((i+1)); done; "
+        f"kill $(sed -n 's/.* pid=\\([0-9]*\\).*/\\1/p' {pids}); "
+        f'echo "cycles=$i"'
+    )
+    began = time.monotonic()
+    out = agent.shell.run(script, timeout_s=timeout_s).stdout.split()
+    took = time.monotonic() - began
+    values = dict(word.split("=") for word in out if "=" in word)
+    assert int(values["cycles"]) == cycles, f"a cycle failed: {out}"
+    state = agent.steps((pc.cat_step(f"{DEBUGFS}/state"),))[0].lines
+    assert "opened 0" in state
+    return took
+
+
+def test_kp_d2_open_close_cycles_while_sampling(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """KP-D2 fixed: open/start/stop/close cycles while every CPU is sampled; the guest
+    console is scanned after the test (on the debug kernel: lockdep, sleeping in atomic).
+    """
+    took = kp_d2_cycles(agent, topology, D2_CYCLES, 600)
+    request.node.user_properties.append(
+        (AGENT_REPORT, f"KP-D2: {D2_CYCLES} cycles in {took:.1f} s")
+    )
+
+
+@pytest.mark.limit_s(7200)
+def test_kp_d2_full_count_slow(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """KP-D2 at the issue's count (10 000 cycles); slow: only with PROFBENCH_SLOW=1."""
+    if os.environ.get("PROFBENCH_SLOW") != "1":
+        pytest.skip("slow: 10 000 kpctl cycles; set PROFBENCH_SLOW=1")
+    took = kp_d2_cycles(agent, topology, D2_CYCLES_FULL, 6000)
+    text = f"KP-D2: {D2_CYCLES_FULL} cycles in {took:.1f} s"
+    request.node.user_properties.append((AGENT_REPORT, text))
