@@ -27,5 +27,8 @@ def test_the_shipped_set_covers_the_issue() -> None:
     names = {s.name for s in SHIPPED}
     for wanted in ("tprof-tp-d1-quirk", "tprof-tp-d1-fixed", "tprof-tp-d2-quirk",
                    "tprof-hotplug", "nmi-ab-on", "nmi-ab-off", "tprof-throttling",
-                   "dt-d1-quirk-1cpu", "dt-d1-quirk-4cpu"):  # fmt: skip
+                   "dt-d1-quirk-1cpu", "dt-d1-quirk-4cpu",
+                   *(f"kprof-kp-{d}-{m}" for d in ("d3", "d7", "d8", "d11")
+                     for m in ("quirk", "fixed")),
+                   "kprof-kp-o3-qlimit-4cpu"):  # fmt: skip
         assert wanted in names
