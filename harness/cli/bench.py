@@ -9,6 +9,8 @@ Measured (wall-clock seconds, medians where repeated):
 * launch-to-SSH for 1, 2, 4 and 8 vCPUs (default layouts), cold boot and restore from
   a snapshot side by side (with the restore's state-load share and the snapshot's
   size), and the shutdown time;
+* kprof (`harness.agent.flavours.kprof.bench`): bytes per sample read, and the highest
+  per-CPU rate with no block dropped at the default sizes with one reader;
 * the agent (`harness.agent.bench`): render + build + load time, overflow-handler cost
   per sample, and the highest per-CPU rate that runs 10 s without a drop;
 * the ``quick`` matrix's wall time with 1 worker and with the CPU budget, and the ratio;
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import arches
+from harness.agent.flavours.kprof.bench import measure_kprof
 from harness.agent.flavours.tprof.bench import measure_agent
 from harness.build.cache import Cache
 from harness.build.hostdeps import ensure_host
@@ -256,6 +259,7 @@ def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, An
     images = prepare_images(arch, "default", cache)
     if not request.only_boots:
         result["agent"] = measure_agent(arch, images, cache, request.repeats)
+        result["kprof"] = measure_kprof(arch, images, cache)
     if request.matrix and not request.only_boots:
         result["matrix"] = measure_matrix(request.matrix)
     if request.test_wall:
@@ -299,6 +303,10 @@ def format_table(result: dict[str, Any]) -> str:
         )
         rows.append(("agent drop-free rate per CPU, 10 s (Hz)",
                      str(agent["max_dropfree_rate_hz"]), "", ""))  # fmt: skip
+    if kprof := result.get("kprof"):
+        rows.append(("kprof bytes per sample read", f"{kprof['bytes_per_sample']:.1f}", "", ""))
+        rows.append(("kprof no-drop rate per CPU, 1 reader (Hz)",
+                     str(kprof["max_dropfree_rate_hz"]), "", ""))  # fmt: skip
     if matrix := result.get("matrix"):
         rows.append((f"matrix {matrix['name']}, 1 worker", f"{matrix['one_worker_s']:.1f}", "", ""))
         rows.append((f"matrix {matrix['name']}, {matrix['budget_workers']} workers",
