@@ -42,6 +42,8 @@ CORE_PERCPU: tuple[tuple[str, str], ...] = (
     ("x_counter_value", "the sampling counter's value, read when its event was released"),
     ("x_enabled_ns", "time the sampling events were enabled: the time base for overflows due"),
     ("x_events_created", "perf events created on this CPU (START and CPU online)"),
+    ("x_source_stops", "times a flavour stopped this CPU's event on purpose (hwpmc stall)"),
+    ("x_source_stopped_ns", "time the event stood stopped on purpose: not emulator loss"),
     ("x_nmi_lock_violation", "locks taken in NMI context (must stay 0)"),
     ("x_nmi_alloc_violation", "allocations in NMI context (must stay 0)"),
 )

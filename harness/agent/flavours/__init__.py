@@ -7,7 +7,7 @@ through this registry and never name it::
 
     get("dt").percpu_names                  # data: counters, quirks, records, ioctls
     harness.agent.flavour.behaviour("dt")   # behaviour: runner, oracles, report
-    names()                                 # ('tprof', 'dt', 'kprof'): the C flavour table's order
+    names()                                 # ('tprof', 'dt', 'kprof', 'hwpmc'): the C flavour table's order
 
 This module holds data only: the agent's spec validates against it, and a
 flavour's runner depends on the spec (`harness.agent.flavour.behaviour` imports
@@ -17,13 +17,14 @@ the behaviour on first use).
 from __future__ import annotations
 
 from harness.agent.flavours.dt.data import DT
+from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.tprof.data import TPROF
 from harness.agent.info import FlavourInfo
 from harness.errors import ConfigError
 
 #: The registry: one entry per flavour, in the order the module's flavour table uses.
-FLAVOURS: dict[str, FlavourInfo] = {"tprof": TPROF, "dt": DT, "kprof": KPROF}
+FLAVOURS: dict[str, FlavourInfo] = {"tprof": TPROF, "dt": DT, "kprof": KPROF, "hwpmc": HWPMC}
 
 
 def names() -> tuple[str, ...]:
