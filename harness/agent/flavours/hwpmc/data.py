@@ -59,11 +59,24 @@ PMC_OP = RecordLayout(
 
 #: The seed's op codes (sys/pmc.h), kept so a reader can map them.
 PMC_OPS: dict[str, int] = {
-    "CONFIGURELOG": 0, "FLUSHLOG": 1, "GETCPUINFO": 2, "GETDRIVERSTATS": 3,
-    "GETMODULEVERSION": 4, "GETPMCINFO": 5, "PMCADMIN": 6, "PMCALLOCATE": 7, "PMCATTACH": 8,
-    "PMCDETACH": 9, "PMCGETMSR": 10, "PMCRELEASE": 11, "PMCRW": 12, "PMCSETCOUNT": 13,
-    "PMCSTART": 14, "PMCSTOP": 15, "WRITELOG": 16,
-}  # fmt: skip
+    "CONFIGURELOG": 0,
+    "FLUSHLOG": 1,
+    "GETCPUINFO": 2,
+    "GETDRIVERSTATS": 3,
+    "GETMODULEVERSION": 4,
+    "GETPMCINFO": 5,
+    "PMCADMIN": 6,
+    "PMCALLOCATE": 7,
+    "PMCATTACH": 8,
+    "PMCDETACH": 9,
+    "PMCGETMSR": 10,
+    "PMCRELEASE": 11,
+    "PMCRW": 12,
+    "PMCSETCOUNT": 13,
+    "PMCSTART": 14,
+    "PMCSTOP": 15,
+    "WRITELOG": 16,
+}
 PMC_MODES: dict[str, int] = {"SS": 0, "SC": 1, "TS": 2, "TC": 3}
 CPU_ANY = 0xFFFFFFFF
 HWPMC_ABI = 0x03000000  # major 3 in the high half, as the seed's PMC_VERSION
@@ -74,9 +87,15 @@ PMC_OP_IOCTL = Ioctl(
 
 #: GETDRIVERSTATS outputs out0..out7, the seed's struct order.
 DRIVER_STATS: tuple[str, ...] = (
-    "intr_ignored", "intr_processed", "intr_bufferfull", "syscalls", "syscall_errors",
-    "buffer_requests", "buffer_requests_failed", "log_sweeps",
-)  # fmt: skip
+    "intr_ignored",
+    "intr_processed",
+    "intr_bufferfull",
+    "syscalls",
+    "syscall_errors",
+    "buffer_requests",
+    "buffer_requests_failed",
+    "log_sweeps",
+)
 
 HWPMC = FlavourInfo(
     name="hwpmc",
@@ -96,6 +115,7 @@ HWPMC = FlavourInfo(
         ("x_log_records", "records in hwpmc/log now"),
     ),
     stats_percpu=(
+        ("x_ignored", "producer calls with no running sampling PMC on this CPU"),
         ("x_recorded", "producer calls that filled an entry"),
         ("x_bufferfull", "producer calls that found the ring full"),
         ("x_swept", "entries the sweeps took off the ring"),
@@ -141,10 +161,14 @@ HWPMC = FlavourInfo(
     ),
     mutants=(
         Mutant("skip_bufferfull_count", "every 5th full-ring call counts nothing", ("HW-O1",)),
-        Mutant("lose_swept_entry", "every 9th swept entry is freed but neither logged nor counted",
-               ("HW-O3",)),
-        Mutant("no_restart", "a sweep clears the stall flag but never restarts the counter",
-               ("HW-O5",)),
+        Mutant(
+            "lose_swept_entry",
+            "every 9th swept entry is freed but neither logged nor counted",
+            ("HW-O3",),
+        ),
+        Mutant(
+            "no_restart", "a sweep clears the stall flag but never restarts the counter", ("HW-O5",)
+        ),
         Mutant("wrong_log_cpu", "every 20th log record carries cpu + 1", ("HW-O10",)),
     ),
 )

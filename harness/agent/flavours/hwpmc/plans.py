@@ -1,0 +1,165 @@
+"""The hwpmc runs the oracles of seeds-spec §7.4 are judged on, as `HwPlan` values.
+
+Pure: CPUs and counts in, tagged steps out (`harness.agent.flavours.hwpmc.run`
+runs them)::
+
+    standard_plan((0, 1))            # one SS PMC per CPU under busy loops
+    exact_plan((0, 1), n=32)         # sweeps suppressed, bursts of n + 5, restart, 3 more
+    independence_plan(0, 1)          # one TS PMC on {0, 1}; only 1 sweeps while 0 stalls
+    control_plan((0, 1))             # every op and error of HW-O9, with a hotplug
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harness.agent import profctl as pc
+from harness.agent.flavours.hwpmc.data import CPU_ANY, PMC_MODES
+from harness.agent.flavours.hwpmc.run import (
+    HwPlan,
+    PmcSpec,
+    Tagged,
+    checkpoint,
+    kick_step,
+    pmc_id,
+    pmc_step,
+    sweep_step,
+)
+from harness.agent.spec import AgentSpec
+from harness.agent.steps import inject_step
+
+BUSY_MS = 1500
+FILL_EXTRA = 5  # calls past a full ring in the exact run
+RESUMED = 3  # calls injected after the restarting sweep
+PAIR_NSAMPLES = 4
+
+
+def standard_plan(cpus: tuple[int, ...], busy_ms: int = BUSY_MS) -> HwPlan:
+    """One SS PMC per CPU, busy loops on every CPU, sweeps by the timer."""
+    body = tuple((pc.spin_step(cpu, busy_ms), "") for cpu in cpus)
+    return HwPlan(kind="standard", pmcs=tuple(PmcSpec("SS", (cpu,)) for cpu in cpus), body=body)
+
+
+def exact_spec(spec: AgentSpec) -> AgentSpec:
+    """Overflows only carry bursts; a burst rides the next 0.2 ms."""
+    return replace(spec, pmu_produce=False, period=200_000)
+
+
+def exact_plan(cpus: tuple[int, ...], n: int) -> HwPlan:
+    """Sweeps suppressed; n + 5 calls per CPU (HW-O4); a kick (HW-O5); 3 more; release early.
+
+    The release comes right after STOP with the 3 entries still in each ring and the
+    timer sweeping again: it must return within 2 sweep periods (HW-O7).
+    """
+    fill = {cpu: n + FILL_EXTRA for cpu in cpus}
+    body: tuple[Tagged, ...] = (
+        (inject_step("all", n + FILL_EXTRA), ""),
+        checkpoint("fill"),
+        (kick_step("all"), ""),
+        checkpoint("restart"),
+        (inject_step("all", RESUMED), ""),
+        checkpoint("resumed"),
+    )
+    return HwPlan(
+        kind="exact",
+        pmcs=tuple(PmcSpec("SS", (cpu,)) for cpu in cpus),
+        body=body,
+        pre=((sweep_step("all", False), ""),),
+        after_stop=((sweep_step("all", True), ""),),
+        release_early=True,
+        fill=fill,
+        resume={cpu: RESUMED for cpu in cpus},
+    )
+
+
+def pair_spec(spec: AgentSpec) -> AgentSpec:
+    """Small rings: a busy CPU stalls within a few overflows."""
+    params = {**dict(spec.params), "nsamples": PAIR_NSAMPLES}
+    return replace(spec, params=tuple(sorted(params.items())))
+
+
+def independence_plan(a: int, b: int, busy_ms: int = 300) -> HwPlan:
+    """One TS PMC on {A, B}; A's sweeps suppressed while both run, then resumed (HW-O8)."""
+    spins = ((pc.spin_step(a, busy_ms), ""), (pc.spin_step(b, busy_ms), ""), (pc.wait_step(), ""))
+    body = (
+        *spins,
+        checkpoint("a_stalled"),
+        (sweep_step(a, True), ""),
+        *spins,
+        checkpoint("a_resumed"),
+    )
+    return HwPlan(
+        kind="independence",
+        pmcs=(PmcSpec("TS", (a, b)),),
+        body=body,
+        pre=((sweep_step(a, False), ""),),
+        pair=(a, b),
+    )
+
+
+def _op(label: str, expected: str, op: str | int, **fields: int) -> Tagged:
+    return pmc_step(op, **fields), f"op:{label}:{expected}"
+
+
+def control_ops(cpus: tuple[int, ...]) -> tuple[Tagged, ...]:
+    """HW-O9's calls, each with the errno it must give (§4.4, §6.3's mapping)."""
+    ss0 = pmc_id(cpus[0], "SS")
+    ss = PMC_MODES["SS"]
+    ops: list[Tagged] = [
+        _op("version", "ok", "GETMODULEVERSION", value=0x03000000),
+        _op("version-newer", "EPROTONOSUPPORT", "GETMODULEVERSION", value=0x04000000),
+        _op("cpuinfo", "ok", "GETCPUINFO"),
+        _op("start-unowned", "ESRCH", "PMCSTART", id=ss0),
+        _op("alloc-ss-any-cpu", "EINVAL", "PMCALLOCATE", mode=ss, cpu=CPU_ANY),
+        _op("alloc-bad-mode", "EINVAL", "PMCALLOCATE", mode=9, cpu=cpus[0]),
+        _op("alloc-ss", "ok", "PMCALLOCATE", mode=ss, cpu=cpus[0]),
+        _op("alloc-ss-row-taken", "EINVAL", "PMCALLOCATE", mode=ss, cpu=cpus[0]),
+        _op("stop-allocated", "EINVAL", "PMCSTOP", id=ss0),
+        _op("start", "ok", "PMCSTART", id=ss0),
+        _op("start-running", "ok", "PMCSTART", id=ss0),
+        _op("setcount-running", "EBUSY", "PMCSETCOUNT", id=ss0, value=1000),
+        _op("write-running", "EBUSY", "PMCRW", id=ss0, flags=2, value=7),
+        _op("attach-system", "EINVAL", "PMCATTACH", id=ss0),
+        _op("row-out-of-range", "EINVAL", "PMCSTART", id=ss0 | 0xFF),
+        _op("no-such-id", "EINVAL", "PMCSTART", id=ss0 + 1),
+        _op("unknown-op", "EINVAL", 99),
+        _op("admin-bad-cpu", "EINVAL", "PMCADMIN", cpu=1 << 20, row=1, flags=1),
+        _op("stop", "ok", "PMCSTOP", id=ss0),
+        _op("stop-stopped", "ok", "PMCSTOP", id=ss0),
+        _op("setcount-stopped", "ok", "PMCSETCOUNT", id=ss0, value=500_000),
+        _op("read", "ok", "PMCRW", id=ss0, flags=1),
+    ]
+    if len(cpus) > 1:
+        ops += _hotplug_ops(cpus[-1])
+    ops += [
+        _op("release", "ok", "PMCRELEASE", id=ss0),
+        _op("start-released", "ESRCH", "PMCSTART", id=ss0),
+    ]
+    return tuple(ops)
+
+
+def _hotplug_ops(cpu: int) -> list[Tagged]:
+    """HW-D6 fixed: START of an SS PMC whose CPU went offline fails, nothing changed."""
+    online = f"/sys/devices/system/cpu/cpu{cpu}/online"
+    last = pmc_id(cpu, "SS")
+    ss = PMC_MODES["SS"]
+    return [
+        _op("alloc-ss-last", "ok", "PMCALLOCATE", mode=ss, cpu=cpu),
+        (pc.write_step(online, "0"), ""),
+        (pc.cat_step("/sys/kernel/debug/profagent/stats"), "ss_before"),
+        _op("start-offline", "ENXIO", "PMCSTART", id=last),
+        (pc.cat_step("/sys/kernel/debug/profagent/stats"), "ss_after"),
+        _op("alloc-offline", "ENXIO", "PMCALLOCATE", mode=ss, cpu=cpu),
+        (pc.write_step(online, "1"), ""),
+        _op("release-last", "ok", "PMCRELEASE", id=last),
+    ]
+
+
+def control_plan(cpus: tuple[int, ...]) -> HwPlan:
+    """No PMC of the plan's own: the body is HW-O9's calls between two GETDRIVERSTATS."""
+    body = (
+        (pmc_step("GETDRIVERSTATS"), "driver_before"),
+        *control_ops(cpus),
+        (pmc_step("GETDRIVERSTATS"), "driver_after"),
+    )
+    return HwPlan(kind="control", pmcs=(), body=body)

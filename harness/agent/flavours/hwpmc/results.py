@@ -1,0 +1,141 @@
+"""What one hwpmc run produced, as plain values for its oracles and report.
+
+`harness.agent.flavours.hwpmc.run` fills these from the guest; the oracles and the
+report only read them, so they can be tested on hand-written values::
+
+    run = HwRun(spec=spec, snapshot=snapshot, ...)
+    check_hwpmc(run)                          # harness.agent.flavours.hwpmc.oracles
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from harness.agent.evidence import Injections, KernelEvidence
+from harness.agent.results import AgentSnapshot, flat_numbers
+from harness.agent.spec import AgentSpec
+
+Table = Mapping[int, Mapping[str, int]]
+Kind = Literal["standard", "exact", "independence", "control", "script"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One decoded hwpmc/log record."""
+
+    seq: int
+    ts_ns: int
+    pc: int
+    pmcid: int
+    cpu: int
+    pid: int
+    tid: int
+    flags: int  # bit 0: user mode
+    depth: int
+
+
+@dataclass(frozen=True, slots=True)
+class PmcLine:
+    """One line of hwpmc/pmcs: a PMC as the module sees it."""
+
+    id: int
+    mode: str
+    cpus: str
+    state: str
+    runcount: int
+    stalled: Mapping[int, int]  # CPU → its stall flag
+
+
+@dataclass(frozen=True, slots=True)
+class OpOutcome:
+    """One SP_IOC_PMC_OP a control run made, the errno it had to give and the one it gave."""
+
+    label: str
+    expected: str  # "ok" or an errno name
+    got: str
+
+
+@dataclass(frozen=True, slots=True)
+class HwRun:
+    """One hwpmc run: PMCs allocated, started, driven, stopped, released.
+
+    ``stopped`` is the per-CPU table read after STOP and an idle phase of
+    several sweep periods (quiescence), ``stopped_pmcs`` the PMCs then;
+    ``snapshot`` the debugfs files after every RELEASE; ``stats_later`` the global
+    statistics some sweep periods after that. ``checkpoints`` are per-CPU tables
+    the plan read mid-run, by name. ``fill`` maps CPU → producer calls injected
+    with sweeps suppressed (HW-O4), ``resume`` CPU → calls injected after the
+    restarting sweep (HW-O5); ``pair`` is (A, B) of an independence run (HW-O8).
+    """
+
+    spec: AgentSpec
+    kind: Kind
+    snapshot: AgentSnapshot
+    online_cpus: tuple[int, ...]
+    nmi_expected: bool
+    stopped: Table = field(default_factory=dict)
+    stopped_pmcs: tuple[PmcLine, ...] = ()
+    final_pmcs: tuple[PmcLine, ...] = ()
+    stats_later: Mapping[str, int] = field(default_factory=dict)
+    checkpoints: Mapping[str, Table] = field(default_factory=dict)
+    log: tuple[LogRecord, ...] = ()
+    fill: Mapping[int, int] = field(default_factory=dict)
+    resume: Mapping[int, int] = field(default_factory=dict)
+    pair: tuple[int, int] | None = None
+    ops: tuple[OpOutcome, ...] = ()
+    #: syscalls and syscall_errors of GETDRIVERSTATS before and after the control ops.
+    driver_before: Mapping[str, int] = field(default_factory=dict)
+    driver_after: Mapping[str, int] = field(default_factory=dict)
+    #: x_ss_running before and after START on an offlined CPU (HW-D6), if the run did it.
+    ss_around_offline_start: tuple[int, int] | None = None
+    #: RELEASE outcomes, errno names ("ok" when it returned 0).
+    releases: tuple[str, ...] = ()
+    kernel: KernelEvidence | None = None
+    injections: Injections = field(default_factory=Injections)
+    throttling_disabled: bool = True
+
+    @property
+    def nsamples(self) -> int:
+        """n: the ring capacity the module was loaded with."""
+        return self.spec.param("nsamples")
+
+    @property
+    def hardware_stall(self) -> bool:
+        """Whether stalls stopped the counter for real (the module's own report)."""
+        return self.snapshot.info.get("stall") == "hardware"
+
+    def numbers(self) -> dict[str, int]:
+        """Every counter under one flat name (see `harness.agent.results.flat_numbers`)."""
+        snap = self.snapshot
+        return flat_numbers(snap.stats, snap.stats_percpu, snap.core, [r.cpu for r in self.log])
+
+    def records(self) -> Sequence[LogRecord]:
+        """The log's records, in log order."""
+        return self.log
+
+    def record(self) -> dict[str, object]:
+        """The run's spec, setup and snapshot, for ``agent-run-NN.json``."""
+        snap = self.snapshot
+        return {
+            "spec": self.spec.describe(),
+            "kind": self.kind,
+            "online_cpus": self.online_cpus,
+            "fill": {str(c): n for c, n in self.fill.items()},
+            "resume": {str(c): n for c, n in self.resume.items()},
+            "ops": [(o.label, o.expected, o.got) for o in self.ops],
+            "releases": self.releases,
+            "log_records": len(self.log),
+            "info": dict(snap.info),
+            "stats": dict(snap.stats),
+            "stats_later": dict(self.stats_later),
+            "stats_percpu": {str(c): dict(v) for c, v in snap.stats_percpu.items()},
+            "stopped": {str(c): dict(v) for c, v in self.stopped.items()},
+            "checkpoints": {
+                name: {str(c): dict(v) for c, v in table.items()}
+                for name, table in self.checkpoints.items()
+            },
+            "nmi": {str(c): dict(v) for c, v in snap.core.items()},
+            "state": dict(snap.state),
+        }

@@ -1,0 +1,296 @@
+"""Drive the hwpmc flavour in a guest: PMCs through SP_IOC_PMC_OP, sweeps, the log.
+
+Everything of one run happens in one profctl process on one descriptor (the PMCs'
+owner): allocate and start the plan's PMCs, run its body, STOP, read the kernel's
+PMU interrupt counts, RELEASE, snapshot, read ``hwpmc/log``::
+
+    run = hw_run(agent, AgentSpec(flavour="hwpmc"), standard_plan((0, 1)))
+    check_hwpmc(run)                       # [] when every oracle holds
+
+Steps are tagged as the plan builds them, so results are found by tag, not by text.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from harness.agent import profctl as pc
+from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
+from harness.agent.flavour import AgentLike
+from harness.agent.flavours.hwpmc.data import (
+    CPU_ANY,
+    DRIVER_STATS,
+    HWPMC_LOG_REC,
+    PMC_MODES,
+    PMC_OP,
+    PMC_OP_IOCTL,
+    PMC_OPS,
+)
+from harness.agent.flavours.hwpmc.results import HwRun, Kind, LogRecord, OpOutcome, PmcLine
+from harness.agent.spec import AgentSpec
+from harness.agent.steps import (
+    DEBUGFS,
+    DEVICE,
+    FD,
+    GUEST_DIR,
+    SNAPSHOT_FILES,
+    parse_pairs,
+    parse_percpu,
+    snapshot_of,
+)
+from harness.errors import InfraError
+
+IRQ_READ = pc.cat_step(PROC_INTERRUPTS)
+HWPMC_DIR = f"{DEBUGFS}/hwpmc"
+LOG_FD = FD + 1  # the second descriptor profctl opens: hwpmc/log
+LOG_COPY = f"{GUEST_DIR}/hwpmc-log.bin"
+Tagged = tuple[str, str]  # (step, tag); tag "" for an untagged step that must succeed
+
+
+def pmc_id(cpu: int, mode: str, row: int = 0) -> int:
+    """The id ALLOCATE gives: row | mode << 8 | cpu << 12 (cpu 0xfffff: any)."""
+    field_cpu = 0xFFFFF if cpu == CPU_ANY else cpu
+    return row | PMC_MODES[mode] << 8 | field_cpu << 12
+
+
+def pmc_op_bytes(op: str | int, **fields: int) -> bytes:
+    """SP_IOC_PMC_OP's argument for ``op`` (a name or a raw code) with ``fields`` set."""
+    values = {name: 0 for name in PMC_OP.names}
+    values.update(abi=0x03000000, op=PMC_OPS[op] if isinstance(op, str) else op, cpu=CPU_ANY)
+    values.update(fields)
+    return struct.pack(PMC_OP.struct_format, *(values[name] for name in PMC_OP.names))
+
+
+def pmc_step(op: str | int, **fields: int) -> str:
+    """One SP_IOC_PMC_OP on the run's descriptor."""
+    return pc.ioctl_step(FD, PMC_OP_IOCTL.number, PMC_OP.size, pmc_op_bytes(op, **fields))
+
+
+def decode_op(data: bytes) -> dict[str, int]:
+    """An SP_IOC_PMC_OP buffer after the call, field → value."""
+    return dict(zip(PMC_OP.names, struct.unpack(PMC_OP.struct_format, data), strict=True))
+
+
+def sweep_step(cpu: int | str, on: bool) -> str:
+    """Suppress (off) or resume (on) the timer sweeps of ``cpu`` (or ``"all"``)."""
+    return pc.write_step(f"{HWPMC_DIR}/sweep", f"cpu={cpu} on={int(on)}")
+
+
+def pending_step(cpu: int, count: int = 1) -> str:
+    """The next entry recorded on ``cpu`` stays pending (``count`` is always 1)."""
+    del count
+    return pc.write_step(f"{HWPMC_DIR}/pending", f"cpu={cpu}")
+
+
+def kick_step(cpu: int | str = "all") -> str:
+    """One sweep of ``cpu`` (or every CPU), as the timer would run it."""
+    return pc.write_step(f"{DEBUGFS}/kick", str(cpu))
+
+
+def checkpoint(name: str) -> Tagged:
+    """Read the per-CPU statistics mid-run, kept under ``name``."""
+    return pc.cat_step(f"{DEBUGFS}/stats_percpu"), f"ck:{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PmcSpec:
+    """One PMC a plan allocates and starts: SS on one CPU, or TS on a CPU set."""
+
+    mode: str
+    cpus: tuple[int, ...]
+
+    @property
+    def id(self) -> int:
+        """Its id (row 0: sampling)."""
+        return pmc_id(self.cpus[0] if self.mode in ("SS", "SC") else CPU_ANY, self.mode)
+
+    def allocate(self) -> str:
+        """ALLOCATE it."""
+        if self.mode in ("SS", "SC"):
+            return pmc_step("PMCALLOCATE", mode=PMC_MODES[self.mode], cpu=self.cpus[0])
+        base = min(self.cpus)
+        mask = sum(1 << (cpu - base) for cpu in self.cpus)
+        return pmc_step(
+            "PMCALLOCATE", mode=PMC_MODES[self.mode], cpuset_base=base, cpuset_mask=mask
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HwPlan:
+    """What one hwpmc run does and what that means for the oracles.
+
+    ``pre`` runs before the PMCs start, ``body`` while they run; ``release_early``
+    releases right after STOP (entries still in the rings: the release bound) rather
+    than after the idle phase. The rest tells the oracles what the steps did.
+    """
+
+    kind: Kind
+    pmcs: tuple[PmcSpec, ...]
+    body: tuple[Tagged, ...] = ()
+    pre: tuple[Tagged, ...] = ()
+    after_stop: tuple[Tagged, ...] = ()
+    release_early: bool = False
+    fill: Mapping[int, int] = field(default_factory=dict)
+    resume: Mapping[int, int] = field(default_factory=dict)
+    pair: tuple[int, int] | None = None
+
+
+def _untagged(steps: Sequence[str]) -> tuple[Tagged, ...]:
+    return tuple((step, "") for step in steps)
+
+
+def plan_steps(plan: HwPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
+    """The whole run as tagged profctl steps."""
+    sweep_ms = max(1, spec.param("sweep_us") // 1000)
+    starts = tuple((pmc_step("PMCSTART", id=p.id), "") for p in plan.pmcs)
+    stops = tuple((pmc_step("PMCSTOP", id=p.id), "") for p in plan.pmcs)
+    releases = tuple((pmc_step("PMCRELEASE", id=p.id), "release") for p in plan.pmcs)
+    pmcs = pc.cat_step(f"{HWPMC_DIR}/pmcs")
+    idle = ((IRQ_READ, "irq"), (pc.sleep_step(IDLE_MS), ""), (IRQ_READ, "irq"))
+    stopped = ((pc.cat_step(f"{DEBUGFS}/stats_percpu"), "stopped"), (pmcs, "stopped_pmcs"))
+    early, late = (releases, ()) if plan.release_early else ((), releases)
+    return (
+        (IRQ_READ, "irq"),
+        (pc.open_step(DEVICE), ""),
+        (pmc_step("GETMODULEVERSION", value=0x03000000), ""),
+        *plan.pre,
+        *((p.allocate(), "") for p in plan.pmcs),
+        *starts,
+        *plan.body,
+        (pc.wait_step(), ""),
+        *stops,
+        (IRQ_READ, "irq"),
+        *plan.after_stop,
+        *early,
+        *idle[1:],
+        *stopped,
+        *late,
+        *_untagged([pc.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES]),
+        (pmcs, "final_pmcs"),
+        (pc.sleep_step(5 * sweep_ms), ""),
+        (pc.cat_step(f"{DEBUGFS}/stats"), "later"),
+        *_untagged(
+            [
+                pc.open_step(f"{HWPMC_DIR}/log"),
+                pc.read_step(LOG_FD, LOG_COPY, 65536),
+                pc.close_step(LOG_FD),
+                pc.close_step(FD),
+            ]
+        ),
+    )
+
+
+def parse_pmcs(lines: Sequence[str]) -> tuple[PmcLine, ...]:
+    """hwpmc/pmcs lines → `PmcLine` values.
+
+    :raise InfraError: a line lacks a field.
+    """
+    found = []
+    for line in lines:
+        pairs = dict(part.partition("=")[::2] for part in line.split())
+        try:
+            stalled = {
+                int(c): int(f)
+                for c, _, f in (item.partition(":") for item in pairs["stalled"].split(",") if item)
+            }
+            found.append(
+                PmcLine(
+                    int(pairs["id"], 0),
+                    pairs["mode"],
+                    pairs["cpus"],
+                    pairs["state"],
+                    int(pairs["runcount"]),
+                    stalled,
+                )
+            )
+        except (KeyError, ValueError) as exc:
+            raise InfraError(f"malformed hwpmc/pmcs line: {line!r}") from exc
+    return tuple(found)
+
+
+def hw_run(
+    agent: AgentLike, spec: AgentSpec, plan: HwPlan, *, allowed: frozenset[str] = frozenset()
+) -> HwRun:
+    """Load ``spec``, run ``plan`` in one profctl process, collect and decode.
+
+    Steps tagged ``release`` or in ``allowed`` may fail (their errno is kept); any
+    other failed step is the harness's problem.
+
+    :raise InfraError: a step that must succeed failed.
+    """
+    agent.load(spec)
+    online = agent.online_cpus()
+    tagged = plan_steps(plan, spec)
+    steps = tuple(step for step, _ in tagged)
+    results = agent.run_steps(steps)
+    by_tag = _by_tag(tagged, results, allowed)
+    data = agent.fetch(LOG_COPY, f"hwpmc-log-{agent.run_count:02d}.bin")
+    run = HwRun(
+        spec=spec,
+        kind=plan.kind,
+        online_cpus=online,
+        nmi_expected=agent.nmi_expected_for(spec),
+        snapshot=snapshot_of(steps, results),
+        stopped=parse_percpu(by_tag["stopped"][0].lines),
+        stopped_pmcs=parse_pmcs(by_tag["stopped_pmcs"][0].lines),
+        final_pmcs=parse_pmcs(by_tag["final_pmcs"][0].lines),
+        stats_later={k: int(v) for k, v in parse_pairs(by_tag["later"][0].lines).items()},
+        checkpoints={
+            tag[3:]: parse_percpu(rs[0].lines)
+            for tag, rs in by_tag.items()
+            if tag.startswith("ck:")
+        },
+        log=tuple(LogRecord(**r) for r in agent.decode(HWPMC_LOG_REC.c_name, data)),
+        fill=plan.fill,
+        resume=plan.resume,
+        pair=plan.pair,
+        releases=tuple(r.errno or "ok" for r in by_tag.get("release", [])),
+        ops=op_outcomes(tagged, results),
+        driver_before=driver_stats(by_tag["driver_before"][0]) if "driver_before" in by_tag else {},
+        driver_after=driver_stats(by_tag["driver_after"][0]) if "driver_after" in by_tag else {},
+        ss_around_offline_start=_ss_running(by_tag),
+        kernel=interrupt_reads([r.lines for r in by_tag["irq"]], agent.pmu_irq_label),
+        injections=injections_of(steps, online),
+    )
+    agent.save_run(run.record())
+    return run
+
+
+def _by_tag(
+    tagged: Sequence[Tagged], results: Sequence[pc.StepResult], allowed: frozenset[str]
+) -> dict[str, list[pc.StepResult]]:
+    """Results grouped by tag; raises on a failed step its tag does not allow to fail."""
+    by_tag: dict[str, list[pc.StepResult]] = {}
+    for (_, tag), result in zip(tagged, results, strict=True):
+        may_fail = tag == "release" or tag in allowed or tag.startswith("op:")
+        if not result.ok and not may_fail:
+            raise InfraError(f"hwpmc step failed: {result.describe()}")
+        by_tag.setdefault(tag, []).append(result)
+    return by_tag
+
+
+def _ss_running(by_tag: Mapping[str, list[pc.StepResult]]) -> tuple[int, int] | None:
+    if "ss_before" not in by_tag:
+        return None
+    before, after = (parse_pairs(by_tag[t][0].lines) for t in ("ss_before", "ss_after"))
+    return int(before["x_ss_running"]), int(after["x_ss_running"])
+
+
+def driver_stats(result: pc.StepResult) -> dict[str, int]:
+    """GETDRIVERSTATS's outputs, by the seed's names."""
+    out = decode_op(result.out_bytes)
+    return {name: out[f"out{i}"] for i, name in enumerate(DRIVER_STATS)}
+
+
+def op_outcomes(
+    tagged: Sequence[Tagged], results: Sequence[pc.StepResult]
+) -> tuple[OpOutcome, ...]:
+    """The control ops (tags ``op:<label>:<expected>``) with the errno each gave."""
+    outcomes = []
+    for (_, tag), result in zip(tagged, results, strict=True):
+        if tag.startswith("op:"):
+            _, label, expected = tag.split(":")
+            outcomes.append(OpOutcome(label, expected, result.errno or "ok"))
+    return tuple(outcomes)

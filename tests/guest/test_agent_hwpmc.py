@@ -1,0 +1,89 @@
+"""profagent's hwpmc flavour in a booted guest: the oracles of seeds-spec §7.4.
+
+The standard run is one SS PMC per CPU under busy loops; the exact run fills every
+ring with injected bursts while sweeps are suppressed (HW-O4), restarts by a kick
+(HW-O5) and releases with entries left (HW-O7). HW-O8 runs one TS PMC on two CPUs,
+HW-O9 every op and error of §4.4 with a CPU going offline (HW-D6 fixed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from harness.agent.driver import Agent
+from harness.agent.flavours.hwpmc.data import HWPMC
+from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
+from harness.agent.flavours.hwpmc.plans import (
+    FILL_EXTRA,
+    control_plan,
+    exact_plan,
+    exact_spec,
+    independence_plan,
+    pair_spec,
+    standard_plan,
+)
+from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
+from harness.agent.flavours.hwpmc.results import HwRun
+from harness.agent.flavours.hwpmc.run import hw_run
+from harness.agent.spec import AgentSpec
+from harness.vm.topology import CpuTopology
+from tests.conftest import AGENT_REPORT
+
+pytestmark = pytest.mark.guest
+HW = AgentSpec(flavour="hwpmc")
+HW_D2 = HWPMC.quirk_bit("HW-D2")
+
+
+def judged(run: HwRun, request: pytest.FixtureRequest) -> list[str]:
+    """The run's violations (as text), its report attached to the test."""
+    violations = check_hwpmc(run)
+    report = f"{format_hw_table(run)}\n{format_hw_verdicts(violations, applicable_hw_oracles(run))}"
+    request.node.user_properties.append((AGENT_REPORT, report))
+    return [f"{v}\n\n{report}" for v in violations]
+
+
+def test_hwpmc_standard_run(agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest) -> None:
+    """One SS PMC per CPU under busy loops: every HW oracle and the shared ones hold."""
+    run = hw_run(agent, HW, standard_plan(tuple(range(topology.cpus))))
+    assert judged(run, request) == []
+    assert run.hardware_stall
+    assert sum(s["x_logged"] for s in run.snapshot.stats_percpu.values()) > 0
+
+
+def test_hwpmc_exact_fill_restart_release(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """n + 5 calls per CPU, sweeps suppressed: n recorded, 5 bufferfull, one stall; a kick
+    restarts, 3 more land; RELEASE with them in the rings returns within 2 sweep ticks."""
+    spec = exact_spec(HW)
+    n = spec.param("nsamples")
+    run = hw_run(agent, spec, exact_plan(tuple(range(topology.cpus)), n))
+    assert judged(run, request) == []
+    fill = run.checkpoints["fill"][0]
+    assert (fill["x_recorded"], fill["x_bufferfull"], fill["x_stall_events"]) == (n, FILL_EXTRA, 1)
+    assert run.snapshot.stats_percpu[0]["x_discarded_stopped"] == 3
+
+
+@pytest.mark.parametrize("quirks", [0, HW_D2], ids=["fixed", "quirk-HW-D2"])
+def test_hwpmc_stall_independence(
+    agent: Agent, topology: CpuTopology, quirks: int, request: pytest.FixtureRequest
+) -> None:
+    """HW-O8: A stalls while only B sweeps; fixed, A's own sweep restarts it; with the seed's
+    one stall flag per PMC, B's sweep clears A's flag and A never samples again."""
+    if topology.cpus < 2:
+        pytest.skip("needs two CPUs")
+    spec = replace(pair_spec(HW), quirks=quirks)
+    run = hw_run(agent, spec, independence_plan(0, 1))
+    failed = {line.split(" on ")[0] for line in judged(run, request)}
+    assert failed == (set() if quirks == 0 else {"HW-O8"})
+
+
+def test_hwpmc_control_errors(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """HW-O9: every op's errno, syscalls counted exactly, START on an offline CPU harmless."""
+    run = hw_run(agent, HW, control_plan(tuple(range(topology.cpus))))
+    assert judged(run, request) == []
+    assert run.ops and all(o.got == o.expected for o in run.ops)
