@@ -44,7 +44,9 @@ def judged(run: HwRun, request: pytest.FixtureRequest) -> list[str]:
     return [f"{v}\n\n{report}" for v in violations]
 
 
-def test_hwpmc_standard_run(agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest) -> None:
+def test_hwpmc_standard_run(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
     """One SS PMC per CPU under busy loops: every HW oracle and the shared ones hold."""
     run = hw_run(agent, HW, standard_plan(tuple(range(topology.cpus))))
     assert judged(run, request) == []
@@ -86,4 +88,5 @@ def test_hwpmc_control_errors(
     """HW-O9: every op's errno, syscalls counted exactly, START on an offline CPU harmless."""
     run = hw_run(agent, HW, control_plan(tuple(range(topology.cpus))))
     assert judged(run, request) == []
-    assert run.ops and all(o.got == o.expected for o in run.ops)
+    assert run.ops
+    assert all(o.got == o.expected for o in run.ops)

@@ -14,6 +14,7 @@ import pytest
 from harness.agent import flavours, render
 from harness.agent.build import AgentBuild
 from harness.agent.flavours.dt.data import DT_EVT, DT_IOCTLS, DT_PCPU_HDR, DT_REQ, DT_STAT
+from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC, PMC_OP
 from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.tprof.data import TPROF as TPROF_INFO
 from harness.agent.flavours.tprof.data import TPROF_IOCTLS, TPROF_PARAM, TPROF_SAMPLE, TPROF_STAT
@@ -91,7 +92,7 @@ def test_every_file_says_it_is_generated_and_from_what(name: str) -> None:
 
 def test_kbuild_links_the_core_and_every_flavour() -> None:
     kbuild = DEFAULT.files["Kbuild"].splitlines()
-    assert "profagent-y := core.o tprof.o dt.o kprof.o" in kbuild
+    assert "profagent-y := core.o tprof.o dt.o kprof.o hwpmc.o" in kbuild
     assert "obj-m := profagent.o" in kbuild
 
 
@@ -176,6 +177,8 @@ def test_abi_structs_follow_the_layouts() -> None:
             DT_REQ,
             DT_PCPU_HDR,
             *(record.header for record in KPROF.framed),
+            HWPMC_LOG_REC,
+            PMC_OP,
         )
     }
     assert abi_structs(ABI) == expected
@@ -203,7 +206,7 @@ def test_abi_size_assertions_match_the_layouts() -> None:
     assert sizes == {"tprof_sample": 24, "tprof_stat": 48, "tprof_param": 24, "dt_evt": 48,
                      "dtioc_stat": 32, "dtioc_req": 16, "dtioc_pcpu": 16,
                      "kprof_ktrace_hdr": 20, "kprof_utrace_hdr": 24,
-                     "kprof_newproc_hdr": 12}  # fmt: skip
+                     "kprof_newproc_hdr": 12, "hwpmc_log_rec": 48, "pmc_op": 112}  # fmt: skip
 
 
 def test_abi_dt_ioctl_numbers_match_the_layouts() -> None:

@@ -68,7 +68,7 @@ def test_validate_rejects(changes: dict[str, object], message: str) -> None:
 
 def test_unknown_flavour_lists_the_known_ones() -> None:
     with pytest.raises(
-        ConfigError, match=re.escape("unknown agent flavour 'perf'; known: dt, kprof, tprof")
+        ConfigError, match=re.escape("unknown agent flavour 'perf'; known: dt, hwpmc, kprof, tprof")
     ):
         AgentSpec(flavour="perf").validate()
 

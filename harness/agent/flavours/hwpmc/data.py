@@ -145,7 +145,7 @@ HWPMC = FlavourInfo(
     record=HWPMC_LOG_REC,
     layouts=(HWPMC_LOG_REC, PMC_OP),
     ioctls=(PMC_OP_IOCTL,),
-    fault_points=("log_alloc",),
+    fault_points=("hwpmc_log",),
     template_context={
         "hwpmc_ops": PMC_OPS,
         "hwpmc_modes": PMC_MODES,

@@ -18,6 +18,7 @@
 #include <linux/hardirq.h>
 #include <linux/irq_work.h>
 #include <linux/kernel.h>
+#include <linux/lockdep.h>
 #include <linux/math64.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
@@ -27,6 +28,7 @@
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
+#include <linux/smp.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
@@ -42,7 +44,7 @@
 /* Defaults from the agent spec this file was rendered for; insmod overrides them. */
 static char *pa_flavour_name = "tprof";
 module_param_named(flavour, pa_flavour_name, charp, 0444);
-MODULE_PARM_DESC(flavour, "active flavour: tprof, dt, kprof");
+MODULE_PARM_DESC(flavour, "active flavour: tprof, dt, kprof, hwpmc");
 static char *pa_event = "cycles";
 module_param_named(event, pa_event, charp, 0444);
 MODULE_PARM_DESC(event, "cycles, instructions or cpu-clock (software, no PMU)");
@@ -94,6 +96,18 @@ MODULE_PARM_DESC(trace_pad, "kprof: kprof: 1 pads every trace to d PCs (uniform 
 unsigned long pa_status = 0;
 module_param_named(status, pa_status, ulong, 0444);
 MODULE_PARM_DESC(status, "kprof: kprof: 1 writes a new-process status record at kpctl open (0..1)");
+unsigned long pa_nsamples = 32;
+module_param_named(nsamples, pa_nsamples, ulong, 0444);
+MODULE_PARM_DESC(nsamples, "hwpmc: entries per CPU ring (kern.hwpmc.nsamples) (1..65535)");
+unsigned long pa_sweep_us = 4000;
+module_param_named(sweep_us, pa_sweep_us, ulong, 0444);
+MODULE_PARM_DESC(sweep_us, "hwpmc: sweep timer period, us (the hardclock) (100..1000000)");
+unsigned long pa_release_ms = 1000;
+module_param_named(release_ms, pa_release_ms, ulong, 0444);
+MODULE_PARM_DESC(release_ms, "hwpmc: RELEASE's bound on waiting for entries (1..60000)");
+unsigned long pa_log_kib = 4096;
+module_param_named(log_kib, pa_log_kib, ulong, 0444);
+MODULE_PARM_DESC(log_kib, "hwpmc: hwpmc/log capacity, KiB (4..65536)");
 
 static const char *const pa_core_names[PA_CORE_NSTATS] = {
 	"x_nmi_total",
@@ -116,6 +130,8 @@ static const char *const pa_core_names[PA_CORE_NSTATS] = {
 	"x_counter_value",
 	"x_enabled_ns",
 	"x_events_created",
+	"x_source_stops",
+	"x_source_stopped_ns",
 	"x_nmi_lock_violation",
 	"x_nmi_alloc_violation",
 };
@@ -127,6 +143,7 @@ static const char *const pa_fault_names[PA_NFAULTS] = {
 	"status_emit",
 	"spare_alloc",
 	"log_alloc",
+	"hwpmc_log",
 };
 
 struct pa_cpu {
@@ -138,6 +155,8 @@ struct pa_cpu {
 	int probe_active;		/* inside an IRQ-off probe window */
 	bool mutant_deferred;		/* the defer mutant's irq_work is pending */
 	struct irq_work mutant_work;	/* only the defer mutant queues it */
+	bool stopped;			/* stopped on purpose by pa_source_stop */
+	u64 stopped_at_ns;		/* when it was */
 };
 static DEFINE_PER_CPU(struct pa_cpu, pa_cpu);
 
@@ -316,6 +335,63 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 		__this_cpu_write(pa_cpu.stat[PA_X_NMI_MAX_NS], took);
 }
 
+/* ---- stopping a source on purpose (hwpmc's hardware stall) ----------------- */
+
+/*
+ * On Linux 6.1 arm64, armv8pmu_handle_irq() calls our handler after it reloaded
+ * the period; pmu->stop() (armpmu_stop) disables the counter, folds its count
+ * and marks it PERF_HES_STOPPED|UPTODATE, which is the same counter disable the
+ * perf core's throttling makes after the handler, and pmu->start() with
+ * PERF_EF_RELOAD is how the tick unthrottles it. The software clock cannot: its
+ * handler runs inside the hrtimer that stop would have to cancel.
+ */
+bool pa_source_stop(void)
+{
+	struct pa_cpu *pc = this_cpu_ptr(&pa_cpu);
+	struct perf_event *event = READ_ONCE(pc->event);
+
+	if (!event || pa_software || event->state != PERF_EVENT_STATE_ACTIVE)
+		return false;
+	if (pc->stopped)
+		return true;
+	event->pmu->stop(event, 0);
+	pc->stopped_at_ns = ktime_get_mono_fast_ns();
+	WRITE_ONCE(pc->stopped, true);
+	__this_cpu_inc(pa_cpu.stat[PA_X_SOURCE_STOPS]);
+	return true;
+}
+
+/*
+ * IRQs are off on the owning CPU: the perf core's disable and release reach this
+ * event through an IPI to this CPU, so it is neither scheduled out nor freed
+ * under us, and an event no longer active is left alone.
+ */
+bool pa_source_start(void)
+{
+	struct pa_cpu *pc = this_cpu_ptr(&pa_cpu);
+	struct perf_event *event = READ_ONCE(pc->event);
+
+	lockdep_assert_irqs_disabled();
+	/* Disabled meanwhile: pa_disarm_cpu settles the stopped time. */
+	if (!event || !pc->stopped || event->state != PERF_EVENT_STATE_ACTIVE)
+		return false;
+	__this_cpu_add(pa_cpu.stat[PA_X_SOURCE_STOPPED_NS],
+		       ktime_get_mono_fast_ns() - pc->stopped_at_ns);
+	WRITE_ONCE(pc->stopped, false);
+	event->pmu->start(event, PERF_EF_RELOAD);
+	return true;
+}
+
+bool pa_source_stopped(unsigned int cpu)
+{
+	return READ_ONCE(per_cpu_ptr(&pa_cpu, cpu)->stopped);
+}
+
+int pa_on_cpu_irqoff(unsigned int cpu, void (*fn)(void *), void *arg)
+{
+	return smp_call_function_single(cpu, fn, arg, 1);
+}
+
 /* ---- sources -------------------------------------------------------------- */
 
 static int pa_resolve_event(void)
@@ -358,6 +434,7 @@ static int pa_arm_cpu(unsigned int cpu)
 	struct perf_event *event;
 
 	pc->accounted = 0;	/* before the event exists: it counts from creation */
+	pc->stopped = false;
 	event = pa_create_event(cpu);
 	if (IS_ERR(event)) {
 		pr_err("profagent: cpu %u: %s sampling event: %ld\n", cpu, pa_event, PTR_ERR(event));
@@ -384,6 +461,11 @@ static void pa_disarm_cpu(unsigned int cpu)
 	if (!pc->event)
 		return;
 	perf_event_disable(pc->event);	/* synchronous: its handler is done on that CPU */
+	if (pc->stopped) {	/* the event is out: no NMI or restart touches it now */
+		WRITE_ONCE(pc->stat[PA_X_SOURCE_STOPPED_NS], pc->stat[PA_X_SOURCE_STOPPED_NS] +
+			   ktime_get_mono_fast_ns() - pc->stopped_at_ns);
+		WRITE_ONCE(pc->stopped, false);
+	}
 	count = perf_event_read_value(pc->event, &enabled, &running);
 	/* Mutation point: the last CPU's event stays armed, never released. */
 	if (pa_mutant(LEAVE_EVENT_ARMED) && cpu == cpumask_last(cpu_online_mask))
@@ -759,6 +841,10 @@ static int pa_params_show(struct seq_file *m, void *unused)
 	seq_printf(m, "trace_depth=%lu\n", pa_trace_depth);
 	seq_printf(m, "trace_pad=%lu\n", pa_trace_pad);
 	seq_printf(m, "status=%lu\n", pa_status);
+	seq_printf(m, "nsamples=%lu\n", pa_nsamples);
+	seq_printf(m, "sweep_us=%lu\n", pa_sweep_us);
+	seq_printf(m, "release_ms=%lu\n", pa_release_ms);
+	seq_printf(m, "log_kib=%lu\n", pa_log_kib);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(pa_params);
@@ -827,6 +913,7 @@ static struct pa_flavour *const pa_flavours[] = {
 	&pa_flavour_tprof,
 	&pa_flavour_dt,
 	&pa_flavour_kprof,
+	&pa_flavour_hwpmc,
 };
 
 static int pa_check_params(void)

@@ -40,6 +40,8 @@ enum pa_core_stat {
 	PA_X_COUNTER_VALUE,	/* the sampling counter's value, read when its event was released */
 	PA_X_ENABLED_NS,	/* time the sampling events were enabled: the time base for overflows due */
 	PA_X_EVENTS_CREATED,	/* perf events created on this CPU (START and CPU online) */
+	PA_X_SOURCE_STOPS,	/* times a flavour stopped this CPU's event on purpose (hwpmc stall) */
+	PA_X_SOURCE_STOPPED_NS,	/* time the event stood stopped on purpose: not emulator loss */
 	PA_X_NMI_LOCK_VIOLATION,	/* locks taken in NMI context (must stay 0) */
 	PA_X_NMI_ALLOC_VIOLATION,	/* allocations in NMI context (must stay 0) */
 	PA_CORE_NSTATS
@@ -53,6 +55,7 @@ enum pa_fault_point {
 	PA_FAULT_STATUS_EMIT,
 	PA_FAULT_SPARE_ALLOC,
 	PA_FAULT_LOG_ALLOC,
+	PA_FAULT_HWPMC_LOG,
 	PA_NFAULTS
 };
 
@@ -94,6 +97,10 @@ enum pa_mutant {
 	PA_MUTANT_KPDATA_TWICE,	/* a kpdata write injects its trace twice */
 	PA_MUTANT_EOF_EPIPE,	/* the second read at the end of the stream fails with EPIPE, quirk or not */
 	PA_MUTANT_QLIMIT_WHILE_PROFILING,	/* prof_qlimit is accepted while profiling */
+	PA_MUTANT_SKIP_BUFFERFULL_COUNT,	/* every 5th full-ring call counts nothing */
+	PA_MUTANT_LOSE_SWEPT_ENTRY,	/* every 9th swept entry is freed but neither logged nor counted */
+	PA_MUTANT_NO_RESTART,	/* a sweep clears the stall flag but never restarts the counter */
+	PA_MUTANT_WRONG_LOG_CPU,	/* every 20th log record carries cpu + 1 */
 };
 #define PA_MUTANT_ACTIVE PA_MUTANT_NONE
 #define PA_MUTANT_NAME "none"
@@ -145,6 +152,10 @@ extern unsigned long pa_qlimit;	/* kprof: kprof: the queue's limit in bytes (Q) 
 extern unsigned long pa_trace_depth;	/* kprof: kprof: PCs per trace at most (d) */
 extern unsigned long pa_trace_pad;	/* kprof: kprof: 1 pads every trace to d PCs (uniform records) */
 extern unsigned long pa_status;	/* kprof: kprof: 1 writes a new-process status record at kpctl open */
+extern unsigned long pa_nsamples;	/* hwpmc: entries per CPU ring (kern.hwpmc.nsamples) */
+extern unsigned long pa_sweep_us;	/* hwpmc: sweep timer period, us (the hardclock) */
+extern unsigned long pa_release_ms;	/* hwpmc: RELEASE's bound on waiting for entries */
+extern unsigned long pa_log_kib;	/* hwpmc: hwpmc/log capacity, KiB */
 
 bool pa_quirk(unsigned int bit);
 bool pa_drain_manual(void);
@@ -154,6 +165,20 @@ bool pa_fault_hit(enum pa_fault_point point);
 int pa_sources_start(void);
 void pa_sources_stop(void);
 bool pa_sources_running(void);
+
+/*
+ * Stop this CPU's sampling event on purpose, as the perf core's throttling does
+ * (the counter stops: periods stopped are neither due nor undelivered). Call on
+ * the owning CPU from its overflow handler or with IRQs off. False: the source
+ * cannot be stopped (software clock: its handler runs in the hrtimer it would
+ * have to cancel) or there is none; the caller then gates in software.
+ */
+bool pa_source_stop(void);
+/* Restart a stopped event on this CPU (IRQs off, owning CPU); false if it was not. */
+bool pa_source_start(void);
+bool pa_source_stopped(unsigned int cpu);
+/* Run `fn(arg)` on `cpu` in hard-IRQ context with IRQs off, synchronously. */
+int pa_on_cpu_irqoff(unsigned int cpu, void (*fn)(void *), void *arg);
 
 /* The next overflow on `cpu` runs the producer `count` times; what is left of it. */
 void pa_burst_arm(unsigned int cpu, unsigned int count);
@@ -168,5 +193,6 @@ void pa_check_not_nmi(enum pa_core_stat violation);
 extern struct pa_flavour pa_flavour_tprof;
 extern struct pa_flavour pa_flavour_dt;
 extern struct pa_flavour pa_flavour_kprof;
+extern struct pa_flavour pa_flavour_hwpmc;
 
 #endif /* PROFAGENT_H */

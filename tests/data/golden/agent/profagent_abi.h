@@ -106,6 +106,43 @@ struct kprof_newproc_hdr {
 } __attribute__((packed));
 _Static_assert(sizeof(struct kprof_newproc_hdr) == 12, "kprof_newproc_hdr layout");
 
+/* One callchain record of depth 1 in hwpmc/log; seq numbers the log from 1. */
+struct hwpmc_log_rec {
+	__u64 seq;	/* log sequence number, from 1, no gaps: a torn or lost record shows */
+	__u64 ts_ns;	/* ktime_get_mono_fast_ns() when the sample was taken */
+	__u64 pc;	/* the interrupted program counter */
+	__u32 pmcid;	/* id of the PMC that sampled */
+	__u32 cpu;	/* CPU that took the sample (full width) */
+	__u32 pid;	/* tgid of the interrupted process; 0xffffffff when none (idle) */
+	__u32 tid;	/* thread id of the interrupted task */
+	__u32 flags;	/* bit 0: the sample interrupted user mode */
+	__u32 depth;	/* PCs in the chain (1: the interrupted PC) */
+} __attribute__((packed));
+_Static_assert(sizeof(struct hwpmc_log_rec) == 48, "hwpmc_log_rec layout");
+
+/* SP_IOC_PMC_OP's argument: one hwpmc system call, its inputs and outputs. */
+struct pmc_op {
+	__u32 abi;	/* the caller's ABI version (HWPMC_ABI) */
+	__u32 op;	/* PMC_OP_* (the seed's op codes) */
+	__u32 id;	/* PMC id: in for lookups, out of ALLOCATE */
+	__u32 cpu;	/* CPU (ALLOCATE SS/SC, PMCADMIN); 0xffffffff: any */
+	__u32 mode;	/* 0 SS, 1 SC, 2 TS (process: sampling on cpuset), 3 TC */
+	__u32 flags;	/* RW: 1 read, 2 write; PMCADMIN: 1 enable, 2 disable */
+	__u32 row;	/* PMCADMIN: row; out of ALLOCATE: the row taken */
+	__u32 cpuset_base;	/* first CPU of cpuset_mask (process mode) */
+	__u64 cpuset_mask;	/* bit i: CPU cpuset_base + i is in the set (process mode) */
+	__u64 value;	/* SETCOUNT count, RW value in/out, GETMODULEVERSION version */
+	__u64 out0;	/* GETDRIVERSTATS / GETCPUINFO outputs, in order */
+	__u64 out1;	/* ditto */
+	__u64 out2;	/* ditto */
+	__u64 out3;	/* ditto */
+	__u64 out4;	/* ditto */
+	__u64 out5;	/* ditto */
+	__u64 out6;	/* ditto */
+	__u64 out7;	/* ditto */
+} __attribute__((packed));
+_Static_assert(sizeof(struct pmc_op) == 112, "pmc_op layout");
+
 /*
  * Varint-framed stream records: varint type, varint payload size, payload (the
  * header struct, then the tail). Varints are 7-bit little-endian groups, the
@@ -125,5 +162,6 @@ _Static_assert(sizeof(struct kprof_newproc_hdr) == 12, "kprof_newproc_hdr layout
 #define DTIOCPRBENABLE 0x40104403U	/* enable */
 #define DTIOCPRBDISABLE 0x40104404U	/* disable */
 #define DTIOC_X_PCPUSTATS 0x80104440U	/* port: per-CPU and per-open counters of this open */
+#define SP_IOC_PMC_OP 0xc0705340U	/* one hwpmc system call */
 
 #endif /* PROFAGENT_ABI_H */

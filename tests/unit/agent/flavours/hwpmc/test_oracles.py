@@ -1,0 +1,230 @@
+"""The hwpmc oracles on hand-built runs: a healthy run passes, each broken law is named."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harness.agent.evidence import Injections, KernelEvidence
+from harness.agent.flavours.hwpmc.data import HWPMC
+from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
+from harness.agent.flavours.hwpmc.results import HwRun, LogRecord, OpOutcome, PmcLine
+from harness.agent.flavours.hwpmc.run import decode_op, parse_pmcs, pmc_id, pmc_op_bytes
+from harness.agent.info import CORE_PERCPU
+from harness.agent.results import AgentSnapshot, Violation
+from harness.agent.spec import AgentSpec
+
+N = 32
+KPC = 0xFFFF800080001000
+SPEC = AgentSpec(flavour="hwpmc")
+
+
+def brief(violations: list[Violation]) -> list[tuple[str, int | None, str, str]]:
+    return [(v.oracle, v.cpu, v.expected, v.observed) for v in violations]
+
+
+def core(**values: int) -> dict[str, int]:
+    return {**dict.fromkeys((name for name, _ in CORE_PERCPU), 0), **values}
+
+
+def percpu(**values: int) -> dict[str, int]:
+    return {**dict.fromkeys(HWPMC.percpu_names, 0), **values}
+
+
+def log(cpus: dict[int, int]) -> tuple[LogRecord, ...]:
+    records, seq = [], 0
+    for cpu, count in cpus.items():
+        for _ in range(count):
+            seq += 1
+            records.append(LogRecord(seq, seq, KPC, pmc_id(cpu, "SS"), cpu, 0xFFFFFFFF, 0, 0, 1))
+    return tuple(records)
+
+
+def healthy() -> HwRun:
+    """Two CPUs, 10 overflows each: 10 recorded, 9 logged, 1 discarded after STOP."""
+    pc = {
+        c: percpu(x_recorded=10, x_swept=10, x_logged=9, x_discarded_stopped=1, x_sweeps=3)
+        for c in (0, 1)
+    }
+    stats = {**dict.fromkeys(HWPMC.stat_names, 0), "intr_processed": 20, "log_sweeps": 6}
+    nmi = {
+        c: core(x_nmi_total=10, x_producer_calls=10, x_producer_calls_nmi=10, x_nmi_ctx_ok=10)
+        for c in (0, 1)
+    }
+    snap = AgentSnapshot(info={"stall": "hardware"}, stats=stats, stats_percpu=pc, core=nmi)
+    kernel = KernelEvidence("arm-pmu", {0: 0, 1: 0}, {0: 10, 1: 10}, {0: 10, 1: 10})
+    pmcs = tuple(PmcLine(pmc_id(c, "SS"), "SS", str(c), "stopped", 0, {c: 0}) for c in (0, 1))
+    return HwRun(
+        spec=SPEC,
+        kind="standard",
+        snapshot=snap,
+        online_cpus=(0, 1),
+        nmi_expected=True,
+        stopped=pc,
+        stopped_pmcs=pmcs,
+        stats_later=stats,
+        log=log({0: 9, 1: 9}),
+        releases=("ok", "ok"),
+        kernel=kernel,
+    )
+
+
+def with_percpu(run: HwRun, cpu: int, **values: int) -> HwRun:
+    pc = {**run.snapshot.stats_percpu, cpu: {**run.snapshot.stats_percpu[cpu], **values}}
+    return replace(run, snapshot=replace(run.snapshot, stats_percpu=pc))
+
+
+def test_a_healthy_run_passes_every_applicable_oracle() -> None:
+    run = healthy()
+    assert check_hwpmc(run) == []
+    assert {"HW-O1", "HW-O2", "HW-O3", "HW-O6", "HW-O7", "HW-O10"} <= applicable_hw_oracles(run)
+    assert not {"HW-O5", "HW-O8", "HW-O9"} & applicable_hw_oracles(run)
+
+
+def test_hw_o1_a_producer_call_without_an_outcome() -> None:
+    run = with_percpu(healthy(), 1, x_recorded=9, x_swept=9, x_logged=8)
+    found = [v for v in check_hwpmc(replace(run, log=log({0: 9, 1: 8}))) if v.oracle == "HW-O1"]
+    assert (
+        "HW-O1",
+        1,
+        "x_producer_calls = 10",
+        "x_ignored 0 + x_recorded 9 + x_bufferfull 0 + x_stalled_nmi 0 = 9",
+    ) in brief(found)
+
+
+def test_hw_o1_stalled_nmis_impossible_with_the_hardware_stall() -> None:
+    run = with_percpu(healthy(), 0, x_recorded=9, x_swept=9, x_logged=8, x_stalled_nmi=1)
+    run = replace(run, log=log({0: 8, 1: 9}))
+    assert ("HW-O1", 0, "x_stalled_nmi = 0", "x_stalled_nmi = 1") in brief(check_hwpmc(run))
+
+
+def test_hw_o2_and_o6_an_entry_left_in_the_ring() -> None:
+    run = healthy()
+    stopped = {**run.stopped, 1: {**run.stopped[1], "x_inring": 1}}
+    found = brief(check_hwpmc(replace(run, stopped=stopped)))
+    assert ("HW-O6", 1, "x_inring = 0", "1") in found
+    assert ("HW-O2", 1, "x_recorded = 10", "x_swept 10 + x_inring 1 = 11") in found
+
+
+def test_hw_o3_an_entry_swept_and_lost() -> None:
+    run = with_percpu(healthy(), 0, x_logged=8)
+    found = brief(check_hwpmc(replace(run, log=log({0: 8, 1: 9}))))
+    assert (
+        "HW-O3",
+        0,
+        "x_swept = 10",
+        "x_logged 8 + x_log_failed 0 + x_discarded_stopped 1 + x_discarded_owner_kernel 0 = 9",
+    ) in found
+
+
+def test_hw_o3_the_log_misses_a_logged_record() -> None:
+    found = brief(check_hwpmc(replace(healthy(), log=log({0: 9, 1: 8}))))
+    assert ("HW-O3", None, "records in hwpmc/log = 17", "Σ x_logged 18 = 18") in found
+
+
+def test_hw_o4_fill_and_one_stall_per_restart() -> None:
+    fill = {0: percpu(x_recorded=N, x_bufferfull=4), 1: percpu(x_recorded=N - 1, x_bufferfull=6)}
+    run = replace(
+        healthy(),
+        fill={0: N + 5, 1: N + 5},
+        checkpoints={"fill": fill},
+        injections=Injections(nmi={0: N + 5, 1: N + 5}, bursts={0: 1, 1: 1}),
+    )
+    found = [v for v in brief(check_hwpmc(run)) if v[0] == "HW-O4"]
+    assert found == [
+        ("HW-O4", 0, "x_bufferfull = 5", "4"),
+        ("HW-O4", 1, "x_recorded = 32", "31"),
+        ("HW-O4", 1, "x_bufferfull = 5", "6"),
+    ]
+    gated = with_percpu(healthy(), 0, x_bufferfull=3, x_restarts=1, x_recorded=7)
+    assert ("HW-O4", 0, "x_bufferfull ≤ x_restarts + 1 = 2", "3") in brief(check_hwpmc(gated))
+
+
+def test_hw_o5_a_sweep_that_does_not_restart() -> None:
+    fill = {0: percpu(x_recorded=N, x_bufferfull=5)}
+    restart = {0: percpu(x_recorded=N, x_swept=N, x_restarts=0)}
+    resumed = {0: percpu(x_recorded=N)}
+    run = replace(
+        healthy(),
+        fill={0: N + 5},
+        resume={0: 3},
+        checkpoints={"fill": fill, "restart": restart, "resumed": resumed},
+    )
+    found = [v for v in brief(check_hwpmc(run)) if v[0] == "HW-O5"]
+    assert found == [("HW-O5", 0, "x_restarts = 1", "0"), ("HW-O5", 0, "x_recorded = 35", "32")]
+
+
+def test_hw_o7_runcount_release_and_a_counter_left_running() -> None:
+    run = healthy()
+    pmcs = (replace(run.stopped_pmcs[0], runcount=2), run.stopped_pmcs[1])
+    stats = {**run.snapshot.stats, "x_release_max_ticks": 3}
+    later = {**stats, "intr_ignored": 40}
+    run = replace(
+        run,
+        stopped_pmcs=pmcs,
+        releases=("ok", "ETIMEDOUT"),
+        stats_later=later,
+        snapshot=replace(run.snapshot, stats=stats),
+    )
+    found = [v[2:] for v in brief(check_hwpmc(run)) if v[0] == "HW-O7"]
+    assert found == [
+        (f"PMC {pmc_id(0, 'SS'):#x} runcount = 0", "2"),
+        ("RELEASE returns 0", "ETIMEDOUT"),
+        ("x_release_max_ticks ≤ 2", "3"),
+        ("intr_ignored stays 0", "40"),
+    ]
+
+
+def test_hw_o8_a_cpu_that_never_restarts() -> None:
+    stalled = {0: percpu(x_recorded=4, x_inring=4), 1: percpu(x_recorded=50)}
+    resumed = {0: percpu(x_recorded=4), 1: percpu(x_recorded=90)}
+    run = replace(
+        healthy(),
+        pair=(0, 1),
+        checkpoints={"a_stalled": stalled, "a_resumed": resumed},
+        spec=SPEC.with_params(nsamples=4),
+    )
+    found = [v for v in brief(check_hwpmc(run)) if v[0] == "HW-O8"]
+    assert found == [("HW-O8", 0, "x_restarts ≥ 1", "0"), ("HW-O8", 0, "x_recorded > 4", "4")]
+
+
+def test_hw_o9_errno_and_syscall_counts() -> None:
+    ops = (OpOutcome("start-running", "ok", "ok"), OpOutcome("row-out-of-range", "EINVAL", "ok"))
+    run = replace(
+        healthy(),
+        ops=ops,
+        driver_before={"syscalls": 5, "syscall_errors": 0},
+        driver_after={"syscalls": 8, "syscall_errors": 1},
+        ss_around_offline_start=(1, 2),
+    )
+    found = [v[2:] for v in brief(check_hwpmc(run)) if v[0] == "HW-O9"]
+    assert found == [
+        ("row-out-of-range: EINVAL", "ok"),
+        ("Δsyscall_errors = 0", "1"),
+        ("x_ss_running stays 1", "2"),
+    ]
+
+
+def test_hw_o10_wrong_cpu_gap_and_user_flag() -> None:
+    records = list(log({0: 9, 1: 9}))
+    records[3] = replace(records[3], cpu=1)
+    records[5] = replace(records[5], flags=1)
+    records[7] = replace(records[7], seq=99)
+    found = [
+        (v.cpu, v.observed, v.detail)
+        for v in check_hwpmc(replace(healthy(), log=tuple(records)))
+        if v.oracle == "HW-O10"
+    ]
+    assert found == [
+        (None, "seq 99", "torn, lost or duplicated records"),
+        (0, "1 records", "user flag disagrees with the PC"),
+        (0, "1 records", "user-mode sample without a pid"),
+        (1, "1 records", "cpu ≠ its SS PMC's CPU 0"),
+    ]
+
+
+def test_pmc_op_round_trip_and_pmcs_lines() -> None:
+    op = decode_op(pmc_op_bytes("PMCSTART", id=pmc_id(3, "SS")))
+    assert (op["op"], op["id"], op["cpu"]) == (14, 3 << 12, 0xFFFFFFFF)
+    line = "id=0x1200 mode=TS row=0 cpus=0-1 state=running runcount=4 reload=1 stalled=0:1,1:0"
+    (pmc,) = parse_pmcs([line])
+    assert (pmc.id, pmc.mode, pmc.runcount, dict(pmc.stalled)) == (0x1200, "TS", 4, {0: 1, 1: 0})
