@@ -337,12 +337,15 @@ def check(c: Context) -> None:
 
 
 @task(help={"full": "also the mutants that end their guest and the debug-kernel ones",
-            "cpus": "vCPUs of the mutation guests (default 2)"})  # fmt: skip
+            "cpus": "vCPUs of the mutation guests (default 2)",
+            "flavour": "only this flavour's standard and exact runs (repeatable; default all)"},
+      iterable=["flavour"])  # fmt: skip
 @cli
-def mutants(c: Context, full: bool = False, cpus: int = 2) -> None:
+def mutants(c: Context, full: bool = False, cpus: int = 2,
+            flavour: list[str] | None = None) -> None:  # fmt: skip
     """Build each deliberately broken agent and show which oracle catches it."""
-    result = mutantsmod.run_mutants(mutantsmod.MutationRequest(full=full, cpus=cpus),
-                                    Cache.default())  # fmt: skip
+    request = mutantsmod.MutationRequest(full=full, cpus=cpus, flavours=tuple(flavour or ()))
+    result = mutantsmod.run_mutants(request, Cache.default())
     table = format_mutants(result.rows)
     print(table)
     print(f"{len(result.rows)} rows in {result.elapsed_s:.0f} s; "

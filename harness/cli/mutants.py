@@ -58,6 +58,7 @@ class MutationRequest:
     full: bool = False
     cpus: int = 2
     out: Path | None = None
+    flavours: tuple[str, ...] = ()  # only these flavours' runs (empty: every flavour)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,8 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
     out = request.out or new_run_dir("mutants", "full" if request.full else "quick")
     bench = _Bench(arch, cache, tuple(range(request.cpus)), Timeouts.from_env(), out)
     images = prepare_images(arch, "default", cache)
-    rows = _default_group(bench, images, full=request.full)
+    chosen = tuple(flavours.get(name).name for name in request.flavours) or flavours.names()
+    rows = _default_group(bench, images, full=request.full, chosen=chosen)
     if request.full:
         rows += _armed_group(bench, images)
         rows += _debug_group(bench, prepare_images(arch, "debug", cache))
@@ -115,15 +117,17 @@ def planned(flavour: str, *, full: bool, case: str = "standard") -> tuple[Mutant
     )  # fmt: skip
 
 
-def _default_group(bench: _Bench, images: GuestImages, *, full: bool) -> list[MutantRow]:
+def _default_group(
+    bench: _Bench, images: GuestImages, *, full: bool, chosen: tuple[str, ...]
+) -> list[MutantRow]:
     """The control and the standard mutants through CASES; the peer ones through "peer".
 
     The control runs the peer case too where a peer mutant runs, so a peer catch is
-    judged against a clean peer run of the same build.
+    judged against a clean peer run of the same build. ``chosen``: the flavours run.
     """
     rows = []
     with _guest(bench, images, "default") as guest:
-        for name in flavours.names():
+        for name in chosen:
             flavour = behaviour(name)
             peer = planned(name, full=full, case="peer") if flavour.peer_run else ()
             plan: list[tuple[Mutant | None, tuple[str, ...]]]
