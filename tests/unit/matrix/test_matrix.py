@@ -50,15 +50,18 @@ def test_shipped_file_loads() -> None:
     assert MATRIX_FILE.name == "matrix.toml"
 
 
-def test_quick_has_the_expected_eleven_cells() -> None:
+def test_quick_has_the_expected_fourteen_cells() -> None:
     quick = get_matrix("quick")
     expected = {
         f"arm64-{topo}-{flavour}-nmi_{nmi}-tcg-default"
         for topo in ("1s1cl1c1t", "2s2cl1c2t")
-        for flavour in ("tprof", "dt", "kprof")
+        for flavour in ("tprof", "dt", "kprof", "hwpmc")
         for nmi in ("on", "off")
-    } - {"arm64-2s2cl1c2t-kprof-nmi_off-tcg-default"}  # CI time: excluded
-    assert len(quick.cells) == 11
+    } - {
+        "arm64-2s2cl1c2t-kprof-nmi_off-tcg-default",  # CI time: excluded
+        "arm64-2s2cl1c2t-hwpmc-nmi_off-tcg-default",
+    }
+    assert len(quick.cells) == 14
     assert {cell.id for cell in quick.cells} == expected
     assert {cell.topology.cpus for cell in quick.cells} == {1, 8}
 
@@ -74,8 +77,8 @@ def test_full_honours_every_exclusion() -> None:
 
 def test_full_keeps_everything_else() -> None:
     full = get_matrix("full")
-    # arm64: 5 topologies default + 1 debug, ×3 flavours ×2 nmi; x86_64: 3 + 1, ×3 flavours.
-    assert len(full.cells) == (5 + 1) * 3 * 2 + (3 + 1) * 3
+    # arm64: 5 topologies default + 1 debug, ×4 flavours ×2 nmi; x86_64: 3 + 1, ×4 flavours.
+    assert len(full.cells) == (5 + 1) * 4 * 2 + (3 + 1) * 4
     values = {axis: {cell.axes()[axis] for cell in full.cells} for axis in AXES}
     assert values["arch"] == {"arm64", "x86_64"}
     assert len(values["topology"]) == 5
@@ -97,7 +100,7 @@ def test_cells_sharing_a_guest_are_adjacent(name: str) -> None:
     runs = [key for key, _ in groupby(cell.guest_key for cell in cells)]
     assert len(runs) == len(set(runs)), "a guest_key appears in two separate runs"
     # every flavour shares each guest, but where an exclusion drops one of them
-    assert all(len(list(group)) in (2, 3) for _, group in groupby(cells, lambda c: c.guest_key))
+    assert all(len(list(group)) in (2, 4) for _, group in groupby(cells, lambda c: c.guest_key))
 
 
 def test_github_matrix_round_trips_through_json() -> None:
@@ -113,7 +116,7 @@ def test_github_matrix_round_trips_through_json() -> None:
 def test_select_by_keyword() -> None:
     quick = get_matrix("quick")
     assert select(quick, None) == quick.cells
-    assert len(select(quick, "2s2cl1c2t")) == 5  # kprof's NMI-off cell is excluded there
+    assert len(select(quick, "2s2cl1c2t")) == 6  # kprof and hwpmc NMI-off cells excluded there
     assert [cell.flavour for cell in select(quick, "-dt-")] == ["dt"] * 4
     assert select(quick, "x86_64") == ()
 

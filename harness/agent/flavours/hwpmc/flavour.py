@@ -3,13 +3,16 @@
 The standard run is one SS PMC per online CPU under pinned busy loops, swept by
 the timer; the exact run suppresses the sweeps, fills every ring with injected
 bursts, restarts by a kick and releases with entries in the rings. Scenarios run
-their steps while one SS PMC per online CPU runs; hwpmc's own op is ``pending``
-(the next entry on a CPU stays pending: HW-D3's hook).
+their steps while SS PMCs run on the CPUs their ``pmc`` ops name (every online CPU if
+none) and one TS PMC on the CPUs their ``process`` ops name. hwpmc's own ops, each
+taking one ``cpu``: ``pmc``, ``process``, ``suppress`` / ``resume`` (the timer sweeps
+of that CPU), ``pmc-start`` / ``pmc-stop`` / ``pmc-release`` (its SS PMC) and
+``pending`` (its next entry stays pending: HW-D3's hook).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.hwpmc.data import HWPMC
@@ -17,7 +20,16 @@ from harness.agent.flavours.hwpmc.oracles import HW_ORACLES, applicable_hw_oracl
 from harness.agent.flavours.hwpmc.plans import exact_plan, exact_spec, standard_plan
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts, hw_rows
 from harness.agent.flavours.hwpmc.results import HwRun
-from harness.agent.flavours.hwpmc.run import HwPlan, PmcSpec, hw_run, pending_step
+from harness.agent.flavours.hwpmc.run import (
+    HwPlan,
+    PmcSpec,
+    hw_run,
+    pending_step,
+    pmc_id,
+    pmcs_step,
+    ss_op_step,
+    sweep_step,
+)
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 
@@ -37,13 +49,33 @@ def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun
 
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
-    cpus = agent.online_cpus()
-    plan = HwPlan(
-        kind="script",
-        pmcs=tuple(PmcSpec("SS", (cpu,)) for cpu in cpus),
-        body=tuple((step, "") for step in script.body),
-    )
+    named = {op: tuple(sorted(script.op_counts.get(op, {}))) for op in ("pmc", "process")}
+    ss = named["pmc"] or (() if named["process"] else agent.online_cpus())
+    pmcs = [PmcSpec("SS", (cpu,)) for cpu in ss]
+    if named["process"]:
+        pmcs.append(PmcSpec("TS", named["process"]))
+    released = frozenset(pmc_id(cpu, "SS") for cpu in script.op_counts.get("pmc-release", {}))
+    plan = HwPlan(kind="script", pmcs=tuple(pmcs), released=released,
+                  body=tuple((step, "") for step in script.body))  # fmt: skip
     return hw_run(agent, spec, plan)
+
+
+def _ignore_count(step: Callable[[int], str]) -> Callable[[int, int], str]:
+    """A one-CPU op as the scenario runner calls it (its count is always 0)."""
+    return lambda cpu, count: step(cpu)
+
+
+#: hwpmc's scenario ops: each takes one CPU and becomes one step.
+OP_STEPS: dict[str, Callable[[int], str]] = {
+    "pmc": lambda cpu: pmcs_step(),  # the PMC is set up before the body; show the table
+    "process": lambda cpu: pmcs_step(),
+    "suppress": lambda cpu: sweep_step(cpu, False),
+    "resume": lambda cpu: sweep_step(cpu, True),
+    "pmc-start": lambda cpu: ss_op_step("PMCSTART", cpu),
+    "pmc-stop": lambda cpu: ss_op_step("PMCSTOP", cpu),
+    "pmc-release": lambda cpu: ss_op_step("PMCRELEASE", cpu),
+    "pending": pending_step,
+}
 
 
 def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
@@ -72,6 +104,6 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
-    ops={"pending": OpRule(cpu="one", count_max=1)},
-    op_steps={"pending": pending_step},
+    ops={name: OpRule(cpu="one") for name in OP_STEPS},
+    op_steps={name: _ignore_count(step) for name, step in OP_STEPS.items()},
 )

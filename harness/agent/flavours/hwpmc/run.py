@@ -78,10 +78,19 @@ def sweep_step(cpu: int | str, on: bool) -> str:
     return pc.write_step(f"{HWPMC_DIR}/sweep", f"cpu={cpu} on={int(on)}")
 
 
-def pending_step(cpu: int, count: int = 1) -> str:
-    """The next entry recorded on ``cpu`` stays pending (``count`` is always 1)."""
-    del count
+def pending_step(cpu: int) -> str:
+    """The next entry recorded on ``cpu`` stays pending (HW-D3's hook)."""
     return pc.write_step(f"{HWPMC_DIR}/pending", f"cpu={cpu}")
+
+
+def ss_op_step(op: str, cpu: int) -> str:
+    """START, STOP or RELEASE (``op``) of the SS PMC on ``cpu``."""
+    return pmc_step(op, id=pmc_id(cpu, "SS"))
+
+
+def pmcs_step() -> str:
+    """Read hwpmc/pmcs (id, mode, CPUs, state, runcount, stall flags)."""
+    return pc.cat_step(f"{HWPMC_DIR}/pmcs")
 
 
 def kick_step(cpu: int | str = "all") -> str:
@@ -135,6 +144,8 @@ class HwPlan:
     fill: Mapping[int, int] = field(default_factory=dict)
     resume: Mapping[int, int] = field(default_factory=dict)
     pair: tuple[int, int] | None = None
+    #: PMCs the body releases itself: not stopped or released again at the end.
+    released: frozenset[int] = frozenset()
 
 
 def _untagged(steps: Sequence[str]) -> tuple[Tagged, ...]:
@@ -145,8 +156,9 @@ def plan_steps(plan: HwPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
     """The whole run as tagged profctl steps."""
     sweep_ms = max(1, spec.param("sweep_us") // 1000)
     starts = tuple((pmc_step("PMCSTART", id=p.id), "") for p in plan.pmcs)
-    stops = tuple((pmc_step("PMCSTOP", id=p.id), "") for p in plan.pmcs)
-    releases = tuple((pmc_step("PMCRELEASE", id=p.id), "release") for p in plan.pmcs)
+    live = [p for p in plan.pmcs if p.id not in plan.released]
+    stops = tuple((pmc_step("PMCSTOP", id=p.id), "") for p in live)
+    releases = tuple((pmc_step("PMCRELEASE", id=p.id), "release") for p in live)
     pmcs = pc.cat_step(f"{HWPMC_DIR}/pmcs")
     idle = ((IRQ_READ, "irq"), (pc.sleep_step(IDLE_MS), ""), (IRQ_READ, "irq"))
     stopped = ((pc.cat_step(f"{DEBUGFS}/stats_percpu"), "stopped"), (pmcs, "stopped_pmcs"))
