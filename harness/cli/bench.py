@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import arches
+from harness.agent.flavours.hwpmc.bench import measure_hwpmc
 from harness.agent.flavours.kprof.bench import measure_kprof
 from harness.agent.flavours.tprof.bench import measure_agent
 from harness.build.cache import Cache
@@ -260,6 +261,7 @@ def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, An
     if not request.only_boots:
         result["agent"] = measure_agent(arch, images, cache, request.repeats)
         result["kprof"] = measure_kprof(arch, images, cache)
+        result["hwpmc"] = measure_hwpmc(arch, images, cache)
     if request.matrix and not request.only_boots:
         result["matrix"] = measure_matrix(request.matrix)
     if request.test_wall:

@@ -18,11 +18,14 @@ from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hw
 from harness.agent.flavours.hwpmc.plans import (
     FILL_EXTRA,
     control_plan,
+    d1_plan,
+    d1_spec,
     exact_plan,
     exact_spec,
     independence_plan,
     pair_spec,
     standard_plan,
+    wide_cpu,
 )
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
 from harness.agent.flavours.hwpmc.results import HwRun
@@ -90,3 +93,23 @@ def test_hwpmc_control_errors(
     assert judged(run, request) == []
     assert run.ops
     assert all(o.got == o.expected for o in run.ops)
+
+
+@pytest.mark.parametrize("quirks", [0, HWPMC.quirk_bit("HW-D1")], ids=["fixed", "quirk-HW-D1"])
+def test_hwpmc_d1_beyond_32_cpus(
+    agent: Agent, topology: CpuTopology, quirks: int, request: pytest.FixtureRequest
+) -> None:
+    """HW-D1 (§4.7): with the seed's 32-bit mask CPU 33 shares its bit with CPU 1, is never
+    swept once CPU 1 wins it, keeps a full ring and RELEASE gives up; fixed: every oracle."""
+    if topology.cpus < 33:
+        pytest.skip("needs 33 or more CPUs (--cpus 40 --cpus 33)")
+    run = hw_run(agent, replace(d1_spec(HW), quirks=quirks), d1_plan(topology.cpus))
+    failed = {line.split(" on ")[0] for line in judged(run, request)}
+    cpu = wide_cpu(topology.cpus)
+    if quirks:
+        assert {"HW-O6", "HW-O7"} <= failed
+        assert run.stopped[cpu]["x_inring"] == run.nsamples
+        assert run.releases == ("ETIMEDOUT",)
+    else:
+        assert failed == set()
+        assert run.snapshot.stats_percpu[cpu]["x_restarts"] >= 1

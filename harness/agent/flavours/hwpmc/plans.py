@@ -165,3 +165,20 @@ def control_plan(cpus: tuple[int, ...]) -> HwPlan:
         (pmc_step("GETDRIVERSTATS"), "driver_after"),
     )
     return HwPlan(kind="control", pmcs=(), body=body)
+
+
+def wide_cpu(cpus: int) -> int:
+    """The CPU HW-D1 is shown on: 33 (sharing bit 1 with CPU 1) where it exists, else 32."""
+    return 33 if cpus > 33 else 32
+
+
+def d1_spec(spec: AgentSpec) -> AgentSpec:
+    """seeds-spec §4.7: 10 kHz (period 100000 cycles), nsamples 32, sweeps every 4 ms."""
+    return replace(spec, period=100_000).with_params(nsamples=32, sweep_us=4000)
+
+
+def d1_plan(cpus: int, busy_ms: int = 2000) -> HwPlan:
+    """One SS PMC on CPU 33 (or 32) alone, busy; the CPU sharing its bit idles but ticks."""
+    cpu = wide_cpu(cpus)
+    body = ((pc.spin_step(cpu, busy_ms), ""),)
+    return HwPlan(kind="standard", pmcs=(PmcSpec("SS", (cpu,)),), body=body)
