@@ -484,14 +484,15 @@ static void pa_disarm_cpu(unsigned int cpu)
 	}
 }
 
-int pa_sources_start(void)
+/* Arm the sources of the online CPUs in `cpus` (the others stay unarmed). */
+int pa_sources_start_on(const struct cpumask *cpus)
 {
 	unsigned int cpu;
 	int err = 0;
 
 	cpus_read_lock();
 	pa_arm_begin_ns = ktime_get_ns();
-	for_each_online_cpu(cpu) {
+	for_each_cpu_and(cpu, cpus, cpu_online_mask) {
 		err = pa_arm_cpu(cpu);
 		if (err)
 			break;
@@ -512,6 +513,19 @@ int pa_sources_start(void)
 	}
 	cpus_read_unlock();
 	return err;
+}
+
+int pa_sources_start(void)
+{
+	return pa_sources_start_on(cpu_online_mask);
+}
+
+/* With the sources on, arm `cpu` if it is not yet; cpus_read_lock held by the caller. */
+int pa_source_arm(unsigned int cpu)
+{
+	if (!READ_ONCE(pa_sources_on) || !cpu_online(cpu) || per_cpu_ptr(&pa_cpu, cpu)->event)
+		return 0;
+	return pa_arm_cpu(cpu);
 }
 
 void pa_sources_stop(void)

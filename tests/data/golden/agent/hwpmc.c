@@ -623,19 +623,6 @@ static void hw_counter_off_here(void *arg)
 	hw_stop_counter(this_cpu_ptr(&hw_cpu));
 }
 
-/* Stop the counter of every online CPU whose sampling row does not run. */
-static void hw_idle_counters_off(void)
-{
-	unsigned int cpu;
-
-	for_each_online_cpu(cpu) {
-		struct hw_pmc *pmc = per_cpu_ptr(&hw_cpu, cpu)->rows[HW_ROW_SAMPLING];
-
-		if (!pmc || pmc->state != HW_RUNNING)
-			pa_on_cpu_irqoff(cpu, hw_counter_off_here, NULL);
-	}
-}
-
 static int hw_start(struct hw_pmc *pmc)
 {
 	unsigned int cpu;
@@ -659,13 +646,13 @@ static int hw_start(struct hw_pmc *pmc)
 		WRITE_ONCE(pmc->stalled, 0);
 	}
 	WRITE_ONCE(pmc->state, HW_RUNNING);
-	if (!pa_sources_running()) {	/* the first PMC to run arms every CPU's source */
-		err = pa_sources_start();
-		if (err) {
-			WRITE_ONCE(pmc->state, HW_STOPPED);
-			return err;
-		}
-		hw_idle_counters_off();
+	/* Only the PMC's CPUs are armed: an idle CPU takes no overflow at all. */
+	err = pa_sources_running() ? 0 : pa_sources_start_on(&pmc->cpus);
+	for_each_cpu(cpu, &pmc->cpus)
+		err = err ?: pa_source_arm(cpu);
+	if (err) {
+		WRITE_ONCE(pmc->state, HW_STOPPED);
+		return err;
 	}
 	hw_running++;
 	for_each_cpu(cpu, &pmc->cpus)

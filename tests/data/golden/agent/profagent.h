@@ -163,6 +163,14 @@ bool pa_fault_hit(enum pa_fault_point point);
 
 /* Arm the NMI sources on every online CPU / disarm them and wait for handlers. */
 int pa_sources_start(void);
+/*
+ * Arm only the online CPUs in `cpus`; pa_source_arm adds one later (process
+ * context, cpus_read_lock held). A flavour that samples on few CPUs of a large
+ * guest leaves the others quiet: under TCG an armed idle vCPU that gets little
+ * host time can spend all of it in overflow interrupts.
+ */
+int pa_sources_start_on(const struct cpumask *cpus);
+int pa_source_arm(unsigned int cpu);
 void pa_sources_stop(void);
 bool pa_sources_running(void);
 
