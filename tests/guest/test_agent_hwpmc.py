@@ -82,7 +82,11 @@ def test_hwpmc_stall_independence(
     spec = replace(pair_spec(HW), quirks=quirks)
     run = hw_run(agent, spec, independence_plan(0, 1))
     failed = {line.split(" on ")[0] for line in judged(run, request)}
-    assert failed == (set() if quirks == 0 else {"HW-O8"})
+    if quirks == 0:
+        assert failed == set()
+    else:  # B's counter may also fill while the shared flag is set: not stopped (HW-O4)
+        assert "HW-O8" in failed
+        assert failed <= {"HW-O8", "HW-O4"}
 
 
 def test_hwpmc_control_errors(
