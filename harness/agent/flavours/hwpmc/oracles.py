@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 
 from harness.agent.core_oracles import CORE_ORACLES, CoreView, applicable_core, check_core
+from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.hwpmc.data import PMC_MODES
 from harness.agent.flavours.hwpmc.results import HwRun, Table
 from harness.agent.results import Violation
@@ -67,8 +68,6 @@ def applicable_hw_oracles(run: HwRun) -> frozenset[str]:
         names.discard("HW-O9")
     if run.spec.drain != "auto":
         names.discard("HW-O6")
-    if not run.nmi_expected:
-        names.discard("NMI")
     return frozenset(names)
 
 
@@ -463,19 +462,8 @@ def check_records(run: HwRun) -> list[Violation]:
 
 
 def check_nmi(run: HwRun) -> list[Violation]:
-    """NMI: with pseudo-NMI on, no overflow handled outside NMI context."""
-    core = run.snapshot.core
-    return [
-        Violation(
-            "NMI",
-            cpu,
-            "x_nmi_ctx_bad = 0",
-            f"{_get(core, cpu, 'x_nmi_ctx_bad')}",
-            "guest booted with pseudo-NMI",
-        )
-        for cpu in sorted(core)
-        if _get(core, cpu, "x_nmi_ctx_bad")
-    ]
+    """NMI: `harness.agent.core_oracles.check_nmi_context` on the run's core counters."""
+    return nmi_context(run.snapshot.core, run.nmi_expected)
 
 
 _CHECKS: dict[str, Callable[[HwRun], list[Violation]]] = {
