@@ -7,7 +7,7 @@ through this registry and never name it::
 
     get("dt").percpu_names                  # data: counters, quirks, records, ioctls
     harness.agent.flavour.behaviour("dt")   # behaviour: runner, oracles, report
-    names()                                 # ('tprof', 'dt', 'kprof', 'hwpmc'): the C flavour table's order
+    names()                   # ('tprof', 'dt', 'kprof', 'hwpmc'): the C flavour table's order
 
 This module holds data only: the agent's spec validates against it, and a
 flavour's runner depends on the spec (`harness.agent.flavour.behaviour` imports
