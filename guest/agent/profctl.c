@@ -7,7 +7,9 @@
  * pinned busy loops, all from one process so that file descriptors survive
  * between steps.
  *
- * Each argument is one step; fields are separated by ':' and only the last
+ * Each argument is one step, or `-f FILE` reads the steps from FILE, one per
+ * line (for sequences longer than an SSH exec request may be: dropbear refuses
+ * commands over 9000 bytes). Fields are separated by ':' and only the last
  * field of `write` may itself contain ':' (and spaces):
  *
  *   open:PATH                  open(PATH, O_RDWR)                  -> fd=N
@@ -572,9 +574,54 @@ static void (*const RUN[OP_COUNT])(int, const struct step *) = {
 	[OP_MARK] = do_mark, [OP_AWAIT] = do_await, [OP_WRITEFD] = do_writefd,
 };
 
+/* The steps of `-f FILE`, one per line, as an argv (argv[0] kept); NULL: unreadable. */
+static char **read_steps(const char *path, char *argv0, int *argc)
+{
+	FILE *f = fopen(path, "r");
+	char **list = NULL, *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int n = 1;
+
+	if (!f)
+		return NULL;
+	list = calloc(1, sizeof(*list));
+	while (list && (len = getline(&line, &cap, f)) >= 0) {
+		char **grown = realloc(list, (size_t)(n + 1) * sizeof(*list));
+
+		if (!grown) {
+			free(list);
+			list = NULL;
+			break;
+		}
+		list = grown;
+		if (len > 0 && line[len - 1] == '\n')
+			line[len - 1] = '\0';
+		list[n++] = strdup(line);
+	}
+	free(line);
+	fclose(f);
+	if (list) {
+		list[0] = argv0;
+		*argc = n;
+	}
+	return list;
+}
+
 int main(int argc, char **argv)
 {
-	struct step *steps = calloc((size_t)argc, sizeof(*steps));
+	struct step *steps;
+
+	if (argc == 3 && strcmp(argv[1], "-f") == 0) {
+		const char *path = argv[2];
+
+		argv = read_steps(path, argv[0], &argc);
+		if (!argv) {
+			fprintf(stderr, "profctl: cannot read steps from %s\n", path);
+			return 2;
+		}
+	}
+	steps = calloc((size_t)argc, sizeof(*steps));
 
 	if (argc < 2 || !steps) {
 		fprintf(stderr, "usage: profctl STEP... (the step language: see profctl.c)\n");

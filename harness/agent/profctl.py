@@ -377,6 +377,29 @@ class CommandShell(Protocol):
         """Run ``command``; with ``check``, a non-zero exit raises."""
 
 
+#: Longest SSH command sent at once: dropbear refuses exec requests over 9000
+#: bytes ("String too long"), which one ioctl step per CPU and PMC reaches on 8 vCPUs.
+MAX_COMMAND = 8000
+
+
+def _steps_file(shell: CommandShell, binary: str, steps: Sequence[str], *, timeout_s: float) -> str:
+    """Write ``steps`` one per line to ``<binary>.steps`` in short commands; profctl's -f line."""
+    if any("\n" in step for step in steps):
+        raise ConfigError("a profctl step holds a newline; it cannot go through a steps file")
+    path = f"{binary}.steps"
+    chunks: list[list[str]] = [[]]
+    for step in steps:
+        if len(shlex.join(chunks[-1] + [step])) > MAX_COMMAND - 100:
+            chunks.append([])
+        chunks[-1].append(step)
+    shell.run(f": > {shlex.quote(path)}", timeout_s=timeout_s)
+    for chunk in chunks:
+        if chunk:
+            line = shlex.join(["printf", "%s\n", *chunk])
+            shell.run(f"{line} >> {shlex.quote(path)}", timeout_s=timeout_s)
+    return shlex.join([binary, "-f", path])
+
+
 def run_profctl(
     shell: CommandShell, binary: str, steps: Sequence[str], *, timeout_s: float
 ) -> tuple[StepResult, ...]:
@@ -391,6 +414,8 @@ def run_profctl(
     if not steps:
         raise ConfigError("profctl needs at least one step")
     command = shlex.join([binary, *steps])
+    if len(command) > MAX_COMMAND:
+        command = _steps_file(shell, binary, steps, timeout_s=timeout_s)
     result = shell.run(command, timeout_s=timeout_s, check=False)
     if result.exit_status == USAGE_EXIT:
         raise ConfigError(f"profctl rejected its steps: {result.stderr.strip()}")

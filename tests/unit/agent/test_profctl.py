@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import signal
 import struct
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 from harness import arches
 from harness.agent.profctl import (
     MAX_CHUNK,
+    MAX_COMMAND,
     MAX_CPU,
     CommandShell,
     StepResult,
@@ -457,3 +459,34 @@ def test_steps_survive_shell_quoting(host_profctl: Path, tmp_path: Path) -> None
     _, cat = run_local(host_profctl, *steps)
     assert cat.lines == ("`id` && echo $1",)
     assert not (Path.cwd() / "pwned").exists()
+
+
+# --- long sequences go through a steps file (dropbear refuses commands over 9000 bytes) ---
+
+
+class _RecordingShell(LocalShell):
+    """The local shell, keeping every command it ran."""
+
+    def __init__(self) -> None:
+        self.commands: list[str] = []
+
+    def run(
+        self, command: str, *, timeout_s: float | None = None, check: bool = True
+    ) -> LocalResult:
+        self.commands.append(command)
+        return super().run(command, timeout_s=timeout_s, check=check)
+
+
+def test_a_long_sequence_runs_from_a_steps_file_sent_in_short_commands(
+    host_profctl: Path, tmp_path: Path
+) -> None:
+    ctl = tmp_path / "ctl"
+    ctl.write_text("")
+    steps = [write_step(str(ctl), f"step {i:03d} {'x' * 90} 'q' $HOME") for i in range(150)]
+    shell = _RecordingShell()
+    results = run_profctl(shell, str(host_profctl), steps, timeout_s=20)
+    assert len(shlex.join([str(host_profctl), *steps])) > MAX_COMMAND
+    assert max(len(c) for c in shell.commands) <= MAX_COMMAND
+    assert shell.commands[-1] == shlex.join([str(host_profctl), "-f", f"{host_profctl}.steps"])
+    assert [r.ok for r in results] == [True] * len(steps)
+    assert ctl.read_text() == f"step 149 {'x' * 90} 'q' $HOME"
