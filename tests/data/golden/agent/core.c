@@ -152,6 +152,7 @@ struct pa_cpu {
 	u64 accounted;			/* periods of `event` seen or undelivered so far */
 	unsigned int mutant_tick;	/* overflows seen by a mutation point */
 	unsigned int burst;		/* armed by `inject`, consumed by the next overflow */
+	int burst_busy;			/* an overflow took the burst and is producing it */
 	int probe_active;		/* inside an IRQ-off probe window */
 	bool mutant_deferred;		/* the defer mutant's irq_work is pending */
 	struct irq_work mutant_work;	/* only the defer mutant queues it */
@@ -310,8 +311,16 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 	if (!pa_pmu_produce)
 		undelivered = 0;	/* overflows only carry bursts: they are not profile ticks */
 
-	/* Take the burst and disarm it in one step: the injector may xchg it too. */
-	burst = this_cpu_xchg(pa_cpu.burst, 0);
+	/*
+	 * Take the burst and disarm it in one step: the injector may xchg it too.
+	 * Busy first (xchg is a full barrier): `inject` returns only once the whole
+	 * burst was produced, not when this overflow took it.
+	 */
+	burst = 0;
+	if (READ_ONCE(pc->burst)) {
+		WRITE_ONCE(pc->burst_busy, 1);
+		burst = xchg(&pc->burst, 0);
+	}
 	if (burst) {
 		for (i = 0; i < burst; i++)
 			pa_produce(regs, i ? 0 : undelivered);
@@ -327,6 +336,8 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 			pa_produce(regs, undelivered);
 		}
 	}
+	if (READ_ONCE(pc->burst_busy))	/* the burst is out (or the injector took it back) */
+		smp_store_release(&pc->burst_busy, 0);
 
 	/* Overflow handlers never nest on one CPU: plain per-CPU updates are safe. */
 	took = ktime_get_mono_fast_ns() - start;
@@ -390,6 +401,36 @@ bool pa_source_stopped(unsigned int cpu)
 int pa_on_cpu_irqoff(unsigned int cpu, void (*fn)(void *), void *arg)
 {
 	return smp_call_function_single(cpu, fn, arg, 1);
+}
+
+struct pa_masked_call {
+	void (*fn)(void *);
+	void *arg;
+};
+
+static void pa_masked_call(void *arg)
+{
+	struct pa_masked_call *call = arg;
+#ifdef CONFIG_ARM64
+	unsigned long flags = local_daif_save();	/* DAIF.I: pseudo-NMIs too */
+
+	call->fn(call->arg);
+	local_daif_restore(flags);
+#else
+	call->fn(call->arg);
+#endif
+}
+
+/*
+ * Run `fn` on `cpu` with IRQs and, on arm64, its pseudo-NMIs masked: no overflow
+ * lands while `fn` reads that CPU's state, so what it reads is one instant. An
+ * x86 NMI cannot be masked; there such a view may straddle one overflow.
+ */
+int pa_on_cpu_nmi_masked(unsigned int cpu, void (*fn)(void *), void *arg)
+{
+	struct pa_masked_call call = { .fn = fn, .arg = arg };
+
+	return smp_call_function_single(cpu, pa_masked_call, &call, 1);
 }
 
 /* ---- sources -------------------------------------------------------------- */
@@ -590,9 +631,14 @@ void pa_burst_arm(unsigned int cpu, unsigned int count)
 	WRITE_ONCE(per_cpu_ptr(&pa_cpu, cpu)->burst, count);
 }
 
+/* Nonzero while `cpu`'s burst is armed or being produced. */
 unsigned int pa_burst_left(unsigned int cpu)
 {
-	return READ_ONCE(per_cpu_ptr(&pa_cpu, cpu)->burst);
+	struct pa_cpu *pc = per_cpu_ptr(&pa_cpu, cpu);
+	unsigned int left = READ_ONCE(pc->burst);
+
+	smp_rmb();	/* the burst before busy: the overflow set busy before taking it */
+	return left ?: smp_load_acquire(&pc->burst_busy);
 }
 
 bool pa_sources_running(void)
@@ -614,7 +660,7 @@ static int pa_inject_nmi(const struct cpumask *cpus, unsigned int count)
 	do {
 		pending = false;
 		for_each_cpu(cpu, cpus)
-			pending |= READ_ONCE(per_cpu_ptr(&pa_cpu, cpu)->burst) != 0;
+			pending |= pa_burst_left(cpu) != 0;
 		if (!pending)
 			return 0;
 		usleep_range(200, 1000);

@@ -187,6 +187,8 @@ bool pa_source_start(void);
 bool pa_source_stopped(unsigned int cpu);
 /* Run `fn(arg)` on `cpu` in hard-IRQ context with IRQs off, synchronously. */
 int pa_on_cpu_irqoff(unsigned int cpu, void (*fn)(void *), void *arg);
+/* The same with the CPU's NMIs masked too where they can be (arm64's pseudo-NMI). */
+int pa_on_cpu_nmi_masked(unsigned int cpu, void (*fn)(void *), void *arg);
 
 /* The next overflow on `cpu` runs the producer `count` times; what is left of it. */
 void pa_burst_arm(unsigned int cpu, unsigned int count);
