@@ -110,7 +110,7 @@ HWPMC = FlavourInfo(
         ("buffer_requests_failed", "log record reservations refused: the log is full"),
         ("log_sweeps", "sweep invocations, all CPUs"),
         ("x_release_timeouts", "RELEASEs that gave up after release_ms (HW-D12 fixed)"),
-        ("x_release_max_ticks", "most sweep ticks a RELEASE waited for its entries"),
+        ("x_release_max_ticks", "most sweep ticks a CPU took to free a RELEASEd PMC's entries"),
         ("x_ss_running", "running system-sampling PMCs (the seed's SS-owner count)"),
         ("x_log_records", "records in hwpmc/log now"),
     ),

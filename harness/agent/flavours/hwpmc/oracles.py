@@ -32,7 +32,7 @@ HW_ORACLES: tuple[tuple[str, str], ...] = (
     ("HW-O4", "exact fill: min(N, n) recorded, the rest bufferfull; one stall per restart"),
     ("HW-O5", "a sweep with progress empties the ring and restarts; sampling resumes"),
     ("HW-O6", "at quiescence every CPU's ring is empty; every recording CPU was swept"),
-    ("HW-O7", "runcount 0 after STOP and sweeps; RELEASE within 2 sweep ticks; no stray NMI"),
+    ("HW-O7", "runcount 0 after STOP and sweeps; RELEASE: 1 sweep tick per CPU; no stray NMI"),
     ("HW-O8", "stall state per (PMC, CPU): A stays stalled while B sweeps, then restarts"),
     ("HW-O9", "every op gives its §4.4 errno; syscalls and syscall_errors counted exactly"),
     ("HW-O10", "log records: seq 1..N, producing CPU, user flag, pid, depth 1"),
@@ -40,7 +40,12 @@ HW_ORACLES: tuple[tuple[str, str], ...] = (
 )
 KERNEL_PC = 1 << 63  # arm64 and x86-64 kernel addresses have the top bit set
 PID_NONE = 0xFFFFFFFF
-RELEASE_TICKS = 2
+# A RELEASE's entries are freed by each CPU's first sweep tick after it began (fixed
+# mode: every recording CPU is marked, nothing pending, the timer sweeps the whole
+# ring). The agent counts those ticks on each CPU's own timer, so a host that delays
+# the releasing thread or the vCPU cannot add to them; a second tick means a sweep
+# skipped entries it should have freed.
+RELEASE_TICKS = 1
 
 
 def core_view(run: HwRun) -> CoreView:

@@ -103,7 +103,7 @@ enum hw_stat {
 	HW_ST_BUFFER_REQUESTS_FAILED,	/* log record reservations refused: the log is full */
 	HW_ST_LOG_SWEEPS,	/* sweep invocations, all CPUs */
 	HW_ST_X_RELEASE_TIMEOUTS,	/* RELEASEs that gave up after release_ms (HW-D12 fixed) */
-	HW_ST_X_RELEASE_MAX_TICKS,	/* most sweep ticks a RELEASE waited for its entries */
+	HW_ST_X_RELEASE_MAX_TICKS,	/* most sweep ticks a CPU took to free a RELEASEd PMC's entries */
 	HW_ST_X_SS_RUNNING,	/* running system-sampling PMCs (the seed's SS-owner count) */
 	HW_ST_X_LOG_RECORDS,	/* records in hwpmc/log now */
 	HW_NSTATS
@@ -178,6 +178,12 @@ struct hw_pmc {
 	atomic_t runcount;		/* entries referencing it in all rings */
 	int stalled;			/* quirk HW-D2: the seed's one pm_stalled for all CPUs */
 	bool releasing;			/* a RELEASE waits for it, hw_mutex dropped */
+	/*
+	 * From the first RELEASE on: [cpu] each CPU's sweep ticks when it began,
+	 * [nr_cpu_ids + cpu] the ticks that CPU had taken when its sweep freed its
+	 * last entry of this PMC. Written by the sweeps, read once runcount is 0.
+	 */
+	u64 *rel;
 	u64 reload;			/* sampling: reload count; counting: initial value */
 };
 
@@ -384,6 +390,7 @@ static void hw_sweep_entry(struct hw_cpu *hc, struct hw_entry *e, unsigned int c
 {
 	struct hw_pmc *pmc = e->pmc;
 	u64 lat = now > e->ts_ns ? now - e->ts_ns : 0;
+	u64 *rel;
 
 	if (READ_ONCE(pmc->state) != HW_RUNNING) {
 		if (!hw_q(HW_QUIRK_HW_D7))
@@ -399,7 +406,11 @@ static void hw_sweep_entry(struct hw_cpu *hc, struct hw_entry *e, unsigned int c
 	hc->stat[HW_PC_X_SWEEP_LAT_SUM_NS] += lat;
 	if (lat > hc->stat[HW_PC_X_SWEEP_LAT_MAX_NS])
 		hc->stat[HW_PC_X_SWEEP_LAT_MAX_NS] = lat;
+	rel = smp_load_acquire(&pmc->rel);
+	if (rel)	/* ticks on this CPU since the RELEASE: its own, whatever the host */
+		rel[nr_cpu_ids + cpu] = hc->stat[HW_PC_X_TICKS] - rel[cpu];
 	smp_store_release(&e->state, HW_FREE);
+	smp_mb__before_atomic();	/* the tick count before the count a RELEASE waits on */
 	atomic_dec(&pmc->runcount);	/* after the entry is free: RELEASE may free pmc now */
 }
 
@@ -645,18 +656,22 @@ static int hw_start(struct hw_pmc *pmc)
 			WRITE_ONCE(per_cpu_ptr(&hw_cpu, cpu)->stalled, 0);
 		WRITE_ONCE(pmc->stalled, 0);
 	}
-	WRITE_ONCE(pmc->state, HW_RUNNING);
 	/* Only the PMC's CPUs are armed: an idle CPU takes no overflow at all. */
 	err = pa_sources_running() ? 0 : pa_sources_start_on(&pmc->cpus);
 	for_each_cpu(cpu, &pmc->cpus)
 		err = err ?: pa_source_arm(cpu);
-	if (err) {
-		WRITE_ONCE(pmc->state, HW_STOPPED);
+	if (err)
 		return err;
-	}
-	hw_running++;
+	/*
+	 * Counters first, RUNNING last: until then the producer ignores the
+	 * overflows, so no CPU can fill its ring and stall before this restart
+	 * reaches it (a restart after the stall would leave the flag set and the
+	 * counter running: bufferfull without end, never stopped again).
+	 */
 	for_each_cpu(cpu, &pmc->cpus)
 		pa_on_cpu_irqoff(cpu, hw_counter_on_here, NULL);
+	WRITE_ONCE(pmc->state, HW_RUNNING);
+	hw_running++;
 	if (pmc->mode == PMC_MODE_SS)
 		atomic64_inc(&hw_stat[HW_ST_X_SS_RUNNING]);
 	return 0;
@@ -692,46 +707,29 @@ static int hw_stop(struct hw_pmc *pmc, bool release)
 	return offline ? -ENXIO : 0;
 }
 
-/* The most sweep ticks any of the PMC's CPUs took since `base`. */
-static u64 hw_ticks_since(struct hw_pmc *pmc, const u64 *base)
-{
-	unsigned int cpu, i = 0;
-	u64 most = 0, t;
-
-	for_each_cpu(cpu, &pmc->cpus) {
-		t = READ_ONCE(per_cpu_ptr(&hw_cpu, cpu)->stat[HW_PC_X_TICKS]) - base[i++];
-		most = max(most, t);
-	}
-	return most;
-}
-
 /*
  * Wait until no entry references the PMC: the sweeps discard its samples. At
  * most release_ms (HW-D12 fixed); with quirk HW-D12 without bound, but killable
- * so the harness's watchdog can end it.
+ * so the harness's watchdog can end it. x_release_max_ticks keeps the most
+ * sweep ticks any CPU took, on its own timer, to free its last entry of it.
  */
 static int hw_release_wait(struct hw_pmc *pmc)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(pa_release_ms);
-	unsigned int cpu, i = 0, n = cpumask_weight(&pmc->cpus);
-	u64 *base, ticks;
+	unsigned int cpu;
+	u64 ticks = 0;
 
-	base = kcalloc(n, sizeof(*base), GFP_KERNEL);
-	if (!base)
-		return -ENOMEM;
-	for_each_cpu(cpu, &pmc->cpus)
-		base[i++] = READ_ONCE(per_cpu_ptr(&hw_cpu, cpu)->stat[HW_PC_X_TICKS]);
 	while (atomic_read(&pmc->runcount)) {
 		if (fatal_signal_pending(current) ||
 		    (!hw_q(HW_QUIRK_HW_D12) && time_after(jiffies, deadline))) {
-			kfree(base);
 			hw_count(HW_ST_X_RELEASE_TIMEOUTS);
 			return -ETIMEDOUT;
 		}
 		usleep_range(200, 1000);
 	}
-	ticks = hw_ticks_since(pmc, base);
-	kfree(base);
+	smp_rmb();	/* the sweeps' tick counts after the count they released */
+	for_each_possible_cpu(cpu)
+		ticks = max(ticks, READ_ONCE(pmc->rel[nr_cpu_ids + cpu]));
 	if (ticks > (u64)atomic64_read(&hw_stat[HW_ST_X_RELEASE_MAX_TICKS]))
 		atomic64_set(&hw_stat[HW_ST_X_RELEASE_MAX_TICKS], ticks);
 	return 0;
@@ -748,6 +746,7 @@ static void hw_free(struct hw_pmc *pmc)
 	synchronize_rcu();	/* no producer still holds it from a row */
 	list_del(&pmc->link);
 	hw_pmcs--;
+	kfree(pmc->rel);
 	kfree(pmc);
 }
 
@@ -757,10 +756,20 @@ static void hw_free(struct hw_pmc *pmc)
  */
 static int hw_release(struct hw_pmc *pmc)
 {
+	unsigned int cpu;
+	u64 *rel;
 	int err;
 
 	if (pmc->releasing)
 		return -EBUSY;	/* another RELEASE of it is waiting */
+	if (!pmc->rel) {	/* the first RELEASE: the sweeps measure from here */
+		rel = kcalloc(2 * nr_cpu_ids, sizeof(*rel), GFP_KERNEL);
+		if (!rel)
+			return -ENOMEM;
+		for_each_possible_cpu(cpu)
+			rel[cpu] = READ_ONCE(per_cpu_ptr(&hw_cpu, cpu)->stat[HW_PC_X_TICKS]);
+		smp_store_release(&pmc->rel, rel);
+	}
 	if (pmc->state == HW_RUNNING)
 		hw_stop(pmc, true);	/* ENXIO for an offline CPU: released all the same */
 	WRITE_ONCE(pmc->state, HW_DELETED);
@@ -1109,19 +1118,36 @@ static void hw_show_stats(struct seq_file *m)
 		seq_printf(m, "%s %lld\n", hw_stat_names[i], atomic64_read(&hw_stat[i]));
 }
 
+/* On the CPU, its overflows and sweeps held off: the counters and the ring at one instant. */
+static void hw_snap_here(void *arg)
+{
+	struct hw_cpu *hc = this_cpu_ptr(&hw_cpu);
+	u64 *snap = arg;
+	int i;
+
+	for (i = 0; i < HW_PC_NSTATS; i++)
+		snap[i] = i == HW_PC_X_INRING ? hw_inring(hc) : hc->stat[i];
+}
+
+/*
+ * Each online CPU's view is taken on that CPU with its NMIs masked, so a live
+ * CPU's recorded = swept + in ring holds exactly (HW-O2 at checkpoints).
+ */
 static void hw_show_stats_percpu(struct seq_file *m)
 {
-	struct hw_cpu *hc;
+	u64 snap[HW_PC_NSTATS];
 	unsigned int cpu;
-	u64 value;
 	int i;
 
 	for_each_possible_cpu(cpu) {
-		hc = per_cpu_ptr(&hw_cpu, cpu);
-		for (i = 0; i < HW_PC_NSTATS; i++) {
-			value = i == HW_PC_X_INRING ? hw_inring(hc) : READ_ONCE(hc->stat[i]);
-			seq_printf(m, "%u %s %llu\n", cpu, hw_pcpu_names[i], value);
-		}
+		cpus_read_lock();
+		if (!cpu_online(cpu) || pa_on_cpu_nmi_masked(cpu, hw_snap_here, snap))
+			for (i = 0; i < HW_PC_NSTATS; i++)	/* offline: nothing runs there */
+				snap[i] = i == HW_PC_X_INRING ? hw_inring(per_cpu_ptr(&hw_cpu, cpu))
+							      : READ_ONCE(per_cpu_ptr(&hw_cpu, cpu)->stat[i]);
+		cpus_read_unlock();
+		for (i = 0; i < HW_PC_NSTATS; i++)
+			seq_printf(m, "%u %s %llu\n", cpu, hw_pcpu_names[i], snap[i]);
 	}
 }
 
