@@ -42,8 +42,9 @@ from harness.agent.steps import (
     _marker_paths,
     snapshot_of,
 )
-from harness.errors import ConfigError, InfraError, ModuleLoadError
+from harness.errors import ConfigError, HarnessError, InfraError, ModuleLoadError
 from harness.timeouts import Timeouts, wait_until
+from harness.vm.ssh import GuestCommandTimeout
 
 LOG = logging.getLogger(__name__)
 
@@ -197,7 +198,10 @@ class Agent:
         """
         self._runs += 1
         budget = timeout_s if timeout_s is not None else self.timeouts.command_s
-        results = pc.run_profctl(self.shell, f"{GUEST_DIR}/profctl", steps, timeout_s=budget)
+        try:
+            results = pc.run_profctl(self.shell, f"{GUEST_DIR}/profctl", steps, timeout_s=budget)
+        except GuestCommandTimeout as exc:
+            raise GuestCommandTimeout(f"{exc}; {self._hang_evidence()}") from exc
         log = self.workdir / f"profctl-{self._runs:02d}.txt"
         pairs = zip(steps, results, strict=True)
         log.write_text("".join(f"{s}\n  -> {r.describe()}\n" for s, r in pairs))
@@ -205,6 +209,28 @@ class Agent:
         if first.op == "open" and first.ok and first.int_value("fd") != FD:
             raise InfraError(f"profctl's first open got fd {results[0].values['fd']}, not {FD}")
         return results
+
+    def _hang_evidence(self) -> str:
+        """Keep why a profctl outlived its budget; return where that is kept.
+
+        Where each profctl waits in the kernel, every blocked task and every CPU's
+        backtrace (sysrq w and l), beside the run; then the profctl processes are
+        killed by PID so that the module can be unloaded.
+        """
+        path = self.workdir / f"profctl-{self._runs:02d}.hang.txt"
+        script = (
+            'for p in $(pidof profctl); do echo "== profctl $p: $(cat /proc/$p/wchan)"; '
+            "cat /proc/$p/stack; done; echo w > /proc/sysrq-trigger; "
+            "echo l > /proc/sysrq-trigger; sleep 1; dmesg | tail -n 400; "
+            "for p in $(pidof profctl); do kill -9 $p; done"
+        )
+        try:
+            result = self.shell.run(script, timeout_s=self.timeouts.qmp_s * 4, check=False)
+        except HarnessError as exc:
+            path.write_text(f"no evidence: {exc}\n")
+            return f"the guest did not answer for evidence either: {exc}"
+        path.write_text(result.stdout + result.stderr)
+        return f"kernel stacks, blocked tasks and CPU backtraces in {path}"
 
     def steps_with_host_actions(
         self,
