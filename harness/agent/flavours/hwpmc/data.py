@@ -170,5 +170,12 @@ HWPMC = FlavourInfo(
             "no_restart", "a sweep clears the stall flag but never restarts the counter", ("HW-O5",)
         ),
         Mutant("wrong_log_cpu", "every 20th log record carries cpu + 1", ("HW-O10",)),
+        Mutant("uncounted_entry", "every 11th entry goes into a ring uncounted", ("HW-O2",)),
+        Mutant(
+            "sweep_leaves_last",
+            "a timer sweep leaves the last entry it finds in the ring",
+            ("HW-O6",),
+        ),
+        Mutant("release_leaves_counter", "RELEASE leaves the CPU's counter running", ("HW-O7",)),
     ),
 )

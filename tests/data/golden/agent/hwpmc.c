@@ -215,7 +215,7 @@ struct hw_cpu {
 	int leave_pending;		/* test hook: the next entry stays pending */
 	struct hrtimer tick;
 	bool tick_armed;
-	u32 mutant_tick;		/* full-ring calls seen by a mutation point */
+	u32 mutant_tick;		/* producer calls seen by a mutation point */
 	u64 stat[HW_PC_NSTATS];
 };
 
@@ -329,7 +329,9 @@ static void hw_process(struct hw_cpu *hc, struct hw_pmc *pmc, const struct pa_sa
 		smp_store_release(&e->state, HW_VALID);
 	}
 	hc->write = (hc->write + 1) % hw_ring_size();
-	hc->stat[HW_PC_X_RECORDED]++;
+	/* Mutation point: every 11th entry goes into the ring uncounted. */
+	if (!(pa_mutant(UNCOUNTED_ENTRY) && ++hc->mutant_tick % 11 == 0))
+		hc->stat[HW_PC_X_RECORDED]++;
 	hw_mark(hc, ctx->cpu);
 }
 
@@ -453,6 +455,10 @@ static void hw_sweep(unsigned int cpu, bool force)
 		e = &hc->ring[hc->read];
 		state = smp_load_acquire(&e->state);
 		if (state == HW_FREE)
+			break;
+		/* Mutation point: a timer sweep leaves the last entry it finds behind. */
+		if (pa_mutant(SWEEP_LEAVES_LAST) && !force &&
+		    READ_ONCE(hc->ring[(hc->read + 1) % hw_ring_size()].state) == HW_FREE)
 			break;
 		if (state == HW_PENDING && hw_q(HW_QUIRK_HW_D3) && !force) {
 			hc->stat[HW_PC_X_INUSE_BLOCKED_SWEEPS]++;
@@ -699,6 +705,9 @@ static int hw_stop(struct hw_pmc *pmc, bool release)
 		}
 		if (release && hw_q(HW_QUIRK_HW_D4) && READ_ONCE(*hw_stall_flag(hc, pmc)))
 			continue;	/* the seed: "already stopped by the stall" */
+		/* Mutation point: RELEASE leaves the counter running. */
+		if (release && pa_mutant(RELEASE_LEAVES_COUNTER))
+			continue;
 		pa_on_cpu_irqoff(cpu, hw_counter_off_here, NULL);
 	}
 	if (pmc->mode == PMC_MODE_SS)

@@ -101,6 +101,9 @@ enum pa_mutant {
 	PA_MUTANT_LOSE_SWEPT_ENTRY,	/* every 9th swept entry is freed but neither logged nor counted */
 	PA_MUTANT_NO_RESTART,	/* a sweep clears the stall flag but never restarts the counter */
 	PA_MUTANT_WRONG_LOG_CPU,	/* every 20th log record carries cpu + 1 */
+	PA_MUTANT_UNCOUNTED_ENTRY,	/* every 11th entry goes into a ring uncounted */
+	PA_MUTANT_SWEEP_LEAVES_LAST,	/* a timer sweep leaves the last entry it finds in the ring */
+	PA_MUTANT_RELEASE_LEAVES_COUNTER,	/* RELEASE leaves the CPU's counter running */
 };
 #define PA_MUTANT_ACTIVE PA_MUTANT_NONE
 #define PA_MUTANT_NAME "none"
