@@ -227,11 +227,15 @@ static unsigned int hw_running;		/* running sampling PMCs: the sources are on */
 static unsigned int hw_pmcs;		/* PMCs allocated, all owners */
 static bool hw_hw_stall;		/* the last stall stopped the counter for real */
 
-/* The log: a flat array of records, appended by sweeps on any CPU. */
-static DEFINE_RAW_SPINLOCK(hw_log_lock);
+/*
+ * The log: a flat array of records, appended by sweeps on any CPU. No lock: a
+ * sweep takes a slot with one atomic add and writes its seq (slot + 1) last, so
+ * a reader stops at the first record still being written. (A lock taken per
+ * record livelocked 8 vCPUs on a loaded host: every sweep timer spun on it.)
+ */
 static struct hwpmc_log_rec *hw_log;
-static size_t hw_log_cap, hw_log_len;
-static u64 hw_log_seq;
+static size_t hw_log_cap;
+static atomic_long_t hw_log_next;	/* slots handed out, at most hw_log_cap */
 
 static bool hw_q(unsigned int bit)
 {
@@ -358,31 +362,40 @@ static void hw_produce(const struct pa_sample_ctx *ctx)
 static bool hw_log_append(const struct hw_entry *e, unsigned int cpu)
 {
 	struct hwpmc_log_rec *rec;
-	unsigned long flags;
-	bool ok = false;
+	long slot = -1;
 
 	hw_count(HW_ST_BUFFER_REQUESTS);
-	raw_spin_lock_irqsave(&hw_log_lock, flags);
-	if (hw_log_len < hw_log_cap && !pa_fault_hit(PA_FAULT_HWPMC_LOG)) {
-		rec = &hw_log[hw_log_len++];
-		rec->seq = ++hw_log_seq;
-		rec->ts_ns = e->ts_ns;
-		rec->pc = e->pc;
-		rec->pmcid = e->pmc->id;
-		rec->cpu = e->cpu;
-		/* Mutation point: every 20th record names the next CPU. */
-		if (pa_mutant(WRONG_LOG_CPU) && rec->seq % 20 == 0)
-			rec->cpu = e->cpu + 1;
-		rec->pid = e->pid;
-		rec->tid = e->tid;
-		rec->flags = e->flags;
-		rec->depth = 1;
-		ok = true;
-	}
-	raw_spin_unlock_irqrestore(&hw_log_lock, flags);
-	if (!ok)
+	if (!pa_fault_hit(PA_FAULT_HWPMC_LOG))
+		slot = atomic_long_fetch_add_unless(&hw_log_next, 1, (long)hw_log_cap);
+	if (slot < 0 || slot >= (long)hw_log_cap) {
 		hw_count(HW_ST_BUFFER_REQUESTS_FAILED);
-	return ok;
+		return false;
+	}
+	rec = &hw_log[slot];
+	rec->ts_ns = e->ts_ns;
+	rec->pc = e->pc;
+	rec->pmcid = e->pmc->id;
+	rec->cpu = e->cpu;
+	/* Mutation point: every 20th record names the next CPU. */
+	if (pa_mutant(WRONG_LOG_CPU) && (slot + 1) % 20 == 0)
+		rec->cpu = e->cpu + 1;
+	rec->pid = e->pid;
+	rec->tid = e->tid;
+	rec->flags = e->flags;
+	rec->depth = 1;
+	smp_store_release(&rec->seq, slot + 1);	/* last: the record is whole */
+	return true;
+}
+
+/* Records [0, n) are whole: n stops at the first slot taken but not yet written. */
+static size_t hw_log_whole(void)
+{
+	size_t n = min_t(size_t, atomic_long_read(&hw_log_next), hw_log_cap), i;
+
+	for (i = 0; i < n; i++)
+		if (!smp_load_acquire(&hw_log[i].seq))
+			return i;
+	return n;
 }
 
 /* ---- the sweep: on the ring's own CPU, IRQs off --------------------------------- */
@@ -1018,16 +1031,12 @@ DEFINE_SHOW_ATTRIBUTE(hw_pmcs);
 /* The log's records so far, binary (struct hwpmc_log_rec), not consumed. */
 static ssize_t hw_log_read(struct file *file, char __user *ubuf, size_t len, loff_t *ppos)
 {
-	size_t total, done;
-	unsigned long flags;
+	size_t total = hw_log_whole() * sizeof(*hw_log), done;
 
-	raw_spin_lock_irqsave(&hw_log_lock, flags);
-	total = hw_log_len * sizeof(*hw_log);
-	raw_spin_unlock_irqrestore(&hw_log_lock, flags);
 	if (*ppos >= total)
 		return 0;
 	done = min_t(size_t, len, total - *ppos);
-	/* Records below hw_log_len are never written again until unload. */
+	/* Whole records are never written again until unload. */
 	if (copy_to_user(ubuf, (char *)hw_log + *ppos, done))
 		return -EFAULT;
 	*ppos += done;
@@ -1117,12 +1126,9 @@ static void hw_show_info(struct seq_file *m)
 
 static void hw_show_stats(struct seq_file *m)
 {
-	unsigned long flags;
 	int i;
 
-	raw_spin_lock_irqsave(&hw_log_lock, flags);
-	atomic64_set(&hw_stat[HW_ST_X_LOG_RECORDS], hw_log_len);
-	raw_spin_unlock_irqrestore(&hw_log_lock, flags);
+	atomic64_set(&hw_stat[HW_ST_X_LOG_RECORDS], hw_log_whole());
 	for (i = 0; i < HW_NSTATS; i++)
 		seq_printf(m, "%s %lld\n", hw_stat_names[i], atomic64_read(&hw_stat[i]));
 }
