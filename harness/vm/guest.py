@@ -49,6 +49,7 @@ from harness.vm.record import RunRecord, spec_record
 from harness.vm.snapshot import Snapshot, clock_command
 from harness.vm.ssh import GuestShell
 from harness.vm.topology import check_qmp_topology
+from harness.vm.vcpus import Symbols, where
 
 LOG = logging.getLogger(__name__)
 
@@ -78,6 +79,8 @@ class Guest:
                           incoming=snapshot is not None)  # fmt: skip
         self.shell = GuestShell(images.ssh_key, timeouts=timeouts, name=self.name,
                                 probe_log=workdir / "ssh-probe.log")  # fmt: skip
+        self.shell.on_timeout = self.vcpu_report
+        self._reports = 0
         self.record = RunRecord(workdir / "run.json")
         self.boot_s = 0.0
         self.shutdown_s = 0.0
@@ -86,6 +89,29 @@ class Guest:
         self.facts_text = ""
         self._check_environment = check_environment
         self._timeouts = timeouts
+
+    def vcpu_report(self) -> str:
+        """Where every vCPU is now and a second later, named from System.map.
+
+        The full registers go to ``vcpus-N.txt`` in the workdir. For a guest that
+        stopped answering: its console rarely says why.
+        """
+        if self.vm.exitcode() is not None:
+            return "QEMU has exited"
+        self._reports += 1
+        path = self.workdir / f"vcpus-{self._reports}.txt"
+        symbols = Symbols.from_system_map(self.images.kernel_build / "System.map")
+        seen: list[str] = []
+        try:
+            for sample in range(2):
+                text = self.vm.qmp.hmp("info registers -a")
+                with path.open("a") as out:
+                    out.write(f"--- sample {sample}\n{text}\n")
+                seen.append(", ".join(f"{n}: {pc}" for n, pc in enumerate(where(text, symbols))))
+                time.sleep(1.0)
+        except HarnessError as exc:
+            return f"vCPU registers unavailable: {exc}"
+        return f"vCPU PCs {seen[0]}; a second later {seen[-1]} (registers in {path})"
 
     @property
     def facts(self) -> GuestFacts:

@@ -18,6 +18,7 @@ import asyncio
 import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Mapping
 from pathlib import Path
@@ -32,7 +33,11 @@ T = TypeVar("T")
 
 
 class QmpSession:
-    """One QMP connection; not thread-safe, like the VM that owns it."""
+    """One QMP connection, one command at a time.
+
+    A second thread (a timed-out guest command asking where the vCPUs are) waits for
+    the first's reply.
+    """
 
     def __init__(self, name: str, *, transcript: Path, timeout_s: float) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None  # made by connect()
@@ -40,13 +45,15 @@ class QmpSession:
         self._transcript = transcript
         self._timeout_s = timeout_s
         self._log = LOG.getChild(name)
+        self._lock = threading.Lock()
 
     def _run(self, awaitable: Awaitable[T], timeout_s: float | None = None) -> T:
         budget = self._timeout_s if timeout_s is None else timeout_s
         if self._loop is None or self._loop.is_closed():
             raise TransportError("QMP is not connected")
         try:
-            return self._loop.run_until_complete(asyncio.wait_for(awaitable, budget))
+            with self._lock:
+                return self._loop.run_until_complete(asyncio.wait_for(awaitable, budget))
         except TimeoutError as exc:
             raise HarnessTimeout("a QMP reply", budget) from exc
 

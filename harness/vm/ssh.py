@@ -133,6 +133,9 @@ class GuestShell:
         self._log = LOG.getChild(name)
         self.probe = ProbeLog(probe_log, name)
         self.port: int | None = None
+        #: Called when a command outlives its deadline; what it returns (where the
+        #: guest's CPUs are, say) is added to the `GuestCommandTimeout`.
+        self.on_timeout: Callable[[], str] | None = None
         #: Times a dead link was replaced (see `_open`); shown in the guest summary.
         self.reconnects = 0
 
@@ -231,7 +234,10 @@ class GuestShell:
             raise TransportError(f"SSH failed while running {command!r}: {exc!r}") from exc
         if stdout is None:
             channel.close()
-            raise GuestCommandTimeout(f"guest command {command!r} did not finish in {budget:.0f}s")
+            evidence = f"; {self.on_timeout()}" if self.on_timeout is not None else ""
+            raise GuestCommandTimeout(
+                f"guest command {command!r} did not finish in {budget:.0f}s{evidence}"
+            )
         status = channel.recv_exit_status()
         channel.close()
         if status == -1:  # paramiko's "closed without an exit status"

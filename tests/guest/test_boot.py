@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.vm.guest import Guest
+from harness.vm.ssh import GuestCommandTimeout
 from harness.vm.topology import CpuTopology, check_guest_topology, check_qmp_topology
 
 pytestmark = pytest.mark.guest
@@ -58,3 +59,20 @@ def test_every_cpu_can_be_offlined_and_onlined(guest: Guest, topology: CpuTopolo
     finally:
         guest.shell.run(f"echo 1 > {online}")
     assert int(guest.shell.run("nproc").stdout) == topology.cpus
+
+
+def test_a_command_that_outlives_its_deadline_says_where_every_vcpu_is(
+    guest: Guest, topology: CpuTopology
+) -> None:
+    """A timeout carries each vCPU's PC named from System.map, and keeps the registers."""
+    with pytest.raises(GuestCommandTimeout) as caught:
+        guest.shell.run("sleep 5", timeout_s=1.0)
+    message = str(caught.value)
+    assert "vCPU PCs 0: " in message
+    named = message.split("vCPU PCs ", 1)[1].split(";", 1)[0].split(", ")
+    assert len(named) == topology.cpus
+    # idle vCPUs wait in the kernel's text: each PC is a symbol, not a bare address
+    assert all("+0x" in where for where in named), named
+    kept = sorted(guest.workdir.glob("vcpus-*.txt"))
+    assert kept
+    assert "PC=" in kept[-1].read_text() or "RIP=" in kept[-1].read_text()
