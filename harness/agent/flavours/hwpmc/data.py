@@ -176,6 +176,10 @@ HWPMC = FlavourInfo(
             "a timer sweep leaves the last entry it finds in the ring",
             ("HW-O6",),
         ),
-        Mutant("release_leaves_counter", "RELEASE leaves the CPU's counter running", ("HW-O7",)),
+        Mutant(
+            "sweep_lags_release",
+            "a CPU's first sweep after a RELEASE leaves its entries for the next tick",
+            ("HW-O7",),
+        ),
     ),
 )

@@ -216,6 +216,7 @@ struct hw_cpu {
 	struct hrtimer tick;
 	bool tick_armed;
 	u32 mutant_tick;		/* producer calls seen by a mutation point */
+	int mutant_lagged;		/* the lag mutant held a RELEASE back once */
 	u64 stat[HW_PC_NSTATS];
 };
 
@@ -469,6 +470,13 @@ static void hw_sweep(unsigned int cpu, bool force)
 		state = smp_load_acquire(&e->state);
 		if (state == HW_FREE)
 			break;
+		/* Mutation point: a CPU's first sweep after a RELEASE leaves its entries a tick. */
+		if (pa_mutant(SWEEP_LAGS_RELEASE) && !force && !hc->mutant_lagged &&
+		    READ_ONCE(e->pmc->state) == HW_DELETED) {
+			hc->mutant_lagged = 1;
+			hw_mark(hc, cpu);
+			break;
+		}
 		/* Mutation point: a timer sweep leaves the last entry it finds behind. */
 		if (pa_mutant(SWEEP_LEAVES_LAST) && !force &&
 		    READ_ONCE(hc->ring[(hc->read + 1) % hw_ring_size()].state) == HW_FREE)
@@ -718,9 +726,6 @@ static int hw_stop(struct hw_pmc *pmc, bool release)
 		}
 		if (release && hw_q(HW_QUIRK_HW_D4) && READ_ONCE(*hw_stall_flag(hc, pmc)))
 			continue;	/* the seed: "already stopped by the stall" */
-		/* Mutation point: RELEASE leaves the counter running. */
-		if (release && pa_mutant(RELEASE_LEAVES_COUNTER))
-			continue;
 		pa_on_cpu_irqoff(cpu, hw_counter_off_here, NULL);
 	}
 	if (pmc->mode == PMC_MODE_SS)

@@ -103,7 +103,7 @@ enum pa_mutant {
 	PA_MUTANT_WRONG_LOG_CPU,	/* every 20th log record carries cpu + 1 */
 	PA_MUTANT_UNCOUNTED_ENTRY,	/* every 11th entry goes into a ring uncounted */
 	PA_MUTANT_SWEEP_LEAVES_LAST,	/* a timer sweep leaves the last entry it finds in the ring */
-	PA_MUTANT_RELEASE_LEAVES_COUNTER,	/* RELEASE leaves the CPU's counter running */
+	PA_MUTANT_SWEEP_LAGS_RELEASE,	/* a CPU's first sweep after a RELEASE leaves its entries for the next tick */
 };
 #define PA_MUTANT_ACTIVE PA_MUTANT_NONE
 #define PA_MUTANT_NAME "none"
