@@ -8,10 +8,12 @@ HW-O9 every op and error of §4.4 with a CPU going offline (HW-D6 fixed).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
 
+from harness.agent import profctl as pc
 from harness.agent.driver import Agent
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
@@ -29,8 +31,9 @@ from harness.agent.flavours.hwpmc.plans import (
 )
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
 from harness.agent.flavours.hwpmc.results import HwRun
-from harness.agent.flavours.hwpmc.run import hw_run
+from harness.agent.flavours.hwpmc.run import PmcSpec, hw_run, pmc_step, sweep_step
 from harness.agent.spec import AgentSpec
+from harness.agent.steps import DEBUGFS, DEVICE, FD
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 
@@ -119,3 +122,46 @@ def test_hwpmc_d1_beyond_32_cpus(
     else:
         assert failed == set()
         assert run.snapshot.stats_percpu[cpu]["x_restarts"] >= 1
+
+
+def _percpu(lines: Sequence[str]) -> dict[int, dict[str, int]]:
+    """stats_percpu lines (``cpu name value``) by CPU."""
+    table: dict[int, dict[str, int]] = {}
+    for line in lines:
+        cpu, name, value = line.split()
+        table.setdefault(int(cpu), {})[name] = int(value)
+    return table
+
+
+def test_hwpmc_close_and_unload_with_full_rings(agent: Agent, topology: CpuTopology) -> None:
+    """HW-D8 fixed: every CPU samples with its sweeps suppressed, so its ring holds entries;
+    the owner closes without STOP or RELEASE and the module is unloaded at once. The close
+    sweeps every ring itself: nothing stranded, every entry it threw away counted as
+    discarded, and the unload returns (the seed zeroed its sweep mask first and hung)."""
+    cpus = tuple(range(topology.cpus))
+    pmcs = [PmcSpec("SS", (cpu,)) for cpu in cpus]
+    agent.load(HW)
+    steps = (
+        pc.open_step(DEVICE),
+        sweep_step("all", False),
+        *(p.allocate() for p in pmcs),
+        *(pmc_step("PMCSTART", id=p.id) for p in pmcs),
+        *(pc.spin_step(cpu, 300) for cpu in cpus),
+        pc.wait_step(),
+        pc.cat_step(f"{DEBUGFS}/stats_percpu"),
+        pc.close_step(FD),
+        pc.cat_step(f"{DEBUGFS}/stats_percpu"),
+    )
+    results = agent.steps(steps)
+    assert all(r.ok for r in results), [r.describe() for r in results if not r.ok]
+    before, after = _percpu(results[-3].lines), _percpu(results[-1].lines)
+    for cpu in cpus:
+        assert before[cpu]["x_inring"] > 0, f"CPU {cpu} recorded nothing to strand"
+        assert after[cpu]["x_inring"] == 0, f"CPU {cpu}: entries stranded after close"
+        assert after[cpu]["x_swept"] == after[cpu]["x_recorded"], f"CPU {cpu}"
+        thrown = after[cpu]["x_discarded_stopped"] - before[cpu]["x_discarded_stopped"]
+        assert thrown >= before[cpu]["x_inring"], f"CPU {cpu}: discarded entries not counted"
+    agent.unload()
+    dmesg = agent.shell.run("dmesg").stdout
+    assert "entries left after the final sweep" not in dmesg
+    assert "profagent: unloaded" in dmesg
