@@ -37,6 +37,12 @@
  *   readbg:FD:PATH:CHUNK       `read` in a child sharing FD, while
  *                              later steps run; `wait` reaps it;
  *                              its outcome goes to PATH.status     -> pid=N
+ *   repeat:TIMES:COUNT         run the COUNT steps after it TIMES
+ *                              times: all but the last run print
+ *                              nothing (their failures are counted),
+ *                              then this line, then the last run's
+ *                              lines as usual (no repeat inside)   -> times=N steps=N failed=N
+ *                                                                     [first=OP:ERRNO]
  *
  * Output: exactly one step line per step on stdout, flushed at once (a cat
  * step's "| " lines follow its step line); errno is symbolic (EBUSY, or E<n>):
@@ -67,11 +73,12 @@
 
 enum op { OP_OPEN, OP_CLOSE, OP_IOCTL, OP_READ, OP_TIMEOUT, OP_WRITE,
 	  OP_CAT, OP_SPIN, OP_WAIT, OP_SLEEP, OP_PIN, OP_READBG, OP_MARK, OP_AWAIT,
-	  OP_WRITEFD, OP_COUNT };
+	  OP_WRITEFD, OP_REPEAT, OP_COUNT };
 
 /*
  * Each op's fields after its name, one letter each: p path, t text, f fd,
- * r request, s ioctl size, x hex input, k chunk, S seconds, c cpu, m milliseconds.
+ * r request, s ioctl size, x hex input, k chunk, S seconds, c cpu, m milliseconds,
+ * n a repeat count, K a step count.
  * The first `min` fields are required, the others optional.
  */
 static const struct { const char *name, *fields; int min; } OPS[OP_COUNT] = {
@@ -82,7 +89,7 @@ static const struct { const char *name, *fields; int min; } OPS[OP_COUNT] = {
 	[OP_WAIT] = { "wait", "", 0 },        [OP_SLEEP] = { "sleep", "m", 1 },
 	[OP_PIN] = { "pin", "c", 1 },         [OP_READBG] = { "readbg", "fpk", 3 },
 	[OP_MARK] = { "mark", "p", 1 },       [OP_AWAIT] = { "await", "p", 1 },
-	[OP_WRITEFD] = { "writefd", "ft", 1 },
+	[OP_WRITEFD] = { "writefd", "ft", 1 }, [OP_REPEAT] = { "repeat", "nK", 2 },
 };
 
 /* Upper bounds of the numeric field kinds (keep in step with profctl.py). */
@@ -95,6 +102,8 @@ static unsigned long field_max(char kind)
 	case 'S': return 86400;
 	case 'c': return CPU_SETSIZE - 1;
 	case 'm': return 86400000;
+	case 'n': return 10000000;
+	case 'K': return 4096;
 	default: return ULONG_MAX;       /* 'r' */
 	}
 }
@@ -120,6 +129,11 @@ static const struct { int code; const char *name; } ERRNOS[] = {
 #undef E
 };
 
+/* Inside a repeat's silent runs: lines go to /dev/null, failures are counted here. */
+static int quiet;
+static unsigned long quiet_failed;
+static char quiet_first[48];
+
 static volatile sig_atomic_t alarm_fired;
 static unsigned int timeout_s;
 
@@ -140,6 +154,8 @@ static void begin_line(int index, enum op op, int err)
 	printf("step=%d op=%s ok=%d", index, OPS[op].name, err == 0);
 	if (err)
 		printf(" errno=%s", errno_name(err));
+	if (err && quiet && !quiet_failed++)
+		snprintf(quiet_first, sizeof(quiet_first), "%s:%s", OPS[op].name, errno_name(err));
 }
 
 static void end_line(void)
@@ -572,7 +588,47 @@ static void (*const RUN[OP_COUNT])(int, const struct step *) = {
 	[OP_CAT] = do_cat,   [OP_SPIN] = do_spin,       [OP_WAIT] = do_wait,
 	[OP_SLEEP] = do_sleep, [OP_PIN] = do_pin, [OP_READBG] = do_readbg,
 	[OP_MARK] = do_mark, [OP_AWAIT] = do_await, [OP_WRITEFD] = do_writefd,
+	[OP_REPEAT] = NULL,	/* main() runs it: do_repeat */
 };
+
+/* repeat:TIMES:COUNT at `index`: TIMES - 1 silent runs, its line, one printed run. */
+static void do_repeat(int index, const struct step *steps)
+{
+	unsigned long times = steps[index].num[0], count = steps[index].num[1];
+	int saved, null;
+
+	fflush(stdout);
+	/* High descriptors: the repeated steps' opens number as they would alone. */
+	saved = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 1000);
+	null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (null >= 0) {
+		int high = fcntl(null, F_DUPFD_CLOEXEC, 1000);
+
+		close(null);
+		null = high;
+	}
+	quiet = 1;
+	quiet_failed = 0;
+	if (saved >= 0 && null >= 0 && dup2(null, STDOUT_FILENO) >= 0) {
+		for (unsigned long t = 1; t < times; t++)
+			for (unsigned long k = 1; k <= count; k++)
+				RUN[steps[index + k].op](index + (int)k, &steps[index + k]);
+		fflush(stdout);
+		dup2(saved, STDOUT_FILENO);
+	}
+	quiet = 0;
+	if (null >= 0)
+		close(null);
+	if (saved >= 0)
+		close(saved);
+	begin_line(index, OP_REPEAT, saved < 0 || null < 0 ? errno : 0);
+	printf(" times=%lu steps=%lu failed=%lu", times, count, quiet_failed);
+	if (quiet_failed)
+		printf(" first=%s", quiet_first);
+	end_line();
+	for (unsigned long k = 1; k <= count; k++)
+		RUN[steps[index + k].op](index + (int)k, &steps[index + k]);
+}
 
 /* The steps of `-f FILE`, one per line, as an argv (argv[0] kept); NULL: unreadable. */
 static char **read_steps(const char *path, char *argv0, int *argc)
@@ -630,13 +686,33 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *why = parse_step(argv[i], &steps[i - 1]);
 
+		if (!why && steps[i - 1].op == OP_REPEAT)
+			why = (unsigned long)(argc - 1 - i) < steps[i - 1].num[1]
+				? "COUNT runs past the last step" : NULL;
+		if (!why && steps[i - 1].op == OP_REPEAT && steps[i - 1].num[0] == 0)
+			why = "TIMES must be at least 1";
+		if (!why && steps[i - 1].op == OP_REPEAT && steps[i - 1].num[1] == 0)
+			why = "COUNT must be at least 1";
 		if (why) {
 			fprintf(stderr, "profctl: step %d (%s): %s\n", i - 1, argv[i], why);
 			return 2;
 		}
 	}
+	for (int i = 0; i < argc - 1; i++)
+		for (unsigned long k = 1; steps[i].op == OP_REPEAT && k <= steps[i].num[1]; k++)
+			if (steps[i + k].op == OP_REPEAT) {
+				fprintf(stderr, "profctl: step %d (%s): a repeat inside a repeat\n",
+					i, argv[i + 1]);
+				return 2;
+			}
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (int i = 1; i < argc; i++)
-		RUN[steps[i - 1].op](i - 1, &steps[i - 1]);
+	for (int i = 0; i < argc - 1; i++) {
+		if (steps[i].op == OP_REPEAT) {
+			do_repeat(i, steps);
+			i += (int)steps[i].num[1];
+		} else {
+			RUN[steps[i].op](i, &steps[i]);
+		}
+	}
 	return 0;
 }

@@ -161,6 +161,19 @@ def spin_step(cpu: int, ms: int) -> str:
     return f"spin:{_in_range('cpu', cpu, 0, MAX_CPU)}:{_in_range('spin ms', ms, 0, MAX_MS)}"
 
 
+def repeat_step(times: int, count: int) -> str:
+    """``repeat:TIMES:COUNT``: the ``count`` steps after it run ``times`` times.
+
+    All runs but the last print nothing; their failures are counted in ``failed``
+    (``first`` names the first as ``op:ERRNO``). Then this step's line, then the last
+    run's step lines as usual. No repeat may sit inside another.
+
+    :raise ConfigError: ``times`` or ``count`` is out of range.
+    """
+    times = _in_range("repeat times", times, 1, 10_000_000)
+    return f"repeat:{times}:{_in_range('repeat count', count, 1, 4096)}"
+
+
 def wait_step() -> str:
     """``wait``: reap every spin child; ``children``, ``failed`` (did not exit 0)."""
     return "wait"

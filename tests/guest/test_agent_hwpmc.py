@@ -8,6 +8,7 @@ HW-O9 every op and error of §4.4 with a CPU going offline (HW-D6 fixed).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -31,9 +32,10 @@ from harness.agent.flavours.hwpmc.plans import (
 )
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
 from harness.agent.flavours.hwpmc.results import HwRun
-from harness.agent.flavours.hwpmc.run import PmcSpec, hw_run, pmc_step, sweep_step
+from harness.agent.flavours.hwpmc.run import HWPMC_DIR, PmcSpec, hw_run, pmc_step, sweep_step
 from harness.agent.spec import AgentSpec
-from harness.agent.steps import DEBUGFS, DEVICE, FD
+from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR
+from harness.vm.ssh import GuestCommandTimeout
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 
@@ -165,3 +167,79 @@ def test_hwpmc_close_and_unload_with_full_rings(agent: Agent, topology: CpuTopol
     dmesg = agent.shell.run("dmesg").stdout
     assert "entries left after the final sweep" not in dmesg
     assert "profagent: unloaded" in dmesg
+
+
+def test_hwpmc_d12_quirk_waits_until_the_watchdog(agent: Agent) -> None:
+    """HW-D12 quirk, only under the harness's watchdog: CPU 0's sweeps suppressed strand its
+    entries; RELEASE waits past release_ms (1 s) without end. The harness's deadline (8 s)
+    is the watchdog: it kills profctl by PID, the killable wait returns, the close sweeps
+    the ring, and the module unloads."""
+    spec = replace(HW, quirks=HWPMC.quirk_bit("HW-D12"))
+    pmc = PmcSpec("SS", (0,))
+    agent.load(spec)
+    steps = (
+        pc.open_step(DEVICE),
+        sweep_step(0, False),
+        pmc.allocate(),
+        pmc_step("PMCSTART", id=pmc.id),
+        pc.spin_step(0, 300),
+        pc.wait_step(),
+        pmc_step("PMCSTOP", id=pmc.id),
+        pmc_step("PMCRELEASE", id=pmc.id),
+    )
+    with pytest.raises(GuestCommandTimeout, match=r"profctl-\d+\.hang\.txt"):
+        agent.steps(steps, timeout_s=8.0)
+    stats = agent.snapshot().stats
+    assert stats["x_release_timeouts"] == 1  # ended by the kill, never by its own bound
+    assert stats["x_release_max_ticks"] == 0  # no RELEASE completed
+    after = agent.snapshot().stats_percpu[0]
+    assert after["x_inring"] == 0  # the close swept what RELEASE waited for
+    agent.unload()
+
+
+D5_LOOPS = 2000  # per owner; the seed's 10^5 would take this emulator most of an hour
+
+
+def test_hwpmc_d5_two_owners_start_stop_concurrently(agent: Agent, topology: CpuTopology) -> None:
+    """HW-D5 fixed: two owner processes, one SS PMC each (CPU 0, CPU 1), loop START/STOP
+    at the same time while both CPUs are busy. The seed edited the global SS-owner list
+    under a shared lock; here every op is exclusive: every call succeeds, the SS count
+    returns to 0, and syscalls grows by exactly the calls made (console scanned after)."""
+    if topology.cpus < 2:
+        pytest.skip("needs two CPUs")
+    agent.load(HW)
+    before = agent.snapshot().stats
+    owners = []
+    for cpu in (0, 1):
+        pmc = PmcSpec("SS", (cpu,))
+        owners.append(
+            (
+                pc.open_step(DEVICE),
+                pmc.allocate(),
+                pc.repeat_step(D5_LOOPS, 2),
+                pmc_step("PMCSTART", id=pmc.id),
+                pmc_step("PMCSTOP", id=pmc.id),
+                pmc_step("PMCRELEASE", id=pmc.id),
+                pc.close_step(FD),
+            )
+        )
+    profctl = f"{GUEST_DIR}/profctl"
+    runs = " ".join(
+        f"{profctl} {' '.join(shlex.quote(s) for s in steps)} > /tmp/d5-{i}.out &"
+        for i, steps in enumerate(owners)
+    )
+    spins = f"{profctl} {pc.spin_step(0, 60_000)} {pc.spin_step(1, 60_000)} > /tmp/d5-spins"
+    agent.shell.run(
+        f"{spins}; {runs} wait; kill $(sed -n 's/.* pid=\\([0-9]*\\).*/\\1/p' /tmp/d5-spins)",
+        timeout_s=agent.timeouts.command_s * 3,
+    )
+    for i, steps in enumerate(owners):
+        text = agent.shell.run(f"cat /tmp/d5-{i}.out").stdout
+        results = pc.parse_output(text, steps)
+        assert all(r.ok for r in results), [r.describe() for r in results if not r.ok]
+        assert results[2].values["failed"] == "0", results[2].describe()
+    after = agent.snapshot().stats
+    assert after["x_ss_running"] == 0
+    assert after["syscall_errors"] == before["syscall_errors"]
+    assert after["syscalls"] - before["syscalls"] == 2 * (2 * D5_LOOPS + 2)
+    assert agent.steps((pc.cat_step(f"{HWPMC_DIR}/pmcs"),))[0].lines == ()  # none left

@@ -27,6 +27,7 @@ from harness.agent.profctl import (
     parse_output,
     pin_step,
     read_step,
+    repeat_step,
     run_profctl,
     sleep_step,
     spin_step,
@@ -490,3 +491,33 @@ def test_a_long_sequence_runs_from_a_steps_file_sent_in_short_commands(
     assert shell.commands[-1] == shlex.join([str(host_profctl), "-f", f"{host_profctl}.steps"])
     assert [r.ok for r in results] == [True] * len(steps)
     assert ctl.read_text() == f"step 149 {'x' * 90} 'q' $HOME"
+
+
+def test_repeat_runs_its_steps_silently_then_once_aloud(host_profctl: Path, tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    log.write_text("")
+    missing = str(tmp_path / "no" / "such")
+    first, *rest = run_local(
+        host_profctl,
+        repeat_step(5, 2),
+        open_step(str(log)),
+        write_step(missing, "x"),
+        cat_step(str(log)),
+    )
+    assert (first.op, first.ok) == ("repeat", True)
+    assert first.values == {"times": "5", "steps": "2", "failed": "4", "first": "write:ENOENT"}
+    assert [(r.op, r.ok, r.errno) for r in rest] == [
+        ("open", True, None),
+        ("write", False, "ENOENT"),
+        ("cat", True, None),
+    ]
+    assert rest[0].int_value("fd") == 7  # four silent opens before it, none closed
+
+
+def test_repeat_must_fit_and_not_nest(host_profctl: Path) -> None:
+    with pytest.raises(ConfigError, match="COUNT runs past the last step"):
+        run_local(host_profctl, repeat_step(2, 3), sleep_step(1))
+    with pytest.raises(ConfigError, match="a repeat inside a repeat"):
+        run_local(host_profctl, repeat_step(2, 2), repeat_step(2, 1), sleep_step(1))
+    with pytest.raises(ConfigError, match="repeat times must be in 1"):
+        repeat_step(0, 1)
