@@ -18,8 +18,9 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from harness.errors import BuildError, HarnessTimeout
@@ -86,33 +87,63 @@ def run_logged(
     with log.open("a") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
-        proc = subprocess.Popen(
-            list(argv),
-            cwd=cwd,
-            env=None if env is None else {**os.environ, **env},
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # so we can kill make and all its children at once
-            preexec_fn=die_with_parent,  # noqa: PLW1509 - no threads start children here
-        )
-        try:
-            _wait_with_heartbeat(
-                proc,
-                log,
-                what,
-                started=started,
-                timeout_s=timeout_s,
-                progress=progress,
-                heartbeat_s=heartbeat_s,
+        # Ctrl-C is held until ``proc`` exists: one landing inside Popen would leave
+        # make running in its own session, unknown to the ``except`` below.
+        with _interrupts_held() as release:
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=None if env is None else {**os.environ, **env},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # so we can kill make and all its children at once
+                preexec_fn=_child_setup,  # noqa: PLW1509 - no threads start children here
             )
-        except BaseException:
-            _kill_group(proc)
-            raise
+            try:
+                release()  # a Ctrl-C held meanwhile is raised here
+                _wait_with_heartbeat(
+                    proc,
+                    log,
+                    what,
+                    started=started,
+                    timeout_s=timeout_s,
+                    progress=progress,
+                    heartbeat_s=heartbeat_s,
+                )
+            except BaseException:
+                _kill_group(proc)
+                raise
     if proc.returncode != 0:
         raise BuildError(
             f"{what} failed with exit status {proc.returncode}", log=log, tail=error_lines(log)
         )
+
+
+_INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[Callable[[], None]]:
+    """Hold SIGINT and SIGTERM until the block calls the function it is given, or ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None  # KeyboardInterrupt is raised in the main thread only
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+
+    def release() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    try:
+        yield release
+    finally:
+        release()
+
+
+def _child_setup() -> None:
+    """``preexec_fn`` of logged builds: no signal held over from us; die with us."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _INTERRUPTS)
+    die_with_parent()
 
 
 def _wait_with_heartbeat(

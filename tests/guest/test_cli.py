@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -110,31 +111,61 @@ def test_qemu_that_exits_at_start_is_a_launch_error_with_its_output(
     assert "-m 67108864M" in str(failed.value)
 
 
+# Run the rest of the command line with SIGINT as at a terminal, whatever this runner
+# inherited: one started in the background of a non-interactive shell ignores SIGINT,
+# and Python then installs no KeyboardInterrupt handler in its children.
+AS_IF_TYPED = [sys.executable, "-c", "import os, signal, sys; "
+               "signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+               "os.execv(sys.argv[1], sys.argv[1:])"]  # fmt: skip
+
+
+def process_evidence(pid: int) -> str:
+    """Signal dispositions, wait channel and children of ``pid``, for a failure message."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        status = [ln for ln in (proc / "status").read_text().splitlines() if ln.startswith("Sig")]
+        wchan = (proc / "wchan").read_text()
+        children = (proc / "task" / str(pid) / "children").read_text().split()
+    except OSError as exc:
+        return f"pid {pid}: {exc}"
+    return f"pid {pid}: {' '.join(status)}; wchan {wchan}; children {children}"
+
+
 def test_an_interrupted_kernel_build_leaves_no_finished_entry(
     tmp_path: Path, timeouts: Timeouts
 ) -> None:
     env = {**os.environ, "PROFBENCH_CACHE": str(tmp_path)}
-    build = subprocess.Popen([*INVOKE, "kernel"], cwd=REPO, env=env, stderr=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL)  # fmt: skip
+    build = subprocess.Popen([*AS_IF_TYPED, *INVOKE, "kernel"], cwd=REPO, env=env,
+                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)  # fmt: skip
     assert build.stderr is not None
+    stderr = build.stderr
+    said: list[bytes] = []
     try:
         # Unpacking 1.3 GB of source comes first.
-        read_until(build.stderr.fileno(), b"compiling the kernel", timeout_s=180 * timeouts.scale)
+        said.append(read_until(stderr.fileno(), b"compiling the kernel",
+                               timeout_s=180 * timeouts.scale))  # fmt: skip
     except BaseException:
         build.kill()
         raise
     finally:
         build.send_signal(signal.SIGINT)
+        # Keep reading what it says, so a full pipe can never hold it up.
+        drain = threading.Thread(target=lambda: said.append(stderr.read()), daemon=True)
+        drain.start()
         try:
-            # Stopping make and removing the half-built tree took over 120 s once in CI,
-            # with two workers of guests on the same 2 cores: allow 300 s, then fail.
+            # Stopping make and removing the half-built tree: seconds when quiet. Allow
+            # 300 s for two workers of guests on the same 2 cores, then fail with evidence.
             build.wait(timeout=300 * timeouts.scale)
         except subprocess.TimeoutExpired:
+            evidence = process_evidence(build.pid)
             build.kill()
             build.wait()
-            raise
-        finally:
-            build.stderr.close()
+            drain.join(timeout=10)
+            tail = b"".join(said).decode(errors="replace")[-3000:]
+            pytest.fail(f"invoke kernel still ran 300 s after SIGINT: {evidence}\nit said:\n{tail}")
+        drain.join(timeout=10)
+        stderr.close()
     assert build.returncode != 0
     kernels = Cache(tmp_path).root / "kernel"
     assert not list(kernels.glob("*/manifest.json"))

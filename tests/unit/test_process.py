@@ -1,0 +1,84 @@
+"""Logged builds and interrupts: real signals, real children.
+
+Each signal goes to a small Python child that plays the harness (pytest-xdist
+runs tests off the main thread, where Python raises no KeyboardInterrupt).
+SIGTERM stands in for Ctrl-C: the harness raises both as KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from harness.process import run_logged
+from tests.guest.procs import process_gone
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def harness_child(code: str) -> subprocess.Popen[str]:
+    """A Python child with the harness's SIGTERM handling, running ``code``."""
+    prologue = (
+        "import os, signal, sys, time\nfrom pathlib import Path\n"
+        "from harness import process\nprocess.handle_sigterm()\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", prologue + textwrap.dedent(code)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_an_interrupt_while_held_arrives_at_release() -> None:
+    child = harness_child("""
+        with process._interrupts_held() as release:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # a SIGTERM delivered now would end the child here
+            print("held", flush=True)
+            try:
+                release()
+                time.sleep(10)  # the held signal is raised by release() or, at the latest, here
+            except process.Terminated:
+                print("raised at release", flush=True)
+    """)
+    out, err = child.communicate(timeout=30)
+    assert out.splitlines() == ["held", "raised at release"], err
+
+
+def test_a_logged_command_holds_no_signal_of_ours(tmp_path: Path) -> None:
+    log = tmp_path / "status.log"
+    run_logged(["grep", "^SigBlk", "/proc/self/status"], log=log, what="grep")
+    blocked = int(log.read_text().split("SigBlk:")[1].split()[0], 16)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        assert not blocked & (1 << (signum - 1)), f"{signum.name} blocked in the child"
+
+
+def test_an_interrupt_kills_the_command_and_its_children(tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    script = f"sleep 300 & echo $! > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; wait"
+    child = harness_child(f"""
+        try:
+            process.run_logged(["sh", "-c", {script!r}], log=Path({str(tmp_path)!r}) / "log",
+                               what="sleeper", timeout_s=60)
+        except process.Terminated:
+            print("interrupted", flush=True)
+    """)
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists():
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the command never started its child"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert out.splitlines() == ["interrupted"], err
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while not process_gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert process_gone(grandchild), "the command's child outlived the interrupt"
