@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -35,7 +36,7 @@ from harness.agent.flavours.kprof.run import (
     kprof_run,
 )
 from harness.agent.spec import AgentSpec
-from harness.agent.steps import DEBUGFS, GUEST_DIR
+from harness.agent.steps import DEBUGFS, GUEST_DIR, inject_step
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 
@@ -107,6 +108,29 @@ def test_kp_d1_high_rate_small_blocks_continuous_reader(
     run = kprof_run(agent, spec, KprofPlan(body=body, background_reader=True))
     assert_kprof_oracles(run, request)
     assert run.last.get(0, "x_blocks_full") > 0, "no block filled: KP-D1's hand-off never ran"
+
+
+def test_kprof_an_outgoing_cpu_hands_its_block_on(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """CPU h records a (well under one block), goes offline, and is still offline at stop:
+    its partial block reaches the queue only through the offline hook, and is read whole."""
+    if topology.cpus < 2:
+        pytest.skip("CPU hotplug needs a second CPU (CPU 0 cannot go offline)")
+    h, a, b = topology.cpus - 1, 7, 5
+    online = f"/sys/devices/system/cpu/cpu{h}/online"
+    body = (
+        inject_step(h, a, ctx="task"),
+        pc.write_step(online, "0"),
+        *(inject_step(cpu, b, ctx="task") for cpu in range(h)),
+    )
+    injected = {cpu: b for cpu in range(h)} | {h: a}
+    try:
+        run = kprof_run(agent, KP_EXACT, KprofPlan(body=body, injected=injected))
+    finally:
+        agent.steps((pc.write_step(online, "1"),))
+    assert_kprof_oracles(run, request)
+    assert Counter(r.cpu for r in run.trace) == injected  # h's records came through it
 
 
 def test_kp_d5_d12_failed_opens_unwind(agent: Agent) -> None:
