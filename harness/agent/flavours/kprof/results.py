@@ -83,7 +83,7 @@ class KprofRun:
     injected: Mapping[int, int] | None = None
     kpdata: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     kpdata_idle: tuple[int, ...] = ()
-    flushes: int = 0  # `flush` commands while tracing, before the before_stop snapshot
+    flushes: int = 0  # `flush` commands and CPUs taken offline while tracing, before it
     reader_during: bool = False  # a reader drained the queue while tracing
     eof: tuple[str, ...] = ()
     control: Mapping[str, str] = field(default_factory=dict)

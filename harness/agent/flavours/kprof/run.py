@@ -14,6 +14,7 @@ bracket it all::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -224,8 +225,13 @@ def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
     )  # fmt: skip
 
 
+#: A body step taking a CPU offline: kprof's offline hook flushes that CPU's block.
+_OFFLINE_STEP = re.compile(r"write:/sys/devices/system/cpu/cpu\d+/online:0")
+
+
 def _flushes_before_stop(body: Sequence[str]) -> int:
-    return sum(1 for step in body if step == ctl_step("flush"))
+    """`flush` commands, and CPUs taken offline (each flushes its block) while tracing."""
+    return sum(1 for step in body if step == ctl_step("flush") or _OFFLINE_STEP.fullmatch(step))
 
 
 def _require_session_ok(
