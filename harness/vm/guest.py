@@ -104,11 +104,12 @@ class Guest:
         seen: list[str] = []
         try:
             for sample in range(2):
+                if sample:
+                    time.sleep(1.0)
                 text = self.vm.qmp.hmp("info registers -a")
                 with path.open("a") as out:
                     out.write(f"--- sample {sample}\n{text}\n")
                 seen.append(", ".join(f"{n}: {pc}" for n, pc in enumerate(where(text, symbols))))
-                time.sleep(1.0)
         except HarnessError as exc:
             return f"vCPU registers unavailable: {exc}"
         return f"vCPU PCs {seen[0]}; a second later {seen[-1]} (registers in {path})"

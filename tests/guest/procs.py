@@ -1,4 +1,4 @@
-"""Process checks shared by the guest tier's cleanup tests."""
+"""Process checks shared by the guest tier: host processes, and the guest's profctl spins."""
 
 from __future__ import annotations
 
@@ -27,3 +27,9 @@ def qemu_children(parent: int) -> list[int]:
         if name.startswith("qemu-system") and int(fields[1]) == parent and fields[0] != "Z":
             found.append(int(stat_file.parent.name))
     return found
+
+
+def kill_spins(pidfile: str) -> str:
+    """A guest shell command: kill the spin children whose ``pid=`` profctl printed to
+    ``pidfile`` (``profctl spin:CPU:MS ... > pidfile``)."""
+    return f"kill $(sed -n 's/.* pid=\\([0-9]*\\).*/\\1/p' {pidfile})"

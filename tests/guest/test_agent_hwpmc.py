@@ -39,6 +39,7 @@ from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR
 from harness.vm.ssh import GuestCommandTimeout
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
+from tests.guest.procs import kill_spins
 
 pytestmark = pytest.mark.guest
 HW = AgentSpec(flavour="hwpmc")
@@ -238,7 +239,7 @@ def test_hwpmc_d5_two_owners_start_stop_concurrently(
     spins = f"{profctl} {pc.spin_step(0, spin_ms)} {pc.spin_step(1, spin_ms)} > /tmp/d5-spins"
     began = time.monotonic()
     agent.shell.run(
-        f"{spins}; {runs} wait; kill $(sed -n 's/.* pid=\\([0-9]*\\).*/\\1/p' /tmp/d5-spins)",
+        f"{spins}; {runs} wait; {kill_spins('/tmp/d5-spins')}",
         timeout_s=budget_s,
     )
     took = time.monotonic() - began  # for the report only, never asserted

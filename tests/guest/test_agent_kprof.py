@@ -39,6 +39,7 @@ from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, GUEST_DIR, inject_step
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
+from tests.guest.procs import kill_spins
 
 pytestmark = pytest.mark.guest
 KP_EXACT = AgentSpec(flavour="kprof", pmu_produce=False, period=200_000)
@@ -195,7 +196,7 @@ def kp_d2_cycles(agent: Agent, topology: CpuTopology, cycles: int, timeout_s: fl
         f"i=0; while [ $i -lt {cycles} ]; do "
         f"exec 3>{KPCTL} || break; echo start >&3 || break; echo stop >&3 || break; "
         f"exec 3>&-; i=$((i+1)); done; "
-        f"kill $(sed -n 's/.* pid=\\([0-9]*\\).*/\\1/p' {pids}); "
+        f"{kill_spins(pids)}; "
         f'echo "cycles=$i"'
     )
     began = time.monotonic()
