@@ -73,7 +73,7 @@
 
 enum op { OP_OPEN, OP_CLOSE, OP_IOCTL, OP_READ, OP_TIMEOUT, OP_WRITE,
 	  OP_CAT, OP_SPIN, OP_WAIT, OP_SLEEP, OP_PIN, OP_READBG, OP_MARK, OP_AWAIT,
-	  OP_WRITEFD, OP_REPEAT, OP_COUNT };
+	  OP_WRITEFD, OP_REPEAT, OP_CLOCK, OP_COUNT };
 
 /*
  * Each op's fields after its name, one letter each: p path, t text, f fd,
@@ -90,6 +90,7 @@ static const struct { const char *name, *fields; int min; } OPS[OP_COUNT] = {
 	[OP_PIN] = { "pin", "c", 1 },         [OP_READBG] = { "readbg", "fpk", 3 },
 	[OP_MARK] = { "mark", "p", 1 },       [OP_AWAIT] = { "await", "p", 1 },
 	[OP_WRITEFD] = { "writefd", "ft", 1 }, [OP_REPEAT] = { "repeat", "nK", 2 },
+	[OP_CLOCK] = { "clock", "", 0 },
 };
 
 /* Upper bounds of the numeric field kinds (keep in step with profctl.py). */
@@ -582,12 +583,25 @@ static void do_pin(int i, const struct step *st)
 	end_line();
 }
 
+/* The guest's CLOCK_MONOTONIC, in ns: brackets the steps around it in guest time. */
+static void do_clock(int i, const struct step *st)
+{
+	struct timespec now;
+	int err = clock_gettime(CLOCK_MONOTONIC, &now) ? errno : 0;
+
+	begin_line(i, st->op, err);
+	if (!err)
+		printf(" ns=%lld", now.tv_sec * 1000000000LL + now.tv_nsec);
+	end_line();
+}
+
 static void (*const RUN[OP_COUNT])(int, const struct step *) = {
 	[OP_OPEN] = do_open, [OP_CLOSE] = do_close,     [OP_IOCTL] = do_ioctl,
 	[OP_READ] = do_read, [OP_TIMEOUT] = do_timeout, [OP_WRITE] = do_write,
 	[OP_CAT] = do_cat,   [OP_SPIN] = do_spin,       [OP_WAIT] = do_wait,
 	[OP_SLEEP] = do_sleep, [OP_PIN] = do_pin, [OP_READBG] = do_readbg,
 	[OP_MARK] = do_mark, [OP_AWAIT] = do_await, [OP_WRITEFD] = do_writefd,
+	[OP_CLOCK] = do_clock,
 	[OP_REPEAT] = NULL,	/* main() runs it: do_repeat */
 };
 

@@ -184,6 +184,11 @@ class Flavour:
     #: The standard run with Linux perf sampling beside the agent (oracle PEER);
     #: None: the flavour has none.
     peer_run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun] | None = None
+    #: Further runs by name (hwpmc: ``counting``), each the case of the mutants whose
+    #: ``case`` names it.
+    extra_runs: Mapping[str, Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]] = field(
+        default_factory=dict
+    )
 
     @property
     def name(self) -> str:

@@ -90,14 +90,15 @@ class Mutant:
     ``name`` is the mutation point in the C (``pa_mutant(NAME)``); ``case`` is the
     run that exposes it: ``standard`` (the flavour's standard run and an exact-count
     run on the default kernel), ``peer`` (the standard run with Linux perf beside
-    it, for the flavours that have one) or ``debug`` (the standard run on the debug kernel,
-    its console and kmemleak scanned). ``quick`` mutants run in ``invoke ci``.
+    it, for the flavours that have one), ``debug`` (the standard run on the debug kernel,
+    its console and kmemleak scanned) or ``counting`` (hwpmc's system-counting run, one
+    of its ``extra_runs``). ``quick`` mutants run in ``invoke ci``.
     """
 
     name: str
     sabotage: str
     caught_by: tuple[str, ...]
-    case: Literal["standard", "peer", "debug"] = "standard"
+    case: Literal["standard", "peer", "debug", "counting"] = "standard"
     quick: bool = True
 
 

@@ -179,6 +179,11 @@ def wait_step() -> str:
     return "wait"
 
 
+def clock_step() -> str:
+    """``clock``: the guest's CLOCK_MONOTONIC as ``ns``, to bracket the steps around it."""
+    return "clock"
+
+
 def sleep_step(ms: int) -> str:
     """``sleep:MS``.
 

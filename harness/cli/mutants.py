@@ -120,10 +120,12 @@ def planned(flavour: str, *, full: bool, case: str = "standard") -> tuple[Mutant
 def _default_group(
     bench: _Bench, images: GuestImages, *, full: bool, chosen: tuple[str, ...]
 ) -> list[MutantRow]:
-    """The control and the standard mutants through CASES; the peer ones through "peer".
+    """The control and the standard mutants through CASES, the others through their case.
 
-    The control runs the peer case too where a peer mutant runs, so a peer catch is
-    judged against a clean peer run of the same build. ``chosen``: the flavours run.
+    Peer mutants run the peer case; those of a flavour's extra run (hwpmc's
+    "counting") run that. The control runs the peer and extra cases too where a mutant
+    of theirs runs, so a catch there is judged against a clean run of the same case and
+    build. ``chosen``: the flavours run.
     """
     rows = []
     with _guest(bench, images, "default") as guest:
@@ -131,9 +133,12 @@ def _default_group(
             flavour = behaviour(name)
             peer = planned(name, full=full, case="peer") if flavour.peer_run else ()
             plan: list[tuple[Mutant | None, tuple[str, ...]]]
-            plan = [(None, (*CASES, *(("peer",) if peer else ())))]
+            extra = {case: planned(name, full=full, case=case) for case in flavour.extra_runs}
+            extra = {case: found for case, found in extra.items() if found}
+            plan = [(None, (*CASES, *(("peer",) if peer else ()), *extra))]
             plan += [(m, CASES) for m in planned(name, full=full)]
             plan += [(m, ("peer",)) for m in peer]
+            plan += [(m, (case,)) for case, found in extra.items() for m in found]
             for mutant, names in plan:
                 cases = [(case, _case(bench, guest, images, flavour, mutant, case))
                          for case in names]  # fmt: skip
@@ -187,8 +192,8 @@ def _case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
     """The oracles that failed in ``case`` (``RUN-ERROR`` when the run itself failed)."""
     agent = _agent(bench, guest, images, flavour.name, mutant)
     spec = AgentSpec(flavour=flavour.name)
-    runs = {"standard": flavour.standard_run, "exact": flavour.exact_run}
-    runner = flavour.peer_run if case == "peer" else runs[case]
+    runs = {"standard": flavour.standard_run, "exact": flavour.exact_run, **flavour.extra_runs}
+    runner = flavour.peer_run if case == "peer" else runs.get(case)
     if runner is None:
         raise ConfigError(f"flavour {flavour.name} has no {case} run")
     try:

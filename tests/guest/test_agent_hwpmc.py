@@ -22,6 +22,7 @@ from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hw
 from harness.agent.flavours.hwpmc.plans import (
     FILL_EXTRA,
     control_plan,
+    counting_plan,
     d1_plan,
     d1_spec,
     exact_plan,
@@ -32,7 +33,7 @@ from harness.agent.flavours.hwpmc.plans import (
     wide_cpu,
 )
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
-from harness.agent.flavours.hwpmc.results import HwRun
+from harness.agent.flavours.hwpmc.results import Counting, HwRun
 from harness.agent.flavours.hwpmc.run import HWPMC_DIR, PmcSpec, hw_run, pmc_step, sweep_step
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR
@@ -94,6 +95,29 @@ def test_hwpmc_stall_independence(
     else:  # B's counter may also fill while the shared flag is set: not stopped (HW-O4)
         assert "HW-O8" in failed
         assert failed <= {"HW-O8", "HW-O4"}
+
+
+def test_hwpmc_system_counting(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """HW-SC: an SC PMC on the last CPU, SETCOUNT then START..STOP around a busy loop,
+    counts that CPU's cycles for the window the guest clock brackets, then holds."""
+    cpu = topology.cpus - 1
+    run = hw_run(agent, HW, counting_plan(cpu))
+    assert "HW-SC" in applicable_hw_oracles(run)
+    assert judged(run, request) == []
+    assert run.counting is not None
+    assert run.counting.cpu == cpu
+    request.node.user_properties.append((AGENT_REPORT, counting_report(run.counting)))
+
+
+def counting_report(sc: Counting) -> str:
+    """One line: what the SC PMC counted against the guest time bracketing it."""
+    c0, c1, c2, c3 = sc.clocks
+    return (
+        f"HW-SC on CPU {sc.cpu}: counted {sc.stopped - sc.initial} over "
+        f"{(c2 - c1) / 1e6:.3f}..{(c3 - c0) / 1e6:.3f} ms of guest time"
+    )
 
 
 def test_hwpmc_control_errors(

@@ -21,6 +21,7 @@ from harness.agent.profctl import (
     StepResult,
     build_profctl,
     cat_step,
+    clock_step,
     close_step,
     ioctl_step,
     open_step,
@@ -373,6 +374,12 @@ def test_spin_and_wait(host_profctl: Path) -> None:
     assert spin.int_value("pid") > 0
     assert spin.int_value("cpu") == cpu
     assert (wait.ok, wait.int_value("children"), wait.int_value("failed")) == (True, 1, 0)
+
+
+def test_clock_brackets_a_sleep_in_monotonic_ns(host_profctl: Path) -> None:
+    before, _, after = run_local(host_profctl, clock_step(), sleep_step(20), clock_step())
+    assert (before.ok, after.ok) == (True, True)
+    assert after.int_value("ns") - before.int_value("ns") >= 20_000_000
 
 
 def test_spin_on_a_missing_cpu_fails_before_forking(host_profctl: Path) -> None:

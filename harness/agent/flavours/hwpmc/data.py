@@ -177,6 +177,12 @@ HWPMC = FlavourInfo(
             ("HW-O6",),
         ),
         Mutant(
+            "sc_never_counts",
+            "START of an SC PMC leaves its counter off",
+            ("HW-SC",),
+            case="counting",
+        ),
+        Mutant(
             "sweep_lags_release",
             "a CPU's first sweep after a RELEASE leaves its entries for the next tick",
             ("HW-O7",),

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import HW_ORACLES, applicable_hw_oracles, check_hwpmc
-from harness.agent.flavours.hwpmc.plans import exact_plan, exact_spec, standard_plan
+from harness.agent.flavours.hwpmc.plans import counting_plan, exact_plan, exact_spec, standard_plan
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts, hw_rows
 from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.flavours.hwpmc.run import (
@@ -46,6 +46,10 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     exact = exact_spec(spec)
     return hw_run(agent, exact, exact_plan(cpus, exact.param("nsamples")))
+
+
+def _counting(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    return hw_run(agent, spec, counting_plan(cpus[-1]))
 
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
@@ -106,4 +110,5 @@ FLAVOUR = Flavour(
     cell_rows=_cell_rows,
     ops={name: OpRule(cpu="one") for name in OP_STEPS},
     op_steps={name: _ignore_count(step) for name, step in OP_STEPS.items()},
+    extra_runs={"counting": _counting},
 )

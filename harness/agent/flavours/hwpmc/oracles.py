@@ -36,6 +36,7 @@ HW_ORACLES: tuple[tuple[str, str], ...] = (
     ("HW-O8", "stall state per (PMC, CPU): A stays stalled while B sweeps, then restarts"),
     ("HW-O9", "every op gives its §4.4 errno; syscalls and syscall_errors counted exactly"),
     ("HW-O10", "log records: seq 1..N, producing CPU, user flag, pid, depth 1"),
+    ("HW-SC", "an SC PMC counts its CPU's cycles from START to STOP, then holds its value"),
     ("NMI", "producer calls in NMI context iff the guest booted with pseudo-NMI"),
 )
 KERNEL_PC = 1 << 63  # arm64 and x86-64 kernel addresses have the top bit set
@@ -73,6 +74,10 @@ def applicable_hw_oracles(run: HwRun) -> frozenset[str]:
         names.discard("HW-O9")
     if run.spec.drain != "auto":
         names.discard("HW-O6")
+    if run.counting is None:
+        names.discard("HW-SC")
+    if run.kind == "counting":  # no sampling PMC: no producer call to judge the context of
+        names.discard("NMI")
     return frozenset(names)
 
 
@@ -471,6 +476,57 @@ def check_nmi(run: HwRun) -> list[Violation]:
     return nmi_context(run.snapshot.core, run.nmi_expected)
 
 
+# HW-SC's model. The guest's CLOCK_MONOTONIC (the generic timer, 16 ns ticks) and
+# TCG's cycle counter (1 per ns) both run off QEMU's virtual clock, so the count of
+# a window is its length in guest time: no host load can stretch one without the
+# other. START enables the event between the two clock reads around it, STOP
+# disables it between the two around it, so the count lies between the inner and
+# the outer bracket, widened by a clock tick at each end and the clocksource's
+# ns conversion (well under 1e-4 of the window).
+SC_SLACK_NS = 1_000
+SC_SLACK_REL = 1e-4
+
+
+def check_counting(run: HwRun) -> list[Violation]:
+    """HW-SC: the SC PMC's count against the guest clock around START and STOP.
+
+    Also: its value while running lies between SETCOUNT's and the stopped one, and a
+    stopped PMC holds still.
+    """
+    sc = run.counting
+    if sc is None:
+        return []
+    found = []
+    c0, c1, c2, c3 = sc.clocks
+    counted = sc.stopped - sc.initial
+    if sc.events_per_ns is not None:
+        rate = sc.events_per_ns
+        low = rate * ((c2 - c1) * (1 - SC_SLACK_REL) - SC_SLACK_NS)
+        high = rate * ((c3 - c0) * (1 + SC_SLACK_REL) + SC_SLACK_NS)
+        if not low <= counted <= high:
+            found.append(Violation(
+                "HW-SC", sc.cpu, f"{low:.0f} ≤ counted ≤ {high:.0f}",
+                f"counted {counted} (RW after STOP {sc.stopped} - SETCOUNT {sc.initial})",
+                f"{rate:g} per ns over {(c2 - c1) / 1e6:.3f}..{(c3 - c0) / 1e6:.3f} ms guest time",
+            ))  # fmt: skip
+    elif counted <= 0:
+        found.append(Violation(
+            "HW-SC", sc.cpu, "a count > 0 after a window of "
+            f"{(c2 - c1) / 1e6:.3f} ms", f"counted {counted}", "no fixed rate to bound it by",
+        ))  # fmt: skip
+    if not sc.initial <= sc.running <= sc.stopped:
+        found.append(Violation(
+            "HW-SC", sc.cpu, f"SETCOUNT {sc.initial} ≤ RW running ≤ RW stopped {sc.stopped}",
+            f"RW while running {sc.running}",
+        ))  # fmt: skip
+    if sc.later != sc.stopped:
+        found.append(Violation(
+            "HW-SC", sc.cpu, f"a stopped PMC holds {sc.stopped}",
+            f"{sc.later} after the idle phase",
+        ))  # fmt: skip
+    return found
+
+
 _CHECKS: dict[str, Callable[[HwRun], list[Violation]]] = {
     "HW-O1": check_interrupts,
     "HW-O2": check_rings,
@@ -482,5 +538,6 @@ _CHECKS: dict[str, Callable[[HwRun], list[Violation]]] = {
     "HW-O8": check_independence,
     "HW-O9": check_control,
     "HW-O10": check_records,
+    "HW-SC": check_counting,
     "NMI": check_nmi,
 }

@@ -4,6 +4,7 @@ Pure: CPUs and counts in, tagged steps out (`harness.agent.flavours.hwpmc.run`
 runs them)::
 
     standard_plan((0, 1))            # one SS PMC per CPU under busy loops
+    counting_plan(1)                 # one SC PMC on CPU 1, nothing sampling
     exact_plan((0, 1), n=32)         # sweeps suppressed, bursts of n + 5, restart, 3 more
     independence_plan(0, 1)          # one TS PMC on {0, 1}; only 1 sweeps while 0 stalls
     control_plan((0, 1))             # every op and error of HW-O9, with a hotplug
@@ -38,6 +39,17 @@ def standard_plan(cpus: tuple[int, ...], busy_ms: int = BUSY_MS) -> HwPlan:
     """One SS PMC per CPU, busy loops on every CPU, sweeps by the timer."""
     body = tuple((pc.spin_step(cpu, busy_ms), "") for cpu in cpus)
     return HwPlan(kind="standard", pmcs=tuple(PmcSpec("SS", (cpu,)) for cpu in cpus), body=body)
+
+
+def counting_plan(cpu: int, busy_ms: int = BUSY_MS) -> HwPlan:
+    """One SC PMC on ``cpu`` under a busy loop, and no sampling PMC anywhere (HW-SC).
+
+    Alone because QEMU 7.2's TCG PMU corrupts a counting event's count when another
+    counter on the same CPU raises overflows: Linux perf shows it too (``perf stat -I``
+    beside ``perf record`` on one CPU: jumps of 2^63 and 2^32).
+    """
+    body = ((pc.spin_step(cpu, busy_ms), ""),)
+    return HwPlan(kind="counting", pmcs=(PmcSpec("SC", (cpu,)),), body=body)
 
 
 def exact_spec(spec: AgentSpec) -> AgentSpec:

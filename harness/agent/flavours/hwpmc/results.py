@@ -10,7 +10,7 @@ report only read them, so they can be tested on hand-written values::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from harness.agent.evidence import Injections, KernelEvidence
@@ -18,7 +18,7 @@ from harness.agent.results import AgentSnapshot, flat_numbers
 from harness.agent.spec import AgentSpec
 
 Table = Mapping[int, Mapping[str, int]]
-Kind = Literal["standard", "exact", "independence", "control", "script"]
+Kind = Literal["standard", "exact", "independence", "control", "script", "counting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,25 @@ class OpOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Counting:
+    """A system-counting PMC's run (HW-SC) on ``cpu``.
+
+    The value SETCOUNT gave it, the guest's CLOCK_MONOTONIC (ns) before and after
+    START and before and after STOP, and what RW read while it ran, right after STOP
+    and after the idle phase.
+    ``events_per_ns`` is the counted event's fixed rate, if it has one.
+    """
+
+    cpu: int
+    initial: int
+    clocks: tuple[int, int, int, int]
+    running: int
+    stopped: int
+    later: int
+    events_per_ns: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class HwRun:
     """One hwpmc run: PMCs allocated, started, driven, stopped, released.
 
@@ -67,7 +86,8 @@ class HwRun:
     statistics some sweep periods after that. ``checkpoints`` are per-CPU tables
     the plan read mid-run, by name. ``fill`` maps CPU → producer calls injected
     with sweeps suppressed (HW-O4), ``resume`` CPU → calls injected after the
-    restarting sweep (HW-O5); ``pair`` is (A, B) of an independence run (HW-O8).
+    restarting sweep (HW-O5); ``pair`` is (A, B) of an independence run (HW-O8);
+    ``counting`` the system-counting PMC's readings, if the run had one (HW-SC).
     """
 
     spec: AgentSpec
@@ -95,6 +115,7 @@ class HwRun:
     kernel: KernelEvidence | None = None
     injections: Injections = field(default_factory=Injections)
     throttling_disabled: bool = True
+    counting: Counting | None = None
 
     @property
     def nsamples(self) -> int:
@@ -126,6 +147,7 @@ class HwRun:
             "resume": {str(c): n for c, n in self.resume.items()},
             "ops": [(o.label, o.expected, o.got) for o in self.ops],
             "releases": self.releases,
+            "counting": None if self.counting is None else asdict(self.counting),
             "log_records": len(self.log),
             "info": dict(snap.info),
             "stats": dict(snap.stats),

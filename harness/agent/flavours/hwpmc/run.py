@@ -28,7 +28,14 @@ from harness.agent.flavours.hwpmc.data import (
     PMC_OP_IOCTL,
     PMC_OPS,
 )
-from harness.agent.flavours.hwpmc.results import HwRun, Kind, LogRecord, OpOutcome, PmcLine
+from harness.agent.flavours.hwpmc.results import (
+    Counting,
+    HwRun,
+    Kind,
+    LogRecord,
+    OpOutcome,
+    PmcLine,
+)
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import (
     DEBUGFS,
@@ -103,17 +110,23 @@ def checkpoint(name: str) -> Tagged:
     return pc.cat_step(f"{DEBUGFS}/stats_percpu"), f"ck:{name}"
 
 
+#: The value a plan's SC PMC is given by SETCOUNT before START: far from 0, so a
+#: SETCOUNT that is lost or a count that restarts at 0 shows.
+SC_INITIAL = 1 << 40
+
+
 @dataclass(frozen=True, slots=True)
 class PmcSpec:
-    """One PMC a plan allocates and starts: SS on one CPU, or TS on a CPU set."""
+    """One PMC a plan allocates and starts: SS or SC on one CPU, or TS on a CPU set."""
 
     mode: str
     cpus: tuple[int, ...]
 
     @property
     def id(self) -> int:
-        """Its id (row 0: sampling)."""
-        return pmc_id(self.cpus[0] if self.mode in ("SS", "SC") else CPU_ANY, self.mode)
+        """Its id: row 0 samples, an SC PMC takes the first counting row (1)."""
+        row = 1 if self.mode == "SC" else 0
+        return pmc_id(self.cpus[0] if self.mode in ("SS", "SC") else CPU_ANY, self.mode, row)
 
     def allocate(self) -> str:
         """ALLOCATE it."""
@@ -155,9 +168,16 @@ def _untagged(steps: Sequence[str]) -> tuple[Tagged, ...]:
 def plan_steps(plan: HwPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
     """The whole run as tagged profctl steps."""
     sweep_ms = max(1, spec.param("sweep_us") // 1000)
-    starts = tuple((pmc_step("PMCSTART", id=p.id), "") for p in plan.pmcs)
+    counting = [p for p in plan.pmcs if p.mode == "SC"]
+    clock = (pc.clock_step(), "clock")
+    starts = (clock, *((pmc_step("PMCSTART", id=p.id), "") for p in plan.pmcs), clock)
     live = [p for p in plan.pmcs if p.id not in plan.released]
-    stops = tuple((pmc_step("PMCSTOP", id=p.id), "") for p in live)
+    stops = (clock, *((pmc_step("PMCSTOP", id=p.id), "") for p in live), clock)
+    setcounts = tuple((pmc_step("PMCSETCOUNT", id=p.id, value=SC_INITIAL), "") for p in counting)
+
+    def reads(tag: str) -> tuple[Tagged, ...]:
+        return tuple((pmc_step("PMCRW", id=p.id, flags=1), tag) for p in counting)
+
     releases = tuple((pmc_step("PMCRELEASE", id=p.id), "release") for p in live)
     pmcs = pc.cat_step(f"{HWPMC_DIR}/pmcs")
     idle = ((IRQ_READ, "irq"), (pc.sleep_step(IDLE_MS), ""), (IRQ_READ, "irq"))
@@ -169,15 +189,19 @@ def plan_steps(plan: HwPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
         (pmc_step("GETMODULEVERSION", value=0x03000000), ""),
         *plan.pre,
         *((p.allocate(), "") for p in plan.pmcs),
+        *setcounts,
         *starts,
         *plan.body,
+        *reads("sc_running"),
         (pc.wait_step(), ""),
         *stops,
         (IRQ_READ, "irq"),
+        *reads("sc_stopped"),
         *plan.after_stop,
         *early,
         *idle[1:],
         *stopped,
+        *reads("sc_later"),
         *late,
         *_untagged([pc.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES]),
         (pmcs, "final_pmcs"),
@@ -265,6 +289,7 @@ def hw_run(
         ss_around_offline_start=_ss_running(by_tag),
         kernel=interrupt_reads([r.lines for r in by_tag["irq"]], agent.pmu_irq_label),
         injections=injections_of(steps, online),
+        counting=_counting(plan, by_tag, agent.events_per_ns(spec)),
     )
     agent.save_run(run.record())
     return run
@@ -281,6 +306,33 @@ def _by_tag(
             raise InfraError(f"hwpmc step failed: {result.describe()}")
         by_tag.setdefault(tag, []).append(result)
     return by_tag
+
+
+def _counting(
+    plan: HwPlan, by_tag: Mapping[str, list[pc.StepResult]], events_per_ns: float | None
+) -> Counting | None:
+    """The plan's SC PMC (at most one) as read: clocks and RW values."""
+    sc = [p for p in plan.pmcs if p.mode == "SC"]
+    if not sc:
+        return None
+    if len(sc) > 1:
+        raise InfraError("a hwpmc plan has at most one SC PMC")
+    clocks = tuple(r.int_value("ns") for r in by_tag["clock"])
+    if len(clocks) != 4:
+        raise InfraError(f"expected 4 clock reads around START and STOP, got {len(clocks)}")
+
+    def value(tag: str) -> int:
+        return decode_op(by_tag[tag][0].out_bytes)["value"]
+
+    return Counting(
+        cpu=sc[0].cpus[0],
+        initial=SC_INITIAL,
+        clocks=(clocks[0], clocks[1], clocks[2], clocks[3]),
+        running=value("sc_running"),
+        stopped=value("sc_stopped"),
+        later=value("sc_later"),
+        events_per_ns=events_per_ns,
+    )
 
 
 def _ss_running(by_tag: Mapping[str, list[pc.StepResult]]) -> tuple[int, int] | None:

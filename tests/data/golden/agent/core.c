@@ -468,6 +468,27 @@ static struct perf_event *pa_create_event(unsigned int cpu)
 	return perf_event_create_kernel_counter(&attr, cpu, NULL, pa_overflow, NULL);
 }
 
+/*
+ * A counting event (no period, no overflow handler) of the sampled kind on `cpu`,
+ * created off: hwpmc's system-counting PMCs enable it at START. On arm64 it asks
+ * for a 64-bit counter (attr.config1 bit 0: the cycle counter, a long event or a
+ * chained pair), so it raises no overflow interrupt the oracles would have to tell
+ * from the sampling event's.
+ */
+struct perf_event *pa_create_counter(unsigned int cpu)
+{
+	struct perf_event_attr attr = {
+		.type = pa_event_type,
+		.config = pa_event_config,
+		.size = sizeof(attr),
+		.pinned = 1,
+		.disabled = 1,
+		.config1 = IS_ENABLED(CONFIG_ARM64) && pa_event_type == PERF_TYPE_HARDWARE,
+	};
+
+	return perf_event_create_kernel_counter(&attr, cpu, NULL, NULL, NULL);
+}
+
 /* Create the sampling event on `cpu`; hotplug lock or cpus_read_lock held. */
 static int pa_arm_cpu(unsigned int cpu)
 {

@@ -18,7 +18,10 @@
  * multiplexed ioctl, SP_IOC_PMC_OP {op, ...}, with the seed's op codes and
  * errors. Row 0 of a CPU is its sampling row (the CPU has one overflow source),
  * rows 1..3 are counting rows. Modes: SS and SC on one CPU; TS, the
- * port's "process" mode, samples on a set of CPUs with one PMC object.
+ * port's "process" mode, samples on a set of CPUs with one PMC object. An SC PMC
+ * owns a counting perf event of the sampled kind on its CPU from ALLOCATE on
+ * ("system PMCs configured immediately"): START enables it, STOP disables it and
+ * saves the count into the PMC's value, RW and SETCOUNT read and write that value.
  *
  * Fixed mode: a full-width per-CPU "has samples" flag (HW-D1), a stall flag per
  * (PMC, CPU) (HW-D2), pending entries resolved by the sweep and restart whenever
@@ -43,6 +46,7 @@
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
+#include <linux/perf_event.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -184,7 +188,9 @@ struct hw_pmc {
 	 * last entry of this PMC. Written by the sweeps, read once runcount is 0.
 	 */
 	u64 *rel;
-	u64 reload;			/* sampling: reload count; counting: initial value */
+	u64 reload;			/* sampling: reload count; counting: value when stopped */
+	struct perf_event *counter;	/* SC: its CPU's counting event, ALLOCATE to free */
+	u64 base;			/* SC, running: the event's count at START */
 };
 
 struct hw_owner {
@@ -634,7 +640,14 @@ static int hw_allocate(struct hw_owner *ow, struct pmc_op *op)
 	pmc->row = row;
 	pmc->state = HW_ALLOCATED;
 	pmc->owner = ow;
-	pmc->reload = op->value ? op->value : pa_period;
+	pmc->reload = op->value ?: (op->mode == PMC_MODE_SC ? 0 : pa_period);
+	if (op->mode == PMC_MODE_SC) {
+		pmc->counter = pa_create_counter(op->cpu);
+		if (IS_ERR(pmc->counter)) {
+			kfree(pmc);
+			return -EPERM;	/* the seed: a row the hardware cannot configure */
+		}
+	}
 	atomic_set(&pmc->runcount, 0);
 	pmc->id = hw_make_id(op->cpu, op->mode, row);
 	for_each_cpu(cpu, &pmc->cpus)
@@ -647,6 +660,22 @@ static int hw_allocate(struct hw_owner *ow, struct pmc_op *op)
 }
 
 /* ---- starting and stopping a PMC's counters, on their CPUs ---------------------- */
+
+/* An SC PMC's event count (process context: perf reads it on its CPU). */
+static u64 hw_counter_count(struct hw_pmc *pmc)
+{
+	u64 enabled, running;
+
+	return perf_event_read_value(pmc->counter, &enabled, &running);
+}
+
+/* A PMC's value as RW reads it: an SC PMC's running count, else what was set or saved. */
+static u64 hw_value(struct hw_pmc *pmc)
+{
+	if (pmc->mode != PMC_MODE_SC || pmc->state != HW_RUNNING)
+		return pmc->reload;
+	return pmc->reload + hw_counter_count(pmc) - pmc->base;
+}
 
 /* On the CPU, IRQs off: run (START) or stop (STOP, RELEASE) its sampling counter. */
 static void hw_counter_on_here(void *arg)
@@ -675,6 +704,11 @@ static int hw_start(struct hw_pmc *pmc)
 		if (!cpu_online(cpu))
 			return -ENXIO;
 	if (!hw_sampling(pmc)) {
+		/* SC: its value goes on from pmc->reload; the event counts from here. */
+		pmc->base = hw_counter_count(pmc);
+		/* Mutation point: a counting PMC that never starts counting. */
+		if (!pa_mutant(SC_NEVER_COUNTS))
+			perf_event_enable(pmc->counter);
 		WRITE_ONCE(pmc->state, HW_RUNNING);
 		return 0;
 	}
@@ -714,9 +748,13 @@ static int hw_stop(struct hw_pmc *pmc, bool release)
 		return pmc->state == HW_STOPPED ? 0 : -EINVAL;
 	if (pmc->state != HW_RUNNING)
 		return -EINVAL;
+	if (!hw_sampling(pmc)) {	/* SC: "stop, save count" */
+		perf_event_disable(pmc->counter);
+		pmc->reload = hw_value(pmc);
+		WRITE_ONCE(pmc->state, HW_STOPPED);
+		return cpu_online(cpumask_first(&pmc->cpus)) ? 0 : -ENXIO;
+	}
 	WRITE_ONCE(pmc->state, HW_STOPPED);
-	if (!hw_sampling(pmc))
-		return 0;
 	for_each_cpu(cpu, &pmc->cpus) {
 		struct hw_cpu *hc = per_cpu_ptr(&hw_cpu, cpu);
 
@@ -771,6 +809,8 @@ static void hw_free(struct hw_pmc *pmc)
 		if (per_cpu_ptr(&hw_cpu, cpu)->rows[pmc->row] == pmc)
 			WRITE_ONCE(per_cpu_ptr(&hw_cpu, cpu)->rows[pmc->row], NULL);
 	synchronize_rcu();	/* no producer still holds it from a row */
+	if (pmc->counter)
+		perf_event_release_kernel(pmc->counter);
 	list_del(&pmc->link);
 	hw_pmcs--;
 	kfree(pmc->rel);
@@ -827,7 +867,7 @@ static void hw_drain_all(void)
 
 static int hw_op_rw(struct hw_pmc *pmc, struct pmc_op *op)
 {
-	u64 old = pmc->reload;
+	u64 old = hw_value(pmc);
 
 	if (op->flags & ~3U || !op->flags)
 		return -EINVAL;

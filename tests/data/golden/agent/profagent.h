@@ -103,6 +103,7 @@ enum pa_mutant {
 	PA_MUTANT_WRONG_LOG_CPU,	/* every 20th log record carries cpu + 1 */
 	PA_MUTANT_UNCOUNTED_ENTRY,	/* every 11th entry goes into a ring uncounted */
 	PA_MUTANT_SWEEP_LEAVES_LAST,	/* a timer sweep leaves the last entry it finds in the ring */
+	PA_MUTANT_SC_NEVER_COUNTS,	/* START of an SC PMC leaves its counter off */
 	PA_MUTANT_SWEEP_LAGS_RELEASE,	/* a CPU's first sweep after a RELEASE leaves its entries for the next tick */
 };
 #define PA_MUTANT_ACTIVE PA_MUTANT_NONE
@@ -173,6 +174,7 @@ int pa_sources_start(void);
  * host time can spend all of it in overflow interrupts.
  */
 int pa_sources_start_on(const struct cpumask *cpus);
+struct perf_event *pa_create_counter(unsigned int cpu);
 int pa_source_arm(unsigned int cpu);
 void pa_sources_stop(void);
 bool pa_sources_running(void);

@@ -7,8 +7,8 @@ from dataclasses import replace
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
-from harness.agent.flavours.hwpmc.results import HwRun, LogRecord, OpOutcome, PmcLine
-from harness.agent.flavours.hwpmc.run import decode_op, parse_pmcs, pmc_id, pmc_op_bytes
+from harness.agent.flavours.hwpmc.results import Counting, HwRun, LogRecord, OpOutcome, PmcLine
+from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, parse_pmcs, pmc_id, pmc_op_bytes
 from harness.agent.info import CORE_PERCPU
 from harness.agent.results import AgentSnapshot, Violation
 from harness.agent.spec import AgentSpec
@@ -228,3 +228,58 @@ def test_pmc_op_round_trip_and_pmcs_lines() -> None:
     line = "id=0x1200 mode=TS row=0 cpus=0-1 state=running runcount=4 reload=1 stalled=0:1,1:0"
     (pmc,) = parse_pmcs([line])
     assert (pmc.id, pmc.mode, pmc.runcount, dict(pmc.stalled)) == (0x1200, "TS", 4, {0: 1, 1: 0})
+
+
+def counting(**changes: object) -> Counting:
+    """An SC PMC on CPU 1: START bracketed by 1.000..1.001 s, STOP by 2.500..2.501 s of
+    guest time, at 1 count per ns: any count in [1.499 s, 1.501 s] (± the slack) holds."""
+    base = Counting(
+        cpu=1,
+        initial=SC_INITIAL,
+        clocks=(1_000_000_000, 1_001_000_000, 2_500_000_000, 2_501_000_000),
+        running=SC_INITIAL + 700_000_000,
+        stopped=SC_INITIAL + 1_500_000_000,
+        later=SC_INITIAL + 1_500_000_000,
+        events_per_ns=1.0,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_hw_sc_applies_only_with_an_sc_pmc_and_holds_for_a_count_in_its_window() -> None:
+    assert "HW-SC" not in applicable_hw_oracles(healthy())
+    run = replace(healthy(), counting=counting())
+    assert "HW-SC" in applicable_hw_oracles(run)
+    assert check_hwpmc(run) == []
+
+
+def test_hw_sc_a_counter_that_never_ran_or_ran_too_long() -> None:
+    never = replace(healthy(), counting=counting(running=SC_INITIAL, stopped=SC_INITIAL,
+                                                  later=SC_INITIAL))  # fmt: skip
+    (v,) = check_hwpmc(never)
+    assert (v.oracle, v.cpu) == ("HW-SC", 1)
+    assert v.observed.startswith("counted 0 ")
+    # Counted beyond the outer bracket (1.501 s): the window cannot hold it.
+    long = SC_INITIAL + 1_502_000_000
+    assert [x.oracle for x in check_hwpmc(replace(healthy(), counting=counting(
+        stopped=long, later=long)))] == ["HW-SC"]  # fmt: skip
+    # A SETCOUNT that was lost: the count starts at 0, far below the value it was given.
+    lost = counting(running=700_000_000, stopped=1_500_000_000, later=1_500_000_000)
+    assert len(check_hwpmc(replace(healthy(), counting=lost))) == 2
+
+
+def test_hw_sc_a_stopped_counter_that_moves_and_a_running_read_out_of_order() -> None:
+    run = replace(healthy(), counting=counting(later=SC_INITIAL + 1_500_000_100))
+    assert brief(check_hwpmc(run)) == [
+        ("HW-SC", 1, f"a stopped PMC holds {SC_INITIAL + 1_500_000_000}",
+         f"{SC_INITIAL + 1_500_000_100} after the idle phase"),
+    ]  # fmt: skip
+    late = replace(healthy(), counting=counting(running=SC_INITIAL + 1_600_000_000))
+    assert [v.oracle for v in check_hwpmc(late)] == ["HW-SC"]
+
+
+def test_hw_sc_without_a_fixed_rate_only_asks_for_a_count() -> None:
+    unknown = counting(events_per_ns=None, stopped=SC_INITIAL + 5, later=SC_INITIAL + 5,
+                       running=SC_INITIAL + 1)  # fmt: skip
+    assert check_hwpmc(replace(healthy(), counting=unknown)) == []
+    none = counting(events_per_ns=None, stopped=SC_INITIAL, later=SC_INITIAL, running=SC_INITIAL)
+    assert [v.oracle for v in check_hwpmc(replace(healthy(), counting=none))] == ["HW-SC"]
