@@ -91,14 +91,14 @@ class Mutant:
     run that exposes it: ``standard`` (the flavour's standard run and an exact-count
     run on the default kernel), ``peer`` (the standard run with Linux perf beside
     it, for the flavours that have one), ``debug`` (the standard run on the debug kernel,
-    its console and kmemleak scanned) or ``counting`` (hwpmc's system-counting run, one
-    of its ``extra_runs``). ``quick`` mutants run in ``invoke ci``.
+    its console and kmemleak scanned) or one of the flavour's ``extra_runs`` (hwpmc's
+    ``counting`` and ``independence``). ``quick`` mutants run in ``invoke ci``.
     """
 
     name: str
     sabotage: str
     caught_by: tuple[str, ...]
-    case: Literal["standard", "peer", "debug", "counting"] = "standard"
+    case: Literal["standard", "peer", "debug", "counting", "independence"] = "standard"
     quick: bool = True
 
 

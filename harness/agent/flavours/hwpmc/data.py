@@ -177,6 +177,12 @@ HWPMC = FlavourInfo(
             ("HW-O6",),
         ),
         Mutant(
+            "shared_stall_flag",
+            "one stall flag per PMC for all its CPUs, as the seed's (HW-D2 without the bit)",
+            ("HW-O8",),
+            case="independence",
+        ),
+        Mutant(
             "sc_never_counts",
             "START of an SC PMC leaves its counter off",
             ("HW-SC",),

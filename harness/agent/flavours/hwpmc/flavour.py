@@ -17,7 +17,14 @@ from collections.abc import Callable, Sequence
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import HW_ORACLES, applicable_hw_oracles, check_hwpmc
-from harness.agent.flavours.hwpmc.plans import counting_plan, exact_plan, exact_spec, standard_plan
+from harness.agent.flavours.hwpmc.plans import (
+    counting_plan,
+    exact_plan,
+    exact_spec,
+    independence_plan,
+    pair_spec,
+    standard_plan,
+)
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts, hw_rows
 from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.flavours.hwpmc.run import (
@@ -32,6 +39,7 @@ from harness.agent.flavours.hwpmc.run import (
 )
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
+from harness.errors import ConfigError
 
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
@@ -50,6 +58,12 @@ def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun
 
 def _counting(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     return hw_run(agent, spec, counting_plan(cpus[-1]))
+
+
+def _independence(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    if len(cpus) < 2:
+        raise ConfigError("hwpmc's independence run needs two CPUs")
+    return hw_run(agent, pair_spec(spec), independence_plan(cpus[0], cpus[1]))
 
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
@@ -110,5 +124,5 @@ FLAVOUR = Flavour(
     cell_rows=_cell_rows,
     ops={name: OpRule(cpu="one") for name in OP_STEPS},
     op_steps={name: _ignore_count(step) for name, step in OP_STEPS.items()},
-    extra_runs={"counting": _counting},
+    extra_runs={"counting": _counting, "independence": _independence},
 )

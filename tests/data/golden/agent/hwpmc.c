@@ -283,7 +283,10 @@ static bool hw_take_mark(struct hw_cpu *hc, unsigned int cpu)
 
 static int *hw_stall_flag(struct hw_cpu *hc, struct hw_pmc *pmc)
 {
-	return hw_q(HW_QUIRK_HW_D2) ? &pmc->stalled : &hc->stalled;
+	/* Mutation point: the seed's one flag per PMC, without the quirk bit. */
+	if (hw_q(HW_QUIRK_HW_D2) || pa_mutant(SHARED_STALL_FLAG))
+		return &pmc->stalled;
+	return &hc->stalled;
 }
 
 /* Stop this CPU's counter: for real where the source can, else in software. */

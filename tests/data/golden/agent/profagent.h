@@ -103,6 +103,7 @@ enum pa_mutant {
 	PA_MUTANT_WRONG_LOG_CPU,	/* every 20th log record carries cpu + 1 */
 	PA_MUTANT_UNCOUNTED_ENTRY,	/* every 11th entry goes into a ring uncounted */
 	PA_MUTANT_SWEEP_LEAVES_LAST,	/* a timer sweep leaves the last entry it finds in the ring */
+	PA_MUTANT_SHARED_STALL_FLAG,	/* one stall flag per PMC for all its CPUs, as the seed's (HW-D2 without the bit) */
 	PA_MUTANT_SC_NEVER_COUNTS,	/* START of an SC PMC leaves its counter off */
 	PA_MUTANT_SWEEP_LAGS_RELEASE,	/* a CPU's first sweep after a RELEASE leaves its entries for the next tick */
 };
