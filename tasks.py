@@ -338,13 +338,15 @@ def check(c: Context) -> None:
 
 @task(help={"full": "also the mutants that end their guest and the debug-kernel ones",
             "cpus": "vCPUs of the mutation guests (default 2)",
-            "flavour": "only this flavour's standard and exact runs (repeatable; default all)"},
-      iterable=["flavour"])  # fmt: skip
+            "flavour": "only this flavour's standard and exact runs (repeatable; default all)",
+            "mutant": "only this mutant beside the control (repeatable; default all)"},
+      iterable=["flavour", "mutant"])  # fmt: skip
 @cli
-def mutants(c: Context, full: bool = False, cpus: int = 2,
-            flavour: list[str] | None = None) -> None:  # fmt: skip
+def mutants(c: Context, full: bool = False, cpus: int = 2, flavour: list[str] | None = None,
+            mutant: list[str] | None = None) -> None:  # fmt: skip
     """Build each deliberately broken agent and show which oracle catches it."""
-    request = mutantsmod.MutationRequest(full=full, cpus=cpus, flavours=tuple(flavour or ()))
+    request = mutantsmod.MutationRequest(full=full, cpus=cpus, flavours=tuple(flavour or ()),
+                                         only=tuple(mutant or ()))  # fmt: skip
     result = mutantsmod.run_mutants(request, Cache.default())
     table = format_mutants(result.rows)
     print(table)

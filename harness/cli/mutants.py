@@ -59,6 +59,7 @@ class MutationRequest:
     cpus: int = 2
     out: Path | None = None
     flavours: tuple[str, ...] = ()  # only these flavours' runs (empty: every flavour)
+    only: tuple[str, ...] = ()  # only these mutants beside the control (empty: all)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,9 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
     bench = _Bench(arch, cache, tuple(range(request.cpus)), Timeouts.from_env(), out)
     images = prepare_images(arch, "default", cache)
     chosen = tuple(flavours.get(name).name for name in request.flavours) or flavours.names()
-    rows = _default_group(bench, images, full=request.full, chosen=chosen)
+    for name in request.only:
+        mutants.get(name)  # an unknown name is refused before any guest boots
+    rows = _default_group(bench, images, full=request.full, chosen=chosen, only=request.only)
     if request.full:
         rows += _armed_group(bench, images)
         rows += _debug_group(bench, prepare_images(arch, "debug", cache))
@@ -106,19 +109,28 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
     return MutationResult(tuple(rows), out, elapsed)
 
 
-def planned(flavour: str, *, full: bool, case: str = "standard") -> tuple[Mutant, ...]:
+def planned(
+    flavour: str, *, full: bool, case: str = "standard", only: tuple[str, ...] = ()
+) -> tuple[Mutant, ...]:
     """The mutants a group runs for ``flavour`` in ``case``.
 
-    The quick ones (all with ``full``), except the one that leaves its guest unusable.
+    The quick ones (all with ``full``), except the one that leaves its guest unusable;
+    with ``only``, just those of them named there.
     """
     return tuple(
         m for m in mutants.for_flavour(flavour)
         if m.case == case and (m.quick or full) and m.name != "leave_event_armed"
+        and (not only or m.name in only)
     )  # fmt: skip
 
 
 def _default_group(
-    bench: _Bench, images: GuestImages, *, full: bool, chosen: tuple[str, ...]
+    bench: _Bench,
+    images: GuestImages,
+    *,
+    full: bool,
+    chosen: tuple[str, ...],
+    only: tuple[str, ...] = (),
 ) -> list[MutantRow]:
     """The control and the standard mutants through CASES, the others through their case.
 
@@ -131,12 +143,14 @@ def _default_group(
     with _guest(bench, images, "default") as guest:
         for name in chosen:
             flavour = behaviour(name)
-            peer = planned(name, full=full, case="peer") if flavour.peer_run else ()
+            peer = planned(name, full=full, case="peer", only=only) if flavour.peer_run else ()
             plan: list[tuple[Mutant | None, tuple[str, ...]]]
-            extra = {case: planned(name, full=full, case=case) for case in flavour.extra_runs}
+            extra = {
+                case: planned(name, full=full, case=case, only=only) for case in flavour.extra_runs
+            }
             extra = {case: found for case, found in extra.items() if found}
             plan = [(None, (*CASES, *(("peer",) if peer else ()), *extra))]
-            plan += [(m, CASES) for m in planned(name, full=full)]
+            plan += [(m, CASES) for m in planned(name, full=full, only=only)]
             plan += [(m, ("peer",)) for m in peer]
             plan += [(m, (case,)) for case, found in extra.items() for m in found]
             for mutant, names in plan:

@@ -95,3 +95,12 @@ def test_the_quick_set_leaves_out_the_guest_ending_and_debug_mutants() -> None:
 def test_the_peer_mutants_run_only_where_a_flavour_has_a_peer_run() -> None:
     assert {m.name for m in planned("tprof", full=False, case="peer")} == {"stretched_period"}
     assert "stretched_period" not in {m.name for m in planned("tprof", full=False)}
+
+
+def test_only_narrows_the_planned_mutants_to_those_named() -> None:
+    assert {m.name for m in planned("hwpmc", full=False, only=("no_restart",))} == {"no_restart"}
+    assert planned("hwpmc", full=False, case="counting", only=("no_restart",)) == ()
+    assert {m.name for m in planned("hwpmc", full=False, case="counting")} == {"sc_never_counts"}
+    assert {m.name for m in planned("hwpmc", full=False, case="independence")} == {
+        "shared_stall_flag"
+    }

@@ -24,6 +24,7 @@ from harness.agent.flavours.hwpmc.run import (
     kick_step,
     pmc_id,
     pmc_step,
+    resume_at_release_step,
     sweep_step,
 )
 from harness.agent.spec import AgentSpec
@@ -85,8 +86,10 @@ def exact_spec(spec: AgentSpec) -> AgentSpec:
 def exact_plan(cpus: tuple[int, ...], n: int) -> HwPlan:
     """Sweeps suppressed; n + 5 calls per CPU (HW-O4); a kick (HW-O5); 3 more; release early.
 
-    The release comes right after STOP with the 3 entries still in each ring and the
-    timer sweeping again: it must return within 2 sweep periods (HW-O7).
+    The release comes right after STOP with the 3 entries still in each ring; the
+    timer sweeps resume as the first RELEASE begins (a hook in the module: resumed by
+    the plan, a loaded host could sweep them before the RELEASE), and each CPU must
+    free them on its first tick (HW-O7).
     """
     fill = {cpu: n + FILL_EXTRA for cpu in cpus}
     body: tuple[Tagged, ...] = (
@@ -104,7 +107,7 @@ def exact_plan(cpus: tuple[int, ...], n: int) -> HwPlan:
         pmcs=tuple(PmcSpec("SS", (cpu,)) for cpu in cpus),
         body=body,
         pre=((sweep_step("all", False), ""),),
-        after_stop=((sweep_step("all", True), ""),),
+        after_stop=((resume_at_release_step(), ""),),
         release_early=True,
         fill=fill,
         resume={cpu: RESUMED for cpu in cpus},

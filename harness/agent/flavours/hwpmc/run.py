@@ -85,6 +85,11 @@ def sweep_step(cpu: int | str, on: bool) -> str:
     return pc.write_step(f"{HWPMC_DIR}/sweep", f"cpu={cpu} on={int(on)}")
 
 
+def resume_at_release_step() -> str:
+    """Every CPU's timer sweeps resume when the next RELEASE begins (not before)."""
+    return pc.write_step(f"{HWPMC_DIR}/sweep", "cpu=all on=2")
+
+
 def pending_step(cpu: int) -> str:
     """The next entry recorded on ``cpu`` stays pending (HW-D3's hook)."""
     return pc.write_step(f"{HWPMC_DIR}/pending", f"cpu={cpu}")

@@ -233,6 +233,7 @@ static atomic_t hw_mask32;		/* quirk HW-D1: the seed's 32-bit pmc_cpumask */
 static unsigned int hw_running;		/* running sampling PMCs: the sources are on */
 static unsigned int hw_pmcs;		/* PMCs allocated, all owners */
 static bool hw_hw_stall;		/* the last stall stopped the counter for real */
+static bool hw_resume_at_release;	/* test hook: the next RELEASE resumes every sweep */
 
 /*
  * The log: a flat array of records, appended by sweeps on any CPU. No lock: a
@@ -843,6 +844,11 @@ static int hw_release(struct hw_pmc *pmc)
 	if (pmc->state == HW_RUNNING)
 		hw_stop(pmc, true);	/* ENXIO for an offline CPU: released all the same */
 	WRITE_ONCE(pmc->state, HW_DELETED);
+	if (hw_resume_at_release) {	/* the rings still hold what the RELEASE must free */
+		hw_resume_at_release = false;
+		for_each_possible_cpu(cpu)
+			WRITE_ONCE(per_cpu_ptr(&hw_cpu, cpu)->suppressed, 0);
+	}
 	pmc->releasing = true;
 	mutex_unlock(&hw_mutex);	/* sweeps need no lock; other callers may proceed */
 	err = hw_release_wait(pmc);
@@ -1091,7 +1097,11 @@ static ssize_t hw_log_read(struct file *file, char __user *ubuf, size_t len, lof
 	return done;
 }
 
-/* `cpu=<n|all> on=<0|1>`: timer sweeps of n suppressed (0) or resumed (1). */
+/*
+ * `cpu=<n|all> on=<0|1>`: timer sweeps of n suppressed (0) or resumed (1).
+ * `cpu=all on=2`: every CPU's sweeps resume when the next RELEASE begins, so the
+ * entries it waits for are still in the rings then, however late the call comes.
+ */
 static ssize_t hw_sweep_write(struct file *file, const char __user *ubuf, size_t len,
 			      loff_t *ppos)
 {
@@ -1101,8 +1111,16 @@ static ssize_t hw_sweep_write(struct file *file, const char __user *ubuf, size_t
 	if (len == 0 || len >= sizeof(line) || copy_from_user(line, ubuf, len))
 		return -EINVAL;
 	line[len] = '\0';
-	if (sscanf(line, "cpu=%11s on=%u", which, &on) != 2 || on > 1)
+	if (sscanf(line, "cpu=%11s on=%u", which, &on) != 2 || on > 2)
 		return -EINVAL;
+	if (on == 2) {
+		if (strcmp(which, "all"))
+			return -EINVAL;
+		mutex_lock(&hw_mutex);
+		hw_resume_at_release = true;
+		mutex_unlock(&hw_mutex);
+		return len;
+	}
 	if (!strcmp(which, "all")) {
 		for_each_possible_cpu(cpu)
 			WRITE_ONCE(per_cpu_ptr(&hw_cpu, cpu)->suppressed, !on);
@@ -1290,6 +1308,7 @@ static int hw_init(void)
 		hrtimer_init(&hc->tick, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
 		hc->tick.function = hw_tick;
 		hc->suppressed = 0;
+		hw_resume_at_release = false;
 		/* All possible CPUs (HW-D11 fixed), zeroed: every entry free. */
 		hc->ring = kvcalloc(pa_nsamples, sizeof(struct hw_entry), GFP_KERNEL);
 		if (!hc->ring) {
