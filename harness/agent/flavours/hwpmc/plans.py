@@ -36,34 +36,9 @@ RESUMED = 3  # calls injected after the restarting sweep
 PAIR_NSAMPLES = 4
 
 
-#: Busy loops on more CPUs than this starve a two-core host's SSH session (measured on
-#: 40 vCPUs: "Timeout opening channel"); an idle CPU samples all the same, as its cycle
-#: counter runs on (TCG counts virtual time) and each overflow wakes it.
-MAX_BUSY = 8
-#: CPUs a large guest keeps busy whatever else it picks: the ends of the first 32-bit
-#: word and the first CPUs past it (HW-D1's territory).
-WORD_EDGE = (31, 32, 33)
-
-
-def busy_cpus(cpus: tuple[int, ...]) -> tuple[int, ...]:
-    """The CPUs a run keeps busy: every one up to `MAX_BUSY`.
-
-    Beyond, the first, the last, `WORD_EDGE`, and CPUs spread evenly up to `MAX_BUSY`.
-    """
-    if len(cpus) <= MAX_BUSY:
-        return cpus
-    picked = {cpus[0], cpus[-1], *(cpu for cpu in WORD_EDGE if cpu in cpus)}
-    step = len(cpus) / MAX_BUSY
-    for k in range(MAX_BUSY):
-        if len(picked) >= MAX_BUSY:
-            break
-        picked.add(cpus[int(k * step)])
-    return tuple(sorted(picked))
-
-
 def standard_plan(cpus: tuple[int, ...], busy_ms: int = BUSY_MS) -> HwPlan:
-    """One SS PMC per CPU, busy loops on `busy_cpus` (every CPU up to 8), sweeps by the timer."""
-    body = tuple((pc.spin_step(cpu, busy_ms), "") for cpu in busy_cpus(cpus))
+    """One SS PMC per CPU, busy loops on every CPU, sweeps by the timer."""
+    body = tuple((pc.spin_step(cpu, busy_ms), "") for cpu in cpus)
     return HwPlan(kind="standard", pmcs=tuple(PmcSpec("SS", (cpu,)) for cpu in cpus), body=body)
 
 

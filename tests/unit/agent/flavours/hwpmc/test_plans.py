@@ -1,32 +1,11 @@
-"""hwpmc's plans: which CPUs a run keeps busy, and what the counting run does."""
+"""hwpmc's plans: what the counting run does, in what order."""
 
 from __future__ import annotations
 
 from harness.agent.flavours.hwpmc.data import PMC_OPS
-from harness.agent.flavours.hwpmc.plans import MAX_BUSY, busy_cpus, counting_plan, standard_plan
+from harness.agent.flavours.hwpmc.plans import counting_plan
 from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, plan_steps, pmc_id
 from harness.agent.spec import AgentSpec
-
-
-def test_up_to_eight_cpus_every_cpu_is_busy() -> None:
-    assert busy_cpus((0,)) == (0,)
-    assert busy_cpus(tuple(range(8))) == tuple(range(8))
-
-
-def test_a_large_guest_keeps_eight_busy_with_both_ends_and_the_word_edge() -> None:
-    for cpus in (33, 40, 64):
-        busy = busy_cpus(tuple(range(cpus)))
-        assert len(busy) == MAX_BUSY
-        assert {0, cpus - 1, 31, 32} <= set(busy)
-        assert busy == tuple(sorted(set(busy)))
-    assert 33 in busy_cpus(tuple(range(40)))
-
-
-def test_the_standard_plan_samples_every_cpu_but_spins_on_the_busy_ones() -> None:
-    plan = standard_plan(tuple(range(40)))
-    assert len(plan.pmcs) == 40
-    spun = [int(step.split(":")[1]) for step, _ in plan.body if step.startswith("spin:")]
-    assert tuple(spun) == busy_cpus(tuple(range(40)))
 
 
 def test_the_counting_plan_sets_starts_reads_and_brackets_its_sc_pmc() -> None:
