@@ -23,7 +23,13 @@ from harness.agent.driver import Agent
 from harness.agent.evidence import PROC_INTERRUPTS, parse_interrupts
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.data import KPROF, record_size, records_per_block
-from harness.agent.flavours.kprof.flavour import FLAVOUR, exact_plan
+from harness.agent.flavours.kprof.flavour import (
+    FLAVOUR,
+    OFFLINE_OTHERS,
+    OFFLINE_OWN,
+    exact_plan,
+    offline_run,
+)
 from harness.agent.flavours.kprof.oracles import applicable_kprof_oracles, check_kprof
 from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
 from harness.agent.flavours.kprof.results import KprofRun
@@ -37,7 +43,7 @@ from harness.agent.flavours.kprof.run import (
     kprof_run,
 )
 from harness.agent.spec import AgentSpec
-from harness.agent.steps import DEBUGFS, GUEST_DIR, inject_step
+from harness.agent.steps import DEBUGFS, GUEST_DIR
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 from tests.guest.procs import kill_spins
@@ -119,18 +125,9 @@ def test_kprof_an_outgoing_cpu_hands_its_block_on(
     its partial block reaches the queue only through the offline hook, and is read whole."""
     if topology.cpus < 2:
         pytest.skip("CPU hotplug needs a second CPU (CPU 0 cannot go offline)")
-    h, a, b = topology.cpus - 1, 7, 5
-    online = f"/sys/devices/system/cpu/cpu{h}/online"
-    body = (
-        inject_step(h, a, ctx="task"),
-        pc.write_step(online, "0"),
-        *(inject_step(cpu, b, ctx="task") for cpu in range(h)),
-    )
-    injected = {cpu: b for cpu in range(h)} | {h: a}
-    try:
-        run = kprof_run(agent, KP_EXACT, KprofPlan(body=body, injected=injected))
-    finally:
-        agent.steps((pc.write_step(online, "1"),))
+    cpus = tuple(range(topology.cpus))
+    run = offline_run(agent, AgentSpec(flavour="kprof"), cpus)
+    injected = {cpu: OFFLINE_OTHERS for cpu in cpus[:-1]} | {cpus[-1]: OFFLINE_OWN}
     assert_kprof_oracles(run, request)
     assert Counter(r.cpu for r in run.trace) == injected  # h's records came through it
 

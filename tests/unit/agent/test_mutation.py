@@ -104,3 +104,4 @@ def test_only_narrows_the_planned_mutants_to_those_named() -> None:
     assert {m.name for m in planned("hwpmc", full=False, case="independence")} == {
         "shared_stall_flag"
     }
+    assert {m.name for m in planned("kprof", full=False, case="offline")} == {"offline_keeps_block"}

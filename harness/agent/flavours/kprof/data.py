@@ -145,6 +145,12 @@ KPROF = FlavourInfo(
             ("KP-O4",),
         ),
         Mutant(
+            "offline_keeps_block",
+            "a CPU going offline keeps its partial block instead of handing it on",
+            ("KP-O4",),
+            case="offline",
+        ),
+        Mutant(
             "kpdata_twice",
             "a kpdata write injects its trace twice",
             ("KP-O10",),

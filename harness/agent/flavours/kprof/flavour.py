@@ -34,6 +34,7 @@ from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import inject_step
+from harness.errors import ConfigError
 
 #: Kernel PCs the exact run writes to kpdata: while tracing, and before ``start``.
 KPDATA_PC = 0xFFFF_FFFF_8100_0000
@@ -83,6 +84,49 @@ def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun
     if exact.param("trace_depth") > 1:
         exact = exact.with_params(trace_pad=1)  # uniform records
     return kprof_run(agent, exact, exact_plan(exact, cpus))
+
+
+#: The offline run: records on the outgoing CPU (well under a block), on each other CPU.
+OFFLINE_OWN = 7
+OFFLINE_OTHERS = 5
+
+
+def online_path(cpu: int) -> str:
+    """The sysfs switch that takes ``cpu`` offline (0) and back (1)."""
+    return f"/sys/devices/system/cpu/cpu{cpu}/online"
+
+
+def offline_plan(outgoing: int, others: tuple[int, ...]) -> KprofPlan:
+    """A CPU goes offline with a partial block, and stays so up to stop.
+
+    ``outgoing`` records `OFFLINE_OWN`, goes offline; each of ``others`` then records
+    `OFFLINE_OTHERS`. The outgoing CPU's partial block reaches the queue only through
+    the offline hook, and must be read whole (KP-O4).
+    """
+    body = (
+        inject_step(outgoing, OFFLINE_OWN, ctx="task"),
+        pc.write_step(online_path(outgoing), "0"),
+        *(inject_step(cpu, OFFLINE_OTHERS, ctx="task") for cpu in others),
+    )
+    injected = {cpu: OFFLINE_OTHERS for cpu in others} | {outgoing: OFFLINE_OWN}
+    return KprofPlan(body=body, injected=injected)
+
+
+def offline_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> KprofRun:
+    """The offline plan with the last of ``cpus`` going out (task-context records only).
+
+    The CPU is brought back online whatever happens.
+
+    :raise ConfigError: fewer than two CPUs (CPU 0 cannot go offline).
+    """
+    if len(cpus) < 2:
+        raise ConfigError("kprof's offline run needs two CPUs (CPU 0 cannot go offline)")
+    outgoing = cpus[-1]
+    exact = replace(spec, pmu_produce=False, period=200_000)
+    try:
+        return kprof_run(agent, exact, offline_plan(outgoing, cpus[:-1]))
+    finally:
+        agent.run_steps((pc.write_step(online_path(outgoing), "1"),))
 
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
@@ -148,4 +192,5 @@ FLAVOUR = Flavour(
         "kpdata": _kpdata_step,
         "inject-task": lambda cpu, count: inject_step(cpu, count, ctx="task"),
     },
+    extra_runs={"offline": offline_run},
 )

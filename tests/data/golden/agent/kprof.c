@@ -1230,7 +1230,9 @@ static int kp_cpu_offline(unsigned int cpu)
 	rcu_read_lock();
 	local_irq_save(flags);
 	WRITE_ONCE(this_cpu_ptr(&kp_cpu)->tracing, 0);
-	kp_flush_here(rcu_dereference(kp_q));
+	/* Mutation point: the outgoing CPU keeps its partial block. */
+	if (!pa_mutant(OFFLINE_KEEPS_BLOCK))
+		kp_flush_here(rcu_dereference(kp_q));
 	local_irq_restore(flags);
 	rcu_read_unlock();
 	return 0;

@@ -94,6 +94,7 @@ enum pa_mutant {
 	PA_MUTANT_ACCEPT_OVER_LIMIT,	/* qpass accepts a full block while qlen < qlimit + one block */
 	PA_MUTANT_EARLY_HANDOFF,	/* a block is handed off one record early (the reservation is 20 + L bytes larger) */
 	PA_MUTANT_LOSE_FLUSHED_RECORD,	/* flush and stop push every block one record short */
+	PA_MUTANT_OFFLINE_KEEPS_BLOCK,	/* a CPU going offline keeps its partial block instead of handing it on */
 	PA_MUTANT_KPDATA_TWICE,	/* a kpdata write injects its trace twice */
 	PA_MUTANT_EOF_EPIPE,	/* the second read at the end of the stream fails with EPIPE, quirk or not */
 	PA_MUTANT_QLIMIT_WHILE_PROFILING,	/* prof_qlimit is accepted while profiling */
