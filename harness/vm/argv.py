@@ -123,6 +123,13 @@ def kernel_cmdline(spec: MachineSpec) -> str:
     # at boot. Without it dropbear blocks in getrandom() until "crng init done", about
     # 1.5 s later under TCG; a throwaway test guest needs no stronger entropy.
     args = [f"console={spec.arch.console}", "rdinit=/init", "panic=-1", "random.trust_cpu=on"]
+    if spec.accel == "tcg":
+        # The soft-lockup (2 x 10 s) and RCU stall (21 s) detectors time a CPU in wall
+        # seconds. Under TCG on a shared two-core host a vCPU can run slowly that long
+        # with nothing wrong in the guest: seen during a debug-kernel boot (tracefs init,
+        # "CPU#1 stuck for 28s") and in a debug guest beside a 40-vCPU one. About six times
+        # the defaults keeps a real hang visible within two minutes.
+        args += ["watchdog_thresh=60", "rcupdate.rcu_cpu_stall_timeout=120"]
     if spec.arch.pseudo_nmi_arg is not None:
         args.append(f"{spec.arch.pseudo_nmi_arg}={1 if spec.nmi else 0}")
     return " ".join((*args, *spec.kernel_args))
