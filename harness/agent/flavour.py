@@ -200,6 +200,14 @@ class Flavour:
         """The names of its oracles, in report order."""
         return tuple(name for name, _ in self.oracles)
 
+    @property
+    def runs(self) -> dict[str, Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]]:
+        """Its whole-module runs by name: ``standard``, ``exact`` and its ``extra_runs``.
+
+        A mutant's ``case`` and a scenario's ``run`` name one of them.
+        """
+        return {"standard": self.standard_run, "exact": self.exact_run, **self.extra_runs}
+
 
 def behaviour(name: str) -> Flavour:
     """The behaviour of the flavour called ``name`` (its runner, oracles, report).

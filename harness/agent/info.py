@@ -92,13 +92,16 @@ class Mutant:
     run on the default kernel), ``peer`` (the standard run with Linux perf beside
     it, for the flavours that have one), ``debug`` (the standard run on the debug kernel,
     its console and kmemleak scanned) or one of the flavour's ``extra_runs`` (hwpmc's
-    ``counting`` and ``independence``, kprof's ``offline``). ``quick`` mutants run in ``invoke ci``.
+    ``counting``, ``independence`` and ``control``, kprof's ``offline``). ``quick``
+    mutants run in ``invoke ci``.
     """
 
     name: str
     sabotage: str
     caught_by: tuple[str, ...]
-    case: Literal["standard", "peer", "debug", "counting", "independence", "offline"] = "standard"
+    case: Literal["standard", "peer", "debug", "counting", "independence", "control", "offline"] = (
+        "standard"
+    )
     quick: bool = True
 
 

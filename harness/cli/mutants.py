@@ -206,8 +206,7 @@ def _case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
     """The oracles that failed in ``case`` (``RUN-ERROR`` when the run itself failed)."""
     agent = _agent(bench, guest, images, flavour.name, mutant)
     spec = AgentSpec(flavour=flavour.name)
-    runs = {"standard": flavour.standard_run, "exact": flavour.exact_run, **flavour.extra_runs}
-    runner = flavour.peer_run if case == "peer" else runs.get(case)
+    runner = flavour.peer_run if case == "peer" else flavour.runs.get(case)
     if runner is None:
         raise ConfigError(f"flavour {flavour.name} has no {case} run")
     try:

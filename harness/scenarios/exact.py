@@ -44,7 +44,14 @@ from harness.scenarios.inputfree import (
     plan_run,
 )
 from harness.scenarios.load import Scenario
-from harness.scenarios.repro import ReproResult, Verdict, judge, program, write_records
+from harness.scenarios.repro import (
+    ReproResult,
+    Verdict,
+    judge,
+    program,
+    run_agent,
+    write_records,
+)
 from harness.timeouts import Timeouts, wait_until
 from harness.vm.argv import ExactMode, ExactRun, MachineSpec
 from harness.vm.machine import GuestVM
@@ -143,10 +150,7 @@ def plan_guest(setup: ExactSetup, workdir: Path) -> GuestPlan:
 
     def drive(planning: PlanningShell) -> object:
         planning.run(FACTS_COMMAND)
-        agent = agent_for(setup, planning, workdir)
-        return behaviour(setup.scenario.agent.flavour).run_script(
-            agent, setup.scenario.agent, setup.script
-        )
+        return run_agent(setup.scenario, agent_for(setup, planning, workdir), setup.script)
 
     return plan_run(drive, shell)
 
@@ -265,10 +269,9 @@ def judge_collected(
     if problems:
         raise EnvironmentMismatch(f"{setup.spec.name} is not the guest that was asked for",
                                   problems)  # fmt: skip
-    flavour = behaviour(setup.scenario.agent.flavour)
-    run = flavour.run_script(agent_for(setup, shell, workdir), setup.scenario.agent, setup.script)
+    run = run_agent(setup.scenario, agent_for(setup, shell, workdir), setup.script)
     write_records(run, workdir / "samples.csv")
-    return judge(setup.scenario.expect, run, flavour), run.numbers()
+    return judge(setup.scenario.expect, run, behaviour(setup.scenario.agent.flavour)), run.numbers()
 
 
 def exact_run(mode: ExactMode, seed: int, rr_file: Path | None = None,

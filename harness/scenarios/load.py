@@ -1,9 +1,10 @@
 """Scenario files: one reproducible agent run as data, checked before any guest boots.
 
 A scenario (``scenarios/<name>.toml``; the format is in ``scenarios/FORMAT.md``)
-names the guest, the agent spec, the steps run between START and STOP and what
-must hold afterwards. Loading checks unknown keys, types, ranges, CPUs the
-topology lacks, ops the flavour or arch cannot run, and value and oracle names.
+names the guest, the agent spec, the steps run between START and STOP (or, with
+``run``, one of the flavour's whole-module runs) and what must hold afterwards.
+Loading checks unknown keys, types, ranges, CPUs the topology lacks, ops the
+flavour or arch cannot run, and value and oracle names.
 Every error is a `ConfigError` naming the file, the key and the reason::
 
     scenario = load_scenario(find_scenario("tprof-tp-d1-quirk"))
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from harness import arches
 from harness.agent import flavours
+from harness.agent.flavour import behaviour
 from harness.agent.spec import AgentSpec
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
@@ -82,7 +84,7 @@ MAX_REPEAT = 100
 MAX_STEPS = 200
 MAX_EXPECT = 200
 _NAME = re.compile(r"[a-z0-9-]+")
-_TOP_KEYS = ("name", "description", "seed", "repeat", "guest", "agent", "steps", "expect")
+_TOP_KEYS = ("name", "description", "seed", "repeat", "guest", "agent", "run", "steps", "expect")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,9 @@ class Scenario:
     steps: tuple[Step, ...]
     expect: tuple[Expectation, ...]
     path: Path
+    #: One of the flavour's whole-module runs (`Flavour.runs`: ``standard``, ``exact``, …)
+    #: instead of steps; None: the steps, between START and STOP.
+    run: str | None = None
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -119,6 +124,7 @@ def load_scenario(path: Path) -> Scenario:
     agent, throttling, max_rate = _agent(where, data.get("agent"))
     ctx = _Context(path, flavours.get(agent.flavour), arches.get(guest.arch), guest.topology.cpus)
     steps = _tables(where, "steps", data.get("steps", []), 0, MAX_STEPS)
+    run = _run(ctx, data.get("run"), bool(steps))
     expect = _tables(where, "expect", data.get("expect"), 1, MAX_EXPECT)
     return Scenario(
         name=name,
@@ -132,7 +138,22 @@ def load_scenario(path: Path) -> Scenario:
         steps=tuple(_step(ctx, f"steps[{i}]", raw) for i, raw in enumerate(steps)),
         expect=tuple(_expectation(ctx, f"expect[{i}]", raw) for i, raw in enumerate(expect)),
         path=path,
+        run=run,
     )
+
+
+def _run(ctx: _Context, raw: object, has_steps: bool) -> str | None:
+    """The ``run`` key: one of the flavour's runs by name, never beside steps."""
+    if raw is None:
+        return None
+    name = _str(ctx, "run", raw)
+    known = tuple(behaviour(ctx.flavour.name).runs)
+    if name not in known:
+        raise ctx.error("run", f"no run {name!r} for flavour {ctx.flavour.name}; "
+                        f"known: {', '.join(known)}")  # fmt: skip
+    if has_steps:
+        raise ctx.error("run", "a scenario names a run or lists steps, not both")
+    return name
 
 
 def load_all(directory: Path = SCENARIOS_DIR) -> tuple[Scenario, ...]:
@@ -187,6 +208,7 @@ def scenario_record(s: Scenario) -> dict[str, object]:
             "kernel_args": list(s.guest.kernel_args),
         },
         "agent": agent,
+        **({} if s.run is None else {"run": s.run}),
         "steps": [{"op": step.op, **step.params()} for step in s.steps],
         "expect": expect,
     }

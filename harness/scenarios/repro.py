@@ -29,7 +29,7 @@ from harness import arches
 from harness.agent import profctl as pc
 from harness.agent.build import AgentBuild, export_agent
 from harness.agent.driver import Agent
-from harness.agent.flavour import AgentRun, Flavour, Script, behaviour
+from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, behaviour
 from harness.agent.profctl import build_profctl
 from harness.agent.steps import host_action_steps, inject_step, kick_step, probe_step
 from harness.build.cache import Cache, write_json_atomic
@@ -254,8 +254,15 @@ def _run(scenario: Scenario, agent: Agent, guest: Guest) -> AgentRun:
     def nmi() -> None:
         guest.vm.qmp.execute("inject-nmi")
 
-    script = program(scenario, pause, nmi)
-    return behaviour(scenario.agent.flavour).run_script(agent, scenario.agent, script)
+    return run_agent(scenario, agent, program(scenario, pause, nmi))
+
+
+def run_agent(scenario: Scenario, agent: AgentLike, script: Script) -> AgentRun:
+    """The scenario's run: its named whole-module run on every online CPU, or ``script``."""
+    flavour = behaviour(scenario.agent.flavour)
+    if scenario.run is None:
+        return flavour.run_script(agent, scenario.agent, script)
+    return flavour.runs[scenario.run](agent, scenario.agent, agent.online_cpus())
 
 
 def replay_bundle(

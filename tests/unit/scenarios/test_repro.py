@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
 import pytest
 
 from harness.agent import profctl as pc
-from harness.agent.flavour import behaviour
+from harness.agent.flavour import AgentLike, AgentRun, Script, behaviour
+from harness.agent.spec import AgentSpec
 from harness.agent.steps import inject_step, kick_step
 from harness.errors import InfraError
 from harness.paths import REPO_ROOT
+from harness.scenarios import repro
 from harness.scenarios.load import Expectation, find_scenario, load_scenario
-from harness.scenarios.repro import compare_numbers, judge, observe, program
+from harness.scenarios.repro import compare_numbers, judge, observe, program, run_agent
 from tests.unit.agent.flavours.tprof.test_oracles import BASE
 
 SHIPPED = REPO_ROOT / "scenarios"
@@ -81,3 +84,29 @@ def test_dt_ops_translate_through_the_flavour() -> None:
     prog = program(scenario, pause=lambda ms: None, nmi=lambda: None)
     assert prog.op_counts  # nest/skip counted per CPU for the oracles
     assert all(op in behaviour("dt").op_steps for op in prog.op_counts)
+
+
+def test_a_named_run_replaces_the_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    scenario = load_scenario(find_scenario("hwpmc-hw-d2-fixed", SHIPPED))
+    calls: list[tuple[str, object]] = []
+
+    def by_script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
+        calls.append(("script", script.body))
+        return BASE
+
+    def counting(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+        calls.append(("counting", cpus))
+        return BASE
+
+    fake = replace(behaviour("hwpmc"), run_script=by_script, extra_runs={"counting": counting})
+    monkeypatch.setattr(repro, "behaviour", lambda name: fake)
+
+    class Online:
+        def online_cpus(self) -> tuple[int, ...]:
+            return (0, 1, 2)
+
+    script = program(scenario, pause=lambda ms: None, nmi=lambda: None)
+    agent = cast(AgentLike, Online())
+    assert run_agent(scenario, agent, script) is BASE
+    assert run_agent(replace(scenario, run="counting", steps=()), agent, script) is BASE
+    assert calls == [("script", script.body), ("counting", (0, 1, 2))]

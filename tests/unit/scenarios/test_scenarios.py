@@ -106,6 +106,18 @@ def test_defaults_fill_every_optional_key(tmp_path: Path) -> None:
     assert (scenario.throttling, scenario.max_sample_rate, scenario.steps) == (False, None, ())
 
 
+def test_a_scenario_may_name_one_of_its_flavours_runs_instead_of_steps(tmp_path: Path) -> None:
+    hw = '[agent]\nflavour = "hwpmc"\n'
+    for run in behaviour("hwpmc").runs:
+        path = write(tmp_path, top=TOP + f'run = "{run}"\n', agent=hw, steps="",
+                     expect='[[expect]]\noracle = "HW-O1"\n')  # fmt: skip
+        scenario = load_scenario(path)
+        assert (scenario.run, scenario.steps) == (run, ())
+        assert scenario_record(scenario)["run"] == run
+    assert load_scenario(write(tmp_path)).run is None
+    assert "run" not in scenario_record(load_scenario(write(tmp_path)))
+
+
 def test_every_guest_and_agent_key(tmp_path: Path) -> None:
     guest = """[guest]
 arch = "arm64"
@@ -382,6 +394,13 @@ ERRORS: dict[str, tuple[dict[str, str], str, str]] = {
         "no oracle 'TP-O9' for flavour tprof; "
         "known: IRQ, CALLS, RELEASED, PEER, THROTTLE, C-2, TP-O1",
     ),
+    "unknown run": (
+        {"top": TOP + 'run = "counting"\n', "steps": ""},
+        "run",
+        "no run 'counting' for flavour tprof; known: standard, exact",
+    ),
+    "run and steps": ({"top": TOP + 'run = "exact"\n'}, "run", "not both"),
+    "run not a string": ({"top": TOP + "run = 1\n", "steps": ""}, "run", "non-empty string"),
     "dt oracle on tprof": (
         {"expect": DT_EXPECT},
         "expect[0].oracle",

@@ -18,6 +18,7 @@ from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, 
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import HW_ORACLES, applicable_hw_oracles, check_hwpmc
 from harness.agent.flavours.hwpmc.plans import (
+    control_plan,
     counting_plan,
     exact_plan,
     exact_spec,
@@ -64,6 +65,10 @@ def _independence(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> A
     if len(cpus) < 2:
         raise ConfigError("hwpmc's independence run needs two CPUs")
     return hw_run(agent, pair_spec(spec), independence_plan(cpus[0], cpus[1]))
+
+
+def _control(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    return hw_run(agent, spec, control_plan(cpus))
 
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
@@ -124,5 +129,9 @@ FLAVOUR = Flavour(
     cell_rows=_cell_rows,
     ops={name: OpRule(cpu="one") for name in OP_STEPS},
     op_steps={name: _ignore_count(step) for name, step in OP_STEPS.items()},
-    extra_runs={"counting": _counting, "independence": _independence},
+    extra_runs={
+        "counting": _counting,
+        "independence": _independence,
+        "control": _control,
+    },
 )
