@@ -1,7 +1,7 @@
 """Mutation runs, judged: which oracles each deliberately broken agent build tripped.
 
 Pure: the rows a mutation run produces, their verdicts and the table; the runs
-themselves (guests, builds) are `harness.cli.mutants`. A mutant is caught when an
+themselves (guests, builds) are `harness.cli.mutants`. A mutant is caught when every
 oracle it names (`Mutant.caught_by`) failed in at least one of its cases; the
 unmutated build (``none``) must pass every case, or no catch means anything::
 
@@ -39,7 +39,8 @@ class MutantRow:
         """``caught`` / ``SURVIVED`` for a mutant; ``clean`` / ``BROKEN`` for the control."""
         if self.mutant == NONE:
             return "clean" if not self.failed else "BROKEN"
-        return "caught" if set(self.expected) & set(self.failed) else "SURVIVED"
+        caught = bool(self.expected) and set(self.expected) <= set(self.failed)
+        return "caught" if caught else "SURVIVED"
 
     @property
     def ok(self) -> bool:

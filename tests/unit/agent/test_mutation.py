@@ -23,6 +23,8 @@ def test_merge_collects_each_failed_oracle_once_in_case_order() -> None:
         ("m", ("IRQ",), ("IRQ",), "caught"),
         ("m", ("IRQ",), ("TP-O1",), "SURVIVED"),  # another oracle is no proof for IRQ
         ("m", ("IRQ",), (), "SURVIVED"),
+        ("m", ("KP-O3", "KP-O5"), ("KP-O3", "KP-O5", "KP-O4"), "caught"),
+        ("m", ("KP-O3", "KP-O5"), ("KP-O3",), "SURVIVED"),  # each named oracle must catch it
         ("none", (), (), "clean"),
         ("none", (), ("IRQ",), "BROKEN"),
     ],
@@ -105,3 +107,9 @@ def test_only_narrows_the_planned_mutants_to_those_named() -> None:
         "shared_stall_flag"
     }
     assert {m.name for m in planned("kprof", full=False, case="offline")} == {"offline_keeps_block"}
+
+
+def test_every_oracle_of_every_flavour_has_a_mutant_it_must_catch() -> None:
+    for name in flavours.names():
+        caught = {oracle for m in mutants.for_flavour(name) for oracle in m.caught_by}
+        assert set(behaviour(name).oracle_names) <= caught, name

@@ -189,6 +189,17 @@ HWPMC = FlavourInfo(
             case="counting",
         ),
         Mutant(
+            "ring_one_short",
+            "a ring counts as full one entry early (nsamples - 1 entries, a slot kept empty)",
+            ("HW-O4",),
+        ),
+        Mutant(
+            "setcount_running",
+            "PMCSETCOUNT of a running PMC succeeds (§4.4: EBUSY)",
+            ("HW-O9",),
+            case="control",
+        ),
+        Mutant(
             "sweep_lags_release",
             "a CPU's first sweep after a RELEASE leaves its entries for the next tick",
             ("HW-O7",),

@@ -132,12 +132,22 @@ KPROF = FlavourInfo(
         Mutant(
             "accept_over_limit",
             "qpass accepts a full block while qlen < qlimit + one block",
-            ("KP-O3",),
+            ("KP-O3", "KP-O5"),
         ),
         Mutant(
             "early_handoff",
             "a block is handed off one record early (the reservation is 20 + L bytes larger)",
-            ("KP-O2",),
+            ("KP-O2", "KP-O6"),
+        ),
+        Mutant(
+            "uncounted_commit",
+            "every 13th record of a block is committed without counting it",
+            ("KP-O1",),
+        ),
+        Mutant(
+            "close_keeps_queue",
+            "closing kpctl keeps the queue and its unread bytes for the next open",
+            ("KP-O9",),
         ),
         Mutant(
             "lose_flushed_record",

@@ -312,9 +312,12 @@ static void hw_start_counter(struct hw_cpu *hc)
 static void hw_process(struct hw_cpu *hc, struct hw_pmc *pmc, const struct pa_sample_ctx *ctx)
 {
 	struct hw_entry *e = &hc->ring[hc->write];
+	struct hw_entry *next = &hc->ring[(hc->write + 1) % hw_ring_size()];
 	int *stalled = hw_stall_flag(hc, pmc);
 
-	if (READ_ONCE(e->state) != HW_FREE) {
+	/* Mutation point: the ring is full one entry early (a slot kept empty). */
+	if (READ_ONCE(e->state) != HW_FREE ||
+	    (pa_mutant(RING_ONE_SHORT) && READ_ONCE(next->state) != HW_FREE)) {
 		/* Mutation point: a full-ring call that counts nothing. */
 		if (!(pa_mutant(SKIP_BUFFERFULL_COUNT) && ++hc->mutant_tick % 5 == 0)) {
 			hc->stat[HW_PC_X_BUFFERFULL]++;
@@ -933,7 +936,8 @@ static int hw_op_pmc(struct hw_owner *ow, struct pmc_op *op)
 	case PMC_OP_PMCRELEASE:
 		return hw_release(pmc);
 	case PMC_OP_PMCSETCOUNT:
-		if (pmc->state == HW_RUNNING)
+		/* Mutation point: a running PMC's count is set too. */
+		if (pmc->state == HW_RUNNING && !pa_mutant(SETCOUNT_RUNNING))
 			return -EBUSY;
 		pmc->reload = op->value;
 		return 0;

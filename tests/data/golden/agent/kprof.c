@@ -373,7 +373,9 @@ static void kp_commit(struct kp_cpu *kc, const struct pa_sample_ctx *ctx)
 	cur->used += len;	/* the actual length, not the reservation */
 	cur->records++;
 	cur->last_len = len;
-	this_cpu_inc(kp_cpu.stat[KP_PC_X_RECORDS_COMMITTED]);
+	/* Mutation point: every 13th record of a block is committed uncounted. */
+	if (!(pa_mutant(UNCOUNTED_COMMIT) && cur->records % 13 == 0))
+		this_cpu_inc(kp_cpu.stat[KP_PC_X_RECORDS_COMMITTED]);
 	this_cpu_add(kp_cpu.stat[KP_PC_X_BYTES_COMMITTED], len);
 }
 
@@ -812,6 +814,9 @@ static void kp_queue_kill(struct kp_queue *q)
  * refill after cancel_work_sync(); the queue itself is freed after a further
  * grace period (kfree_rcu), since the stats readers peek at it under RCU.
  */
+/* Mutation point: a closed kpctl's queue, kept with its unread bytes for the next open. */
+static struct kp_queue *kp_kept_q;
+
 static void kp_cleanup(struct kp_queue *q)
 {
 	unsigned int cpu;
@@ -822,7 +827,9 @@ static void kp_cleanup(struct kp_queue *q)
 	}
 	RCU_INIT_POINTER(kp_q, NULL);
 	kp_free_blocks();
-	if (q) {
+	if (q && pa_mutant(CLOSE_KEEPS_QUEUE) && !kp_kept_q) {
+		kp_kept_q = q;
+	} else if (q) {
 		kp_queue_kill(q);
 		kref_put(&q->ref, kp_queue_free);
 	}
@@ -834,14 +841,18 @@ static int kp_setup(void)
 	int err;
 
 	pa_check_not_nmi(PA_X_NMI_ALLOC_VIOLATION);
-	q = pa_fault_hit(PA_FAULT_QUEUE_ALLOC) ? NULL : kzalloc(sizeof(*q), GFP_KERNEL);
-	if (!q)
-		return -ENOMEM;	/* KP-D5 fixed: nothing held, nothing marked open */
-	kref_init(&q->ref);
-	spin_lock_init(&q->lock);
-	INIT_LIST_HEAD(&q->blocks);
-	init_waitqueue_head(&q->wait);
-	mutex_init(&q->reader);
+	q = kp_kept_q;
+	kp_kept_q = NULL;
+	if (!q) {
+		q = pa_fault_hit(PA_FAULT_QUEUE_ALLOC) ? NULL : kzalloc(sizeof(*q), GFP_KERNEL);
+		if (!q)
+			return -ENOMEM;	/* KP-D5 fixed: nothing held, nothing marked open */
+		kref_init(&q->ref);
+		spin_lock_init(&q->lock);
+		INIT_LIST_HEAD(&q->blocks);
+		init_waitqueue_head(&q->wait);
+		mutex_init(&q->reader);
+	}
 	kp_reset_stats();
 	err = kp_alloc_blocks();
 	if (!err)
@@ -1256,6 +1267,11 @@ static int kp_init(void)
 
 static void kp_exit(void)
 {
+	if (kp_kept_q) {	/* only the close_keeps_queue mutant keeps one */
+		kp_queue_kill(kp_kept_q);
+		kref_put(&kp_kept_q->ref, kp_queue_free);
+		kp_kept_q = NULL;
+	}
 	mutex_lock(&kp_trace_mutex);
 	vfree(kp_trace_ring);
 	kp_trace_ring = NULL;
