@@ -47,6 +47,26 @@ PARAMIKO_CHANNEL = "paramiko.transport"
 _PROBES = itertools.count(1)
 
 
+#: A first login's waits, in seconds: the TCP connect, sshd's banner, authentication.
+FIRST_LOGIN_WAITS = (3.0, 3.0, 10.0)
+#: Each failed login stretches them by this factor, up to `LOGIN_STRETCH_MAX` times.
+LOGIN_STRETCH = 1.25
+LOGIN_STRETCH_MAX = 8.0
+
+
+def login_waits(failed: int) -> tuple[float, float, float]:
+    """The waits of a login after ``failed`` failed ones (see `FIRST_LOGIN_WAITS`).
+
+    Each wait is a limit, not a sleep: a guest that answers sooner is in sooner. A guest
+    that is alive but slow (a debug kernel beside an 8-vCPU guest on 2 host cores) can
+    take longer than 3 s to send its banner; with fixed waits each login gave up
+    before it came, 85 times in a row (CI of c9353d7), until the boot budget ran out.
+    """
+    stretch = min(LOGIN_STRETCH**failed, LOGIN_STRETCH_MAX)
+    connect, banner, auth = FIRST_LOGIN_WAITS
+    return connect * stretch, banner * stretch, auth * stretch
+
+
 class GuestCommandTimeout(GuestError):
     """A guest command did not finish within its deadline."""
 
@@ -156,15 +176,16 @@ class GuestShell:
         # A fresh guest with a fresh host key on loopback: nothing to verify against.
         client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
         client.set_log_channel(self.probe.open())
+        connect_s, banner_s, auth_s = login_waits(self.probe.attempts)
         try:
             client.connect(
                 "127.0.0.1",
                 port=port,
                 username="root",
                 key_filename=str(self._key_file),
-                timeout=3,
-                banner_timeout=3,
-                auth_timeout=10,
+                timeout=connect_s,
+                banner_timeout=banner_s,
+                auth_timeout=auth_s,
                 allow_agent=False,
                 look_for_keys=False,
             )

@@ -7,10 +7,12 @@ the guest's sshd is not up yet.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +20,13 @@ import paramiko
 import pytest
 
 from harness.timeouts import Timeouts
-from harness.vm.ssh import PARAMIKO_CHANNEL, GuestShell
+from harness.vm.ssh import (
+    FIRST_LOGIN_WAITS,
+    LOGIN_STRETCH_MAX,
+    PARAMIKO_CHANNEL,
+    GuestShell,
+    login_waits,
+)
 
 
 @pytest.fixture
@@ -121,3 +129,53 @@ def test_a_login_that_succeeds_logs_on_paramikos_own_channel_again(
     assert logins == [shell.probe.channel]  # the login itself ran on the probe's channel
     assert transport.channels == [PARAMIKO_CHANNEL]
     assert shell.port == 2222
+
+
+def test_login_waits_grow_with_each_failed_login_up_to_a_cap() -> None:
+    assert login_waits(0) == FIRST_LOGIN_WAITS
+    waits = [login_waits(n) for n in range(40)]
+    banners = [banner for _, banner, _ in waits]
+    assert banners == sorted(banners)
+    assert banners[5] > 2 * FIRST_LOGIN_WAITS[1]
+    assert waits[-1] == tuple(w * LOGIN_STRETCH_MAX for w in FIRST_LOGIN_WAITS)
+
+
+@pytest.fixture
+def late_banner_port() -> Iterator[int]:
+    """A port that answers each connection with an SSH banner after 4 s, then hangs up."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(60)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            time.sleep(4.0)
+            with contextlib.suppress(OSError):
+                conn.sendall(b"SSH-2.0-slow\r\n")
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    server.shutdown(socket.SHUT_RDWR)
+    server.close()
+    thread.join(timeout=10)
+
+
+def test_a_guest_slower_than_the_first_banner_wait_is_still_heard(
+    late_banner_port: int, tmp_path: Path
+) -> None:
+    """The first logins give up before the banner; a later one waits long enough for it."""
+    shell = GuestShell(tmp_path / "no-key", timeouts=Timeouts(), probe_log=tmp_path / "p.log")
+    failures: list[str] = []
+    for _ in range(4):
+        assert shell.try_connect(late_banner_port) is None
+        failures.append(str(shell.probe.last_error))
+    shell.close()
+    assert "banner" in failures[0]  # 3 s: nothing came
+    assert "banner" not in failures[-1], failures  # 5.9 s: the banner came, the server left
