@@ -127,7 +127,11 @@ def kernel_cmdline(spec: MachineSpec) -> str:
         # The soft-lockup (2 x 10 s) and RCU stall (21 s) detectors time a CPU in wall
         # seconds. Under TCG on a shared two-core host a vCPU can run slowly that long
         # with nothing wrong in the guest: seen during a debug-kernel boot (tracefs init,
-        # "CPU#1 stuck for 28s") and in a debug guest beside a 40-vCPU one. About six times
+        # "CPU#1 stuck for 28s") and in a debug guest beside a 40-vCPU one. A likely cause is
+        # QEMU's own: ICC_PMR_EL1 is ARM_CP_IO (hw/intc/arm_gicv3_cpuif.c), so with
+        # pseudo-NMI every local_irq_save/restore of the guest takes QEMU's global lock,
+        # and 8 debug-kernel vCPUs on 2 host cores queue on it: idle vCPUs took neither an
+        # IPI nor their own timer for 26 s in two 10 000-cycle KP-D2 runs. About six times
         # the defaults keeps a real hang visible within two minutes.
         args += ["watchdog_thresh=60", "rcupdate.rcu_cpu_stall_timeout=120"]
     if spec.arch.pseudo_nmi_arg is not None:
