@@ -131,6 +131,32 @@ def peer_range(cpu: PerfCpu, peer: PerfCounts, bound: PeerBound = PeerBound()) -
     return PeerRange(low, cpu.samples + cpu.lost + slack, folds, reason)
 
 
+#: The period error a PEER run must be able to see: `stretched_period`'s 1/8.
+STRETCH = 1 / 8
+
+
+def stretch_margin(
+    peer: PerfCounts, bound: PeerBound = PeerBound(), stretch: float = STRETCH
+) -> int:
+    """How far below `peer_range` an agent whose period is ``stretch`` too long would land.
+
+    The largest over the CPUs perf watched; ≤ 0: this run cannot tell such an agent.
+    By the model, only overflows handled on time show the period: an interrupt that
+    folds periods gives each counter one sample, whatever its period. perf's on-time
+    samples are its samples less its fold interrupts; an agent counting ``1 + stretch``
+    periods per overflow loses ``stretch / (1 + stretch)`` of those, and must lose more
+    than the range's slack to fall outside it. On a host loaded enough that most
+    periods fold, no count can show the stretch: the run then says so, it does not
+    count as a catch or as a miss.
+    """
+    margins = []
+    for cpu in peer.cpus:
+        allowed = peer_range(cpu, peer, bound)
+        lost = math.floor((cpu.samples - allowed.folds) * stretch / (1 + stretch))
+        margins.append(lost - (cpu.samples - allowed.low))
+    return max(margins, default=0)
+
+
 def _span_ns(cpu: PerfCpu, window: tuple[int, int] | None) -> int:
     if window is not None:
         return window[1] - window[0]

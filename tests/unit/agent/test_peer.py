@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
-from harness.agent.peer import PeerBound, check_peer, peer_range
+from harness.agent.peer import PeerBound, check_peer, peer_range, stretch_margin
 from harness.vm.perf import PerfCounts, PerfCpu, parse_perf_output
 from tests.unit.golden import LOGS_DIR
 
@@ -85,3 +86,17 @@ def test_every_cpu_perf_watched_is_judged_and_only_those() -> None:
 def test_the_bound_is_a_parameter() -> None:
     peer_counts = counts_of(cpu_with(0, 1000))
     assert check_peer({0: 1010}, peer_counts, bound=PeerBound(edges=10)) == []
+
+
+def test_a_run_with_overflows_on_time_can_tell_a_stretched_period() -> None:
+    # 1000 periods in the window, 950 delivered: at most 50 fold interrupts.
+    on_time = counts_of(cpu_with(0, 950), cpu_with(1, 600))
+    assert stretch_margin(on_time) > 0
+    stretched = math.floor(950 * 8 / 9)  # an agent counting 9/8 periods per overflow
+    assert check_peer({0: stretched, 1: 600}, on_time)  # and PEER does catch it there
+
+
+def test_a_run_where_most_periods_fold_cannot_tell_it() -> None:
+    # 1000 periods, 400 delivered: up to 400 fold interrupts, so no sample need be on time.
+    folded = counts_of(cpu_with(0, 400), cpu_with(1, 380))
+    assert stretch_margin(folded) <= 0
