@@ -831,18 +831,15 @@ static void hw_free(struct hw_pmc *pmc)
 static int hw_release(struct hw_pmc *pmc)
 {
 	unsigned int cpu;
-	u64 *rel;
+	u64 *rel = NULL;
 	int err;
 
 	if (pmc->releasing)
 		return -EBUSY;	/* another RELEASE of it is waiting */
-	if (!pmc->rel) {	/* the first RELEASE: the sweeps measure from here */
+	if (!pmc->rel) {	/* the first RELEASE: the sweeps will measure its ticks */
 		rel = kcalloc(2 * nr_cpu_ids, sizeof(*rel), GFP_KERNEL);
 		if (!rel)
 			return -ENOMEM;
-		for_each_possible_cpu(cpu)
-			rel[cpu] = READ_ONCE(per_cpu_ptr(&hw_cpu, cpu)->stat[HW_PC_X_TICKS]);
-		smp_store_release(&pmc->rel, rel);
 	}
 	if (pmc->state == HW_RUNNING)
 		hw_stop(pmc, true);	/* ENXIO for an offline CPU: released all the same */
@@ -851,6 +848,16 @@ static int hw_release(struct hw_pmc *pmc)
 		hw_resume_at_release = false;
 		for_each_possible_cpu(cpu)
 			WRITE_ONCE(per_cpu_ptr(&hw_cpu, cpu)->suppressed, 0);
+	}
+	/*
+	 * Ticks count from here, where a sweep can free the PMC's entries: a tick
+	 * during the STOP's cross-CPU calls (longer than a sweep period on 8 vCPUs
+	 * under TCG), while the rings were still suppressed, freed nothing.
+	 */
+	if (rel) {
+		for_each_possible_cpu(cpu)
+			rel[cpu] = READ_ONCE(per_cpu_ptr(&hw_cpu, cpu)->stat[HW_PC_X_TICKS]);
+		smp_store_release(&pmc->rel, rel);
 	}
 	pmc->releasing = true;
 	mutex_unlock(&hw_mutex);	/* sweeps need no lock; other callers may proceed */
