@@ -146,8 +146,8 @@ def stretch_margin(
     samples are its samples less its fold interrupts; an agent counting ``1 + stretch``
     periods per overflow loses ``stretch / (1 + stretch)`` of those, and must lose more
     than the range's slack to fall outside it. On a host loaded enough that most
-    periods fold, no count can show the stretch: the run then says so, it does not
-    count as a catch or as a miss.
+    periods fold, no count can show the stretch: `invoke mutants` then runs the peer
+    case again and names each such run in the row's notes (it is never a catch).
     """
     margins = []
     for cpu in peer.cpus:

@@ -153,16 +153,12 @@ def _default_group(
             extra = {case: found for case, found in extra.items() if found}
             plan = [(None, (*CASES, *(("peer",) if peer else ()), *extra))]
             plan += [(m, CASES) for m in planned(name, full=full, only=only)]
-            plan += [(m, ("peer",)) for m in peer]
             plan += [(m, (case,)) for case, found in extra.items() for m in found]
             for mutant, names in plan:
-                if mutant is not None and names == ("peer",):
-                    failed, notes = _peer_case(bench, guest, images, flavour, mutant)
-                    rows.append(_row(flavour, mutant, [("peer", failed)], notes))
-                    continue
                 cases = [(case, _case(bench, guest, images, flavour, mutant, case))
                          for case in names]  # fmt: skip
                 rows.append(_row(flavour, mutant, cases))
+            rows += [_peer_row(bench, guest, images, flavour, m) for m in peer]
     return rows
 
 
@@ -170,8 +166,8 @@ def _default_group(
 PEER_ATTEMPTS = 3
 
 
-def _peer_case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
-               mutant: Mutant) -> tuple[set[str], list[str]]:  # fmt: skip
+def _peer_row(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
+              mutant: Mutant) -> MutantRow:  # fmt: skip
     """The peer case, run again (up to `PEER_ATTEMPTS`) while a run could not tell.
 
     A run whose perf record shows too few on-time overflows to see a 1/8 stretch
@@ -179,16 +175,18 @@ def _peer_case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavou
     mutant; each such run is named in the row's notes with its numbers.
     """
     notes: list[str] = []
-    failed: set[str] = set()
     for attempt in range(1, PEER_ATTEMPTS + 1):
-        failed, peer = _case_with_peer(bench, guest, images, flavour, mutant)
-        margin = None if peer is None else stretch_margin(peer)
-        if failed & set(mutant.caught_by) or margin is None or margin > 0:
-            return failed, notes
-        on_time = ", ".join(f"{c.cpu}: {c.samples} samples" for c in peer.cpus) if peer else ""
+        failed, run = _judged(bench, guest, images, flavour, mutant, "peer")
+        peer = getattr(run, "peer", None)  # the flavours with a peer run keep perf's counts
+        if failed & set(mutant.caught_by) or not isinstance(peer, PerfCounts):
+            break
+        margin = stretch_margin(peer)
+        if margin > 0:
+            break
+        samples = ", ".join(f"{c.cpu}: {c.samples}" for c in peer.cpus)
         notes.append(f"peer run {attempt} could not tell a 1/8 stretch (margin {margin}; "
-                     f"most periods folded; perf {on_time})")  # fmt: skip
-    return failed, notes
+                     f"most periods folded; perf samples per CPU {samples})")  # fmt: skip
+    return _row(flavour, mutant, [("peer", failed)], notes)
 
 
 def _armed_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
@@ -236,14 +234,6 @@ def _case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
           mutant: Mutant | None, case: str) -> set[str]:  # fmt: skip
     """The oracles that failed in ``case`` (``RUN-ERROR`` when the run itself failed)."""
     return _judged(bench, guest, images, flavour, mutant, case)[0]
-
-
-def _case_with_peer(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
-                    mutant: Mutant) -> tuple[set[str], PerfCounts | None]:  # fmt: skip
-    """The peer case's failed oracles and perf's counts (None: the run failed)."""
-    failed, run = _judged(bench, guest, images, flavour, mutant, "peer")
-    peer = getattr(run, "peer", None)
-    return failed, peer if isinstance(peer, PerfCounts) else None
 
 
 def _judged(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,

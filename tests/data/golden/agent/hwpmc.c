@@ -312,12 +312,12 @@ static void hw_start_counter(struct hw_cpu *hc)
 static void hw_process(struct hw_cpu *hc, struct hw_pmc *pmc, const struct pa_sample_ctx *ctx)
 {
 	struct hw_entry *e = &hc->ring[hc->write];
-	struct hw_entry *next = &hc->ring[(hc->write + 1) % hw_ring_size()];
 	int *stalled = hw_stall_flag(hc, pmc);
 
 	/* Mutation point: the ring is full one entry early (a slot kept empty). */
 	if (READ_ONCE(e->state) != HW_FREE ||
-	    (pa_mutant(RING_ONE_SHORT) && READ_ONCE(next->state) != HW_FREE)) {
+	    (pa_mutant(RING_ONE_SHORT) &&
+	     READ_ONCE(hc->ring[(hc->write + 1) % hw_ring_size()].state) != HW_FREE)) {
 		/* Mutation point: a full-ring call that counts nothing. */
 		if (!(pa_mutant(SKIP_BUFFERFULL_COUNT) && ++hc->mutant_tick % 5 == 0)) {
 			hc->stat[HW_PC_X_BUFFERFULL]++;
