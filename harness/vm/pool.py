@@ -161,12 +161,13 @@ class GuestPool:
                 if facts.pmu_driver
                 else ("none (software events only)")
             )
-            reconnects = guest.shell.reconnects
+            reconnects, retired = guest.shell.reconnects, guest.shell.retired
             lines.append(
                 f"{guest.spec.topology.name:>10}  {facts.cpus_online} CPUs  "
                 f"{self._start_summary(guest)}  PMU {pmu}  pseudo-NMI "
                 f"{'on' if facts.pseudo_nmi else 'off'}  {guest.workdir}"
                 + (f"  SSH reconnected {reconnects}x" if reconnects else "")
+                + (f"  SSH logins set aside {retired}x" if retired else "")
             )
         for name, error in self._failures.items():
             lines.append(f"{name:>10}  boot failed: {type(error).__name__}")

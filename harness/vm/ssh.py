@@ -27,6 +27,7 @@ import select
 import shutil
 import sys
 import termios
+import threading
 import time
 import tty
 from collections.abc import Callable, Iterator
@@ -149,7 +150,10 @@ class GuestShell:
     ) -> None:
         self._key_file = key_file
         self._timeouts = timeouts
-        self._client: paramiko.SSHClient | None = None
+        #: One login per thread that runs commands (see `_client`).
+        self._links: dict[int, paramiko.SSHClient] = {}
+        #: Logins set aside with a command that may still run (see `_retire`).
+        self._retired: list[tuple[paramiko.SSHClient, paramiko.Channel]] = []
         self._log = LOG.getChild(name)
         self.probe = ProbeLog(probe_log, name)
         self.port: int | None = None
@@ -158,6 +162,9 @@ class GuestShell:
         self.on_timeout: Callable[[], str] | None = None
         #: Times a dead link was replaced (see `_open`); shown in the guest summary.
         self.reconnects = 0
+        #: Logins set aside because a command outlived its deadline (see `_retire`).
+        self.retired = 0
+        self._lock = threading.Lock()
 
     def __enter__(self) -> GuestShell:
         return self
@@ -203,7 +210,36 @@ class GuestShell:
         self.port = port
         return self
 
+    @property
+    def _client(self) -> paramiko.SSHClient | None:
+        """The calling thread's login.
+
+        Every command of one login is a child of one dropbear process, and
+        dropbear (2022.83, the rootfs's) closes each session channel that has no
+        process yet whenever one of its children exits: SIGCHLD makes it check
+        every channel, and a channel without a process counts as finished. A
+        command asked for just then gets "Channel closed." (or, seen too, dropbear
+        fails an assertion and the link dies). Commands of one thread run one at a
+        time and each has exited before the next is asked for, so each thread gets
+        its own login (`Agent.steps_with_host_actions` runs profctl in a second
+        thread), and a command that may still run takes its login with it
+        (`_retire`).
+        """
+        return self._links.get(threading.get_ident())
+
+    @_client.setter
+    def _client(self, client: paramiko.SSHClient | None) -> None:
+        with self._lock:
+            if client is None:
+                self._links.pop(threading.get_ident(), None)
+            else:
+                self._links[threading.get_ident()] = client
+
     def _transport(self) -> paramiko.Transport:
+        self._tidy()
+        if self._client is None and self.port is not None:  # a new thread, or one that retired
+            self._log.debug("%s logs in anew", threading.current_thread().name)
+            self.try_connect(self.port)
         transport = self._client.get_transport() if self._client else None
         if transport is None or not transport.is_active():
             raise TransportError("the SSH connection to the guest is not open")
@@ -228,6 +264,33 @@ class GuestShell:
                 raise
             self.reconnects += 1
         return open_one(self._transport())
+
+    def _retire(self, channel: paramiko.Channel, why: str) -> None:
+        """Set this thread's login aside with ``channel``, whose command may still run.
+
+        Its end would be a SIGCHLD in that login's dropbear (see `_client`), so the
+        next command logs in anew. The old login is closed once the guest closed
+        ``channel`` (its command ended: killed, say) or at `close`.
+        """
+        client = self._client
+        if client is None:
+            return
+        self._client = None
+        with self._lock:
+            self._retired.append((client, channel))
+        self.retired += 1
+        self._log.info("%s: its login is set aside; the next command logs in anew", why)
+
+    def _tidy(self) -> None:
+        """Close set-aside logins whose command ended, and logins of threads that ended."""
+        alive = {thread.ident for thread in threading.enumerate()}
+        with self._lock:
+            done = [(c, ch) for c, ch in self._retired if ch.closed or not _active(c)]
+            self._retired = [pair for pair in self._retired if pair not in done]
+            gone = [ident for ident in self._links if ident not in alive]
+            stale = [self._links.pop(ident) for ident in gone]
+        for client in [c for c, _ in done] + stale:
+            client.close()
 
     def _reconnect(self, port: int) -> GuestShell | None:
         if self._client is not None:
@@ -254,7 +317,7 @@ class GuestShell:
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise TransportError(f"SSH failed while running {command!r}: {exc!r}") from exc
         if stdout is None:
-            channel.close()
+            self._retire(channel, f"{command!r} outlived its {budget:.0f}s")
             evidence = f"; {self.on_timeout()}" if self.on_timeout is not None else ""
             raise GuestCommandTimeout(
                 f"guest command {command!r} did not finish in {budget:.0f}s{evidence}"
@@ -284,10 +347,10 @@ class GuestShell:
     def _sftp(self) -> Iterator[paramiko.SFTPClient]:
         """An SFTP session, ended only once the guest's sftp-server has exited.
 
-        Closing the channel at once let the next channel race the end of the old
-        session in dropbear: in CI the next command's channel was closed by the
-        guest ("Channel closed.") or the link died. So: EOF to the server, wait
-        (bounded) for its exit status, then close.
+        A server that exits after the next command was asked for can cost that
+        command its channel (see `_client`). So: EOF to the server, wait (bounded)
+        for its exit status, then close; a server that does not exit takes its
+        login with it (`_retire`).
         """
         try:
             sftp = self._open(paramiko.SFTPClient.from_transport)
@@ -302,9 +365,12 @@ class GuestShell:
             yield sftp
             channel.shutdown_write()
             if not channel.status_event.wait(self._timeouts.qmp_s):
-                self._log.warning("the guest's sftp-server did not exit after EOF")
-        finally:
+                self._retire(channel, "the guest's sftp-server did not exit after EOF")
+                return
+        except BaseException:
             sftp.close()
+            raise
+        sftp.close()
 
     def interactive(self) -> int:
         """Attach this terminal to a login shell in the guest until it exits.
@@ -329,11 +395,20 @@ class GuestShell:
         return status
 
     def close(self) -> None:
-        """Close the connection; idempotent."""
+        """Close every login, set-aside ones too; idempotent. Commands need a new `try_connect`."""
         self.probe.close()
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._lock:
+            clients = list(self._links.values()) + [client for client, _ in self._retired]
+            self._links.clear()
+            self._retired.clear()
+            self.port = None
+        for client in clients:
+            client.close()
+
+
+def _active(client: paramiko.SSHClient) -> bool:
+    transport = client.get_transport()
+    return transport is not None and transport.is_active()
 
 
 def _collect(channel: paramiko.Channel, *, deadline: float) -> tuple[str | None, str | None]:

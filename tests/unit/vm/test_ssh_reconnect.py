@@ -1,7 +1,9 @@
-"""GuestShell reconnects once when the SSH link died between two commands."""
+"""GuestShell logins: a dead link is replaced once; one login per thread; a login whose
+command outlived its deadline is set aside until that command ends."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import paramiko
@@ -82,3 +84,50 @@ def test_a_guest_that_does_not_answer_again_gives_the_original_error(
     monkeypatch.setattr(shell, "try_connect", lambda port: None)
     with pytest.raises(TransportError, match="not open"):
         shell._open(lambda transport: transport)
+
+
+class FakeChannel:
+    def __init__(self) -> None:
+        self.closed = False
+
+
+def test_each_thread_logs_in_on_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dropbear closes a waiting channel when any other child of its login exits."""
+    first = FakeClient(active=True)
+    shell, logins = shell_with(first, monkeypatch)
+    seen: list[object] = []
+    worker = threading.Thread(target=lambda: seen.append(shell._open(lambda t: t)))
+    worker.start()
+    worker.join()
+    assert logins == [2222]
+    assert seen[0] is not first.get_transport()
+    assert shell._open(lambda t: t) is first.get_transport()  # the first thread keeps its own
+    assert shell.reconnects == 0
+    shell._open(lambda t: t)  # the ended thread's login is closed on the next command
+    assert len(shell._links) == 1
+
+
+def test_a_retired_login_is_closed_once_its_command_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = FakeClient(active=True)
+    shell, logins = shell_with(first, monkeypatch)
+    hung = FakeChannel()
+    shell._retire(hung, "a command outlived its deadline")  # type: ignore[arg-type]
+    assert shell._open(lambda t: t) is not first.get_transport()
+    assert logins == [2222]
+    assert (shell.retired, shell.reconnects) == (1, 0)
+    assert not first.closed  # its command may still run
+    hung.closed = True  # the guest ended it (killed, say)
+    shell._open(lambda t: t)
+    assert first.closed
+
+
+def test_close_ends_retired_logins_and_further_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = FakeClient(active=True)
+    shell, _ = shell_with(first, monkeypatch)
+    shell._retire(FakeChannel(), "a command outlived its deadline")  # type: ignore[arg-type]
+    shell.close()
+    assert first.closed
+    with pytest.raises(TransportError, match="not open"):
+        shell._transport()
