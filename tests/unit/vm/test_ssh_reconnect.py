@@ -101,7 +101,8 @@ def test_each_thread_logs_in_on_its_own(monkeypatch: pytest.MonkeyPatch) -> None
     worker.join()
     assert logins == [2222]
     assert seen[0] is not first.get_transport()
-    assert shell._open(lambda t: t) is first.get_transport()  # the first thread keeps its own
+    mine: object = shell._open(lambda t: t)
+    assert mine is first.get_transport()  # the first thread keeps its own
     assert shell.reconnects == 0
     shell._open(lambda t: t)  # the ended thread's login is closed on the next command
     assert len(shell._links) == 1
@@ -114,7 +115,8 @@ def test_a_retired_login_is_closed_once_its_command_ended(
     shell, logins = shell_with(first, monkeypatch)
     hung = FakeChannel()
     shell._retire(hung, "a command outlived its deadline")  # type: ignore[arg-type]
-    assert shell._open(lambda t: t) is not first.get_transport()
+    anew: object = shell._open(lambda t: t)
+    assert anew is not first.get_transport()
     assert logins == [2222]
     assert (shell.retired, shell.reconnects) == (1, 0)
     assert not first.closed  # its command may still run
