@@ -546,13 +546,18 @@ static void pa_disarm_cpu(unsigned int cpu)
 	}
 }
 
-/* Arm the sources of the online CPUs in `cpus` (the others stay unarmed). */
-int pa_sources_start_on(const struct cpumask *cpus)
+/*
+ * Arm the sources of the online CPUs in `cpus` (the others stay unarmed); the
+ * caller holds cpus_read_lock. Taking it again here would be a recursive read:
+ * a hotplug writer queued between the two acquisitions deadlocks both (lockdep
+ * on the debug kernel reported it when hwpmc's ioctl, which holds it, called in).
+ * No lockdep_assert_cpus_held(): modules cannot link it (6.1 does not export it).
+ */
+int pa_sources_start_on_cpuslocked(const struct cpumask *cpus)
 {
 	unsigned int cpu;
 	int err = 0;
 
-	cpus_read_lock();
 	pa_arm_begin_ns = ktime_get_ns();
 	for_each_cpu_and(cpu, cpus, cpu_online_mask) {
 		err = pa_arm_cpu(cpu);
@@ -573,13 +578,17 @@ int pa_sources_start_on(const struct cpumask *cpus)
 			spin_unlock(&pa_mutant_lock);
 		}
 	}
-	cpus_read_unlock();
 	return err;
 }
 
 int pa_sources_start(void)
 {
-	return pa_sources_start_on(cpu_online_mask);
+	int err;
+
+	cpus_read_lock();
+	err = pa_sources_start_on_cpuslocked(cpu_online_mask);
+	cpus_read_unlock();
+	return err;
 }
 
 /* With the sources on, arm `cpu` if it is not yet; cpus_read_lock held by the caller. */
@@ -590,22 +599,28 @@ int pa_source_arm(unsigned int cpu)
 	return pa_arm_cpu(cpu);
 }
 
-void pa_sources_stop(void)
+/* Disarm every source and wait for their handlers; the caller holds cpus_read_lock. */
+void pa_sources_stop_cpuslocked(void)
 {
 	unsigned int cpu;
 
-	cpus_read_lock();
 	WRITE_ONCE(pa_sources_on, false);
 	pa_disarm_begin_ns = ktime_get_ns();
 	for_each_possible_cpu(cpu)
 		pa_disarm_cpu(cpu);
 	pa_disarm_end_ns = ktime_get_ns();
-	cpus_read_unlock();
 	/* NMI handlers are RCU readers: after this none is still running. */
 	synchronize_rcu();
 	for_each_possible_cpu(cpu)	/* nor anything one of them queued */
 		irq_work_sync(&per_cpu_ptr(&pa_cpu, cpu)->mutant_work);
 	pa_mutant_leak = NULL;	/* the leak mutant's only pointer, dropped */
+}
+
+void pa_sources_stop(void)
+{
+	cpus_read_lock();
+	pa_sources_stop_cpuslocked();
+	cpus_read_unlock();
 }
 
 /* ---- hotplug: callbacks run on the CPU itself, in its hotplug thread ------ */

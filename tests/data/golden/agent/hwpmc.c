@@ -725,7 +725,7 @@ static int hw_start(struct hw_pmc *pmc)
 		WRITE_ONCE(pmc->stalled, 0);
 	}
 	/* Only the PMC's CPUs are armed: an idle CPU takes no overflow at all. */
-	err = pa_sources_running() ? 0 : pa_sources_start_on(&pmc->cpus);
+	err = pa_sources_running() ? 0 : pa_sources_start_on_cpuslocked(&pmc->cpus);
 	for_each_cpu(cpu, &pmc->cpus)
 		err = err ?: pa_source_arm(cpu);
 	if (err)
@@ -867,7 +867,7 @@ static int hw_release(struct hw_pmc *pmc)
 	if (!err)
 		hw_free(pmc);
 	if (!hw_pmcs && pa_sources_running())
-		pa_sources_stop();
+		pa_sources_stop_cpuslocked();
 	return err;
 }
 
@@ -1050,7 +1050,7 @@ static int hw_close(struct inode *inode, struct file *file)
 		hw_free(pmc);
 	}
 	if (!hw_pmcs && pa_sources_running())
-		pa_sources_stop();
+		pa_sources_stop_cpuslocked();
 	mutex_unlock(&hw_mutex);
 	cpus_read_unlock();
 	kfree(ow);

@@ -174,15 +174,18 @@ bool pa_fault_hit(enum pa_fault_point point);
 /* Arm the NMI sources on every online CPU / disarm them and wait for handlers. */
 int pa_sources_start(void);
 /*
- * Arm only the online CPUs in `cpus`; pa_source_arm adds one later (process
- * context, cpus_read_lock held). A flavour that samples on few CPUs of a large
- * guest leaves the others quiet: under TCG an armed idle vCPU that gets little
- * host time can spend all of it in overflow interrupts.
+ * The same with cpus_read_lock already held by the caller (hwpmc's ioctl and
+ * close hold it over a whole op): arm only the online CPUs in `cpus`;
+ * pa_source_arm adds one later (process context, cpus_read_lock held). A
+ * flavour that samples on few CPUs of a large guest leaves the others quiet:
+ * under TCG an armed idle vCPU that gets little host time can spend all of it
+ * in overflow interrupts.
  */
-int pa_sources_start_on(const struct cpumask *cpus);
+int pa_sources_start_on_cpuslocked(const struct cpumask *cpus);
 struct perf_event *pa_create_counter(unsigned int cpu);
 int pa_source_arm(unsigned int cpu);
 void pa_sources_stop(void);
+void pa_sources_stop_cpuslocked(void);
 bool pa_sources_running(void);
 
 /*
