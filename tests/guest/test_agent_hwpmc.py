@@ -8,9 +8,6 @@ HW-O9 every op and error of §4.4 with a CPU going offline (HW-D6 fixed).
 
 from __future__ import annotations
 
-import shlex
-import time
-from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -34,13 +31,13 @@ from harness.agent.flavours.hwpmc.plans import (
 )
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
 from harness.agent.flavours.hwpmc.results import Counting, HwRun
-from harness.agent.flavours.hwpmc.run import HWPMC_DIR, PmcSpec, hw_run, pmc_step, sweep_step
+from harness.agent.flavours.hwpmc.run import PmcSpec, hw_run, pmc_step, sweep_step
 from harness.agent.spec import AgentSpec
-from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR
+from harness.agent.steps import DEVICE
 from harness.vm.ssh import GuestCommandTimeout
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
-from tests.guest.procs import kill_spins
+from tests.guest import crash_defects as cd
 
 pytestmark = pytest.mark.guest
 HW = AgentSpec(flavour="hwpmc")
@@ -152,47 +149,8 @@ def test_hwpmc_d1_beyond_32_cpus(
         assert run.snapshot.stats_percpu[cpu]["x_restarts"] >= 1
 
 
-def _percpu(lines: Sequence[str]) -> dict[int, dict[str, int]]:
-    """stats_percpu lines (``cpu name value``) by CPU."""
-    table: dict[int, dict[str, int]] = {}
-    for line in lines:
-        cpu, name, value = line.split()
-        table.setdefault(int(cpu), {})[name] = int(value)
-    return table
-
-
 def test_hwpmc_close_and_unload_with_full_rings(agent: Agent, topology: CpuTopology) -> None:
-    """HW-D8 fixed: every CPU samples with its sweeps suppressed, so its ring holds entries;
-    the owner closes without STOP or RELEASE and the module is unloaded at once. The close
-    sweeps every ring itself: nothing stranded, every entry it threw away counted as
-    discarded, and the unload returns (the seed zeroed its sweep mask first and hung)."""
-    cpus = tuple(range(topology.cpus))
-    pmcs = [PmcSpec("SS", (cpu,)) for cpu in cpus]
-    agent.load(HW)
-    steps = (
-        pc.open_step(DEVICE),
-        sweep_step("all", False),
-        *(p.allocate() for p in pmcs),
-        *(pmc_step("PMCSTART", id=p.id) for p in pmcs),
-        *(pc.spin_step(cpu, 300) for cpu in cpus),
-        pc.wait_step(),
-        pc.cat_step(f"{DEBUGFS}/stats_percpu"),
-        pc.close_step(FD),
-        pc.cat_step(f"{DEBUGFS}/stats_percpu"),
-    )
-    results = agent.steps(steps)
-    assert all(r.ok for r in results), [r.describe() for r in results if not r.ok]
-    before, after = _percpu(results[-3].lines), _percpu(results[-1].lines)
-    for cpu in cpus:
-        assert before[cpu]["x_inring"] > 0, f"CPU {cpu} recorded nothing to strand"
-        assert after[cpu]["x_inring"] == 0, f"CPU {cpu}: entries stranded after close"
-        assert after[cpu]["x_swept"] == after[cpu]["x_recorded"], f"CPU {cpu}"
-        thrown = after[cpu]["x_discarded_stopped"] - before[cpu]["x_discarded_stopped"]
-        assert thrown >= before[cpu]["x_inring"], f"CPU {cpu}: discarded entries not counted"
-    agent.unload()
-    dmesg = agent.shell.run("dmesg").stdout
-    assert "entries left after the final sweep" not in dmesg
-    assert "profagent: unloaded" in dmesg
+    cd.hw_d8_close_and_unload_with_full_rings(agent, topology.cpus)
 
 
 def test_hwpmc_d12_quirk_waits_until_the_watchdog(agent: Agent) -> None:
@@ -223,60 +181,9 @@ def test_hwpmc_d12_quirk_waits_until_the_watchdog(agent: Agent) -> None:
     agent.unload()
 
 
-D5_LOOPS = 1000  # per owner: 2000 took 56 s on 8 vCPUs beside two host busy loops; 10^5 hours
-
-
 def test_hwpmc_d5_two_owners_start_stop_concurrently(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
 ) -> None:
-    """HW-D5 fixed: two owner processes, one SS PMC each (CPU 0, CPU 1), loop START/STOP
-    at the same time while both CPUs are busy. The seed edited the global SS-owner list
-    under a shared lock; here every op is exclusive: every call succeeds, the SS count
-    returns to 0, and syscalls grows by exactly the calls made (console scanned after)."""
     if topology.cpus < 2:
         pytest.skip("needs two CPUs")
-    agent.load(HW)
-    before = agent.snapshot().stats
-    owners = []
-    for cpu in (0, 1):
-        pmc = PmcSpec("SS", (cpu,))
-        owners.append(
-            (
-                pc.open_step(DEVICE),
-                pmc.allocate(),
-                pc.repeat_step(D5_LOOPS, 2),
-                pmc_step("PMCSTART", id=pmc.id),
-                pmc_step("PMCSTOP", id=pmc.id),
-                pmc_step("PMCRELEASE", id=pmc.id),
-                pc.close_step(FD),
-            )
-        )
-    profctl = f"{GUEST_DIR}/profctl"
-    runs = " ".join(
-        f"{profctl} {' '.join(shlex.quote(s) for s in steps)} > /tmp/d5-{i}.out &"
-        for i, steps in enumerate(owners)
-    )
-    # The spins outlast the loops whatever the host's load (2000 loops took over 60 s on
-    # 8 vCPUs in CI); they are stopped when both owners are done.
-    budget_s = agent.timeouts.command_s * 3
-    spin_ms = int(budget_s * 1000)
-    spins = f"{profctl} {pc.spin_step(0, spin_ms)} {pc.spin_step(1, spin_ms)} > /tmp/d5-spins"
-    began = time.monotonic()
-    agent.shell.run(
-        f"{spins}; {runs} wait; {kill_spins('/tmp/d5-spins')}",
-        timeout_s=budget_s,
-    )
-    took = time.monotonic() - began  # for the report only, never asserted
-    request.node.user_properties.append(
-        (AGENT_REPORT, f"HW-D5: 2 owners x {D5_LOOPS} START/STOP loops in {took:.1f} s")
-    )
-    for i, steps in enumerate(owners):
-        text = agent.shell.run(f"cat /tmp/d5-{i}.out").stdout
-        results = pc.parse_output(text, steps)
-        assert all(r.ok for r in results), [r.describe() for r in results if not r.ok]
-        assert results[2].values["failed"] == "0", results[2].describe()
-    after = agent.snapshot().stats
-    assert after["x_ss_running"] == 0
-    assert after["syscall_errors"] == before["syscall_errors"]
-    assert after["syscalls"] - before["syscalls"] == 2 * (2 * D5_LOOPS + 2)
-    assert agent.steps((pc.cat_step(f"{HWPMC_DIR}/pmcs"),))[0].lines == ()  # none left
+    request.node.user_properties.append((AGENT_REPORT, cd.hw_d5_two_owners_start_stop(agent)))

@@ -5,22 +5,21 @@ records, ``pmu_produce`` off) with a small qlimit, so the block arithmetic
 (KP-O2: R = 2183 records of 30 bytes per 64 KiB block) and the queue acceptance
 (KP-O3) are predicted from the counts the harness injected. The standard run
 samples busy loops under the PMU with a reader draining kpdata throughout. The
-crash defects of the seed (KP-D1, D5, D9, D12) are shown fixed; KP-D2's cycles
-run in `test_kp_d2_open_close_cycles_while_sampling`.
+crash defects of the seed (KP-D1, D2, D5, D9, D12) are shown fixed; the checks of
+D2, D5, D9 and D12 live in `tests.guest.crash_defects`, which the debug kernel's
+test runs too.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pytest
 
 from harness.agent import profctl as pc
 from harness.agent.driver import Agent
-from harness.agent.evidence import PROC_INTERRUPTS, parse_interrupts
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.data import KPROF, record_size, records_per_block
 from harness.agent.flavours.kprof.flavour import (
@@ -35,9 +34,7 @@ from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import (
     CTL_FD,
-    KPCTL,
     KPDATA,
-    KPTRACE,
     KprofPlan,
     ctl_step,
     kprof_run,
@@ -46,7 +43,14 @@ from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, GUEST_DIR
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
-from tests.guest.procs import kill_spins
+from tests.guest import crash_defects as cd
+from tests.guest.crash_defects import (
+    D2_CYCLES,
+    D2_CYCLES_FULL,
+    D2_FULL_PERIOD,
+    D2_FULL_SPINS,
+    kp_d2_cycles,
+)
 
 pytestmark = pytest.mark.guest
 KP_EXACT = AgentSpec(flavour="kprof", pmu_produce=False, period=200_000)
@@ -133,39 +137,12 @@ def test_kprof_an_outgoing_cpu_hands_its_block_on(
 
 
 def test_kp_d5_d12_failed_opens_unwind(agent: Agent) -> None:
-    """A failed queue allocation and a failed status emission fail the open; the next opens."""
-    agent.load(AgentSpec(flavour="kprof").with_params(status=1))
-    steps = (
-        pc.write_step(FAULT, "point=queue_alloc nth=1"),
-        pc.open_step(KPCTL),
-        pc.write_step(FAULT, "point=status_emit nth=1"),
-        pc.open_step(KPCTL),
-        pc.open_step(KPCTL),
-        pc.cat_step(f"{DEBUGFS}/stats"),
-        pc.close_step(CTL_FD),
-    )
-    r = agent.steps(steps)
-    assert (r[1].errno, r[3].errno) == ("ENOMEM", "EIO")
-    assert r[4].ok
-    assert r[4].int_value("fd") == CTL_FD
-    stats = dict(line.split() for line in r[5].lines)
-    assert int(stats["qlen"]) == int(stats["x_status_bytes"]) > 0
+    cd.kp_d5_d12_failed_opens_unwind(agent)
 
 
 @pytest.mark.parametrize("size", [4000, 9000])
 def test_kp_d9_long_kptrace_lines_are_cut(agent: Agent, size: int) -> None:
-    """KP-D9 fixed: a line longer than the 3 KiB scratch is cut, never read past.
-
-    The line is one write(2) of ``size`` bytes (dd with one block: SSH's command
-    line is too short for 9000 bytes).
-    """
-    agent.load(AgentSpec(flavour="kprof"))
-    line = "/tmp/profagent/kptrace-line"
-    agent.shell.run(f"head -c {size} /dev/zero | tr '\\0' k > {line} && "
-                    f"dd if={line} of={KPTRACE} bs={size} count=1 2>/dev/null")  # fmt: skip
-    r = agent.steps((pc.cat_step(KPTRACE), pc.cat_step(f"{DEBUGFS}/stats")))
-    assert r[0].lines == ("k" * 3071,)
-    assert dict(line.split() for line in r[1].lines)["x_trace_truncated"] == "1"
+    cd.kp_d9_long_kptrace_line_is_cut(agent, size)
 
 
 def test_kpdata_without_kpctl_reads_nothing(agent: Agent) -> None:
@@ -176,67 +153,6 @@ def test_kpdata_without_kpctl_reads_nothing(agent: Agent) -> None:
     assert ctl_step("start") == f"writefd:{CTL_FD}:start"
 
 
-#: KP-D2's default count (every guest run) and the issue's full count (PROFBENCH_SLOW=1).
-D2_CYCLES = 50
-D2_CYCLES_FULL = 10_000
-#: The full count's sampling: 1 kHz per CPU, busy loops on two CPUs (the host's two cores).
-#: Measured on 8 vCPUs, debug kernel: 0.29 s a cycle; at 10 kHz with a loop on every CPU
-#: 1.2 s a cycle (over 3 h for 10 000), as every vCPU then fights for two host cores.
-D2_FULL_PERIOD = 1_000_000
-D2_FULL_SPINS = 2
-
-
-@dataclass(frozen=True)
-class D2Result:
-    """What a KP-D2 loop showed: the host's seconds (reported, never asserted) and the
-    PMU interrupts the guest kernel counted per CPU during the cycles."""
-
-    seconds: float
-    overflows: dict[int, int]
-
-    def report(self, cycles: int, spins: int, period: int) -> str:
-        per_cpu = " ".join(f"{cpu}:{n}" for cpu, n in sorted(self.overflows.items()))
-        return (
-            f"KP-D2: {cycles} cycles in {self.seconds:.1f} s (period {period}, "
-            f"{spins} busy loops); PMU interrupts per CPU during them: {per_cpu}"
-        )
-
-
-def kp_d2_cycles(
-    agent: Agent, topology: CpuTopology, cycles: int, *, spins: int, period: int, timeout_s: float
-) -> D2Result:
-    """``cycles`` x {open kpctl; start; stop; close} with busy loops on the first ``spins``
-    CPUs, every CPU sampled at ``period``. The kernel's own PMU interrupt count must grow
-    on every CPU over the loop: the producer ran everywhere while kpctl came and went.
-    """
-    agent.load(AgentSpec(flavour="kprof", period=period))
-    loops = " ".join(f"spin:{cpu}:6000000" for cpu in range(min(spins, topology.cpus)))
-    pids = "/tmp/profagent/kp-d2-spins"
-    before, after = "/tmp/profagent/kp-d2-irq-before", "/tmp/profagent/kp-d2-irq-after"
-    script = (
-        (f"{PROFCTL} {loops} > {pids}; " if loops else "") + f"cat {PROC_INTERRUPTS} > {before}; "
-        f"i=0; while [ $i -lt {cycles} ]; do "
-        f"exec 3>{KPCTL} || break; echo start >&3 || break; echo stop >&3 || break; "
-        f"exec 3>&-; i=$((i+1)); done; "
-        f"cat {PROC_INTERRUPTS} > {after}; "
-        + (f"{kill_spins(pids)}; " if loops else "")
-        + 'echo "cycles=$i"'
-    )
-    began = time.monotonic()
-    out = agent.shell.run(script, timeout_s=timeout_s).stdout.split()
-    took = time.monotonic() - began
-    values = dict(word.split("=") for word in out if "=" in word)
-    assert int(values["cycles"]) == cycles, f"a cycle failed: {out}"
-    reads = agent.steps((pc.cat_step(before), pc.cat_step(after), pc.cat_step(f"{DEBUGFS}/state")))
-    label = agent.pmu_irq_label
-    first, last = (parse_interrupts(read.lines, label) for read in reads[:2])
-    grew = {cpu: last[cpu] - first.get(cpu, 0) for cpu in last}
-    assert "opened 0" in reads[2].lines
-    idle = sorted(cpu for cpu, n in grew.items() if n <= 0)
-    assert not idle, f"CPUs {idle} took no PMU interrupt during the cycles: {grew}"
-    return D2Result(took, grew)
-
-
 def test_kp_d2_open_close_cycles_while_sampling(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
 ) -> None:
@@ -245,7 +161,7 @@ def test_kp_d2_open_close_cycles_while_sampling(
     lockdep, sleeping in atomic).
     """
     spins, period = topology.cpus, 100_000
-    done = kp_d2_cycles(agent, topology, D2_CYCLES, spins=spins, period=period, timeout_s=600)
+    done = kp_d2_cycles(agent, topology.cpus, D2_CYCLES, spins=spins, period=period, timeout_s=600)
     request.node.user_properties.append((AGENT_REPORT, done.report(D2_CYCLES, spins, period)))
 
 
@@ -257,5 +173,6 @@ def test_kp_d2_full_count_slow(
     if os.environ.get("PROFBENCH_SLOW") != "1":
         pytest.skip("slow: 10 000 kpctl cycles; set PROFBENCH_SLOW=1")
     spins, period = D2_FULL_SPINS, D2_FULL_PERIOD
-    done = kp_d2_cycles(agent, topology, D2_CYCLES_FULL, spins=spins, period=period, timeout_s=6600)
+    cpus, cycles = topology.cpus, D2_CYCLES_FULL
+    done = kp_d2_cycles(agent, cpus, cycles, spins=spins, period=period, timeout_s=6600)
     request.node.user_properties.append((AGENT_REPORT, done.report(D2_CYCLES_FULL, spins, period)))

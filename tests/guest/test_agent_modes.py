@@ -3,8 +3,9 @@
 The A/B boots two guests of the same kernel, pseudo-NMI on and off, and runs the
 same workload in both: on, every producer call is in NMI and the IRQ-off probe
 catches overflows; off, none is and it catches none. The debug kernel run loads
-the agent under lockdep and atomic-sleep checks and samples under load; leaving
-the guest scans its console, so any splat fails the test.
+the agent under lockdep and atomic-sleep checks, samples under load with every
+flavour, and repeats kprof's and hwpmc's crash-defect checks; leaving the guest
+scans its console, so any splat fails the test.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from harness.agent import profctl as pc
 from harness.agent.build import build_agent
 from harness.agent.driver import Agent
 from harness.agent.evidence import KMEMLEAK, kmemleak_command, module_leaks
+from harness.agent.flavour import behaviour
 from harness.agent.flavours.dt.data import DT_EVT
 from harness.agent.flavours.dt.oracles import check_dt
 from harness.agent.flavours.dt.run import DtPlan, dt_run
@@ -39,6 +41,7 @@ from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.snapstore import SnapshotStore, running_guest
 from harness.vm.topology import CpuTopology
+from tests.guest import crash_defects as cd
 
 pytestmark = pytest.mark.guest
 TWO_SOCKETS = CpuTopology(sockets=2, cores=1, threads=1)
@@ -73,6 +76,7 @@ def booted_agent(
             nmi_expected=spec.nmi,
             pmu_irq_label=spec.arch.pmu_interrupt_label,
             cycles_per_ns=spec.arch.cycles_per_ns(spec.accel),
+            timeouts=timeouts,
         )
         agent.deploy()
         yield agent
@@ -150,12 +154,37 @@ def test_debug_kernel_stays_silent_while_sampling(
                          read_size=DT_EVT.size, background_reader=True)  # fmt: skip
         dt = dt_run(agent, AgentSpec(flavour="dt"), dt_plan)
         problems += [f"dt: {v}" for v in check_dt(dt)]
+        problems += flavours_and_crash_defects(agent, spec.topology.cpus, request)
         # Scanned while the module is loaded: only then can a backtrace name it.
         leaks = agent.shell.run(kmemleak_command(), timeout_s=slow.command_s).stdout
         assert module_leaks(leaks, "profagent") == [], leaks
         agent.unload()
     # Leaving the guest scanned its console: no lockdep, BUG or WARNING line appeared.
     assert not problems, "\n".join(problems)
+
+
+def flavours_and_crash_defects(
+    agent: Agent, cpus: int, request: pytest.FixtureRequest
+) -> list[str]:
+    """kprof's and hwpmc's standard runs (their oracles' violations are returned), then
+    their crash defects shown fixed (`tests.guest.crash_defects`, which assert)."""
+    problems = []
+    every = tuple(range(cpus))
+    small_blocks = AgentSpec(flavour="kprof", period=100_000).with_params(cpubufsz=16384)
+    for name, spec in (("kprof", small_blocks), ("hwpmc", AgentSpec(flavour="hwpmc"))):
+        flavour = behaviour(name)
+        run = flavour.standard_run(agent, spec, every)
+        problems += [f"{name}: {v}" for v in flavour.check(run)]
+    cd.kp_d5_d12_failed_opens_unwind(agent)
+    for size in (4000, 9000):
+        cd.kp_d9_long_kptrace_line_is_cut(agent, size)
+    d2 = cd.kp_d2_cycles(agent, cpus, cd.D2_CYCLES, spins=cpus, period=100_000,
+                         timeout_s=agent.timeouts.command_s * 5)  # fmt: skip
+    cd.hw_d8_close_and_unload_with_full_rings(agent, cpus)
+    d5 = cd.hw_d5_two_owners_start_stop(agent)
+    reports = (d2.report(cd.D2_CYCLES, cpus, 100_000), f"{d5} (debug kernel)")
+    request.node.user_properties.extend(("profagent-report", line) for line in reports)
+    return problems
 
 
 def test_software_clock_where_there_is_no_pmu(
