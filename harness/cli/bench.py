@@ -32,6 +32,7 @@ import datetime as dt
 import json
 import logging
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -54,6 +55,7 @@ from harness.build.kernel import KernelRequest, build_kernel
 from harness.build.keys import ensure_keypair
 from harness.build.rootfs import build_rootfs
 from harness.cli.testrun import worker_budget
+from harness.errors import InfraError
 from harness.paths import REPO_ROOT
 from harness.process import tool_version
 from harness.timeouts import Timeouts
@@ -140,12 +142,19 @@ def _cli(argv: list[str], env: dict[str, str] | None = None) -> None:
 
 
 def _start_to_launch(argv: list[str]) -> float:
-    """Seconds from starting ``argv`` to the moment its guest run began (its run.json)."""
+    """Seconds from starting ``argv`` to the moment its first guest run began.
+
+    Each guest run keeps a run.json with its start: a booted guest's in its own
+    directory, a restored one's in ``restore-NNN/`` below it (snapshot reset).
+    """
     with tempfile.TemporaryDirectory(prefix="bench-launch-") as tmp:
         started = time.time()
         _cli(argv, env={**os.environ, ARTIFACTS_ENV: tmp})
-        (record,) = Path(tmp).glob("pytest/*/*/run.json")
-        began = dt.datetime.fromisoformat(json.loads(record.read_text())["started_at"])
+        records = sorted(Path(tmp).glob("pytest/**/run.json"))
+        if not records:
+            raise InfraError(f"{shlex.join(argv)} left no guest run record under {tmp}")
+        began = min(dt.datetime.fromisoformat(json.loads(r.read_text())["started_at"])
+                    for r in records)  # fmt: skip
         return began.timestamp() - started
 
 

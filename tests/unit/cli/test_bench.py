@@ -1,0 +1,46 @@
+"""`invoke bench`'s start-to-launch time reads the guest run records a test run leaves."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.cli import bench
+from harness.errors import InfraError
+from harness.vm.record import ARTIFACTS_ENV
+
+
+def leaving(records: dict[str, float]) -> Callable[..., None]:
+    """A stand-in for the CLI run: it leaves run.json files started ``seconds`` from now."""
+
+    def run(argv: list[str], env: dict[str, str] | None = None) -> None:
+        assert env is not None
+        now = time.time()
+        for relative, seconds in records.items():
+            path = Path(env[ARTIFACTS_ENV]) / relative / "run.json"
+            path.parent.mkdir(parents=True)
+            began = dt.datetime.fromtimestamp(now + seconds, dt.UTC).isoformat()
+            path.write_text(json.dumps({"started_at": began}))
+
+    return run
+
+
+def test_a_restored_guest_is_found_below_its_guest_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Snapshot reset puts the record in restore-001/: the earliest guest run counts."""
+    monkeypatch.setattr(bench, "_cli", leaving({"pytest/run/guest/restore-001": 5.0,
+                                                "pytest/run/other": 9.0}))  # fmt: skip
+    took = bench._start_to_launch(["invoke", "test"])
+    assert 4.0 < took < 6.0
+
+
+def test_a_run_that_started_no_guest_is_an_infra_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "_cli", leaving({}))
+    with pytest.raises(InfraError, match="no guest run record"):
+        bench._start_to_launch(["invoke", "test"])
