@@ -318,6 +318,13 @@ def format_table(result: dict[str, Any]) -> str:
         rows.append(("kprof bytes per sample read", f"{kprof['bytes_per_sample']:.1f}", "", ""))
         rows.append(("kprof no-drop rate per CPU, 1 reader (Hz)",
                      str(kprof["max_dropfree_rate_hz"]), "", ""))  # fmt: skip
+    if hwpmc := result.get("hwpmc"):
+        for cpu, lat in sorted(hwpmc["sweep_latency_ns"].items(), key=lambda kv: int(kv[0])):
+            mean, most = lat["mean_ns"] / 1e6, lat["max_ns"] / 1e6
+            rows.append((f"hwpmc overflow to swept, CPU {cpu}, mean / max ms", f"{mean:.2f}",
+                         "", f"{most:.2f}"))  # fmt: skip
+        rows.append(("hwpmc no-bufferfull rate per CPU (Hz)",
+                     str(hwpmc["max_no_bufferfull_rate_hz"]), "", ""))  # fmt: skip
     if matrix := result.get("matrix"):
         rows.append((f"matrix {matrix['name']}, 1 worker", f"{matrix['one_worker_s']:.1f}", "", ""))
         rows.append((f"matrix {matrix['name']}, {matrix['budget_workers']} workers",

@@ -44,3 +44,20 @@ def test_a_run_that_started_no_guest_is_an_infra_error(monkeypatch: pytest.Monke
     monkeypatch.setattr(bench, "_cli", leaving({}))
     with pytest.raises(InfraError, match="no guest run record"):
         bench._start_to_launch(["invoke", "test"])
+
+
+def test_the_table_shows_hwpmc_sweep_latency_per_cpu_and_its_rate() -> None:
+    boot = {"launch_to_ssh": {}, "shutdown": {"median_s": 0.01, "min_s": 0.01, "max_s": 0.01}}
+    latency = {
+        "1": {"mean_ns": 2_097_008.1, "max_ns": 7_402_944.0, "swept": 2715.0},
+        "0": {"mean_ns": 2_011_726.6, "max_ns": 7_626_128.0, "swept": 2718.0},
+    }
+    hwpmc = {"max_no_bufferfull_rate_hz": 8000, "sweep_latency_ns": latency}
+    result = {"boot": boot, "json_path": "bench.json", "hwpmc": hwpmc}
+    lines = bench.format_table(result).splitlines()
+    rows = [line.split() for line in lines if line.startswith("hwpmc overflow to swept")]
+    assert [(row[5], row[-2], row[-1]) for row in rows] == [
+        ("0,", "2.01", "7.63"),
+        ("1,", "2.10", "7.40"),
+    ]
+    assert any(line.split()[-1] == "8000" for line in lines if "no-bufferfull" in line)
