@@ -150,7 +150,7 @@ def _start_to_launch(argv: list[str]) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-launch-") as tmp:
         started = time.time()
         _cli(argv, env={**os.environ, ARTIFACTS_ENV: tmp})
-        records = sorted(Path(tmp).glob("pytest/**/run.json"))
+        records = list(Path(tmp).glob("pytest/**/run.json"))
         if not records:
             raise InfraError(f"{shlex.join(argv)} left no guest run record under {tmp}")
         began = min(dt.datetime.fromisoformat(json.loads(r.read_text())["started_at"])

@@ -285,11 +285,11 @@ class GuestShell:
         """Close set-aside logins whose command ended, and logins of threads that ended."""
         alive = {thread.ident for thread in threading.enumerate()}
         with self._lock:
-            done = [(c, ch) for c, ch in self._retired if ch.closed or not _active(c)]
-            self._retired = [pair for pair in self._retired if pair not in done]
+            ended = [c for c, ch in self._retired if ch.closed or not _active(c)]
+            self._retired = [(c, ch) for c, ch in self._retired if c not in ended]
             gone = [ident for ident in self._links if ident not in alive]
-            stale = [self._links.pop(ident) for ident in gone]
-        for client in [c for c, _ in done] + stale:
+            ended += [self._links.pop(ident) for ident in gone]
+        for client in ended:
             client.close()
 
     def _reconnect(self, port: int) -> GuestShell | None:

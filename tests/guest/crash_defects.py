@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.agent import profctl as pc
@@ -22,7 +21,7 @@ from harness.agent.evidence import PROC_INTERRUPTS, parse_interrupts
 from harness.agent.flavours.hwpmc.run import HWPMC_DIR, PmcSpec, pmc_step, sweep_step
 from harness.agent.flavours.kprof.run import CTL_FD, KPCTL, KPTRACE
 from harness.agent.spec import AgentSpec
-from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR
+from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu
 from tests.guest.procs import kill_spins
 
 FAULT = f"{DEBUGFS}/fault"
@@ -132,15 +131,6 @@ def kp_d2_cycles(
 # ---- hwpmc -----------------------------------------------------------------------
 
 
-def _percpu(lines: Sequence[str]) -> dict[int, dict[str, int]]:
-    """stats_percpu lines (``cpu name value``) by CPU."""
-    table: dict[int, dict[str, int]] = {}
-    for line in lines:
-        cpu, name, value = line.split()
-        table.setdefault(int(cpu), {})[name] = int(value)
-    return table
-
-
 def hw_d8_close_and_unload_with_full_rings(agent: Agent, cpus: int) -> None:
     """HW-D8 fixed: every CPU samples with its sweeps suppressed, so its ring holds entries;
     the owner closes without STOP or RELEASE and the module is unloaded at once. The close
@@ -162,7 +152,7 @@ def hw_d8_close_and_unload_with_full_rings(agent: Agent, cpus: int) -> None:
     )
     results = agent.steps(steps)
     assert all(r.ok for r in results), [r.describe() for r in results if not r.ok]
-    before, after = _percpu(results[-3].lines), _percpu(results[-1].lines)
+    before, after = parse_percpu(results[-3].lines), parse_percpu(results[-1].lines)
     for cpu in every:
         assert before[cpu]["x_inring"] > 0, f"CPU {cpu} recorded nothing to strand"
         assert after[cpu]["x_inring"] == 0, f"CPU {cpu}: entries stranded after close"

@@ -32,7 +32,6 @@ from harness.agent.flavours.hwpmc.plans import (
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
 from harness.agent.flavours.hwpmc.results import Counting, HwRun
 from harness.agent.flavours.hwpmc.run import PmcSpec, hw_run, pmc_step, sweep_step
-from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEVICE
 from harness.vm.ssh import GuestCommandTimeout
 from harness.vm.topology import CpuTopology
@@ -40,7 +39,7 @@ from tests.conftest import AGENT_REPORT
 from tests.guest import crash_defects as cd
 
 pytestmark = pytest.mark.guest
-HW = AgentSpec(flavour="hwpmc")
+HW = cd.HW
 HW_D2 = HWPMC.quirk_bit("HW-D2")
 
 

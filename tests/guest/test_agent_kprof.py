@@ -40,7 +40,6 @@ from harness.agent.flavours.kprof.run import (
     kprof_run,
 )
 from harness.agent.spec import AgentSpec
-from harness.agent.steps import DEBUGFS, GUEST_DIR
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 from tests.guest import crash_defects as cd
@@ -56,8 +55,6 @@ pytestmark = pytest.mark.guest
 KP_EXACT = AgentSpec(flavour="kprof", pmu_produce=False, period=200_000)
 KP_D11 = KPROF.quirk_bit("KP-D11")
 KP_D3 = KPROF.quirk_bit("KP-D3")
-FAULT = f"{DEBUGFS}/fault"
-PROFCTL = f"{GUEST_DIR}/profctl"
 
 
 def assert_kprof_oracles(run: KprofRun, request: pytest.FixtureRequest) -> None:

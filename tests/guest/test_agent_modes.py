@@ -178,12 +178,13 @@ def flavours_and_crash_defects(
     cd.kp_d5_d12_failed_opens_unwind(agent)
     for size in (4000, 9000):
         cd.kp_d9_long_kptrace_line_is_cut(agent, size)
-    d2 = cd.kp_d2_cycles(agent, cpus, cd.D2_CYCLES, spins=cpus, period=100_000,
+    period = 100_000
+    d2 = cd.kp_d2_cycles(agent, cpus, cd.D2_CYCLES, spins=cpus, period=period,
                          timeout_s=agent.timeouts.command_s * 5)  # fmt: skip
     cd.hw_d8_close_and_unload_with_full_rings(agent, cpus)
     d5 = cd.hw_d5_two_owners_start_stop(agent)
-    reports = (d2.report(cd.D2_CYCLES, cpus, 100_000), f"{d5} (debug kernel)")
-    request.node.user_properties.extend(("profagent-report", line) for line in reports)
+    for line in (d2.report(cd.D2_CYCLES, cpus, period), d5):
+        request.node.user_properties.append(("profagent-report", f"{line} (debug kernel)"))
     return problems
 
 
