@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.build import AgentBuild
 from harness.agent.results import AgentSnapshot
 from harness.agent.spec import AgentSpec, event_available
@@ -49,7 +49,7 @@ from harness.vm.ssh import GuestCommandTimeout
 LOG = logging.getLogger(__name__)
 
 
-class AgentShell(pc.CommandShell, Protocol):
+class AgentShell(profctl.CommandShell, Protocol):
     """A guest shell that can also copy files in and out (`harness.vm.ssh.GuestShell`)."""
 
     def put(self, local: Path, remote: str, *, mode: int | None = None) -> None:
@@ -191,7 +191,7 @@ class Agent:
 
     def steps(
         self, steps: Sequence[str], *, timeout_s: float | None = None
-    ) -> tuple[pc.StepResult, ...]:
+    ) -> tuple[profctl.StepResult, ...]:
         """Run ``steps`` in one profctl process; keep its output in the workdir.
 
         Blocks up to ``timeout_s`` (default: the scaled command budget).
@@ -199,7 +199,9 @@ class Agent:
         self._runs += 1
         budget = timeout_s if timeout_s is not None else self.timeouts.command_s
         try:
-            results = pc.run_profctl(self.shell, f"{GUEST_DIR}/profctl", steps, timeout_s=budget)
+            results = profctl.run_profctl(
+                self.shell, f"{GUEST_DIR}/profctl", steps, timeout_s=budget
+            )
         except GuestCommandTimeout as exc:
             raise GuestCommandTimeout(f"{exc}; {self._hang_evidence()}") from exc
         log = self.workdir / f"profctl-{self._runs:02d}.txt"
@@ -238,14 +240,14 @@ class Agent:
         actions: Mapping[str, Callable[[], None]],
         *,
         timeout_s: float | None = None,
-    ) -> tuple[pc.StepResult, ...]:
+    ) -> tuple[profctl.StepResult, ...]:
         """Run ``steps`` while the host acts at marked points (e.g. QMP ``stop``/``cont``).
 
         ``actions`` maps a marker name to what the host does there. The sequence must
         contain `host_action_steps(name)` for each: profctl creates the marker file and
         waits for a go file; the host sees the marker, acts, then creates the go file.
         """
-        outcome: list[tuple[pc.StepResult, ...] | BaseException] = []
+        outcome: list[tuple[profctl.StepResult, ...] | BaseException] = []
         budget = timeout_s if timeout_s is not None else self.timeouts.command_s
 
         def run() -> None:
@@ -279,7 +281,7 @@ class Agent:
 
     def snapshot(self) -> AgentSnapshot:
         """Read the debugfs files now."""
-        steps = tuple(pc.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES)
+        steps = tuple(profctl.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES)
         return snapshot_of(steps, self.steps(steps))
 
     def online_cpus(self) -> tuple[int, ...]:
@@ -297,7 +299,7 @@ class Agent:
         *,
         actions: Mapping[str, Callable[[], None]] | None = None,
         timeout_s: float | None = None,
-    ) -> tuple[pc.StepResult, ...]:
+    ) -> tuple[profctl.StepResult, ...]:
         """`steps`, or `steps_with_host_actions` when the host acts at marked points."""
         if actions:
             return self.steps_with_host_actions(steps, actions, timeout_s=timeout_s)

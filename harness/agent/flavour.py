@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
-from harness.agent import flavours
-from harness.agent import profctl as pc
+from harness.agent import flavours, profctl
 from harness.agent.info import FlavourInfo
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
@@ -70,7 +69,7 @@ class AgentLike(Protocol):
         *,
         actions: Mapping[str, Callable[[], None]] | None = None,
         timeout_s: float | None = None,
-    ) -> tuple[pc.StepResult, ...]:
+    ) -> tuple[profctl.StepResult, ...]:
         """Run ``steps`` in one profctl process (the host acting at marked points)."""
 
     @property

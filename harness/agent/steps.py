@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.agent import flavours
-from harness.agent import profctl as pc
+from harness.agent import flavours, profctl
 from harness.agent.results import CORE_NAMES, AgentSnapshot
 from harness.errors import InfraError
 
@@ -53,26 +52,26 @@ class SamplingPlan:
 
 def inject_step(cpu: int | str, count: int, ctx: str = "nmi") -> str:
     """Inject ``count`` producer calls on ``cpu`` (or ``"all"``), synchronously."""
-    return pc.write_step(f"{DEBUGFS}/inject", f"cpu={cpu} count={count} ctx={ctx}")
+    return profctl.write_step(f"{DEBUGFS}/inject", f"cpu={cpu} count={count} ctx={ctx}")
 
 
 def kick_step(cpu: int | str = "all") -> str:
     """One manual drain on ``cpu`` (or every online CPU)."""
-    return pc.write_step(f"{DEBUGFS}/kick", str(cpu))
+    return profctl.write_step(f"{DEBUGFS}/kick", str(cpu))
 
 
 def probe_step(cpu: int, ms: int) -> str:
     """Spin ``ms`` with IRQs masked on ``cpu``, counting overflows that land inside."""
-    return pc.write_step(f"{DEBUGFS}/probe", f"cpu={cpu} ms={ms}")
+    return profctl.write_step(f"{DEBUGFS}/probe", f"cpu={cpu} ms={ms}")
 
 
 def workload_steps(plan: SamplingPlan) -> tuple[str, ...]:
     """The standard workload: busy loops, IRQ-off probes, wait for them, an idle phase."""
     return (
-        *(pc.spin_step(cpu, plan.busy_ms) for cpu in plan.busy_cpus),
+        *(profctl.spin_step(cpu, plan.busy_ms) for cpu in plan.busy_cpus),
         *(probe_step(cpu, plan.probe_ms) for cpu in plan.probe_cpus),
-        pc.wait_step(),
-        pc.sleep_step(plan.idle_ms),
+        profctl.wait_step(),
+        profctl.sleep_step(plan.idle_ms),
     )
 
 
@@ -87,10 +86,12 @@ def _marker_paths(name: str) -> tuple[str, str]:
 def host_action_steps(name: str) -> tuple[str, ...]:
     """Steps that hold the sequence at ``name`` until the host has acted."""
     marker, go = _marker_paths(name)
-    return (pc.mark_step(marker), pc.await_step(go))
+    return (profctl.mark_step(marker), profctl.await_step(go))
 
 
-def busy_of(steps: Sequence[str], results: Sequence[pc.StepResult]) -> dict[int, tuple[int, ...]]:
+def busy_of(
+    steps: Sequence[str], results: Sequence[profctl.StepResult]
+) -> dict[int, tuple[int, ...]]:
     """CPU → PIDs of the busy loops the ``spin`` steps started there."""
     busy: dict[int, tuple[int, ...]] = {}
     for step, result in zip(steps, results, strict=True):
@@ -166,7 +167,7 @@ def require_names(
             )
 
 
-def snapshot_of(steps: Sequence[str], results: Sequence[pc.StepResult]) -> AgentSnapshot:
+def snapshot_of(steps: Sequence[str], results: Sequence[profctl.StepResult]) -> AgentSnapshot:
     """The snapshot from the last ``cat`` of each debugfs file among ``steps``.
 
     :raise InfraError: a file was not read.
@@ -181,7 +182,7 @@ def snapshot_of(steps: Sequence[str], results: Sequence[pc.StepResult]) -> Agent
     return parse_snapshot(files)
 
 
-def require_ok(results: Sequence[pc.StepResult]) -> None:
+def require_ok(results: Sequence[profctl.StepResult]) -> None:
     """Raise on the first failed step.
 
     :raise InfraError: naming the step and its errno.

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.steps import GUEST_DIR, PMU_EVENT_DIRS
 from harness.build import cpio
 from harness.errors import GuestCommandError, InfraError
@@ -181,8 +181,9 @@ def input_free_body(body: Sequence[str], actions: Sequence[str]) -> tuple[str, .
     anyway, so the host performs the action when it sees the line, and the guest
     goes on.
     """
-    awaits = {pc.await_step(f"{GUEST_DIR}/go-{name}"): name for name in actions}
-    return tuple(pc.write_step("/dev/console", action_line(awaits[step]) + "\n") if step in awaits
+    awaits = {profctl.await_step(f"{GUEST_DIR}/go-{name}"): name for name in actions}
+    console = "/dev/console"
+    return tuple(profctl.write_step(console, action_line(awaits[step]) + "\n") if step in awaits
                  else step for step in body)  # fmt: skip
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import arches
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.build import AgentBuild, export_agent
 from harness.agent.driver import Agent
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, behaviour
@@ -100,7 +100,7 @@ def program(scenario: Scenario, pause: Callable[[int], None], nmi: Callable[[], 
             switches[step.op] = bool(step.on)
         else:
             body += _simple(step)
-    return Script(body=(*body, pc.wait_step()), actions=actions, injected=injected,
+    return Script(body=(*body, profctl.wait_step()), actions=actions, injected=injected,
                   op_counts=counts, switches=switches, kicks=kicks,
                   throttling_disabled=not scenario.throttling,
                   max_sample_rate=scenario.max_sample_rate)  # fmt: skip
@@ -109,12 +109,12 @@ def program(scenario: Scenario, pause: Callable[[int], None], nmi: Callable[[], 
 def _simple(step: Step) -> list[str]:
     cpu = int(step.cpu) if isinstance(step.cpu, int) else 0
     table: dict[str, Callable[[], list[str]]] = {
-        "spin": lambda: [pc.spin_step(cpu, step.ms or 0)],
-        "wait": lambda: [pc.wait_step()],
-        "idle": lambda: [pc.sleep_step(step.ms or 0)],
+        "spin": lambda: [profctl.spin_step(cpu, step.ms or 0)],
+        "wait": lambda: [profctl.wait_step()],
+        "idle": lambda: [profctl.sleep_step(step.ms or 0)],
         "probe": lambda: [probe_step(cpu, step.ms or 0)],
-        "offline": lambda: [pc.write_step(f"/sys/devices/system/cpu/cpu{cpu}/online", "0")],
-        "online": lambda: [pc.write_step(f"/sys/devices/system/cpu/cpu{cpu}/online", "1")],
+        "offline": lambda: [profctl.write_step(f"/sys/devices/system/cpu/cpu{cpu}/online", "0")],
+        "online": lambda: [profctl.write_step(f"/sys/devices/system/cpu/cpu{cpu}/online", "1")],
     }
     return table[step.op]()
 

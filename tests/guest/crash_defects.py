@@ -15,7 +15,7 @@ import shlex
 import time
 from dataclasses import dataclass
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.evidence import PROC_INTERRUPTS, parse_interrupts
 from harness.agent.flavours.hwpmc.run import HWPMC_DIR, PmcSpec, pmc_step, sweep_step
@@ -35,13 +35,13 @@ def kp_d5_d12_failed_opens_unwind(agent: Agent) -> None:
     """A failed queue allocation and a failed status emission fail the open; the next opens."""
     agent.load(AgentSpec(flavour="kprof").with_params(status=1))
     steps = (
-        pc.write_step(FAULT, "point=queue_alloc nth=1"),
-        pc.open_step(KPCTL),
-        pc.write_step(FAULT, "point=status_emit nth=1"),
-        pc.open_step(KPCTL),
-        pc.open_step(KPCTL),
-        pc.cat_step(f"{DEBUGFS}/stats"),
-        pc.close_step(CTL_FD),
+        profctl.write_step(FAULT, "point=queue_alloc nth=1"),
+        profctl.open_step(KPCTL),
+        profctl.write_step(FAULT, "point=status_emit nth=1"),
+        profctl.open_step(KPCTL),
+        profctl.open_step(KPCTL),
+        profctl.cat_step(f"{DEBUGFS}/stats"),
+        profctl.close_step(CTL_FD),
     )
     r = agent.steps(steps)
     assert (r[1].errno, r[3].errno) == ("ENOMEM", "EIO")
@@ -61,7 +61,7 @@ def kp_d9_long_kptrace_line_is_cut(agent: Agent, size: int) -> None:
     line = "/tmp/profagent/kptrace-line"
     agent.shell.run(f"head -c {size} /dev/zero | tr '\\0' k > {line} && "
                     f"dd if={line} of={KPTRACE} bs={size} count=1 2>/dev/null")  # fmt: skip
-    r = agent.steps((pc.cat_step(KPTRACE), pc.cat_step(f"{DEBUGFS}/stats")))
+    r = agent.steps((profctl.cat_step(KPTRACE), profctl.cat_step(f"{DEBUGFS}/stats")))
     assert r[0].lines == ("k" * 3071,)
     assert dict(line.split() for line in r[1].lines)["x_trace_truncated"] == "1"
 
@@ -118,7 +118,9 @@ def kp_d2_cycles(
     took = time.monotonic() - began
     values = dict(word.split("=") for word in out if "=" in word)
     assert int(values["cycles"]) == cycles, f"a cycle failed: {out}"
-    reads = agent.steps((pc.cat_step(before), pc.cat_step(after), pc.cat_step(f"{DEBUGFS}/state")))
+    reads = agent.steps(
+        (profctl.cat_step(before), profctl.cat_step(after), profctl.cat_step(f"{DEBUGFS}/state"))
+    )
     label = agent.pmu_irq_label
     first, last = (parse_interrupts(read.lines, label) for read in reads[:2])
     grew = {cpu: last[cpu] - first.get(cpu, 0) for cpu in last}
@@ -140,15 +142,15 @@ def hw_d8_close_and_unload_with_full_rings(agent: Agent, cpus: int) -> None:
     pmcs = [PmcSpec("SS", (cpu,)) for cpu in every]
     agent.load(HW)
     steps = (
-        pc.open_step(DEVICE),
+        profctl.open_step(DEVICE),
         sweep_step("all", False),
         *(p.allocate() for p in pmcs),
         *(pmc_step("PMCSTART", id=p.id) for p in pmcs),
-        *(pc.spin_step(cpu, 300) for cpu in every),
-        pc.wait_step(),
-        pc.cat_step(f"{DEBUGFS}/stats_percpu"),
-        pc.close_step(FD),
-        pc.cat_step(f"{DEBUGFS}/stats_percpu"),
+        *(profctl.spin_step(cpu, 300) for cpu in every),
+        profctl.wait_step(),
+        profctl.cat_step(f"{DEBUGFS}/stats_percpu"),
+        profctl.close_step(FD),
+        profctl.cat_step(f"{DEBUGFS}/stats_percpu"),
     )
     results = agent.steps(steps)
     assert all(r.ok for r in results), [r.describe() for r in results if not r.ok]
@@ -180,13 +182,13 @@ def hw_d5_two_owners_start_stop(agent: Agent, loops: int = D5_LOOPS) -> str:
         pmc = PmcSpec("SS", (cpu,))
         owners.append(
             (
-                pc.open_step(DEVICE),
+                profctl.open_step(DEVICE),
                 pmc.allocate(),
-                pc.repeat_step(loops, 2),
+                profctl.repeat_step(loops, 2),
                 pmc_step("PMCSTART", id=pmc.id),
                 pmc_step("PMCSTOP", id=pmc.id),
                 pmc_step("PMCRELEASE", id=pmc.id),
-                pc.close_step(FD),
+                profctl.close_step(FD),
             )
         )
     runs = " ".join(
@@ -197,7 +199,9 @@ def hw_d5_two_owners_start_stop(agent: Agent, loops: int = D5_LOOPS) -> str:
     # 8 vCPUs in CI); they are stopped when both owners are done.
     budget_s = agent.timeouts.command_s * 3
     spin_ms = int(budget_s * 1000)
-    spins = f"{PROFCTL} {pc.spin_step(0, spin_ms)} {pc.spin_step(1, spin_ms)} > /tmp/d5-spins"
+    spins = (
+        f"{PROFCTL} {profctl.spin_step(0, spin_ms)} {profctl.spin_step(1, spin_ms)} > /tmp/d5-spins"
+    )
     began = time.monotonic()
     agent.shell.run(
         f"{spins}; {runs} wait; {kill_spins('/tmp/d5-spins')}",
@@ -206,12 +210,12 @@ def hw_d5_two_owners_start_stop(agent: Agent, loops: int = D5_LOOPS) -> str:
     took = time.monotonic() - began  # for the report only, never asserted
     for i, steps in enumerate(owners):
         text = agent.shell.run(f"cat /tmp/d5-{i}.out").stdout
-        results = pc.parse_output(text, steps)
+        results = profctl.parse_output(text, steps)
         assert all(r.ok for r in results), [r.describe() for r in results if not r.ok]
         assert results[2].values["failed"] == "0", results[2].describe()
     after = agent.snapshot().stats
     assert after["x_ss_running"] == 0
     assert after["syscall_errors"] == before["syscall_errors"]
     assert after["syscalls"] - before["syscalls"] == 2 * (2 * loops + 2)
-    assert agent.steps((pc.cat_step(f"{HWPMC_DIR}/pmcs"),))[0].lines == ()  # none left
+    assert agent.steps((profctl.cat_step(f"{HWPMC_DIR}/pmcs"),))[0].lines == ()  # none left
     return f"HW-D5: 2 owners x {loops} START/STOP loops in {took:.1f} s"

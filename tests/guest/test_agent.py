@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.build import AgentBuild
 from harness.agent.driver import Agent
 from harness.agent.flavours.tprof.data import TPROF, samples_per_buffer
@@ -131,7 +131,7 @@ def test_tp_d2_zero_estimate(agent: Agent, request: pytest.FixtureRequest) -> No
     """est_freq = 0 gives S = 0: fixed START refuses it, the quirk loses everything."""
     fixed = EXACT.with_params(est_freq=0)
     agent.load(fixed)
-    refused = agent.steps((*start_steps(), pc.close_step(3)))
+    refused = agent.steps((*start_steps(), profctl.close_step(3)))
     assert refused[1].errno == "EINVAL"
 
     faithful = replace(EXACT, quirks=TP_D2).with_params(est_freq=0)
@@ -149,19 +149,19 @@ def test_tp_d2_zero_estimate(agent: Agent, request: pytest.FixtureRequest) -> No
 def test_tp_o7_control_errors(agent: Agent, quirks: int) -> None:
     agent.load(replace(EXACT, quirks=quirks))
     steps = (
-        pc.open_step(DEVICE),
-        pc.timeout_step(5),
-        pc.read_step(3, "/tmp/profagent/never-started.bin", 4096),  # 0 bytes at once
-        pc.open_step(DEVICE),  # single owner
+        profctl.open_step(DEVICE),
+        profctl.timeout_step(5),
+        profctl.read_step(3, "/tmp/profagent/never-started.bin", 4096),  # 0 bytes at once
+        profctl.open_step(DEVICE),  # single owner
         ioctl_step("TPROF_IOC_GETVERSION"),
         ioctl_step("TPROF_IOC_STOP"),  # stopped: 0
-        pc.ioctl_step(3, 0x5499, 0),  # unknown: the seed's EINVAL
-        pc.write_step("/sys/kernel/debug/profagent/fault", "point=wq_create nth=1"),
+        profctl.ioctl_step(3, 0x5499, 0),  # unknown: the seed's EINVAL
+        profctl.write_step("/sys/kernel/debug/profagent/fault", "point=wq_create nth=1"),
         ioctl_step("TPROF_IOC_START", bytes(24)),  # workqueue creation fails
         ioctl_step("TPROF_IOC_START", bytes(24)),  # fixed: works; quirk: backend leaked
         ioctl_step("TPROF_IOC_START", bytes(24)),  # running (fixed) or still leaked
         ioctl_step("TPROF_IOC_STOP"),
-        pc.close_step(3),
+        profctl.close_step(3),
     )
     r = agent.steps(steps)
     assert r[0].ok
@@ -192,9 +192,9 @@ def test_tp_o6_stats_survive_stop_start_and_reset_on_close(agent: Agent) -> None
         start,
         inject_step(0, 3),
         *collect_steps(),  # STOP, read, snapshot, GETSTAT, close
-        pc.open_step(DEVICE),
+        profctl.open_step(DEVICE),
         ioctl_step("TPROF_IOC_GETSTAT"),
-        pc.close_step(3),
+        profctl.close_step(3),
     )
     r = agent.steps(steps)
     assert all(x.ok for x in r), [x.describe() for x in r if not x.ok]
@@ -215,9 +215,9 @@ def test_tp_o9_hotplug_during_sampling(
     online = f"/sys/devices/system/cpu/cpu{h}/online"
     body = [
         inject_step(h, a),
-        pc.write_step(online, "0"),
+        profctl.write_step(online, "0"),
         *(inject_step(cpu, b) for cpu in range(h)),
-        pc.write_step(online, "1"),
+        profctl.write_step(online, "1"),
         inject_step(h, c),
     ]
     injected = {cpu: b for cpu in range(h)} | {h: a + c}

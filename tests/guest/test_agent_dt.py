@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavours.dt.data import DT, DT_EVT, DT_PCPU_HDR, DT_PCPU_MAX
 from harness.agent.flavours.dt.oracles import applicable_dt_oracles, check_dt
@@ -89,16 +89,16 @@ def test_dt_o5_read_sizing(agent: Agent, quirks: int) -> None:
     """Buffers of 1.5 events, then of 1 byte, on a ring holding 5 events."""
     agent.load(replace(DT_EXACT, quirks=quirks))
     steps = (
-        pc.open_step(DEVICE),
+        profctl.open_step(DEVICE),
         dt_ioctl_step("DTIOCPRBENABLE", probe_request()),
         record_step(True),
         inject_step(0, 5),
         record_step(False),
-        pc.timeout_step(1),
-        pc.read_step(3, "/tmp/profagent/one-byte.bin", 1),
-        pc.read_step(3, "/tmp/profagent/sized.bin", SZ + SZ // 2),
+        profctl.timeout_step(1),
+        profctl.read_step(3, "/tmp/profagent/one-byte.bin", 1),
+        profctl.read_step(3, "/tmp/profagent/sized.bin", SZ + SZ // 2),
         dt_ioctl_step("DTIOCGSTATS"),
-        pc.close_step(3),
+        profctl.close_step(3),
     )
     r = agent.steps(steps)
     one_byte, sized, gstats = r[6], r[7], r[8]
@@ -118,7 +118,7 @@ def test_dt_o9_control_errors(agent: Agent) -> None:
     agent.load(DT_EXACT)
     enable = dt_ioctl_step("DTIOCPRBENABLE", probe_request())
     steps = (
-        pc.open_step(DEVICE),
+        profctl.open_step(DEVICE),
         record_step(True),  # no probe enabled
         dt_ioctl_step("DTIOCPRBENABLE", probe_request(period_ns=199_999)),
         dt_ioctl_step("DTIOCPRBENABLE", probe_request(probe=7)),
@@ -127,16 +127,16 @@ def test_dt_o9_control_errors(agent: Agent) -> None:
         record_step(True),
         record_step(True),  # twice
         enable,  # while recording
-        pc.ioctl_step(3, 0x4499, 0),  # unknown
+        profctl.ioctl_step(3, 0x4499, 0),  # unknown
         dt_ioctl_step("DTIOCGSTATS"),
         record_step(False),
         record_step(False),  # idempotent
         dt_ioctl_step("DTIOCPRBDISABLE", probe_request()),
         enable,  # DT-D10 fixed: disabled for real, so enabling again works
-        pc.write_step("/sys/module/profagent/parameters/allowdt", "0"),
-        pc.open_step(DEVICE),  # refused
-        pc.write_step("/sys/module/profagent/parameters/allowdt", "1"),
-        pc.close_step(3),
+        profctl.write_step("/sys/module/profagent/parameters/allowdt", "0"),
+        profctl.open_step(DEVICE),  # refused
+        profctl.write_step("/sys/module/profagent/parameters/allowdt", "1"),
+        profctl.close_step(3),
     )
     r = agent.steps(steps)
     errnos = [x.errno for x in r]
@@ -159,20 +159,20 @@ def test_dt_o8_blocking_reader_wakes_on_an_event(
     # The injection must land while the reader waits: a slow host gets a longer window.
     window_s = math.ceil(3 * timeouts.scale)
     steps = (
-        pc.open_step(DEVICE),
+        profctl.open_step(DEVICE),
         dt_ioctl_step("DTIOCPRBENABLE", probe_request()),
         record_step(True),
-        pc.timeout_step(window_s),
-        pc.readbg_step(3, background, SZ * 16),  # blocks: nothing yet
-        pc.sleep_step(300),
+        profctl.timeout_step(window_s),
+        profctl.readbg_step(3, background, SZ * 16),  # blocks: nothing yet
+        profctl.sleep_step(300),
         inject_step(last, 3),
-        pc.wait_step(),  # the reader ends on its timeout
+        profctl.wait_step(),  # the reader ends on its timeout
         record_step(False),
-        pc.timeout_step(1),
-        pc.read_step(3, "/tmp/profagent/after-off.bin", SZ * 16),  # RECORD off: still blocks
+        profctl.timeout_step(1),
+        profctl.read_step(3, "/tmp/profagent/after-off.bin", SZ * 16),  # RECORD off: still blocks
         pcpustats_step(),
-        pc.cat_step(f"{background}.status"),
-        pc.close_step(3),
+        profctl.cat_step(f"{background}.status"),
+        profctl.close_step(3),
     )
     r = agent.steps(steps)
     status = dict(pair.split("=") for pair in r[12].lines[0].split())
@@ -187,7 +187,7 @@ def test_dt_under_load_with_a_concurrent_reader(
 ) -> None:
     """Profile ticks from the PMU, busy loops, a reader racing the producers: no torn event."""
     cpus = tuple(range(topology.cpus))
-    body = (*(pc.spin_step(cpu, 1500) for cpu in cpus),)
+    body = (*(profctl.spin_step(cpu, 1500) for cpu in cpus),)
     plan = DtPlan(body=body, read_size=SZ, background_reader=True)
     run = dt_run(agent, AgentSpec(flavour="dt", period=1_000_000), plan)
     assert_dt_oracles(run, request)
@@ -198,15 +198,15 @@ def test_dt_o10_two_opens_are_independent(agent: Agent, topology: CpuTopology) -
     agent.load(DT_EXACT)
     opens = (3, 4)
     steps = (
-        pc.open_step(DEVICE),
-        pc.open_step(DEVICE),
-        *(pc.ioctl_step(fd, *_ioctl("DTIOCPRBENABLE", probe_request())) for fd in opens),
-        *(pc.ioctl_step(fd, *_ioctl("DTIOCRECORD", struct.pack("<i", 1))) for fd in opens),
+        profctl.open_step(DEVICE),
+        profctl.open_step(DEVICE),
+        *(profctl.ioctl_step(fd, *_ioctl("DTIOCPRBENABLE", probe_request())) for fd in opens),
+        *(profctl.ioctl_step(fd, *_ioctl("DTIOCRECORD", struct.pack("<i", 1))) for fd in opens),
         inject_step("all", 9),
-        *(pc.ioctl_step(fd, *_ioctl("DTIOCRECORD", struct.pack("<i", 0))) for fd in opens),
-        *(pc.ioctl_step(fd, *_pcpu()) for fd in opens),
-        pc.close_step(3),
-        pc.close_step(4),
+        *(profctl.ioctl_step(fd, *_ioctl("DTIOCRECORD", struct.pack("<i", 0))) for fd in opens),
+        *(profctl.ioctl_step(fd, *_pcpu()) for fd in opens),
+        profctl.close_step(3),
+        profctl.close_step(4),
     )
     r = agent.steps(steps)
     assert all(x.ok for x in r), [x.describe() for x in r if not x.ok]

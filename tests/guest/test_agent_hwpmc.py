@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
@@ -161,12 +161,12 @@ def test_hwpmc_d12_quirk_waits_until_the_watchdog(agent: Agent) -> None:
     pmc = PmcSpec("SS", (0,))
     agent.load(spec)
     steps = (
-        pc.open_step(DEVICE),
+        profctl.open_step(DEVICE),
         sweep_step(0, False),
         pmc.allocate(),
         pmc_step("PMCSTART", id=pmc.id),
-        pc.spin_step(0, 300),
-        pc.wait_step(),
+        profctl.spin_step(0, 300),
+        profctl.wait_step(),
         pmc_step("PMCSTOP", id=pmc.id),
         pmc_step("PMCRELEASE", id=pmc.id),
     )

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.data import KPROF, record_size, records_per_block
@@ -113,7 +113,7 @@ def test_kp_d1_high_rate_small_blocks_continuous_reader(
     if topology.cpus != 1:
         pytest.skip("KP-D1's scenario is one vCPU")
     spec = AgentSpec(flavour="kprof", period=20_000).with_params(cpubufsz=16384)
-    body = (pc.spin_step(0, 3000), pc.sleep_step(3200))
+    body = (profctl.spin_step(0, 3000), profctl.sleep_step(3200))
     run = kprof_run(agent, spec, KprofPlan(body=body, background_reader=True))
     assert_kprof_oracles(run, request)
     assert run.last.get(0, "x_blocks_full") > 0, "no block filled: KP-D1's hand-off never ran"
@@ -144,7 +144,7 @@ def test_kp_d9_long_kptrace_lines_are_cut(agent: Agent, size: int) -> None:
 
 def test_kpdata_without_kpctl_reads_nothing(agent: Agent) -> None:
     agent.load(AgentSpec(flavour="kprof"))
-    r = agent.steps((pc.open_step(KPDATA), pc.read_step(3, "/tmp/profagent/kp.bin", 64)))
+    r = agent.steps((profctl.open_step(KPDATA), profctl.read_step(3, "/tmp/profagent/kp.bin", 64)))
     assert r[1].ok
     assert r[1].int_value("bytes") == 0
     assert ctl_step("start") == f"writefd:{CTL_FD}:start"

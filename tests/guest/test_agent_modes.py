@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.build import build_agent
 from harness.agent.driver import Agent
 from harness.agent.evidence import KMEMLEAK, kmemleak_command, module_leaks
@@ -150,7 +150,7 @@ def test_debug_kernel_stays_silent_while_sampling(
         agent.shell.run(f"echo scan > {KMEMLEAK} && echo clear > {KMEMLEAK}")
         plan = dataclasses.replace(PLAN, probe_cpus=(1,))
         problems = report(sampling_run(agent, AgentSpec(), plan), request, "debug kernel")
-        dt_plan = DtPlan(body=(pc.spin_step(0, 1000), pc.spin_step(1, 1000)),
+        dt_plan = DtPlan(body=(profctl.spin_step(0, 1000), profctl.spin_step(1, 1000)),
                          read_size=DT_EVT.size, background_reader=True)  # fmt: skip
         dt = dt_run(agent, AgentSpec(flavour="dt"), dt_plan)
         problems += [f"dt: {v}" for v in check_dt(dt)]

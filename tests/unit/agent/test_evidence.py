@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.evidence import (
     Injections,
     KernelEvidence,
@@ -69,7 +69,7 @@ def test_injections_are_counted_from_the_steps_sent() -> None:
         inject_step(0, 3, ctx="task"),
         nest_step(0, 7),
         skip_step(1, 3),  # no producer call
-        pc.wait_step(),
+        profctl.wait_step(),
     )
     assert injections_of(steps, online=(0, 1)) == Injections(
         nmi={0: 19, 1: 17}, bursts={0: 2, 1: 2}, task={0: 3}
@@ -77,8 +77,8 @@ def test_injections_are_counted_from_the_steps_sent() -> None:
 
 
 def test_cpu_all_follows_hotplug_steps() -> None:
-    offline = pc.write_step("/sys/devices/system/cpu/cpu1/online", "0")
-    online = pc.write_step("/sys/devices/system/cpu/cpu1/online", "1")
+    offline = profctl.write_step("/sys/devices/system/cpu/cpu1/online", "0")
+    online = profctl.write_step("/sys/devices/system/cpu/cpu1/online", "1")
     steps = (inject_step("all", 2), offline, inject_step("all", 3), online, inject_step("all", 4))
     assert injections_of(steps, online=(0, 1)).nmi == {0: 9, 1: 6}
 

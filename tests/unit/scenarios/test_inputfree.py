@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.steps import GUEST_DIR, PMU_EVENT_DIRS, host_action_steps
 from harness.build.cpio import read_newc
 from harness.errors import GuestCommandError, InfraError
@@ -81,10 +81,10 @@ def test_extra_cpio_replaces_inittab_and_carries_the_run() -> None:
 
 
 def test_host_action_waits_become_console_lines() -> None:
-    body = ("spin:0:1000", *host_action_steps("pause-2"), pc.wait_step())
+    body = ("spin:0:1000", *host_action_steps("pause-2"), profctl.wait_step())
     changed = input_free_body(body, ("pause-2",))
     assert (changed[0], changed[1], changed[3]) == (body[0], body[1], body[3])
-    assert changed[2] == pc.write_step("/dev/console", action_line("pause-2") + "\n")
+    assert changed[2] == profctl.write_step("/dev/console", action_line("pause-2") + "\n")
 
 
 # --- planning ------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import cast
 
 import pytest
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.flavour import AgentLike, AgentRun, Script, behaviour
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import inject_step, kick_step
@@ -24,7 +24,7 @@ SHIPPED = REPO_ROOT / "scenarios"
 def test_tp_d1_translates_to_injections_and_kicks() -> None:
     scenario = load_scenario(find_scenario("tprof-tp-d1-quirk", SHIPPED))
     prog = program(scenario, pause=lambda ms: None, nmi=lambda: None)
-    assert prog.body == (*(inject_step(0, 12), kick_step("all")) * 4, pc.wait_step())
+    assert prog.body == (*(inject_step(0, 12), kick_step("all")) * 4, profctl.wait_step())
     assert prog.injected == {0: 48}
     assert prog.kicks == 4
     assert not prog.actions

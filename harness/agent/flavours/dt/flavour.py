@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.dt.data import DT, DT_EVT
 from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt
@@ -35,7 +35,7 @@ def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     # Reads of up to 16 events, as a real consumer reads: with one event per read a
     # reader can never copy more than was counted, and DT-D5 could not show.
-    plan = DtPlan(body=tuple(pc.spin_step(cpu, 1000) for cpu in cpus),
+    plan = DtPlan(body=tuple(profctl.spin_step(cpu, 1000) for cpu in cpus),
                   read_size=DT_EVT.size * 16, background_reader=True)  # fmt: skip
     return dt_run(agent, spec, plan)
 

@@ -17,7 +17,7 @@ import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.dt.data import (
@@ -35,7 +35,7 @@ from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu, re
 from harness.errors import InfraError
 
 PROBE_PROFILE = 1
-IRQ_READ = pc.cat_step(PROC_INTERRUPTS)
+IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
 EVENTS = f"{GUEST_DIR}/dt-events.bin"
 BACKGROUND = f"{GUEST_DIR}/dt-background.bin"
 #: How long the final read waits on empty rings before it counts as drained.
@@ -61,7 +61,7 @@ class DtPlan:
 def dt_ioctl_step(name: str, data: bytes = b"") -> str:
     """A dt ioctl on the run's descriptor."""
     ioctl = DT.ioctl(name)
-    return pc.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
+    return profctl.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
 
 
 def probe_request(probe: int = PROBE_PROFILE, period_ns: int = 1_000_000) -> bytes:
@@ -82,18 +82,18 @@ def pcpustats_step() -> str:
 
 def skip_step(cpu: int, count: int) -> str:
     """The next producer call on ``cpu`` counts ``count`` skipped ticks."""
-    return pc.write_step(f"{DEBUGFS}/skip", f"cpu={cpu} count={count}")
+    return profctl.write_step(f"{DEBUGFS}/skip", f"cpu={cpu} count={count}")
 
 
 def nest_step(cpu: int, count: int) -> str:
     """A window on ``cpu`` inside a get, holding a burst of ``count`` producer calls."""
-    return pc.write_step(f"{DEBUGFS}/nest", f"cpu={cpu} count={count}")
+    return profctl.write_step(f"{DEBUGFS}/nest", f"cpu={cpu} count={count}")
 
 
 def start_steps(period_ns: int) -> tuple[str, ...]:
     """Open, enable the profile probe, record."""
     enable = dt_ioctl_step("DTIOCPRBENABLE", probe_request(PROBE_PROFILE, period_ns))
-    return (pc.open_step(DEVICE), enable, record_step(True))
+    return (profctl.open_step(DEVICE), enable, record_step(True))
 
 
 def collect_steps(read_size: int) -> tuple[str, ...]:
@@ -106,14 +106,14 @@ def collect_steps(read_size: int) -> tuple[str, ...]:
     return (
         record_step(False),
         IRQ_READ,
-        pc.sleep_step(IDLE_MS),
+        profctl.sleep_step(IDLE_MS),
         IRQ_READ,
         *counters,
-        pc.timeout_step(DRAIN_TIMEOUT_S),
-        pc.read_step(FD, EVENTS, read_size),
+        profctl.timeout_step(DRAIN_TIMEOUT_S),
+        profctl.read_step(FD, EVENTS, read_size),
         *counters,
-        pc.cat_step(f"{DEBUGFS}/nmi"),
-        pc.close_step(FD),
+        profctl.cat_step(f"{DEBUGFS}/nmi"),
+        profctl.close_step(FD),
     )
 
 
@@ -136,7 +136,7 @@ def parse_pcpustats(data: bytes) -> tuple[dict[int, dict[str, int]], dict[str, i
     return percpu, per_open
 
 
-def open_stats(gstats: pc.StepResult, pcpu: pc.StepResult) -> DtOpenStats:
+def open_stats(gstats: profctl.StepResult, pcpu: profctl.StepResult) -> DtOpenStats:
     """The counters of one moment, from a DTIOCGSTATS and a DTIOC_X_PCPUSTATS result."""
     values = struct.unpack(DT_STAT.struct_format, gstats.out_bytes)
     percpu, per_open = parse_pcpustats(pcpu.out_bytes)
@@ -160,9 +160,9 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     background = (
         # The reader's own time limit: it must end for `wait` to return.
         (
-            pc.timeout_step(plan.background_s),
-            pc.readbg_step(FD, BACKGROUND, plan.read_size),
-            pc.timeout_step(plan.background_s + 60),  # `wait` outlasts the reader's limit
+            profctl.timeout_step(plan.background_s),
+            profctl.readbg_step(FD, BACKGROUND, plan.read_size),
+            profctl.timeout_step(plan.background_s + 60),  # `wait` outlasts the reader's limit
         )
         if plan.background_reader
         else ()
@@ -172,11 +172,11 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         *start_steps(plan.period_ns),
         *background,
         *plan.body,
-        pc.wait_step(),
+        profctl.wait_step(),
         *collect_steps(plan.read_size),
     )
     results = agent.run_steps(steps, actions=plan.actions)
-    drain = results[steps.index(pc.read_step(FD, EVENTS, plan.read_size))]
+    drain = results[steps.index(profctl.read_step(FD, EVENTS, plan.read_size))]
     if not drain.ok and drain.errno != "EINTR":
         raise InfraError(f"dt drain read failed: {drain.describe()}")
     require_ok([r for r in results if r is not drain])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.flavours.hwpmc.data import CPU_ANY, PMC_MODES
 from harness.agent.flavours.hwpmc.run import (
     HwPlan,
@@ -38,7 +38,7 @@ PAIR_NSAMPLES = 4
 
 def standard_plan(cpus: tuple[int, ...], busy_ms: int = BUSY_MS) -> HwPlan:
     """One SS PMC per CPU, busy loops on every CPU, sweeps by the timer."""
-    body = tuple((pc.spin_step(cpu, busy_ms), "") for cpu in cpus)
+    body = tuple((profctl.spin_step(cpu, busy_ms), "") for cpu in cpus)
     return HwPlan(kind="standard", pmcs=tuple(PmcSpec("SS", (cpu,)) for cpu in cpus), body=body)
 
 
@@ -49,7 +49,7 @@ def counting_plan(cpu: int, busy_ms: int = BUSY_MS) -> HwPlan:
     counter on the same CPU raises overflows: Linux perf shows it too (``perf stat -I``
     beside ``perf record`` on one CPU: jumps of 2^63 and 2^32).
     """
-    body = ((pc.spin_step(cpu, busy_ms), ""),)
+    body = ((profctl.spin_step(cpu, busy_ms), ""),)
     return HwPlan(kind="counting", pmcs=(PmcSpec("SC", (cpu,)),), body=body)
 
 
@@ -97,7 +97,11 @@ def pair_spec(spec: AgentSpec) -> AgentSpec:
 
 def independence_plan(a: int, b: int, busy_ms: int = 300) -> HwPlan:
     """One TS PMC on {A, B}; A's sweeps suppressed while both run, then resumed (HW-O8)."""
-    spins = ((pc.spin_step(a, busy_ms), ""), (pc.spin_step(b, busy_ms), ""), (pc.wait_step(), ""))
+    spins = (
+        (profctl.spin_step(a, busy_ms), ""),
+        (profctl.spin_step(b, busy_ms), ""),
+        (profctl.wait_step(), ""),
+    )
     body = (
         *spins,
         checkpoint("a_stalled"),
@@ -162,12 +166,12 @@ def _hotplug_ops(cpu: int) -> list[Tagged]:
     ss = PMC_MODES["SS"]
     return [
         _op("alloc-ss-last", "ok", "PMCALLOCATE", mode=ss, cpu=cpu),
-        (pc.write_step(online, "0"), ""),
-        (pc.cat_step("/sys/kernel/debug/profagent/stats"), "ss_before"),
+        (profctl.write_step(online, "0"), ""),
+        (profctl.cat_step("/sys/kernel/debug/profagent/stats"), "ss_before"),
         _op("start-offline", "ENXIO", "PMCSTART", id=last),
-        (pc.cat_step("/sys/kernel/debug/profagent/stats"), "ss_after"),
+        (profctl.cat_step("/sys/kernel/debug/profagent/stats"), "ss_after"),
         _op("alloc-offline", "ENXIO", "PMCALLOCATE", mode=ss, cpu=cpu),
-        (pc.write_step(online, "1"), ""),
+        (profctl.write_step(online, "1"), ""),
         _op("release-last", "ok", "PMCRELEASE", id=last),
     ]
 
@@ -195,5 +199,5 @@ def d1_spec(spec: AgentSpec) -> AgentSpec:
 def d1_plan(cpus: int, busy_ms: int = 2000) -> HwPlan:
     """One SS PMC on CPU 33 (or 32) alone, busy; the CPU sharing its bit idles but ticks."""
     cpu = wide_cpu(cpus)
-    body = ((pc.spin_step(cpu, busy_ms), ""),)
+    body = ((profctl.spin_step(cpu, busy_ms), ""),)
     return HwPlan(kind="standard", pmcs=(PmcSpec("SS", (cpu,)),), body=body)

@@ -16,7 +16,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.hwpmc.data import (
@@ -49,7 +49,7 @@ from harness.agent.steps import (
 )
 from harness.errors import InfraError
 
-IRQ_READ = pc.cat_step(PROC_INTERRUPTS)
+IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
 HWPMC_DIR = f"{DEBUGFS}/hwpmc"
 LOG_FD = FD + 1  # the second descriptor profctl opens: hwpmc/log
 LOG_COPY = f"{GUEST_DIR}/hwpmc-log.bin"
@@ -72,7 +72,7 @@ def pmc_op_bytes(op: str | int, **fields: int) -> bytes:
 
 def pmc_step(op: str | int, **fields: int) -> str:
     """One SP_IOC_PMC_OP on the run's descriptor."""
-    return pc.ioctl_step(FD, PMC_OP_IOCTL.number, PMC_OP.size, pmc_op_bytes(op, **fields))
+    return profctl.ioctl_step(FD, PMC_OP_IOCTL.number, PMC_OP.size, pmc_op_bytes(op, **fields))
 
 
 def decode_op(data: bytes) -> dict[str, int]:
@@ -82,17 +82,17 @@ def decode_op(data: bytes) -> dict[str, int]:
 
 def sweep_step(cpu: int | str, on: bool) -> str:
     """Suppress (off) or resume (on) the timer sweeps of ``cpu`` (or ``"all"``)."""
-    return pc.write_step(f"{HWPMC_DIR}/sweep", f"cpu={cpu} on={int(on)}")
+    return profctl.write_step(f"{HWPMC_DIR}/sweep", f"cpu={cpu} on={int(on)}")
 
 
 def resume_at_release_step() -> str:
     """Every CPU's timer sweeps resume when the next RELEASE begins (not before)."""
-    return pc.write_step(f"{HWPMC_DIR}/sweep", "cpu=all on=2")
+    return profctl.write_step(f"{HWPMC_DIR}/sweep", "cpu=all on=2")
 
 
 def pending_step(cpu: int) -> str:
     """The next entry recorded on ``cpu`` stays pending (HW-D3's hook)."""
-    return pc.write_step(f"{HWPMC_DIR}/pending", f"cpu={cpu}")
+    return profctl.write_step(f"{HWPMC_DIR}/pending", f"cpu={cpu}")
 
 
 def ss_op_step(op: str, cpu: int) -> str:
@@ -102,17 +102,17 @@ def ss_op_step(op: str, cpu: int) -> str:
 
 def pmcs_step() -> str:
     """Read hwpmc/pmcs (id, mode, CPUs, state, runcount, stall flags)."""
-    return pc.cat_step(f"{HWPMC_DIR}/pmcs")
+    return profctl.cat_step(f"{HWPMC_DIR}/pmcs")
 
 
 def kick_step(cpu: int | str = "all") -> str:
     """One sweep of ``cpu`` (or every CPU), as the timer would run it."""
-    return pc.write_step(f"{DEBUGFS}/kick", str(cpu))
+    return profctl.write_step(f"{DEBUGFS}/kick", str(cpu))
 
 
 def checkpoint(name: str) -> Tagged:
     """Read the per-CPU statistics mid-run, kept under ``name``."""
-    return pc.cat_step(f"{DEBUGFS}/stats_percpu"), f"ck:{name}"
+    return profctl.cat_step(f"{DEBUGFS}/stats_percpu"), f"ck:{name}"
 
 
 #: The value a plan's SC PMC is given by SETCOUNT before START: far from 0, so a
@@ -174,7 +174,7 @@ def plan_steps(plan: HwPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
     """The whole run as tagged profctl steps."""
     sweep_ms = max(1, spec.param("sweep_us") // 1000)
     counting = [p for p in plan.pmcs if p.mode == "SC"]
-    clock = (pc.clock_step(), "clock")
+    clock = (profctl.clock_step(), "clock")
     starts = (clock, *((pmc_step("PMCSTART", id=p.id), "") for p in plan.pmcs), clock)
     live = [p for p in plan.pmcs if p.id not in plan.released]
     stops = (clock, *((pmc_step("PMCSTOP", id=p.id), "") for p in live), clock)
@@ -184,13 +184,13 @@ def plan_steps(plan: HwPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
         return tuple((pmc_step("PMCRW", id=p.id, flags=1), tag) for p in counting)
 
     releases = tuple((pmc_step("PMCRELEASE", id=p.id), "release") for p in live)
-    pmcs = pc.cat_step(f"{HWPMC_DIR}/pmcs")
-    idle = ((IRQ_READ, "irq"), (pc.sleep_step(IDLE_MS), ""), (IRQ_READ, "irq"))
-    stopped = ((pc.cat_step(f"{DEBUGFS}/stats_percpu"), "stopped"), (pmcs, "stopped_pmcs"))
+    pmcs = profctl.cat_step(f"{HWPMC_DIR}/pmcs")
+    idle = ((IRQ_READ, "irq"), (profctl.sleep_step(IDLE_MS), ""), (IRQ_READ, "irq"))
+    stopped = ((profctl.cat_step(f"{DEBUGFS}/stats_percpu"), "stopped"), (pmcs, "stopped_pmcs"))
     early, late = (releases, ()) if plan.release_early else ((), releases)
     return (
         (IRQ_READ, "irq"),
-        (pc.open_step(DEVICE), ""),
+        (profctl.open_step(DEVICE), ""),
         (pmc_step("GETMODULEVERSION", value=0x03000000), ""),
         *plan.pre,
         *((p.allocate(), "") for p in plan.pmcs),
@@ -198,7 +198,7 @@ def plan_steps(plan: HwPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
         *starts,
         *plan.body,
         *reads("sc_running"),
-        (pc.wait_step(), ""),
+        (profctl.wait_step(), ""),
         *stops,
         (IRQ_READ, "irq"),
         *reads("sc_stopped"),
@@ -208,16 +208,16 @@ def plan_steps(plan: HwPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
         *stopped,
         *reads("sc_later"),
         *late,
-        *_untagged([pc.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES]),
+        *_untagged([profctl.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES]),
         (pmcs, "final_pmcs"),
-        (pc.sleep_step(5 * sweep_ms), ""),
-        (pc.cat_step(f"{DEBUGFS}/stats"), "later"),
+        (profctl.sleep_step(5 * sweep_ms), ""),
+        (profctl.cat_step(f"{DEBUGFS}/stats"), "later"),
         *_untagged(
             [
-                pc.open_step(f"{HWPMC_DIR}/log"),
-                pc.read_step(LOG_FD, LOG_COPY, 65536),
-                pc.close_step(LOG_FD),
-                pc.close_step(FD),
+                profctl.open_step(f"{HWPMC_DIR}/log"),
+                profctl.read_step(LOG_FD, LOG_COPY, 65536),
+                profctl.close_step(LOG_FD),
+                profctl.close_step(FD),
             ]
         ),
     )
@@ -301,10 +301,10 @@ def hw_run(
 
 
 def _by_tag(
-    tagged: Sequence[Tagged], results: Sequence[pc.StepResult], allowed: frozenset[str]
-) -> dict[str, list[pc.StepResult]]:
+    tagged: Sequence[Tagged], results: Sequence[profctl.StepResult], allowed: frozenset[str]
+) -> dict[str, list[profctl.StepResult]]:
     """Results grouped by tag; raises on a failed step its tag does not allow to fail."""
-    by_tag: dict[str, list[pc.StepResult]] = {}
+    by_tag: dict[str, list[profctl.StepResult]] = {}
     for (_, tag), result in zip(tagged, results, strict=True):
         may_fail = tag in ("release", "resume") or tag in allowed or tag.startswith("op:")
         if not result.ok and not may_fail:
@@ -314,7 +314,7 @@ def _by_tag(
 
 
 def _counting(
-    plan: HwPlan, by_tag: Mapping[str, list[pc.StepResult]], events_per_ns: float | None
+    plan: HwPlan, by_tag: Mapping[str, list[profctl.StepResult]], events_per_ns: float | None
 ) -> Counting | None:
     """The plan's SC PMC (at most one) as read: clocks and RW values."""
     sc = [p for p in plan.pmcs if p.mode == "SC"]
@@ -340,21 +340,21 @@ def _counting(
     )
 
 
-def _ss_running(by_tag: Mapping[str, list[pc.StepResult]]) -> tuple[int, int] | None:
+def _ss_running(by_tag: Mapping[str, list[profctl.StepResult]]) -> tuple[int, int] | None:
     if "ss_before" not in by_tag:
         return None
     before, after = (parse_pairs(by_tag[t][0].lines) for t in ("ss_before", "ss_after"))
     return int(before["x_ss_running"]), int(after["x_ss_running"])
 
 
-def driver_stats(result: pc.StepResult) -> dict[str, int]:
+def driver_stats(result: profctl.StepResult) -> dict[str, int]:
     """GETDRIVERSTATS's outputs, by the seed's names."""
     out = decode_op(result.out_bytes)
     return {name: out[f"out{i}"] for i, name in enumerate(DRIVER_STATS)}
 
 
 def op_outcomes(
-    tagged: Sequence[Tagged], results: Sequence[pc.StepResult]
+    tagged: Sequence[Tagged], results: Sequence[profctl.StepResult]
 ) -> tuple[OpOutcome, ...]:
     """The control ops (tags ``op:<label>:<expected>``) with the errno each gave."""
     outcomes = []

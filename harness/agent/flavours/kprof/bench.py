@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.build import build_agent
 from harness.agent.driver import Agent
 from harness.agent.flavours.kprof.results import KprofRun
@@ -73,8 +73,8 @@ def measure_kprof(arch: ArchProfile, images: GuestImages, cache: Cache) -> dict[
                       pmu_irq_label=arch.pmu_interrupt_label,
                       cycles_per_ns=arch.cycles_per_ns("tcg"))  # fmt: skip
         agent.deploy()
-        body = (*(pc.spin_step(cpu, RUN_MS) for cpu in range(BENCH_CPUS)),
-                pc.sleep_step(RUN_MS + 200))  # fmt: skip
+        body = (*(profctl.spin_step(cpu, RUN_MS) for cpu in range(BENCH_CPUS)),
+                profctl.sleep_step(RUN_MS + 200))  # fmt: skip
         for rate in RATES_HZ:
             run_spec = AgentSpec(flavour="kprof", period=1_000_000_000 // rate)
             result = trial(kprof_run(agent, run_spec, KprofPlan(body=body, background_reader=True)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.data import KPROF, records_per_block
@@ -55,7 +55,7 @@ def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    body = (*(pc.spin_step(cpu, BUSY_MS) for cpu in cpus), pc.sleep_step(BUSY_MS + 200))
+    body = (*(profctl.spin_step(cpu, BUSY_MS) for cpu in cpus), profctl.sleep_step(BUSY_MS + 200))
     return kprof_run(agent, spec, KprofPlan(body=body, background_reader=True))
 
 
@@ -105,7 +105,7 @@ def offline_plan(outgoing: int, others: tuple[int, ...]) -> KprofPlan:
     """
     body = (
         inject_step(outgoing, OFFLINE_OWN, ctx="task"),
-        pc.write_step(online_path(outgoing), "0"),
+        profctl.write_step(online_path(outgoing), "0"),
         *(inject_step(cpu, OFFLINE_OTHERS, ctx="task") for cpu in others),
     )
     injected = {cpu: OFFLINE_OTHERS for cpu in others} | {outgoing: OFFLINE_OWN}
@@ -126,13 +126,13 @@ def offline_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Kpr
     try:
         return kprof_run(agent, exact, offline_plan(outgoing, cpus[:-1]))
     finally:
-        agent.run_steps((pc.write_step(online_path(outgoing), "1"),))
+        agent.run_steps((profctl.write_step(online_path(outgoing), "1"),))
 
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     reader = script.switches.get("reader", False)
     # A background reader ends only at stop: `wait` before it would wait for it.
-    body = tuple(s for s in script.body if not (reader and s == pc.wait_step()))
+    body = tuple(s for s in script.body if not (reader and s == profctl.wait_step()))
     injected = dict(script.injected)
     for cpu, count in script.op_counts.get("inject-task", {}).items():
         injected[cpu] = injected.get(cpu, 0) + count
@@ -159,7 +159,7 @@ def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
 
 
 def _kpdata_step(cpu: int, count: int) -> str:
-    return pc.write_step(KPDATA, f"{KPDATA_BASE + 8 * count:#x}")
+    return profctl.write_step(KPDATA, f"{KPDATA_BASE + 8 * count:#x}")
 
 
 FLAVOUR = Flavour(

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.kprof import results as res
@@ -34,7 +34,7 @@ KPDATA = f"{KPROF_DIR}/kpdata"
 KPTRACE = f"{KPROF_DIR}/kptrace"
 CTL_FD = 3
 DATA_FD = 4
-IRQ_READ = pc.cat_step(PROC_INTERRUPTS)
+IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
 STREAM = f"{GUEST_DIR}/kprof-stream.bin"
 BACKGROUND = f"{GUEST_DIR}/kprof-background.bin"
 EOF_FILE = f"{GUEST_DIR}/kprof-eof.bin"
@@ -48,16 +48,16 @@ SNAPSHOT = "snapshot:"  # a pseudo-step in a plan's body: take the counters here
 
 #: KP-O8 probes: (name, step) after the stream was read, kpctl still open and stopped.
 CONTROL_PROBES: tuple[tuple[str, str], ...] = (
-    ("cpubufsz_8", pc.writefd_step(CTL_FD, "prof_cpubufsz 8")),
-    ("cpubufsz_2048", pc.writefd_step(CTL_FD, "prof_cpubufsz 2048")),
-    ("unknown", pc.writefd_step(CTL_FD, "bogus")),
-    ("empty", pc.writefd_step(CTL_FD, "")),
-    ("second_open", pc.open_step(KPCTL)),
-    ("qlimit_stopped", pc.writefd_step(CTL_FD, "prof_qlimit 2048")),
-    ("start", pc.writefd_step(CTL_FD, "start")),
-    ("start_again", pc.writefd_step(CTL_FD, "start")),
-    ("qlimit_profiling", pc.writefd_step(CTL_FD, "prof_qlimit 2048")),
-    ("stop", pc.writefd_step(CTL_FD, "stop")),
+    ("cpubufsz_8", profctl.writefd_step(CTL_FD, "prof_cpubufsz 8")),
+    ("cpubufsz_2048", profctl.writefd_step(CTL_FD, "prof_cpubufsz 2048")),
+    ("unknown", profctl.writefd_step(CTL_FD, "bogus")),
+    ("empty", profctl.writefd_step(CTL_FD, "")),
+    ("second_open", profctl.open_step(KPCTL)),
+    ("qlimit_stopped", profctl.writefd_step(CTL_FD, "prof_qlimit 2048")),
+    ("start", profctl.writefd_step(CTL_FD, "start")),
+    ("start_again", profctl.writefd_step(CTL_FD, "start")),
+    ("qlimit_profiling", profctl.writefd_step(CTL_FD, "prof_qlimit 2048")),
+    ("stop", profctl.writefd_step(CTL_FD, "stop")),
 )
 
 
@@ -68,12 +68,12 @@ def snapshot(name: str) -> str:
 
 def ctl_step(command: str) -> str:
     """One kpctl command on the session's descriptor."""
-    return pc.writefd_step(CTL_FD, command)
+    return profctl.writefd_step(CTL_FD, command)
 
 
 def kpdata_steps(cpu: int, pc_value: int) -> tuple[str, ...]:
     """Write ``pc_value`` to kpdata from ``cpu`` (profctl pinned there)."""
-    return (pc.pin_step(cpu), pc.writefd_step(DATA_FD, f"{pc_value:#x}"))
+    return (profctl.pin_step(cpu), profctl.writefd_step(DATA_FD, f"{pc_value:#x}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,18 +104,20 @@ def session_steps(plan: KprofPlan) -> tuple[str, ...]:
     writes = tuple(s for cpu, pcs in sorted(plan.kpdata.items()) for v in pcs
                    for s in kpdata_steps(cpu, v))  # fmt: skip
     reader = (
-        (pc.readbg_step(DATA_FD, BACKGROUND, plan.read_size),) if plan.background_reader else ()
+        (profctl.readbg_step(DATA_FD, BACKGROUND, plan.read_size),)
+        if plan.background_reader
+        else ()
     )
     return (
-        pc.open_step(KPCTL), pc.open_step(KPDATA), *idle, *reader, ctl_step("start"),
+        profctl.open_step(KPCTL), profctl.open_step(KPDATA), *idle, *reader, ctl_step("start"),
         *plan.body, *writes, snapshot(res.BEFORE_STOP), ctl_step("stop"),
-        snapshot(res.AFTER_STOP), pc.timeout_step(DRAIN_TIMEOUT_S),
-        *((pc.wait_step(),) if plan.background_reader else ()),
-        pc.read_step(DATA_FD, STREAM, plan.read_size),
-        *(pc.read_step(DATA_FD, EOF_FILE, plan.read_size) for _ in range(EOF_READS)),
+        snapshot(res.AFTER_STOP), profctl.timeout_step(DRAIN_TIMEOUT_S),
+        *((profctl.wait_step(),) if plan.background_reader else ()),
+        profctl.read_step(DATA_FD, STREAM, plan.read_size),
+        *(profctl.read_step(DATA_FD, EOF_FILE, plan.read_size) for _ in range(EOF_READS)),
         snapshot(res.AFTER_READ), *(_control_steps() if plan.control else ()),
-        pc.close_step(DATA_FD), pc.close_step(CTL_FD), snapshot(res.FINAL),
-        pc.cat_step(f"{DEBUGFS}/nmi"), *(_reopen_steps() if plan.control else ()),
+        profctl.close_step(DATA_FD), profctl.close_step(CTL_FD), snapshot(res.FINAL),
+        profctl.cat_step(f"{DEBUGFS}/nmi"), *(_reopen_steps() if plan.control else ()),
     )  # fmt: skip
 
 
@@ -127,14 +129,14 @@ def _control_steps() -> tuple[str, ...]:
 def _reopen_steps() -> tuple[str, ...]:
     """KP-O9: one record flushed onto the queue, close with it unread, reopen."""
     return (
-        pc.open_step(KPCTL), ctl_step("start"), _one_task_injection(), ctl_step("flush"),
-        snapshot(res.QUEUED), pc.close_step(CTL_FD), pc.open_step(KPCTL),
-        snapshot(res.REOPENED), pc.close_step(CTL_FD),
+        profctl.open_step(KPCTL), ctl_step("start"), _one_task_injection(), ctl_step("flush"),
+        snapshot(res.QUEUED), profctl.close_step(CTL_FD), profctl.open_step(KPCTL),
+        snapshot(res.REOPENED), profctl.close_step(CTL_FD),
     )  # fmt: skip
 
 
 def _one_task_injection() -> str:
-    return pc.write_step(f"{DEBUGFS}/inject", "cpu=0 count=1 ctx=task")
+    return profctl.write_step(f"{DEBUGFS}/inject", "cpu=0 count=1 ctx=task")
 
 
 def expand(steps: Sequence[str]) -> tuple[tuple[str, ...], dict[int, str]]:
@@ -147,13 +149,16 @@ def expand(steps: Sequence[str]) -> tuple[tuple[str, ...], dict[int, str]]:
     for step in steps:
         if step.startswith(SNAPSHOT):
             at[len(out)] = step.removeprefix(SNAPSHOT)
-            out += [pc.cat_step(f"{DEBUGFS}/stats"), pc.cat_step(f"{DEBUGFS}/stats_percpu")]
+            out += [
+                profctl.cat_step(f"{DEBUGFS}/stats"),
+                profctl.cat_step(f"{DEBUGFS}/stats_percpu"),
+            ]
         else:
             out.append(step)
     return tuple(out), at
 
 
-def parse_stats(stats: pc.StepResult, percpu: pc.StepResult) -> KprofStats:
+def parse_stats(stats: profctl.StepResult, percpu: profctl.StepResult) -> KprofStats:
     """One snapshot from its ``stats`` and ``stats_percpu`` cats.
 
     :raise InfraError: a cat failed, or a counter kprof declares is missing.
@@ -200,15 +205,15 @@ def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
     agent.load(spec)
     online = agent.online_cpus()
     session = session_steps(plan)
-    steps, at = expand((IRQ_READ, *session, IRQ_READ, pc.sleep_step(IDLE_MS), IRQ_READ,
-                        pc.cat_step(f"{DEBUGFS}/nmi")))  # fmt: skip
+    steps, at = expand((IRQ_READ, *session, IRQ_READ, profctl.sleep_step(IDLE_MS), IRQ_READ,
+                        profctl.cat_step(f"{DEBUGFS}/nmi")))  # fmt: skip
     results = agent.run_steps(steps, actions=plan.actions)
     snapshots = {name: parse_stats(results[i], results[i + 1]) for i, name in at.items()}
     _require_session_ok(steps, results, plan)
     data = agent.fetch(BACKGROUND, "kprof-background.bin") if plan.background_reader else b""
     data += agent.fetch(STREAM, "kprof-stream.bin")
     trace, status, undecoded = decode_stream(agent, data)
-    nmi = [i for i, s in enumerate(steps) if s == pc.cat_step(f"{DEBUGFS}/nmi")]
+    nmi = [i for i, s in enumerate(steps) if s == profctl.cat_step(f"{DEBUGFS}/nmi")]
     irq = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
     return KprofRun(
         spec=spec, snapshots=snapshots, trace=trace, bytes_read=len(data),
@@ -235,11 +240,11 @@ def _flushes_before_stop(body: Sequence[str]) -> int:
 
 
 def _require_session_ok(
-    steps: Sequence[str], results: Sequence[pc.StepResult], plan: KprofPlan
+    steps: Sequence[str], results: Sequence[profctl.StepResult], plan: KprofPlan
 ) -> None:
     """Raise on a failed step, except the reads and probes whose outcome is judged."""
-    reads = {pc.read_step(DATA_FD, EOF_FILE, plan.read_size),
-             pc.read_step(DATA_FD, STREAM, plan.read_size)}  # fmt: skip
+    reads = {profctl.read_step(DATA_FD, EOF_FILE, plan.read_size),
+             profctl.read_step(DATA_FD, STREAM, plan.read_size)}  # fmt: skip
     # kpctl commands of the body (a scenario's) may be refused: their effect is judged.
     reads |= {step for step in plan.body if step.startswith(f"writefd:{CTL_FD}:")}
     probes: set[int] = set()
@@ -252,7 +257,7 @@ def _require_session_ok(
 
 
 def _eof_outcomes(
-    agent: AgentLike, steps: Sequence[str], results: Sequence[pc.StepResult], plan: KprofPlan
+    agent: AgentLike, steps: Sequence[str], results: Sequence[profctl.StepResult], plan: KprofPlan
 ) -> tuple[str, ...]:
     """Every read that met the end of the stream, in order: "0" or the errno."""
     outcomes: list[str] = []
@@ -260,8 +265,8 @@ def _eof_outcomes(
         status = agent.fetch(f"{BACKGROUND}.status", "kprof-background.status").decode()
         fields = dict(part.partition("=")[::2] for part in status.split())
         outcomes.append(fields.get("errno", "?"))
-    reads = (pc.read_step(DATA_FD, STREAM, plan.read_size),
-             pc.read_step(DATA_FD, EOF_FILE, plan.read_size))  # fmt: skip
+    reads = (profctl.read_step(DATA_FD, STREAM, plan.read_size),
+             profctl.read_step(DATA_FD, EOF_FILE, plan.read_size))  # fmt: skip
     for step, result in zip(steps, results, strict=True):
         if step in reads:
             if result.ok or result.errno != "EINTR":
@@ -271,7 +276,9 @@ def _eof_outcomes(
     return tuple(outcomes)
 
 
-def _control_outcomes(steps: Sequence[str], results: Sequence[pc.StepResult]) -> dict[str, str]:
+def _control_outcomes(
+    steps: Sequence[str], results: Sequence[profctl.StepResult]
+) -> dict[str, str]:
     """KP-O8 probe → "ok" or its errno (the probes run once each, in order)."""
     first = steps.index(CONTROL_PROBES[0][1])
     outcomes = {}

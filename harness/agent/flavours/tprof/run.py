@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.agent import profctl as pc
+from harness.agent import profctl
 from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
@@ -37,7 +37,7 @@ from harness.agent.steps import (
 )
 from harness.vm.perf import PerfSession, start_perf, stop_command, stop_perf
 
-IRQ_READ = pc.cat_step(PROC_INTERRUPTS)
+IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,23 +58,23 @@ class RunContext:
 def ioctl_step(name: str, data: bytes = b"") -> str:
     """A native tprof ioctl on the agent's descriptor."""
     ioctl = TPROF.ioctl(name)
-    return pc.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
+    return profctl.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
 
 
 def start_steps() -> tuple[str, ...]:
     """Open the device and START (the seed ignores START's argument)."""
-    return (pc.open_step(DEVICE), ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size)))
+    return (profctl.open_step(DEVICE), ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size)))
 
 
 def collect_steps() -> tuple[str, ...]:
     """STOP, read the stream to EOF, snapshot every debugfs file, GETSTAT, close."""
     return (
         ioctl_step("TPROF_IOC_STOP"),
-        pc.timeout_step(60),
-        pc.read_step(FD, SAMPLES, READ_CHUNK),
-        *(pc.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES),
+        profctl.timeout_step(60),
+        profctl.read_step(FD, SAMPLES, READ_CHUNK),
+        *(profctl.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES),
         ioctl_step("TPROF_IOC_GETSTAT"),
-        pc.close_step(FD),
+        profctl.close_step(FD),
     )
 
 
@@ -85,7 +85,7 @@ def judged_steps(body: Sequence[str]) -> tuple[str, ...]:
     `IDLE_MS` later (`harness.agent.evidence`).
     """
     stop, *collect = collect_steps()
-    return (IRQ_READ, *start_steps(), *body, stop, IRQ_READ, pc.sleep_step(IDLE_MS), IRQ_READ,
+    return (IRQ_READ, *start_steps(), *body, stop, IRQ_READ, profctl.sleep_step(IDLE_MS), IRQ_READ,
             *collect)  # fmt: skip
 
 
@@ -144,7 +144,7 @@ def peer_run(agent: AgentLike, spec: AgentSpec, plan: SamplingPlan) -> SamplingR
 
 def scripted_run(
     agent: AgentLike, spec: AgentSpec, body: Sequence[str], context: RunContext | None = None
-) -> tuple[SamplingRun, tuple[pc.StepResult, ...]]:
+) -> tuple[SamplingRun, tuple[profctl.StepResult, ...]]:
     """Load ``spec``, START, run ``body``, then collect as `sampling_run` does.
 
     ``context`` says what ``body`` does (injected counts, kicks), for the oracles.
@@ -157,7 +157,7 @@ def scripted_run(
 
 def run_steps(
     agent: AgentLike, spec: AgentSpec, steps: Sequence[str], context: RunContext
-) -> tuple[SamplingRun, tuple[pc.StepResult, ...]]:
+) -> tuple[SamplingRun, tuple[profctl.StepResult, ...]]:
     """Load ``spec``, run ``steps`` (every one must succeed), collect and save."""
     agent.load(spec, throttling_disabled=context.throttling_disabled,
                max_sample_rate=context.max_sample_rate)  # fmt: skip
