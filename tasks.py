@@ -40,12 +40,13 @@ from harness.cli.session import GuestRequest, interactive_shell, parse_cpus, par
 from harness.errors import ConfigError, HarnessError
 from harness.matrix.load import get_matrix, github_matrix, select
 from harness.process import handle_sigterm
-from harness.scenarios import exactbundle as exactlib
+from harness.scenarios import deterministic_bundle as bundles
 from harness.scenarios import repro as reprolib
+from harness.scenarios.deterministic import DeterministicResult
 from harness.scenarios.identity import differing, format_rows
 from harness.scenarios.load import find_scenario, load_scenario
 from harness.timeouts import Timeouts
-from harness.vm.argv import ExactMode
+from harness.vm.argv import DeterministicMode
 from harness.vm.record import new_run_dir
 
 P = ParamSpec("P")
@@ -240,6 +241,27 @@ def matrix(c: Context, name: str, format: str = "text", k: str | None = None) ->
         raise ConfigError(f"--format takes text or github, not {format!r}")
 
 
+def _print_deterministic(outcome: DeterministicResult) -> None:
+    """Print a deterministic run's verdicts and number table; exit 4 if a number differs.
+
+    :raise Exit: code 4, a number differed or an attempt's verdicts failed.
+    """
+    _print_verdicts(outcome.repro)
+    for note in outcome.notes:
+        print(f"note: {note}")
+    print(format_rows(outcome.rows, outcome.headers))
+    print(f"wall time per run: {', '.join(f'{s:.1f}s' for s in outcome.wall_s)}; "
+          f"bundle: {outcome.repro.bundle}")  # fmt: skip
+    different = differing(outcome.rows)
+    excluded = sum(row.status == "excluded" for row in outcome.rows)
+    print(
+        f"numbers identical: {len(outcome.rows) - len(different) - excluded} of "
+        f"{len(outcome.rows)}; differing: {len(different)}; excluded by name: {excluded}"
+    )
+    if different or outcome.repro.reproduced != outcome.repro.attempts:
+        raise Exit(code=4)
+
+
 @task(
     positional=["scenario"],
     help={"scenario": "a scenario name in scenarios/ or a path to a .toml file "
@@ -247,14 +269,15 @@ def matrix(c: Context, name: str, format: str = "text", k: str | None = None) ->
           "repeat": "attempts (default: the scenario's own count; --deterministic: 2)",
           "bundle": "replay the bundle directory given instead, and compare verdicts",
           "dump_memory": "on a guest failure, save the guest's memory (QMP dump-guest-memory)",
-          "deterministic": "run input-free, instruction-exact (one TCG thread, icount, fixed "
-                           "seed and clock, no network); every number must repeat",
+          "deterministic": "run input-free, deterministic instruction for instruction (one TCG "
+                           "thread, icount, fixed seed and clock, no network); every number "
+                           "must repeat",
           "record": "1-vCPU scenarios: run input-free and keep QEMU's record/replay log",
           "replay": "with --bundle: replay a recording (or re-run a --deterministic bundle) "
                     "and compare every number with the recorded one",
           "gdb": "with --replay: start stopped, with QEMU's gdbstub on a port it prints",
           "no_snapshot": "boot each attempt's guest cold instead of restoring its snapshot "
-                         "(exact runs never use snapshots)"},
+                         "(deterministic runs never use snapshots)"},
 )  # fmt: skip
 @cli
 def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
@@ -264,24 +287,11 @@ def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
     if deterministic or record or replay or gdb:
         if deterministic and record:
             raise ConfigError("--record is already deterministic; give one of the two")
-        mode: ExactMode = "replay" if replay else "record" if record else "deterministic"
-        exact = exactlib.repro_exact(scenario, Cache.default(), bundle=bundle, mode=mode,
-                                     repeat=repeat, gdb=gdb,
-                                     announce=functools.partial(print, flush=True))  # fmt: skip
-        _print_verdicts(exact.repro)
-        for note in exact.notes:
-            print(f"note: {note}")
-        print(format_rows(exact.rows, exact.headers))
-        print(f"wall time per run: {', '.join(f'{s:.1f}s' for s in exact.wall_s)}; "
-              f"bundle: {exact.repro.bundle}")  # fmt: skip
-        different = differing(exact.rows)
-        excluded = sum(row.status == "excluded" for row in exact.rows)
-        print(
-            f"numbers identical: {len(exact.rows) - len(different) - excluded} of "
-            f"{len(exact.rows)}; differing: {len(different)}; excluded by name: {excluded}"
-        )
-        if different or exact.repro.reproduced != exact.repro.attempts:
-            raise Exit(code=4)
+        mode: DeterministicMode = "replay" if replay else "record" if record else "deterministic"
+        announce = functools.partial(print, flush=True)
+        _print_deterministic(bundles.repro_deterministic(
+            scenario, Cache.default(), bundle=bundle, mode=mode, repeat=repeat, gdb=gdb,
+            announce=announce))  # fmt: skip
         return
     if bundle:
         result, notes = reprolib.replay_bundle(Path(scenario), Cache.default(),

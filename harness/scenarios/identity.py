@@ -1,7 +1,7 @@
-"""Whether exact runs of a scenario reported the same numbers (pure).
+"""Whether deterministic runs of a scenario reported the same numbers (pure).
 
-An exact run (``--deterministic``, ``--record``/``--replay``) promises every number
-identical, number by number, except the ones declared in `NOT_EXACT`, each with its
+A deterministic run (``--deterministic``, ``--record``/``--replay``) promises every number
+identical, number by number, except the ones declared in `NOT_DETERMINISTIC`, each with its
 reason: a name listed there is shown and kept in the bundle but does not decide
 the verdict. There is no tolerance: a number is identical or it differs::
 
@@ -19,11 +19,11 @@ from typing import Literal
 Status = Literal["identical", "differs", "excluded"]
 
 #: Counter names (the last part of a number's name, e.g. ``core.0.x_nmi_max_ns``) that
-#: an exact run cannot promise, and why. Empty while every counter is instruction-exact:
+#: a deterministic run cannot promise, and why. Empty while every counter repeats:
 #: measured on QEMU 7.2, the handler-time counters (``x_nmi_max_ns``, ``x_nmi_sum_ns``,
 #: ``x_probe_ns``, ``x_enabled_ns``) read the guest's clock, which under ``-icount
-#: shift=0,sleep=off`` is the instruction count, so they repeat too (README, "Exact runs").
-NOT_EXACT: Mapping[str, str] = {}
+#: shift=0,sleep=off`` is the instruction count, so they repeat too (README, "Deterministic runs").
+NOT_DETERMINISTIC: Mapping[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +36,15 @@ class NumberRow:
     reason: str = ""
 
 
-def excluded_reason(name: str, not_exact: Mapping[str, str] = NOT_EXACT) -> str | None:
+def excluded_reason(
+    name: str, not_deterministic: Mapping[str, str] = NOT_DETERMINISTIC
+) -> str | None:
     """Why number ``name`` is excluded, or None when it must be identical."""
-    return not_exact.get(name.rsplit(".", 1)[-1])
+    return not_deterministic.get(name.rsplit(".", 1)[-1])
 
 
 def compare_attempts(
-    attempts: Sequence[Mapping[str, int]], not_exact: Mapping[str, str] = NOT_EXACT
+    attempts: Sequence[Mapping[str, int]], not_deterministic: Mapping[str, str] = NOT_DETERMINISTIC
 ) -> tuple[NumberRow, ...]:
     """Every number any run reported, compared across ``attempts`` (sorted by name).
 
@@ -52,7 +54,7 @@ def compare_attempts(
     rows = []
     for name in names:
         values = tuple(attempt.get(name) for attempt in attempts)
-        reason = excluded_reason(name, not_exact)
+        reason = excluded_reason(name, not_deterministic)
         if reason is not None:
             rows.append(NumberRow(name, values, "excluded", reason))
         else:

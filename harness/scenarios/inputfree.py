@@ -1,6 +1,6 @@
 """Input-free scenario runs: the guest runs the scenario itself; results come back after.
 
-An exact run (``invoke repro --deterministic``, ``--record``, ``--replay``) may not
+A deterministic run (``invoke repro --deterministic``, ``--record``, ``--replay``) may not
 type on the console or talk SSH over slirp: both bring host timing into the guest.
 So the harness plans the run first, on the host, with the same `Agent` and flavour
 runner as an SSH run: a `PlanningShell` answers the agent's few questions (no module
@@ -23,7 +23,7 @@ of an SSH run::
 
 Why the console and not a virtio-serial port (the kernel has ``CONFIG_VIRTIO_CONSOLE``):
 measured on QEMU 7.2, a guest with a ``virtio-serial-pci`` device is not
-instruction-exact under plain ``-icount`` (1 of 4 identical runs on 4 vCPUs diverged
+deterministic under plain ``-icount`` (1 of 4 identical runs on 4 vCPUs diverged
 at the device's probe; 5 of 5 without it matched byte for byte), while the PL011's
 output is written synchronously by the vCPU. The results follow the run, when the
 kernel is quiet; each line carries a prefix (kernel lines are skipped), items carry

@@ -181,7 +181,7 @@ def run_scenario(
     Each attempt restores the scenario's guest from its snapshot into a fresh QEMU
     (saved by a cold boot the first time); ``snapshot=False`` boots each cold. The
     bundle says which numbers were identical across the attempts. (Exact,
-    input-free runs are `harness.scenarios.exactbundle`'s.)
+    input-free runs are `harness.scenarios.deterministic_bundle`'s.)
 
     :raise ConfigError: the scenario cannot run here (e.g. KVM demanded).
     :raise InfraError: the host side failed.
@@ -278,7 +278,7 @@ def replay_bundle(
     """
     recorded = json.loads((bundle / "bundle.json").read_text())
     if recorded.get("deterministic"):
-        raise ConfigError(f"{bundle} is an exact run's bundle: replay it with --replay")
+        raise ConfigError(f"{bundle} is a deterministic run's bundle: replay it with --replay")
     scenario = load_scenario(_as_named(bundle))
     new = run_scenario(scenario, cache, repeat=recorded["attempts"],
                        snapshot=recorded.get("snapshot", True) if snapshot is None

@@ -24,17 +24,17 @@ from harness.errors import ConfigError
 from harness.vm.topology import CpuTopology
 
 TcgThreads = Literal["multi", "single"]
-ExactMode = Literal["deterministic", "record", "replay"]
+DeterministicMode = Literal["deterministic", "record", "replay"]
 GUEST_SSH_PORT = 22
 MIN_MEMORY_MIB = 128
-#: The guest's wall clock at boot in an exact run (``-rtc base=...,clock=vm``).
+#: The guest's wall clock at boot in a deterministic run (``-rtc base=...,clock=vm``).
 FIXED_RTC_BASE = "2024-01-01T00:00:00"
 #: QEMU 7.2 refuses record/replay with more than one vCPU.
 RR_MAX_CPUS = 1
 
 
 @dataclass(frozen=True, slots=True)
-class ExactRun:
+class DeterministicRun:
     """An input-free run whose every instruction is fixed: deterministic, recorded or replayed.
 
     All three run one TCG thread under ``-icount shift=0,sleep=off`` with a fixed
@@ -45,7 +45,7 @@ class ExactRun:
     (and gdb's ``continue`` starts the guest).
     """
 
-    mode: ExactMode
+    mode: DeterministicMode
     seed: int
     rr_file: Path | None = None
     rtc_base: str = FIXED_RTC_BASE
@@ -55,7 +55,7 @@ class ExactRun:
 
     def __post_init__(self) -> None:
         if (self.mode == "deterministic") != (self.rr_file is None):
-            raise ConfigError(f"an exact run in mode {self.mode!r} needs an rr file "
+            raise ConfigError(f"a deterministic run in mode {self.mode!r} needs an rr file "
                               "exactly when it records or replays")  # fmt: skip
         if (self.gdb_port is not None or self.snapshots is not None) and self.mode != "replay":
             raise ConfigError("--gdb attaches to a replay only (--bundle DIR --replay --gdb)")
@@ -73,7 +73,7 @@ class MachineSpec:
     kernel_args: tuple[str, ...] = ()
     tcg_threads: TcgThreads = "multi"
     icount_shift: int | None = None  # -icount shift=N: instruction counting, one TCG thread
-    exact: ExactRun | None = None  # an input-free, instruction-exact run (see `ExactRun`)
+    deterministic: DeterministicRun | None = None  # input-free, instruction for instruction
 
     def __post_init__(self) -> None:
         if self.topology.cpus > self.arch.max_cpus:
@@ -95,15 +95,15 @@ class MachineSpec:
             raise ConfigError(f"memory_mib={self.memory_mib} is too small; use ≥ {MIN_MEMORY_MIB}")
         if self.icount_shift is not None and self.accel != "tcg":
             raise ConfigError("-icount needs TCG; drop --deterministic or use --accel tcg")
-        self._check_exact()
+        self._check_deterministic()
 
-    def _check_exact(self) -> None:
-        if self.exact is None:
+    def _check_deterministic(self) -> None:
+        if self.deterministic is None:
             return
         if self.accel != "tcg" or self.icount_shift is not None:
-            raise ConfigError("an exact run (--deterministic, --record, --replay) needs TCG "
+            raise ConfigError("a deterministic run (--deterministic, --record, --replay) needs TCG "
                               "and sets -icount itself")  # fmt: skip
-        if self.exact.mode != "deterministic" and self.topology.cpus > RR_MAX_CPUS:
+        if self.deterministic.mode != "deterministic" and self.topology.cpus > RR_MAX_CPUS:
             raise ConfigError(
                 f"record/replay needs a 1-vCPU guest: QEMU 7.2 refuses -icount rr= with "
                 f"-smp > {RR_MAX_CPUS}, and this one has {self.topology.cpus} CPUs "
@@ -154,11 +154,11 @@ def build_argv(
     """
     topo = spec.topology
     smp = topo.smp_value if spec.arch.supports_clusters else topo.smp_value_without_clusters
-    threads = "single" if spec.exact is not None else spec.tcg_threads
+    threads = "single" if spec.deterministic is not None else spec.tcg_threads
     accel = "kvm" if spec.accel == "kvm" else f"tcg,thread={threads}"
     network = (
         ()
-        if spec.exact is not None  # no slirp: host time and packets would enter the guest
+        if spec.deterministic is not None  # no slirp: host time and packets would enter the guest
         else ("-netdev", f"user,id=net0,hostfwd=tcp:127.0.0.1:0-:{GUEST_SSH_PORT}",
               "-device", "virtio-net-pci,netdev=net0,romfile=")
     )  # fmt: skip
@@ -181,25 +181,25 @@ def build_argv(
     ]  # fmt: skip
     if spec.icount_shift is not None:
         argv += ["-icount", f"shift={spec.icount_shift}"]
-    if spec.exact is not None:
-        argv += exact_argv(spec.exact)
+    if spec.deterministic is not None:
+        argv += deterministic_argv(spec.deterministic)
     return tuple(argv)
 
 
-def exact_argv(exact: ExactRun) -> tuple[str, ...]:
-    """The options `ExactRun` adds: icount (and rr), seed, RTC, gdbstub."""
+def deterministic_argv(run: DeterministicRun) -> tuple[str, ...]:
+    """The options `DeterministicRun` adds: icount (and rr), seed, RTC, gdbstub."""
     icount = "shift=0,sleep=off"
-    if exact.rr_file is not None:
-        icount += f",rr={exact.mode},rrfile={quote_optarg(str(exact.rr_file))}"
+    if run.rr_file is not None:
+        icount += f",rr={run.mode},rrfile={quote_optarg(str(run.rr_file))}"
     gdb: tuple[str, ...] = ()
-    if exact.gdb_port is not None:
-        gdb = ("-gdb", f"tcp:127.0.0.1:{exact.gdb_port}")
-    if exact.snapshots is not None:  # an orphan node: no device sees it, savevm writes it
-        gdb += ("-drive", f"file={quote_optarg(str(exact.snapshots))},if=none,id=rrsnap")
+    if run.gdb_port is not None:
+        gdb = ("-gdb", f"tcp:127.0.0.1:{run.gdb_port}")
+    if run.snapshots is not None:  # an orphan node: no device sees it, savevm writes it
+        gdb += ("-drive", f"file={quote_optarg(str(run.snapshots))},if=none,id=rrsnap")
     return (
         "-icount", icount,
-        "-seed", str(exact.seed),
-        "-rtc", f"base={exact.rtc_base},clock=vm",
+        "-seed", str(run.seed),
+        "-rtc", f"base={run.rtc_base},clock=vm",
         # Start stopped: QMP's handshake (host-timed) would otherwise kick a running vCPU
         # and shift the round-robin; the harness (or gdb) says `cont` once it is done.
         "-S",

@@ -12,7 +12,7 @@ import pytest
 
 from harness.agent.flavour import behaviour
 from harness.build.cache import Cache
-from harness.scenarios.exactbundle import run_exact
+from harness.scenarios.deterministic_bundle import run_deterministic
 from harness.scenarios.load import Scenario, load_all
 from harness.scenarios.repro import ReproResult, run_scenario
 
@@ -45,7 +45,7 @@ def test_shipped_scenario_reproduces(scenario: Scenario, cache: Cache) -> None:
 def test_large_scenario_reproduces_input_free(scenario: Scenario, cache: Cache) -> None:
     """Every run: under -icount the guest's clocks count instructions, so host load
     cannot starve a 40-vCPU guest's RCU or timers (one TCG thread, about a minute)."""
-    result = run_exact(scenario, cache, mode="deterministic", attempts=1)
+    result = run_deterministic(scenario, cache, mode="deterministic", attempts=1)
     _assert_held(result.repro)
 
 

@@ -1,9 +1,9 @@
-"""Comparing exact runs number by number, with exclusions by name (harness.scenarios.identity)."""
+"""Comparing deterministic runs number by number, exclusions by name (scenarios.identity)."""
 
 from __future__ import annotations
 
 from harness.scenarios.identity import (
-    NOT_EXACT,
+    NOT_DETERMINISTIC,
     compare_attempts,
     differing,
     excluded_reason,
@@ -31,9 +31,9 @@ def test_a_number_one_run_lacks_differs() -> None:
 
 
 def test_excluded_names_match_the_counter_on_every_cpu_and_never_differ() -> None:
-    not_exact = {"x_nmi_max_ns": "host time"}
+    not_deterministic = {"x_nmi_max_ns": "host time"}
     second = {**FIRST, "core.0.x_nmi_max_ns": 2500, "core.1.x_nmi_max_ns": 3}
-    rows = compare_attempts([FIRST, second], not_exact)
+    rows = compare_attempts([FIRST, second], not_deterministic)
     excluded = {row.name: row.reason for row in rows if row.status == "excluded"}
     assert excluded == {"core.0.x_nmi_max_ns": "host time", "core.1.x_nmi_max_ns": "host time"}
     assert differing(rows) == []
@@ -45,7 +45,7 @@ def test_exclusion_is_by_name_not_by_size_of_difference() -> None:
 
 
 def test_the_shipped_exclusions_each_carry_a_reason() -> None:
-    assert all(reason.strip() for reason in NOT_EXACT.values())
+    assert all(reason.strip() for reason in NOT_DETERMINISTIC.values())
     assert excluded_reason("core.3.samples_nonexistent_name") is None
 
 

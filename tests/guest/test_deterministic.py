@@ -1,6 +1,6 @@
-"""Exact runs in real guests: record then replay, two deterministic runs, gdb backwards.
+"""Deterministic runs in real guests: record then replay, two deterministic runs, gdb backwards.
 
-Each test boots its own input-free guests (no pool: exact runs take no SSH), one at
+Each test boots its own input-free guests (no pool: deterministic runs take no SSH), one at
 a time. ``tprof-tp-d1-quirk`` is the 1-vCPU scenario recorded and replayed;
 ``dt-d1-fixed-4cpu`` the shipped multi-vCPU one run twice under ``--deterministic``.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from harness.build.cache import Cache
-from harness.scenarios.exact import ExactResult
-from harness.scenarios.exactbundle import replay_exact, run_exact
+from harness.scenarios.deterministic import DeterministicResult
+from harness.scenarios.deterministic_bundle import replay_deterministic, run_deterministic
 from harness.scenarios.identity import differing
 from harness.scenarios.load import find_scenario, load_scenario
 from harness.timeouts import Timeouts
@@ -29,21 +29,23 @@ MULTI = "dt-d1-fixed-4cpu"
 
 
 @pytest.fixture(scope="module")
-def recording(cache: Cache) -> ExactResult:
-    return run_exact(load_scenario(find_scenario(RECORDED)), cache, mode="record", attempts=1)
+def recording(cache: Cache) -> DeterministicResult:
+    return run_deterministic(
+        load_scenario(find_scenario(RECORDED)), cache, mode="record", attempts=1
+    )
 
 
-def numbers_of(result: ExactResult) -> dict[str, tuple[int | None, ...]]:
+def numbers_of(result: DeterministicResult) -> dict[str, tuple[int | None, ...]]:
     return {row.name: row.values for row in result.rows}
 
 
 def test_a_recorded_run_replays_with_every_number_identical(
-    recording: ExactResult, cache: Cache
+    recording: DeterministicResult, cache: Cache
 ) -> None:
     bundle = recording.repro.bundle
     assert (bundle / "attempt-1" / "rr.bin").stat().st_size > 0
     assert recording.repro.reproduced == 1, recording.repro.verdicts
-    replayed = replay_exact(bundle, cache)
+    replayed = replay_deterministic(bundle, cache)
     argv = (replayed.repro.bundle / "replay" / "argv.txt").read_text()
     assert f"rr=replay,rrfile={bundle}/attempt-1/rr.bin" in argv
     assert differing(replayed.rows) == []
@@ -54,8 +56,8 @@ def test_a_recorded_run_replays_with_every_number_identical(
 
 
 def test_a_multi_vcpu_scenario_runs_twice_alike_under_deterministic(cache: Cache) -> None:
-    result = run_exact(load_scenario(find_scenario(MULTI)), cache, mode="deterministic",
-                       attempts=2)  # fmt: skip
+    result = run_deterministic(load_scenario(find_scenario(MULTI)), cache, mode="deterministic",
+                               attempts=2)  # fmt: skip
     assert result.repro.reproduced == 2, result.repro.verdicts
     assert differing(result.rows) == []
     assert all(row.status == "identical" for row in result.rows)  # nothing excluded either
@@ -82,15 +84,15 @@ def gdb_session(port: int, vmlinux: Path, timeouts: Timeouts) -> str:
 @pytest.mark.skipif(shutil.which("gdb-multiarch") is None,
                     reason="gdb-multiarch is not installed (invoke setup installs it)")  # fmt: skip
 def test_gdb_steps_a_replay_backwards(
-    recording: ExactResult, cache: Cache, timeouts: Timeouts
+    recording: DeterministicResult, cache: Cache, timeouts: Timeouts
 ) -> None:
     hints: queue.Queue[str] = queue.Queue()
-    outcome: list[ExactResult | BaseException] = []
+    outcome: list[DeterministicResult | BaseException] = []
 
     def replay() -> None:
         try:
-            outcome.append(replay_exact(recording.repro.bundle, cache, gdb=True,
-                                        announce=hints.put))  # fmt: skip
+            outcome.append(replay_deterministic(recording.repro.bundle, cache, gdb=True,
+                                         announce=hints.put))  # fmt: skip
         except BaseException as exc:  # handed to the test's thread
             outcome.append(exc)
             hints.put("failed")
@@ -108,5 +110,5 @@ def test_gdb_steps_a_replay_backwards(
     assert int(pcs["pc-after"], 16) < int(pcs["pc-before"], 16), text
     assert outcome, "the replay did not finish after gdb detached"
     result = outcome[0]
-    assert isinstance(result, ExactResult), result
+    assert isinstance(result, DeterministicResult), result
     assert differing(result.rows) == []  # going backwards changed nothing recorded

@@ -1,4 +1,4 @@
-"""What a replay checks before it trusts a recording (harness.scenarios.exactbundle)."""
+"""What a replay checks before it trusts a recording (harness.scenarios.deterministic_bundle)."""
 
 from __future__ import annotations
 
@@ -14,50 +14,54 @@ from harness.agent.build import AgentBuild
 from harness.build.cache import Cache, file_sha256
 from harness.build.images import BootFiles, GuestImages
 from harness.errors import ConfigError
-from harness.scenarios.exact import (
-    ExactAttempt,
-    ExactSetup,
+from harness.scenarios.deterministic import (
+    DeterministicAttempt,
+    DeterministicSetup,
     input_free_script,
     skipped_actions,
 )
-from harness.scenarios.exactbundle import (
+from harness.scenarios.deterministic_bundle import (
     EXTRA_CPIO,
     _check_identities,
     _manifest,
     argv_differences,
-    replay_exact,
-    repro_exact,
+    replay_deterministic,
+    repro_deterministic,
 )
-from harness.scenarios.identity import NOT_EXACT
+from harness.scenarios.identity import NOT_DETERMINISTIC
 from harness.scenarios.inputfree import GuestPlan
 from harness.scenarios.load import find_scenario, load_scenario
 from harness.timeouts import Timeouts
-from harness.vm.argv import ExactRun, MachineSpec, build_argv
+from harness.vm.argv import DeterministicRun, MachineSpec, build_argv
 from harness.vm.topology import CpuTopology
 
 ONE = MachineSpec(arch=arches.get("arm64"), topology=CpuTopology())
 
 
-def argv(run_dir: str, exact: ExactRun, *, qmp_fd: int = 5) -> tuple[str, ...]:
+def argv(run_dir: str, run: DeterministicRun, *, qmp_fd: int = 5) -> tuple[str, ...]:
     files = BootFiles(Path("/cache/Image"), Path(f"{run_dir}/../guest/initrd.cpio"))
-    return build_argv(replace(ONE, exact=exact), files, qmp_fd=qmp_fd,
+    return build_argv(replace(ONE, deterministic=run), files, qmp_fd=qmp_fd,
                       console_log=Path(run_dir) / "console.log")  # fmt: skip
 
 
 def test_a_replay_with_gdb_starts_qemu_as_the_recording_did() -> None:
-    record = argv("/b/attempt-1", ExactRun(mode="record", seed=3, rr_file=Path("/b/attempt-1/rr")))
-    replay = argv("/r/replay", ExactRun(mode="replay", seed=3, rr_file=Path("/b/attempt-1/rr"),
-                                        gdb_port=999, snapshots=Path("/r/replay/s.qcow2")),
+    record = argv(
+        "/b/attempt-1", DeterministicRun(mode="record", seed=3, rr_file=Path("/b/attempt-1/rr"))
+    )
+    replay = argv("/r/replay", DeterministicRun(mode="replay", seed=3,
+                                                rr_file=Path("/b/attempt-1/rr"), gdb_port=999,
+                                                snapshots=Path("/r/replay/s.qcow2")),
                   qmp_fd=7)  # fmt: skip
     assert argv_differences(record, replay, ("/b/attempt-1", "/r/replay")) == []
 
 
 def test_a_replay_with_another_seed_or_machine_is_caught() -> None:
-    record = argv("/b/a", ExactRun(mode="record", seed=3, rr_file=Path("/b/a/rr")))
-    other_seed = argv("/r", ExactRun(mode="replay", seed=4, rr_file=Path("/b/a/rr")))
+    record = argv("/b/a", DeterministicRun(mode="record", seed=3, rr_file=Path("/b/a/rr")))
+    other_seed = argv("/r", DeterministicRun(mode="replay", seed=4, rr_file=Path("/b/a/rr")))
     assert argv_differences(record, other_seed, ("/b/a", "/r")) == ["'3' → '4'"]
     other_memory = build_argv(
-        replace(ONE, memory_mib=2048, exact=ExactRun(mode="replay", seed=3, rr_file=Path("x"))),
+        replace(ONE, memory_mib=2048,
+                deterministic=DeterministicRun(mode="replay", seed=3, rr_file=Path("x"))),
         BootFiles(Path("/cache/Image"), Path("/r/guest/initrd.cpio")), qmp_fd=5,
         console_log=Path("/r/console.log"))  # fmt: skip
     assert argv_differences(record, other_memory, ("/b/a", "/r")) == ["'1024M' → '2048M'"]
@@ -115,33 +119,35 @@ def test_a_changed_identity_refuses_the_replay(
 def test_options_that_do_not_fit_are_refused(kwargs: dict[str, object], message: str,
                                              tmp_path: Path) -> None:  # fmt: skip
     with pytest.raises(ConfigError, match=message):
-        repro_exact("tprof-tp-d1-quirk", Cache(tmp_path), **kwargs)  # type: ignore[arg-type]
+        repro_deterministic("tprof-tp-d1-quirk", Cache(tmp_path), **kwargs)  # type: ignore[arg-type]
 
 
 def test_recording_a_multi_vcpu_scenario_is_refused_before_building(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"QEMU 7\.2 refuses -icount rr="):
-        repro_exact("dt-d1-fixed-4cpu", Cache(tmp_path), bundle=False, mode="record")
+        repro_deterministic("dt-d1-fixed-4cpu", Cache(tmp_path), bundle=False, mode="record")
     assert not any(tmp_path.iterdir())  # nothing was built into the cache
 
 
-def test_an_ordinary_bundle_is_not_replayed_exactly(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"has no exact\.json"):
-        replay_exact(tmp_path, Cache(tmp_path))
+def test_an_ordinary_bundle_is_not_replayed_deterministically(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"has no deterministic\.json"):
+        replay_deterministic(tmp_path, Cache(tmp_path))
 
 
 def test_the_manifest_holds_what_a_replay_needs(tmp_path: Path) -> None:
     (tmp_path / "guest").mkdir()
     (tmp_path / EXTRA_CPIO).write_bytes(b"cpio")
-    (tmp_path / "profagent.ko").write_bytes(b"ko")
+    ko = tmp_path / "profagent.ko"
+    ko.write_bytes(b"ko")
     scenario = load_scenario(find_scenario("tprof-tp-d1-quirk"))
-    setup = ExactSetup(scenario=scenario, spec=ONE, kernel=tmp_path / "Image",
-                       vmlinux=tmp_path / "vmlinux", initrd=tmp_path / "initrd",
-                       plan=GuestPlan(("cat x", "/tmp/profagent/profctl sleep:1")),
-                       script=input_free_script(scenario),
-                       build=cast(AgentBuild, SimpleNamespace(ko=tmp_path / "profagent.ko")),
-                       profctl=tmp_path / "profctl", timeouts=Timeouts().scaled_by(3))  # fmt: skip
-    done = [ExactAttempt(tmp_path / "attempt-1", (), {"samples": 16}, ("qemu", "-S"), 3.21,
-                         "0xffffffc000330000")]  # fmt: skip
+    setup = DeterministicSetup(scenario=scenario, spec=ONE, kernel=tmp_path / "Image",
+                               vmlinux=tmp_path / "vmlinux", initrd=tmp_path / "initrd",
+                               plan=GuestPlan(("cat x", "/tmp/profagent/profctl sleep:1")),
+                               script=input_free_script(scenario),
+                               build=cast(AgentBuild, SimpleNamespace(ko=ko)),
+                               profctl=tmp_path / "profctl",
+                               timeouts=Timeouts().scaled_by(3))  # fmt: skip
+    done = [DeterministicAttempt(tmp_path / "attempt-1", (), {"samples": 16}, ("qemu", "-S"), 3.21,
+                                 "0xffffffc000330000")]  # fmt: skip
     record = _manifest("record", scenario, ONE, images(tmp_path, "K", "R"), setup, done)
     assert (record["mode"], record["seed"], record["timeout_scale"]) == ("record", 1, 3.0)
     assert record["kernel"] == {"path": str(tmp_path / "Image"), "sha256": "K"}
@@ -152,7 +158,7 @@ def test_the_manifest_holds_what_a_replay_needs(tmp_path: Path) -> None:
     }
     assert record["agent_ko_sha256"] == file_sha256(tmp_path / "profagent.ko")
     assert record["commands"] == ["cat x", "/tmp/profagent/profctl sleep:1"]
-    assert record["not_exact"] == dict(NOT_EXACT)
+    assert record["not_deterministic"] == dict(NOT_DETERMINISTIC)
     assert record["host_actions_not_performed"] == {}  # this scenario has no pause
     assert record["attempts"] == [{"dir": "attempt-1", "argv": ["qemu", "-S"],
                                    "numbers": {"samples": 16}, "wall_s": 3.21,

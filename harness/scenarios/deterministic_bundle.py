@@ -1,15 +1,15 @@
-"""Bundles of exact runs: ``invoke repro --deterministic``/``--record`` and ``--replay``.
+"""Bundles of deterministic runs: ``invoke repro --deterministic``, ``--record``, ``--replay``.
 
-Besides what every repro bundle holds (`harness.scenarios.repro`), an exact bundle
-has ``exact.json``: the mode and seed, the kernel and rootfs (paths in the
-content-addressed cache and their sha256), the extra cpio (``guest/extra.cpio``,
+Besides what every repro bundle holds (`harness.scenarios.repro`), a deterministic
+bundle has ``deterministic.json``: the mode and seed, the kernel and rootfs (paths in
+the content-addressed cache and their sha256), the extra cpio (``guest/extra.cpio``,
 with ``guest/run.sh`` beside it to read), the agent module's hash, the timeout
 scale (it sets a module parameter), the commands the guest ran, and per attempt
-the exact QEMU argv, the numbers, the wall time and the rr log
+the full QEMU argv, the numbers, the wall time and the rr log
 (``attempt-1/rr.bin`` when recorded). A replay checks every identity first::
 
-    result = run_exact(scenario, Cache.default(), mode="deterministic", attempts=2)
-    again = replay_exact(result.repro.bundle, Cache.default())   # rr replay or re-run
+    result = run_deterministic(scenario, Cache.default(), mode="deterministic", attempts=2)
+    again = replay_deterministic(result.repro.bundle, Cache.default())   # rr replay or re-run
 """
 
 from __future__ import annotations
@@ -28,43 +28,43 @@ from harness.agent.profctl import build_profctl
 from harness.build.cache import Cache, file_sha256, write_json_atomic
 from harness.build.images import GuestImages, prepare_images
 from harness.errors import ConfigError, InfraError
-from harness.scenarios.exact import (
+from harness.scenarios.deterministic import (
     SKIPPED_ACTIONS,
-    ExactAttempt,
-    ExactResult,
-    ExactSetup,
+    DeterministicAttempt,
+    DeterministicResult,
+    DeterministicSetup,
     attempt,
-    exact_run,
+    deterministic_run,
     input_free_script,
     plan_guest,
     skipped_actions,
 )
-from harness.scenarios.identity import NOT_EXACT, compare_attempts, summary_record
+from harness.scenarios.identity import NOT_DETERMINISTIC, compare_attempts, summary_record
 from harness.scenarios.inputfree import GuestPlan, extra_cpio, render_run_script
 from harness.scenarios.load import Scenario, find_scenario, load_scenario, scenario_record
 from harness.scenarios.repro import ReproResult, _as_named, _verdict_dict
 from harness.timeouts import Timeouts
-from harness.vm.argv import FIXED_RTC_BASE, ExactMode, ExactRun, MachineSpec
+from harness.vm.argv import FIXED_RTC_BASE, DeterministicMode, DeterministicRun, MachineSpec
 from harness.vm.record import host_facts, new_run_dir, spec_record
 
 LOG = logging.getLogger(__name__)
-MANIFEST = "exact.json"
+MANIFEST = "deterministic.json"
 EXTRA_CPIO = "guest/extra.cpio"
 
 
-def run_exact(scenario: Scenario, cache: Cache, *, mode: ExactMode, attempts: int,
-              out: Path | None = None) -> ExactResult:  # fmt: skip
+def run_deterministic(scenario: Scenario, cache: Cache, *, mode: DeterministicMode, attempts: int,
+                      out: Path | None = None) -> DeterministicResult:  # fmt: skip
     """Run ``scenario`` input-free ``attempts`` times under ``mode`` into a new bundle.
 
     ``record`` needs a 1-vCPU scenario; ``deterministic`` takes any.
 
-    :raise ConfigError: the scenario cannot run exactly (KVM, several vCPUs to record).
+    :raise ConfigError: the scenario cannot run deterministically (KVM, several vCPUs to record).
     :raise GuestError: a run crashed or hung.
     :raise InfraError: the host side failed.
     """
     if mode == "replay":
         raise ConfigError("a replay starts from a bundle: invoke repro --bundle DIR --replay")
-    spec = _spec(scenario, mode)  # refuses what cannot run exactly, before any bundle
+    spec = _spec(scenario, mode)  # refuses what cannot run deterministically, before any bundle
     bundle = out or new_run_dir("repro", scenario.name)
     shutil.copy2(scenario.path, bundle / "scenario.toml")
     (bundle / "scenario.json").write_text(json.dumps(scenario_record(scenario), indent=1) + "\n")
@@ -86,32 +86,32 @@ def run_exact(scenario: Scenario, cache: Cache, *, mode: ExactMode, attempts: in
     return replace(result, notes=tuple(f"{name}: {SKIPPED_ACTIONS}" for name in skipped))
 
 
-def _attempt_run(mode: ExactMode, seed: int, workdir: Path) -> ExactRun:
-    return exact_run(mode, seed, workdir / "rr.bin" if mode == "record" else None)
+def _attempt_run(mode: DeterministicMode, seed: int, workdir: Path) -> DeterministicRun:
+    return deterministic_run(mode, seed, workdir / "rr.bin" if mode == "record" else None)
 
 
-def _spec(scenario: Scenario, mode: ExactMode) -> MachineSpec:
+def _spec(scenario: Scenario, mode: DeterministicMode) -> MachineSpec:
     guest = scenario.guest
     if guest.accel == "kvm":
-        raise ConfigError(f"{scenario.name} asks for KVM; exact runs need TCG (-icount)")
+        raise ConfigError(f"{scenario.name} asks for KVM; deterministic runs need TCG (-icount)")
     spec = MachineSpec(arch=arches.get(guest.arch), topology=guest.topology, nmi=guest.nmi,
                        accel="tcg", kernel_args=guest.kernel_args)  # fmt: skip
     # Checks the mode against the machine now (record: 1 vCPU), before anything is built.
     rr_file = None if mode == "deterministic" else Path("-")
-    replace(spec, exact=ExactRun(mode=mode, seed=scenario.seed, rr_file=rr_file))
+    replace(spec, deterministic=DeterministicRun(mode=mode, seed=scenario.seed, rr_file=rr_file))
     return spec
 
 
 def _setup(scenario: Scenario, spec: MachineSpec, images: GuestImages, cache: Cache,
-           bundle: Path, *, timeouts: Timeouts | None = None) -> ExactSetup:  # fmt: skip
+           bundle: Path, *, timeouts: Timeouts | None = None) -> DeterministicSetup:  # fmt: skip
     """Build the agent and profctl, plan the guest's commands, write the extra cpio."""
     build = export_agent(scenario.agent, images, cache, bundle / "agent")
-    draft = ExactSetup(scenario=scenario, spec=spec, kernel=images.files.kernel,
-                       vmlinux=images.kernel_build / "vmlinux",
-                       initrd=bundle / "guest" / "initrd.cpio", plan=GuestPlan(()),
-                       script=input_free_script(scenario), build=build,
-                       profctl=build_profctl(spec.arch, cache),
-                       timeouts=timeouts or Timeouts.from_env())  # fmt: skip
+    draft = DeterministicSetup(scenario=scenario, spec=spec, kernel=images.files.kernel,
+                               vmlinux=images.kernel_build / "vmlinux",
+                               initrd=bundle / "guest" / "initrd.cpio", plan=GuestPlan(()),
+                               script=input_free_script(scenario), build=build,
+                               profctl=build_profctl(spec.arch, cache),
+                               timeouts=timeouts or Timeouts.from_env())  # fmt: skip
     (bundle / "plan").mkdir(exist_ok=True)
     setup = replace(draft, plan=plan_guest(draft, bundle / "plan"))
     extra = bundle / EXTRA_CPIO
@@ -131,8 +131,9 @@ def _concatenate(rootfs: Path, extra: Path, target: Path) -> None:
                 shutil.copyfileobj(source, out)
 
 
-def _manifest(mode: ExactMode, scenario: Scenario, spec: MachineSpec, images: GuestImages,
-              setup: ExactSetup, done: Sequence[ExactAttempt]) -> dict[str, object]:  # fmt: skip
+def _manifest(mode: DeterministicMode, scenario: Scenario, spec: MachineSpec,
+              images: GuestImages, setup: DeterministicSetup,
+              done: Sequence[DeterministicAttempt]) -> dict[str, object]:  # fmt: skip
     bundle = done[0].workdir.parent
     return {
         "mode": mode, "seed": scenario.seed, "rtc_base": FIXED_RTC_BASE,
@@ -143,7 +144,7 @@ def _manifest(mode: ExactMode, scenario: Scenario, spec: MachineSpec, images: Gu
         "agent_ko_sha256": file_sha256(setup.build.ko),
         "timeout_scale": setup.timeouts.scale,
         "commands": list(setup.plan.commands),
-        "not_exact": dict(NOT_EXACT),
+        "not_deterministic": dict(NOT_DETERMINISTIC),
         "host_actions_not_performed": {
             name: SKIPPED_ACTIONS for name in skipped_actions(scenario) if mode == "deterministic"
         },
@@ -154,45 +155,46 @@ def _manifest(mode: ExactMode, scenario: Scenario, spec: MachineSpec, images: Gu
     }  # fmt: skip
 
 
-def _result(bundle: Path, scenario: Scenario, done: Sequence[ExactAttempt],
+def _result(bundle: Path, scenario: Scenario, done: Sequence[DeterministicAttempt],
             headers: Sequence[str],
-            numbers: Sequence[Mapping[str, int]]) -> ExactResult:  # fmt: skip
+            numbers: Sequence[Mapping[str, int]]) -> DeterministicResult:  # fmt: skip
     rows = compare_attempts(numbers)
     verdicts = tuple(a.verdicts for a in done)
     reproduced = sum(all(v.held for v in one) for one in verdicts)
     record = {"scenario": scenario.name, "seed": scenario.seed, "accel": "tcg",
               "host": host_facts(), "attempts": len(done), "reproduced": reproduced,
               "verdicts": [[_verdict_dict(v) for v in one] for one in verdicts],
-              "deterministic": True, "exact": MANIFEST,
+              "deterministic": True, "manifest": MANIFEST,
               "wall_s": [round(a.wall_s, 3) for a in done],
               "across_attempts": summary_record(rows)}  # fmt: skip
     write_json_atomic(bundle / "bundle.json", record)
-    return ExactResult(ReproResult(bundle, len(done), reproduced, verdicts), rows,
-                       tuple(headers), tuple(a.wall_s for a in done))  # fmt: skip
+    return DeterministicResult(ReproResult(bundle, len(done), reproduced, verdicts), rows,
+                               tuple(headers), tuple(a.wall_s for a in done))  # fmt: skip
 
 
-def is_exact_bundle(bundle: Path) -> bool:
-    """Whether ``bundle`` was written by an exact run (it has ``exact.json``)."""
+def is_deterministic_bundle(bundle: Path) -> bool:
+    """Whether ``bundle`` was written by a deterministic run (it has ``deterministic.json``)."""
     return (bundle / MANIFEST).is_file()
 
 
-def replay_exact(bundle: Path, cache: Cache, *, gdb: bool = False,
-                 announce: Callable[[str], None] = lambda _: None) -> ExactResult:  # fmt: skip
+def replay_deterministic(bundle: Path, cache: Cache, *, gdb: bool = False,
+                  announce: Callable[[str], None] = lambda _: None,
+                  ) -> DeterministicResult:  # fmt: skip
     """Replay a recorded bundle (rr), or re-run a deterministic one; compare every number.
 
     The kernel, rootfs, extra cpio and module must be those recorded; the QEMU
     command line must be the recorded one but for the mode and per-run paths.
 
-    :raise ConfigError: not an exact bundle, or an identity changed (named).
+    :raise ConfigError: not a deterministic bundle, or an identity changed (named).
     :raise InfraError: the replay's argv differs from the recording's.
     """
     bundle = bundle.resolve()
-    if not is_exact_bundle(bundle):
+    if not is_deterministic_bundle(bundle):
         raise ConfigError(f"{bundle} has no {MANIFEST}: record it with --record or "
                           "--deterministic first")  # fmt: skip
     manifest = json.loads((bundle / MANIFEST).read_text())
     scenario = load_scenario(_as_named(bundle))
-    mode: ExactMode = "replay" if manifest["mode"] == "record" else "deterministic"
+    mode: DeterministicMode = "replay" if manifest["mode"] == "record" else "deterministic"
     spec = _spec(scenario, mode)
     images = prepare_images(spec.arch, scenario.guest.variant, cache)
     _check_identities(bundle, manifest, images)
@@ -206,7 +208,7 @@ def replay_exact(bundle: Path, cache: Cache, *, gdb: bool = False,
     try:
         workdir.mkdir()
         gdb_dir = workdir if gdb else None
-        again = attempt(setup, exact_run(mode, scenario.seed, rr_file, gdb_dir), workdir,
+        again = attempt(setup, deterministic_run(mode, scenario.seed, rr_file, gdb_dir), workdir,
                         lambda port: announce(gdb_hint(port, setup, bundle, recorded)))  # fmt: skip
     finally:
         setup.initrd.unlink(missing_ok=True)
@@ -218,7 +220,9 @@ def replay_exact(bundle: Path, cache: Cache, *, gdb: bool = False,
                    [recorded["numbers"], dict(again.numbers)])  # fmt: skip
 
 
-def gdb_hint(port: int, setup: ExactSetup, bundle: Path, recorded: Mapping[str, str]) -> str:
+def gdb_hint(
+    port: int, setup: DeterministicSetup, bundle: Path, recorded: Mapping[str, str]
+) -> str:
     """How to attach gdb to a replay waiting on ``port`` (symbols, the module's address)."""
     text = recorded.get("profagent_text") or "<the module's .text; not recorded>"
     return "\n".join((
@@ -249,7 +253,7 @@ def _check_identities(bundle: Path, manifest: dict[str, object], images: GuestIm
 
 def _replay_setup(bundle: Path, manifest: dict[str, object], *, scenario: Scenario,
                   spec: MachineSpec, images: GuestImages, cache: Cache,
-                  out: Path) -> ExactSetup:  # fmt: skip
+                  out: Path) -> DeterministicSetup:  # fmt: skip
     scale = manifest["timeout_scale"]
     assert isinstance(scale, float | int)
     setup = _setup(scenario, spec, images, cache, out, timeouts=Timeouts().scaled_by(scale))
@@ -299,24 +303,26 @@ def argv_differences(recorded: Sequence[str], now: Sequence[str],
     return [f"{a!r} → {b!r}" for a, b in zip(before, after, strict=True) if a != b]
 
 
-def repro_exact(target: str, cache: Cache, *, bundle: bool, mode: ExactMode, repeat: int = 0,
-                gdb: bool = False, announce: Callable[[str], None] = lambda _: None,
-                ) -> ExactResult:  # fmt: skip
+def repro_deterministic(target: str, cache: Cache, *, bundle: bool, mode: DeterministicMode,
+                        repeat: int = 0, gdb: bool = False,
+                        announce: Callable[[str], None] = lambda _: None,
+                        ) -> DeterministicResult:  # fmt: skip
     """What ``invoke repro`` runs for ``--deterministic``, ``--record`` and ``--replay``.
 
     ``target`` is a scenario (name or path), or with ``bundle`` a bundle directory.
 
-    :raise ConfigError: the options do not fit together, or the scenario cannot run exactly.
+    :raise ConfigError: the options do not fit together, or the scenario cannot run
+        deterministically.
     """
     if gdb and mode != "replay":
         raise ConfigError("--gdb opens the gdbstub of a replay: --bundle DIR --replay --gdb")
     if (mode == "replay") != bundle:
         raise ConfigError("--replay takes a bundle (--bundle DIR --replay), and a bundle is "
-                          "replayed exactly only with --replay")  # fmt: skip
+                          "replayed instruction for instruction only with --replay")  # fmt: skip
     if mode == "replay":
-        return replay_exact(Path(target), cache, gdb=gdb, announce=announce)
+        return replay_deterministic(Path(target), cache, gdb=gdb, announce=announce)
     scenario = load_scenario(find_scenario(target))
     attempts = repeat or (2 if mode == "deterministic" else 1)
     if mode == "record" and attempts != 1:
         raise ConfigError("--record makes one recording; replay it with --bundle DIR --replay")
-    return run_exact(scenario, cache, mode=mode, attempts=attempts)
+    return run_deterministic(scenario, cache, mode=mode, attempts=attempts)

@@ -1,18 +1,18 @@
-"""Exact scenario runs: ``--deterministic`` twice alike, ``--record`` and ``--replay``.
+"""Deterministic scenario runs: ``--deterministic`` twice alike, ``--record`` and ``--replay``.
 
 The guest runs the scenario input-free (`harness.scenarios.inputfree`) under one TCG
 thread, ``-icount shift=0,sleep=off``, a fixed ``-seed`` and a virtual-time RTC,
-with no network (`harness.vm.argv.ExactRun`). ``deterministic`` runs it N times and
-compares every number; ``record`` (1 vCPU: QEMU 7.2's limit) also writes QEMU's
-record/replay log, and `replay_exact` replays a bundle and compares every number with
+with no network (`harness.vm.argv.DeterministicRun`). ``deterministic`` runs it N
+times and compares every number; ``record`` (1 vCPU: QEMU 7.2's limit) also writes QEMU's
+record/replay log, and `replay_deterministic` replays a bundle and compares every number with
 the recorded ones; with ``gdb`` the replay waits for a debugger on QEMU's gdbstub::
 
-    result = run_exact(load_scenario(find_scenario("tprof-tp-d1-quirk")), Cache.default(),
-                       mode="record")
-    again = replay_exact(result.repro.bundle, Cache.default())
+    scenario = load_scenario(find_scenario("tprof-tp-d1-quirk"))
+    result = run_deterministic(scenario, Cache.default(), mode="record", attempts=1)
+    again = replay_deterministic(result.repro.bundle, Cache.default())
     differing(again.rows)          # [] : every recorded number came back
 
-The bundle holds what a replay needs (`harness.scenarios.exactbundle`).
+The bundle holds what a replay needs (`harness.scenarios.deterministic_bundle`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from harness.scenarios.repro import (
     write_records,
 )
 from harness.timeouts import Timeouts, wait_until
-from harness.vm.argv import ExactMode, ExactRun, MachineSpec
+from harness.vm.argv import DeterministicMode, DeterministicRun, MachineSpec
 from harness.vm.machine import GuestVM
 from harness.vm.preflight import FACTS_COMMAND, check_facts, parse_facts, split_sections
 from harness.vm.record import RunRecord, spec_record
@@ -64,11 +64,11 @@ GDB_SESSION_S = 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
-class ExactSetup:
-    """What every attempt of one exact run shares."""
+class DeterministicSetup:
+    """What every attempt of one deterministic run shares."""
 
     scenario: Scenario
-    spec: MachineSpec  # without `ExactRun`: each attempt adds its own
+    spec: MachineSpec  # without `DeterministicRun`: each attempt adds its own
     kernel: Path
     vmlinux: Path  # the kernel with its symbols, for gdb
     initrd: Path  # the rootfs with the extra cpio appended
@@ -80,7 +80,7 @@ class ExactSetup:
 
 
 @dataclass(frozen=True, slots=True)
-class ExactAttempt:
+class DeterministicAttempt:
     """One input-free run, judged."""
 
     workdir: Path
@@ -92,8 +92,8 @@ class ExactAttempt:
 
 
 @dataclass(frozen=True, slots=True)
-class ExactResult:
-    """An exact run or replay: the bundle, its verdicts and the number comparison."""
+class DeterministicResult:
+    """A deterministic run or replay: the bundle, its verdicts and the number comparison."""
 
     repro: ReproResult
     rows: tuple[NumberRow, ...]
@@ -134,7 +134,9 @@ def host_actions(scenario: Scenario, vm: GuestVM) -> dict[str, Callable[[], None
     return dict(program(scenario, pause, lambda: vm.qmp.execute("inject-nmi")).actions)
 
 
-def agent_for(setup: ExactSetup, shell: PlanningShell | CollectedShell, workdir: Path) -> Agent:
+def agent_for(
+    setup: DeterministicSetup, shell: PlanningShell | CollectedShell, workdir: Path
+) -> Agent:
     """The same `Agent` an SSH run uses, over ``shell``."""
     arch = setup.spec.arch
     return Agent(shell, setup.build, setup.profctl, workdir, nmi_expected=setup.spec.nmi,
@@ -143,7 +145,7 @@ def agent_for(setup: ExactSetup, shell: PlanningShell | CollectedShell, workdir:
                  timeouts=setup.timeouts)  # fmt: skip
 
 
-def plan_guest(setup: ExactSetup, workdir: Path) -> GuestPlan:
+def plan_guest(setup: DeterministicSetup, workdir: Path) -> GuestPlan:
     """The commands the guest runs: the preflight facts, then the agent's, up to profctl."""
     shell = PlanningShell(cpus=setup.spec.topology.cpus, events=tuple(PMU_EVENTS.values()),
                           profctl=f"{GUEST_DIR}/profctl")  # fmt: skip
@@ -163,12 +165,12 @@ def free_tcp_port() -> int:
         return port
 
 
-def attempt(setup: ExactSetup, exact: ExactRun, workdir: Path,
-            on_gdb: Callable[[int], None] = lambda _: None) -> ExactAttempt:  # fmt: skip
-    """Boot the input-free guest under ``exact``, wait for it to power off, judge it.
+def attempt(setup: DeterministicSetup, run: DeterministicRun, workdir: Path,
+            on_gdb: Callable[[int], None] = lambda _: None) -> DeterministicAttempt:  # fmt: skip
+    """Boot the input-free guest under ``run``, wait for it to power off, judge it.
 
     With a gdbstub, the guest stays stopped at its first instruction; a snapshot
-    (``start``, in ``exact.snapshots``) is taken there, so gdb can execute backwards,
+    (``start``, in ``run.snapshots``) is taken there, so gdb can execute backwards,
     and ``on_gdb(port)`` is told; the wait lasts the debugging session. The workdir
     gets ``run.json`` (argv, spec, mode, timing, verdict) as every guest run does.
 
@@ -176,10 +178,10 @@ def attempt(setup: ExactSetup, exact: ExactRun, workdir: Path,
     :raise InfraError: QEMU or the results channel failed.
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    spec = replace(setup.spec, exact=exact)
+    spec = replace(setup.spec, deterministic=run)
     record = RunRecord(workdir / "run.json")
-    record.update(spec=spec_record(spec), exact={"mode": exact.mode, "seed": exact.seed,
-                  "rr_file": str(exact.rr_file) if exact.rr_file else None})  # fmt: skip
+    record.update(spec=spec_record(spec), deterministic={"mode": run.mode, "seed": run.seed,
+                  "rr_file": str(run.rr_file) if run.rr_file else None})  # fmt: skip
     try:
         vm, wall_s = _run_guest(setup, spec, workdir, on_gdb)
         record.update(argv=list(vm.argv))
@@ -190,45 +192,45 @@ def attempt(setup: ExactSetup, exact: ExactRun, workdir: Path,
         record.finish(exc)
         raise
     record.finish(None)
-    LOG.info("%s: %s run took %.1fs", vm.name, exact.mode, wall_s)
+    LOG.info("%s: %s run took %.1fs", vm.name, run.mode, wall_s)
     (workdir / "profagent.text").write_text(collected.module_text + "\n")
-    return ExactAttempt(workdir, verdicts, numbers, vm.argv, wall_s, collected.module_text)
+    return DeterministicAttempt(workdir, verdicts, numbers, vm.argv, wall_s, collected.module_text)
 
 
-def _run_guest(setup: ExactSetup, spec: MachineSpec, workdir: Path,
+def _run_guest(setup: DeterministicSetup, spec: MachineSpec, workdir: Path,
                on_gdb: Callable[[int], None]) -> tuple[GuestVM, float]:  # fmt: skip
     """Launch QEMU, start the guest (or hand it to gdb), wait for its power-off."""
-    exact = spec.exact
-    assert exact is not None
+    run = spec.deterministic
+    assert run is not None
     started = time.monotonic()
     vm = GuestVM(spec, BootFiles(setup.kernel, setup.initrd), workdir, name=spec.name,
                  timeouts=setup.timeouts)  # fmt: skip
-    if exact.snapshots is not None:
-        run_logged(["qemu-img", "create", "-f", "qcow2", str(exact.snapshots), "4G"],
+    if run.snapshots is not None:
+        run_logged(["qemu-img", "create", "-f", "qcow2", str(run.snapshots), "4G"],
                    log=workdir / "qemu-img.log", what="creating the replay's snapshot file",
                    timeout_s=setup.timeouts.command_s)  # fmt: skip
     with vm:
-        if exact.gdb_port is not None:
+        if run.gdb_port is not None:
             said = vm.qmp.hmp("savevm start").strip()  # reverse execution seeks from it
             if said:
                 raise InfraError(f"QEMU could not take the replay's snapshot: {said}")
-            on_gdb(exact.gdb_port)
+            on_gdb(run.gdb_port)
         else:  # QMP is idle from here on: nothing host-timed reaches the vCPUs
             vm.qmp.execute("cont")
         # Only a recording performs host actions: rr logs them, and the replay repeats
         # them from the log. See `SKIPPED_ACTIONS` for why a deterministic run does not.
-        actions = host_actions(setup.scenario, vm) if exact.mode == "record" else {}
-        _await_poweroff(vm, actions, _budget_s(setup.timeouts, exact))
+        actions = host_actions(setup.scenario, vm) if run.mode == "record" else {}
+        _await_poweroff(vm, actions, _budget_s(setup.timeouts, run))
     vm.check_console(what=f"{vm.name} during its input-free run")
     if vm.exitcode() != 0:  # a guest power-off exits 0; e.g. a cut rr log exits 1
         output = vm.qemu_log.read_text(errors="replace").strip()[-2000:]
-        raise InfraError(f"QEMU exited with status {vm.exitcode()} during the {exact.mode} "
+        raise InfraError(f"QEMU exited with status {vm.exitcode()} during the {run.mode} "
                          f"run: {output or 'no output'} (log {vm.qemu_log})")  # fmt: skip
     return vm, time.monotonic() - started
 
 
-def _budget_s(timeouts: Timeouts, exact: ExactRun) -> float:
-    return GDB_SESSION_S if exact.gdb_port is not None else timeouts.boot_s + 2 * timeouts.command_s
+def _budget_s(timeouts: Timeouts, run: DeterministicRun) -> float:
+    return GDB_SESSION_S if run.gdb_port is not None else timeouts.boot_s + 2 * timeouts.command_s
 
 
 def _await_poweroff(vm: GuestVM, actions: Mapping[str, Callable[[], None]],
@@ -254,7 +256,7 @@ def _await_poweroff(vm: GuestVM, actions: Mapping[str, Callable[[], None]],
 
 
 def judge_collected(
-    setup: ExactSetup, collected: Collected, workdir: Path
+    setup: DeterministicSetup, collected: Collected, workdir: Path
 ) -> tuple[tuple[Verdict, ...], dict[str, int]]:
     """Run the scenario's runner over what the guest reported; its verdicts and numbers.
 
@@ -274,10 +276,10 @@ def judge_collected(
     return judge(setup.scenario.expect, run, behaviour(setup.scenario.agent.flavour)), run.numbers()
 
 
-def exact_run(mode: ExactMode, seed: int, rr_file: Path | None = None,
-              gdb_dir: Path | None = None) -> ExactRun:  # fmt: skip
-    """The `ExactRun` of one attempt; with ``gdb_dir``, a free gdbstub port and a snapshot file."""
+def deterministic_run(mode: DeterministicMode, seed: int, rr_file: Path | None = None,
+                      gdb_dir: Path | None = None) -> DeterministicRun:  # fmt: skip
+    """One attempt's `DeterministicRun`; with ``gdb_dir``, a free gdbstub port and snapshot file."""
     if gdb_dir is None:
-        return ExactRun(mode=mode, seed=seed, rr_file=rr_file)
-    return ExactRun(mode=mode, seed=seed, rr_file=rr_file, gdb_port=free_tcp_port(),
-                    snapshots=gdb_dir / "snapshots.qcow2")  # fmt: skip
+        return DeterministicRun(mode=mode, seed=seed, rr_file=rr_file)
+    return DeterministicRun(mode=mode, seed=seed, rr_file=rr_file, gdb_port=free_tcp_port(),
+                            snapshots=gdb_dir / "snapshots.qcow2")  # fmt: skip

@@ -1,4 +1,4 @@
-"""The QEMU options of exact runs: deterministic, record, replay, gdb (harness.vm.argv)."""
+"""The QEMU options of deterministic runs: deterministic, record, replay, gdb (harness.vm.argv)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from harness import arches
 from harness.build.images import BootFiles
 from harness.errors import ConfigError
-from harness.vm.argv import ExactRun, MachineSpec, build_argv
+from harness.vm.argv import DeterministicRun, MachineSpec, build_argv
 from harness.vm.topology import CpuTopology, default_topology
 
 ARM64 = arches.get("arm64")
@@ -29,7 +29,7 @@ def values_of(argv: tuple[str, ...], option: str) -> list[str]:
 
 
 def test_deterministic_is_single_threaded_icount_seeded_clocked_and_offline() -> None:
-    argv = argv_of(replace(EIGHT, exact=ExactRun(mode="deterministic", seed=7)))
+    argv = argv_of(replace(EIGHT, deterministic=DeterministicRun(mode="deterministic", seed=7)))
     assert values_of(argv, "-accel") == ["tcg,thread=single"]
     assert values_of(argv, "-icount") == ["shift=0,sleep=off"]
     assert values_of(argv, "-seed") == ["7"]
@@ -48,21 +48,27 @@ def test_an_ordinary_run_keeps_its_network_and_threads() -> None:
 
 
 def test_record_and_replay_name_the_rr_file() -> None:
-    record = argv_of(replace(ONE, exact=ExactRun(mode="record", seed=1, rr_file=RR)))
-    replay = argv_of(replace(ONE, exact=ExactRun(mode="replay", seed=1, rr_file=RR)))
+    record = argv_of(
+        replace(ONE, deterministic=DeterministicRun(mode="record", seed=1, rr_file=RR))
+    )
+    replay = argv_of(
+        replace(ONE, deterministic=DeterministicRun(mode="replay", seed=1, rr_file=RR))
+    )
     assert values_of(record, "-icount") == [f"shift=0,sleep=off,rr=record,rrfile={RR}"]
     assert values_of(replay, "-icount") == [f"shift=0,sleep=off,rr=replay,rrfile={RR}"]
 
 
 def test_rr_file_commas_are_escaped() -> None:
-    run = ExactRun(mode="record", seed=1, rr_file=Path("/a,b/rr.bin"))
-    assert values_of(argv_of(replace(ONE, exact=run)), "-icount")[0].endswith("/a,,b/rr.bin")
+    run = DeterministicRun(mode="record", seed=1, rr_file=Path("/a,b/rr.bin"))
+    assert values_of(argv_of(replace(ONE, deterministic=run)), "-icount")[0].endswith(
+        "/a,,b/rr.bin"
+    )
 
 
 def test_gdb_replay_opens_the_stub_and_an_orphan_snapshot_drive() -> None:
-    run = ExactRun(mode="replay", seed=1, rr_file=RR, gdb_port=4321,
-                   snapshots=Path("/r/snapshots.qcow2"))  # fmt: skip
-    argv = argv_of(replace(ONE, exact=run))
+    run = DeterministicRun(mode="replay", seed=1, rr_file=RR, gdb_port=4321,
+                           snapshots=Path("/r/snapshots.qcow2"))  # fmt: skip
+    argv = argv_of(replace(ONE, deterministic=run))
     assert values_of(argv, "-gdb") == ["tcp:127.0.0.1:4321"]
     assert values_of(argv, "-drive") == ["file=/r/snapshots.qcow2,if=none,id=rrsnap"]
     assert not any(token.startswith("virtio-blk") for token in argv)  # no device sees it
@@ -70,7 +76,7 @@ def test_gdb_replay_opens_the_stub_and_an_orphan_snapshot_drive() -> None:
 
 def test_record_refuses_more_than_one_vcpu_naming_qemus_limit() -> None:
     with pytest.raises(ConfigError, match=r"QEMU 7\.2 refuses -icount rr= with -smp > 1"):
-        replace(EIGHT, exact=ExactRun(mode="record", seed=1, rr_file=RR))
+        replace(EIGHT, deterministic=DeterministicRun(mode="record", seed=1, rr_file=RR))
 
 
 @pytest.mark.parametrize(
@@ -82,14 +88,16 @@ def test_record_refuses_more_than_one_vcpu_naming_qemus_limit() -> None:
         ({"mode": "record", "rr_file": RR, "snapshots": Path("/s")}, "replay only"),
     ],
 )
-def test_exact_run_refuses_inconsistent_modes(fields: dict[str, object], message: str) -> None:
+def test_deterministic_run_refuses_inconsistent_modes(
+    fields: dict[str, object], message: str
+) -> None:
     with pytest.raises(ConfigError, match=message):
-        ExactRun(seed=1, **fields)  # type: ignore[arg-type]
+        DeterministicRun(seed=1, **fields)  # type: ignore[arg-type]
 
 
-def test_exact_run_refuses_kvm_and_a_second_icount() -> None:
-    exact = ExactRun(mode="deterministic", seed=1)
+def test_deterministic_run_refuses_kvm_and_a_second_icount() -> None:
+    run = DeterministicRun(mode="deterministic", seed=1)
     with pytest.raises(ConfigError, match="needs TCG"):
-        replace(ONE, accel="kvm", exact=exact)
+        replace(ONE, accel="kvm", deterministic=run)
     with pytest.raises(ConfigError, match="sets -icount itself"):
-        replace(ONE, icount_shift=0, exact=exact)
+        replace(ONE, icount_shift=0, deterministic=run)
