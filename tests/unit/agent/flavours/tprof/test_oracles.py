@@ -181,23 +181,11 @@ BROKEN_CASES = [
         {"percpu": {0: {"x_overflow": 39}}},
         [
             ("TP-O1", 0, "x_producer_calls = 240", "x_sample 200 + x_overflow 39 = 239"),
-            ("TP-O1", None, "Σ_c x_overflow = 45", "overflow = 46"),
         ],
         id="TP-O1 per-CPU outcome short",
     ),
-    pytest.param(
-        {"stats": {"overflow": 45}},
-        [
-            (
-                "TP-O1",
-                None,
-                "Σ x_producer_calls = 400",
-                "sample 350 + overflow 45 + x_nobuf 4 = 399",
-            ),
-            ("TP-O1", None, "Σ_c x_overflow = 46", "overflow = 45"),
-        ],
-        id="TP-O1 global statistic short",
-    ),
+    # No "global statistic short": the module prints each one as the sum of its per-CPU
+    # counters, so it cannot differ from them (see the oracles' module docstring).
     pytest.param(
         {"percpu": {1: {"x_cur_used": 3}}},
         [
@@ -206,12 +194,6 @@ BROKEN_CASES = [
                 1,
                 "x_producer_calls = 160",
                 "x_sample 150 + x_overflow 6 + x_nobuf 4 + x_cur_used 3 = 163",
-            ),
-            (
-                "TP-O1",
-                None,
-                "Σ x_producer_calls = 400",
-                "sample 350 + overflow 46 + x_nobuf 4 + Σ x_cur_used 3 = 403",
             ),
         ],
         id="TP-O1 the current buffer is an outcome",
@@ -235,7 +217,6 @@ BROKEN_CASES = [
     pytest.param(
         {"stats": {"x_swaps": 11}},
         [
-            ("TP-O1", None, "Σ_c x_swaps = 10", "x_swaps = 11"),
             ("TP-O2", None, "x_swaps = 11", "buf 6 + emptybuf 4 = 10"),
             ("TP-O2", None, "x_swaps = 2 × (3 + 2) = 10", "x_swaps = 11"),
         ],
@@ -265,7 +246,7 @@ BROKEN_CASES = [
         [
             ("TP-O5", 1, "records = x_sample = 150", "records = 149"),
             ("TP-O5", 5, "records = x_sample = 0", "records = 1"),
-            ("TP-O5", 5, "cpu in 0,1", "1 records"),
+            ("TP-O5", 5, "records = 0", "records = 1"),
         ],
         id="TP-O5 a record from an offline CPU",
     ),
@@ -312,12 +293,6 @@ BROKEN_CASES = [
         [
             ("CALLS", 1, CALLS_1, "159"),
             ("TP-O1", 1, "x_producer_calls = 159", "x_sample 150 + x_overflow 6 + x_nobuf 4 = 160"),
-            (
-                "TP-O1",
-                None,
-                "Σ x_producer_calls = 399",
-                "sample 350 + overflow 46 + x_nobuf 4 = 400",
-            ),
         ],
         id="CALLS an overflow without its producer call",
     ),
@@ -340,7 +315,7 @@ BROKEN_CASES = [
     # PLACE
     pytest.param(
         {"busy": {0: (101,), 1: (303,)}},
-        [("PLACE", 1, "≥ 1 sample of pids 303", "0")],
+        [("PLACE", 1, "samples of pids 303 ≥ 1", "samples of pids 303 = 0")],
         id="PLACE busy loop never sampled",
     ),
     pytest.param(
@@ -354,7 +329,14 @@ BROKEN_CASES = [
     ),
     pytest.param(
         {"samples": (*BASE.samples[:-1], replace(BASE.samples[-1], pid=101))},
-        [("PLACE", 0, "0 samples of pids 101 elsewhere", "1 (CPU 1: 1)")],
+        [
+            (
+                "PLACE",
+                0,
+                "samples of pids 101 elsewhere = 0",
+                "samples of pids 101 elsewhere = 1",
+            )
+        ],
         id="PLACE pinned loop sampled elsewhere",
     ),
     pytest.param({"busy": {}}, [], id="PLACE not applicable"),
@@ -377,12 +359,12 @@ BROKEN_CASES = [
     # PROBE
     pytest.param(
         {"core": {1: {"x_probe_runs": 0}}},
-        [("PROBE", 1, "x_probe_runs > 0", "x_probe_runs = 0")],
+        [("PROBE", 1, "x_probe_runs ≥ 1", "x_probe_runs = 0")],
         id="PROBE never ran",
     ),
     pytest.param(
         {"core": {1: {"x_probe_hits": 0}}},
-        [("PROBE", 1, "x_probe_hits > 0", "x_probe_hits = 0 in 3 runs")],
+        [("PROBE", 1, "x_probe_hits ≥ 1", "x_probe_hits = 0")],
         id="PROBE no overflow in IRQ-off windows",
     ),
     # THROTTLE: the perf core's own mark, with throttling off
@@ -443,7 +425,7 @@ IRQ_CASES = [
     ),
     pytest.param(
         {"core": {1: {"x_probe_runs": 0}}},
-        [("PROBE", 1, "x_probe_runs > 0", "x_probe_runs = 0")],
+        [("PROBE", 1, "x_probe_runs ≥ 1", "x_probe_runs = 0")],
         id="x_probe_runs",
     ),
 ]
@@ -516,12 +498,6 @@ def test_tp_d1_the_seeds_invisible_loss_breaks_conservation() -> None:
             "x_producer_calls = 48",
             "x_sample 16 + x_overflow 8 + x_dropbuf_sample 16 = 40",
         ),
-        (
-            "TP-O1",
-            None,
-            "Σ x_producer_calls = 48",
-            "sample 16 + overflow 8 + dropbuf_sample 16 = 40",
-        ),
     ]
 
 
@@ -540,8 +516,8 @@ def test_tp_d1_without_pmu_production_only_injected_calls_reach_the_producer() -
     [
         (2.5, 6, 4, []),  # 4 ≤ 10 ≤ 2 × (2 + 3)
         (4.0, 6, 4, []),
-        (1.0, 6, 4, [("TP-O2", None, "4 ≤ x_swaps ≤ 6", "x_swaps = 10")]),
-        (0.5, 2, 0, [("TP-O2", None, "4 ≤ x_swaps ≤ 6", "x_swaps = 2")]),  # not even START+STOP
+        (1.0, 6, 4, [("TP-O2", None, "x_swaps ≤ 6", "x_swaps = 10")]),
+        (0.5, 2, 0, []),  # no floor: START and STOP's swaps are counted in manual drain
     ],
 )
 def test_tp_o2_auto_drain_bounds(
@@ -577,7 +553,7 @@ def test_tp_o2_applies_with_kicks_or_auto_drain_run_time(
 
 
 def test_tp_o2_skipped_in_a_manual_drain_run_without_kicks() -> None:
-    # x_swaps = 10 is out of the auto bounds for 1 s (4 ≤ x_swaps ≤ 6): not judged.
+    # x_swaps = 10 is above the auto ceiling for 1 s (x_swaps ≤ 6): not judged.
     run = broken(BASE, kicks=None, runtime_s=1.0)
     assert applicable_oracles(run) == {name for name, _ in ORACLES} - {"TP-O2", "PEER"}
     assert check_sampling(run) == []
@@ -587,13 +563,13 @@ def test_tp_o2_does_not_apply_without_kicks_or_run_time() -> None:
     run = broken(BASE, kicks=None, stats={"x_swaps": 11})
     assert "TP-O2" not in applicable_oracles(run)
     assert check_swaps(run) == []
-    assert brief(check_sampling(run)) == [("TP-O1", None, "Σ_c x_swaps = 10", "x_swaps = 11")]
+    assert check_sampling(run) == []
 
 
 def test_place_a_busy_cpu_must_overflow() -> None:
     # Alone, as IRQ and CALLS fail too when x_nmi_total drops.
     run = broken(BASE, core={0: {"x_nmi_total": 0}})
-    assert brief(check_placement(run)) == [("PLACE", 0, "x_nmi_total > 0", "x_nmi_total = 0")]
+    assert brief(check_placement(run)) == [("PLACE", 0, "x_nmi_total ≥ 1", "x_nmi_total = 0")]
 
 
 def test_throttle_lost_is_the_clamped_estimate() -> None:
