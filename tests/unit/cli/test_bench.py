@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,22 +14,33 @@ from harness.cli import bench
 from harness.errors import InfraError
 from harness.vm.record import ARTIFACTS_ENV
 
+#: The stand-in clock: the CLI run "starts" here (an epoch second with an exact float).
+STARTED = 1_800_000_000.0
+
 
 def leaving(records: dict[str, float]) -> Callable[..., None]:
-    """A stand-in for the CLI run: it leaves run.json files started ``seconds`` from now."""
+    """A stand-in for the CLI run: it leaves run.json files started ``seconds`` after
+    `STARTED` (bench's clock reads `STARTED`; see `frozen_clock`)."""
 
     def run(argv: list[str], env: dict[str, str] | None = None) -> None:
         assert env is not None
-        now = time.time()
         for relative, seconds in records.items():
             path = Path(env[ARTIFACTS_ENV]) / relative / "run.json"
             path.parent.mkdir(parents=True)
-            began = dt.datetime.fromtimestamp(now + seconds, dt.UTC).isoformat()
+            began = dt.datetime.fromtimestamp(STARTED + seconds, dt.UTC).isoformat()
             path.write_text(json.dumps({"started_at": began}))
 
     return run
 
 
+@pytest.fixture
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench reads the wall clock once, when the CLI run starts: there it reads `STARTED`,
+    so the result does not depend on how long the stand-in took."""
+    monkeypatch.setattr(bench, "time", types.SimpleNamespace(time=lambda: STARTED))
+
+
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_restored_guest_is_found_below_its_guest_directory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -37,7 +48,7 @@ def test_a_restored_guest_is_found_below_its_guest_directory(
     monkeypatch.setattr(bench, "_cli", leaving({"pytest/run/guest/restore-001": 5.0,
                                                 "pytest/run/other": 9.0}))  # fmt: skip
     took = bench._start_to_launch(["invoke", "test"])
-    assert 4.0 < took < 6.0
+    assert took == pytest.approx(5.0, abs=1e-6)  # isoformat keeps microseconds
 
 
 def test_a_run_that_started_no_guest_is_an_infra_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -191,7 +191,12 @@ HWPMC = FlavourInfo(
         Mutant(
             "ring_one_short",
             "a ring counts as full one entry early (nsamples - 1 entries, a slot kept empty)",
-            ("HW-O4",),
+            ("HW-O4", "HW-O2"),
+        ),
+        Mutant(
+            "log_fail_as_discard",
+            "a swept entry the log refused is counted as discarded, not as a failed write",
+            ("HW-O3",),
         ),
         Mutant(
             "setcount_running",

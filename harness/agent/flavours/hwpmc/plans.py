@@ -22,6 +22,7 @@ from harness.agent.flavours.hwpmc.run import (
     Tagged,
     checkpoint,
     kick_step,
+    log_fault_step,
     pmc_id,
     pmc_step,
     resume_at_release_step,
@@ -61,6 +62,8 @@ def exact_spec(spec: AgentSpec) -> AgentSpec:
 def exact_plan(cpus: tuple[int, ...], n: int) -> HwPlan:
     """Sweeps suppressed; n + 5 calls per CPU (HW-O4); a kick (HW-O5); 3 more; release early.
 
+    The kick's sweeps write n records per CPU to the log, and the first of those
+    writes fails (the ``hwpmc_log`` fault): HW-O3's failure count has one to find.
     The release comes right after STOP with the 3 entries still in each ring; the
     timer sweeps resume as the first RELEASE begins (a hook in the module: resumed by
     the plan, a loaded host could sweep them before the RELEASE), and each CPU must
@@ -70,6 +73,7 @@ def exact_plan(cpus: tuple[int, ...], n: int) -> HwPlan:
     body: tuple[Tagged, ...] = (
         (inject_step("all", n + FILL_EXTRA), ""),
         checkpoint("fill"),
+        (log_fault_step(), ""),
         (kick_step("all"), ""),
         checkpoint("restart"),
         # A counter never restarted raises no overflow to carry this burst: the step
@@ -86,6 +90,7 @@ def exact_plan(cpus: tuple[int, ...], n: int) -> HwPlan:
         release_early=True,
         fill=fill,
         resume={cpu: RESUMED for cpu in cpus},
+        log_faults=1,
     )
 
 

@@ -14,11 +14,22 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from harness.agent.evidence import Injections, KernelEvidence
+from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC
 from harness.agent.results import AgentSnapshot, flat_numbers
 from harness.agent.spec import AgentSpec
 
 Table = Mapping[int, Mapping[str, int]]
 Kind = Literal["standard", "exact", "independence", "control", "script", "counting"]
+
+
+def cell(table: Table, cpu: int, name: str) -> int:
+    """``name`` of ``cpu`` in a per-CPU table; 0 where the table has no such entry."""
+    return table.get(cpu, {}).get(name, 0)
+
+
+def total(table: Table, name: str) -> int:
+    """``name`` summed over every CPU of a per-CPU table."""
+    return sum(cell(table, cpu, name) for cpu in table)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +98,8 @@ class HwRun:
     the plan read mid-run, by name. ``fill`` maps CPU → producer calls injected
     with sweeps suppressed (HW-O4), ``resume`` CPU → calls injected after the
     restarting sweep (HW-O5); ``pair`` is (A, B) of an independence run (HW-O8);
-    ``counting`` the system-counting PMC's readings, if the run had one (HW-SC).
+    ``counting`` the system-counting PMC's readings, if the run had one (HW-SC);
+    ``log_faults`` the log writes the harness made fail (the ``hwpmc_log`` fault, HW-O3).
     """
 
     spec: AgentSpec
@@ -116,11 +128,17 @@ class HwRun:
     injections: Injections = field(default_factory=Injections)
     throttling_disabled: bool = True
     counting: Counting | None = None
+    log_faults: int = 0
 
     @property
     def nsamples(self) -> int:
         """n: the ring capacity the module was loaded with."""
         return self.spec.param("nsamples")
+
+    @property
+    def log_capacity(self) -> int:
+        """Records hwpmc/log holds: ``log_kib`` KiB of whole records (the module's own sum)."""
+        return self.spec.param("log_kib") * 1024 // HWPMC_LOG_REC.size
 
     @property
     def hardware_stall(self) -> bool:
@@ -148,6 +166,7 @@ class HwRun:
             "ops": [(o.label, o.expected, o.got) for o in self.ops],
             "releases": self.releases,
             "counting": None if self.counting is None else asdict(self.counting),
+            "log_faults": self.log_faults,
             "log_records": len(self.log),
             "info": dict(snap.info),
             "stats": dict(snap.stats),

@@ -90,6 +90,11 @@ def resume_at_release_step() -> str:
     return profctl.write_step(f"{HWPMC_DIR}/sweep", "cpu=all on=2")
 
 
+def log_fault_step(nth: int = 1) -> str:
+    """The ``nth`` next write to hwpmc/log fails as a full log's would (fault ``hwpmc_log``)."""
+    return profctl.write_step(f"{DEBUGFS}/fault", f"point=hwpmc_log nth={nth}")
+
+
 def pending_step(cpu: int) -> str:
     """The next entry recorded on ``cpu`` stays pending (HW-D3's hook)."""
     return profctl.write_step(f"{HWPMC_DIR}/pending", f"cpu={cpu}")
@@ -150,7 +155,8 @@ class HwPlan:
 
     ``pre`` runs before the PMCs start, ``body`` while they run; ``release_early``
     releases right after STOP (entries still in the rings: the release bound) rather
-    than after the idle phase. The rest tells the oracles what the steps did.
+    than after the idle phase; ``log_faults`` is how many log writes the steps make fail
+    (`log_fault_step`). The rest tells the oracles what the steps did.
     """
 
     kind: Kind
@@ -164,6 +170,7 @@ class HwPlan:
     pair: tuple[int, int] | None = None
     #: PMCs the body releases itself: not stopped or released again at the end.
     released: frozenset[int] = frozenset()
+    log_faults: int = 0
 
 
 def _untagged(steps: Sequence[str]) -> tuple[Tagged, ...]:
@@ -295,6 +302,7 @@ def hw_run(
         kernel=interrupt_reads([r.lines for r in by_tag["irq"]], agent.pmu_irq_label),
         injections=injections_of(steps, online),
         counting=_counting(plan, by_tag, agent.events_per_ns(spec)),
+        log_faults=plan.log_faults,
     )
     agent.save_run(run.record())
     return run

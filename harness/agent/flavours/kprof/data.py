@@ -140,6 +140,11 @@ KPROF = FlavourInfo(
             ("KP-O2", "KP-O6"),
         ),
         Mutant(
+            "drops_unreported",
+            "a dropped block is counted in x_hidden_blocks_dropped only (KP-D7 without its bit)",
+            ("KP-O3",),
+        ),
+        Mutant(
             "uncounted_commit",
             "every 13th record of a block is committed without counting it",
             ("KP-O1",),

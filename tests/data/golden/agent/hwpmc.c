@@ -428,6 +428,9 @@ static void hw_sweep_entry(struct hw_cpu *hc, struct hw_entry *e, unsigned int c
 		/* Mutation point: the entry is freed, neither logged nor counted as lost. */
 	} else if (hw_log_append(e, cpu)) {
 		hc->stat[HW_PC_X_LOGGED]++;
+	} else if (pa_mutant(LOG_FAIL_AS_DISCARD)) {
+		/* Mutation point: a refused write counted as a discard, not as a failure. */
+		hc->stat[HW_PC_X_DISCARDED_STOPPED]++;
 	} else {
 		hc->stat[HW_PC_X_LOG_FAILED]++;
 	}

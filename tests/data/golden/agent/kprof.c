@@ -413,7 +413,8 @@ static void kp_qlock(struct kp_queue *q, unsigned long *flags)
 static void kp_count_drop(struct kp_block *b)
 {
 	this_cpu_inc(kp_cpu.stat[KP_PC_X_HIDDEN_BLOCKS_DROPPED]);
-	if (!pa_quirk(KP_QUIRK_KP_D7))
+	/* Mutation point: the drop goes unreported, as quirk KP-D7 without its bit. */
+	if (!pa_quirk(KP_QUIRK_KP_D7) && !pa_mutant(DROPS_UNREPORTED))
 		this_cpu_inc(kp_cpu.stat[KP_PC_BLOCKS_DROPPED]);
 	this_cpu_add(kp_cpu.stat[KP_PC_X_RECORDS_IN_DROPPED_BLOCKS], b->records);
 }

@@ -93,6 +93,7 @@ enum pa_mutant {
 	PA_MUTANT_SEED_COUNT_ORDER,	/* the seed's DT-D5: a slot published 500 us before the readable count rises, and the reader waits on the count */
 	PA_MUTANT_ACCEPT_OVER_LIMIT,	/* qpass accepts a full block while qlen < qlimit + one block */
 	PA_MUTANT_EARLY_HANDOFF,	/* a block is handed off one record early (the reservation is 20 + L bytes larger) */
+	PA_MUTANT_DROPS_UNREPORTED,	/* a dropped block is counted in x_hidden_blocks_dropped only (KP-D7 without its bit) */
 	PA_MUTANT_UNCOUNTED_COMMIT,	/* every 13th record of a block is committed without counting it */
 	PA_MUTANT_CLOSE_KEEPS_QUEUE,	/* closing kpctl keeps the queue and its unread bytes for the next open */
 	PA_MUTANT_LOSE_FLUSHED_RECORD,	/* flush and stop push every block one record short */
@@ -109,6 +110,7 @@ enum pa_mutant {
 	PA_MUTANT_SHARED_STALL_FLAG,	/* one stall flag per PMC for all its CPUs, as the seed's (HW-D2 without the bit) */
 	PA_MUTANT_SC_NEVER_COUNTS,	/* START of an SC PMC leaves its counter off */
 	PA_MUTANT_RING_ONE_SHORT,	/* a ring counts as full one entry early (nsamples - 1 entries, a slot kept empty) */
+	PA_MUTANT_LOG_FAIL_AS_DISCARD,	/* a swept entry the log refused is counted as discarded, not as a failed write */
 	PA_MUTANT_SETCOUNT_RUNNING,	/* PMCSETCOUNT of a running PMC succeeds (§4.4: EBUSY) */
 	PA_MUTANT_SWEEP_LAGS_RELEASE,	/* a CPU's first sweep after a RELEASE leaves its entries for the next tick */
 };

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from harness.agent.evidence import Injections, KernelEvidence
+from harness.agent.flavours.hwpmc.conservation import check_outcomes
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
 from harness.agent.flavours.hwpmc.results import Counting, HwRun, LogRecord, OpOutcome, PmcLine
@@ -83,12 +84,7 @@ def test_a_healthy_run_passes_every_applicable_oracle() -> None:
 def test_hw_o1_a_producer_call_without_an_outcome() -> None:
     run = with_percpu(healthy(), 1, x_recorded=9, x_swept=9, x_logged=8)
     found = [v for v in check_hwpmc(replace(run, log=log({0: 9, 1: 8}))) if v.oracle == "HW-O1"]
-    assert (
-        "HW-O1",
-        1,
-        "x_producer_calls = 10",
-        "x_ignored 0 + x_recorded 9 + x_bufferfull 0 + x_stalled_nmi 0 = 9",
-    ) in brief(found)
+    assert ("HW-O1", 1, "x_producer_calls = 10", "x_recorded 9 = 9") in brief(found)
 
 
 def test_hw_o1_stalled_nmis_impossible_with_the_hardware_stall() -> None:
@@ -101,24 +97,50 @@ def test_hw_o2_and_o6_an_entry_left_in_the_ring() -> None:
     run = healthy()
     stopped = {**run.stopped, 1: {**run.stopped[1], "x_inring": 1}}
     found = brief(check_hwpmc(replace(run, stopped=stopped)))
-    assert ("HW-O6", 1, "x_inring = 0", "1") in found
+    assert ("HW-O6", 1, "x_inring = 0", "x_inring = 1") in found
     assert ("HW-O2", 1, "x_recorded = 10", "x_swept 10 + x_inring 1 = 11") in found
 
 
 def test_hw_o3_an_entry_swept_and_lost() -> None:
     run = with_percpu(healthy(), 0, x_logged=8)
     found = brief(check_hwpmc(replace(run, log=log({0: 8, 1: 9}))))
-    assert (
-        "HW-O3",
-        0,
-        "x_swept = 10",
-        "x_logged 8 + x_log_failed 0 + x_discarded_stopped 1 + x_discarded_owner_kernel 0 = 9",
-    ) in found
+    assert ("HW-O3", 0, "x_swept = 10", "x_logged 8 + x_discarded_stopped 1 = 9") in found
 
 
 def test_hw_o3_the_log_misses_a_logged_record() -> None:
     found = brief(check_hwpmc(replace(healthy(), log=log({0: 9, 1: 8}))))
     assert ("HW-O3", None, "records in hwpmc/log = 17", "Σ x_logged 18 = 18") in found
+
+
+def test_hw_o3_log_failures_are_the_faults_the_harness_injected() -> None:
+    # One injected fault: a log with room refuses exactly that write, counted twice.
+    failed = with_percpu(healthy(), 0, x_logged=8, x_log_failed=1)
+    stats = {**failed.snapshot.stats, "buffer_requests_failed": 1}
+    failed = replace(failed, log=log({0: 8, 1: 9}), log_faults=1,
+                     snapshot=replace(failed.snapshot, stats=stats))  # fmt: skip
+    assert check_hwpmc(failed) == []
+    # The refused write counted as a discard: every sum still balances, the count does not.
+    hidden = with_percpu(failed, 0, x_log_failed=0, x_discarded_stopped=2)
+    assert brief(check_hwpmc(hidden)) == [("HW-O3", None, "Σ x_log_failed = 1", "0")]
+    # No fault, no failure: a write refused by a log with room is the agent's doing.
+    assert [v[2:] for v in brief(check_hwpmc(replace(failed, log_faults=0)))] == [
+        ("Σ x_log_failed = 0", "1"),
+        ("buffer_requests_failed = 0", "1"),
+    ]
+    # A full log (4 KiB: 85 records) refuses for room too: no failure law then.
+    full = with_percpu(healthy(), 0, x_recorded=88, x_swept=88, x_logged=85, x_log_failed=3,
+                       x_discarded_stopped=0)  # fmt: skip
+    full = with_percpu(full, 1, x_recorded=0, x_swept=0, x_logged=0, x_discarded_stopped=0)
+    full = replace(full, log=log({0: 85}), spec=SPEC.with_params(log_kib=4))
+    assert (len(full.log), full.log_capacity) == (85, 85)
+    assert check_outcomes(full) == []
+
+
+def test_hw_o2_a_full_ring_holds_n_entries() -> None:
+    fill = {c: percpu(x_recorded=N - c, x_inring=N - c, x_bufferfull=5 + c) for c in (0, 1)}
+    run = replace(healthy(), fill={0: N + 5, 1: N + 5}, checkpoints={"fill": fill})
+    found = [v for v in brief(check_hwpmc(run)) if v[0] == "HW-O2"]
+    assert found == [("HW-O2", 1, "x_inring at the fill = 32", "31")]
 
 
 def test_hw_o4_fill_and_one_stall_per_restart() -> None:
@@ -136,7 +158,7 @@ def test_hw_o4_fill_and_one_stall_per_restart() -> None:
         ("HW-O4", 1, "x_bufferfull = 5", "6"),
     ]
     gated = with_percpu(healthy(), 0, x_bufferfull=3, x_restarts=1, x_recorded=7)
-    assert ("HW-O4", 0, "x_bufferfull ≤ x_restarts + 1 = 2", "3") in brief(check_hwpmc(gated))
+    assert ("HW-O4", 0, "x_bufferfull ≤ 2", "x_bufferfull = 3") in brief(check_hwpmc(gated))
 
 
 def test_hw_o5_a_sweep_that_does_not_restart() -> None:
@@ -167,10 +189,10 @@ def test_hw_o7_runcount_release_and_a_counter_left_running() -> None:
     )
     found = [v[2:] for v in brief(check_hwpmc(run)) if v[0] == "HW-O7"]
     assert found == [
-        (f"PMC {pmc_id(0, 'SS'):#x} runcount = 0", "2"),
+        (f"PMC {pmc_id(0, 'SS'):#x} runcount = 0", f"PMC {pmc_id(0, 'SS'):#x} runcount = 2"),
         ("RELEASE returns 0", "ETIMEDOUT"),
-        ("x_release_max_ticks ≤ 1", "3"),
-        ("intr_ignored stays 0", "40"),
+        ("x_release_max_ticks ≤ 1", "x_release_max_ticks = 3"),
+        ("intr_ignored 5 sweep periods after RELEASE = 0", "40"),
     ]
 
 
@@ -184,7 +206,10 @@ def test_hw_o8_a_cpu_that_never_restarts() -> None:
         spec=SPEC.with_params(nsamples=4),
     )
     found = [v for v in brief(check_hwpmc(run)) if v[0] == "HW-O8"]
-    assert found == [("HW-O8", 0, "x_restarts ≥ 1", "0"), ("HW-O8", 0, "x_recorded > 4", "4")]
+    assert found == [
+        ("HW-O8", 0, "x_restarts ≥ 1", "x_restarts = 0"),
+        ("HW-O8", 0, "x_recorded ≥ 5", "x_recorded = 4"),
+    ]
 
 
 def test_hw_o9_errno_and_syscall_counts() -> None:
@@ -200,7 +225,7 @@ def test_hw_o9_errno_and_syscall_counts() -> None:
     assert found == [
         ("row-out-of-range: EINVAL", "ok"),
         ("Δsyscall_errors = 0", "1"),
-        ("x_ss_running stays 1", "2"),
+        ("x_ss_running after START on an offline CPU = 1", "2"),
     ]
 
 

@@ -15,14 +15,10 @@ import pytest
 
 from harness.agent.evidence import Injections
 from harness.agent.flavours.kprof import results as res
+from harness.agent.flavours.kprof.control import CONTROL_FIXED, CONTROL_KP_D3
 from harness.agent.flavours.kprof.data import KPROF, record_size, records_per_block
 from harness.agent.flavours.kprof.flavour import FLAVOUR
-from harness.agent.flavours.kprof.oracles import (
-    CONTROL_FIXED,
-    CONTROL_KP_D3,
-    applicable_kprof_oracles,
-    check_kprof,
-)
+from harness.agent.flavours.kprof.oracles import applicable_kprof_oracles, check_kprof
 from harness.agent.flavours.kprof.report import format_kprof_table
 from harness.agent.flavours.kprof.results import KprofRecord, KprofRun, KprofStats
 from harness.agent.spec import AgentSpec
@@ -159,6 +155,19 @@ def test_quirks_change_the_expected_numbers() -> None:
     hidden = with_snapshot(run, res.BEFORE_STOP, {"blocks_dropped": 0}, blocks_dropped=0)
     assert check_kprof(hidden) == []
     assert oracles_of(run) == {"KP-O3"}  # KP-D7 set, yet the drops show
+
+
+def test_blocks_dropped_is_judged_against_the_harness_count_of_drops() -> None:
+    def laws(run: KprofRun) -> list[tuple[str, str]]:
+        return [(v.expected, v.observed) for v in check_kprof(run) if v.oracle == "KP-O3"]
+
+    # Unreported (KP-D7's behaviour without its bit): the hidden count alone is right.
+    unreported = with_snapshot(good_run(), res.BEFORE_STOP, {"blocks_dropped": 0})
+    assert laws(unreported) == [("stats blocks_dropped = 1", "0")]
+    # Both counters agree, yet the harness counted one drop (F = 3, 2 fit).
+    both = with_snapshot(good_run(), res.BEFORE_STOP,
+                         {"blocks_dropped": 2, "x_hidden_blocks_dropped": 2})  # fmt: skip
+    assert laws(both) == [("Σ x_hidden_blocks_dropped = 1", "2"), ("stats blocks_dropped = 1", "2")]
 
 
 def test_flush_while_stopped_must_change_nothing() -> None:

@@ -1,0 +1,89 @@
+"""hwpmc's stall oracles (seeds-spec §7.4 HW-O4, HW-O5, HW-O8).
+
+Full rings, restarts, and stall state per (PMC, CPU). Each check takes an `HwRun`
+and compares the per-CPU tables the plan read at its checkpoints with the calls the
+harness injected and the sweeps it allowed::
+
+    check_fill(run)           # HW-O4: min(N, n) recorded, the rest bufferfull; gating
+    check_restart(run)        # HW-O5: the kick empties the ring and restarts; calls land
+    check_independence(run)   # HW-O8: A stays stalled while only B sweeps, then restarts
+"""
+
+from __future__ import annotations
+
+from harness.agent.flavours.hwpmc.results import HwRun, cell
+from harness.agent.laws import at_least, at_most, equal, zero
+from harness.agent.results import Violation
+
+
+def check_fill(run: HwRun) -> list[Violation]:
+    """HW-O4: the exact fill, and (hardware stall) at most one bufferfull per restart."""
+    n, found = run.nsamples, []
+    table = run.checkpoints.get("fill", {})
+    for cpu, calls in sorted(run.fill.items()):
+        over = max(0, calls - n)
+        want = {"x_recorded": min(calls, n)}
+        if run.hardware_stall:  # the burst's later calls run in the same NMI: no gating
+            want["x_bufferfull"] = over
+        else:
+            want |= {"x_bufferfull": min(over, 1), "x_stalled_nmi": max(0, over - 1)}
+        why = f"{calls} calls injected with sweeps suppressed, nsamples {n}"
+        for name, value in want.items():
+            found += equal("HW-O4", cpu, name, want=value, got=cell(table, cpu, name), detail=why)
+    if run.hardware_stall:
+        percpu = run.snapshot.stats_percpu
+        for cpu in sorted(set(percpu) - set(run.injections.nmi)):
+            restarts = cell(percpu, cpu, "x_restarts")
+            found += at_most("HW-O4", cpu, "x_bufferfull", bound=restarts + 1,
+                             got=cell(percpu, cpu, "x_bufferfull"),
+                             detail=f"x_restarts {restarts} + 1: a stalled counter raises "
+                             "no overflow")  # fmt: skip
+    return found
+
+
+def check_restart(run: HwRun) -> list[Violation]:
+    """HW-O5: the kick empties each ring and restarts its stalled PMC; the resumed calls land."""
+    fill, restart = run.checkpoints.get("fill", {}), run.checkpoints.get("restart", {})
+    resumed, found = run.checkpoints.get("resumed", {}), []
+    for cpu, calls in sorted(run.resume.items()):
+        stalled = 1 if run.fill.get(cpu, 0) > run.nsamples else 0
+        found += equal("HW-O5", cpu, "x_inring", want=0, got=cell(restart, cpu, "x_inring"),
+                       detail="after the sweep")  # fmt: skip
+        found += equal(
+            "HW-O5",
+            cpu,
+            "x_restarts",
+            want=cell(fill, cpu, "x_restarts") + stalled,
+            got=cell(restart, cpu, "x_restarts"),
+            detail="one per stalled PMC",
+        )
+        found += equal(
+            "HW-O5",
+            cpu,
+            "x_recorded",
+            want=cell(restart, cpu, "x_recorded") + calls,
+            got=cell(resumed, cpu, "x_recorded"),
+            detail=f"{calls} calls injected after the restart",
+        )
+    return found
+
+
+def check_independence(run: HwRun) -> list[Violation]:
+    """HW-O8: A stalls alone while only B sweeps; A's own sweep restarts it."""
+    if run.pair is None:
+        return []
+    a, b = run.pair
+    stalled, resumed = run.checkpoints.get("a_stalled", {}), run.checkpoints.get("a_resumed", {})
+    before = cell(stalled, a, "x_recorded")
+    return [
+        *equal("HW-O8", a, "x_inring", want=run.nsamples, got=cell(stalled, a, "x_inring"),
+               detail="A's ring full: its sweeps suppressed"),
+        *zero("HW-O8", a, "x_restarts", got=cell(stalled, a, "x_restarts"),
+              detail="nothing swept A yet"),
+        *at_least("HW-O8", b, "x_recorded", bound=1, got=cell(stalled, b, "x_recorded"),
+                  detail="B samples while A is stalled"),
+        *at_least("HW-O8", a, "x_restarts", bound=1, got=cell(resumed, a, "x_restarts"),
+                  detail="A's own sweeps resumed"),
+        *at_least("HW-O8", a, "x_recorded", bound=before + 1, got=cell(resumed, a, "x_recorded"),
+                  detail=f"A samples again after its restart ({before} when stalled)"),
+    ]  # fmt: skip
