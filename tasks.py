@@ -36,7 +36,13 @@ from harness.cli import bench as benchmod
 from harness.cli import checks, testrun
 from harness.cli import mutants as mutantsmod
 from harness.cli.cachelist import format_listing, prune_cache, survey_cache
-from harness.cli.session import GuestRequest, interactive_shell, parse_cpus, parse_nmi
+from harness.cli.session import (
+    GuestRequest,
+    interactive_shell,
+    parse_cpus,
+    parse_kernel,
+    parse_nmi,
+)
 from harness.errors import ConfigError, HarnessError
 from harness.matrix.load import get_matrix, github_matrix, select
 from harness.process import handle_sigterm
@@ -61,6 +67,8 @@ GUEST_HELP = {
     "nmi": "on: PMU interrupts as (pseudo-)NMIs; off: as ordinary IRQs (arm64 only)",
     "append": "extra guest kernel arguments, e.g. 'nokaslr loglevel=8'",
     "memory": "guest memory in MiB (default 1024)",
+    "kernel": "guest kernel version from Debian's linux-source packages: 6.1 (default) or 6.12",
+    "kernel_src": "build and boot this kernel source tree instead (clean or dirty checkout)",
 }
 
 
@@ -84,10 +92,12 @@ def cli(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def _request(cpus: str | None, topology: str | None, arch: str, variant: str, accel: str,
-             nmi: str, append: str, memory: int) -> GuestRequest:  # fmt: skip
+             nmi: str, append: str, memory: int, kernel: str = "6.1",
+             kernel_src: str | None = None) -> GuestRequest:  # fmt: skip
     return GuestRequest(arch=arch, cpus=parse_cpus(cpus), topology=topology, variant=variant,
                         accel=accel, nmi=parse_nmi(nmi), memory_mib=memory,
-                        kernel_args=tuple(shlex.split(append)))  # fmt: skip
+                        kernel_args=tuple(shlex.split(append)), kernel=kernel,
+                        kernel_src=kernel_src)  # fmt: skip
 
 
 @task
@@ -99,11 +109,14 @@ def setup(c: Context) -> None:
 
 
 @task(help={"arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"],
-            "jobs": "parallel make jobs (default: one per host CPU)"})  # fmt: skip
+            "jobs": "parallel make jobs (default: one per host CPU)",
+            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"]})  # fmt: skip
 @cli
-def kernel(c: Context, arch: str = "arm64", variant: str = "default", jobs: int = 0) -> None:
+def kernel(c: Context, arch: str = "arm64", variant: str = "default", jobs: int = 0,
+           kernel: str = "6.1", kernel_src: str | None = None) -> None:  # fmt: skip
     """Build (or reuse) the guest kernel; prints the cache entry."""
-    request = KernelRequest(arch=arches.get(arch), variant=check_variant(variant), jobs=jobs)
+    request = KernelRequest(arch=arches.get(arch), variant=check_variant(variant), jobs=jobs,
+                            kernel=parse_kernel(kernel, kernel_src))  # fmt: skip
     hostdeps.ensure_host()
     entry = build_kernel(request, Cache.default())
     print(f"{entry.path / entry.manifest['image']}\n  build tree: {entry.path / 'build'}")
@@ -123,12 +136,16 @@ def rootfs(c: Context, arch: str = "arm64", relock: bool = False) -> None:
     print(f"{entry.path / rootfsmod.ROOTFS_FILE}  sha256 {entry.manifest['sha256']}")
 
 
-@task(help={"arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"]})
+@task(help={"arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"],
+            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"]})  # fmt: skip
 @cli
-def images(c: Context, arch: str = "arm64", variant: str = "default") -> None:
+def images(c: Context, arch: str = "arm64", variant: str = "default", kernel: str = "6.1",
+           kernel_src: str | None = None) -> None:  # fmt: skip
     """Build (or reuse) kernel and rootfs; link them under images/."""
+    choice = parse_kernel(kernel, kernel_src)
     hostdeps.ensure_host()
-    built = prepare_images(arches.get(arch), check_variant(variant), Cache.default())
+    built = prepare_images(arches.get(arch), check_variant(variant), Cache.default(),
+                           kernel=choice)  # fmt: skip
     print(f"{built.files.kernel}\n{built.files.initrd}")
 
 
@@ -148,7 +165,8 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
          accel: str = "auto", nmi: str = "on", workers: int = 1, k: str | None = None,
          selftests: bool = False, append: str = "", memory: int = 1024,
          matrix: str | None = None, complete: bool = False,
-         no_snapshot: bool = False) -> None:  # fmt: skip
+         no_snapshot: bool = False, kernel: str = "6.1",
+         kernel_src: str | None = None) -> None:  # fmt: skip
     """Boot the requested guest and run the guest test tier; or run a matrix."""
     if matrix:
         status = testrun.run_matrix(matrix, Cache.default(), workers=n or "auto", keyword=k,
@@ -156,7 +174,8 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
         if status != 0:
             raise Exit(code=status)
         return
-    request = _request(cpus, topology, arch, variant, accel, nmi, append, memory)
+    request = _request(cpus, topology, arch, variant, accel, nmi, append, memory, kernel,
+                       kernel_src)  # fmt: skip
     count = testrun.worker_budget(n) if n else workers
     options = testrun.TierOptions(workers=count, keyword=k, selftests=selftests,
                                   complete=complete, snapshot=not no_snapshot)  # fmt: skip
@@ -169,9 +188,11 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
 @cli
 def shell(c: Context, cpus: str | None = None, topology: str | None = None, arch: str = "arm64",
           variant: str = "default", accel: str = "auto", nmi: str = "on", append: str = "",
-          memory: int = 1024) -> None:  # fmt: skip
+          memory: int = 1024, kernel: str = "6.1",
+          kernel_src: str | None = None) -> None:  # fmt: skip
     """An interactive root shell in a fresh guest; the guest stops when the shell exits."""
-    request = _request(cpus, topology, arch, variant, accel, nmi, append, memory)
+    request = _request(cpus, topology, arch, variant, accel, nmi, append, memory, kernel,
+                       kernel_src)  # fmt: skip
     status = interactive_shell(request, Cache.default(), Timeouts.from_env())
     if status != 0:
         raise Exit(code=status)
@@ -182,16 +203,17 @@ def shell(c: Context, cpus: str | None = None, topology: str | None = None, arch
             "repeats": "boots per vCPU count (the median is reported)",
             "matrix": "matrix timed with 1 worker and the CPU budget (none: skip)",
             "test_wall": "also time `invoke test --cpus 8` with and without snapshots (minutes)",
-            "only_boots": "only cold boot and restore times (and --test-wall)"})  # fmt: skip
+            "only_boots": "only cold boot and restore times (and --test-wall)",
+            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"]})  # fmt: skip
 @cli
 def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 3,
-          matrix: str = "quick", test_wall: bool = False,
-          only_boots: bool = False) -> None:  # fmt: skip
+          matrix: str = "quick", test_wall: bool = False, only_boots: bool = False,
+          kernel: str = "6.1", kernel_src: str | None = None) -> None:  # fmt: skip
     """Measure build, boot, restore, agent and matrix times; write JSON and print a table."""
     result = benchmod.run_bench(benchmod.BenchRequest(
         out=Path(out) if out else None, cold=cold, repeats=repeats,
         matrix=matrix if matrix != "none" else None, test_wall=test_wall,
-        only_boots=only_boots))  # fmt: skip
+        only_boots=only_boots, kernel=parse_kernel(kernel, kernel_src)))  # fmt: skip
     print(benchmod.format_table(result))
 
 
@@ -349,14 +371,17 @@ def check(c: Context) -> None:
 @task(help={"full": "also the mutants that end their guest and the debug-kernel ones",
             "cpus": "vCPUs of the mutation guests (default 2)",
             "flavour": "only this flavour's standard and exact runs (repeatable; default all)",
-            "mutant": "only this mutant beside the control (repeatable; default all)"},
+            "mutant": "only this mutant beside the control (repeatable; default all)",
+            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"]},
       iterable=["flavour", "mutant"])  # fmt: skip
 @cli
 def mutants(c: Context, full: bool = False, cpus: int = 2, flavour: list[str] | None = None,
-            mutant: list[str] | None = None) -> None:  # fmt: skip
+            mutant: list[str] | None = None, kernel: str = "6.1",
+            kernel_src: str | None = None) -> None:  # fmt: skip
     """Build each deliberately broken agent and show which oracle catches it."""
     request = mutantsmod.MutationRequest(full=full, cpus=cpus, flavours=tuple(flavour or ()),
-                                         only=tuple(mutant or ()))  # fmt: skip
+                                         only=tuple(mutant or ()),
+                                         kernel=parse_kernel(kernel, kernel_src))  # fmt: skip
     result = mutantsmod.run_mutants(request, Cache.default())
     table = format_mutants(result.rows)
     print(table)

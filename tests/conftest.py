@@ -57,6 +57,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--nmi", default="on", help="on or off")
     group.addoption("--memory-mib", type=int, default=1024, help="guest memory")
     group.addoption("--append", action="append", default=[], help="extra kernel argument")
+    group.addoption("--kernel", default="6.1", help="Debian kernel version (6.1, 6.12)")
+    group.addoption("--kernel-src", default=None, help="a kernel source tree to build instead")
     group.addoption(
         "--no-snapshot",
         action="store_true",
@@ -111,6 +113,7 @@ def _asked_for(config: pytest.Config) -> GuestRequest:
         accel=config.getoption("--accel"), nmi=parse_nmi(config.getoption("--nmi")),
         memory_mib=config.getoption("--memory-mib"),
         kernel_args=tuple(config.getoption("--append")),
+        kernel=config.getoption("--kernel"), kernel_src=config.getoption("--kernel-src"),
         cpus=cpus[0] if len(cpus) == 1 else None, topology=texts[0] if len(texts) == 1 else None,
     )  # fmt: skip
 
@@ -173,6 +176,8 @@ def guest_request(pytestconfig: pytest.Config) -> GuestRequest:
         nmi=parse_nmi(pytestconfig.getoption("--nmi")),
         memory_mib=pytestconfig.getoption("--memory-mib"),
         kernel_args=tuple(pytestconfig.getoption("--append")),
+        kernel=pytestconfig.getoption("--kernel"),
+        kernel_src=pytestconfig.getoption("--kernel-src"),
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.arches import ARCHES
+from harness.build.kernels import VERSIONS
 from harness.errors import HostSetupError
 
 LOG = logging.getLogger(__name__)
@@ -38,7 +39,10 @@ class Requirement:
 
 
 def requirements() -> tuple[Requirement, ...]:
-    """Everything the bench needs: QEMU and compilers for every arch, kernel build tools."""
+    """Everything the bench needs: QEMU and compilers for every arch, kernel build tools.
+
+    The kernel sources are every version of `harness.build.kernels.VERSIONS`.
+    """
     per_arch = [
         req
         for arch in ARCHES.values()
@@ -62,7 +66,7 @@ def requirements() -> tuple[Requirement, ...]:
         Requirement("/usr/include/openssl/ssl.h", "libssl-dev"),
         Requirement("/usr/include/libelf.h", "libelf-dev"),
         Requirement("/usr/include/stdio.h", "libc6-dev"),
-        Requirement("/usr/src/linux-source-6.1.tar.xz", "linux-source-6.1"),
+        *(Requirement(str(v.tarball), v.package) for v in VERSIONS.values()),
         # `invoke repro --bundle DIR --replay --gdb`: reverse debugging of a replayed guest
         # (gdb for arm64 guests; qemu-img for the qcow2 file that holds the replay's snapshot)
         Requirement("gdb-multiarch", "gdb-multiarch"),

@@ -1,10 +1,12 @@
 """The images a guest boots, from the cache, and the ``images/`` view of them.
 
-`prepare_images` builds (or finds) the kernel and the initramfs for an arch and
-variant, and points ``images/<arch>-<variant>/`` at them with links plus a
-``manifest.json``, so a person can see what the current build is::
+`prepare_images` builds (or finds) the kernel and the initramfs for an arch,
+variant and kernel (a Debian version or a developer's tree), and points
+``images/<arch>-<variant>-<kernel>/`` at them with links plus a ``manifest.json``,
+so a person can see what the current build is::
 
     images = prepare_images(arches.get("arm64"), "default", Cache.default())
+    images = prepare_images(arm64, "debug", cache, kernel=KernelChoice("6.12"))
     images.files            # BootFiles(kernel=..., initrd=...)
     images.record()         # hashes and versions for run.json
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.arches import ArchProfile
 from harness.build.cache import (
@@ -24,13 +27,18 @@ from harness.build.cache import (
     write_json_atomic,
 )
 from harness.build.kernel import (
+    DEFAULT_KERNEL,
+    KernelChoice,
     KernelRequest,
     Variant,
     build_kernel,
 )
+from harness.build.kernels import DEFAULT_VERSION
 from harness.build.keys import ensure_keypair
 from harness.build.rootfs import ROOTFS_FILE, build_rootfs
 from harness.paths import IMAGES_DIR
+
+Origin = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +64,23 @@ class GuestImages:
     config_sha256: str
     rootfs_key: str
     rootfs_sha256: str
+    kernel_version: str = DEFAULT_VERSION  # "6.12"; a tree's Makefile version for --kernel-src
+    #: where the kernel came from: package and source, or tree and commit or content hash
+    kernel_origin: Origin = ()
+
+    @property
+    def kernel_name(self) -> str:
+        """How reports name the kernel: ``6.12 (linux-source-6.12 6.12.117-1~deb12u1)``."""
+        return kernel_name(self.kernel_version, self.kernel_origin)
 
     def record(self) -> dict[str, object]:
         """Identities for run.json."""
         return {
             "arch": self.arch.name,
             "variant": self.variant,
+            "kernel_version": self.kernel_version,
+            "kernel_origin": dict(self.kernel_origin),
+            "kernel_name": self.kernel_name,
             "kernel": str(self.files.kernel),
             "kernel_key": self.kernel_key,
             "kernel_release": self.kernel_release,
@@ -73,34 +92,63 @@ class GuestImages:
         }
 
 
+def kernel_name(version: str, pairs: Origin) -> str:
+    """A kernel as reports name it: version, then its package or its tree and revision."""
+    origin = dict(pairs)
+    if "tree" in origin:
+        revision = origin.get("commit") or f"content {origin.get('content', '?')}"
+        return f"{version} (tree {origin['tree']} at {revision})"
+    if "package" in origin:
+        return f"{version} ({origin['package']} {origin.get('source', '')})".replace(" )", ")")
+    return version
+
+
+def kernel_identity(manifest: dict[str, Any]) -> tuple[str, Origin]:
+    """The version and origin a kernel cache manifest records (older ones: the 6.1 package)."""
+    version = str(manifest.get("version", DEFAULT_VERSION))
+    if "tree" in manifest:
+        keys = ("tree", "commit", "content", "dirty")
+        return version, tuple((k, str(manifest[k])) for k in keys if manifest.get(k))
+    package = str(manifest.get("package", "linux-source-6.1"))
+    return version, (("package", package), ("source", str(manifest.get("source", ""))))
+
+
 def prepare_images(
-    arch: ArchProfile, variant: Variant, cache: Cache, *, jobs: int = 0
+    arch: ArchProfile,
+    variant: Variant,
+    cache: Cache,
+    *,
+    jobs: int = 0,
+    kernel: KernelChoice = DEFAULT_KERNEL,
 ) -> GuestImages:
-    """Kernel and initramfs for ``arch``/``variant``, built if not cached."""
+    """Kernel and initramfs for ``arch``/``variant``/``kernel``, built if not cached."""
     keypair = ensure_keypair(cache.root / "ssh")
-    kernel = build_kernel(KernelRequest(arch=arch, variant=variant, jobs=jobs), cache)
+    built = build_kernel(KernelRequest(arch=arch, variant=variant, jobs=jobs, kernel=kernel), cache)
+    version, origin = kernel_identity(built.manifest)
     rootfs = build_rootfs(arch, cache, keypair)
-    km, rm = kernel.manifest, rootfs.manifest
+    km, rm = built.manifest, rootfs.manifest
     images = GuestImages(
         arch=arch,
         variant=variant,
-        files=BootFiles(kernel=kernel.path / km["image"], initrd=rootfs.path / ROOTFS_FILE),
-        kernel_build=kernel.path / "build",
+        files=BootFiles(kernel=built.path / km["image"], initrd=rootfs.path / ROOTFS_FILE),
+        kernel_build=built.path / "build",
         ssh_key=keypair.private_key,
-        kernel_key=kernel.key,
+        kernel_key=built.key,
         kernel_release=km["release"],
         kernel_sha256=km["image_sha256"],
         config_sha256=km["config_sha256"],
         rootfs_key=rootfs.key,
         rootfs_sha256=rm["sha256"],
+        kernel_version=version,
+        kernel_origin=origin,
     )
-    publish(images)
+    publish(images, label=kernel.label)
     return images
 
 
-def publish(images: GuestImages, root: Path = IMAGES_DIR) -> Path:
-    """Point ``root/<arch>-<variant>/`` at the cached files; write its manifest."""
-    view = root / f"{images.arch.name}-{images.variant}"
+def publish(images: GuestImages, root: Path = IMAGES_DIR, *, label: str | None = None) -> Path:
+    """Point ``root/<arch>-<variant>-<kernel>/`` at the cached files; write its manifest."""
+    view = root / f"{images.arch.name}-{images.variant}-{label or images.kernel_version}"
     view.mkdir(parents=True, exist_ok=True)
     links = {
         "kernel": images.files.kernel,

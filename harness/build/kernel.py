@@ -1,21 +1,25 @@
-"""Build the guest kernel from Debian's ``linux-source-6.1``, cached by content.
+"""Build the guest kernel from a Debian ``linux-source-X.Y`` package, cached by content.
 
 ``tinyconfig`` plus the fragments in ``guest/kconfig/`` (base, the arch's own,
-the arch's PMU/NMI options, and ``debug.config`` for the debug variant); after
-``olddefconfig`` every requested option is verified. The build tree is kept in
-the cache because the profiling agent is built against it::
+the arch's PMU/NMI options, the version's own (`harness.build.kernels`), and the
+variant's, e.g. ``debug.config``); after ``olddefconfig`` every requested option
+is verified. The build tree is kept in the cache because the profiling agent is
+built against it::
 
     entry = build_kernel(KernelRequest(arch=arches.get("arm64")), Cache.default())
+    entry = build_kernel(KernelRequest(arch=arm64, kernel=KernelChoice("6.12")), cache)
     entry.path / entry.manifest["image"]      # the bootable image
     entry.path / "build"                      # O= tree for out-of-tree modules
 
-The key covers the source package version, every fragment's text, the
-compiler's version, the arch, the variant and this recipe's version.
+The key covers the source package's version (``6.1.192-2``, ``6.12.117-1~deb12u1``:
+it names the kernel version), every fragment's text, the compiler's version, the
+arch, the variant and this recipe's version. A developer's own tree
+(``KernelChoice(tree=...)``) is keyed by its content instead (`harness.build.kerneltree`).
 
 The compile step reports a fraction and the time left: its total is the step
-count (``CC`` lines) of the newest earlier build of the same arch and variant,
-kept in each manifest as ``build_steps`` (or counted from its log), else an
-estimate, which the progress line says it is (`expected_steps`).
+count (``CC`` lines) of the newest earlier build of the same arch, variant and
+version, kept in each manifest as ``build_steps`` (or counted from its log), else
+an estimate, which the progress line says it is (`expected_steps`).
 """
 
 from __future__ import annotations
@@ -24,21 +28,37 @@ import logging
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from harness.arches import ArchProfile
 from harness.build.cache import Cache, CacheEntry, content_key, file_sha256, list_entries
 from harness.build.kconfig import apply_fragment, merge_fragments, verify
+from harness.build.kernels import (
+    DEFAULT_VERSION,
+    VARIANTS,
+    KernelVersion,
+    Variant,
+    check_variant,
+    fragment_names,
+    get_version,
+)
+from harness.build.kerneltree import (
+    TreeIdentity,
+    check_buildable,
+    missing_options,
+    tree_identity,
+    tree_release,
+    tree_version_text,
+)
 from harness.errors import ConfigError, KconfigError
 from harness.paths import GUEST_DIR
 from harness.process import capture, count_in_log, count_matches, package_version, run_logged
 
 LOG = logging.getLogger(__name__)
 
-Variant = Literal["default", "debug"]
-VARIANTS: tuple[Variant, ...] = ("default", "debug")
+__all__ = ["VARIANTS", "KernelChoice", "KernelRequest", "Variant", "check_variant"]
+
 KERNEL_RECIPE = 2  # bump when the build steps below change their output
 #: Fixed build identity, so that the same inputs give the same image bytes.
 REPRODUCIBLE_ENV = {
@@ -46,8 +66,6 @@ REPRODUCIBLE_ENV = {
     "KBUILD_BUILD_USER": "profbench",
     "KBUILD_BUILD_HOST": "profbench",
 }
-SOURCE_PACKAGE = "linux-source-6.1"
-SOURCE_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 KCONFIG_DIR = GUEST_DIR / "kconfig"
 #: One compile step of the kernel build, as its log shows it (``  CC      fs/open.o``).
 STEP_PATTERN = r"^\s+CC\b"
@@ -61,12 +79,29 @@ TYPICAL_STEPS: dict[tuple[str, Variant], int] = {
 
 
 @dataclass(frozen=True, slots=True)
+class KernelChoice:
+    """Which kernel source: a Debian package's version, or (``tree``) a developer's tree."""
+
+    version: str = DEFAULT_VERSION  # a key of harness.build.kernels.VERSIONS
+    tree: Path | None = None  # --kernel-src: this tree instead of the package
+
+    @property
+    def label(self) -> str:
+        """Short name for paths and logs: ``6.12``, or ``src`` for a tree."""
+        return "src" if self.tree else self.version
+
+
+DEFAULT_KERNEL = KernelChoice()
+
+
+@dataclass(frozen=True, slots=True)
 class KernelRequest:
     """Which kernel to build."""
 
     arch: ArchProfile
     variant: Variant = "default"
     jobs: int = 0  # 0: one per host CPU
+    kernel: KernelChoice = field(default_factory=KernelChoice)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +112,16 @@ class PastBuild:
     variant: str
     steps: int
     built_at: float
+    version: str = DEFAULT_VERSION
 
 
-def expected_steps(arch: str, variant: Variant, past: Sequence[PastBuild]) -> tuple[int, str]:
-    """How many steps a build of ``arch``/``variant`` should take, and on what grounds.
+def expected_steps(
+    arch: str, variant: Variant, past: Sequence[PastBuild], version: str = DEFAULT_VERSION
+) -> tuple[int, str]:
+    """How many steps a build of ``arch``/``variant``/``version`` should take, and why.
 
-    In order: the newest earlier build of the same arch and variant (another key:
-    changed fragments or compiler), the typical count of that configuration, the
+    In order: the newest earlier build of the same arch, variant and version (another
+    key: changed fragments or compiler), the typical count of that configuration, the
     newest build of the same arch, a typical count of the same arch, the typical
     arm64 default count. Anything but the first is called an estimate.
     """
@@ -91,7 +129,7 @@ def expected_steps(arch: str, variant: Variant, past: Sequence[PastBuild]) -> tu
     def newest(builds: Sequence[PastBuild]) -> PastBuild:
         return max(builds, key=lambda build: build.built_at)
 
-    if same := [b for b in past if (b.arch, b.variant) == (arch, variant)]:
+    if same := [b for b in past if (b.arch, b.variant, b.version) == (arch, variant, version)]:
         return newest(same).steps, f"count of the previous {arch} {variant} build"
     if (arch, variant) in TYPICAL_STEPS:
         return TYPICAL_STEPS[arch, variant], f"estimate: a typical {arch} {variant} build's count"
@@ -115,37 +153,30 @@ def past_builds(cache: Cache) -> list[PastBuild]:
         steps = manifest.get("build_steps") or count_in_log(log, STEP_PATTERN)  # older manifests
         if steps:
             found.append(PastBuild(manifest["arch"], manifest["variant"], int(steps),
-                                   float(manifest.get("built_at", 0.0))))  # fmt: skip
+                                   float(manifest.get("built_at", 0.0)),
+                                   str(manifest.get("version", DEFAULT_VERSION))))  # fmt: skip
     return found
 
 
-def check_variant(name: str) -> Variant:
-    """Validate a variant name from the command line.
+def kernel_key(request: KernelRequest, cache: Cache | None = None) -> str:
+    """Cache key of ``request``; cheap (no hashing of the source tarball).
 
-    :raise ConfigError: unknown variant.
+    A developer's tree is keyed by its content instead of a package version
+    (`harness.build.kerneltree`; ``cache`` keeps its stat cache).
+
+    :raise ConfigError: unknown kernel version.
     """
-    for variant in VARIANTS:
-        if name == variant:
-            return variant
-    raise ConfigError(f"unknown kernel variant {name!r}; use one of: {', '.join(VARIANTS)}")
-
-
-def fragment_names(arch: ArchProfile, variant: Variant) -> tuple[str, ...]:
-    """The fragments applied, in order, relative to ``guest/kconfig``."""
-    names = ("base.config", f"{arch.kconfig_dir}/arch.config", f"{arch.kconfig_dir}/pmu-nmi.config")
-    return (*names, "debug.config") if variant == "debug" else names
-
-
-def kernel_key(request: KernelRequest) -> str:
-    """Cache key of ``request``; cheap (no hashing of the source tarball)."""
-    compiler = capture([f"{request.arch.cross_compile}gcc", "--version"]).splitlines()[:1]
+    if request.kernel.tree is not None:
+        return _tree_key(request, tree_identity(request.kernel.tree, cache or Cache.default()))
+    version = get_version(request.kernel.version)
+    compiler = _compiler(request.arch)
     return content_key(
         {
             "recipe": KERNEL_RECIPE,
-            "source": package_version(SOURCE_PACKAGE),
+            "source": package_version(version.package),
             "fragments": {
                 n: (KCONFIG_DIR / n).read_text()
-                for n in fragment_names(request.arch, request.variant)
+                for n in fragment_names(request.arch, request.variant, version.release)
             },
             "compiler": compiler,
             "arch": request.arch.name,
@@ -154,45 +185,107 @@ def kernel_key(request: KernelRequest) -> str:
     )
 
 
+def _tree_key(request: KernelRequest, identity: TreeIdentity) -> str:
+    release = tree_release(identity.path)
+    return content_key(
+        {
+            "recipe": KERNEL_RECIPE,
+            "tree": identity.content,
+            "fragments": {
+                n: (KCONFIG_DIR / n).read_text()
+                for n in fragment_names(request.arch, request.variant, release)
+            },
+            "compiler": _compiler(request.arch),
+            "arch": request.arch.name,
+            "variant": request.variant,
+        }
+    )
+
+
+def _compiler(arch: ArchProfile) -> list[str]:
+    return capture([f"{arch.cross_compile}gcc", "--version"]).splitlines()[:1]
+
+
 def find_kernel(request: KernelRequest, cache: Cache) -> CacheEntry | None:
     """The finished cached kernel for ``request``, or None."""
-    entry = cache.entry("kernel", kernel_key(request))
+    entry = cache.entry("kernel", kernel_key(request, cache))
     return entry if entry.is_complete else None
 
 
 def build_kernel(request: KernelRequest, cache: Cache) -> CacheEntry:
-    """Return the cached kernel for ``request``, building it if needed (minutes)."""
+    """Return the cached kernel for ``request``, building it if needed (minutes).
+
+    :raise ConfigError: the version is unknown or its package is not installed.
+    :raise KconfigError: a requested option did not survive ``olddefconfig``.
+    """
+    if request.kernel.tree is not None:
+        return _build_from_tree(request, request.kernel.tree, cache)
     entry = cache.entry("kernel", kernel_key(request))
     if entry.is_complete:
         return entry
-    LOG.info("building the %s %s kernel into %s", request.arch.name, request.variant, entry.path)
-    source = ensure_source(cache)
-    steps = expected_steps(request.arch.name, request.variant, past_builds(cache))
-    return cache.obtain(entry, lambda out: _build(request, source, out, steps))
+    version = get_version(request.kernel.version)
+    LOG.info("building the %s %s %s kernel into %s", request.arch.name, version.name,
+             request.variant, entry.path)  # fmt: skip
+    source = ensure_source(cache, version)
+    steps = expected_steps(request.arch.name, request.variant, past_builds(cache), version.name)
+    recipe = BuildRecipe(source, fragment_names(request.arch, request.variant, version.release),
+                         {"version": version.name, "source": package_version(version.package),
+                          "package": version.package})  # fmt: skip
+    return cache.obtain(entry, lambda out: build_tree(request, recipe, out, steps))
 
 
-def source_key() -> str:
+def _build_from_tree(request: KernelRequest, tree: Path, cache: Cache) -> CacheEntry:
+    """A developer's tree: hashed, checked for every option first, then built like Debian's.
+
+    :raise ConfigError: the tree has in-tree build output, or lacks an option the
+        fragments ask for (each named, with why the bench needs it).
+    """
+    identity = tree_identity(tree, cache)
+    entry = cache.entry("kernel", _tree_key(request, identity))
+    if entry.is_complete:
+        return entry
+    check_buildable(tree)
+    names = fragment_names(request.arch, request.variant, tree_release(tree))
+    merged = merge_fragments((n, (KCONFIG_DIR / n).read_text()) for n in names)
+    if problems := missing_options(tree, request.arch.linux_arch, merged.options):
+        raise ConfigError(f"--kernel-src {tree} cannot build the bench's kernel:\n  "
+                          + "\n  ".join(problems))  # fmt: skip
+    facts = {"version": tree_version_text(tree), "tree": str(tree), "content": identity.content,
+             "commit": identity.commit or "", "dirty": "yes" if identity.dirty else ""}  # fmt: skip
+    LOG.info("building %s (%s) for %s %s into %s", tree, identity.content, request.arch.name,
+             request.variant, entry.path)  # fmt: skip
+    steps = expected_steps(request.arch.name, request.variant, past_builds(cache), "tree")
+    recipe = BuildRecipe(tree, names, facts)
+    return cache.obtain(entry, lambda out: build_tree(request, recipe, out, steps))
+
+
+def source_key(version: KernelVersion | None = None) -> str:
     """Cache key of the unpacked kernel source: the installed package version."""
-    return content_key({"package": SOURCE_PACKAGE, "version": package_version(SOURCE_PACKAGE)})
+    package = (version or get_version(DEFAULT_VERSION)).package
+    return content_key({"package": package, "version": package_version(package)})
 
 
-def ensure_source(cache: Cache) -> Path:
-    """The unpacked ``linux-source-6.1`` tree, shared by every kernel build."""
-    version = package_version(SOURCE_PACKAGE)
-    if not version or not SOURCE_TARBALL.is_file():
-        raise ConfigError(f"{SOURCE_TARBALL} is missing; run `invoke setup` to install it")
-    entry = cache.entry("source", source_key())
+def ensure_source(cache: Cache, version: KernelVersion | None = None) -> Path:
+    """The unpacked source tree of ``version`` (default 6.1), shared by its kernel builds.
+
+    :raise ConfigError: the package is not installed.
+    """
+    version = version or get_version(DEFAULT_VERSION)
+    installed = package_version(version.package)
+    if not installed or not version.tarball.is_file():
+        raise ConfigError(f"{version.tarball} is missing; run `invoke setup` to install it")
+    entry = cache.entry("source", source_key(version))
 
     def unpack(out: Path) -> dict[str, object]:
-        LOG.info("unpacking %s %s (about 10 s)", SOURCE_PACKAGE, version)
+        LOG.info("unpacking %s %s (about 15 s)", version.package, installed)
         run_logged(
-            ["tar", "-xf", str(SOURCE_TARBALL), "-C", str(out)],
+            ["tar", "-xf", str(version.tarball), "-C", str(out)],
             log=build_log_path(out),
             what="unpacking the kernel source",
         )
-        return {"package": SOURCE_PACKAGE, "version": version}
+        return {"package": version.package, "version": installed}
 
-    return cache.obtain(entry, unpack).path / "linux-source-6.1"
+    return cache.obtain(entry, unpack).path / version.tree_name
 
 
 def build_log_path(entry_path: Path) -> Path:
@@ -200,27 +293,36 @@ def build_log_path(entry_path: Path) -> Path:
     return entry_path.parent.parent / "logs" / f"{entry_path.parent.name}-{entry_path.name}.log"
 
 
-def _build(
-    request: KernelRequest, source: Path, out: Path, steps: tuple[int, str]
+@dataclass(frozen=True, slots=True)
+class BuildRecipe:
+    """A source tree, the fragments to apply to it, and facts for the manifest."""
+
+    source: Path
+    fragments: tuple[str, ...]
+    facts: dict[str, str]
+
+
+def build_tree(
+    request: KernelRequest, recipe: BuildRecipe, out: Path, steps: tuple[int, str]
 ) -> dict[str, object]:
+    """Configure and build ``recipe.source`` out of tree into ``out/build``; manifest facts.
+
+    Blocks for the build (minutes).
+
+    :raise KconfigError: a requested option did not survive ``olddefconfig``.
+    :raise BuildError: a make step failed.
+    """
     arch = request.arch
     build = out / "build"
     build.mkdir()
     log = build_log_path(out)  # outside the entry: it must survive a failed build
     log.unlink(missing_ok=True)
     jobs = request.jobs or os.cpu_count() or 1
-    make = [
-        "make",
-        "-C",
-        str(source),
-        f"O={build}",
-        f"ARCH={arch.linux_arch}",
-        f"CROSS_COMPILE={arch.cross_compile}",
-    ]
+    make = ["make", "-C", str(recipe.source), f"O={build}", f"ARCH={arch.linux_arch}",
+            f"CROSS_COMPILE={arch.cross_compile}"]  # fmt: skip
     run_logged([*make, "tinyconfig"], log=log, what="make tinyconfig", env=REPRODUCIBLE_ENV)
 
-    names = fragment_names(arch, request.variant)
-    merged = merge_fragments((n, (KCONFIG_DIR / n).read_text()) for n in names)
+    merged = merge_fragments((n, (KCONFIG_DIR / n).read_text()) for n in recipe.fragments)
     for line in merged.overrides:
         LOG.info("kconfig override: %s", line)
     config = build / ".config"
@@ -230,6 +332,7 @@ def _build(
         rejected = log.with_suffix(".rejected.config")
         shutil.copy(config, rejected)
         raise KconfigError(problems, rejected)
+    LOG.info("all %d requested options are in the final .config", len(merged.options))
 
     targets = [Path(arch.kernel_image).name, "modules_prepare"]
     total, basis = steps
@@ -244,10 +347,11 @@ def _build(
     image = build / arch.kernel_image
     release = capture([*make, "-s", "kernelrelease"]).strip()
     return {
+        **recipe.facts,
         "arch": arch.name,
         "variant": request.variant,
-        "source": package_version(SOURCE_PACKAGE),
-        "fragments": list(names),
+        "fragments": list(recipe.fragments),
+        "options_verified": len(merged.options),
         "release": release,
         "image": str(image.relative_to(out)),
         "image_sha256": file_sha256(image),

@@ -51,7 +51,7 @@ from harness.agent.flavours.tprof.bench import measure_agent
 from harness.build.cache import Cache
 from harness.build.hostdeps import ensure_host
 from harness.build.images import GuestImages, prepare_images
-from harness.build.kernel import KernelRequest, build_kernel
+from harness.build.kernel import DEFAULT_KERNEL, KernelChoice, KernelRequest, build_kernel
 from harness.build.keys import ensure_keypair
 from harness.build.rootfs import build_rootfs
 from harness.cli.testrun import worker_budget
@@ -80,6 +80,7 @@ class BenchRequest:
     arch: str = "arm64"
     test_wall: bool = False  # also time `invoke test --cpus 8` with and without snapshots
     only_boots: bool = False  # only the boot and restore times (and test_wall if asked)
+    kernel: KernelChoice = DEFAULT_KERNEL  # --kernel / --kernel-src: builds, boots, agent
 
 
 def _timed(action: Callable[[], object]) -> float:
@@ -97,20 +98,23 @@ def _summary(samples: list[float]) -> dict[str, Any]:
     }
 
 
-def measure_cold_builds(arch_name: str, cache: Cache) -> dict[str, Any]:
+def measure_cold_builds(
+    arch_name: str, cache: Cache, kernel: KernelChoice = DEFAULT_KERNEL
+) -> dict[str, Any]:
     """Cold kernel and rootfs builds in a scratch cache next to the real one."""
     arch = arches.get(arch_name)
+    request = KernelRequest(arch=arch, kernel=kernel)
     cache.root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="bench-cold-", dir=cache.root))
     try:
         cold = Cache(scratch)
         LOG.info("bench: cold kernel build in %s (minutes)", scratch)
-        kernel_s = _timed(lambda: build_kernel(KernelRequest(arch=arch), cold))
+        kernel_s = _timed(lambda: build_kernel(request, cold))
         keypair = ensure_keypair(scratch / "ssh")
         LOG.info("bench: cold rootfs build")
         rootfs_s = _timed(lambda: build_rootfs(arch, cold, keypair))
-        kernel_sha = build_kernel(KernelRequest(arch=arch), cold).manifest["image_sha256"]
-        warm_sha = build_kernel(KernelRequest(arch=arch), cache).manifest["image_sha256"]
+        kernel_sha = build_kernel(request, cold).manifest["image_sha256"]
+        warm_sha = build_kernel(request, cache).manifest["image_sha256"]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return {"kernel_cold_build_s": round(kernel_s, 3), "rootfs_cold_build_s": round(rootfs_s, 3),
@@ -163,10 +167,12 @@ def load_average() -> list[float]:
     return [round(load, 2) for load in os.getloadavg()]
 
 
-def measure_boots(arch_name: str, cache: Cache, repeats: int) -> dict[str, Any]:
+def measure_boots(
+    arch_name: str, cache: Cache, repeats: int, kernel: KernelChoice = DEFAULT_KERNEL
+) -> dict[str, Any]:
     """Launch-to-SSH, cold and restored, and shutdown per vCPU count (default layouts, TCG)."""
     arch = arches.get(arch_name)
-    images = prepare_images(arch, "default", cache)
+    images = prepare_images(arch, "default", cache, kernel=kernel)
     timeouts = Timeouts.from_env()
     store = SnapshotStore(cache, timeouts)
     boots: dict[str, Any] = {}
@@ -262,11 +268,12 @@ def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, An
                   "restore_to_ssh_8cpu_s": 0.5, "invoke_test_8cpu_snapshot_s": 40.0},
     }  # fmt: skip
     if request.cold and not request.only_boots:
-        result["cold"] = measure_cold_builds(request.arch, cache)
+        result["cold"] = measure_cold_builds(request.arch, cache, request.kernel)
     if not request.only_boots:
         result["warm"] = measure_warm(request.arch, cache, request.repeats)
-    result["boot"] = measure_boots(request.arch, cache, request.repeats)
-    images = prepare_images(arch, "default", cache)
+    result["boot"] = measure_boots(request.arch, cache, request.repeats, request.kernel)
+    images = prepare_images(arch, "default", cache, kernel=request.kernel)
+    result["kernel"] = images.kernel_name
     if not request.only_boots:
         result["agent"] = measure_agent(arch, images, cache, request.repeats)
         result["kprof"] = measure_kprof(arch, images, cache)

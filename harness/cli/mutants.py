@@ -31,19 +31,19 @@ from harness.agent.evidence import kmemleak_command, module_leaks
 from harness.agent.flavour import AgentRun, Flavour, behaviour
 from harness.agent.info import Mutant
 from harness.agent.mutation import MutantRow, merge
-from harness.agent.peer import stretch_margin
+from harness.agent.peer import PeerEvidence, stretch_margin
 from harness.agent.profctl import build_profctl
 from harness.agent.spec import AgentSpec
 from harness.arches import ArchProfile
 from harness.build.cache import Cache, write_json_atomic
 from harness.build.hostdeps import ensure_host
 from harness.build.images import GuestImages, prepare_images
+from harness.build.kernel import DEFAULT_KERNEL, KernelChoice
 from harness.errors import ConfigError, GuestError, HarnessError
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.console import scan_console
 from harness.vm.guest import Guest
-from harness.vm.perf import PerfCounts
 from harness.vm.record import new_run_dir
 from harness.vm.topology import default_topology
 
@@ -62,6 +62,7 @@ class MutationRequest:
     out: Path | None = None
     flavours: tuple[str, ...] = ()  # only these flavours' runs (empty: every flavour)
     only: tuple[str, ...] = ()  # only these mutants beside the control (empty: all)
+    kernel: KernelChoice = DEFAULT_KERNEL  # --kernel / --kernel-src
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,17 +97,17 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
     arch = arches.get("arm64")
     out = request.out or new_run_dir("mutants", "full" if request.full else "quick")
     bench = _Bench(arch, cache, tuple(range(request.cpus)), Timeouts.from_env(), out)
-    images = prepare_images(arch, "default", cache)
+    images = prepare_images(arch, "default", cache, kernel=request.kernel)
     chosen = tuple(flavours.get(name).name for name in request.flavours) or flavours.names()
     for name in request.only:
         mutants.get(name)  # an unknown name is refused before any guest boots
     rows = _default_group(bench, images, full=request.full, chosen=chosen, only=request.only)
     if request.full:
         rows += _armed_group(bench, images)
-        rows += _debug_group(bench, prepare_images(arch, "debug", cache))
+        rows += _debug_group(bench, prepare_images(arch, "debug", cache, kernel=request.kernel))
     elapsed = time.monotonic() - started
-    record = {"full": request.full, "cpus": request.cpus, "elapsed_s": round(elapsed, 1),
-              "rows": [row.as_dict() for row in rows]}  # fmt: skip
+    record = {"kernel": images.kernel_name, "full": request.full, "cpus": request.cpus,
+              "elapsed_s": round(elapsed, 1), "rows": [row.as_dict() for row in rows]}  # fmt: skip
     write_json_atomic(out / "mutants.json", record)
     return MutationResult(tuple(rows), out, elapsed)
 
@@ -177,13 +178,14 @@ def _peer_row(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour
     notes: list[str] = []
     for attempt in range(1, PEER_ATTEMPTS + 1):
         failed, run = _judged(bench, guest, images, flavour, mutant, "peer")
-        peer = getattr(run, "peer", None)  # the flavours with a peer run keep perf's counts
-        if failed & set(mutant.caught_by) or not isinstance(peer, PerfCounts):
+        peer = getattr(run, "peer", None)  # every flavour's peer run keeps perf's evidence
+        if (failed & set(mutant.caught_by) or "PEER" not in mutant.caught_by
+                or not isinstance(peer, PeerEvidence)):  # fmt: skip
             break
-        margin = stretch_margin(peer)
+        margin = stretch_margin(peer.counts)
         if margin > 0:
             break
-        samples = ", ".join(f"{c.cpu}: {c.samples}" for c in peer.cpus)
+        samples = ", ".join(f"{c.cpu}: {c.samples}" for c in peer.counts.cpus)
         notes.append(f"peer run {attempt} could not tell a 1/8 stretch (margin {margin}; "
                      f"most periods folded; perf samples per CPU {samples})")  # fmt: skip
     return _row(flavour, mutant, [("peer", failed)], notes)

@@ -16,12 +16,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness import arches
 from harness.build.cache import Cache
 from harness.build.hostdeps import ensure_host
 from harness.build.images import GuestImages, prepare_images
-from harness.build.kernel import check_variant
+from harness.build.kernel import KernelChoice, check_variant
+from harness.build.kernels import DEFAULT_VERSION, get_version
 from harness.errors import ConfigError
 from harness.timeouts import Timeouts
 from harness.vm.accel import choose_accel
@@ -45,6 +47,8 @@ class GuestRequest:
     nmi: bool = True
     memory_mib: int = 1024
     kernel_args: tuple[str, ...] = ()
+    kernel: str = DEFAULT_VERSION  # --kernel: a Debian kernel version (6.1, 6.12)
+    kernel_src: str | None = None  # --kernel-src: a developer's kernel tree instead
 
 
 def parse_cpus(text: str | None) -> int | None:
@@ -69,6 +73,21 @@ def parse_nmi(word: str) -> bool:
     raise ConfigError(f"--nmi takes 'on' or 'off', not {word!r}")
 
 
+def parse_kernel(version: str, tree: str | None) -> KernelChoice:
+    """``--kernel`` and ``--kernel-src`` as a `KernelChoice` (a tree wins over a version).
+
+    :raise ConfigError: unknown version, a tree that is not a directory, or both given.
+    """
+    if tree is None:
+        return KernelChoice(version=get_version(version).name)
+    if version != DEFAULT_VERSION:
+        raise ConfigError(f"give --kernel {version} or --kernel-src {tree}, not both")
+    path = Path(tree).expanduser().resolve()
+    if not (path / "Makefile").is_file() or not (path / "Kconfig").is_file():
+        raise ConfigError(f"--kernel-src {tree}: not a kernel source tree (no Makefile, Kconfig)")
+    return KernelChoice(tree=path)
+
+
 def resolve(request: GuestRequest, cache: Cache) -> tuple[MachineSpec, GuestImages]:
     """Validate ``request``, make sure the host and images are ready, return the spec.
 
@@ -77,6 +96,7 @@ def resolve(request: GuestRequest, cache: Cache) -> tuple[MachineSpec, GuestImag
     arch = arches.get(request.arch)
     topology = resolve_topology(request.cpus, request.topology)
     variant = check_variant(request.variant)
+    kernel = parse_kernel(request.kernel, request.kernel_src)
     spec = MachineSpec(  # validates the request before anything is installed or built
         arch=arch,
         topology=topology,
@@ -89,7 +109,8 @@ def resolve(request: GuestRequest, cache: Cache) -> tuple[MachineSpec, GuestImag
     LOG.info("accelerator: %s (%s)", accel, reason)
     if not arch.has_pmu(accel):
         LOG.warning("%s under %s has no PMU: PMU and NMI checks will be skipped", arch.name, accel)
-    return dataclasses.replace(spec, accel=accel), prepare_images(arch, variant, cache)
+    images = prepare_images(arch, variant, cache, kernel=kernel)
+    return dataclasses.replace(spec, accel=accel), images
 
 
 def interactive_shell(request: GuestRequest, cache: Cache, timeouts: Timeouts) -> int:

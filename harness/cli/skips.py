@@ -122,6 +122,10 @@ def invoke_test_command(request: GuestRequest, *, complete: bool = False) -> str
         words += ["--memory", str(request.memory_mib)]
     if request.kernel_args:
         words += ["--append", " ".join(request.kernel_args)]
+    if request.kernel != default.kernel:
+        words += ["--kernel", request.kernel]
+    if request.kernel_src:
+        words += ["--kernel-src", request.kernel_src]
     return shlex.join([*words, "--complete"] if complete else words)
 
 

@@ -50,6 +50,8 @@ def guest_options(request: GuestRequest) -> list[str]:
                "--nmi", "on" if request.nmi else "off"]  # fmt: skip
     options += ["--memory-mib", str(request.memory_mib)]
     options += [f"--append={arg}" for arg in request.kernel_args]
+    options += ["--kernel", request.kernel]
+    options += ["--kernel-src", request.kernel_src] if request.kernel_src else []
     if request.topology:
         options += ["--topology", request.topology]
     elif request.cpus:
