@@ -11,6 +11,9 @@ The chain that makes a flavour's conservation law mean something starts here:
 * PEER: where Linux perf sampled the same CPUs with the same event and period
   beside the agent, the overflows the agent saw agree with perf's samples within
   the bound of `harness.agent.peer`'s model.
+* PROFILE: beside the same perf, the agent's samples folded by leaf symbol are
+  alike perf's (`harness.agent.profile`: chi-square homogeneity, false alarms
+  at most 1 in 1000).
 * THROTTLE: with throttling off, the perf core throttled nothing (its own mark).
 * C-2: no lock taken and no allocation made in NMI context.
 
@@ -24,10 +27,11 @@ reported by the tables, with their share; no oracle counts them as accounted::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.agent.evidence import Injections, KernelEvidence
-from harness.agent.peer import PeerBound, check_peer
+from harness.agent.peer import PeerBound, PeerEvidence, check_peer
+from harness.agent.profile import ProfilePair, compare
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.vm.perf import PerfCounts
@@ -37,6 +41,7 @@ CORE_ORACLES: tuple[tuple[str, str], ...] = (
     ("CALLS", "producer calls = overflows seen - bursts + injected, per CPU and context"),
     ("RELEASED", "no PMU interrupt after STOP: every event released (C-4)"),
     ("PEER", "overflows seen agree with Linux perf's samples beside the agent (model bound)"),
+    ("PROFILE", "samples by leaf symbol alike Linux perf's beside the agent (chi-square)"),
     ("THROTTLE", "throttling off: the perf core throttled no event"),
     ("C-2", "no lock taken and no allocation made in NMI context"),
 )
@@ -59,6 +64,8 @@ class CoreView:
     #: Linux perf's counts beside the agent, cut to ``peer_window`` (None: no peer ran).
     peer: PerfCounts | None = None
     peer_bound: PeerBound = field(default_factory=PeerBound)
+    #: The agent's and perf's profiles of the run (None: no peer with call chains).
+    profile: ProfilePair | None = None
 
     @property
     def pmu_interrupts(self) -> bool:
@@ -84,6 +91,8 @@ def applicable_core(view: CoreView) -> frozenset[str]:
         names.discard("RELEASED")
     if view.peer is None:
         names.discard("PEER")
+    if view.profile is None:
+        names.discard("PROFILE")
     if not view.throttling_disabled:
         names.discard("THROTTLE")
     return frozenset(names)
@@ -169,6 +178,34 @@ def check_peer_counts(view: CoreView) -> list[Violation]:
     return check_peer(seen, view.peer, bound=view.peer_bound)
 
 
+def check_profile(view: CoreView) -> list[Violation]:
+    """PROFILE: the agent's leaf symbols against perf's, chi-square homogeneity at 1e-3."""
+    if view.profile is None:
+        return []
+    agent, perf = view.profile.agent.leaves(), view.profile.perf.leaves()
+    if not sum(perf.values()):
+        return []  # perf sampled nothing in the window: PEER judges the counts
+    if not sum(agent.values()):
+        return [Violation("PROFILE", None, f"samples beside perf's {sum(perf.values())}",
+                          "no agent sample", "")]  # fmt: skip
+    test = compare(agent, perf)
+    if test.passed:
+        return []
+    n_agent, n_perf = sum(agent.values()), sum(perf.values())
+    worst = max(test.categories, key=lambda c: abs(c[1] / n_agent - c[2] / n_perf))
+    detail = (f"{len(test.categories)} symbols; most apart: {worst[0]} agent {worst[1]}, "
+              f"perf {worst[2]} of {n_agent} / {n_perf}")  # fmt: skip
+    expected = f"chi2 <= {test.critical:.1f} (df {test.df}, alpha {test.alpha:g})"
+    return [Violation("PROFILE", None, expected, f"chi2 = {test.statistic:.1f}", detail)]
+
+
+def with_peer(view: CoreView, peer: PeerEvidence | None) -> CoreView:
+    """``view`` with what Linux perf beside the agent gave (unchanged when no peer ran)."""
+    if peer is None:
+        return view
+    return replace(view, peer=peer.counts, peer_bound=peer.window.bound, profile=peer.profiles)
+
+
 def check_throttle(view: CoreView) -> list[Violation]:
     """THROTTLE: with throttling off the perf core marked no event throttled."""
     return _must_be_zero(view, "THROTTLE", ("x_throttled",), "throttling disabled")
@@ -216,6 +253,7 @@ _CHECKS: dict[str, Callable[[CoreView], list[Violation]]] = {
     "CALLS": check_calls,
     "RELEASED": check_released,
     "PEER": check_peer_counts,
+    "PROFILE": check_profile,
     "THROTTLE": check_throttle,
     "C-2": check_nmi_safety,
 }

@@ -20,7 +20,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from harness.agent import flavours, profctl
 from harness.agent.info import FlavourInfo
@@ -156,6 +156,23 @@ class Script:
     max_sample_rate: int | None = None
 
 
+#: One line of ``invoke bench``'s table: measurement, value (or median), min, max.
+BenchRow = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class FlavourBench:
+    """A flavour's own part of ``invoke bench`` (`harness.cli.agentbench` calls it).
+
+    ``measure(agent, cpus)`` runs in the bench's guest with the module deployed and
+    returns what the bench JSON keeps under the flavour's name (numbers only: never
+    asserted); ``rows(result)`` turns that back into lines of the table.
+    """
+
+    measure: Callable[[AgentLike, tuple[int, ...]], dict[str, Any]]
+    rows: Callable[[Mapping[str, Any]], list[BenchRow]]
+
+
 @dataclass(frozen=True, slots=True)
 class Flavour:
     """One flavour's behaviour: how it runs, how it is judged, how it is shown.
@@ -188,6 +205,8 @@ class Flavour:
     extra_runs: Mapping[str, Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]] = field(
         default_factory=dict
     )
+    #: Its own measurements in ``invoke bench``; None: it has none beyond the shared ones.
+    bench: FlavourBench | None = None
 
     @property
     def name(self) -> str:

@@ -5,7 +5,7 @@ templates loop over these tuples to declare counters and print them, and the
 parsers and oracles use the same names, so a counter cannot be added on one
 side only::
 
-    info = harness.agent.flavours.info("tprof")
+    info = harness.agent.flavours.get("tprof")
     info.stats            # names in the order of the `stats` file
     info.quirk_bit("TP-D1")
     info.template         # "agent/flavours/tprof/tprof.c.j2" (under guest/)
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 from harness.agent.layouts import FramedRecord, Ioctl, RecordLayout
 from harness.errors import ConfigError
@@ -88,21 +87,24 @@ class Mutant:
     """A deliberately broken agent build, and the oracles that must catch it.
 
     ``name`` is the mutation point in the C (``pa_mutant(NAME)``); ``case`` is the
-    run that exposes it: ``standard`` (the flavour's standard run and an exact-count
-    run on the default kernel), ``peer`` (the standard run with Linux perf beside
-    it, for the flavours that have one), ``debug`` (the standard run on the debug kernel,
-    its console and kmemleak scanned) or one of the flavour's ``extra_runs`` (hwpmc's
-    ``counting``, ``independence`` and ``control``, kprof's ``offline``). ``quick``
-    mutants run in ``invoke ci``.
+    run that exposes it: one of `SHARED_CASES` -- ``standard`` (the flavour's standard
+    run and an exact-count run on the default kernel), ``peer`` (the standard run with
+    Linux perf beside it, for the flavours that have one), ``debug`` (the standard run
+    on the debug kernel, its console and kmemleak scanned) -- or the name of one of
+    its flavour's ``extra_runs`` (`harness.agent.flavour.Flavour`; hwpmc's
+    ``counting``, kprof's ``offline``, ...), which the mutation runs look up by that
+    name. ``quick`` mutants run in ``invoke ci``.
     """
 
     name: str
     sabotage: str
     caught_by: tuple[str, ...]
-    case: Literal["standard", "peer", "debug", "counting", "independence", "control", "offline"] = (
-        "standard"
-    )
+    case: str = "standard"
     quick: bool = True
+
+
+#: The mutant cases every flavour has (`Mutant.case`); any other is an extra run's name.
+SHARED_CASES = ("standard", "peer", "debug")
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,8 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            ("C-2",)),
     Mutant("stretched_period", "the sampling events count period + period/8 events per overflow",
            ("PEER",), case="peer"),
+    Mutant("fixed_pc_3rd", "every 3rd sample's PC is replaced by a fixed kernel address",
+           ("PROFILE",), case="peer"),
     Mutant("self_throttle", "every 50th overflow stops its own event as perf throttling does",
            ("THROTTLE",)),
     Mutant("nmi_spinlock", "the producer path takes a spinlock in NMI context",

@@ -82,6 +82,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from harness.agent.profile import ProfilePair
 from harness.agent.results import Violation
 from harness.errors import InfraError
 from harness.vm.perf import PerfCounts, PerfCpu
@@ -204,3 +205,48 @@ def agent_window(info: Mapping[str, str], period: int) -> tuple[tuple[int, int],
         ) from exc
     skew = math.ceil((end - begin) / period) + math.ceil((off_end - off_begin) / period)
     return (end, off_begin), PeerBound(edges=PeerBound().edges + skew)
+
+
+@dataclass(frozen=True, slots=True)
+class PeerWindow:
+    """Where perf's samples are counted against the agent's, and the bound that goes with it.
+
+    ``inner``: every CPU's agent event counted (PEER counts perf's samples there);
+    ``outer``: some CPU's agent event counted (PROFILE folds perf's samples there:
+    every sample the agent took lies inside it, and its edges differ from the
+    agent's by a few samples out of thousands).
+    """
+
+    inner: tuple[int, int]
+    outer: tuple[int, int]
+    bound: PeerBound
+
+
+def info_window(info: Mapping[str, str], period: int) -> PeerWindow:
+    """`PeerWindow` from the agent's ``info`` (`agent_window`; outer: arm begin to disarm end).
+
+    :raise InfraError: the agent's ``info`` does not say when it armed and disarmed.
+    """
+    inner, bound = agent_window(info, period)
+    return PeerWindow(inner, (int(info["arm_begin_ns"]), int(info["disarm_end_ns"])), bound)
+
+
+def bracket_window(starts: tuple[int, int], stops: tuple[int, int], period: int) -> PeerWindow:
+    """`PeerWindow` from guest clock reads before and after the agent's starts and its stops.
+
+    For a flavour that arms its CPUs one by one (hwpmc: one START per PMC): every
+    CPU counted from the end of ``starts`` to the beginning of ``stops``; each
+    bracket's span, in periods, widens the edges as the arming skew does.
+    """
+    skew = math.ceil((starts[1] - starts[0]) / period) + math.ceil((stops[1] - stops[0]) / period)
+    return PeerWindow((starts[1], stops[0]), (starts[0], stops[1]),
+                      PeerBound(edges=PeerBound().edges + skew))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PeerEvidence:
+    """What Linux perf beside the agent gave one run: counts, window, both profiles."""
+
+    counts: PerfCounts  # cut to ``window.inner``
+    window: PeerWindow
+    profiles: ProfilePair | None = None  # None: perf recorded no call chains

@@ -9,10 +9,11 @@ Measured (wall-clock seconds, medians where repeated):
 * launch-to-SSH for 1, 2, 4 and 8 vCPUs (default layouts), cold boot and restore from
   a snapshot side by side (with the restore's state-load share and the snapshot's
   size), and the shutdown time;
-* kprof (`harness.agent.flavours.kprof.bench`): bytes per sample read, and the highest
-  per-CPU rate with no block dropped at the default sizes with one reader;
-* the agent (`harness.agent.bench`): render + build + load time, overflow-handler cost
-  per sample, and the highest per-CPU rate that runs 10 s without a drop;
+* the agent (`harness.cli.agentbench`, one 2-vCPU guest): render + build + load time and
+  overflow-handler cost per overflow; then each flavour's own measurements, its
+  `Flavour.bench` (tprof: the highest per-CPU rate that runs 10 s without a drop; kprof:
+  bytes per sample read and its no-drop rate with one reader; hwpmc: overflow-to-swept
+  latency per CPU and its highest rate with no bufferfull);
 * the ``quick`` matrix's wall time with 1 worker and with the CPU budget, and the ratio;
 * with ``test_wall``, the wall time of ``invoke test --cpus 8`` with snapshots and with
   ``--no-snapshot`` (minutes).
@@ -45,15 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from harness import arches
-from harness.agent.flavours.hwpmc.bench import measure_hwpmc
-from harness.agent.flavours.kprof.bench import measure_kprof
-from harness.agent.flavours.tprof.bench import measure_agent
 from harness.build.cache import Cache
 from harness.build.hostdeps import ensure_host
 from harness.build.images import GuestImages, prepare_images
 from harness.build.kernel import DEFAULT_KERNEL, KernelChoice, KernelRequest, build_kernel
 from harness.build.keys import ensure_keypair
 from harness.build.rootfs import build_rootfs
+from harness.cli.agentbench import bench_rows, measure_agents
 from harness.cli.testrun import worker_budget
 from harness.errors import InfraError
 from harness.paths import REPO_ROOT
@@ -275,9 +274,7 @@ def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, An
     images = prepare_images(arch, "default", cache, kernel=request.kernel)
     result["kernel"] = images.kernel_name
     if not request.only_boots:
-        result["agent"] = measure_agent(arch, images, cache, request.repeats)
-        result["kprof"] = measure_kprof(arch, images, cache)
-        result["hwpmc"] = measure_hwpmc(arch, images, cache)
+        result.update(measure_agents(arch, images, cache, request.repeats))
     if request.matrix and not request.only_boots:
         result["matrix"] = measure_matrix(request.matrix)
     if request.test_wall:
@@ -308,30 +305,7 @@ def format_table(result: dict[str, Any]) -> str:
     rows.append(("shutdown", *_cells(boot["shutdown"])))
     rows.append(("load average before / after boots", str(boot.get("load_average_before")),
                  "", str(boot.get("load_average_after"))))  # fmt: skip
-    if agent := result.get("agent"):
-        rows.append(("agent render + build + load", *_cells(agent["render_build_load_s"])))
-        cost = agent["nmi_handler_ns"]
-        rows.append(
-            (
-                "agent handler per sample, mean / max µs",
-                f"{cost['mean_ns'] / 1000:.1f}",
-                "",
-                f"{cost['max_ns'] / 1000:.1f}",
-            )
-        )
-        rows.append(("agent drop-free rate per CPU, 10 s (Hz)",
-                     str(agent["max_dropfree_rate_hz"]), "", ""))  # fmt: skip
-    if kprof := result.get("kprof"):
-        rows.append(("kprof bytes per sample read", f"{kprof['bytes_per_sample']:.1f}", "", ""))
-        rows.append(("kprof no-drop rate per CPU, 1 reader (Hz)",
-                     str(kprof["max_dropfree_rate_hz"]), "", ""))  # fmt: skip
-    if hwpmc := result.get("hwpmc"):
-        for cpu, lat in sorted(hwpmc["sweep_latency_ns"].items(), key=lambda kv: int(kv[0])):
-            mean, most = lat["mean_ns"] / 1e6, lat["max_ns"] / 1e6
-            rows.append((f"hwpmc overflow to swept, CPU {cpu}, mean / max ms", f"{mean:.2f}",
-                         "", f"{most:.2f}"))  # fmt: skip
-        rows.append(("hwpmc no-bufferfull rate per CPU (Hz)",
-                     str(hwpmc["max_no_bufferfull_rate_hz"]), "", ""))  # fmt: skip
+    rows += bench_rows(result)
     if matrix := result.get("matrix"):
         rows.append((f"matrix {matrix['name']}, 1 worker", f"{matrix['one_worker_s']:.1f}", "", ""))
         rows.append((f"matrix {matrix['name']}, {matrix['budget_workers']} workers",

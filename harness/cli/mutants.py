@@ -31,7 +31,7 @@ from harness.agent.evidence import kmemleak_command, module_leaks
 from harness.agent.flavour import AgentRun, Flavour, behaviour
 from harness.agent.info import Mutant
 from harness.agent.mutation import MutantRow, merge
-from harness.agent.peer import stretch_margin
+from harness.agent.peer import PeerEvidence, stretch_margin
 from harness.agent.profctl import build_profctl
 from harness.agent.spec import AgentSpec
 from harness.arches import ArchProfile
@@ -44,7 +44,6 @@ from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.console import scan_console
 from harness.vm.guest import Guest
-from harness.vm.perf import PerfCounts
 from harness.vm.record import new_run_dir
 from harness.vm.topology import default_topology
 
@@ -179,13 +178,14 @@ def _peer_row(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour
     notes: list[str] = []
     for attempt in range(1, PEER_ATTEMPTS + 1):
         failed, run = _judged(bench, guest, images, flavour, mutant, "peer")
-        peer = getattr(run, "peer", None)  # the flavours with a peer run keep perf's counts
-        if failed & set(mutant.caught_by) or not isinstance(peer, PerfCounts):
+        peer = getattr(run, "peer", None)  # every flavour's peer run keeps perf's evidence
+        if (failed & set(mutant.caught_by) or "PEER" not in mutant.caught_by
+                or not isinstance(peer, PeerEvidence)):  # fmt: skip
             break
-        margin = stretch_margin(peer)
+        margin = stretch_margin(peer.counts)
         if margin > 0:
             break
-        samples = ", ".join(f"{c.cpu}: {c.samples}" for c in peer.cpus)
+        samples = ", ".join(f"{c.cpu}: {c.samples}" for c in peer.counts.cpus)
         notes.append(f"peer run {attempt} could not tell a 1/8 stretch (margin {margin}; "
                      f"most periods folded; perf samples per CPU {samples})")  # fmt: skip
     return _row(flavour, mutant, [("peer", failed)], notes)

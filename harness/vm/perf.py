@@ -26,6 +26,7 @@ import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from harness.errors import ConfigError, GuestError
@@ -46,6 +47,8 @@ _SCRIPT_LINE = re.compile(r"^\s*\[(\d+)\]\s+(\d+)\.(\d{9}):\s+(.*?)\s*$")
 _DUMP_LINE = re.compile(r"^(\d+) (\d+) 0x[0-9a-f]+ \[0x[0-9a-f]+\]: PERF_RECORD_(\w+)")
 _LOST = re.compile(r"PERF_RECORD_LOST lost (\d+)")
 _STAT_LINE = re.compile(r"^\s*(\w+) events:\s+(\d+)", re.MULTILINE)
+#: One frame as ``perf script -F ip,sym,dso`` prints it: ``ffffffc0081eb888 sym (dso)``.
+_FRAME = re.compile(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,8 @@ class PerfSession:
     event: str = "cycles"
     name: str = "peer"  # files are /tmp/<name>.{data,ctl,ack,log,pid,stats,err}
     mmap_pages: int | None = None  # ``-m``: perf's ring buffer per CPU (None: perf's default)
+    #: ``-g``: frame-pointer call chains, read back as `PerfSample` frames.
+    stacks: bool = False
 
     def __post_init__(self) -> None:
         if not self.cpus or min(self.cpus) < 0:
@@ -87,6 +92,24 @@ class PerfCpu:
 
 
 @dataclass(frozen=True, slots=True)
+class PerfFrame:
+    """One frame of a perf sample: its address (user ones relative to their mapping), names."""
+
+    ip: int
+    sym: str  # perf's symbol, ``[unknown]`` where it has none
+    dso: str  # ``[kernel.kallsyms]``, a module, or the binary's path
+
+
+@dataclass(frozen=True, slots=True)
+class PerfSample:
+    """One perf sample with its frames, leaf first (a session with ``stacks``)."""
+
+    cpu: int
+    time_ns: int
+    frames: tuple[PerfFrame, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PerfCounts:
     """perf's per-CPU counts, the window they were cut to, and perf's version."""
 
@@ -95,6 +118,8 @@ class PerfCounts:
     window: tuple[int, int] | None  # [start_ns, stop_ns] CLOCK_MONOTONIC, or None: all
     version: str
     totals: tuple[tuple[str, int], ...]  # ``perf report --stats``: (record type, count)
+    #: Every sample with its frames, uncut (a session with ``stacks``; else empty).
+    stacks: tuple[PerfSample, ...] = ()
 
     @property
     def watched(self) -> tuple[int, ...]:
@@ -149,7 +174,8 @@ def record_argv(session: PerfSession) -> tuple[str, ...]:
     """
     pages = () if session.mmap_pages is None else ("-m", str(session.mmap_pages))
     return (
-        PERF, "record", "-C", ",".join(str(c) for c in sorted(set(session.cpus))),
+        PERF, "record", *(("-g",) if session.stacks else ()),
+        "-C", ",".join(str(c) for c in sorted(set(session.cpus))),
         "-e", session.event, "-c", str(session.period), "-k", "CLOCK_MONOTONIC",
         *pages, "-D", "-1",
         "--control", f"fifo:{session.path('ctl')},{session.path('ack')}",
@@ -204,13 +230,14 @@ def report_command(session: PerfSession) -> str:
     lost 37.30%!" did, in a recorded run).
     """
     data, stats, err = session.path("data"), session.path("stats"), session.path("err")
+    fields = "cpu,time,event,ip,sym,dso" if session.stacks else "cpu,time,event"
     return "; ".join(
         (
             "echo '### version'", f"{PERF} --version",
             f"{PERF} report -i {data} --stats >{stats} 2>{err}",
             "echo '### stats'", f"cat {stats}",
             "echo '### script'",
-            f"{PERF} script -i {data} -F cpu,time,event --ns --show-lost-events 2>>{err}",
+            f"{PERF} script -i {data} -F {fields} --ns --show-lost-events 2>>{err}",
             "echo '### throttle'",
             f"if grep -q ' THROTTLE events' {stats}; then {PERF} report -i {data} -D 2>>{err}"
             " | grep -E 'PERF_RECORD_(UN)?THROTTLE'; fi",
@@ -243,10 +270,12 @@ def stop_perf(
     *,
     window: tuple[int, int] | None = None,
     timeout_s: int = STOP_TIMEOUT_S,
+    keep: Path | None = None,
 ) -> PerfCounts:
     """Stop ``perf record`` (SIGINT), read its file back, and count, cut to ``window``.
 
     Blocks up to ``timeout_s`` for the stop plus `REPORT_TIMEOUT_S` for reading.
+    ``keep``: a host file that receives what was read back (`report_command`'s output).
 
     :raise GuestError: perf did not stop in time, or its output cannot be read.
     """
@@ -256,6 +285,8 @@ def stop_perf(
         raise GuestError(f"perf record for {session.name} did not stop cleanly",
                          (stopped.stdout + stopped.stderr)[-3000:])  # fmt: skip
     report = shell.run(report_command(session), check=False, timeout_s=REPORT_TIMEOUT_S)
+    if keep is not None:
+        keep.write_text(report.stdout)
     return parse_perf_output(report.stdout, period=session.period, cpus=session.cpus, window=window)
 
 
@@ -283,11 +314,14 @@ def parse_perf_output(
     totals = tuple((name, int(n)) for name, n in _STAT_LINE.findall(_aggregated(sections["stats"])))
     samples: dict[int, list[int]] = {}
     lost: dict[int, list[tuple[int, int]]] = {}
-    for cpu, time_ns, rest in _script_records(sections["script"]):
+    stacks: list[PerfSample] = []
+    for cpu, time_ns, rest, frames in _script_records(sections["script"]):
         if match := _LOST.search(rest):
             lost.setdefault(cpu, []).append((time_ns, int(match[1])))
         elif "PERF_RECORD_" not in rest:
             samples.setdefault(cpu, []).append(time_ns)
+            if frames:
+                stacks.append(PerfSample(cpu, time_ns, frames))
     seen = sum(len(v) for v in samples.values())
     counted = dict(totals).get("SAMPLE", 0)
     if seen != counted:
@@ -308,6 +342,7 @@ def parse_perf_output(
         window=window,
         version=sections["version"].strip(),
         totals=totals,
+        stacks=tuple(stacks),
     )
 
 
@@ -329,10 +364,31 @@ def _aggregated(stats: str) -> str:
     return re.split(r"^\S.* stats:$", stats.split("Aggregated stats:", 1)[-1], flags=re.M)[0]
 
 
-def _script_records(text: str) -> Iterable[tuple[int, int, str]]:
+def _script_records(text: str) -> Iterable[tuple[int, int, str, tuple[PerfFrame, ...]]]:
+    """(cpu, time, rest of the line, frames) per record of ``perf script``.
+
+    A sample's frames follow its line, one per line, leaf first (with ``-g``), or
+    sit at the end of it (without); a blank line or the next record ends them.
+    """
+    record: tuple[int, int, str] | None = None
+    frames: list[PerfFrame] = []
     for line in text.splitlines():
         if match := _SCRIPT_LINE.match(line):
-            yield int(match[1]), int(match[2]) * 1_000_000_000 + int(match[3]), match[4]
+            if record is not None:
+                yield (*record, tuple(frames))
+            record = int(match[1]), int(match[2]) * 1_000_000_000 + int(match[3]), match[4]
+            frames = []
+            own = _frame(match[4].partition(": ")[2]) if "PERF_RECORD_" not in match[4] else None
+            frames += [own] if own else []
+        elif record is not None and (frame := _frame(line)):
+            frames.append(frame)
+    if record is not None:
+        yield (*record, tuple(frames))
+
+
+def _frame(text: str) -> PerfFrame | None:
+    match = _FRAME.match(text)
+    return PerfFrame(int(match[1], 16), match[2], match[3]) if match else None
 
 
 def _throttle_records(text: str) -> dict[int, list[tuple[int, bool]]]:

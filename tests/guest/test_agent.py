@@ -76,10 +76,11 @@ def test_linux_perf_beside_the_agent_agrees(
     cpus = tuple(range(topology.cpus))
     run = peer_run(agent, AgentSpec(), SamplingPlan(busy_cpus=cpus, busy_ms=1000))
     assert run.peer is not None
-    assert run.peer.watched == cpus
+    peer = run.peer.counts
+    assert peer.watched == cpus
     assert "PEER" in applicable_oracles(run)
     assert_oracles(run, request)
-    assert all(run.peer.cpu(cpu).samples > 0 for cpu in cpus)
+    assert all(peer.cpu(cpu).samples > 0 for cpu in cpus)
 
 
 @pytest.mark.parametrize("quirks", [0, TP_D1], ids=["fixed", "quirk-TP-D1"])

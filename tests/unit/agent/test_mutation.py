@@ -94,9 +94,12 @@ def test_the_quick_set_leaves_out_the_guest_ending_and_debug_mutants() -> None:
     }  # fmt: skip
 
 
-def test_the_peer_mutants_run_only_where_a_flavour_has_a_peer_run() -> None:
-    assert {m.name for m in planned("tprof", full=False, case="peer")} == {"stretched_period"}
-    assert "stretched_period" not in {m.name for m in planned("tprof", full=False)}
+def test_every_flavour_runs_the_peer_mutants_beside_perf() -> None:
+    for name in flavours.names():
+        assert behaviour(name).peer_run is not None, name  # PEER and PROFILE can fail there
+        peer = {m.name for m in planned(name, full=False, case="peer")}
+        assert peer == {"stretched_period", "fixed_pc_3rd"}, name
+        assert not peer & {m.name for m in planned(name, full=False)}, name
 
 
 def test_only_narrows_the_planned_mutants_to_those_named() -> None:

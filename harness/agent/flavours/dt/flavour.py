@@ -18,6 +18,8 @@ from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles,
 from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
 from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
+from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
+from harness.agent.profile import AgentSample
 from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
@@ -29,7 +31,8 @@ MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, DtRun)
-    return f"{format_dt_table(own)}\n{format_dt_verdicts(violations, applicable_dt_oracles(own))}"
+    verdicts = format_dt_verdicts(violations, applicable_dt_oracles(own))
+    return f"{format_dt_table(own)}\n{profile_report(own.peer)}{verdicts}"
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -81,6 +84,11 @@ def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
     return rows
 
 
+def _samples(run: DtRun) -> list[AgentSample]:
+    """Dt's events as profile samples (flags bit 0: a kernel PC)."""
+    return [AgentSample(e.cpu, e.pc, user=not e.flags & 1) for e in run.events]
+
+
 FLAVOUR = Flavour(
     info=DT,
     oracles=DT_ORACLES,
@@ -91,6 +99,7 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
+    peer_run=beside_perf(_standard, DtRun, PeerHooks(samples=_samples)),
     ops={
         "reader": OpRule(on=True),  # a background reader racing the producers
         "skip": OpRule(cpu="one", count_max=MAX_SKIP),  # forced skipped profile ticks

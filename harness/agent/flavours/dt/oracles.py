@@ -21,7 +21,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeAlias
 
-from harness.agent.core_oracles import CORE_ORACLES, CoreView, applicable_core, check_core
+from harness.agent.core_oracles import (
+    CORE_ORACLES,
+    CoreView,
+    applicable_core,
+    check_core,
+    with_peer,
+)
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.dt.data import DT, DT_RING_SLOTS
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
@@ -103,8 +109,9 @@ def check_dt(run: DtRun) -> list[Violation]:
 
 def core_view(run: DtRun) -> CoreView:
     """What the shared oracles (`harness.agent.core_oracles`) read of a dt run."""
-    return CoreView(spec=run.spec, core=run.core, kernel=run.kernel,
+    view = CoreView(spec=run.spec, core=run.core, kernel=run.kernel,
                     injections=run.injections, throttling_disabled=True)  # fmt: skip
+    return with_peer(view, run.peer)
 
 
 def check_dt_conservation(run: DtRun) -> list[Violation]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
+from harness.agent.flavours.hwpmc.bench import HWPMC_BENCH
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import HW_ORACLES, applicable_hw_oracles, check_hwpmc
 from harness.agent.flavours.hwpmc.plans import (
@@ -134,4 +135,5 @@ FLAVOUR = Flavour(
         "independence": _independence,
         "control": _control,
     },
+    bench=HWPMC_BENCH,
 )

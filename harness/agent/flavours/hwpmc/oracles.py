@@ -37,7 +37,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.agent.core_oracles import CORE_ORACLES, CoreView, applicable_core, check_core
+from harness.agent.core_oracles import (
+    CORE_ORACLES,
+    CoreView,
+    applicable_core,
+    check_core,
+    with_peer,
+)
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.hwpmc.conservation import check_interrupts, check_outcomes, check_rings
 from harness.agent.flavours.hwpmc.lifecycle import check_control, check_coverage, check_release
@@ -65,13 +71,14 @@ HW_ORACLES: tuple[tuple[str, str], ...] = (
 
 def core_view(run: HwRun) -> CoreView:
     """What the shared oracles read of ``run``."""
-    return CoreView(
+    view = CoreView(
         spec=run.spec,
         core=run.snapshot.core,
         kernel=run.kernel,
         injections=run.injections,
         throttling_disabled=run.throttling_disabled,
     )
+    return with_peer(view, run.peer)
 
 
 def applicable_hw_oracles(run: HwRun) -> frozenset[str]:

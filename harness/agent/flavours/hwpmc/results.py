@@ -15,6 +15,7 @@ from typing import Literal
 
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC
+from harness.agent.peer import PeerEvidence
 from harness.agent.results import AgentSnapshot, flat_numbers
 from harness.agent.spec import AgentSpec
 
@@ -129,6 +130,11 @@ class HwRun:
     throttling_disabled: bool = True
     counting: Counting | None = None
     log_faults: int = 0
+    #: The guest's CLOCK_MONOTONIC (ns) read by the plan's ``clock`` steps, in order
+    #: (before and after the STARTs, before and after the STOPs).
+    clocks: tuple[int, ...] = ()
+    #: Linux perf beside the agent (the peer run; None: no peer).
+    peer: PeerEvidence | None = None
 
     @property
     def nsamples(self) -> int:

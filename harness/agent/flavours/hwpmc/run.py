@@ -302,6 +302,7 @@ def hw_run(
         kernel=interrupt_reads([r.lines for r in by_tag["irq"]], agent.pmu_irq_label),
         injections=injections_of(steps, online),
         counting=_counting(plan, by_tag, agent.events_per_ns(spec)),
+        clocks=tuple(r.int_value("ns") for r in by_tag.get("clock", ())),
         log_faults=plan.log_faults,
     )
     agent.save_run(run.record())

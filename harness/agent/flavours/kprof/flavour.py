@@ -21,6 +21,7 @@ from dataclasses import replace
 from harness.agent import profctl
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.kprof import results as res
+from harness.agent.flavours.kprof.bench import KPROF_BENCH
 from harness.agent.flavours.kprof.data import KPROF, records_per_block
 from harness.agent.flavours.kprof.oracles import (
     KPROF_ORACLES,
@@ -193,4 +194,5 @@ FLAVOUR = Flavour(
         "inject-task": lambda cpu, count: inject_step(cpu, count, ctx="task"),
     },
     extra_runs={"offline": offline_run},
+    bench=KPROF_BENCH,
 )

@@ -22,7 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.agent.core_oracles import CORE_ORACLES, CoreView, applicable_core, check_core
+from harness.agent.core_oracles import (
+    CORE_ORACLES,
+    CoreView,
+    applicable_core,
+    check_core,
+    with_peer,
+)
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.blocks import (
@@ -80,8 +86,9 @@ def applicable_kprof_oracles(run: KprofRun) -> frozenset[str]:
 
 def core_view(run: KprofRun) -> CoreView:
     """What the shared oracles read of a kprof run."""
-    return CoreView(spec=run.spec, core=run.core, kernel=run.kernel,
+    view = CoreView(spec=run.spec, core=run.core, kernel=run.kernel,
                     injections=run.injections, throttling_disabled=True)  # fmt: skip
+    return with_peer(view, run.peer)
 
 
 def check_kprof(run: KprofRun) -> list[Violation]:

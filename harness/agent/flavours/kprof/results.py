@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent.evidence import Injections, KernelEvidence
+from harness.agent.peer import PeerEvidence
 from harness.agent.results import flat_numbers
 from harness.agent.spec import AgentSpec
 
@@ -89,6 +90,8 @@ class KprofRun:
     control: Mapping[str, str] = field(default_factory=dict)
     kernel: KernelEvidence | None = None
     injections: Injections = field(default_factory=Injections)
+    #: Linux perf beside the agent (the peer run; None: no peer).
+    peer: PeerEvidence | None = None
 
     def snapshot(self, name: str) -> KprofStats | None:
         """The counters taken at ``name`` (None: this run took none there)."""

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, typed
+from harness.agent.flavours.tprof.bench import TPROF_BENCH
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.oracles import ORACLES, applicable_oracles, check_sampling
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
@@ -82,4 +83,5 @@ FLAVOUR = Flavour(
     run_script=_script,
     cell_rows=_cell_rows,
     peer_run=_peer,
+    bench=TPROF_BENCH,
 )

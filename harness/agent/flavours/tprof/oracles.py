@@ -40,12 +40,17 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
-from harness.agent.core_oracles import CORE_ORACLES, CoreView, applicable_core, check_core
+from harness.agent.core_oracles import (
+    CORE_ORACLES,
+    CoreView,
+    applicable_core,
+    check_core,
+    with_peer,
+)
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.laws import Law, all_equal, at_least, at_most, sums_to, zero
-from harness.agent.peer import PeerBound, agent_window
 from harness.agent.results import Violation
 from harness.errors import ConfigError
 
@@ -113,18 +118,14 @@ def check_sampling(run: SamplingRun) -> list[Violation]:
 
 def core_view(run: SamplingRun) -> CoreView:
     """What the shared oracles (`harness.agent.core_oracles`) read of a tprof run."""
-    bound = (
-        agent_window(run.snapshot.info, run.spec.period)[1] if run.peer is not None else PeerBound()
-    )
-    return CoreView(
+    view = CoreView(
         spec=run.spec,
         core=run.snapshot.core,
         kernel=run.kernel,
         injections=run.injections,
         throttling_disabled=run.throttling_disabled,
-        peer=run.peer,
-        peer_bound=bound,
     )
+    return with_peer(view, run.peer)
 
 
 def check_conservation(run: SamplingRun) -> list[Violation]:

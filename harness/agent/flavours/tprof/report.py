@@ -127,7 +127,9 @@ def cpu_rows(run: SamplingRun) -> tuple[CpuRow, ...]:
                 cpu=cpu,
                 seen=core.get("x_nmi_total", 0),
                 irq=run.kernel.delta(cpu) if run.kernel else None,
-                peer=run.peer.cpu(cpu).samples if run.peer and cpu in run.peer.watched else None,
+                peer=run.peer.counts.cpu(cpu).samples
+                if run.peer and cpu in run.peer.counts.watched
+                else None,
                 calls=core.get("x_producer_calls", 0),
                 recorded=stats.get("x_sample", 0),
                 drops=tuple((column, stats.get(name, 0)) for name, column in _CAUSES),

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent.evidence import Injections, KernelEvidence
+from harness.agent.peer import PeerEvidence
 from harness.agent.results import AgentSnapshot, flat_numbers
 from harness.agent.spec import AgentSpec
-from harness.vm.perf import PerfCounts
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +65,8 @@ class SamplingRun:
     kernel: KernelEvidence | None = None
     #: What the harness's steps injected, per CPU (the CALLS oracle's evidence).
     injections: Injections = field(default_factory=Injections)
-    #: Linux perf's counts beside the agent, cut to the agent's window (None: no peer).
-    peer: PerfCounts | None = None
+    #: Linux perf beside the agent: its counts in the agent's window, both profiles (None: no peer).
+    peer: PeerEvidence | None = None
 
     def numbers(self) -> dict[str, int]:
         """Every counter under one flat name (see `harness.agent.results.flat_numbers`)."""

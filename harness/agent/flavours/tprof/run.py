@@ -9,7 +9,6 @@ Pure step builders plus two runners over `harness.agent.flavour.AgentLike`::
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +19,10 @@ from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, inte
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
 from harness.agent.flavours.tprof.results import Sample, SamplingRun
-from harness.agent.peer import agent_window
+from harness.agent.peer import info_window
+from harness.agent.peer_run import PeerHooks
+from harness.agent.peer_run import peer_run as beside
+from harness.agent.profile import AgentSample
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import (
     DEBUGFS,
@@ -35,7 +37,6 @@ from harness.agent.steps import (
     snapshot_of,
     workload_steps,
 )
-from harness.vm.perf import PerfSession, start_perf, stop_command, stop_perf
 
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
 
@@ -114,32 +115,22 @@ def sampling_run(agent: AgentLike, spec: AgentSpec, plan: SamplingPlan) -> Sampl
 
 
 def peer_run(agent: AgentLike, spec: AgentSpec, plan: SamplingPlan) -> SamplingRun:
-    """The standard run with Linux perf sampling the same CPUs, event and period beside it.
-
-    perf starts (and counts) before the agent arms and stops after it disarmed; its
-    samples are counted in the window where every CPU's agent event counted
-    (`harness.agent.peer.agent_window`), and judged by oracle PEER.
+    """``plan`` with Linux perf beside the agent (`harness.agent.peer_run`): PEER, PROFILE.
 
     :raise GuestError: perf did not start, stop or read back.
     """
-    session = PerfSession(cpus=agent.online_cpus(), period=spec.period, event=spec.event)
-    budget = int(agent.timeouts.command_s)
-    # Before perf runs: the sysctl writes must not meet a live PMU event (set_throttling).
-    agent.set_throttling(disabled=plan.throttling_disabled, max_sample_rate=plan.max_sample_rate)
-    start_perf(agent.shell, session, timeout_s=budget)
-    context = RunContext(throttling_disabled=plan.throttling_disabled,
-                         max_sample_rate=plan.max_sample_rate, probe_cpus=plan.probe_cpus,
-                         pmu_shared=True)  # fmt: skip
-    try:
-        run = run_steps(agent, spec, sampling_steps(plan), context)[0]
-    except BaseException:
-        # perf must not outlive a failed run; stopping it never hides why the run failed
-        agent.shell.run(stop_command(session, timeout_s=budget), check=False,
-                        timeout_s=budget + 30)  # fmt: skip
-        raise
-    window = agent_window(run.snapshot.info, spec.period)[0]
-    counts = stop_perf(agent.shell, session, timeout_s=budget, window=window)
-    return dataclasses.replace(run, peer=counts)
+    return beside(agent, spec, plan.busy_cpus, lambda a, s, _: sampling_run(a, s, plan), PEER_HOOKS)
+
+
+def profile_samples(run: SamplingRun) -> tuple[AgentSample, ...]:
+    """Tprof's records as profile samples (flags bit 0: a kernel PC; no call chain)."""
+    return tuple(AgentSample(r.cpu, r.pc, user=not r.flags & 1) for r in run.samples)
+
+
+#: tprof's window is in the ``info`` snapshot its run keeps.
+PEER_HOOKS = PeerHooks(
+    samples=profile_samples, window=lambda run, period: info_window(run.snapshot.info, period)
+)
 
 
 def scripted_run(

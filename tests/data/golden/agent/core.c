@@ -905,7 +905,7 @@ DEFINE_SHOW_ATTRIBUTE(pa_nmi);
 static int pa_info_show(struct seq_file *m, void *unused)
 {
 	seq_printf(m, "flavour %s\n", pa_fl->name);
-	seq_printf(m, "abi_version %d\n", TPROF_VERSION);
+	seq_printf(m, "abi_version %d\n", PROFAGENT_ABI_VERSION);
 	seq_printf(m, "nr_cpu_ids %u\n", nr_cpu_ids);
 	seq_printf(m, "online %u\n", num_online_cpus());
 	seq_printf(m, "event %s\n", pa_event);

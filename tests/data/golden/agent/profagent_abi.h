@@ -152,6 +152,13 @@ _Static_assert(sizeof(struct pmc_op) == 112, "pmc_op layout");
 #define KPROF_UTRACE_TYPE 2	/* struct kprof_utrace_hdr, then u64 pcs[n] */
 #define KPROF_NEWPROC_TYPE 4	/* struct kprof_newproc_hdr, then text */
 
+/*
+ * The core's own ABI version, printed as abi_version in debugfs info: raise it when
+ * the core's records, its info or stats files, or the shared ioctls change. Each
+ * flavour versions its own native interface (tprof: TPROF_VERSION, below).
+ */
+#define PROFAGENT_ABI_VERSION 1
+
 #define TPROF_VERSION 3
 #define TPROF_IOC_GETVERSION 0x80045401U	/* the ABI version */
 #define TPROF_IOC_START 0x40185402U	/* start sampling */

@@ -280,7 +280,8 @@ BROKEN: dict[str, tuple[Callable[[DtRun], DtRun], list[Brief]]] = {
 
 def test_consistent_run_passes_every_oracle() -> None:
     assert check_dt(BASE) == []
-    assert applicable_dt_oracles(BASE) == {name for name, _ in DT_ORACLES} - {"DT-O8", "PEER"}
+    no_peer = {"PEER", "PROFILE"}
+    assert applicable_dt_oracles(BASE) == {name for name, _ in DT_ORACLES} - {"DT-O8"} - no_peer
 
 
 def test_consistent_run_with_pseudo_nmi_off_passes() -> None:
@@ -296,7 +297,7 @@ def test_one_broken_number_gives_exactly_its_violations(case: str) -> None:
 def test_oracle_order_and_names() -> None:
     names = [name for name, _ in DT_ORACLES]
     assert names == [
-        "IRQ", "CALLS", "RELEASED", "PEER", "THROTTLE", "C-2",
+        "IRQ", "CALLS", "RELEASED", "PEER", "PROFILE", "THROTTLE", "C-2",
         "DT-O1", "DT-O2", "DT-O3", "DT-O4", "DT-O6", "DT-O7", "DT-O8", "DT-INJ", "NMI",
     ]  # fmt: skip
 

@@ -130,6 +130,7 @@ def test_verdicts_pass_fail_and_skip() -> None:
         "PASS  CALLS     ",
         "PASS  RELEASED  ",
         "skip  PEER      ",
+        "skip  PROFILE   ",
         "FAIL  THROTTLE  ",
         "PASS  C-2       ",
         "PASS  TP-O1     ",
@@ -139,9 +140,9 @@ def test_verdicts_pass_fail_and_skip() -> None:
         "PASS  NMI       ",
         "PASS  PROBE     ",
     ]
-    assert lines[5] == f"      {violations[0]}"
-    assert lines[10] == f"      {violations[1]}"
-    assert lines[5] == (
+    assert lines[6] == f"      {violations[0]}"
+    assert lines[11] == f"      {violations[1]}"
+    assert lines[6] == (
         "      THROTTLE on CPU 1: expected x_throttled = 0, observed x_throttled = 1 "
         "(throttling disabled)"
     )

@@ -1,0 +1,168 @@
+"""The peer run of any flavour: its run with Linux perf beside the agent (PEER, PROFILE).
+
+perf records the same CPUs, event and period with frame-pointer call chains
+(``perf record -g``), started before the agent's run loads and arms the agent and
+stopped after it disarmed. Its samples are counted in the window where every
+CPU's agent event counted (PEER), and folded by symbol against the agent's own
+samples (PROFILE), both profiles named by one `harness.agent.profile.Symboliser`
+over the guest's ``/proc/kallsyms``. A flavour says only what differs, in
+`PeerHooks`: how its records become samples, and its window where the agent's
+``info`` does not give it::
+
+    hooks = PeerHooks(samples=lambda run: [AgentSample(e.cpu, e.pc, not e.flags) ...])
+    FLAVOUR = Flavour(..., peer_run=beside_perf(_standard, DtRun, hooks))
+    run = FLAVOUR.peer_run(agent, spec, cpus)      # run.peer: PeerEvidence
+
+Each run writes both profiles as folded stacks beside its other evidence:
+``profile-NN-agent.folded`` and ``profile-NN-perf.folded`` in the agent's workdir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from harness.agent.flavour import AgentLike, AgentRun, narrow
+from harness.agent.peer import PeerEvidence, PeerWindow, info_window
+from harness.agent.profile import (
+    AgentSample,
+    Profile,
+    ProfilePair,
+    Symboliser,
+    agent_stack,
+    compare,
+    fold,
+    parse_kallsyms,
+    perf_stack,
+    top_symbols,
+)
+from harness.agent.spec import AgentSpec
+from harness.agent.steps import DEBUGFS, parse_pairs
+from harness.vm.perf import PerfSession, start_perf, stop_command, stop_perf
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    _R = TypeVar("_R", bound=DataclassInstance)
+else:
+    _R = TypeVar("_R")
+
+Runner = Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
+
+
+@dataclass(frozen=True, slots=True)
+class PeerHooks(Generic[_R]):
+    """What a flavour's peer run needs to know of its own run type.
+
+    ``samples``: its records as profile samples. ``window``: where its agent
+    events counted, given the period (None: from the agent's debugfs ``info``,
+    read after the run: `harness.agent.peer.info_window`).
+    """
+
+    samples: Callable[[_R], Iterable[AgentSample]]
+    window: Callable[[_R, int], PeerWindow] | None = None
+
+
+def beside_perf(run: Runner, kind: type[_R], hooks: PeerHooks[_R]) -> Runner:
+    """A `Flavour.peer_run`: ``run`` (whose runs are ``kind``) with Linux perf beside it.
+
+    :raise TypeError: ``run`` returned another type of run.
+    """
+
+    def own(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> _R:
+        return narrow(run(agent, spec, cpus), kind)
+
+    def peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+        found: AgentRun = peer_run(agent, spec, cpus, own, hooks)  # type: ignore[assignment]
+        return found
+
+    return peer
+
+
+def peer_run(
+    agent: AgentLike,
+    spec: AgentSpec,
+    cpus: tuple[int, ...],
+    run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], _R],
+    hooks: PeerHooks[_R],
+) -> _R:
+    """``run`` with perf recording beside it; the run with ``peer`` and a shared PMU set.
+
+    The run type must be a dataclass with fields ``peer`` (`PeerEvidence`) and
+    ``kernel`` (`harness.agent.evidence.KernelEvidence`, marked ``pmu_shared``:
+    perf's interrupts are in the kernel's counts too). Blocks for the run plus
+    perf's start, stop and read-back (minutes under TCG on 4+ vCPUs).
+
+    :raise GuestError: perf did not start, stop or read back.
+    """
+    session = PerfSession(cpus=agent.online_cpus(), period=spec.period, event=spec.event,
+                          stacks=True)  # fmt: skip
+    budget = int(agent.timeouts.command_s)
+    # Before perf runs: the sysctl writes must not meet a live PMU event (set_throttling);
+    # the run's own load then finds them as they must be and writes nothing.
+    agent.set_throttling(disabled=True)
+    start_perf(agent.shell, session, timeout_s=budget)
+    try:
+        result = run(agent, spec, cpus)
+        window = (hooks.window(result, spec.period) if hooks.window is not None
+                  else info_window(_info(agent), spec.period))  # fmt: skip
+        kallsyms = agent.shell.run("cat /proc/kallsyms", timeout_s=budget).stdout
+    except BaseException:
+        # perf must not outlive a failed run; stopping it never hides why the run failed
+        agent.shell.run(stop_command(session, timeout_s=budget), check=False,
+                        timeout_s=budget + 30)  # fmt: skip
+        raise
+    keep = agent.workdir / f"perf-{agent.run_count:02d}.txt"
+    counts = stop_perf(agent.shell, session, timeout_s=budget, window=window.inner, keep=keep)
+    symbols = Symboliser(parse_kallsyms(kallsyms))
+    lo, hi = window.outer
+    pair = ProfilePair(
+        agent=fold(agent_stack(s, symbols) for s in hooks.samples(result)),
+        perf=fold(perf_stack(s, symbols) for s in counts.stacks if lo <= s.time_ns <= hi),
+    )
+    _keep(agent, pair, kallsyms)
+    evidence = PeerEvidence(dataclasses.replace(counts, stacks=()), window, pair)
+    kernel = getattr(result, "kernel", None)
+    shared = dataclasses.replace(kernel, pmu_shared=True) if kernel is not None else None
+    return dataclasses.replace(result, peer=evidence, kernel=shared)
+
+
+def _info(agent: AgentLike) -> dict[str, str]:
+    text = agent.shell.run(f"cat {DEBUGFS}/info", timeout_s=agent.timeouts.command_s).stdout
+    return parse_pairs(text.splitlines())
+
+
+def _keep(agent: AgentLike, pair: ProfilePair, kallsyms: str) -> None:
+    """Both profiles as folded stacks, and the symbols that named them, in the workdir."""
+    stem = agent.workdir / f"profile-{agent.run_count:02d}"
+    stem.with_name(f"{stem.name}-agent.folded").write_text(pair.agent.folded())
+    stem.with_name(f"{stem.name}-perf.folded").write_text(pair.perf.folded())
+    (agent.workdir / "kallsyms.txt").write_text(kallsyms)
+
+
+def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
+    """The top-symbol table, agent beside perf, and PROFILE's statistic ('' without a peer)."""
+    if peer is None or peer.profiles is None:
+        return ""
+    pair = peer.profiles
+    return f"{top_symbols(pair, rows)}\n{_test_line(pair.agent, pair.perf)}\n"
+
+
+def profile_summary(peer: PeerEvidence | None) -> dict[str, str]:
+    """Both profiles as folded text and PROFILE's line, for a matrix cell ({} without a peer)."""
+    if peer is None or peer.profiles is None:
+        return {}
+    pair = peer.profiles
+    return {"agent": pair.agent.folded(), "perf": pair.perf.folded(),
+            "test": _test_line(pair.agent, pair.perf)}  # fmt: skip
+
+
+def _test_line(agent: Profile, perf: Profile) -> str:
+    if not agent.total or not perf.total:
+        return f"PROFILE: nothing to compare (agent {agent.total}, perf {perf.total} samples)"
+    test = compare(agent.leaves(), perf.leaves())
+    verdict = "alike" if test.passed else "APART"
+    return (f"PROFILE: chi2 {test.statistic:.1f} vs {test.critical:.1f} at alpha {test.alpha:g} "
+            f"(df {test.df}, {len(test.categories)} symbols): {verdict}")  # fmt: skip

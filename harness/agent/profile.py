@@ -1,0 +1,337 @@
+"""PROFILE: the agent's samples, folded by symbol, against Linux perf's over the same run.
+
+A sample is a PC and, where the profiler walked one, its callers. Both profilers'
+samples go through one `Symboliser` (the guest's ``/proc/kallsyms`` for kernel PCs,
+a workload's ELF symbols for user PCs; anything else is ``[kernel]`` or ``[user]``),
+so the comparison tests the agent's PCs, not two symbolisers. The folded stacks
+(``root;…;leaf N``) are the text that flamegraph.pl, inferno and speedscope read::
+
+    symbols = Symboliser(parse_kallsyms(text))
+    agent = fold(agent_stack(s, symbols) for s in samples)
+    peer = fold(perf_stack(s, symbols) for s in perf_counts.stacks)
+    verdict = compare(agent.leaves(), peer.leaves())   # chi-square homogeneity
+    verdict.passed, verdict.statistic, verdict.critical
+
+**The test.** Chi-square homogeneity of a 2 × k table: the agent's and perf's leaf
+symbols, k categories being every symbol whose smaller side expects at least
+`MIN_EXPECTED` samples (at most `TOP`), the rest pooled as ``other``. With both
+profiles independent multinomial draws from one distribution, the statistic is
+chi-square with k - 1 degrees of freedom and the test rejects a right profile with
+probability `ALPHA` (1 in 1000): that is its false-alarm rate. Here the two are
+not independent but positively correlated: both counters count the same event
+(QEMU's virtual clock) on the same CPU, and one PMU interrupt usually handles both
+(`harness.agent.peer`'s model), so both record the same interrupted PC; only
+split pairs and the window edges draw apart. Positive correlation shrinks the
+difference of the two histograms, so the false-alarm rate is at most `ALPHA`.
+TCG's folding (periods the emulator never raised in time) thins both alike, for
+the same reason: it is one interrupt for both. A wrong profile (a third of the
+agent's samples moved to one kernel address: mutant ``fixed_pc_3rd``) shifts a
+third of the mass and gives a statistic in the thousands for a few thousand
+samples.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from harness.vm.perf import PerfSample
+
+#: The false-alarm rate of `compare` for independent draws of one distribution.
+ALPHA = 1e-3
+MIN_EXPECTED = 5  # the chi-square approximation's usual floor per cell
+TOP = 20  # at most this many symbols are tested one by one; the rest are "other"
+KERNEL_TOP_BIT = 1 << 63  # arm64 and x86-64 kernel addresses have the top bit set
+KERNEL, USER, OTHER = "[kernel]", "[user]", "other"
+_TEXT_TYPES = frozenset("tTwW")
+
+
+class ProfileSample(Protocol):
+    """What the profile reads of one agent sample (any flavour's record)."""
+
+    @property
+    def pc(self) -> int:
+        """The interrupted PC."""
+
+    @property
+    def user(self) -> bool:
+        """Whether the PC is a user-mode PC."""
+
+    @property
+    def chain(self) -> tuple[int, ...]:
+        """Its callers, innermost first (empty: the profiler walked none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSample:
+    """One agent sample as the profile reads it (a flavour's adapter builds these)."""
+
+    cpu: int
+    pc: int
+    user: bool
+    chain: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSymbols:
+    """The kernel's text symbols (``/proc/kallsyms``), sorted by address."""
+
+    starts: tuple[int, ...]
+    names: tuple[str, ...]
+
+    def name(self, addr: int) -> str:
+        """The symbol ``addr`` falls in (the last one starting at or below it), or ``[kernel]``."""
+        i = bisect.bisect_right(self.starts, addr) - 1
+        return self.names[i] if i >= 0 else KERNEL
+
+
+@dataclass(frozen=True, slots=True)
+class UserSymbols:
+    """A workload's function symbols: (start, end, name); ``binary`` as perf names its dso."""
+
+    binary: str
+    ranges: tuple[tuple[int, int, str], ...]
+
+    def name(self, addr: int) -> str | None:
+        """The function holding ``addr``, if any."""
+        for start, end, name in self.ranges:
+            if start <= addr < end:
+                return name
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Symboliser:
+    """Names a PC the same way for the agent and for perf."""
+
+    kernel: KernelSymbols
+    user: UserSymbols | None = None
+
+    def frame(self, pc: int, *, user: bool) -> str:
+        """The name of ``pc``: a kernel or workload symbol, else ``[kernel]``/``[user]``."""
+        if not user:
+            return self.kernel.name(pc)
+        found = self.user.name(pc) if self.user is not None else None
+        return found or USER
+
+
+def parse_kallsyms(text: str) -> KernelSymbols:
+    """Text symbols of ``/proc/kallsyms`` (``addr type name [module]``), by address.
+
+    Where several names share an address, one without a leading underscore wins
+    (``gic_handle_irq`` over ``_stext``), else the first; zero addresses (a
+    reader without the right to see them) are skipped.
+    """
+    best: dict[int, str] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 3 or parts[1] not in _TEXT_TYPES:
+            continue
+        try:
+            addr = int(parts[0], 16)
+        except ValueError:
+            continue
+        if addr == 0:
+            continue
+        held = best.get(addr)
+        if held is None or (held.startswith("_") and not parts[2].startswith("_")):
+            best[addr] = parts[2]
+    starts = tuple(sorted(best))
+    return KernelSymbols(starts, tuple(best[a] for a in starts))
+
+
+def agent_stack(sample: ProfileSample, symbols: Symboliser) -> tuple[str, ...]:
+    """``sample``'s frames named, root first (its chain shares its PC's mode)."""
+    frames = (sample.pc, *sample.chain)
+    return tuple(symbols.frame(pc, user=sample.user) for pc in reversed(frames))
+
+
+def perf_stack(sample: PerfSample, symbols: Symboliser) -> tuple[str, ...]:
+    """A perf sample's frames named by ``symbols``, root first.
+
+    Kernel frames by their address; user frames by perf's own symbol where the
+    frame is in the workload's binary (perf prints user addresses relative to
+    their mapping), else ``[user]``.
+    """
+    names = []
+    for frame in reversed(sample.frames):
+        if frame.ip >= KERNEL_TOP_BIT:
+            names.append(symbols.kernel.name(frame.ip))
+        elif (
+            symbols.user is not None
+            and frame.dso.rsplit("/", 1)[-1] == symbols.user.binary
+            and frame.sym != "[unknown]"
+        ):
+            names.append(frame.sym.split("+", 1)[0])
+        else:
+            names.append(USER)
+    return tuple(names)
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Folded stacks: (root … leaf, count), most frequent first."""
+
+    stacks: tuple[tuple[tuple[str, ...], int], ...]
+
+    @property
+    def total(self) -> int:
+        """Samples folded."""
+        return sum(n for _, n in self.stacks)
+
+    def leaves(self) -> dict[str, int]:
+        """Samples per leaf symbol (where each sample's PC was)."""
+        found: Counter[str] = Counter()
+        for stack, n in self.stacks:
+            found[stack[-1] if stack else KERNEL] += n
+        return dict(found)
+
+    def folded(self) -> str:
+        """The folded-stack text: one ``root;…;leaf N`` line per stack."""
+        return "".join(f"{';'.join(stack)} {n}\n" for stack, n in self.stacks if stack)
+
+
+def fold(stacks: Iterable[tuple[str, ...]]) -> Profile:
+    """Count identical stacks; most frequent first, then by name."""
+    counted = Counter(stacks)
+    return Profile(tuple(sorted(counted.items(), key=lambda item: (-item[1], item[0]))))
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilePair:
+    """The agent's and perf's profiles of one run, as PROFILE judges them."""
+
+    agent: Profile
+    perf: Profile
+
+
+@dataclass(frozen=True, slots=True)
+class Homogeneity:
+    """A chi-square homogeneity test of two leaf profiles."""
+
+    statistic: float
+    df: int
+    critical: float  # the statistic's bound at `alpha`
+    alpha: float
+    categories: tuple[tuple[str, int, int], ...]  # (symbol, agent, perf); "other" last
+
+    @property
+    def passed(self) -> bool:
+        """Whether the profiles are alike at the test's false-alarm rate."""
+        return self.statistic <= self.critical
+
+
+def compare(
+    agent: Mapping[str, int], perf: Mapping[str, int], *, alpha: float = ALPHA
+) -> Homogeneity:
+    """Chi-square homogeneity of two leaf profiles (the module docstring states the model).
+
+    :raise ValueError: either profile is empty (nothing to compare).
+    """
+    total_a, total_b = sum(agent.values()), sum(perf.values())
+    if total_a <= 0 or total_b <= 0:
+        raise ValueError(f"an empty profile: agent {total_a}, perf {total_b} samples")
+    categories = _categories(agent, perf, min(total_a, total_b) / (total_a + total_b))
+    statistic = 0.0
+    for _, a, b in categories:
+        pooled = a + b
+        for seen, side in ((a, total_a), (b, total_b)):
+            expected = side * pooled / (total_a + total_b)
+            statistic += (seen - expected) ** 2 / expected
+    df = len(categories) - 1
+    critical = chi2_quantile(1 - alpha, df) if df > 0 else 0.0
+    return Homogeneity(statistic, df, critical, alpha, tuple(categories))
+
+
+def _categories(
+    agent: Mapping[str, int], perf: Mapping[str, int], smaller_share: float
+) -> list[tuple[str, int, int]]:
+    """Symbols tested alone (enough expected on the smaller side), the rest as ``other``."""
+    pooled = Counter(agent) + Counter(perf)
+    ranked = sorted(pooled, key=lambda name: (-pooled[name], name))
+    kept = [n for n in ranked if pooled[n] * smaller_share >= MIN_EXPECTED][:TOP]
+    rest = [n for n in ranked if n not in kept]
+    found = [(n, agent.get(n, 0), perf.get(n, 0)) for n in kept]
+    other = (OTHER, sum(agent.get(n, 0) for n in rest), sum(perf.get(n, 0) for n in rest))
+    if other[1] + other[2] == 0:
+        return found
+    if (other[1] + other[2]) * smaller_share >= MIN_EXPECTED or not found:
+        return [*found, other]
+    name, a, b = found[-1]  # too few to stand alone: pooled with the smallest kept
+    return [*found[:-1], (f"{name}+{OTHER}", a + other[1], b + other[2])]
+
+
+def chi2_sf(x: float, df: int) -> float:
+    """P(X > x) for X chi-square with ``df`` degrees of freedom (regularised gamma Q)."""
+    if x <= 0:
+        return 1.0
+    return _gamma_q(df / 2, x / 2)
+
+
+def chi2_quantile(p: float, df: int) -> float:
+    """The x with P(X ≤ x) = ``p`` (bisection on `chi2_sf`, to 1e-9 relative)."""
+    lo, hi = 0.0, max(1.0, 2.0 * df)
+    while chi2_sf(hi, df) > 1 - p:
+        hi *= 2
+    while hi - lo > 1e-9 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if chi2_sf(mid, df) > 1 - p else (lo, mid)
+    return hi
+
+
+def _gamma_q(a: float, x: float) -> float:
+    """Regularised upper incomplete gamma Q(a, x): a series below a + 1, else a fraction."""
+    log_front = a * math.log(x) - x - math.lgamma(a)
+    if x < a + 1:
+        term = total = 1.0 / a
+        for n in range(1, 1000):
+            term *= x / (a + n)
+            total += term
+            if abs(term) < abs(total) * 1e-15:
+                break
+        return max(0.0, 1.0 - total * math.exp(log_front))
+    # Lentz's method for the continued fraction of Q
+    tiny = 1e-300
+    b, c, d = x + 1 - a, 1 / tiny, 1 / (x + 1 - a)
+    h = d
+    for i in range(1, 1000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return math.exp(log_front) * h
+
+
+def top_symbols(pair: ProfilePair, rows: int = 10) -> str:
+    """The agent's and perf's top leaf symbols side by side, with their shares."""
+    sides = [_ranked(pair.agent), _ranked(pair.perf)]
+    width = max([len(name) for side in sides for name, _ in side[:rows]] + [12])
+    head = f"{'#':>3}  {'agent':<{width}} {'share':>6}   {'perf':<{width}} {'share':>6}"
+    lines = [f"top symbols (leaf): agent {pair.agent.total} samples, perf {pair.perf.total}", head]
+    for i in range(min(rows, max(len(sides[0]), len(sides[1])))):
+        cells = [_cell(side, i, width) for side in sides]
+        lines.append(f"{i + 1:>3}  {cells[0]}   {cells[1]}")
+    return "\n".join(lines)
+
+
+def _ranked(profile: Profile) -> list[tuple[str, float]]:
+    total = profile.total or 1
+    leaves = profile.leaves()
+    return [(n, c / total) for n, c in sorted(leaves.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def _cell(side: Sequence[tuple[str, float]], i: int, width: int) -> str:
+    if i >= len(side):
+        return f"{'':<{width}} {'':>6}"
+    name, share = side[i]
+    return f"{name:<{width}} {100 * share:5.1f}%"

@@ -1,0 +1,142 @@
+"""PROFILE: symbols, folded stacks, the two-sample test and the top-symbol table."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from harness.agent.profile import (
+    ALPHA,
+    AgentSample,
+    ProfilePair,
+    Symboliser,
+    UserSymbols,
+    agent_stack,
+    chi2_quantile,
+    chi2_sf,
+    compare,
+    fold,
+    parse_kallsyms,
+    perf_stack,
+    top_symbols,
+)
+from harness.vm.perf import PerfFrame, PerfSample
+
+KALLSYMS = """\
+ffffffc008010000 t gic_handle_irq
+ffffffc008010000 T _stext
+ffffffc00801028c T __irqentry_text_end
+ffffffc008011000 D some_data
+ffffffc008012000 T cpu_do_idle
+0000000000000000 T hidden
+ffffffc00a000000 t pa_produce\t[profagent]
+"""
+SYMBOLS = Symboliser(
+    parse_kallsyms(KALLSYMS), UserSymbols("truth", ((0x400100, 0x400140, "leaf"),))
+)
+
+
+def test_kallsyms_names_an_address_by_the_text_symbol_at_or_below_it() -> None:
+    kernel = SYMBOLS.kernel
+    assert kernel.name(0xFFFFFFC008010004) == "gic_handle_irq"  # preferred over _stext
+    assert kernel.name(0xFFFFFFC008011004) == "__irqentry_text_end"  # data is not text
+    assert kernel.name(0xFFFFFFC008012010) == "cpu_do_idle"
+    assert kernel.name(0xFFFFFFC00A000010) == "pa_produce"
+    assert kernel.name(0x10) == "[kernel]"  # below every symbol
+    assert "hidden" not in kernel.names  # a zero address names nothing
+
+
+def test_a_user_pc_is_named_in_the_workload_else_user() -> None:
+    assert SYMBOLS.frame(0x400104, user=True) == "leaf"
+    assert SYMBOLS.frame(0x400140, user=True) == "[user]"  # the end is outside
+    assert Symboliser(SYMBOLS.kernel).frame(0x400104, user=True) == "[user]"
+
+
+def test_agent_and_perf_stacks_fold_root_first_with_the_same_names() -> None:
+    agent = AgentSample(0, 0xFFFFFFC008012010, user=False, chain=(0xFFFFFFC008010008,))
+    perf = PerfSample(0, 1, (PerfFrame(0xFFFFFFC008012010, "cpu_do_idle", "[kernel.kallsyms]"),
+                             PerfFrame(0xFFFFFFC008010008, "x", "[kernel.kallsyms]")))  # fmt: skip
+    assert (
+        agent_stack(agent, SYMBOLS)
+        == perf_stack(perf, SYMBOLS)
+        == (
+            "gic_handle_irq",
+            "cpu_do_idle",
+        )
+    )
+    user = PerfSample(0, 1, (PerfFrame(0x104, "leaf+0x4", "/bin/truth"),
+                             PerfFrame(0x9, "[unknown]", "/bin/truth"),
+                             PerfFrame(0x5, "main", "/bin/busybox")))  # fmt: skip
+    assert perf_stack(user, SYMBOLS) == ("[user]", "[user]", "leaf")
+
+
+def test_folded_text_is_one_line_per_stack_most_frequent_first() -> None:
+    profile = fold([("a", "b"), ("a", "c"), ("a", "b"), ("d",)])
+    assert profile.folded() == "a;b 2\na;c 1\nd 1\n"
+    assert profile.leaves() == {"b": 2, "c": 1, "d": 1}
+    assert profile.total == 4
+
+
+@pytest.mark.parametrize(
+    ("x", "df", "p"),
+    [(3.841459, 1, 0.05), (29.588298, 10, 0.001), (10.827566, 1, 0.001), (0.0, 3, 1.0)],
+)
+def test_chi2_tail_matches_the_tables(x: float, df: int, p: float) -> None:
+    assert chi2_sf(x, df) == pytest.approx(p, rel=1e-5)
+
+
+def test_chi2_quantile_inverts_the_tail() -> None:
+    assert chi2_quantile(1 - ALPHA, 4) == pytest.approx(18.46683, rel=1e-5)
+
+
+def _draw(rng: random.Random, weights: dict[str, float], n: int) -> dict[str, int]:
+    names = list(weights)
+    found: dict[str, int] = {}
+    for name in rng.choices(names, [weights[k] for k in names], k=n):
+        found[name] = found.get(name, 0) + 1
+    return found
+
+
+WEIGHTS = {"spin": 0.6, "cpu_do_idle": 0.25, "gic_handle_irq": 0.1, "rare": 0.04, "rarer": 0.01}
+
+
+def test_independent_draws_of_one_profile_are_alike_about_as_often_as_alpha_says() -> None:
+    rng = random.Random(24)
+    rejected = sum(
+        not compare(_draw(rng, WEIGHTS, 3000), _draw(rng, WEIGHTS, 2500)).passed for _ in range(400)
+    )
+    assert rejected <= 3  # 400 x 1e-3 = 0.4 expected
+
+
+def test_a_third_of_the_samples_at_one_address_is_apart() -> None:
+    rng = random.Random(7)
+    perf = _draw(rng, WEIGHTS, 3000)
+    agent = _draw(rng, WEIGHTS, 2000)
+    agent["pa_produce"] = 1000  # mutant fixed_pc_3rd: every 3rd sample's PC
+    test = compare(agent, perf)
+    assert not test.passed
+    assert test.statistic > 20 * test.critical
+    assert ("pa_produce", 1000, 0) in test.categories
+
+
+def test_rare_symbols_are_pooled_so_every_category_expects_enough() -> None:
+    test = compare({"a": 500, "b": 500, "x": 2, "y": 1}, {"a": 480, "b": 520, "z": 3})
+    names = [name for name, _, _ in test.categories]
+    assert names == ["b", "a+other"]  # 6 others expect 3 a side: pooled with the smallest
+    assert sum(a for _, a, _ in test.categories) == 1003
+    assert test.df == len(test.categories) - 1
+
+
+def test_an_empty_profile_cannot_be_compared() -> None:
+    with pytest.raises(ValueError, match="empty profile"):
+        compare({}, {"a": 1})
+
+
+def test_top_symbols_sit_side_by_side() -> None:
+    pair = ProfilePair(fold([("a",)] * 3 + [("b",)]), fold([("b",)] * 2 + [("c",)] * 2))
+    lines = top_symbols(pair, rows=5).splitlines()
+    assert lines[0] == "top symbols (leaf): agent 4 samples, perf 4"
+    assert lines[2].split() == ["1", "a", "75.0%", "b", "50.0%"]
+    assert lines[3].split() == ["2", "b", "25.0%", "c", "50.0%"]
+    assert len(lines) == 4
