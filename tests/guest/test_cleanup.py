@@ -19,7 +19,7 @@ from harness.timeouts import Timeouts, wait_until
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.topology import CpuTopology
-from tests.guest.procs import process_gone
+from tests.guest.procs import as_if_typed, process_gone
 
 pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 REPO = Path(__file__).resolve().parents[2]
@@ -108,8 +108,9 @@ def test_a_kernel_that_goes_silent_is_a_boot_hang(
 def test_a_signalled_harness_leaves_no_qemu(
     signum: int, tmp_path: Path, base_setup: tuple[MachineSpec, GuestImages], timeouts: Timeouts
 ) -> None:
+    # Reset first: a runner started as `nohup .ci/run &` passes SIGINT down ignored.
     holder = subprocess.Popen(
-        [sys.executable, "-m", "tests.guest.hold_guest", str(tmp_path)],
+        as_if_typed([sys.executable, "-m", "tests.guest.hold_guest", str(tmp_path)]),
         cwd=REPO, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -23,7 +23,7 @@ from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.topology import CpuTopology
-from tests.guest.procs import process_gone
+from tests.guest.procs import as_if_typed, process_gone
 
 pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 REPO = Path(__file__).resolve().parents[2]
@@ -111,15 +111,6 @@ def test_qemu_that_exits_at_start_is_a_launch_error_with_its_output(
     assert "-m 67108864M" in str(failed.value)
 
 
-# Run the rest of the command line with SIGINT as at a terminal, whatever this runner
-# inherited: one started in the background of a non-interactive shell ignores SIGINT,
-# and Python then installs no KeyboardInterrupt handler in its children.
-AS_IF_TYPED = [sys.executable, "-c", "import os, signal, sys; "
-               "signal.signal(signal.SIGINT, signal.SIG_DFL); "
-               "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
-               "os.execv(sys.argv[1], sys.argv[1:])"]  # fmt: skip
-
-
 def process_evidence(pid: int) -> str:
     """Signal dispositions, wait channel and children of ``pid``, for a failure message."""
     proc = Path(f"/proc/{pid}")
@@ -136,7 +127,7 @@ def test_an_interrupted_kernel_build_leaves_no_finished_entry(
     tmp_path: Path, timeouts: Timeouts
 ) -> None:
     env = {**os.environ, "PROFBENCH_CACHE": str(tmp_path)}
-    build = subprocess.Popen([*AS_IF_TYPED, *INVOKE, "kernel"], cwd=REPO, env=env,
+    build = subprocess.Popen(as_if_typed([*INVOKE, "kernel"]), cwd=REPO, env=env,
                              stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)  # fmt: skip
     assert build.stderr is not None
     stderr = build.stderr
