@@ -30,7 +30,7 @@ from harness.build import hostdeps
 from harness.build import rootfs as rootfsmod
 from harness.build.cache import Cache
 from harness.build.images import prepare_images
-from harness.build.kernel import KernelRequest, build_kernel, check_variant
+from harness.build.kernel import KernelRequest, build_kernel, check_variant, kernel_key
 from harness.build.keys import ensure_keypair
 from harness.cli import bench as benchmod
 from harness.cli import checks, testrun
@@ -44,7 +44,7 @@ from harness.cli.session import (
     parse_nmi,
 )
 from harness.errors import ConfigError, HarnessError
-from harness.matrix.load import get_matrix, github_matrix, select
+from harness.matrix.load import get_matrix, github_images, github_matrix, select
 from harness.process import handle_sigterm
 from harness.scenarios import deterministic_bundle as bundles
 from harness.scenarios import repro as reprolib
@@ -137,13 +137,19 @@ def rootfs(c: Context, arch: str = "arm64", relock: bool = False) -> None:
 
 
 @task(help={"arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"],
-            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"]})  # fmt: skip
+            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"],
+            "key": "only print the kernel's cache key (CI's actions/cache key)"})  # fmt: skip
 @cli
 def images(c: Context, arch: str = "arm64", variant: str = "default", kernel: str = "6.1",
-           kernel_src: str | None = None) -> None:  # fmt: skip
+           kernel_src: str | None = None, key: bool = False) -> None:  # fmt: skip
     """Build (or reuse) kernel and rootfs; link them under images/."""
     choice = parse_kernel(kernel, kernel_src)
     hostdeps.ensure_host()
+    if key:
+        request = KernelRequest(arch=arches.get(arch), variant=check_variant(variant),
+                                kernel=choice)  # fmt: skip
+        print(kernel_key(request, Cache.default()))
+        return
     built = prepare_images(arches.get(arch), check_variant(variant), Cache.default(),
                            kernel=choice)  # fmt: skip
     print(f"{built.files.kernel}\n{built.files.initrd}")
@@ -249,7 +255,8 @@ def agent(c: Context, flavour: str = "tprof", event: str = "cycles", period: int
 
 
 @task(help={"name": "a matrix in tests/matrix.toml (quick, full)",
-            "format": "text (one cell id a line) or github (a strategy matrix as JSON)",
+            "format": "text (one cell id a line), github (a strategy matrix as JSON) or "
+                      "images (the kernels its cells boot, once each, as a strategy matrix)",
             "k": "only cells whose id contains this"})  # fmt: skip
 @cli
 def matrix(c: Context, name: str, format: str = "text", k: str | None = None) -> None:
@@ -257,10 +264,12 @@ def matrix(c: Context, name: str, format: str = "text", k: str | None = None) ->
     chosen = get_matrix(name)
     if format == "github":
         print(json.dumps(github_matrix(chosen, select(chosen, k))))
+    elif format == "images":
+        print(json.dumps(github_images(chosen, select(chosen, k))))
     elif format == "text":
         print("\n".join(cell.id for cell in select(chosen, k)))
     else:
-        raise ConfigError(f"--format takes text or github, not {format!r}")
+        raise ConfigError(f"--format takes text, github or images, not {format!r}")
 
 
 def _print_deterministic(outcome: DeterministicResult) -> None:

@@ -33,10 +33,11 @@ from harness.build.kernel import (
     Variant,
     build_kernel,
 )
-from harness.build.kernels import DEFAULT_VERSION
+from harness.build.kernels import DEFAULT_VERSION, get_version
 from harness.build.keys import ensure_keypair
 from harness.build.rootfs import ROOTFS_FILE, build_rootfs
 from harness.paths import IMAGES_DIR
+from harness.process import package_version
 
 Origin = tuple[tuple[str, str], ...]
 
@@ -101,6 +102,12 @@ def kernel_name(version: str, pairs: Origin) -> str:
     if "package" in origin:
         return f"{version} ({origin['package']} {origin.get('source', '')})".replace(" )", ")")
     return version
+
+
+def debian_kernel_name(version: str) -> str:
+    """How reports name Debian's kernel ``version`` as installed here (no build needed)."""
+    package = get_version(version).package
+    return kernel_name(version, (("package", package), ("source", package_version(package))))
 
 
 def kernel_identity(manifest: dict[str, Any]) -> tuple[str, Origin]:

@@ -221,9 +221,12 @@ def build_kernel(request: KernelRequest, cache: Cache) -> CacheEntry:
     if request.kernel.tree is not None:
         return _build_from_tree(request, request.kernel.tree, cache)
     entry = cache.entry("kernel", kernel_key(request))
-    if entry.is_complete:
-        return entry
     version = get_version(request.kernel.version)
+    if entry.is_complete:
+        # Modules build against the O= tree, which needs its source beside it; a kernel
+        # restored alone (CI's actions/cache) gets it unpacked again here (about 15 s).
+        ensure_source(cache, version)
+        return entry
     LOG.info("building the %s %s %s kernel into %s", request.arch.name, version.name,
              request.variant, entry.path)  # fmt: skip
     source = ensure_source(cache, version)

@@ -1,13 +1,15 @@
 """Named test matrices from ``tests/matrix.toml``: validated, expanded, grouped by guest.
 
 A matrix lists the values of each axis (arch, topology, flavour, nmi, accel,
-variant) and partial cells to exclude; its cells are the cartesian product minus
-the excluded ones, sorted so that cells sharing a guest are adjacent::
+variant, kernel; kernel may be left out: Debian's 6.1) and partial cells to
+exclude; its cells are the cartesian product minus the excluded ones, sorted so
+that cells sharing a guest are adjacent::
 
     quick = get_matrix("quick")
-    [cell.id for cell in quick.cells]   # ['arm64-1s1cl1c1t-dt-nmi_off-tcg-default', ...]
+    [cell.id for cell in quick.cells]   # ['arm64-linux6.1-1s1cl1c1t-dt-nmi_off-tcg-default', ...]
     select(quick, "2s2cl1c2t")          # the cells whose id contains the keyword
     json.dumps(github_matrix(quick))    # {"include": [{"cell": ..., "arch": ...}, ...]}
+    github_images(quick)                # each (arch, variant, kernel) the cells boot, once
 
 Everything is checked on load: unknown keys, types, unknown values, duplicates,
 exclusions that name nothing, and cells the harness would refuse to start (via
@@ -26,6 +28,7 @@ from harness import arches
 from harness.agent import flavours
 from harness.arches import ACCELS, Accel
 from harness.build.kernel import Variant, check_variant
+from harness.build.kernels import DEFAULT_VERSION, get_version
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 from harness.tomlfile import read_toml
@@ -34,10 +37,12 @@ from harness.vm.topology import CpuTopology
 
 MATRIX_FILE = REPO_ROOT / "tests" / "matrix.toml"
 #: Axis order: of the cartesian product, of `Cell.axes` and of the id's parts.
-AXES: tuple[str, ...] = ("arch", "topology", "flavour", "nmi", "accel", "variant")
+AXES: tuple[str, ...] = ("arch", "topology", "flavour", "nmi", "accel", "variant", "kernel")
 NMI_WORDS: tuple[str, ...] = ("on", "off")
 _MATRIX_KEYS: tuple[str, ...] = ("description", *AXES, "exclude")
-_REQUIRED_KEYS: tuple[str, ...] = ("description", *AXES)
+#: Axes a matrix may leave out, and the values they then take.
+_DEFAULTS: dict[str, list[str]] = {"kernel": [DEFAULT_VERSION]}
+_REQUIRED_KEYS: tuple[str, ...] = ("description", *(a for a in AXES if a not in _DEFAULTS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +55,16 @@ class Cell:
     nmi: bool
     accel: Accel
     variant: Variant
+    kernel: str = DEFAULT_VERSION  # a Debian kernel version (harness.build.kernels.VERSIONS)
 
     @property
     def id(self) -> str:
-        """Readable test id: ``arm64-2s2cl1c2t-tprof-nmi_on-tcg-default``."""
+        """Readable test id: ``arm64-linux6.12-2s2cl1c2t-tprof-nmi_on-tcg-default``.
+
+        The kernel comes right after the arch, so no id is a prefix of another's
+        (``...-default-linux6.1`` would be one of ``...-default-linux6.12``, and
+        ``-k`` selects by substring).
+        """
         return "-".join(self._parts(with_flavour=True))
 
     @property
@@ -70,12 +81,14 @@ class Cell:
             "nmi": _nmi_word(self.nmi),
             "accel": self.accel,
             "variant": self.variant,
+            "kernel": self.kernel,
         }
 
     def _parts(self, *, with_flavour: bool) -> tuple[str, ...]:
         flavour = (self.flavour,) if with_flavour else ()
         nmi = f"nmi_{_nmi_word(self.nmi)}"
-        return (self.arch, self.topology.name, *flavour, nmi, self.accel, self.variant)
+        kernel = f"linux{self.kernel}"
+        return (self.arch, kernel, self.topology.name, *flavour, nmi, self.accel, self.variant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +148,20 @@ def github_matrix(matrix: Matrix, cells: tuple[Cell, ...] | None = None) -> dict
     return {"include": [{"cell": cell.id, **cell.axes()} for cell in chosen]}
 
 
+def github_images(matrix: Matrix, cells: tuple[Cell, ...] | None = None) -> dict[str, object]:
+    """The kernels ``cells`` boot, once each, as a GitHub Actions ``strategy.matrix``.
+
+    One ``include`` entry per distinct (arch, variant, kernel): ``image`` names it,
+    the rest are `invoke images` options. CI builds each once per push and the cells
+    restore it (.github/workflows/matrix.yml).
+    """
+    chosen = matrix.cells if cells is None else cells
+    images = dict.fromkeys((cell.arch, cell.variant, cell.kernel) for cell in chosen)
+    return {"include": [{"image": f"{arch}-{variant}-linux{kernel}", "arch": arch,
+                         "variant": variant, "kernel": kernel}
+                        for arch, variant, kernel in images]}  # fmt: skip
+
+
 def check_accel(name: str) -> Accel:
     """Validate an accelerator name (``auto`` is a run option, not a matrix value).
 
@@ -164,6 +191,7 @@ _CANONICAL: dict[str, Callable[[str], str]] = {
     "nmi": _check_nmi,
     "accel": check_accel,
     "variant": check_variant,
+    "kernel": lambda text: get_version(text).name,
 }
 
 
@@ -191,7 +219,8 @@ def _parse_matrix(where: _Where, table: object) -> Matrix:
     description = table["description"]
     if not isinstance(description, str) or not description.strip():
         raise where.error("description", "must be a non-empty string saying when it runs")
-    values = {axis: _axis_values(where, axis, table[axis]) for axis in AXES}
+    values = {axis: _axis_values(where, axis, table.get(axis, _DEFAULTS.get(axis)))
+              for axis in AXES}  # fmt: skip
     exclusions = _exclusions(where, table.get("exclude", []), values)
     return Matrix(where.matrix, description, _expand(where, values, exclusions))
 
@@ -279,6 +308,7 @@ def _cell(axes: Mapping[str, str]) -> Cell:
         nmi=axes["nmi"] == "on",
         accel=check_accel(axes["accel"]),
         variant=check_variant(axes["variant"]),
+        kernel=axes["kernel"],
     )
 
 

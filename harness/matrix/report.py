@@ -3,9 +3,9 @@
 A matrix run executes one pytest cell per combination of axes. Each cell
 leaves a summary, a JSON-able dict::
 
-    {"cell": "arm64-2s2cl1c2t-tprof-nmi_on-tcg-default",
+    {"cell": "arm64-linux6.1-2s2cl1c2t-tprof-nmi_on-tcg-default",
      "axes": {"arch": "arm64", "topology": "2s2cl1c2t", "flavour": "tprof",
-              "nmi": "on", "accel": "tcg", "variant": "default"},
+              "nmi": "on", "accel": "tcg", "variant": "default", "kernel": "6.1"},
      "outcome": "passed",            # or "failed", "skipped", "error"
      "reason": "",                   # skip reason or first failure line
      "duration_s": 12.3,
@@ -18,8 +18,9 @@ leaves a summary, a JSON-able dict::
 ``axes`` may hold any names (``topology`` groups the plots), ``drops`` any
 causes. A missing or mistyped field renders as empty or zero rather than
 failing: the report of a broken run is the one most wanted. ``summary.json``
-wraps the cells as ``{"matrix", "started_at", "wall_s", "workers",
-"totals": {outcome: count}, "cells": [...]}``::
+wraps the cells as ``{"matrix", "started_at", "wall_s", "workers", "kernels",
+"totals": {outcome: count}, "cells": [...]}`` (``kernels``: each kernel the cells
+booted, named with its source, e.g. ``6.12 (linux-source-6.12 6.12.117-1~deb12u1)``)::
 
     path = write_summary(cells, run_dir, matrix="smoke", started_at=stamp,
                          wall_s=812.4, workers=2)
@@ -123,6 +124,7 @@ def write_summary(
     started_at: str,
     wall_s: float,
     workers: int,
+    kernels: Sequence[str] = (),
 ) -> Path:
     """Write ``out/summary.json`` (creating ``out``), cells in their order; return its path.
 
@@ -133,6 +135,7 @@ def write_summary(
         "started_at": started_at,
         "wall_s": wall_s,
         "workers": workers,
+        "kernels": list(kernels),
         "totals": count_outcomes(str(cell.get("outcome", "error")) for cell in cells),
         "cells": [dict(cell) for cell in cells],
     }
@@ -246,7 +249,9 @@ def _header(summary: Mapping[str, object], cells: Sequence[_Cell]) -> str:
         f"{_int(summary.get('workers'))} workers · {len(cells)} cells"
     )
     matrix = _esc(summary.get("matrix", ""))
-    return f"<header><h1>Matrix {matrix}</h1><p>{facts}</p><p>{badges}</p></header>"
+    kernels = ", ".join(str(name) for name in _sequence(summary.get("kernels")))
+    named = f"<p>kernels: {_esc(kernels)}</p>" if kernels else ""
+    return f"<header><h1>Matrix {matrix}</h1><p>{facts}</p>{named}<p>{badges}</p></header>"
 
 
 def _summary_table(matrix: str, cells: Sequence[_Cell]) -> str:

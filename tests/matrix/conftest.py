@@ -26,7 +26,8 @@ from harness.agent.driver import Agent
 from harness.agent.profctl import build_profctl
 from harness.agent.spec import AgentSpec
 from harness.build.cache import Cache
-from harness.build.images import prepare_images
+from harness.build.images import debian_kernel_name, prepare_images
+from harness.build.kernel import KernelChoice
 from harness.errors import ConfigError, HarnessError
 from harness.matrix.load import Cell, get_matrix, select
 from harness.matrix.report import write_html, write_summary
@@ -112,7 +113,8 @@ class CellGuests:
         arch = arches.get(cell.arch)
         accel, _ = choose_accel(arch, cell.accel, self._cache)
         with limits.suspended(self._config):  # builds have budgets of their own
-            images = prepare_images(arch, cell.variant, self._cache)
+            images = prepare_images(arch, cell.variant, self._cache,
+                                    kernel=KernelChoice(cell.kernel))  # fmt: skip
             agent_build = build_agent(AgentSpec(), images, self._cache)
             profctl = build_profctl(arch, self._cache)
         spec = MachineSpec(arch=arch, topology=cell.topology, nmi=cell.nmi, accel=accel)
@@ -194,6 +196,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         started_at=dt.datetime.now(dt.UTC).isoformat(),
         wall_s=time.monotonic() - config.stash[STARTED],
         workers=config.getoption("--matrix-workers"),
+        kernels=_kernel_names(name, cells),
     )
     html = write_html(json.loads(summary_path.read_text()), out)
     reporter.write_line(f"matrix {name}: summary {summary_path}; report {html}")
@@ -222,6 +225,13 @@ def _cell_summaries(
             if outcome in ("failed", "error"):
                 summaries[cell_id] = summary
     return [summaries[cid] for cid in cells if cid in summaries]
+
+
+def _kernel_names(matrix: str, cells: list[dict[str, object]]) -> list[str]:
+    """Each kernel the reported cells booted, as reports name it, in cell order."""
+    by_id = {cell.id: cell for cell in get_matrix(matrix).cells}
+    versions = dict.fromkeys(by_id[str(c["cell"])].kernel for c in cells if c["cell"] in by_id)
+    return [debian_kernel_name(version) for version in versions]
 
 
 def _bare_summary(cell: Cell, nodeid: str) -> dict[str, object]:

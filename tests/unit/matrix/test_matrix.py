@@ -50,20 +50,44 @@ def test_shipped_file_loads() -> None:
     assert MATRIX_FILE.name == "matrix.toml"
 
 
-def test_quick_has_the_expected_fourteen_cells() -> None:
+def test_quick_has_fourteen_61_cells_and_every_flavour_on_612() -> None:
     quick = get_matrix("quick")
     expected = {
-        f"arm64-{topo}-{flavour}-nmi_{nmi}-tcg-default"
+        f"arm64-linux6.1-{topo}-{flavour}-nmi_{nmi}-tcg-default"
         for topo in ("1s1cl1c1t", "2s2cl1c2t")
         for flavour in ("tprof", "dt", "kprof", "hwpmc")
         for nmi in ("on", "off")
     } - {
-        "arm64-2s2cl1c2t-kprof-nmi_off-tcg-default",  # CI time: excluded
-        "arm64-2s2cl1c2t-hwpmc-nmi_off-tcg-default",
+        "arm64-linux6.1-2s2cl1c2t-kprof-nmi_off-tcg-default",  # CI time: excluded
+        "arm64-linux6.1-2s2cl1c2t-hwpmc-nmi_off-tcg-default",
     }
-    assert len(quick.cells) == 14
+    expected |= {f"arm64-linux6.12-2s2cl1c2t-{f}-nmi_on-tcg-default"
+                 for f in ("tprof", "dt", "kprof", "hwpmc")}  # fmt: skip
+    assert len(quick.cells) == 18
     assert {cell.id for cell in quick.cells} == expected
     assert {cell.topology.cpus for cell in quick.cells} == {1, 8}
+
+
+def test_full_runs_every_cell_on_both_kernels() -> None:
+    cells = get_matrix("full").cells
+    by_kernel = {k: {c.id.replace(f"-linux{k}-", "-") for c in cells if c.kernel == k}
+                 for k in ("6.1", "6.12")}  # fmt: skip
+    assert by_kernel["6.1"] == by_kernel["6.12"]
+    assert {c.flavour for c in cells if c.kernel == "6.12"} == {"tprof", "dt", "kprof", "hwpmc"}
+
+
+def test_no_cell_id_is_a_substring_of_another() -> None:
+    """``-k CELL`` selects by substring: a 6.1 cell must not also select a 6.12 one."""
+    ids = [cell.id for cell in get_matrix("full").cells]
+    assert not [(a, b) for a in ids for b in ids if a != b and a in b]
+
+
+def test_a_matrix_without_a_kernel_axis_runs_61_and_an_unknown_kernel_is_named(
+    tmp_path: Path,
+) -> None:
+    assert {c.kernel for c in get_matrix("m", write_matrix(tmp_path)).cells} == {"6.1"}
+    with pytest.raises(ConfigError, match=r"key 'kernel': unknown kernel version '5\.10'"):
+        get_matrix("m", write_matrix(tmp_path, kernel='["5.10"]'))
 
 
 def test_full_honours_every_exclusion() -> None:
@@ -77,13 +101,15 @@ def test_full_honours_every_exclusion() -> None:
 
 def test_full_keeps_everything_else() -> None:
     full = get_matrix("full")
-    # arm64: 5 topologies default + 1 debug, ×4 flavours ×2 nmi; x86_64: 3 + 1, ×4 flavours.
-    assert len(full.cells) == (5 + 1) * 4 * 2 + (3 + 1) * 4
+    # arm64: 5 topologies default + 1 debug, ×4 flavours ×2 nmi; x86_64: 3 + 1, ×4 flavours;
+    # all of it on both kernels.
+    assert len(full.cells) == ((5 + 1) * 4 * 2 + (3 + 1) * 4) * 2
     values = {axis: {cell.axes()[axis] for cell in full.cells} for axis in AXES}
     assert values["arch"] == {"arm64", "x86_64"}
     assert len(values["topology"]) == 5
     assert values["accel"] == {"tcg", "kvm"}
     assert values["variant"] == {"default", "debug"}
+    assert values["kernel"] == {"6.1", "6.12"}
 
 
 @pytest.mark.parametrize("name", ["quick", "full"])
@@ -116,8 +142,10 @@ def test_github_matrix_round_trips_through_json() -> None:
 def test_select_by_keyword() -> None:
     quick = get_matrix("quick")
     assert select(quick, None) == quick.cells
-    assert len(select(quick, "2s2cl1c2t")) == 6  # kprof and hwpmc NMI-off cells excluded there
-    assert [cell.flavour for cell in select(quick, "-dt-")] == ["dt"] * 4
+    # 6.1: kprof and hwpmc NMI-off cells excluded there; 6.12: NMI on only
+    assert len(select(quick, "linux6.1-2s2cl1c2t")) == 6
+    assert len(select(quick, "linux6.12-")) == 4
+    assert [cell.flavour for cell in select(quick, "-dt-")] == ["dt"] * 5
     assert select(quick, "x86_64") == ()
 
 
@@ -125,9 +153,9 @@ def test_select_by_keyword() -> None:
 
 
 def test_cell_id_axes_and_guest_key() -> None:
-    cell = Cell("arm64", CpuTopology(2, 2, 1, 2), "tprof", True, "tcg", "default")
-    assert cell.id == "arm64-2s2cl1c2t-tprof-nmi_on-tcg-default"
-    assert cell.guest_key == "arm64-2s2cl1c2t-nmi_on-tcg-default"
+    cell = Cell("arm64", CpuTopology(2, 2, 1, 2), "tprof", True, "tcg", "default", "6.12")
+    assert cell.id == "arm64-linux6.12-2s2cl1c2t-tprof-nmi_on-tcg-default"
+    assert cell.guest_key == "arm64-linux6.12-2s2cl1c2t-nmi_on-tcg-default"
     assert cell.axes() == {
         "arch": "arm64",
         "topology": "2s2cl1c2t",
@@ -135,6 +163,7 @@ def test_cell_id_axes_and_guest_key() -> None:
         "nmi": "on",
         "accel": "tcg",
         "variant": "default",
+        "kernel": "6.12",
     }
     assert list(cell.axes()) == list(AXES)
 
@@ -152,9 +181,9 @@ def test_exclusions_drop_matching_cells(tmp_path: Path) -> None:
     )
     ids = {cell.id for cell in get_matrix("m", path).cells}
     assert ids == {
-        "arm64-2s2cl1c2t-tprof-nmi_on-tcg-default",
-        "arm64-2s2cl1c2t-tprof-nmi_off-tcg-default",
-        "arm64-2s2cl1c2t-dt-nmi_on-tcg-default",
+        "arm64-linux6.1-2s2cl1c2t-tprof-nmi_on-tcg-default",
+        "arm64-linux6.1-2s2cl1c2t-tprof-nmi_off-tcg-default",
+        "arm64-linux6.1-2s2cl1c2t-dt-nmi_on-tcg-default",
     }
 
 
@@ -219,7 +248,7 @@ X86_CLUSTERS = {
         pytest.param(
             {**X86_CLUSTERS, "topology": '["1s1c1t"]', "nmi": '["off"]'},
             "exclude",
-            "cell x86_64-1s1cl1c1t-tprof-nmi_off-kvm-default cannot run",
+            "cell x86_64-linux6.1-1s1cl1c1t-tprof-nmi_off-kvm-default cannot run",
             id="cannot-run-nmi-off",
         ),
     ],

@@ -124,6 +124,9 @@ def parse(page: str) -> Collector:
     return collector
 
 
+KERNELS = ["6.1 (linux-source-6.1 6.1.192-2)", "6.12 (linux-source-6.12 6.12.117-1~deb12u1)"]
+
+
 @pytest.fixture
 def summary_path(tmp_path: Path) -> Path:
     return write_summary(
@@ -133,6 +136,7 @@ def summary_path(tmp_path: Path) -> Path:
         started_at="2025-01-01T00:00:00Z",
         wall_s=123.4,
         workers=2,
+        kernels=KERNELS,
     )
 
 
@@ -149,9 +153,15 @@ def test_summary_round_trips_with_totals(summary_path: Path) -> None:
         "started_at": "2025-01-01T00:00:00Z",
         "wall_s": 123.4,
         "workers": 2,
+        "kernels": KERNELS,
         "totals": {"passed": 2, "failed": 1, "error": 0, "skipped": 1},
         "cells": synthetic_cells(),
     }
+
+
+def test_the_header_names_every_kernel_with_its_source(page: str) -> None:
+    header = page.split("<header>", 1)[1].split("</header>", 1)[0]
+    assert "kernels: 6.1 (linux-source-6.1 6.1.192-2), 6.12 (linux-source-6.12" in header
 
 
 def test_html_parses_with_balanced_tags(page: str) -> None:

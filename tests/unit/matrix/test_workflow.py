@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from harness.matrix.load import get_matrix, github_matrix, load_matrices, select
+from harness.matrix.load import get_matrix, github_images, github_matrix, load_matrices, select
 from harness.paths import REPO_ROOT
 
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "matrix.yml"
@@ -49,19 +49,52 @@ def rendered(name: str) -> dict[str, Any]:
     return data
 
 
-def test_the_cell_job_takes_its_matrix_from_invoke_matrix_format_github() -> None:
+@pytest.mark.parametrize(("job", "form"), [("cell", "github"), ("images", "images")])
+def test_each_fanned_out_job_takes_its_matrix_from_invoke_matrix(job: str, form: str) -> None:
     workflow = load_workflow()
     jobs = fanned_out_jobs(workflow)
-    assert list(jobs) == ["cell"]
-    found = _FROM_JSON.match(jobs["cell"]["strategy"]["matrix"])
+    assert list(jobs) == ["images", "cell"]
+    found = _FROM_JSON.match(jobs[job]["strategy"]["matrix"])
     assert found is not None
     planner, output = found.groups()
-    assert planner in str(jobs["cell"]["needs"])
+    assert planner in str(jobs[job]["needs"])
     plan = workflow["jobs"][planner]
     step_id = re.fullmatch(r"\$\{\{\s*steps\.(\w+)\.outputs\.(\w+)\s*\}\}", plan["outputs"][output])
     assert step_id is not None
     (step,) = [s for s in plan["steps"] if s.get("id") == step_id.group(1)]
-    assert f'echo "{step_id.group(2)}=$(invoke matrix "$name" --format github)"' in step["run"]
+    assert f'echo "{step_id.group(2)}=$(invoke matrix "$name" --format {form})"' in step["run"]
+
+
+def _cache_steps(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache")]
+
+
+def test_cells_restore_the_kernel_the_images_job_saved_under_the_same_key() -> None:
+    jobs = load_workflow()["jobs"]
+    assert "images" in str(jobs["cell"]["needs"])
+    (saved,), (restored,) = _cache_steps(jobs["images"]), _cache_steps(jobs["cell"])
+    assert saved["uses"].startswith("actions/cache@")  # restores, or saves after a build
+    assert restored["uses"].startswith("actions/cache/restore@")
+    assert restored["with"]["fail-on-cache-miss"] is True  # never a cold build per cell
+    assert (saved["with"]["key"], saved["with"]["path"]) == (
+        restored["with"]["key"], restored["with"]["path"])  # fmt: skip
+    key_steps = [next(s for s in jobs[j]["steps"] if s.get("id") == "key") for j in jobs
+                 if j in ("images", "cell")]  # fmt: skip
+    assert key_steps[0]["run"] == key_steps[1]["run"]
+    assert "invoke images --key" in key_steps[0]["run"]
+
+
+@pytest.mark.parametrize("name", MATRIX_NAMES)
+def test_the_images_job_builds_every_kernel_a_cell_boots_once(name: str) -> None:
+    chosen = get_matrix(name)
+    images = github_images(chosen, select(chosen, None))["include"]
+    assert isinstance(images, list)
+    wanted = {(c["arch"], c["variant"], c["kernel"]) for c in rendered(name)["include"]}
+    built = [(i["arch"], i["variant"], i["kernel"]) for i in images]
+    assert sorted(built) == sorted(wanted)  # each once
+    used = set(_MATRIX_KEY.findall(json.dumps(fanned_out_jobs(load_workflow())["images"])))
+    assert used
+    assert all(used <= set(image) for image in images)
 
 
 @pytest.mark.parametrize("name", MATRIX_NAMES)

@@ -20,6 +20,8 @@ from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import AgentSample
+from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
+from harness.agent.profile import AgentSample
 from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
@@ -89,6 +91,11 @@ def _samples(run: DtRun) -> list[AgentSample]:
     return [AgentSample(e.cpu, e.pc, user=not e.flags & 1) for e in run.events]
 
 
+def _samples(run: DtRun) -> list[AgentSample]:
+    """Dt's events as profile samples (flags bit 0: a kernel PC)."""
+    return [AgentSample(e.cpu, e.pc, user=not e.flags & 1) for e in run.events]
+
+
 FLAVOUR = Flavour(
     info=DT,
     oracles=DT_ORACLES,
@@ -99,6 +106,7 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
+    peer_run=beside_perf(_standard, DtRun, PeerHooks(samples=_samples)),
     peer_run=beside_perf(_standard, DtRun, PeerHooks(samples=_samples)),
     ops={
         "reader": OpRule(on=True),  # a background reader racing the producers

@@ -39,14 +39,18 @@ from harness.agent.flavours.hwpmc.run import (
     ss_op_step,
     sweep_step,
 )
+from harness.agent.peer import PeerWindow, bracket_window
+from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
+from harness.agent.profile import AgentSample
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
-from harness.errors import ConfigError
+from harness.errors import ConfigError, InfraError
 
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, HwRun)
-    return f"{format_hw_table(own)}\n{format_hw_verdicts(violations, applicable_hw_oracles(own))}"
+    verdicts = format_hw_verdicts(violations, applicable_hw_oracles(own))
+    return f"{format_hw_table(own)}\n{profile_report(own.peer)}{verdicts}"
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -118,6 +122,24 @@ def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
     ]
 
 
+def _samples(run: HwRun) -> list[AgentSample]:
+    """Hwpmc's log records as profile samples (flags bit 0: user mode)."""
+    return [AgentSample(r.cpu, r.pc, user=bool(r.flags & 1)) for r in run.log]
+
+
+def _window(run: HwRun, period: int) -> PeerWindow:
+    """Hwpmc arms each CPU at its PMC's START: the plan's clock reads bracket them all.
+
+    The agent's ``info`` times only the first START's arming, and after STOP the
+    counters are off until RELEASE disarms them, so its window would be wrong.
+
+    :raise InfraError: the run did not read the clock around the STARTs and STOPs.
+    """
+    if len(run.clocks) < 4:
+        raise InfraError(f"hwpmc peer run: {len(run.clocks)} clock reads, 4 needed")
+    return bracket_window((run.clocks[0], run.clocks[1]), (run.clocks[-2], run.clocks[-1]), period)
+
+
 FLAVOUR = Flavour(
     info=HWPMC,
     oracles=HW_ORACLES,
@@ -128,6 +150,7 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
+    peer_run=beside_perf(_standard, HwRun, PeerHooks(samples=_samples, window=_window)),
     ops={name: OpRule(cpu="one") for name in OP_STEPS},
     op_steps={name: _ignore_count(step) for name, step in OP_STEPS.items()},
     extra_runs={

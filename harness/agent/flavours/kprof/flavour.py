@@ -31,6 +31,8 @@ from harness.agent.flavours.kprof.oracles import (
 from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import KPDATA, KprofPlan, ctl_step, kprof_run, snapshot
+from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
+from harness.agent.profile import AgentSample
 from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
@@ -52,7 +54,7 @@ BUSY_MS = 1500
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, KprofRun)
     verdicts = format_kprof_verdicts(violations, applicable_kprof_oracles(own))
-    return f"{format_kprof_table(own)}\n{verdicts}"
+    return f"{format_kprof_table(own)}\n{profile_report(own.peer)}{verdicts}"
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -163,6 +165,12 @@ def _kpdata_step(cpu: int, count: int) -> str:
     return profctl.write_step(KPDATA, f"{KPDATA_BASE + 8 * count:#x}")
 
 
+def _samples(run: KprofRun) -> list[AgentSample]:
+    """Kprof's traces as profile samples: type 2 is a user trace; PCs after the first: callers."""
+    return [AgentSample(r.cpu, r.pcs[0], user=r.type == 2, chain=r.pcs[1:])
+            for r in run.trace if r.pcs]  # fmt: skip
+
+
 FLAVOUR = Flavour(
     info=KPROF,
     oracles=KPROF_ORACLES,
@@ -173,6 +181,7 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
+    peer_run=beside_perf(_standard, KprofRun, PeerHooks(samples=_samples)),
     ops={
         "reader": OpRule(on=True),  # a background reader draining kpdata
         "kpctl-start": OpRule(),

@@ -17,6 +17,7 @@ from harness.agent.flavours.tprof.oracles import ORACLES, applicable_oracles, ch
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.flavours.tprof.run import RunContext, peer_run, sampling_run, scripted_run
+from harness.agent.peer_run import profile_report
 from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
@@ -25,7 +26,8 @@ from harness.agent.steps import SamplingPlan, inject_step, kick_step
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, SamplingRun)
-    return f"{format_cpu_table(own)}\n{format_verdicts(violations, applicable_oracles(own))}"
+    verdicts = format_verdicts(violations, applicable_oracles(own))
+    return f"{format_cpu_table(own)}\n{profile_report(own.peer)}{verdicts}"
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
