@@ -9,6 +9,7 @@ CPUs and agrees with the fixed sum on one CPU.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from dataclasses import replace
@@ -18,6 +19,7 @@ import pytest
 from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavours.dt.data import DT, DT_EVT, DT_PCPU_HDR, DT_PCPU_MAX
+from harness.agent.flavours.dt.flavour import readers_run
 from harness.agent.flavours.dt.oracles import applicable_dt_oracles, check_dt
 from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
 from harness.agent.flavours.dt.results import DtRun
@@ -33,8 +35,8 @@ from harness.agent.flavours.dt.run import (
     skip_step,
 )
 from harness.agent.spec import AgentSpec
-from harness.agent.steps import DEVICE, inject_step
-from harness.timeouts import Timeouts
+from harness.agent.steps import DEVICE, host_action_steps, inject_step
+from harness.timeouts import Timeouts, wait_until
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 
@@ -149,14 +151,33 @@ def test_dt_o9_control_errors(agent: Agent) -> None:
     assert errnos[16] == "EPERM"
 
 
+def reader_blocked_in_dt_read(agent: Agent) -> None:
+    """Wait until a profctl process sleeps in the module's ``dt_read`` (its wchan).
+
+    The kernel names where a sleeping task waits in ``/proc/PID/wchan``; the reader
+    is a profctl child, so one of profctl's processes shows ``dt_read`` exactly
+    while the reader is blocked on empty rings.
+    """
+    script = "for p in $(pidof profctl); do cat /proc/$p/wchan; echo; done"
+
+    def blocked() -> bool | None:
+        wchans = agent.shell.run(script, timeout_s=agent.timeouts.command_s).stdout
+        return "dt_read" in wchans or None
+
+    wait_until(blocked, timeout_s=agent.timeouts.command_s, what="the reader to block in dt_read")
+
+
 def test_dt_o8_blocking_reader_wakes_on_an_event(
     agent: Agent, topology: CpuTopology, timeouts: Timeouts
 ) -> None:
-    """A reader blocked on empty rings gets the events of a later injection."""
+    """A reader blocked on empty rings gets the events of a later injection.
+
+    The injection waits for the reader to be asleep in ``dt_read`` (an event, not a
+    delay), and must land within the reader's own limit: a slow host gets a longer one.
+    """
     agent.load(DT_EXACT)
     last = topology.cpus - 1
     background = "/tmp/profagent/waiting.bin"
-    # The injection must land while the reader waits: a slow host gets a longer window.
     window_s = math.ceil(3 * timeouts.scale)
     steps = (
         profctl.open_step(DEVICE),
@@ -164,7 +185,7 @@ def test_dt_o8_blocking_reader_wakes_on_an_event(
         record_step(True),
         profctl.timeout_step(window_s),
         profctl.readbg_step(3, background, SZ * 16),  # blocks: nothing yet
-        profctl.sleep_step(300),
+        *host_action_steps("reader-blocked"),
         inject_step(last, 3),
         profctl.wait_step(),  # the reader ends on its timeout
         record_step(False),
@@ -174,11 +195,12 @@ def test_dt_o8_blocking_reader_wakes_on_an_event(
         profctl.cat_step(f"{background}.status"),
         profctl.close_step(3),
     )
-    r = agent.steps(steps)
-    status = dict(pair.split("=") for pair in r[12].lines[0].split())
+    actions = {"reader-blocked": functools.partial(reader_blocked_in_dt_read, agent)}
+    r = agent.steps_with_host_actions(steps, actions)
+    status = dict(pair.split("=") for pair in r[13].lines[0].split())
     assert status == {"bytes": str(3 * SZ), "reads": "1", "errno": "EINTR"}
-    assert (r[10].errno, r[10].int_value("bytes")) == ("EINTR", 0)
-    per_open = struct.unpack_from("<4I", r[11].out_bytes)
+    assert (r[11].errno, r[11].int_value("bytes")) == ("EINTR", 0)
+    per_open = struct.unpack_from("<4I", r[12].out_bytes)
     assert per_open[1] == topology.cpus
 
 
@@ -192,6 +214,26 @@ def test_dt_under_load_with_a_concurrent_reader(
     run = dt_run(agent, AgentSpec(flavour="dt", period=1_000_000), plan)
     assert_dt_oracles(run, request)
     assert sum(c["x_committed"] for c in run.after_read.percpu.values()) > 0
+
+
+def test_dt_two_readers_and_a_copy_fault(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """DT-D6 and DT-D7 fixed: two readers of one open, the module's 2nd copy failing.
+
+    With the reader mutex every committed event reaches exactly one reader (DT-O10);
+    the read whose copy failed returns the 1 event copied before it, and the failed
+    one stays in its ring (DT-O3). Mutants ``no_reader_mutex`` and
+    ``fault_loses_copied`` remove each fix: ``invoke mutants --flavour dt``.
+    """
+    run = readers_run(agent, AgentSpec(flavour="dt"), tuple(range(topology.cpus)))
+    assert isinstance(run, DtRun)
+    assert_dt_oracles(run, request)
+    assert {"DT-O3", "DT-O10"} <= applicable_dt_oracles(run)
+    assert len(run.events) == 15 * topology.cpus
+    assert sorted((e.cpu, e.seq) for e in run.events) == [
+        (cpu, seq) for cpu in range(topology.cpus) for seq in range(1, 16)
+    ]
 
 
 def test_dt_o10_two_opens_are_independent(agent: Agent, topology: CpuTopology) -> None:

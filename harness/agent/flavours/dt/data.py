@@ -90,6 +90,30 @@ DT_OPEN_STATS: tuple[tuple[str, str], ...] = (
 )
 DT_RING_SLOTS = 16
 
+#: The seed's defects dt reproduces (seeds-spec §3.7, §6.6), each with its scenario pair
+#: ``scenarios/dt-<defect>-{quirk,fixed}*.toml``, except DT-D3 (below). The others have
+#: no bit: DT-D4 and DT-D11 would deadlock or fault in NMI (§6.6: not reproducible in the
+#: port); DT-D5, DT-D6 and DT-D7 are fixed only, each removed by a mutant its oracle
+#: catches (``seed_count_order``, ``no_reader_mutex``, ``fault_loses_copied``); DT-D8 (no
+#: EOF) and DT-D10 (PRBDISABLE a no-op) are behaviour without a number, the first kept as
+#: the seed, the second fixed and tested (`tests/guest/test_agent_dt.py`).
+#:
+#: DT-D3 has its bit but no scenario pair: the seed's barrier placement lets a reader on a
+#: weakly ordered CPU copy a stale or half-written slot, and only such a CPU shows it
+#: (§3.8). These guests are arm64 under TCG on an x86-64 host: MTTCG runs the guest's
+#: loads and stores with the host's TSO order, and the reader's copy is an out-of-line
+#: copy_to_user the compiler does not move loads across, so the quirk build's numbers are
+#: the fixed build's (0 torn events both ways): a pair would show two equal runs, not the
+#: seed's number.
+DT_QUIRKS: tuple[Quirk, ...] = (
+    Quirk(16, "DT-D1", "GSTATS skiptick and recurevt are the last CPU's, not the sum"),
+    Quirk(17, "DT-D2", "read budget rounds up: a partial event, consumed and counted"),
+    Quirk(18, "DT-D3", "the reader's barriers as the seed places them (weakly ordered CPUs)"),
+    Quirk(19, "DT-D9", "the seed's four per-CPU counters are 32-bit: they wrap at 2^32"),
+)
+#: Quirk DT-D9's counters: the seed's own, kept in 32 bits (the x_ ones stay 64-bit).
+DT_SEED_PERCPU = ("dc_readevt", "dc_dropevt", "dc_skiptick", "dc_recurevt")
+
 DT = FlavourInfo(
     name="dt",
     flavour_id=2,
@@ -109,14 +133,16 @@ DT = FlavourInfo(
         ("x_inring", "events in the ring now: (cons - prod) mod 16"),
         ("x_seq", "sequence number of the last committed event"),
     ),
-    quirks=(
-        Quirk(16, "DT-D1", "GSTATS skiptick and recurevt are the last CPU's, not the sum"),
-        Quirk(17, "DT-D2", "read budget rounds up: a partial event, consumed and counted"),
-    ),
+    quirks=DT_QUIRKS,
     record=DT_EVT,
     layouts=(DT_EVT, DT_STAT, DT_REQ, DT_PCPU_HDR),
     ioctls=DT_IOCTLS,
-    template_context={"dt_open_stats": DT_OPEN_STATS, "dt_ring_slots": DT_RING_SLOTS},
+    fault_points=("dt_copyout",),
+    template_context={
+        "dt_open_stats": DT_OPEN_STATS,
+        "dt_ring_slots": DT_RING_SLOTS,
+        "dt_seed_percpu": DT_SEED_PERCPU,
+    },
     mutants=(
         Mutant(
             "skip_canary", "every 10th event of a CPU is published without its canary", ("DT-O3",)
@@ -130,6 +156,30 @@ DT = FlavourInfo(
             "retry_get",
             "every 10th get of a CPU is retried, committing one more event",
             ("DT-INJ",),
+        ),
+        Mutant(
+            "producer_skips_open",
+            "every 7th producer call of a CPU never reaches the open: no get, nothing counted",
+            ("DT-O1",),
+        ),
+        Mutant(
+            "skiptick_pmu_lost",
+            "periods the PMU never raised are not counted as skipped ticks (forced ones are)",
+            ("DT-O7",),
+        ),
+        Mutant(
+            "no_reader_mutex",
+            "DT-D6's fix removed: readers are not serialised, and a copy sleeps 1 ms after "
+            "each event as the seed's copy-out may on a page fault",
+            ("DT-O10",),
+            case="readers",
+        ),
+        Mutant(
+            "fault_loses_copied",
+            "DT-D7's fix removed: a copy-out fault returns EFAULT although events were "
+            "copied, consumed and counted before it",
+            ("DT-O3",),
+            case="readers",
         ),
         Mutant(
             "seed_count_order",

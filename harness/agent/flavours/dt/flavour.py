@@ -1,9 +1,11 @@
 """dt's behaviour for the shared machinery (`harness.agent.flavour.Flavour`).
 
 The standard run is busy loops on every CPU with a background reader racing the
-producers. Scenarios may use dt's own ops: ``nest`` (a get held open while a burst
-lands inside it), ``skip`` (forced skipped ticks) and ``reader``; ``kick`` is
-refused, since dt has no drain.
+producers; the ``readers`` run has two readers racing each other on full rings,
+one copy failing as on an unmapped page (DT-D6 and DT-D7, fixed). Scenarios may
+use dt's own ops: ``nest`` (a get held open while a burst lands inside it),
+``skip`` (forced skipped ticks), ``reader`` and ``read-size`` (the bytes of each
+read of the final drain); ``kick`` is refused, since dt has no drain.
 """
 
 from __future__ import annotations
@@ -20,15 +22,14 @@ from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import AgentSample
-from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
-from harness.agent.profile import AgentSample
 from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
-from harness.agent.steps import inject_step
+from harness.agent.steps import GUEST_DIR, inject_step
 
-MAX_SKIP = 1_000_000
+MAX_SKIP = 2**32 - 1  # the hook's count is a u32; several add up (DT-D9 needs > 2^32)
 MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
+MAX_READ = DT_EVT.size * 64  # bytes of one read of the final drain
 
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
@@ -62,11 +63,28 @@ def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun
     return dt_run(agent, exact, plan)
 
 
+def readers_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    """Two readers racing each other on full rings, one of their copies failing.
+
+    Bursts only: 20 injected on every CPU, 15 kept in each ring. After RECORD off two
+    background readers drain the rings 4 events a read, and the module's 2nd copy
+    fails as on an unmapped page: a reader gets the 1 event copied before it (DT-D7
+    fixed), the other event stays in its ring. DT-O10 judges that every committed
+    event reached exactly one reader (DT-D6 fixed: the reader mutex), DT-O3 that
+    every event counted as read was delivered.
+    """
+    exact = replace(spec, pmu_produce=False, period=200_000)
+    plan = DtPlan(body=(inject_step("all", 20),), injected=dict.fromkeys(cpus, 20),
+                  read_size=DT_EVT.size * 4, racers=2, copy_fault=2)  # fmt: skip
+    return dt_run(agent, exact, plan)
+
+
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
+    read_size = script.op_counts.get("read-size", {}).get(0, DT_EVT.size * 64)
     plan = DtPlan(body=script.body, injected=script.injected or None,
                   nested=script.op_counts.get("nest", {}), skips=script.op_counts.get("skip", {}),
                   background_reader=script.switches.get("reader", False),
-                  actions=script.actions)  # fmt: skip
+                  read_size=read_size, actions=script.actions)  # fmt: skip
     return dt_run(agent, spec, plan)
 
 
@@ -91,9 +109,13 @@ def _samples(run: DtRun) -> list[AgentSample]:
     return [AgentSample(e.cpu, e.pc, user=not e.flags & 1) for e in run.events]
 
 
-def _samples(run: DtRun) -> list[AgentSample]:
-    """Dt's events as profile samples (flags bit 0: a kernel PC)."""
-    return [AgentSample(e.cpu, e.pc, user=not e.flags & 1) for e in run.events]
+def _read_size_step(cpu: int, count: int) -> str:
+    """A marker file naming the size: ``read-size`` itself acts after RECORD off.
+
+    `_script` reads the size from the op's count; the marker only makes the
+    guest's transcript show the size chosen.
+    """
+    return profctl.mark_step(f"{GUEST_DIR}/dt-read-size-{count}")
 
 
 FLAVOUR = Flavour(
@@ -107,12 +129,13 @@ FLAVOUR = Flavour(
     run_script=_script,
     cell_rows=_cell_rows,
     peer_run=beside_perf(_standard, DtRun, PeerHooks(samples=_samples)),
-    peer_run=beside_perf(_standard, DtRun, PeerHooks(samples=_samples)),
     ops={
         "reader": OpRule(on=True),  # a background reader racing the producers
         "skip": OpRule(cpu="one", count_max=MAX_SKIP),  # forced skipped profile ticks
         "nest": OpRule(cpu="one", count_max=MAX_NEST),  # a held-open get with a burst inside
+        "read-size": OpRule(count_max=MAX_READ),  # bytes per read of the final drain (once)
     },
-    op_steps={"nest": nest_step, "skip": skip_step},
+    op_steps={"nest": nest_step, "skip": skip_step, "read-size": _read_size_step},
     refused_ops={"kick": "dt has no drain; its reader empties the rings"},
+    extra_runs={"readers": readers_run},
 )

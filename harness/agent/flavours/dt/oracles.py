@@ -11,14 +11,26 @@ law never hides the others::
 
 Per-CPU laws range over the CPUs of the snapshot they judge (every possible CPU);
 a statistic missing from a snapshot reads as 0. ``E_c`` is ``x_calls``, the get
-calls on CPU c in this open. The run reads only after RECORD off, so the
-before-read snapshot is always a "no reader yet" state (DT-L4).
+calls on CPU c in this open; the core counts the producer calls that make them
+(``x_producer_calls``, tied to the kernel's interrupt count by IRQ and CALLS). The
+run reads only after RECORD off, so the before-read snapshot is always a "no reader
+yet" state (DT-L4).
+
+Checks removed, and why (issue 23: a check that cannot fail is no check):
+
+- DT-O3's ``x_seq = x_committed`` per CPU: ``dt_fill`` writes the seq and
+  ``dt_consume`` raises ``x_committed`` in the same producer call, one after the
+  other, with nothing between them that can return; no build can move one without
+  the other. The seqs the reader received are the evidence instead: per CPU they
+  run 1 … n with no gap and n = ``x_committed`` (`stream.event_seqs`,
+  `stream.event_counts`).
+- DT-O7's ``dc_skiptick ≥ forced`` under PMU ticks looped over forced skips only,
+  and no standard run forces one. It is now DT-L5 on every CPU (`check_dt_skipticks`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TypeAlias
 
 from harness.agent.core_oracles import (
@@ -30,42 +42,48 @@ from harness.agent.core_oracles import (
 )
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.dt.data import DT, DT_RING_SLOTS
-from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
+from harness.agent.flavours.dt.results import DtOpenStats, DtRun
+from harness.agent.flavours.dt.stream import (
+    CANARY,
+    PROBE_PROFILE,
+    canary_of,
+    event_counts,
+    event_fields,
+    event_seqs,
+    readers_share,
+)
+from harness.agent.laws import Law, all_at_most, all_equal, sums_to
 from harness.agent.results import Violation
 from harness.errors import ConfigError
+
+__all__ = ["CANARY", "PROBE_PROFILE", "canary_of"]  # re-exported: the stream's constants
 
 #: Oracle names and one-line descriptions, in report order.
 DT_ORACLES: tuple[tuple[str, str], ...] = (
     *CORE_ORACLES,
-    ("DT-O1", "conservation: every get call recurs, drops or commits; committed = read + inring"),
+    ("DT-O1", "conservation: E = the core's producer calls (+ nested windows); every get "
+              "recurs, drops or commits; committed = read + inring"),
     ("DT-O2", "no reader before the read: committed = min(E - recurevt, 15), the rest dropped"),
     ("DT-O3", "drain: every committed event read once, whole, in seq order, canary intact"),
     ("DT-O4", "GSTATS: sums of the per-CPU counters (DT-D1: skiptick, recurevt of the last CPU)"),
     ("DT-O6", "recursion: calls inside a nested window count as recurevt, nothing else does"),
-    ("DT-O7", "skipped ticks: every forced skip counted (exactly, when overflows are no ticks)"),
+    ("DT-O7", "skipped ticks: forced skips, plus with profile ticks the periods the PMU "
+              "counted that the kernel never delivered (DT-L5)"),
     ("DT-O8", "a reader racing the producers never gets 0 bytes: it ends at its time limit"),
+    ("DT-O10", "readers racing on one open: each committed event reaches exactly one"),
     ("DT-INJ", "injection: get calls = injected + nested + one outer get per nested window"),
     ("NMI", "overflow context matches the pseudo-NMI mode the guest booted with"),
-)
+)  # fmt: skip
 
 #: Events one CPU's ring holds: one of the 16 slots always stays free.
 CAPACITY = DT_RING_SLOTS - 1
 #: Bytes of one event in the read stream.
 EVENT_SIZE = DT.record.size
-#: The canary of an event with seq 0; each event's is this ^ the low 32 bits of its seq.
-CANARY = 0xD7E7C0DE
-PROBE_PROFILE = 1
 _DT_D1 = DT.quirk_bit("DT-D1")
 _DT_D2 = DT.quirk_bit("DT-D2")
-#: (name, expected text, expected value, observed value) of one law.
-Law: TypeAlias = tuple[str, str, int, int]
+_DT_D9 = DT.quirk_bit("DT-D9")
 #: (when, snapshot) pairs, ``when`` as the violations' details say it.
 Snapshots: TypeAlias = tuple[tuple[str, DtOpenStats], ...]
-
-
-def canary_of(seq: int) -> int:
-    """The canary the module writes last into the event with sequence number ``seq``."""
-    return CANARY ^ (seq & 0xFFFFFFFF)
 
 
 def reads_whole_events(run: DtRun) -> bool:
@@ -81,12 +99,15 @@ def applicable_dt_oracles(run: DtRun) -> frozenset[str]:
     """Names of the oracles `check_dt` evaluates for ``run``.
 
     DT-INJ needs an injection run without PMU-produced ticks (``pmu_produce`` off);
-    DT-O2 (no reader) does not hold when a reader ran while recording.
+    DT-O2 (no reader) does not hold when a reader ran while recording; DT-O8 needs
+    that reader, DT-O10 readers racing each other on the drain.
     """
     core = {name for name, _ in CORE_ORACLES}
     names = {name for name, _ in DT_ORACLES} - core | applicable_core(core_view(run))
     if not run.reader_during_recording:
         names.discard("DT-O8")
+    if run.concurrent_readers < 2:
+        names.discard("DT-O10")
     if run.injected is None or run.spec.pmu_produce:
         names.discard("DT-INJ")
     if run.reader_during_recording:
@@ -115,12 +136,23 @@ def core_view(run: DtRun) -> CoreView:
 
 
 def check_dt_conservation(run: DtRun) -> list[Violation]:
-    """DT-O1, before and after the read: DT-L1 and DT-L2 per CPU.
+    """DT-O1: the core's producer calls reach the open; DT-L1 and DT-L2 per CPU.
 
-    ``x_calls = dc_recurevt + dc_dropevt + x_committed`` and
+    ``x_calls = x_producer_calls + windows``: each producer call gets once on the
+    one recording open, and each nested window the harness opened gets once outside
+    the producer; ``x_producer_calls`` is the core's count, which CALLS and IRQ tie
+    to the kernel's interrupt count and the harness's injections. Before and after
+    the read: ``x_calls = dc_recurevt + dc_dropevt + x_committed`` and
     ``x_committed = dc_readevt + x_inring``.
     """
     violations = []
+    stats = run.before_read
+    for cpu in sorted(set(stats.percpu) | set(run.core)):
+        calls = run.core.get(cpu, {}).get("x_producer_calls", 0)
+        windows = run.windows.get(cpu, 0)
+        terms = {"x_producer_calls": calls, "nested windows": windows}
+        detail = "every producer call and nested window is one get on the open"
+        violations += sums_to("DT-O1", cpu, ("x_calls", _get(stats, cpu, "x_calls")), terms, detail)
     for when, stats in _snapshots(run):
         for cpu in sorted(stats.percpu):
             laws = (
@@ -128,7 +160,9 @@ def check_dt_conservation(run: DtRun) -> list[Violation]:
                 ("x_committed", ("dc_readevt", "x_inring"), "DT-L2: every committed event"),
             )
             for total, parts, law in laws:
-                violations += _sum_law("DT-O1", stats, cpu, (total, parts), f"{law}, {when}")
+                terms = {name: _get(stats, cpu, name) for name in parts}
+                want = (total, _get(stats, cpu, total))
+                violations += sums_to("DT-O1", cpu, want, terms, f"{law}, {when}")
     return violations
 
 
@@ -143,36 +177,40 @@ def check_dt_no_reader(run: DtRun) -> list[Violation]:
         calls, recur = _get(stats, cpu, "x_calls"), _get(stats, cpu, "dc_recurevt")
         committed = min(calls - recur, CAPACITY)
         dropped = calls - recur - committed
-        want = (
-            ("x_committed", f"min({calls} - {recur}, {CAPACITY}) = {committed}", committed),
-            ("dc_dropevt", f"{calls} - {recur} - {committed} = {dropped}", dropped),
-            ("dc_readevt", "0", 0),
-        )
-        laws = [(name, text, value, _get(stats, cpu, name)) for name, text, value in want]
-        return _equal("DT-O2", cpu, laws, detail)
+        laws = [
+            Law("x_committed", committed, _get(stats, cpu, "x_committed"),
+                f"min({calls} - {recur}, {CAPACITY}) = {committed}"),
+            Law("dc_dropevt", dropped, _get(stats, cpu, "dc_dropevt"),
+                f"{calls} - {recur} - {committed} = {dropped}"),
+            Law("dc_readevt", 0, _get(stats, cpu, "dc_readevt")),
+        ]  # fmt: skip
+        return all_equal("DT-O2", cpu, laws, detail)
 
     total = _total(stats, "x_committed")
-    evtcnt = stats.open.get("x_evtcnt", 0)
+    evtcnt = Law("x_evtcnt", total, stats.open.get("x_evtcnt", 0), f"Σ x_committed = {total}")
     return [
         *(v for cpu in sorted(stats.percpu) for v in per_cpu(cpu)),
-        *_equal("DT-O2", None, [("x_evtcnt", f"Σ x_committed = {total}", total, evtcnt)], detail),
+        *all_equal("DT-O2", None, [evtcnt], detail),
     ]
 
 
 def check_dt_drain(run: DtRun) -> list[Violation]:
     """DT-O3, after the read: the rings are empty and the events are the committed ones.
 
-    Counters: ``dc_readevt = x_committed = x_seq`` per CPU, ``x_evtcnt = 0``.
-    Whole-event reads (`reads_whole_events`): bytes = 48 × Σ ``dc_readevt`` = 48 ×
-    events, no event was partial, the events of CPU c number ``x_committed_c`` with
-    seq 1, 2, 3, … in read order, and every event's canary matches its seq, its CPU
-    was online and its probe is the profile probe. Ragged DT-D2 reads cut events in
-    the middle of the stream, which then no longer decodes event by event: only
-    bytes ≤ 48 × Σ ``dc_readevt`` (and as many events) is checked there.
+    Counters: ``dc_readevt = x_committed`` per CPU, ``x_evtcnt = 0``. Whole-event
+    reads (`reads_whole_events`): bytes = 48 × Σ ``dc_readevt`` = 48 × events, no
+    event was partial, the events of CPU c number ``x_committed_c`` with seq 1, 2,
+    3, … in read order (one reader; readers racing each other are DT-O10's), and
+    every event's canary matches its seq, its CPU was online and its probe is the
+    profile probe. Ragged DT-D2 reads cut events in the middle of the stream, which
+    then no longer decodes event by event: only bytes ≤ 48 × Σ ``dc_readevt`` (and as
+    many events) is checked there.
     """
     violations = [*_drain_counters(run), *_drain_totals(run)]
     if reads_whole_events(run):
-        violations += [*_event_counts(run), *_event_seqs(run), *_event_fields(run)]
+        one_reader = run.concurrent_readers < 2
+        violations += [*event_counts(run), *(event_seqs(run) if one_reader else ())]
+        violations += event_fields(run)
     return violations
 
 
@@ -195,8 +233,8 @@ def check_dt_gstats(run: DtRun) -> list[Violation]:
             else:
                 value = _total(stats, percpu_name)
                 text = f"Σ {percpu_name} = {value}"
-            laws.append((name, text, value, stats.gstats.get(name, 0)))
-        violations += _equal("DT-O4", None, laws, f"DTIOCGSTATS {when}")
+            laws.append(Law(name, value, stats.gstats.get(name, 0), text))
+        violations += all_equal("DT-O4", None, laws, f"DTIOCGSTATS {when}")
     return violations
 
 
@@ -207,25 +245,49 @@ def check_dt_recursion(run: DtRun) -> list[Violation]:
 
 
 def check_dt_skipticks(run: DtRun) -> list[Violation]:
-    """DT-O7: every tick the skip hook forced is counted in ``dc_skiptick``.
+    """DT-O7: skipped ticks are the forced ones, plus the periods the kernel never raised.
 
     Overflows that only carry bursts (``pmu_produce`` off) are not ticks, so then
-    ``dc_skiptick_c`` = the forced skips exactly. With profile ticks the port also
-    counts the periods the emulator never delivered as skipped ticks (the seed's
-    late clock); how many periods elapsed has no measure here independent of the
-    counter being checked (under TCG the counter and the perf core's enabled time
-    drift apart by tens of ms on oversubscribed vCPUs), so that part is reported
-    with the delivered share and only ``dc_skiptick_c ≥ forced`` is judged.
+    ``dc_skiptick_c`` = the forced skips exactly (with quirk DT-D9 modulo 2^32, as a
+    32-bit counter holds them). With profile ticks, DT-L5: of the P periods the PMU
+    counted on c (its final count ÷ period, read when the event was released),
+    every one ended in an overflow the kernel delivered (``/proc/interrupts``) or is
+    a skipped tick, except those still pending when the event stopped (no producer
+    call came after them to count them)::
+
+        dc_skiptick_c = forced_c + P_c - irqs_c - x_periods_pending_at_stop_c
+
+    Judged on CPUs whose event was created once (a CPU that went offline and back
+    had two events, whose counts do not add up to periods).
     """
     if not run.spec.pmu_produce:
         detail = "overflows carry bursts only: skipped ticks are the forced ones"
-        return _exact("DT-O7", run, ("dc_skiptick", run.skips, "forced skips"), detail)
-    detail = "a forced skip is always counted; undelivered periods come on top"
-    return [
-        Violation("DT-O7", cpu, f"dc_skiptick ≥ {forced} forced", f"{counted}", detail)
-        for cpu, forced in sorted(run.skips.items())
-        if (counted := _get(run.before_read, cpu, "dc_skiptick")) < forced
-    ]
+        mask = 0xFFFFFFFF if run.spec.quirks & _DT_D9 else None
+        forced = {cpu: n & mask if mask else n for cpu, n in run.skips.items()}
+        return _exact("DT-O7", run, ("dc_skiptick", forced, "forced skips"), detail)
+    violations = []
+    for cpu in sorted(run.before_read.percpu):
+        want = _periods_skipped(run, cpu)
+        if want is None:
+            continue
+        expected, text = want
+        law = Law("dc_skiptick", expected, _get(run.before_read, cpu, "dc_skiptick"), text)
+        detail = "DT-L5: every period the PMU counted was delivered, skipped or pending"
+        violations += all_equal("DT-O7", cpu, [law], detail)
+    return violations
+
+
+def _periods_skipped(run: DtRun, cpu: int) -> tuple[int, str] | None:
+    """DT-L5's skipped ticks on ``cpu`` and how they were found; None where not judged."""
+    core = run.core.get(cpu, {})
+    irqs = run.kernel.delta(cpu) if run.kernel else None
+    if irqs is None or core.get("x_events_created", 0) != 1:
+        return None
+    periods = core.get("x_counter_value", 0) // run.spec.period
+    pending, forced = core.get("x_periods_pending_at_stop", 0), run.skips.get(cpu, 0)
+    want = forced + periods - irqs - pending
+    text = f"{forced} forced + {periods} periods - {irqs} irqs - {pending} pending = {want}"
+    return want, text
 
 
 def check_dt_reader(run: DtRun) -> list[Violation]:
@@ -241,18 +303,23 @@ def check_dt_reader(run: DtRun) -> list[Violation]:
     return [Violation("DT-O8", None, "reader ended by its time limit (EINTR)", f"{end}", detail)]
 
 
+def check_dt_readers(run: DtRun) -> list[Violation]:
+    """DT-O10: readers racing on one open: `stream.readers_share`."""
+    return readers_share(run)
+
+
 def check_dt_injection(run: DtRun) -> list[Violation]:
-    """DT-INJ: ``x_calls_c`` = injected + nested + 1 outer get if c had a nested window."""
+    """DT-INJ: ``x_calls_c`` = injected + nested + 1 outer get per nested window on c."""
     injected = run.injected or {}
     stats = run.before_read
     violations = []
     for cpu in sorted(set(stats.percpu) | set(injected) | set(run.nested)):
         inj, nest = injected.get(cpu, 0), run.nested.get(cpu, 0)
-        outer = 1 if cpu in run.nested else 0
+        outer = run.windows.get(cpu, 0)
         want = inj + nest + outer
         text = f"{inj} + {nest} + {outer} = {want} (injected + nested + outer get)"
-        law = [("x_calls", text, want, _get(stats, cpu, "x_calls"))]
-        violations += _equal("DT-INJ", cpu, law, "only the harness's calls reach the producer")
+        law = Law("x_calls", want, _get(stats, cpu, "x_calls"), text)
+        violations += all_equal("DT-INJ", cpu, [law], "only the harness's calls reach the producer")
     return violations
 
 
@@ -269,6 +336,7 @@ _CHECKS: dict[str, Callable[[DtRun], list[Violation]]] = {
     "DT-O6": check_dt_recursion,
     "DT-O7": check_dt_skipticks,
     "DT-O8": check_dt_reader,
+    "DT-O10": check_dt_readers,
     "DT-INJ": check_dt_injection,
     "NMI": check_dt_nmi,
 }
@@ -279,90 +347,27 @@ def _drain_counters(run: DtRun) -> list[Violation]:
     violations = []
     for cpu in sorted(stats.percpu):
         committed = _get(stats, cpu, "x_committed")
-        laws = [
-            (name, f"x_committed = {committed}", committed, _get(stats, cpu, name))
-            for name in ("dc_readevt", "x_seq")
-        ]
-        violations += _equal("DT-O3", cpu, laws, detail)
+        law = Law("dc_readevt", committed, _get(stats, cpu, "dc_readevt"),
+                  f"x_committed = {committed}")  # fmt: skip
+        violations += all_equal("DT-O3", cpu, [law], detail)
     partial = stats.open.get("x_partial_events", 0)
-    laws = [("x_evtcnt", "0", 0, stats.open.get("x_evtcnt", 0))]
+    laws = [Law("x_evtcnt", 0, stats.open.get("x_evtcnt", 0))]
     if reads_whole_events(run):
-        laws.append(("x_partial_events", "0 (whole-event reads)", 0, partial))
-    return violations + _equal("DT-O3", None, laws, detail)
+        laws.append(Law("x_partial_events", 0, partial, "0 (whole-event reads)"))
+    return violations + all_equal("DT-O3", None, laws, detail)
 
 
 def _drain_totals(run: DtRun) -> list[Violation]:
     read = _total(run.after_read, "dc_readevt")
     laws = [
-        ("bytes_read", f"{EVENT_SIZE} × {read} (Σ dc_readevt)", EVENT_SIZE * read, run.bytes_read),
-        ("events", f"Σ dc_readevt = {read}", read, len(run.events)),
-    ]
+        Law("bytes_read", EVENT_SIZE * read, run.bytes_read,
+            f"{EVENT_SIZE} × {read} (Σ dc_readevt)"),
+        Law("events", read, len(run.events), f"Σ dc_readevt = {read}"),
+    ]  # fmt: skip
     if reads_whole_events(run):
-        return _equal("DT-O3", None, laws, f"reads of {run.read_size} bytes: whole events")
+        return all_equal("DT-O3", None, laws, f"reads of {run.read_size} bytes: whole events")
     detail = f"DT-D2 reads of {run.read_size} bytes cut events, consumed and counted"
-    return _at_most("DT-O3", None, laws, detail)
-
-
-def _event_counts(run: DtRun) -> list[Violation]:
-    counts = Counter(event.cpu for event in run.events)
-    stats, violations = run.after_read, []
-    for cpu in sorted(set(stats.percpu) | set(counts)):
-        committed = _get(stats, cpu, "x_committed")
-        law = [("events", f"x_committed = {committed}", committed, counts[cpu])]
-        violations += _equal("DT-O3", cpu, law, "events read whose cpu is this CPU")
-    return violations
-
-
-def _event_seqs(run: DtRun) -> list[Violation]:
-    """Per CPU, seqs in read order: 1, 2, 3, …; a gap, repeat or decrease is reported."""
-    last: dict[int, int] = {}
-    violations = []
-    for index, event in enumerate(run.events):
-        prev = last.get(event.cpu, 0)
-        last[event.cpu] = max(prev, event.seq)
-        if event.seq == prev + 1:
-            continue
-        if event.seq <= prev:
-            what = "a repeat" if event.seq == prev else "a decrease"
-        else:
-            what = f"a gap: seq {prev + 1}..{event.seq - 1} missing"
-        detail = f"event {index} of the stream is {what} after seq {prev}"
-        violations.append(
-            Violation("DT-O3", event.cpu, f"seq {prev + 1}", f"seq {event.seq}", detail)
-        )
-    return violations
-
-
-def _event_fields(run: DtRun) -> list[Violation]:
-    violations = [
-        found
-        for event in run.events
-        for found in (_torn(event), _probe(event))
-        if found is not None
-    ]
-    online = ",".join(map(str, sorted(run.online_cpus)))
-    strays = Counter(e.cpu for e in run.events if e.cpu not in run.online_cpus)
-    violations += [
-        Violation("DT-O3", cpu, f"cpu in {online}", f"cpu {cpu} in {n} events", "not online")
-        for cpu, n in sorted(strays.items())
-    ]
-    return violations
-
-
-def _torn(event: DtEvent) -> Violation | None:
-    want = canary_of(event.seq)
-    if event.canary == want:
-        return None
-    detail = f"torn event: seq {event.seq}'s canary does not match"
-    expected, observed = f"canary {want:#010x}", f"canary {event.canary:#010x}"
-    return Violation("DT-O3", event.cpu, expected, observed, detail)
-
-
-def _probe(event: DtEvent) -> Violation | None:
-    if event.probe == PROBE_PROFILE:
-        return None
-    expected, observed = f"probe {PROBE_PROFILE}", f"probe {event.probe}"
-    return Violation("DT-O3", event.cpu, expected, observed, f"event seq {event.seq}")
+    return all_at_most("DT-O3", None, laws, detail)
 
 
 def _exact(
@@ -373,39 +378,9 @@ def _exact(
     stats, violations = run.before_read, []
     for cpu in sorted(set(stats.percpu) | set(counts)):
         want = counts.get(cpu, 0)
-        laws = [(name, f"{want} ({what})", want, _get(stats, cpu, name))]
-        violations += _equal(oracle, cpu, laws, detail)
+        found = Law(name, want, _get(stats, cpu, name), f"{want} ({what})")
+        violations += all_equal(oracle, cpu, [found], detail)
     return violations
-
-
-def _sum_law(
-    oracle: str, stats: DtOpenStats, cpu: int, law: tuple[str, tuple[str, ...]], detail: str
-) -> list[Violation]:
-    """``total = part + part …`` on one CPU; observed shows every term."""
-    total, parts = law
-    want = _get(stats, cpu, total)
-    terms = [(name, _get(stats, cpu, name)) for name in parts]
-    got = sum(n for _, n in terms)
-    if got == want:
-        return []
-    observed = " + ".join(f"{name} {n}" for name, n in terms) + f" = {got}"
-    return [Violation(oracle, cpu, f"{total} = {want}", observed, detail)]
-
-
-def _equal(oracle: str, cpu: int | None, laws: Iterable[Law], detail: str) -> list[Violation]:
-    return [
-        Violation(oracle, cpu, f"{name} = {text}", f"{name} = {got}", detail)
-        for name, text, want, got in laws
-        if got != want
-    ]
-
-
-def _at_most(oracle: str, cpu: int | None, laws: Iterable[Law], detail: str) -> list[Violation]:
-    return [
-        Violation(oracle, cpu, f"{name} ≤ {text}", f"{name} = {got}", detail)
-        for name, text, want, got in laws
-        if got > want
-    ]
 
 
 def _snapshots(run: DtRun) -> Snapshots:

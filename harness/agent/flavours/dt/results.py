@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.peer import PeerEvidence
-from harness.agent.peer import PeerEvidence
 from harness.agent.results import flat_numbers
 from harness.agent.spec import AgentSpec
 
@@ -79,8 +78,6 @@ class DtRun:
     kernel: KernelEvidence | None = None
     #: What the harness's steps injected, per CPU (the CALLS oracle's evidence).
     injections: Injections = field(default_factory=Injections)
-    #: Linux perf beside the agent (the peer run; None: no peer).
-    peer: PeerEvidence | None = None
     #: Linux perf beside the agent (the peer run; None: no peer).
     peer: PeerEvidence | None = None
 

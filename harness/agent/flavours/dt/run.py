@@ -3,8 +3,9 @@
 dt keeps its state per open, so everything of one run happens in one profctl
 process on one descriptor: PRBENABLE, RECORD on, the body (injections, nested
 windows, forced skips, busy loops, a background reader), RECORD off, the
-counters, then every readable event read with buffers of ``read_size`` bytes.
-dt has no EOF: the final read ends on its timeout once the rings are empty::
+counters, optionally readers racing each other on the rings, then every readable
+event read with buffers of ``read_size`` bytes. dt has no EOF: the final read
+ends on its timeout once the rings are empty::
 
     run = dt_run(agent, AgentSpec(flavour="dt", pmu_produce=False),
                  DtPlan(body=(inject_step(0, 20),), injected={0: 20}))
@@ -13,8 +14,9 @@ dt has no EOF: the final read ends on its timeout once the rings are empty::
 
 from __future__ import annotations
 
+import re
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harness.agent import profctl
@@ -40,6 +42,9 @@ EVENTS = f"{GUEST_DIR}/dt-events.bin"
 BACKGROUND = f"{GUEST_DIR}/dt-background.bin"
 #: How long the final read waits on empty rings before it counts as drained.
 DRAIN_TIMEOUT_S = 1
+#: The racing readers' files: ``{RACER}-<n>.bin`` and ``.status``.
+RACER = f"{GUEST_DIR}/dt-racer"
+_NEST = re.compile(rf"^write:{re.escape(DEBUGFS)}/nest:cpu=(\d+) count=\d+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +59,12 @@ class DtPlan:
     period_ns: int = 1_000_000
     background_reader: bool = False
     background_s: int = 4  # the background reader stops after this, drained or not
+    #: Readers racing each other on the rings after RECORD off, before the final
+    #: drain (0: none), each ending on ``racer_s``; ``copy_fault`` arms the module's
+    #: ``dt_copyout`` fault point first: that copy fails as on an unmapped page.
+    racers: int = 0
+    racer_s: int = 2
+    copy_fault: int | None = None
     #: Marker name → what the host does there (see `Agent.steps_with_host_actions`).
     actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
 
@@ -96,11 +107,39 @@ def start_steps(period_ns: int) -> tuple[str, ...]:
     return (profctl.open_step(DEVICE), enable, record_step(True))
 
 
-def collect_steps(read_size: int) -> tuple[str, ...]:
+def racer_steps(plan: DtPlan) -> tuple[str, ...]:
+    """``plan.racers`` background readers of the run's descriptor, then `wait` for them."""
+    if not plan.racers:
+        return ()
+    fault = (
+        ()
+        if plan.copy_fault is None
+        else (profctl.write_step(f"{DEBUGFS}/fault", f"point=dt_copyout nth={plan.copy_fault}"),)
+    )
+    readers = tuple(
+        profctl.readbg_step(FD, f"{RACER}-{n}.bin", plan.read_size) for n in range(plan.racers)
+    )
+    # `wait` outlasts the readers' own limit, after which they must end.
+    wait = (profctl.timeout_step(plan.racer_s + 60), profctl.wait_step())
+    return (*fault, profctl.timeout_step(plan.racer_s), *readers, *wait)
+
+
+def nest_windows(steps: Iterable[str]) -> dict[int, int]:
+    """CPU → nested windows ``steps`` open there (`nest_step`), each one get of its own."""
+    windows: dict[int, int] = {}
+    for step in steps:
+        if found := _NEST.match(step):
+            cpu = int(found[1])
+            windows[cpu] = windows.get(cpu, 0) + 1
+    return windows
+
+
+def collect_steps(read_size: int, racers: tuple[str, ...] = ()) -> tuple[str, ...]:
     """RECORD off, then the rest of the run's evidence, and close.
 
     The kernel's PMU interrupt counts right after RECORD off and `IDLE_MS` later,
-    the counters, every ring drained, the counters again.
+    the counters, the ``racers`` steps (`racer_steps`), every ring drained, the
+    counters again.
     """
     counters = (dt_ioctl_step("DTIOCGSTATS"), pcpustats_step())
     return (
@@ -109,6 +148,7 @@ def collect_steps(read_size: int) -> tuple[str, ...]:
         profctl.sleep_step(IDLE_MS),
         IRQ_READ,
         *counters,
+        *racers,
         profctl.timeout_step(DRAIN_TIMEOUT_S),
         profctl.read_step(FD, EVENTS, read_size),
         *counters,
@@ -173,7 +213,7 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         *background,
         *plan.body,
         profctl.wait_step(),
-        *collect_steps(plan.read_size),
+        *collect_steps(plan.read_size, racer_steps(plan)),
     )
     results = agent.run_steps(steps, actions=plan.actions)
     drain = results[steps.index(profctl.read_step(FD, EVENTS, plan.read_size))]
@@ -184,21 +224,26 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     pcpus = [r for s, r in zip(steps, results, strict=True) if s == pcpustats_step()]
     reads = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
     ended = _reader_end(agent) if plan.background_reader else None
-    data = agent.fetch(BACKGROUND, "dt-background.bin") if plan.background_reader else b""
-    data += agent.fetch(EVENTS, "dt-events.bin")
+    streams = [(f"{RACER}-{n}.bin", f"dt-racer-{n}.bin") for n in range(plan.racers)]
+    if plan.background_reader:
+        streams.append((BACKGROUND, "dt-background.bin"))
+    streams.append((EVENTS, "dt-events.bin"))
+    data = [agent.fetch(remote, name) for remote, name in streams]
     return DtRun(
         spec=spec,
         before_read=open_stats(gstats[0], pcpus[0]),
         after_read=open_stats(gstats[1], pcpus[1]),
-        events=decode_events(agent, data),
-        bytes_read=len(data),
+        events=tuple(e for chunk in data for e in decode_events(agent, chunk)),
+        bytes_read=sum(map(len, data)),
         read_size=plan.read_size,
         online_cpus=online,
         core=parse_percpu(results[-2].lines),
         nmi_expected=agent.nmi_expected_for(spec),
         injected=plan.injected,
         nested=plan.nested,
+        windows=nest_windows(steps),
         skips=plan.skips,
+        concurrent_readers=plan.racers,
         reader_during_recording=plan.background_reader,
         background_errno=ended,
         kernel=interrupt_reads(reads, agent.pmu_irq_label),

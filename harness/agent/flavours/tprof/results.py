@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.peer import PeerEvidence
-from harness.agent.peer import PeerEvidence
 from harness.agent.results import AgentSnapshot, flat_numbers
 from harness.agent.spec import AgentSpec
 

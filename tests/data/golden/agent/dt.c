@@ -15,7 +15,9 @@
  * indexes on both sides (DT-D3); a per-open reader mutex (DT-D6); reads sized
  * in whole events with EMSGSIZE below one (DT-D2); a fault returns the partial
  * count (DT-D7); PRBDISABLE really disables (DT-D10). Quirk bits reproduce
- * DT-D1 (GSTATS from the last CPU) and DT-D2 (rounded-up read budget).
+ * DT-D1 (GSTATS from the last CPU), DT-D2 (rounded-up read budget), DT-D3 (the
+ * reader's barriers where the seed puts them) and DT-D9 (the seed's four per-CPU
+ * counters read as 32-bit values: they wrap at 2^32).
  */
 #include <linux/atomic.h>
 #include <linux/capability.h>
@@ -42,6 +44,8 @@
 #define DT_NEST_WAIT_NS (5ULL * NSEC_PER_SEC)
 #define DT_QUIRK_DT_D1 16	/* GSTATS skiptick and recurevt are the last CPU's, not the sum */
 #define DT_QUIRK_DT_D2 17	/* read budget rounds up: a partial event, consumed and counted */
+#define DT_QUIRK_DT_D3 18	/* the reader's barriers as the seed places them (weakly ordered CPUs) */
+#define DT_QUIRK_DT_D9 19	/* the seed's four per-CPU counters are 32-bit: they wrap at 2^32 */
 
 static bool dt_allow = true;
 module_param_named(allowdt, dt_allow, bool, 0644);
@@ -107,7 +111,27 @@ static DEFINE_MUTEX(dt_mutex);		/* opens, recording state; never in NMI */
 static LIST_HEAD(dt_all);
 static LIST_HEAD(dt_recording);
 static unsigned int dt_tracing;		/* recording opens */
-static DEFINE_PER_CPU(unsigned int, dt_forced_skip);	/* the `skip` test hook */
+static DEFINE_PER_CPU(u64, dt_forced_skip);	/* the `skip` test hook */
+
+/* The seed's own per-CPU counters: 32-bit with quirk DT-D9 (the x_ ones stay 64-bit). */
+static const bool dt_seed_stat[DT_PC_NSTATS] = {
+	[DT_PC_DC_READEVT] = true,
+	[DT_PC_DC_DROPEVT] = true,
+	[DT_PC_DC_SKIPTICK] = true,
+	[DT_PC_DC_RECUREVT] = true,
+};
+
+/*
+ * A per-CPU counter as the ioctls report it. Counters only grow by additions, so a
+ * 32-bit counter's value is the 64-bit one's low half: quirk DT-D9 truncates here,
+ * where it is read, and the NMI path keeps its plain per-CPU adds.
+ */
+static u64 dt_stat_read(struct dt_cpu *dc, int i)
+{
+	u64 value = READ_ONCE(dc->stat[i]);
+
+	return pa_quirk(DT_QUIRK_DT_D9) && dt_seed_stat[i] ? (u32)value : value;
+}
 
 /* ---- producer: any context, NMI included; per-CPU data and atomics only ---- */
 
@@ -188,7 +212,9 @@ static void dt_consume(struct dt_open *op)
 
 static void dt_produce(const struct pa_sample_ctx *ctx)
 {
-	unsigned int skipped = ctx->skipped + this_cpu_xchg(dt_forced_skip, 0);
+	/* Mutation point: the periods the PMU never raised are not skipped ticks. */
+	u64 skipped = (pa_mutant(SKIPTICK_PMU_LOST) ? 0 : ctx->skipped) +
+		      this_cpu_xchg(dt_forced_skip, 0);
 	struct dt_open *op;
 	struct dt_evt *ev;
 
@@ -199,6 +225,10 @@ static void dt_produce(const struct pa_sample_ctx *ctx)
 	list_for_each_entry_rcu(op, &dt_recording, recording_link) {
 		if (skipped)	/* as the seed: skipped periods, then one event */
 			this_cpu_add(op->cpu->stat[DT_PC_DC_SKIPTICK], skipped);
+		/* Mutation point: every 7th call of a CPU never reaches this open. */
+		if (pa_mutant(PRODUCER_SKIPS_OPEN) &&
+		    ++this_cpu_ptr(op->cpu)->mutant_tick % 7 == 0)
+			continue;
 		ev = dt_get(op);
 		if (!ev)
 			continue;
@@ -226,22 +256,55 @@ static void dt_wakeup(struct irq_work *work)
 
 /* ---- the reader ------------------------------------------------------------ */
 
+/*
+ * The write index, read before the slots it covers. Fixed: an acquire load. Quirk
+ * DT-D3, the seed: a read barrier *before* a plain load, which orders nothing
+ * after it, so on a weakly ordered CPU the slot loads may see older contents.
+ */
+static u32 dt_reader_cons(struct dt_cpu *dc)
+{
+	if (!pa_quirk(DT_QUIRK_DT_D3))
+		return smp_load_acquire(&dc->cons);	/* the slots before it are filled */
+	smp_rmb();
+	return READ_ONCE(dc->cons);
+}
+
+/*
+ * Free the copied slots. Fixed: a release store after the copies. Quirk DT-D3, the
+ * seed: a plain store with the write barrier after it, so the producer may see the
+ * slot free while its copy is still being read.
+ */
+static void dt_reader_free(struct dt_cpu *dc, u32 prod)
+{
+	if (!pa_quirk(DT_QUIRK_DT_D3)) {
+		smp_store_release(&dc->prod, prod);
+		return;
+	}
+	WRITE_ONCE(dc->prod, prod);
+	smp_wmb();
+}
+
 /* Copy up to *budget events from `cpu`'s ring; 0 or -EFAULT. */
 static int dt_read_cpu(struct dt_open *op, unsigned int cpu, char __user *ubuf, size_t len,
 		       size_t *done, size_t *budget)
 {
 	struct dt_cpu *dc = per_cpu_ptr(op->cpu, cpu);
-	u32 cons = smp_load_acquire(&dc->cons);	/* the slots before it are filled */
+	u32 cons = dt_reader_cons(dc);
 	u32 prod = dc->prod;
 	size_t bytes, copied = 0;
 	int err = 0;
 
 	while (prod != cons && *budget) {
 		bytes = min_t(size_t, sizeof(struct dt_evt), len - *done);
-		if (copy_to_user(ubuf + *done, &dc->ring[prod], bytes)) {
+		/* Fault point dt_copyout: this copy fails as on an unmapped page. */
+		if (pa_fault_hit(PA_FAULT_DT_COPYOUT) ||
+		    copy_to_user(ubuf + *done, &dc->ring[prod], bytes)) {
 			err = -EFAULT;
 			break;
 		}
+		/* Mutation point: the copy sleeps, as the seed's may on a page fault (DT-D6). */
+		if (pa_mutant(NO_READER_MUTEX))
+			msleep(1);
 		if (bytes < sizeof(struct dt_evt))
 			op->stat[DT_OP_X_PARTIAL_EVENTS]++;
 		*done += bytes;
@@ -249,10 +312,24 @@ static int dt_read_cpu(struct dt_open *op, unsigned int cpu, char __user *ubuf, 
 		(*budget)--;
 		copied++;
 	}
-	smp_store_release(&dc->prod, prod);	/* after the copies: the slots are free */
+	dt_reader_free(dc, prod);
 	dc->stat[DT_PC_DC_READEVT] += copied;
 	atomic_sub(copied, &op->evtcnt);
 	return err;
+}
+
+/* One reader at a time (DT-D6 fixed); 0, or nonzero when a signal came first. */
+static int dt_reader_lock(struct dt_open *op)
+{
+	if (pa_mutant(NO_READER_MUTEX))	/* Mutation point: the seed's unserialised readers */
+		return 0;
+	return mutex_lock_interruptible(&op->reader);
+}
+
+static void dt_reader_unlock(struct dt_open *op)
+{
+	if (!pa_mutant(NO_READER_MUTEX))
+		mutex_unlock(&op->reader);
 }
 
 /* Whether some CPU's ring holds a published event: what a reader can copy now. */
@@ -289,13 +366,13 @@ static ssize_t dt_read(struct file *file, char __user *ubuf, size_t len, loff_t 
 	budget = pa_quirk(DT_QUIRK_DT_D2) ? DIV_ROUND_UP(len, sz) : len / sz;
 	if (budget == 0)
 		return -EMSGSIZE;
-	if (mutex_lock_interruptible(&op->reader))
+	if (dt_reader_lock(op))
 		return -ERESTARTSYS;
 	while (!dt_readable(op)) {
-		mutex_unlock(&op->reader);
+		dt_reader_unlock(op);
 		if (wait_event_interruptible(op->readers, dt_readable(op)))
 			return -ERESTARTSYS;
-		if (mutex_lock_interruptible(&op->reader))
+		if (dt_reader_lock(op))
 			return -ERESTARTSYS;
 	}
 	for (i = 0; i < nr_cpu_ids && budget && !err; i++) {
@@ -306,7 +383,10 @@ static ssize_t dt_read(struct file *file, char __user *ubuf, size_t len, loff_t 
 	}
 	if (!budget || err)
 		op->lastcpu = (op->lastcpu + stop) % nr_cpu_ids;
-	mutex_unlock(&op->reader);
+	dt_reader_unlock(op);
+	/* Mutation point: the seed's DT-D7, the copied events lost with the error. */
+	if (err && pa_mutant(FAULT_LOSES_COPIED))
+		return err;
 	return done ? done : err;	/* DT-D7 fixed: what was copied is returned */
 }
 
@@ -395,10 +475,10 @@ static void dt_gstats(struct dt_open *op, struct dtioc_stat *st)
 		dc = per_cpu_ptr(op->cpu, cpu);
 		/* Mutation point: CPU 0's reads left out of the sum. */
 		if (!(pa_mutant(GSTATS_SKIPS_CPU0) && cpu == 0))
-			st->readevt += READ_ONCE(dc->stat[DT_PC_DC_READEVT]);
-		st->dropevt += READ_ONCE(dc->stat[DT_PC_DC_DROPEVT]);
-		st->skiptick = (last_only ? 0 : st->skiptick) + READ_ONCE(dc->stat[DT_PC_DC_SKIPTICK]);
-		st->recurevt = (last_only ? 0 : st->recurevt) + READ_ONCE(dc->stat[DT_PC_DC_RECUREVT]);
+			st->readevt += dt_stat_read(dc, DT_PC_DC_READEVT);
+		st->dropevt += dt_stat_read(dc, DT_PC_DC_DROPEVT);
+		st->skiptick = (last_only ? 0 : st->skiptick) + dt_stat_read(dc, DT_PC_DC_SKIPTICK);
+		st->recurevt = (last_only ? 0 : st->recurevt) + dt_stat_read(dc, DT_PC_DC_RECUREVT);
 	}
 }
 
@@ -408,7 +488,7 @@ static void dt_pcpu_values(struct dt_open *op, unsigned int cpu, u64 *values)
 	int i;
 
 	for (i = 0; i < DT_PC_NSTATS; i++)
-		values[i] = READ_ONCE(dc->stat[i]);
+		values[i] = dt_stat_read(dc, i);
 	values[DT_PC_X_INRING] = (READ_ONCE(dc->cons) + DT_RING - READ_ONCE(dc->prod)) % DT_RING;
 }
 
@@ -527,13 +607,14 @@ static const struct file_operations dt_fops = {
 static ssize_t dt_skip_write(struct file *file, const char __user *ubuf, size_t len,
 			     loff_t *ppos)
 {
-	unsigned int cpu, count;
+	unsigned int cpu;
+	u64 count;
 	char line[48];
 
 	if (len == 0 || len >= sizeof(line) || copy_from_user(line, ubuf, len))
 		return -EINVAL;
 	line[len] = '\0';
-	if (sscanf(line, "cpu=%u count=%u", &cpu, &count) != 2 || cpu >= nr_cpu_ids ||
+	if (sscanf(line, "cpu=%u count=%llu", &cpu, &count) != 2 || cpu >= nr_cpu_ids ||
 	    !cpu_possible(cpu))
 		return -EINVAL;
 	per_cpu(dt_forced_skip, cpu) += count;

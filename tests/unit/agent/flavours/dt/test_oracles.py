@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from harness.agent.core_oracles import CORE_ORACLES, applicable_core
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.dt.data import DT
 from harness.agent.flavours.dt.oracles import (
@@ -16,6 +17,7 @@ from harness.agent.flavours.dt.oracles import (
     check_dt_gstats,
     check_dt_reader,
     check_dt_skipticks,
+    core_view,
     reads_whole_events,
 )
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
@@ -27,6 +29,7 @@ from harness.errors import ConfigError
 Brief = tuple[str, int | None, str, str]
 D1 = DT.quirk_bit("DT-D1")
 D2 = DT.quirk_bit("DT-D2")
+D9 = DT.quirk_bit("DT-D9")
 
 
 def brief(violations: list[Violation]) -> list[Brief]:
@@ -122,6 +125,7 @@ def consistent_run(*, nmi: bool = True) -> DtRun:
         nmi_expected=nmi,
         injected={0: 20, 1: 5},
         nested={0: 7},
+        windows={0: 1},
         skips={1: 3},
         kernel=KernelEvidence("arm-pmu", {0: 40, 1: 9}, {0: 43, 1: 10}, {0: 43, 1: 10}),
         injections=Injections(nmi={0: 27, 1: 5}, bursts={0: 2, 1: 1}),
@@ -159,6 +163,7 @@ BROKEN: dict[str, tuple[Callable[[DtRun], DtRun], list[Brief]]] = {
     "calls before the read": (
         before(0, x_calls=29),
         [
+            ("DT-O1", 0, "x_calls = 29", "x_producer_calls 27 + nested windows 1 = 28"),
             ("DT-O1", 0, "x_calls = 29", "dc_recurevt 7 + dc_dropevt 6 + x_committed 15 = 28"),
             ("DT-O2", 0, "dc_dropevt = 29 - 7 - 15 = 7", "dc_dropevt = 6"),
             ("DT-INJ", 0, INJ_0, "x_calls = 29"),
@@ -167,8 +172,8 @@ BROKEN: dict[str, tuple[Callable[[DtRun], DtRun], list[Brief]]] = {
     "committed before the read": (
         before(1, x_committed=4),
         [
-            ("DT-O1", 1, "x_calls = 5", "dc_recurevt 0 + dc_dropevt 0 + x_committed 4 = 4"),
-            ("DT-O1", 1, "x_committed = 4", "dc_readevt 0 + x_inring 5 = 5"),
+            ("DT-O1", 1, "x_calls = 5", "x_committed 4 = 4"),
+            ("DT-O1", 1, "x_committed = 4", "x_inring 5 = 5"),
             ("DT-O2", 1, "x_committed = min(5 - 0, 15) = 5", "x_committed = 4"),
             ("DT-O2", None, "x_evtcnt = Σ x_committed = 19", "x_evtcnt = 20"),
         ],
@@ -206,7 +211,7 @@ BROKEN: dict[str, tuple[Callable[[DtRun], DtRun], list[Brief]]] = {
     "events read after the read": (
         after(1, dc_readevt=4),
         [
-            ("DT-O1", 1, "x_committed = 5", "dc_readevt 4 + x_inring 0 = 4"),
+            ("DT-O1", 1, "x_committed = 5", "dc_readevt 4 = 4"),
             ("DT-O3", 1, "dc_readevt = x_committed = 5", "dc_readevt = 4"),
             ("DT-O3", None, "bytes_read = 48 × 19 (Σ dc_readevt)", "bytes_read = 960"),
             ("DT-O3", None, "events = Σ dc_readevt = 19", "events = 20"),
@@ -217,9 +222,25 @@ BROKEN: dict[str, tuple[Callable[[DtRun], DtRun], list[Brief]]] = {
         after(0, x_inring=1),
         [("DT-O1", 0, "x_committed = 15", "dc_readevt 15 + x_inring 1 = 16")],
     ),
-    "seq after the read": (
+    "seq after the read (no longer judged: it moves with x_committed by construction)": (
         after(0, x_seq=14),
-        [("DT-O3", 0, "x_seq = x_committed = 15", "x_seq = 14")],
+        [],
+    ),
+    "a producer call that never reached the open": (
+        lambda run: replace(run, core={**run.core, 1: {**run.core[1], "x_producer_calls": 6}}),
+        [("DT-O1", 1, "x_calls = 5", "x_producer_calls 6 = 6")],
+    ),
+    "a nested window the harness did not open": (
+        lambda run: replace(run, windows={0: 2}),
+        [
+            ("DT-O1", 0, "x_calls = 28", "x_producer_calls 27 + nested windows 2 = 29"),
+            (
+                "DT-INJ",
+                0,
+                "x_calls = 20 + 7 + 2 = 29 (injected + nested + outer get)",
+                "x_calls = 28",
+            ),
+        ],
     ),
     "evtcnt after the read": (
         after_open(x_evtcnt=1),
@@ -238,8 +259,9 @@ BROKEN: dict[str, tuple[Callable[[DtRun], DtRun], list[Brief]]] = {
         [("DT-O4", None, "skiptick = Σ dc_skiptick = 3", "skiptick = 0")],
     ),
     "a nested window the counters do not show": (
-        lambda run: replace(run, nested={0: 7, 1: 2}),
+        lambda run: replace(run, nested={0: 7, 1: 2}, windows={0: 1, 1: 1}),
         [
+            ("DT-O1", 1, "x_calls = 5", "x_producer_calls 5 + nested windows 1 = 6"),
             ("DT-O6", 1, "dc_recurevt = 2 (calls in nested windows)", "dc_recurevt = 0"),
             ("DT-INJ", 1, "x_calls = 5 + 2 + 1 = 8 (injected + nested + outer get)", "x_calls = 5"),
         ],
@@ -280,8 +302,10 @@ BROKEN: dict[str, tuple[Callable[[DtRun], DtRun], list[Brief]]] = {
 
 def test_consistent_run_passes_every_oracle() -> None:
     assert check_dt(BASE) == []
-    no_peer = {"PEER", "PROFILE"}
-    assert applicable_dt_oracles(BASE) == {name for name, _ in DT_ORACLES} - {"DT-O8"} - no_peer
+    core = {name for name, _ in CORE_ORACLES}
+    unjudged = {"DT-O8", "DT-O10", *(core - applicable_core(core_view(BASE)))}
+    assert "PEER" in unjudged
+    assert applicable_dt_oracles(BASE) == {name for name, _ in DT_ORACLES} - unjudged
 
 
 def test_consistent_run_with_pseudo_nmi_off_passes() -> None:
@@ -297,8 +321,8 @@ def test_one_broken_number_gives_exactly_its_violations(case: str) -> None:
 def test_oracle_order_and_names() -> None:
     names = [name for name, _ in DT_ORACLES]
     assert names == [
-        "IRQ", "CALLS", "RELEASED", "PEER", "PROFILE", "THROTTLE", "C-2",
-        "DT-O1", "DT-O2", "DT-O3", "DT-O4", "DT-O6", "DT-O7", "DT-O8", "DT-INJ", "NMI",
+        *(name for name, _ in CORE_ORACLES),
+        "DT-O1", "DT-O2", "DT-O3", "DT-O4", "DT-O6", "DT-O7", "DT-O8", "DT-O10", "DT-INJ", "NMI",
     ]  # fmt: skip
 
 
@@ -382,6 +406,7 @@ def dt_d1_run(*, ncpu: int, quirk: bool) -> DtRun:
         nmi_expected=True,
         injected={0: 4},
         nested={0: 3},
+        windows={0: 1},
         skips={0: 2},
     )
 
@@ -477,15 +502,19 @@ def test_reads_whole_events(quirks: int, read_size: int, whole: bool) -> None:
     assert reads_whole_events(replace(BASE, spec=spec, read_size=read_size)) is whole
 
 
-def pmu_run(*, seen: int = 20) -> DtRun:
-    """Profile ticks (pmu_produce on), 1 CPU: 20 overflows, 3 periods undelivered.
+def pmu_run(*, seen: int = 20, irqs: int | None = None) -> DtRun:
+    """Profile ticks (pmu_produce on), 1 CPU: 20 overflows, 3 periods skipped, 1 pending.
 
-    E = 20 (one get per overflow), committed 15, dropevt 5; skiptick = 3 undelivered +
-    1 forced skip = 4.
+    The PMU counted 24 full periods (its final count, 24.5 periods' worth): 20 came
+    as overflows (the kernel counted 20 interrupts), 3 never did before a later one
+    (each overflow handed them to the producer as skipped ticks), 1 was pending at
+    STOP. E = 20 (one get per overflow), committed 15, dropevt 5; skiptick = 1 forced
+    + 3 = 4 = 1 + 24 - 20 - 1 (DT-L5).
     """
     cpu0 = {"x_calls": 20, "x_committed": 15, "dc_dropevt": 5, "dc_skiptick": 4, "x_seq": 15}
     before = {0: percpu(**cpu0, x_inring=15)}
     after = {0: percpu(**cpu0, dc_readevt=15)}
+    kernel = irqs if irqs is not None else seen
     return DtRun(
         spec=AgentSpec(flavour="dt", drain="manual"),
         before_read=DtOpenStats(gstats(0, 5, 4, 0), before, opens(15, 3)),
@@ -498,25 +527,59 @@ def pmu_run(*, seen: int = 20) -> DtRun:
             0: core(
                 x_nmi_total=seen,
                 x_nmi_ctx_ok=seen,
-                x_periods_undelivered=3,
+                x_periods_undelivered=4,
+                x_periods_pending_at_stop=1,
+                x_counter_value=24_500_000,
                 x_events_created=1,
-                x_producer_calls=seen,
+                x_producer_calls=20,
                 x_producer_calls_nmi=seen,
             )
         },
         nmi_expected=True,
         skips={0: 1},
+        kernel=KernelEvidence("arm-pmu", {0: 100}, {0: 100 + kernel}, {0: 100 + kernel}),
     )
 
 
-@pytest.mark.parametrize("seen", [19, 20, 21])
-def test_undelivered_periods_are_reported_not_judged(seen: int) -> None:
-    assert check_dt(pmu_run(seen=seen)) == []
+def test_a_pmu_run_that_keeps_dt_l5_passes() -> None:
+    assert check_dt(pmu_run()) == []
 
 
-def test_a_forced_skip_must_be_counted_with_profile_ticks_too() -> None:
-    run = before(0, dc_skiptick=0)(pmu_run())
-    assert brief(check_dt_skipticks(run)) == [("DT-O7", 0, "dc_skiptick ≥ 1 forced", "0")]
+L5 = "1 forced + 24 periods - {irqs} irqs - 1 pending = {want}"
+
+
+@pytest.mark.parametrize(("irqs", "want"), [(19, 5), (21, 3)])
+def test_dt_l5_counts_the_kernels_interrupts(irqs: int, want: int) -> None:
+    """An overflow more or fewer than the kernel delivered is a skipped tick too few or many."""
+    found = brief(check_dt_skipticks(pmu_run(irqs=irqs)))
+    assert found == [("DT-O7", 0, f"dc_skiptick = {L5.format(irqs=irqs, want=want)}",
+                      "dc_skiptick = 4")]  # fmt: skip
+
+
+def test_dt_l5_a_lost_skipped_period() -> None:  # the skiptick_pmu_lost mutant's trace
+    found = brief(check_dt_skipticks(before(0, dc_skiptick=1)(pmu_run())))
+    assert found == [("DT-O7", 0, f"dc_skiptick = {L5.format(irqs=20, want=4)}", "dc_skiptick = 1")]
+
+
+def test_dt_l5_needs_the_kernels_count_and_one_event() -> None:
+    assert check_dt_skipticks(replace(pmu_run(irqs=19), kernel=None)) == []
+    twice = replace(pmu_run(irqs=19), core={0: {**pmu_run().core[0], "x_events_created": 2}})
+    assert check_dt_skipticks(twice) == []
+
+
+def test_a_producer_call_that_skipped_the_open_breaks_the_tie() -> None:
+    """The producer_skips_open mutant's trace: the core counted 23 calls, dt got 20."""
+    run = replace(pmu_run(), core={0: {**pmu_run().core[0], "x_producer_calls": 23}})
+    assert brief(check_dt(run)) == [("DT-O1", 0, "x_calls = 20", "x_producer_calls 23 = 23")]
+
+
+def test_forced_skips_wrap_at_2_32_with_dt_d9() -> None:
+    big = replace(BASE, skips={1: 2**32 + 3})
+    assert brief(check_dt_skipticks(big)) == [
+        ("DT-O7", 1, "dc_skiptick = 4294967299 (forced skips)", "dc_skiptick = 3")
+    ]
+    quirk = replace(big, spec=replace(BASE.spec, quirks=D9))
+    assert check_dt_skipticks(quirk) == []
 
 
 @pytest.mark.parametrize(("end", "fails"), [("EINTR", False), ("0", True), ("EIO", True)])
