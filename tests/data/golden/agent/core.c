@@ -139,6 +139,7 @@ static const char *const pa_core_names[PA_CORE_NSTATS] = {
 static const char *const pa_fault_names[PA_NFAULTS] = {
 	"wq_create",
 	"buf_alloc",
+	"dt_copyout",
 	"queue_alloc",
 	"status_emit",
 	"spare_alloc",

@@ -51,6 +51,7 @@ enum pa_core_stat {
 enum pa_fault_point {
 	PA_FAULT_WQ_CREATE,
 	PA_FAULT_BUF_ALLOC,
+	PA_FAULT_DT_COPYOUT,
 	PA_FAULT_QUEUE_ALLOC,
 	PA_FAULT_STATUS_EMIT,
 	PA_FAULT_SPARE_ALLOC,
@@ -91,6 +92,10 @@ enum pa_mutant {
 	PA_MUTANT_RECURSION_AS_DROP,	/* a recursive get is counted as a drop */
 	PA_MUTANT_SKIPTICK_SHORT,	/* a run of skipped ticks is counted one short */
 	PA_MUTANT_RETRY_GET,	/* every 10th get of a CPU is retried, committing one more event */
+	PA_MUTANT_PRODUCER_SKIPS_OPEN,	/* every 7th producer call of a CPU never reaches the open: no get, nothing counted */
+	PA_MUTANT_SKIPTICK_PMU_LOST,	/* periods the PMU never raised are not counted as skipped ticks (forced ones are) */
+	PA_MUTANT_NO_READER_MUTEX,	/* DT-D6's fix removed: readers are not serialised, and a copy sleeps 1 ms after each event as the seed's copy-out may on a page fault */
+	PA_MUTANT_FAULT_LOSES_COPIED,	/* DT-D7's fix removed: a copy-out fault returns EFAULT although events were copied, consumed and counted before it */
 	PA_MUTANT_SEED_COUNT_ORDER,	/* the seed's DT-D5: a slot published 500 us before the readable count rises, and the reader waits on the count */
 	PA_MUTANT_ACCEPT_OVER_LIMIT,	/* qpass accepts a full block while qlen < qlimit + one block */
 	PA_MUTANT_EARLY_HANDOFF,	/* a block is handed off one record early (the reservation is 20 + L bytes larger) */
