@@ -55,8 +55,12 @@ class DtRun:
     every readable event was read with buffers of ``read_size`` bytes. ``injected``
     maps CPU → producer calls injected in NMI bursts outside nested windows (None:
     not an injection run); ``nested`` maps CPU → producer calls that landed inside a
-    nested window (each one recursion); ``skips`` maps CPU → ticks forced with the
-    skip hook. ``core`` is the agent's `nmi` file at the end.
+    nested window (each one recursion); ``windows`` maps CPU → nested windows the
+    harness opened there (each one get outside the producer); ``skips`` maps CPU →
+    ticks forced with the skip hook. ``concurrent_readers`` readers (2 or more: racing
+    each other) drained the rings after RECORD off, before the final drain; their
+    events come first in ``events``, each reader's in its own read order. ``core`` is
+    the agent's `nmi` file at the end.
     """
 
     spec: AgentSpec
@@ -70,7 +74,9 @@ class DtRun:
     nmi_expected: bool
     injected: Mapping[int, int] | None = None
     nested: Mapping[int, int] = field(default_factory=dict)
+    windows: Mapping[int, int] = field(default_factory=dict)
     skips: Mapping[int, int] = field(default_factory=dict)
+    concurrent_readers: int = 0
     reader_during_recording: bool = False  # a background reader drained while recording
     #: How the background reader ended (its status file's errno; None: no reader).
     background_errno: str | None = None
