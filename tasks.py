@@ -29,7 +29,7 @@ from harness.agent.spec import AgentSpec, parse_params, parse_quirks
 from harness.build import hostdeps
 from harness.build import rootfs as rootfsmod
 from harness.build.cache import Cache
-from harness.build.images import prepare_images
+from harness.build.images import describe_kernel, prepare_images
 from harness.build.kernel import KernelRequest, build_kernel, check_variant, kernel_key
 from harness.build.keys import ensure_keypair
 from harness.cli import bench as benchmod
@@ -220,6 +220,7 @@ def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 
         out=Path(out) if out else None, cold=cold, repeats=repeats,
         matrix=matrix if matrix != "none" else None, test_wall=test_wall,
         only_boots=only_boots, kernel=parse_kernel(kernel, kernel_src)))  # fmt: skip
+    print(f"bench on Linux {result.get('kernel', '?')}")
     print(benchmod.format_table(result))
 
 
@@ -393,6 +394,7 @@ def mutants(c: Context, full: bool = False, cpus: int = 2, flavour: list[str] | 
                                          kernel=parse_kernel(kernel, kernel_src))  # fmt: skip
     result = mutantsmod.run_mutants(request, Cache.default())
     table = format_mutants(result.rows)
+    print(f"mutants on Linux {describe_kernel(request.kernel)}")
     print(table)
     print(f"{len(result.rows)} rows in {result.elapsed_s:.0f} s; "
           f"evidence: {mutantsmod.write_table(result, table).parent}")  # fmt: skip

@@ -25,8 +25,8 @@ from harness.agent.driver import Agent
 from harness.agent.profctl import build_profctl
 from harness.agent.spec import AgentSpec
 from harness.build.cache import Cache
-from harness.build.images import GuestImages
-from harness.cli.session import GuestRequest, parse_nmi, resolve
+from harness.build.images import GuestImages, describe_kernel
+from harness.cli.session import GuestRequest, parse_kernel, parse_nmi, resolve
 from harness.cli.skips import format_skipped, invoke_test_command, skip_reason, skipped_checks
 from harness.errors import HarnessError
 from harness.process import handle_sigterm
@@ -79,7 +79,7 @@ def pytest_terminal_summary(
 ) -> None:
     lines = [line for pool in config.stash.get(POOLS, []) for line in pool.summary_lines()]
     if lines:
-        terminalreporter.section("guests")
+        terminalreporter.section(f"guests on {_kernel_label(config)}")
         for line in lines:
             terminalreporter.write_line(line)
     # Agent reports travel as user properties, so xdist workers' reports arrive too.
@@ -92,7 +92,8 @@ def pytest_terminal_summary(
         if name == AGENT_REPORT
     ]
     if reports:
-        terminalreporter.section("profagent: per-CPU accounting and oracle verdicts")
+        kernel = _kernel_label(config)
+        terminalreporter.section(f"profagent: per-CPU accounting and oracle verdicts on {kernel}")
         for nodeid, text in sorted(reports):
             terminalreporter.write_line(f"\n{nodeid}")
             terminalreporter.write_line(str(text))
@@ -102,6 +103,15 @@ def pytest_terminal_summary(
         rerun = invoke_test_command(_asked_for(config), complete=True)
         for line in format_skipped(checks, rerun=rerun):
             terminalreporter.write_line(line)
+
+
+def _kernel_label(config: pytest.Config) -> str:
+    """The kernel these options boot, as reports name it: ``Linux 6.12 (linux-source-6.12 …)``."""
+    try:
+        choice = parse_kernel(config.getoption("--kernel"), config.getoption("--kernel-src"))
+    except HarnessError as exc:
+        return f"Linux ? ({exc})"
+    return f"Linux {describe_kernel(choice)}"
 
 
 def _asked_for(config: pytest.Config) -> GuestRequest:

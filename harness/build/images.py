@@ -110,6 +110,11 @@ def debian_kernel_name(version: str) -> str:
     return kernel_name(version, (("package", package), ("source", package_version(package))))
 
 
+def describe_kernel(kernel: KernelChoice) -> str:
+    """How reports name a kernel before it is built: Debian's with its version, or the tree."""
+    return f"tree {kernel.tree}" if kernel.tree else debian_kernel_name(kernel.version)
+
+
 def kernel_identity(manifest: dict[str, Any]) -> tuple[str, Origin]:
     """The version and origin a kernel cache manifest records (older ones: the 6.1 package)."""
     version = str(manifest.get("version", DEFAULT_VERSION))

@@ -31,6 +31,7 @@ from harness.agent.info import FlavourInfo
 from harness.agent.results import CORE_NAMES
 from harness.agent.spec import AgentSpec
 from harness.build.kernel import check_variant
+from harness.build.kernels import DEFAULT_VERSION, get_version
 from harness.errors import ConfigError
 from harness.scenarios.types import (
     ACCEL_CHOICES,
@@ -46,7 +47,7 @@ from harness.vm.topology import CpuTopology
 
 _T = TypeVar("_T")
 _S = TypeVar("_S", bound=str)
-_GUEST_KEYS = ("arch", "accel", "topology", "variant", "nmi", "kernel_args")
+_GUEST_KEYS = ("arch", "accel", "topology", "variant", "nmi", "kernel_args", "kernel")
 _SPEC = AgentSpec()  # the defaults of every agent key left out
 #: AgentSpec's fields, spelt out: a new field is refused here until `_agent` reads it.
 _AGENT_KEYS = (
@@ -152,12 +153,17 @@ def _guest(where: _Where, raw: object) -> GuestSetup:
         variant=_parsed(where, "guest.variant", table.get("variant", "default"), check_variant),
         nmi=_choice(where, "guest.nmi", table.get("nmi", "on"), ("on", "off")) == "on",
         kernel_args=tuple(args),
+        kernel=_parsed(where, "guest.kernel", table.get("kernel", DEFAULT_VERSION), _version),
     )
     try:  # the check a run makes; the accel does not change it (auto: either)
         MachineSpec(arch=profile, topology=setup.topology, nmi=setup.nmi)
     except ConfigError as exc:
         raise where.error("guest", str(exc)) from exc
     return setup
+
+
+def _version(text: str) -> str:
+    return get_version(text).name
 
 
 def _agent(where: _Where, raw: object) -> tuple[AgentSpec, bool, int | None]:

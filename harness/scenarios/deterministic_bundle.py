@@ -27,6 +27,7 @@ from harness.agent.build import export_agent
 from harness.agent.profctl import build_profctl
 from harness.build.cache import Cache, file_sha256, write_json_atomic
 from harness.build.images import GuestImages, prepare_images
+from harness.build.kernel import KernelChoice
 from harness.errors import ConfigError, InfraError
 from harness.scenarios.deterministic import (
     SKIPPED_ACTIONS,
@@ -68,7 +69,8 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, mode: DeterministicMo
     bundle = out or new_run_dir("repro", scenario.name)
     shutil.copy2(scenario.path, bundle / "scenario.toml")
     (bundle / "scenario.json").write_text(json.dumps(scenario_record(scenario), indent=1) + "\n")
-    images = prepare_images(spec.arch, scenario.guest.variant, cache)
+    images = prepare_images(spec.arch, scenario.guest.variant, cache,
+                            kernel=KernelChoice(scenario.guest.kernel))  # fmt: skip
     setup = _setup(scenario, spec, images, cache, bundle)
     try:
         done = [
@@ -196,7 +198,8 @@ def replay_deterministic(bundle: Path, cache: Cache, *, gdb: bool = False,
     scenario = load_scenario(_as_named(bundle))
     mode: DeterministicMode = "replay" if manifest["mode"] == "record" else "deterministic"
     spec = _spec(scenario, mode)
-    images = prepare_images(spec.arch, scenario.guest.variant, cache)
+    images = prepare_images(spec.arch, scenario.guest.variant, cache,
+                            kernel=KernelChoice(scenario.guest.kernel))  # fmt: skip
     _check_identities(bundle, manifest, images)
     out = new_run_dir("repro", f"{scenario.name}-replay")
     shutil.copy2(bundle / "scenario.toml", out / "scenario.toml")

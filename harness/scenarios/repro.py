@@ -34,6 +34,7 @@ from harness.agent.profctl import build_profctl
 from harness.agent.steps import host_action_steps, inject_step, kick_step, probe_step
 from harness.build.cache import Cache, write_json_atomic
 from harness.build.images import GuestImages, prepare_images
+from harness.build.kernel import KernelChoice
 from harness.errors import ConfigError, GuestError, InfraError
 from harness.scenarios.load import Expectation, Scenario, Step, load_scenario, scenario_record
 from harness.timeouts import Timeouts
@@ -194,7 +195,8 @@ def run_scenario(
     accel, why = choose_accel(arch, guest_setup.accel, cache)
     spec = MachineSpec(arch=arch, topology=guest_setup.topology, nmi=guest_setup.nmi,
                        accel=accel, kernel_args=guest_setup.kernel_args)  # fmt: skip
-    images = prepare_images(arch, guest_setup.variant, cache)
+    images = prepare_images(arch, guest_setup.variant, cache,
+                            kernel=KernelChoice(guest_setup.kernel))  # fmt: skip
     build = export_agent(scenario.agent, images, cache, bundle / "agent")
     attempts = repeat or scenario.repeat
     snapshots = SnapshotStore(cache, Timeouts.from_env()) if snapshot else None

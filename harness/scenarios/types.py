@@ -42,6 +42,7 @@ class GuestSetup:
     variant: Variant
     nmi: bool
     kernel_args: tuple[str, ...]
+    kernel: str = "6.1"  # Debian kernel version (harness.build.kernels.VERSIONS)
 
 
 @dataclass(frozen=True, slots=True)

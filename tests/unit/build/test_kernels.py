@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import get_args
 
@@ -9,7 +10,7 @@ import pytest
 
 from harness import arches
 from harness.build import kernel as kernelmod
-from harness.build.images import kernel_identity, kernel_name
+from harness.build.images import BootFiles, GuestImages, kernel_identity, kernel_name, publish
 from harness.build.kernel import KCONFIG_DIR, KernelChoice, KernelRequest, kernel_key
 from harness.build.kernels import (
     VARIANT_FRAGMENTS,
@@ -89,3 +90,22 @@ def test_kernel_options_parse_to_a_choice(tmp_path: Path) -> None:
     assert parse_kernel("6.1", str(tmp_path)) == KernelChoice(tree=tmp_path.resolve())
     with pytest.raises(ConfigError, match="not both"):
         parse_kernel("6.12", str(tmp_path))
+
+
+def test_run_json_and_the_images_view_name_the_kernel(tmp_path: Path) -> None:
+    version, origin = kernel_identity({"version": "6.12", "package": "linux-source-6.12",
+                                       "source": "6.12.117-1~deb12u1"})  # fmt: skip
+    images = GuestImages(
+        arch=ARM64, variant="debug", files=BootFiles(tmp_path / "Image", tmp_path / "r.cpio"),
+        kernel_build=tmp_path, ssh_key=tmp_path / "id", kernel_key="k", kernel_release="6.12.117",
+        kernel_sha256="a", config_sha256="b", rootfs_key="r", rootfs_sha256="c",
+        kernel_version=version, kernel_origin=origin,
+    )  # fmt: skip
+    record = images.record()
+    assert record["kernel_version"] == "6.12"
+    assert record["kernel_name"] == "6.12 (linux-source-6.12 6.12.117-1~deb12u1)"
+    assert record["kernel_origin"] == {"package": "linux-source-6.12",
+                                       "source": "6.12.117-1~deb12u1"}  # fmt: skip
+    view = publish(images, tmp_path / "images")
+    assert view.name == "arm64-debug-6.12"
+    assert json.loads((view / "manifest.json").read_text())["kernel_name"] == record["kernel_name"]
