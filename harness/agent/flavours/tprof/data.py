@@ -138,6 +138,15 @@ TPROF = FlavourInfo(
         ("x_cur_used", "samples in the current buffer"),
         ("x_cur_overflow", "overflow of the current buffer"),
     ),
+    # A quirk and a fixed scenario each, where the defect yields a number (seeds-spec §1.7,
+    # §6.6): TP-D1 (scenarios/tprof-tp-d1-*.toml) and TP-D9 (tprof-tp-d9-*.toml: the
+    # `partial_read` run). TP-D2 has its quirk scenario only: fixed, START refuses S = 0
+    # with EINVAL (§7.1 TP-O8; the spec's "or START refused"), so there is no number to
+    # set beside the seed's, and a scenario starts before its steps and cannot expect a
+    # refused START; tests/guest/test_agent.py test_tp_d2_zero_estimate shows both modes.
+    # TP-D3 yields an errno, not a number (§7.1 TP-O7: after a wq_create fault, the next
+    # START is EBUSY with the quirk, 0 fixed), and no scenario op injects faults;
+    # test_tp_o7_control_errors runs both modes.
     quirks=(
         Quirk(0, "TP-D1", "overflow of dropped and empty buffers is lost, counted nowhere"),
         Quirk(1, "TP-D2", "S = min(2 est_freq, 10000) even when that is 0; START accepts it"),
@@ -166,6 +175,11 @@ TPROF = FlavourInfo(
         Mutant(
             "lose_at_swap",
             "one recorded sample of every queued buffer vanishes at the swap",
+            ("TP-O1",),
+        ),
+        Mutant(
+            "no_nest_guard",
+            "the producer has no recursion guard, as the seed has none (TP-D5)",
             ("TP-O1",),
         ),
         Mutant(

@@ -2,7 +2,8 @@
 
 The standard run is the sampling workload: pinned busy loops on every other CPU,
 the IRQ-off probe on the last one, an idle phase. Scenarios run a script between
-START and the collect steps; tprof has no op of its own and refuses dt's.
+START and the collect steps; tprof has no op of its own and refuses dt's. The
+extra run ``partial_read`` is TP-D9's shape (`partial_read_run`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,22 @@ from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.oracles import ORACLES, applicable_oracles, check_sampling
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
 from harness.agent.flavours.tprof.results import SamplingRun
-from harness.agent.flavours.tprof.run import RunContext, peer_run, sampling_run, scripted_run
+from harness.agent.flavours.tprof.run import (
+    RunContext,
+    nest_step,
+    partial_read_run,
+    peer_run,
+    sampling_run,
+    scripted_run,
+)
 from harness.agent.peer_run import profile_report
 from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan, inject_step, kick_step
+
+#: Calls nested in one task-context producer call in the exact run (TP-D5).
+NESTED = 7
 
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
@@ -40,12 +51,20 @@ def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    """TP-D1's shape on every CPU: S = 8, list limit 2, four rounds of {inject 12, kick}."""
+    """TP-D1's shape on every CPU: S = 8, list limit 2, four rounds of {inject 12, kick}.
+
+    First, on the first CPU, a task-context call holds a burst of 7 nested inside it
+    (TP-D5's collision): the guard drops the 7 into x_nested_drop; without it they
+    are recorded where the outer call then writes and publishes, and 7 vanish.
+    """
     exact = replace(spec, pmu_produce=False, drain="manual").with_params(
         buffer_samples=8, list_limit=2
     )
-    body = (inject_step("all", 12), kick_step()) * 4
-    context = RunContext(injected=dict.fromkeys(cpus, 48), kicks=4)
+    first = cpus[0]
+    nest = (nest_step(first, NESTED), inject_step(first, 1, ctx="task"))
+    body = (*nest, *(inject_step("all", 12), kick_step()) * 4)
+    injected = dict.fromkeys(cpus, 48) | {first: 48 + NESTED + 1}
+    context = RunContext(injected=injected, kicks=4)
     return scripted_run(agent, exact, body, context)[0]
 
 
@@ -85,5 +104,6 @@ FLAVOUR = Flavour(
     run_script=_script,
     cell_rows=_cell_rows,
     peer_run=_peer,
+    extra_runs={"partial_read": partial_read_run},  # TP-D9's scenarios
     bench=TPROF_BENCH,
 )

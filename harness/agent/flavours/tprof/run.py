@@ -1,10 +1,11 @@
 """Run tprof in a guest: its control steps, the standard run and scripted runs.
 
-Pure step builders plus two runners over `harness.agent.flavour.AgentLike`::
+Pure step builders plus runners over `harness.agent.flavour.AgentLike`::
 
     run = sampling_run(agent, AgentSpec(), SamplingPlan(busy_cpus=(0, 2)))
     run, results = scripted_run(agent, spec, (inject_step("all", 12), kick_step()),
                                 context=RunContext(injected={0: 12, 1: 12}, kicks=1))
+    run = partial_read_run(agent, AgentSpec(quirks=TPROF.quirk_bit("TP-D9")), (0,))
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.agent import profctl
 from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
@@ -28,17 +29,24 @@ from harness.agent.steps import (
     DEBUGFS,
     DEVICE,
     FD,
+    GUEST_DIR,
     READ_CHUNK,
     SAMPLES,
     SNAPSHOT_FILES,
     SamplingPlan,
     busy_of,
+    inject_step,
+    kick_step,
     require_ok,
     snapshot_of,
     workload_steps,
 )
 
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
+#: Where a background reader (`partial_read_run`) writes what it read.
+BACKGROUND = f"{GUEST_DIR}/tprof-background.bin"
+#: TP-D9's shape: S and the list limit of `partial_read_run`.
+PARTIAL_READ_S, PARTIAL_READ_LIMIT = 8, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +62,8 @@ class RunContext:
     pmu_shared: bool = False
     #: Marker name → what the host does there (see `Agent.steps_with_host_actions`).
     actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
+    #: A reader started in the body read part of the stream into `BACKGROUND`.
+    background_reader: bool = False
 
 
 def ioctl_step(name: str, data: bytes = b"") -> str:
@@ -79,15 +89,30 @@ def collect_steps() -> tuple[str, ...]:
     )
 
 
-def judged_steps(body: Sequence[str]) -> tuple[str, ...]:
-    """START, ``body``, STOP and collect, bracketed by the kernel's evidence.
+def judged_steps(body: Sequence[str], after_stop: Sequence[str] = ()) -> tuple[str, ...]:
+    """START, ``body``, STOP, ``after_stop`` and collect, bracketed by the kernel's evidence.
 
     The kernel's PMU interrupt counts are read before START, right after STOP and
     `IDLE_MS` later (`harness.agent.evidence`).
     """
     stop, *collect = collect_steps()
     return (IRQ_READ, *start_steps(), *body, stop, IRQ_READ, profctl.sleep_step(IDLE_MS), IRQ_READ,
-            *collect)  # fmt: skip
+            *after_stop, *collect)  # fmt: skip
+
+
+def nest_step(cpu: int, count: int) -> str:
+    """The next task-context producer call on ``cpu`` holds a burst of ``count`` inside it.
+
+    The call reads its index, then waits until the burst's calls ran nested in it,
+    then publishes (TP-D5's collision, on cue). `harness.agent.evidence` counts the
+    burst as injected on ``cpu``; inject the task-context call after this step.
+    """
+    return profctl.write_step(f"{DEBUGFS}/nest", f"cpu={cpu} count={count}")
+
+
+def read_kick_step() -> str:
+    """The next read(2) kicks every online CPU between taking its buffer and putting it back."""
+    return profctl.write_step(f"{DEBUGFS}/read_kick", "1")
 
 
 def sampling_steps(plan: SamplingPlan) -> tuple[str, ...]:
@@ -133,6 +158,34 @@ PEER_HOOKS = PeerHooks(
 )
 
 
+def partial_read_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> SamplingRun:
+    """TP-D9: a read takes the head buffer of a full list and a kick lands before it is back.
+
+    S = 8, list limit 2, bursts only, manual drain: two rounds of {inject 12 on
+    every CPU, kick} fill the list, a third inject fills every current buffer, then
+    a background reader (one record per read) takes the head buffer, the
+    ``read_kick`` hook kicks every CPU, and the reader puts the buffer back. The
+    seed (quirk TP-D9) unlinked the head, so one kicked buffer joins the list
+    (``x_nbuf_on_list_max`` = 3); fixed, the head stays on the list and every kicked
+    buffer is dropped (2). The reader reads to EOF after STOP; both reads are the stream.
+
+    :raise InfraError: a step failed.
+    """
+    run_spec = replace(spec, drain="manual", pmu_produce=False).with_params(
+        buffer_samples=PARTIAL_READ_S, list_limit=PARTIAL_READ_LIMIT
+    )
+    body = (
+        *(inject_step("all", 12), kick_step()) * 2,
+        inject_step("all", 12),
+        read_kick_step(),
+        profctl.timeout_step(60),  # the reader's own limit: it ends at EOF after STOP
+        profctl.readbg_step(FD, BACKGROUND, TPROF.record.size),
+    )
+    context = RunContext(injected=dict.fromkeys(cpus, 36), kicks=3, background_reader=True)
+    steps = judged_steps(body, after_stop=(profctl.wait_step(),))
+    return run_steps(agent, run_spec, steps, context)[0]
+
+
 def scripted_run(
     agent: AgentLike, spec: AgentSpec, body: Sequence[str], context: RunContext | None = None
 ) -> tuple[SamplingRun, tuple[profctl.StepResult, ...]]:
@@ -159,6 +212,8 @@ def run_steps(
     require_ok(results)
     reads = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
     data = agent.fetch(SAMPLES, f"samples-{agent.run_count:02d}.bin")
+    if context.background_reader:  # it read the stream's start; the collect read the rest
+        data = agent.fetch(BACKGROUND, f"background-{agent.run_count:02d}.bin") + data
     run = SamplingRun(
         spec=spec,
         snapshot=snapshot_of(steps, results),

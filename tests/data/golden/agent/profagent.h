@@ -84,6 +84,7 @@ enum pa_mutant {
 	PA_MUTANT_PROBE_MASKS_NMI,	/* the IRQ-off probe window masks pseudo-NMIs too (DAIF.I) */
 	PA_MUTANT_DOUBLE_COUNT,	/* every 100th recorded sample also counts as a nested drop */
 	PA_MUTANT_LOSE_AT_SWAP,	/* one recorded sample of every queued buffer vanishes at the swap */
+	PA_MUTANT_NO_NEST_GUARD,	/* the producer has no recursion guard, as the seed has none (TP-D5) */
 	PA_MUTANT_PUBLISH_EARLY,	/* the index is published first, the record filled where it then points */
 	PA_MUTANT_SKIP_CANARY,	/* every 10th event of a CPU is published without its canary */
 	PA_MUTANT_DROP_UNCOUNTED,	/* every 3rd drop on a full ring goes uncounted */

@@ -14,8 +14,15 @@
  * every producer call ends in exactly one counter (stats_percpu), so that
  * x_producer_calls = x_sample + drop causes + the current buffer, per CPU.
  * Quirk bits reproduce the seed's wrong numbers: TP-D1, TP-D2, TP-D3, TP-D9.
+ *
+ * Two test hooks make the seed's races happen on cue (debugfs, see tp_debugfs):
+ * `nest` holds the next task-context producer call on a CPU open between its
+ * index read and its publication until a burst landed inside it (TP-D5), and
+ * `read_kick` makes the next read(2) kick every CPU between taking the head
+ * buffer and putting it back (TP-D9).
  */
 #include <linux/cpu.h>
+#include <linux/debugfs.h>
 #include <linux/list.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -29,6 +36,8 @@
 #include "profagent.h"
 
 #define TP_S_CAP 10000
+/* How long a `nest` window waits for its burst to ride an overflow. */
+#define TP_NEST_WAIT_NS (5 * NSEC_PER_SEC)
 #define TP_QUIRK_TP_D1 0	/* overflow of dropped and empty buffers is lost, counted nowhere */
 #define TP_QUIRK_TP_D2 1	/* S = min(2 est_freq, 10000) even when that is 0; START accepts it */
 #define TP_QUIRK_TP_D3 2	/* a START that fails after taking the backend leaks it: EBUSY after */
@@ -146,6 +155,7 @@ struct tp_cpu {
 	struct delayed_work dwork;	/* the seed's callout + work item, in one */
 	unsigned int cpu;
 	int nesting;		/* producer recursion guard */
+	unsigned int nest_hold;	/* `nest` hook: the burst the next task-context call holds */
 	unsigned int mutant_tick;	/* samples seen by a mutation point */
 	u64 stat[TP_PC_NSTATS];
 };
@@ -162,6 +172,7 @@ static struct {
 	bool active;		/* from START until STOP's final swaps: readers wait */
 	bool open;
 	bool backend_busy;	/* the seed's backend use count */
+	bool read_kick;		/* `read_kick` hook: the next read kicks inside its window */
 	pid_t owner;
 	size_t offset;		/* reader's byte offset into the head buffer */
 	u64 capacity;		/* S of this START */
@@ -172,6 +183,24 @@ static pid_t tp_last_pid;	/* only the shared-pid-cache mutant uses it */
 
 /* ---- producer: NMI context, per-CPU data only ------------------------------- */
 
+/*
+ * The `nest` hook, inside a task-context producer call that has read its index
+ * and not yet published it (preemption off): arm the held burst on this CPU and
+ * wait until the overflow that takes it produced all of it, nested in this call.
+ * A burst that never comes is disarmed; CALLS then shows it missing.
+ */
+static void tp_nest_window(struct tp_cpu *tc)
+{
+	unsigned int count = xchg(&tc->nest_hold, 0);
+	u64 start = ktime_get_mono_fast_ns();
+
+	pa_burst_arm(tc->cpu, count);
+	while (pa_burst_left(tc->cpu) && ktime_get_mono_fast_ns() - start < TP_NEST_WAIT_NS)
+		cpu_relax();
+	if (pa_burst_left(tc->cpu))
+		pa_burst_arm(tc->cpu, 0);
+}
+
 static void tp_produce(const struct pa_sample_ctx *ctx)
 {
 	struct tp_cpu *tc = this_cpu_ptr(&tp_cpu);
@@ -179,7 +208,8 @@ static void tp_produce(const struct pa_sample_ctx *ctx)
 	struct tp_buf *buf;
 	u64 used;
 
-	if (this_cpu_inc_return(tp_cpu.nesting) != 1) {
+	/* Mutation point: no recursion guard, as the seed has none (TP-D5). */
+	if (this_cpu_inc_return(tp_cpu.nesting) != 1 && !pa_mutant(NO_NEST_GUARD)) {
 		this_cpu_inc(tp_cpu.stat[TP_PC_X_NESTED_DROP]);
 		goto out;
 	}
@@ -197,6 +227,8 @@ static void tp_produce(const struct pa_sample_ctx *ctx)
 		buf->overflow++;
 		goto out;
 	}
+	if (unlikely(READ_ONCE(tc->nest_hold)) && !ctx->nmi && in_task())
+		tp_nest_window(tc);	/* test hook: nested calls land between read and publish */
 	if (pa_mutant(PUBLISH_EARLY)) {
 		/* Mutation point: the index published first, the record filled where it points. */
 		WRITE_ONCE(buf->used, used + 1);
@@ -512,9 +544,12 @@ static void tp_clear(void)
 	list_splice_init(&tp.list, &gone);
 	tp.nbuf_on_list = 0;
 	tp.offset = 0;
+	tp.read_kick = false;	/* a hook armed and never used ends with its open */
 	memset(tp.stat, 0, sizeof(tp.stat));
-	for_each_possible_cpu(cpu)
+	for_each_possible_cpu(cpu) {
 		memset(per_cpu_ptr(&tp_cpu, cpu)->stat, 0, sizeof(tp.stat[0]) * TP_PC_NSTATS);
+		WRITE_ONCE(per_cpu_ptr(&tp_cpu, cpu)->nest_hold, 0);
+	}
 	spin_unlock_irqrestore(&tp.lock, flags);
 	list_for_each_entry_safe(buf, next, &gone, link)
 		kvfree(buf);
@@ -645,6 +680,22 @@ static struct tp_buf *tp_reader_put(struct tp_buf *buf, size_t copied)
 	return buf;
 }
 
+static long tp_kick_here(void *arg)
+{
+	return tp_kick(smp_processor_id());
+}
+
+/* The `read_kick` hook: one kick of every online CPU, from inside a read. */
+static void tp_read_kick(void)
+{
+	unsigned int cpu;
+
+	cpus_read_lock();
+	for_each_online_cpu(cpu)
+		pa_on_cpu(cpu, tp_kick_here, NULL);
+	cpus_read_unlock();
+}
+
 /* Blocks until `len` bytes were copied, or tprof stopped with the list empty. */
 static ssize_t tp_read(struct file *file, char __user *ubuf, size_t len, loff_t *ppos)
 {
@@ -676,6 +727,8 @@ static ssize_t tp_read(struct file *file, char __user *ubuf, size_t len, loff_t 
 			n = 0;
 		}
 		done += n;
+		if (xchg(&tp.read_kick, false))
+			tp_read_kick();	/* test hook: a swap between take and put (TP-D9) */
 		tp_lock(&flags);
 		done_buf = tp_reader_put(buf, n);
 		spin_unlock_irqrestore(&tp.lock, flags);
@@ -748,6 +801,48 @@ static void tp_show_state(struct seq_file *m)
 	seq_printf(m, "backend_busy %d\n", READ_ONCE(tp.backend_busy));
 }
 
+/* ---- test hooks ------------------------------------------------------------ */
+
+/* `cpu=<n> count=<k>`: the next task-context producer call on n holds a burst of k. */
+static ssize_t tp_nest_write(struct file *file, const char __user *ubuf, size_t len,
+			     loff_t *ppos)
+{
+	unsigned int cpu, count;
+	char line[48];
+
+	if (len == 0 || len >= sizeof(line) || copy_from_user(line, ubuf, len))
+		return -EINVAL;
+	line[len] = '\0';
+	if (sscanf(line, "cpu=%u count=%u", &cpu, &count) != 2 || count == 0 || count > 100000 ||
+	    cpu >= nr_cpu_ids || !cpu_possible(cpu))
+		return -EINVAL;
+	if (!pa_sources_running())
+		return -EAGAIN;	/* no overflow would carry the burst */
+	WRITE_ONCE(per_cpu_ptr(&tp_cpu, cpu)->nest_hold, count);
+	return len;
+}
+
+/* Anything: the next read(2) kicks every CPU between taking and putting back its buffer. */
+static ssize_t tp_read_kick_write(struct file *file, const char __user *ubuf, size_t len,
+				  loff_t *ppos)
+{
+	WRITE_ONCE(tp.read_kick, true);
+	return len;
+}
+
+static const struct file_operations tp_nest_fops = {
+	.owner = THIS_MODULE, .write = tp_nest_write, .llseek = noop_llseek,
+};
+static const struct file_operations tp_read_kick_fops = {
+	.owner = THIS_MODULE, .write = tp_read_kick_write, .llseek = noop_llseek,
+};
+
+static void tp_debugfs(struct dentry *dir)
+{
+	debugfs_create_file("nest", 0200, dir, NULL, &tp_nest_fops);
+	debugfs_create_file("read_kick", 0200, dir, NULL, &tp_read_kick_fops);
+}
+
 static int tp_init(void)
 {
 	unsigned int cpu;
@@ -786,4 +881,5 @@ struct pa_flavour pa_flavour_tprof = {
 	.show_stats = tp_show_stats,
 	.show_stats_percpu = tp_show_stats_percpu,
 	.show_state = tp_show_state,
+	.debugfs = tp_debugfs,
 };
