@@ -22,10 +22,14 @@ from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampl
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.flavours.tprof.run import (
+    PARTIAL_READ_LIMIT,
+    PARTIAL_READ_S,
     RunContext,
     collect_steps,
     decode_stat,
     ioctl_step,
+    nest_step,
+    partial_read_run,
     peer_run,
     sampling_run,
     scripted_run,
@@ -44,6 +48,7 @@ pytestmark = pytest.mark.guest
 TP_D1 = TPROF.quirk_bit("TP-D1")
 TP_D2 = TPROF.quirk_bit("TP-D2")
 TP_D3 = TPROF.quirk_bit("TP-D3")
+TP_D9 = TPROF.quirk_bit("TP-D9")
 #: Exact counting: overflows only carry injected bursts, drains only by kicks.
 EXACT = AgentSpec(drain="manual", pmu_produce=False, period=200_000)
 
@@ -144,6 +149,46 @@ def test_tp_d2_zero_estimate(agent: Agent, request: pytest.FixtureRequest) -> No
     assert (stats["sample"], stats["overflow"], stats["buf"]) == (0, 0, 0)
     assert stats["x_overflow_emptybuf"] == 1000
     assert stats["emptybuf"] == stats["x_swaps"]
+
+
+def test_tp_d5_a_nested_producer_call_is_dropped_and_counted(
+    agent: Agent, request: pytest.FixtureRequest
+) -> None:
+    """§1.7 TP-D5 fixed: 7 calls nested inside one task-context call, on cue.
+
+    The outer call has read its index when the burst lands; the guard drops the 7
+    (x_nested_drop) and the outer call records its one sample. Without the guard
+    (mutant no_nest_guard, in the exact run) the 7 are recorded where the outer call
+    then writes, and TP-O1 misses 7.
+    """
+    nested = 7
+    body = (nest_step(0, nested), inject_step(0, 1, ctx="task"))
+    run, _ = scripted_run(agent, EXACT, body, RunContext(injected={0: nested + 1}, kicks=0))
+    assert_oracles(run, request)
+    assert run.snapshot.stats_percpu[0]["x_nested_drop"] == nested
+    assert run.snapshot.core[0]["x_producer_calls_task"] == 1
+    assert [(s.cpu, s.flags) for s in run.samples] == [(0, 1)]  # the outer call's, kernel PC
+
+
+@pytest.mark.parametrize("quirks", [0, TP_D9], ids=["fixed", "quirk-TP-D9"])
+def test_tp_d9_a_partly_read_buffer_goes_back_past_the_limit(
+    agent: Agent, topology: CpuTopology, quirks: int, request: pytest.FixtureRequest
+) -> None:
+    """§1.7 TP-D9: a kick lands while a read holds the head buffer of a full list (L = 2).
+
+    Three rounds put 3 × ncpu non-empty buffers in time order; the list keeps the
+    first two. The seed unlinked the head while reading it, so the first buffer the
+    read's kick swaps (CPU 0's) joins the list and the head comes back on top: 3.
+    """
+    cpus = tuple(range(topology.cpus))
+    run = partial_read_run(agent, replace(EXACT, quirks=quirks), cpus)
+    assert_oracles(run, request)
+    stats = run.snapshot.stats
+    queued = PARTIAL_READ_LIMIT + (1 if quirks else 0)
+    assert stats["x_nbuf_on_list_max"] == queued
+    assert (stats["buf"], stats["dropbuf"]) == (queued, 3 * len(cpus) - queued)
+    assert stats["sample"] == PARTIAL_READ_S * queued
+    assert len(run.samples) == stats["sample"]
 
 
 @pytest.mark.parametrize("quirks", [0, TP_D3], ids=["fixed", "quirk-TP-D3"])
