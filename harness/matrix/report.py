@@ -13,7 +13,9 @@ leaves a summary, a JSON-able dict::
      "cpus": [{"cpu": 0, "irq": 1771, "overflows": 1771, "recorded": 1771, "undelivered": 31,
                "drops": {"overflow": 0, "dropbuf_sample": 0},   # cause -> count
                "nmi_share": 1.0}],   # share of overflows taken in NMI; null: none
-     "violations": ["COUNT on CPU 1: expected ..., observed ..."]}
+     "violations": ["COUNT on CPU 1: expected ..., observed ..."],
+     "profile": {"agent": "main;leaf 30 ...", "perf": "main;leaf 31 ...",  # folded stacks
+                 "test": "PROFILE: chi2 0.1 vs 24.3 ..."}}                # optional
 
 ``axes`` may hold any names (``topology`` groups the plots), ``drops`` any
 causes. A missing or mistyped field renders as empty or zero rather than
@@ -30,7 +32,9 @@ The page is self-contained (inline CSS, hand-built SVG, no scripts, no
 network): totals, a table of cells with the command that reruns each alone,
 per topology three plots (samples recorded per CPU, drops per cause, NMI
 share, drawn by :mod:`harness.matrix.plots`), then each cell's per-CPU table
-and violations. All text is escaped.
+and violations, and, where the cell ran Linux perf beside the agent, the agent's
+and perf's flame graphs side by side (:mod:`harness.matrix.flamegraph`). All text
+is escaped.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.matrix.flamegraph import parse_folded, render_flamegraph
 from harness.matrix.plots import OUTCOME_STYLE, outcome_class, render_plots
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -57,6 +62,7 @@ _CSS = (
     "figure{margin:0}figcaption{font-weight:600}.reason{font-weight:600}"
     "svg text{font-size:11px;fill:#222}.axis{stroke:#333}.grid{stroke:#ddd}"
     "section.cell{border-left:4px solid #ccc;padding-left:.8em;margin:1.2em 0}"
+    ".flames{display:flex;flex-wrap:wrap;gap:1em}svg.flame text{font-size:11px}"
 ) + "".join(
     f".badge.o-{o}{{background:{c}}}section.o-{o}{{border-color:{c}}}"
     f"svg text.o-{o}{{fill:{c}}}tr.o-{o}{{background:{tint}}}"
@@ -85,6 +91,7 @@ class _Cell:
     nodeid: str
     cpus: tuple[_Cpu, ...]
     violations: tuple[str, ...]
+    profile: tuple[tuple[str, str], ...] = ()  # (side, folded stacks): agent, perf; test line
 
     def axis(self, name: str) -> str:
         return dict(self.axes).get(name, "")
@@ -215,6 +222,7 @@ def _parse_cell(raw: Mapping[str, object]) -> _Cell:
         nodeid=str(raw.get("nodeid") or ""),
         cpus=tuple(_parse_cpu(_mapping(cpu)) for cpu in _sequence(raw.get("cpus"))),
         violations=tuple(str(v) for v in _sequence(raw.get("violations"))),
+        profile=tuple((str(k), str(v)) for k, v in _mapping(raw.get("profile")).items()),
     )
 
 
@@ -292,8 +300,22 @@ def _details(matrix: str, cell: _Cell) -> str:
         f"<h3>{_badge(cell.outcome)} {_esc(cell.cell)}</h3>{reason if cell.reason else ''}"
         f"<p>{_esc(axes)} · {cell.duration_s:.1f} s · <code>{_esc(cell.nodeid)}</code></p>"
         f"<p>rerun: <code>{_esc(rerun_command(matrix, cell.cell))}</code></p>"
-        f"{table}<h4>Violations</h4>{violations}</section>"
+        f"{table}{_flames(cell)}<h4>Violations</h4>{violations}</section>"
     )
+
+
+def _flames(cell: _Cell) -> str:
+    """The agent's and perf's flame graphs side by side ('' when the cell has no profile)."""
+    found = dict(cell.profile)
+    sides = [side for side in ("agent", "perf") if side in found]
+    if not sides:
+        return ""
+    graphs = "".join(
+        f"<figure>{render_flamegraph(parse_folded(found[side]), title=title)}</figure>"
+        for side, title in zip(sides, ("the agent", "Linux perf"), strict=False)
+    )
+    test = f"<p><code>{_esc(found['test'])}</code></p>" if "test" in found else ""
+    return f'<h4>Profile (agent beside Linux perf)</h4>{test}<div class="flames">{graphs}</div>'
 
 
 def _cpu_row(cpu: _Cpu, causes: Sequence[str]) -> str:

@@ -1,9 +1,11 @@
-"""One test per matrix cell: the flavour's standard run, judged by its oracles.
+"""One test per matrix cell: the flavour's standard and peer runs, judged by their oracles.
 
 Each flavour says what its standard run is (`Flavour.standard_run`: tprof runs
 pinned busy loops, the IRQ-off probe and an idle phase; dt busy loops with a
 reader racing the producers). Every oracle must hold, and the cell's per-CPU
-numbers (`Flavour.cell_rows`) go into the matrix report.
+numbers (`Flavour.cell_rows`) go into the matrix report. Where the PMU counts cycles,
+the flavour's peer run follows (Linux perf beside the agent: PEER, PROFILE) and both
+profiles go into the report as folded stacks, drawn there as flame graphs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import pytest
 
 from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
+from harness.agent.peer import PeerEvidence
+from harness.agent.peer_run import profile_summary
 from harness.agent.spec import AgentSpec
 from harness.matrix.load import Cell
 from tests.matrix.conftest import record_cell
@@ -25,8 +29,14 @@ def test_cell(cell: Cell, cell_agent: Agent, request: pytest.FixtureRequest) -> 
     flavour = behaviour(cell.flavour)
     run = flavour.standard_run(cell_agent, AgentSpec(flavour=cell.flavour, event=event), cpus)
     violations = [str(v) for v in flavour.check(run)]
+    profile: dict[str, str] = {}
+    if flavour.peer_run is not None and event == "cycles":
+        peer_run = flavour.peer_run(cell_agent, AgentSpec(flavour=cell.flavour), cpus)
+        violations += [f"peer run: {v}" for v in flavour.check(peer_run)]
+        peer = getattr(peer_run, "peer", None)  # every flavour's run keeps perf's evidence
+        profile = profile_summary(peer if isinstance(peer, PeerEvidence) else None)
     summary = {"cell": cell.id, "axes": cell.axes(), "nodeid": request.node.nodeid,
-               "cpus": flavour.cell_rows(run), "violations": violations,
+               "cpus": flavour.cell_rows(run), "violations": violations, "profile": profile,
                "reason": violations[0] if violations else ""}  # fmt: skip
     record_cell(request, summary)
     assert not violations, "\n".join(violations)

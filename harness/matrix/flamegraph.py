@@ -1,0 +1,118 @@
+"""Flame graphs as inline SVG, from folded stacks (``root;…;leaf N``), pure Python.
+
+The matrix report draws the agent's profile and Linux perf's side by side with
+these; the page needs no script and no network. Each frame is a rectangle as wide
+as its share of the samples, its callers below it, the leaf on top; hovering shows
+its name, samples and share (an SVG ``<title>``)::
+
+    stacks = parse_folded(Path("profile-01-agent.folded").read_text())
+    svg = render_flamegraph(stacks, title="agent", width_px=560)
+
+Colours are warm hues from a hash of the name, so a symbol has the same colour in
+both graphs; ``[kernel]``, ``[user]`` and ``other`` are grey.
+"""
+
+from __future__ import annotations
+
+import html
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+ROW_PX = 16
+CHAR_PX = 6.5  # an 11 px sans-serif character, about
+MIN_PX = 0.5  # narrower frames are not drawn (their share is in the parent's width)
+_GREY = frozenset({"[kernel]", "[user]", "other"})
+
+
+def parse_folded(text: str) -> tuple[tuple[tuple[str, ...], int], ...]:
+    """``root;…;leaf N`` lines → (stack, count); malformed lines are skipped."""
+    found = []
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            found.append((tuple(stack.split(";")), int(count)))
+    return tuple(found)
+
+
+@dataclass
+class _Node:
+    name: str
+    count: int = 0
+    children: dict[str, _Node] = field(default_factory=dict)
+
+
+def _tree(stacks: Iterable[tuple[Sequence[str], int]]) -> _Node:
+    root = _Node("all")
+    for stack, count in stacks:
+        node = root
+        node.count += count
+        for name in stack:
+            node = node.children.setdefault(name, _Node(name))
+            node.count += count
+    return root
+
+
+def _depth(node: _Node) -> int:
+    return 1 + max((_depth(c) for c in node.children.values()), default=0)
+
+
+def colour(name: str) -> str:
+    """A warm colour for ``name`` (the same in every graph), grey for the catch-alls."""
+    if name in _GREY or name == "all":
+        return "rgb(200,200,200)"
+    h = zlib.crc32(name.encode())
+    return f"rgb({205 + h % 50},{80 + (h >> 8) % 140},{40 + (h >> 16) % 50})"
+
+
+def render_flamegraph(
+    stacks: Iterable[tuple[Sequence[str], int]], *, title: str, width_px: int = 560
+) -> str:
+    """An ``<svg>`` flame graph of ``stacks``, root at the bottom, ``title`` on top."""
+    root = _tree(stacks)
+    if root.count == 0:
+        return (f'<svg class="flame" width="{width_px}" height="40" role="img">'
+                f'<text x="4" y="16">{_esc(title)}: no samples</text></svg>')  # fmt: skip
+    depth = _depth(root)
+    height = (depth + 1) * ROW_PX + 4
+    parts = [
+        f'<svg class="flame" width="{width_px}" height="{height}" role="img" '
+        f'aria-label="{_esc(title)}">',
+        f'<text x="4" y="12">{_esc(title)} ({root.count} samples)</text>',
+    ]
+    _draw(root, 0.0, 0, _Canvas(root.count, width_px / root.count, height), parts)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class _Canvas:
+    total: int  # samples in the whole graph
+    px: float  # pixels per sample
+    height: int
+
+
+def _draw(node: _Node, x: float, level: int, canvas: _Canvas, out: list[str]) -> None:
+    width = node.count * canvas.px
+    if width < MIN_PX:
+        return
+    y = canvas.height - (level + 1) * ROW_PX
+    share = 100 * node.count / canvas.total
+    label = node.name if len(node.name) * CHAR_PX < width - 4 else ""
+    if not label and width > 5 * CHAR_PX:
+        label = node.name[: int((width - 4) / CHAR_PX) - 2] + ".."
+    out.append(
+        f"<g><title>{_esc(node.name)}: {node.count} samples ({share:.1f} %)</title>"
+        f'<rect x="{x:.2f}" y="{y}" width="{width:.2f}" height="{ROW_PX - 1}" '
+        f'fill="{colour(node.name)}" rx="2"/>'
+        + (f'<text x="{x + 3:.2f}" y="{y + ROW_PX - 4}">{_esc(label)}</text>' if label else "")
+        + "</g>"
+    )
+    child_x = x
+    for child in sorted(node.children.values(), key=lambda c: c.name):
+        _draw(child, child_x, level + 1, canvas, out)
+        child_x += child.count * canvas.px
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
