@@ -28,7 +28,13 @@
  *   spin:CPU:MS                fork a child busy-looping on CPU
  *                              for MS ms (child exits 3 if it
  *                              cannot pin itself)                  -> pid=N cpu=N
- *   wait                       reap every child (spin, readbg)     -> children=N failed=N
+ *   exec:CPU:OUT:ARGV          fork a child on CPU that runs the
+ *                              program ARGV (space-separated words,
+ *                              the first a path) with stdout and
+ *                              stderr in OUT (child exits 127 if
+ *                              exec fails, 3 if it cannot pin)     -> pid=N cpu=N
+ *   wait                       reap every child (spin, readbg,
+ *                              exec)                               -> children=N failed=N
  *   sleep:MS                   sleep MS ms                         -> ms=N
  *   pin:CPU                    pin profctl itself to CPU           -> cpu=N
  *   mark:PATH                  create PATH: the host may act now   -> (nothing)
@@ -73,7 +79,7 @@
 
 enum op { OP_OPEN, OP_CLOSE, OP_IOCTL, OP_READ, OP_TIMEOUT, OP_WRITE,
 	  OP_CAT, OP_SPIN, OP_WAIT, OP_SLEEP, OP_PIN, OP_READBG, OP_MARK, OP_AWAIT,
-	  OP_WRITEFD, OP_REPEAT, OP_CLOCK, OP_COUNT };
+	  OP_WRITEFD, OP_REPEAT, OP_CLOCK, OP_EXEC, OP_COUNT };
 
 /*
  * Each op's fields after its name, one letter each: p path, t text, f fd,
@@ -90,7 +96,7 @@ static const struct { const char *name, *fields; int min; } OPS[OP_COUNT] = {
 	[OP_PIN] = { "pin", "c", 1 },         [OP_READBG] = { "readbg", "fpk", 3 },
 	[OP_MARK] = { "mark", "p", 1 },       [OP_AWAIT] = { "await", "p", 1 },
 	[OP_WRITEFD] = { "writefd", "ft", 1 }, [OP_REPEAT] = { "repeat", "nK", 2 },
-	[OP_CLOCK] = { "clock", "", 0 },
+	[OP_CLOCK] = { "clock", "", 0 },     [OP_EXEC] = { "exec", "cpt", 3 },
 };
 
 /* Upper bounds of the numeric field kinds (keep in step with profctl.py). */
@@ -508,6 +514,50 @@ static void do_spin(int i, const struct step *st)
 	end_line();
 }
 
+/* Exec's child: OUT as stdout and stderr, nothing else open, then ARGV. */
+static void exec_child(const struct step *st)
+{
+	char *argv[16], *words = strdup(st->text), *save = NULL;
+	int argc = 0, out, null;
+
+	null = open("/dev/null", O_RDONLY);
+	out = open(st->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (!words || null < 0 || out < 0 || pin_to(st->num[0]))
+		_exit(3);
+	dup2(null, 0), dup2(out, 1), dup2(out, 2);
+	closefrom(3);
+	for (char *w = strtok_r(words, " ", &save); w && argc < 15; w = strtok_r(NULL, " ", &save))
+		argv[argc++] = w;
+	argv[argc] = NULL;
+	if (argc)
+		execv(argv[0], argv);
+	_exit(127);
+}
+
+/* Like spin, but the child runs a program: forked from CPU, pinned there. */
+static void do_exec(int i, const struct step *st)
+{
+	cpu_set_t mine;
+	pid_t pid;
+	int err;
+
+	if (sched_getaffinity(0, sizeof(mine), &mine) || (err = pin_to(st->num[0]))) {
+		begin_line(i, st->op, errno);
+		end_line();
+		return;
+	}
+	fflush(stdout);  /* the child must not inherit buffered output */
+	pid = fork();
+	if (pid == 0)
+		exec_child(st);
+	err = pid < 0 ? errno : 0;
+	sched_setaffinity(0, sizeof(mine), &mine);
+	begin_line(i, st->op, err);
+	if (pid > 0)
+		printf(" pid=%d cpu=%lu", (int)pid, st->num[0]);
+	end_line();
+}
+
 static void do_wait(int i, const struct step *st)
 {
 	int children = 0, failed = 0, err = 0, status;
@@ -601,7 +651,7 @@ static void (*const RUN[OP_COUNT])(int, const struct step *) = {
 	[OP_CAT] = do_cat,   [OP_SPIN] = do_spin,       [OP_WAIT] = do_wait,
 	[OP_SLEEP] = do_sleep, [OP_PIN] = do_pin, [OP_READBG] = do_readbg,
 	[OP_MARK] = do_mark, [OP_AWAIT] = do_await, [OP_WRITEFD] = do_writefd,
-	[OP_CLOCK] = do_clock,
+	[OP_CLOCK] = do_clock, [OP_EXEC] = do_exec,
 	[OP_REPEAT] = NULL,	/* main() runs it: do_repeat */
 };
 

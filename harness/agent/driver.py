@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from harness.agent import profctl
+from harness.agent import profctl, truth, truth_build
 from harness.agent.build import AgentBuild
+from harness.agent.elfsyms import FunctionTable, read_functions
 from harness.agent.results import AgentSnapshot
 from harness.agent.spec import AgentSpec, event_available
 from harness.agent.steps import (
@@ -95,6 +96,25 @@ class Agent:
         self.shell.run(f"mkdir -p {GUEST_DIR}")
         self.shell.put(self.build.ko, f"{GUEST_DIR}/profagent.ko")
         self.shell.put(self.profctl_binary, f"{GUEST_DIR}/profctl", mode=0o755)
+        # The ground-truth workload, built beside profctl (harness.agent.truth).
+        self.shell.put(self.profctl_binary.parent / truth_build.BINARY_NAME, truth.GUEST_PATH,
+                       mode=0o755)  # fmt: skip
+
+    def truth_image(self) -> truth.TruthImage:
+        """The ground-truth workload's functions (host copy, unstripped) and profctl's text.
+
+        :raise InfraError: the workload is missing or stripped.
+        """
+        return truth.read_image(self.profctl_binary)
+
+    def module_functions(self) -> FunctionTable:
+        """The loaded module's functions where the kernel put them (``/proc/kallsyms``).
+
+        :raise InfraError: kallsyms lists none of them, or hides their addresses.
+        """
+        lines = self.shell.run("grep ' \\[profagent\\]$' /proc/kallsyms", check=False)
+        return truth.place_module(read_functions(self.build.ko.read_bytes()),
+                                  lines.stdout.splitlines())  # fmt: skip
 
     def load(
         self,

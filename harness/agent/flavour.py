@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from harness.agent import flavours, profctl
+from harness.agent.elfsyms import FunctionTable
 from harness.agent.info import FlavourInfo
 from harness.agent.results import Violation
+from harness.agent.samples import Sample
 from harness.agent.spec import AgentSpec
+from harness.agent.truth import TruthImage
 from harness.timeouts import Timeouts
 from harness.vm.perf import PerfShell
 
@@ -97,6 +100,12 @@ class AgentLike(Protocol):
 
     def save_run(self, record: Mapping[str, object]) -> Path:
         """Write one run's record as JSON into the workdir; its path."""
+
+    def truth_image(self) -> TruthImage:
+        """The ground-truth workload's functions and profctl's text (`harness.agent.truth`)."""
+
+    def module_functions(self) -> FunctionTable:
+        """The loaded module's functions at their kernel addresses (``/proc/kallsyms``)."""
 
 
 class AgentRun(Protocol):
@@ -207,6 +216,9 @@ class Flavour:
     )
     #: Its own measurements in ``invoke bench``; None: it has none beyond the shared ones.
     bench: FlavourBench | None = None
+    #: Its records as generic samples (`harness.agent.samples.Sample`), for the content
+    #: oracles; None: the flavour has no adapter yet.
+    samples: Callable[[AgentRun], tuple[Sample, ...]] | None = None
 
     @property
     def name(self) -> str:

@@ -101,6 +101,9 @@ class Mutant:
     caught_by: tuple[str, ...]
     case: str = "standard"
     quick: bool = True
+    #: A core mutant judged only by these flavours' runs (their oracles catch it); empty:
+    #: every flavour's. The content oracles' mutants name the flavours wired to them.
+    flavours: tuple[str, ...] = ()
 
 
 #: The mutant cases every flavour has (`Mutant.case`); any other is an extra run's name.

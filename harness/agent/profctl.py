@@ -34,6 +34,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
 
+from harness.agent import truth_build
 from harness.arches import ArchProfile
 from harness.build.cache import Cache, content_key, file_sha256
 from harness.errors import BuildError, ConfigError, GuestCommandError, HostSetupError, InfraError
@@ -44,7 +45,7 @@ LOG = logging.getLogger(__name__)
 
 PROFCTL_SOURCE = GUEST_DIR / "agent" / "profctl.c"
 BINARY_NAME = "profctl"
-RECIPE = 1  # bump when the compile command changes
+RECIPE = 2  # bump when the compile command changes (2: the truth workload beside it)
 CFLAGS = ("-std=gnu11", "-static", "-O2", "-Wall", "-Wextra", "-Werror")
 COMPILE_TIMEOUT_S = 120.0
 USAGE_EXIT = 2  # profctl rejected a step before running any
@@ -210,6 +211,18 @@ def await_step(path: str) -> str:
     return f"await:{_guest_path(path)}"
 
 
+def exec_step(cpu: int, output: str, argv: Sequence[str]) -> str:
+    """``exec:CPU:OUT:ARGV``: a child forked on ``cpu`` runs ``argv``; ``pid``, ``cpu``.
+
+    Its stdout and stderr go to guest file ``output``; ``wait`` reaps it.
+
+    :raise ConfigError: a bad CPU or path, or a word empty or holding ':' or a space.
+    """
+    if not argv or any(not w or ":" in w or " " in w or "\n" in w for w in argv):
+        raise ConfigError(f"exec argv words must be non-empty, without ':' or spaces: {argv!r}")
+    return f"exec:{_in_range('cpu', cpu, 0, MAX_CPU)}:{_guest_path(output)}:{' '.join(argv)}"
+
+
 def pin_step(cpu: int) -> str:
     """``pin:CPU``: pin profctl itself to ``cpu`` for the steps that follow.
 
@@ -353,7 +366,9 @@ def profctl_key(arch: ArchProfile) -> str | None:
 
 
 def _key(text: str, version: str, arch: ArchProfile) -> str:
-    return content_key({"source": text, "compiler": version, "arch": arch.name, "recipe": RECIPE})
+    truth_text = truth_build.SOURCE.read_text()
+    return content_key({"source": text, "truth": truth_text, "compiler": version,
+                        "arch": arch.name, "recipe": RECIPE})  # fmt: skip
 
 
 def _compile(out: Path, *, source: Path, text: str, compiler: str, version: str) -> dict[str, str]:
@@ -367,7 +382,10 @@ def _compile(out: Path, *, source: Path, text: str, compiler: str, version: str)
         raise BuildError(f"{source} changed while {what}; build again")
     if not binary.is_file():
         raise BuildError(f"{what} produced no {binary}", log=out / "build.log")
-    return {"compiler": version, "sha256": file_sha256(binary)}
+    # The ground-truth workload lives in the same entry, unstripped (harness.agent.truth).
+    workload = truth_build.compile_truth(out, compiler, COMPILE_TIMEOUT_S)
+    return {"compiler": version, "sha256": file_sha256(binary),
+            "truth_sha256": file_sha256(workload)}  # fmt: skip
 
 
 class CommandOutput(Protocol):

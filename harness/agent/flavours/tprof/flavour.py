@@ -11,6 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from harness.agent.content_oracles import (
+    applicable_content,
+    check_content,
+    content_report,
+    oracles_for,
+)
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, typed
 from harness.agent.flavours.tprof.bench import TPROF_BENCH
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
@@ -30,6 +36,7 @@ from harness.agent.report import share
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan, inject_step, kick_step
+from harness.agent.truth import TruthLaunch
 
 #: Calls nested in one task-context producer call in the exact run (TP-D5).
 NESTED = 7
@@ -38,12 +45,22 @@ NESTED = 7
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, SamplingRun)
     verdicts = format_verdicts(violations, applicable_oracles(own))
-    return f"{format_cpu_table(own)}\n{profile_report(own.peer)}{verdicts}"
+    content = content_report(own.content(), violations)
+    return f"{format_cpu_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],), busy_ms=1000)
-    return sampling_run(agent, spec, plan)
+    truth = (TruthLaunch("chain", cpus[-1], 1000), TruthLaunch("mix", cpus[0], 1000))
+    return sampling_run(agent, spec, plan, truth)
+
+
+def _check(run: SamplingRun) -> list[Violation]:
+    return check_sampling(run) + check_content(run.content())
+
+
+def _applicable(run: SamplingRun) -> frozenset[str]:
+    return applicable_oracles(run) | applicable_content(run.content())
 
 
 def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -95,9 +112,9 @@ def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
 
 FLAVOUR = Flavour(
     info=TPROF,
-    oracles=ORACLES,
-    check=typed(SamplingRun, check_sampling),
-    applicable=typed(SamplingRun, applicable_oracles),
+    oracles=(*ORACLES, *oracles_for(chains=False)),
+    check=typed(SamplingRun, _check),
+    applicable=typed(SamplingRun, _applicable),
     report=_report,
     standard_run=_standard,
     exact_run=_exact,
@@ -106,4 +123,5 @@ FLAVOUR = Flavour(
     peer_run=_peer,
     extra_runs={"partial_read": partial_read_run},  # TP-D9's scenarios
     bench=TPROF_BENCH,
+    samples=lambda run: narrow(run, SamplingRun).content().samples,
 )

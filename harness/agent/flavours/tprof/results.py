@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from harness.agent.content_oracles import ContentView, content_numbers, view_of
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.peer import PeerEvidence
 from harness.agent.results import AgentSnapshot, flat_numbers
+from harness.agent.samples import Sample as GenericSample
 from harness.agent.spec import AgentSpec
+from harness.agent.truth import TruthEvidence
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +70,22 @@ class SamplingRun:
     injections: Injections = field(default_factory=Injections)
     #: Linux perf beside the agent: its counts in the agent's window, both profiles (None: no peer).
     peer: PeerEvidence | None = None
+    #: The ground-truth workloads of the run and their image (None: none launched).
+    truth: TruthEvidence | None = None
 
     def numbers(self) -> dict[str, int]:
         """Every counter under one flat name (see `harness.agent.results.flat_numbers`)."""
         snap = self.snapshot
         cpus = [s.cpu for s in self.samples]
-        return flat_numbers(snap.stats, snap.stats_percpu, snap.core, cpus)
+        flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, cpus)
+        return flat | content_numbers(self.content())
+
+    def content(self) -> ContentView:
+        """Its samples and ground truth, for the content oracles (tprof records no chain)."""
+        samples = tuple(
+            GenericSample(s.cpu, s.pc, s.pid, s.tid, user=not s.in_kernel) for s in self.samples
+        )
+        return view_of(samples, self.truth, chain_depth=None)
 
     def records(self) -> Sequence[Sample]:
         """The decoded samples, in stream order."""

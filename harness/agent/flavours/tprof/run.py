@@ -41,6 +41,13 @@ from harness.agent.steps import (
     snapshot_of,
     workload_steps,
 )
+from harness.agent.truth import (
+    TruthEvidence,
+    TruthLaunch,
+    launch_steps,
+    output_steps,
+    workloads_of,
+)
 
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
 #: Where a background reader (`partial_read_run`) writes what it read.
@@ -115,9 +122,10 @@ def read_kick_step() -> str:
     return profctl.write_step(f"{DEBUGFS}/read_kick", "1")
 
 
-def sampling_steps(plan: SamplingPlan) -> tuple[str, ...]:
-    """The whole standard run as one profctl sequence."""
-    return judged_steps(workload_steps(plan))
+def sampling_steps(plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()) -> tuple[str, ...]:
+    """The whole standard run as one profctl sequence (with the ground-truth ``launches``)."""
+    body = (*launch_steps(launches), *workload_steps(plan), *output_steps(launches))
+    return judged_steps(body)
 
 
 def decode_stat(data: bytes) -> dict[str, int]:
@@ -125,8 +133,10 @@ def decode_stat(data: bytes) -> dict[str, int]:
     return dict(zip(TPROF_STAT.names, struct.unpack(TPROF_STAT.struct_format, data), strict=True))
 
 
-def sampling_run(agent: AgentLike, spec: AgentSpec, plan: SamplingPlan) -> SamplingRun:
-    """Load ``spec``, run the standard workload, collect everything.
+def sampling_run(
+    agent: AgentLike, spec: AgentSpec, plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()
+) -> SamplingRun:
+    """Load ``spec``, run the standard workload (and ``launches``), collect everything.
 
     :raise ModuleLoadError: the module did not load.
     :raise InfraError: a control step failed or the guest tool misbehaved.
@@ -136,7 +146,7 @@ def sampling_run(agent: AgentLike, spec: AgentSpec, plan: SamplingPlan) -> Sampl
         max_sample_rate=plan.max_sample_rate,
         probe_cpus=plan.probe_cpus,
     )
-    return run_steps(agent, spec, sampling_steps(plan), context)[0]
+    return run_steps(agent, spec, sampling_steps(plan, launches), context)[0]
 
 
 def peer_run(agent: AgentLike, spec: AgentSpec, plan: SamplingPlan) -> SamplingRun:
@@ -232,6 +242,15 @@ def run_steps(
         if reads
         else None,
         injections=injections_of(steps, online),
+        truth=_truth_of(agent, steps, results),
     )
     agent.save_run(run.record())
     return run, results
+
+
+def _truth_of(
+    agent: AgentLike, steps: Sequence[str], results: Sequence[profctl.StepResult]
+) -> TruthEvidence | None:
+    """The ground-truth workloads the steps launched, with their image (None: none)."""
+    workloads = workloads_of(steps, results)
+    return TruthEvidence(workloads, agent.truth_image()) if workloads else None

@@ -241,6 +241,13 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 		ctx.pc = (u64)(unsigned long)pa_produce;
 		ctx.kernel = true;
 	}
+	/* Mutation points of the content oracles (MODE, WHO, WHERE): a wrong sample. */
+	if (pa_mutant(HANDLER_PC))
+		ctx.pc = _THIS_IP_;
+	if (pa_mutant(PID_ZERO_2ND) && ++this_cpu_ptr(&pa_cpu)->mutant_tick % 2 == 0)
+		ctx.pid = 0;
+	if (pa_mutant(FLIP_MODE_7TH) && ++this_cpu_ptr(&pa_cpu)->mutant_tick % 7 == 0)
+		ctx.kernel = !ctx.kernel;
 	/* Mutation point: every 50th call tries a lock, through the checking wrapper. */
 	if (pa_mutant(NMI_WRAPPED_TRYLOCK) && ++this_cpu_ptr(&pa_cpu)->mutant_tick % 50 == 0) {
 		pa_check_not_nmi(PA_X_NMI_LOCK_VIOLATION);
@@ -714,11 +721,21 @@ static int pa_inject_nmi(const struct cpumask *cpus, unsigned int count)
 	return pending ? -ETIMEDOUT : 0;
 }
 
-static long pa_probe_spin(void *arg)
+/*
+ * The probe's kernel call path is known ground truth (content oracle CHAIN):
+ * pa_on_cpu -> pa_probe_outer -> pa_probe_middle -> pa_probe_spin, each noinline
+ * with its own frame record, and a barrier after each call so none becomes a
+ * tail call. The spin reads the clock every PA_PROBE_SPINS relaxes, so most of
+ * its samples land in pa_probe_spin itself rather than in the clock read.
+ */
+#define PA_PROBE_SPINS 64
+
+static noinline long pa_probe_spin(u64 span_ns)
 {
-	u64 span_ns = *(u64 *)arg, start, now;
 	struct pa_cpu *pc = this_cpu_ptr(&pa_cpu);
 	unsigned long flags;
+	u64 start, now;
+	int k;
 
 #ifdef CONFIG_ARM64
 	/* Mutation point: the window masks everything, pseudo-NMIs included (DAIF.I). */
@@ -730,7 +747,8 @@ static long pa_probe_spin(void *arg)
 	WRITE_ONCE(pc->probe_active, 1);
 	start = ktime_get_mono_fast_ns();
 	do {
-		cpu_relax();
+		for (k = 0; k < PA_PROBE_SPINS; k++)
+			cpu_relax();
 		now = ktime_get_mono_fast_ns();
 	} while (now - start < span_ns);
 	WRITE_ONCE(pc->probe_active, 0);	/* before IRQs can be taken again */
@@ -743,6 +761,22 @@ static long pa_probe_spin(void *arg)
 	this_cpu_inc(pa_cpu.stat[PA_X_PROBE_RUNS]);
 	this_cpu_add(pa_cpu.stat[PA_X_PROBE_NS], now - start);
 	return 0;
+}
+
+static noinline long pa_probe_middle(u64 span_ns)
+{
+	long ret = pa_probe_spin(span_ns);
+
+	barrier();	/* not a tail call: middle keeps its frame */
+	return ret;
+}
+
+static noinline long pa_probe_outer(void *arg)
+{
+	long ret = pa_probe_middle(*(u64 *)arg);
+
+	barrier();
+	return ret;
 }
 
 /* ---- debugfs ---------------------------------------------------------------- */
@@ -835,7 +869,7 @@ static ssize_t pa_probe_write(struct file *file, const char __user *ubuf, size_t
 	span_ns = (u64)ms * NSEC_PER_MSEC;
 	cpus_read_lock();
 	if (cpu < nr_cpu_ids && cpu_online(cpu))
-		pa_on_cpu(cpu, pa_probe_spin, &span_ns);
+		pa_on_cpu(cpu, pa_probe_outer, &span_ns);
 	else
 		err = -EINVAL;
 	cpus_read_unlock();

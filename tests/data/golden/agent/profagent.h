@@ -75,6 +75,9 @@ enum pa_mutant {
 	PA_MUTANT_NMI_WRAPPED_TRYLOCK,	/* every 50th producer call tries a lock through the wrapper */
 	PA_MUTANT_STRETCHED_PERIOD,	/* the sampling events count period + period/8 events per overflow */
 	PA_MUTANT_FIXED_PC_3RD,	/* every 3rd sample's PC is replaced by a fixed kernel address */
+	PA_MUTANT_HANDLER_PC,	/* every sample records the handler's own PC (_THIS_IP_) */
+	PA_MUTANT_PID_ZERO_2ND,	/* every second sample of a CPU carries pid 0 */
+	PA_MUTANT_FLIP_MODE_7TH,	/* every 7th sample of a CPU has its mode flag inverted */
 	PA_MUTANT_SELF_THROTTLE,	/* every 50th overflow stops its own event as perf throttling does */
 	PA_MUTANT_NMI_SPINLOCK,	/* the producer path takes a spinlock in NMI context */
 	PA_MUTANT_LEAK_AT_START,	/* START allocates an object that nothing frees */

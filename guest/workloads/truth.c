@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * truth: profbench's ground-truth workload, whose functions, call path and
+ * instruction mix the harness knows from this binary's symbol table
+ * (harness/agent/truth.py builds it static, non-PIE, with frame records in
+ * every function, leaf ones too, and keeps it unstripped).
+ *
+ *   truth chain CPU MS   main -> outer -> middle -> leaf for MS ms; leaf spins
+ *                        LEAF_ITERATIONS iterations and calls nothing, middle
+ *                        reads the clock (a raw syscall, no vDSO) between calls
+ *   truth mix CPU MS     main -> mix: hot(3 * SLICE), cold(SLICE), again; hot and
+ *                        cold have the same loop body, so hot runs 3/4 of their
+ *                        instructions in every window longer than a few slices
+ *
+ * Built with -fno-ipa-icf so hot and cold stay two functions.
+ *
+ * It pins itself to CPU, then prints "pid=N tid=N cpu=N mode=M" before the work
+ * and "calls=N iterations=N rounds=N faults=N" after it (calls: leaf calls, each
+ * one return to middle and one clock syscall; faults: the kernel's count of this
+ * process's page faults, from getrusage), one line each, flushed.
+ * Exit status: 0 done, 2 usage, 3 could not pin.
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LEAF_ITERATIONS (1UL << 22)
+#define MIX_SLICE (1UL << 12)
+#define MIX_ROUNDS_PER_CLOCK 256
+#define TRUTH_FN __attribute__((noinline, noclone, used))
+
+volatile unsigned long truth_sink;
+unsigned long truth_calls, truth_rounds;
+
+/* The spin: no call, no syscall; its frame record links it to middle. */
+TRUTH_FN void leaf(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		truth_sink += i;
+}
+
+/* hot and cold: the same body; the 3:1 mix is in how many iterations each gets. */
+TRUTH_FN void hot(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		truth_sink += i;
+}
+
+TRUTH_FN void cold(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		truth_sink += i;
+}
+
+/* CLOCK_MONOTONIC through the syscall itself: a vDSO PC would lie outside our text. */
+TRUTH_FN long long now_ns(void)
+{
+	struct timespec ts;
+
+	syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+TRUTH_FN void middle(long long end_ns)
+{
+	while (now_ns() < end_ns) {
+		leaf(LEAF_ITERATIONS);
+		truth_calls++;
+	}
+}
+
+TRUTH_FN void outer(long long end_ns)
+{
+	middle(end_ns);
+	truth_sink++;	/* keeps middle's call from becoming a tail call */
+}
+
+TRUTH_FN void mix(long long end_ns)
+{
+	while (now_ns() < end_ns) {
+		for (int k = 0; k < MIX_ROUNDS_PER_CLOCK; k++) {
+			hot(3 * MIX_SLICE);
+			cold(MIX_SLICE);
+		}
+		truth_rounds += MIX_ROUNDS_PER_CLOCK;
+	}
+	truth_sink++;
+}
+
+TRUTH_FN int main(int argc, char **argv)
+{
+	unsigned long cpu, ms;
+	struct rusage usage;
+	long long end_ns;
+	cpu_set_t set;
+
+	if (argc != 4 || (strcmp(argv[1], "chain") && strcmp(argv[1], "mix"))) {
+		fprintf(stderr, "usage: truth chain|mix CPU MS\n");
+		return 2;
+	}
+	cpu = strtoul(argv[2], NULL, 10);
+	ms = strtoul(argv[3], NULL, 10);
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (cpu >= CPU_SETSIZE || sched_setaffinity(0, sizeof(set), &set))
+		return 3;
+	printf("pid=%d tid=%ld cpu=%lu mode=%s\n", (int)getpid(), (long)syscall(SYS_gettid), cpu,
+	       argv[1]);
+	fflush(stdout);
+	end_ns = now_ns() + (long long)ms * 1000000LL;
+	if (argv[1][0] == 'c')
+		outer(end_ns);
+	else
+		mix(end_ns);
+	getrusage(RUSAGE_SELF, &usage);
+	printf("calls=%lu iterations=%lu rounds=%lu faults=%ld\n", truth_calls,
+	       truth_calls * LEAF_ITERATIONS, truth_rounds, usage.ru_minflt + usage.ru_majflt);
+	fflush(stdout);
+	return 0;
+}

@@ -1,0 +1,43 @@
+"""One view of a sample, whatever flavour recorded it: what the content oracles read.
+
+Each flavour turns its own records into `Sample` values (its ``samples`` hook on
+`harness.agent.flavour.Flavour`); `harness.agent.content_oracles` judges them::
+
+    Sample(cpu=1, pc=0x51000878, pid=212, tid=212, user=True,
+           chain=(0x51000970, 0x510009AC, 0x510006CC), truncated=False)
+
+``chain`` holds the callers' return addresses, innermost first, after the sampled PC
+(not including it); a flavour that records no call chain leaves it empty and its
+run says so (`chain_depth` None). ``truncated``: the walk stopped because it reached
+the depth asked for, not because the stack ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: arm64: user addresses have the top 16 bits clear, kernel addresses all set.
+_USER_TOP, _KERNEL_TOP = 0x0000, 0xFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One sample: where (CPU, PC, mode), whose (pid, tid), and how it got there."""
+
+    cpu: int
+    pc: int
+    pid: int
+    tid: int | None  # None: the flavour's record carries no thread id (kprof)
+    user: bool
+    chain: tuple[int, ...] = ()
+    truncated: bool = False
+
+
+def kernel_address(address: int) -> bool:
+    """Whether ``address`` lies in the arm64 kernel's half of the address space."""
+    return address >> 48 == _KERNEL_TOP
+
+
+def user_address(address: int) -> bool:
+    """Whether ``address`` lies in the arm64 user half of the address space."""
+    return address >> 48 == _USER_TOP

@@ -1,0 +1,95 @@
+"""The ground-truth workload: its build, its symbols, and what a run of it said."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from harness import arches
+from harness.agent import profctl, truth
+from harness.agent.elfsyms import Function, FunctionTable, read_functions
+from harness.agent.truth_build import TEXT_BASE, compile_truth
+from harness.errors import InfraError
+from harness.process import tool_version
+
+_BL_MASK, _BL = 0xFC000000, 0x94000000
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> FunctionTable:
+    compiler = f"{arches.get('arm64').cross_compile}gcc"
+    if not tool_version(compiler):
+        pytest.skip(f"{compiler} is not installed")
+    out = tmp_path_factory.mktemp("truth")
+    return read_functions(compile_truth(out, compiler, timeout_s=120).read_bytes())
+
+
+def _words(binary: bytes, table: FunctionTable, name: str) -> list[int]:
+    """The function's instructions, read back through its file offset (text at TEXT_BASE)."""
+    function = table.named(name)
+    start = function.start - TEXT_BASE  # the first LOAD segment maps the file from offset 0
+    return [struct.unpack_from("<I", binary, start + i)[0]
+            for i in range(0, function.end - function.start, 4)]  # fmt: skip
+
+
+def test_every_function_of_the_chain_has_a_frame_record(image: FunctionTable) -> None:
+    for name in (*truth.CHAIN_PATH, "hot", "cold", "mix", "now_ns"):
+        low, high = image.named(name).framed
+        assert image.named(name).start < low < high <= image.named(name).end, name
+    assert image.span[0] >= TEXT_BASE
+
+
+def test_leaf_calls_nothing_and_its_loop_is_the_modelled_length(
+    image: FunctionTable, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    compiler = f"{arches.get('arm64').cross_compile}gcc"
+    binary = compile_truth(tmp_path_factory.mktemp("again"), compiler, 120).read_bytes()
+    words = _words(binary, image, "leaf")
+    assert not [w for w in words if w & _BL_MASK == _BL]
+    # b.ne back to the loop head: imm19 (negative) counts the loop's instructions
+    back = [w for w in words if w & 0xFF00001F == 0x54000001]
+    assert len(back) == 1
+    imm19 = (back[0] >> 5) & 0x7FFFF
+    assert 0x80000 - imm19 + 1 == truth.LEAF_LOOP_INSNS
+    assert _words(binary, image, "hot")[2:] == _words(binary, image, "cold")[2:]
+
+
+def _results(*lines: tuple[str, ...]) -> tuple[profctl.StepResult, ...]:
+    return tuple(profctl.StepResult(i, "cat", True, None, {}, chunk)
+                 for i, chunk in enumerate(lines))  # fmt: skip
+
+
+def test_workloads_come_from_their_output_files() -> None:
+    chain, mix = truth.TruthLaunch("chain", 1, 900), truth.TruthLaunch("mix", 0, 900)
+    steps = truth.output_steps((chain, mix))
+    results = _results(
+        ("pid=71 tid=71 cpu=1 mode=chain", "calls=12 iterations=1 rounds=0 faults=40"),
+        ("pid=72 tid=72 cpu=0 mode=mix", "calls=0 iterations=0 rounds=512 faults=41"),
+    )
+    assert truth.workloads_of(steps, results) == (
+        truth.WorkloadRun("chain", 1, 71, 71, 12, 0, 40),
+        truth.WorkloadRun("mix", 0, 72, 72, 0, 512, 41),
+    )
+    with pytest.raises(InfraError, match="said"):
+        truth.workloads_of(steps[:1], _results(("pid=71 tid=71 cpu=1 mode=chain",)))
+    assert truth.launch_steps((chain,)) == (
+        "exec:1:/tmp/profagent/truth-chain-1.out:/tmp/profagent/truth chain 1 900",
+    )
+
+
+def test_module_functions_move_to_their_kallsyms_addresses() -> None:
+    spin = Function("pa_probe_spin", 0x334, 0x414, (0x33C, 0x40C), 3)
+    table = FunctionTable((spin, Function("gone", 0x500, 0x510, (0x500, 0x500), 3)))
+    placed = truth.place_module(table, ["ffff800008c10334 t pa_probe_spin\t[profagent]"])
+    assert placed.functions == (Function("pa_probe_spin", 0xFFFF800008C10334,
+                                         0xFFFF800008C10414,
+                                         (0xFFFF800008C1033C, 0xFFFF800008C1040C), 3),)  # fmt: skip
+    with pytest.raises(InfraError, match="places no function"):
+        truth.place_module(table, ["0000000000000000 t pa_probe_spin\t[profagent]"])
+
+
+def test_a_stripped_binary_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InfraError, match="not an ELF64"):
+        read_functions(b"#!/bin/sh\n")
