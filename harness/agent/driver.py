@@ -45,12 +45,13 @@ from harness.agent.steps import (
 )
 from harness.errors import ConfigError, HarnessError, InfraError, ModuleLoadError
 from harness.timeouts import Timeouts, wait_until
+from harness.vm.shell import CommandShell
 from harness.vm.ssh import GuestCommandTimeout
 
 LOG = logging.getLogger(__name__)
 
 
-class AgentShell(profctl.CommandShell, Protocol):
+class AgentShell(CommandShell, Protocol):
     """A guest shell that can also copy files in and out (`harness.vm.ssh.GuestShell`)."""
 
     def put(self, local: Path, remote: str, *, mode: int | None = None) -> None:

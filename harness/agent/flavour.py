@@ -25,12 +25,13 @@ from typing import Any, Literal, Protocol, TypeVar
 from harness.agent import flavours, profctl
 from harness.agent.elfsyms import FunctionTable
 from harness.agent.info import FlavourInfo
+from harness.agent.report import CellRow
 from harness.agent.results import Violation
 from harness.agent.samples import Sample
 from harness.agent.spec import AgentSpec
 from harness.agent.truth import TruthImage
 from harness.timeouts import Timeouts
-from harness.vm.perf import PerfShell
+from harness.vm.shell import CommandShell
 
 _R = TypeVar("_R")
 _T = TypeVar("_T")
@@ -44,7 +45,7 @@ class AgentLike(Protocol):
         """Where a run's evidence is kept on the host."""
 
     @property
-    def shell(self) -> PerfShell:
+    def shell(self) -> CommandShell:
         """The guest's shell, for tools that run beside the agent (the perf peer)."""
 
     @property
@@ -202,7 +203,7 @@ class Flavour:
     #: flavour can be; every number the oracles judge is then predictable.
     exact_run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
     run_script: Callable[[AgentLike, AgentSpec, Script], AgentRun]
-    cell_rows: Callable[[AgentRun], list[dict[str, object]]]
+    cell_rows: Callable[[AgentRun], list[CellRow]]  # one per CPU, for the matrix report
     ops: Mapping[str, OpRule] = field(default_factory=dict)
     op_steps: Mapping[str, Callable[[int, int], str]] = field(default_factory=dict)
     refused_ops: Mapping[str, str] = field(default_factory=dict)

@@ -32,7 +32,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Protocol
 
 from harness.agent import truth_build
 from harness.arches import ArchProfile
@@ -40,6 +39,7 @@ from harness.build.cache import Cache, content_key, file_sha256
 from harness.errors import BuildError, ConfigError, GuestCommandError, HostSetupError, InfraError
 from harness.paths import GUEST_DIR
 from harness.process import run_logged, tool_version
+from harness.vm.shell import CommandShell
 
 LOG = logging.getLogger(__name__)
 
@@ -386,31 +386,6 @@ def _compile(out: Path, *, source: Path, text: str, compiler: str, version: str)
     workload = truth_build.compile_truth(out, compiler, COMPILE_TIMEOUT_S)
     return {"compiler": version, "sha256": file_sha256(binary),
             "truth_sha256": file_sha256(workload)}  # fmt: skip
-
-
-class CommandOutput(Protocol):
-    """What a guest command left behind (`harness.vm.ssh.CommandResult`)."""
-
-    @property
-    def exit_status(self) -> int:
-        """The command's exit status."""
-
-    @property
-    def stdout(self) -> str:
-        """Everything it printed on stdout."""
-
-    @property
-    def stderr(self) -> str:
-        """Everything it printed on stderr."""
-
-
-class CommandShell(Protocol):
-    """Runs a shell command in the guest (`harness.vm.ssh.GuestShell`)."""
-
-    def run(
-        self, command: str, *, timeout_s: float | None = None, check: bool = True
-    ) -> CommandOutput:
-        """Run ``command``; with ``check``, a non-zero exit raises."""
 
 
 #: Longest SSH command sent at once: dropbear refuses exec requests over 9000

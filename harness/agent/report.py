@@ -1,4 +1,4 @@
-"""What every flavour's report shares: verdict lines, CPU ranges, aligned columns.
+"""What every flavour's report shares: verdicts, CPU ranges, columns, rows, matrix cells.
 
 A flavour's report (``harness/agent/flavours/<name>/report.py``) supplies only its
 columns and its oracle list::
@@ -6,13 +6,21 @@ columns and its oracle list::
     verdict_lines(violations, ORACLES, applicable={"TP-O1"})   # PASS/FAIL/skip per oracle
     format_cpus([0, 1, 2, 5])                                   # "0-2,5"
     align([("cpu", "seen"), ("0", "12")])                       # right-aligned columns
+    total_row(DtRow, rows, seq=None)                            # the ``all`` row
+    CellRow.from_core(0, core, irq=12, recorded=12, drops={})   # one CPU of a matrix cell
+
+A table row mixes in `OverflowShares` for its ``nmi%`` and ``deliv%`` columns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+import dataclasses
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from harness.agent.results import Violation
+
+_Row = TypeVar("_Row")
 
 
 def verdict_lines(
@@ -83,3 +91,95 @@ def align(table: Sequence[Sequence[str]]) -> list[str]:
     """Right-align every column to its widest cell, two spaces apart."""
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in table]
+
+
+def nmi_percent(nmi_ok: int, seen: int) -> float | None:
+    """Overflows handled in NMI, in percent (1 decimal); None without overflows."""
+    return percent(nmi_ok, seen)
+
+
+def delivered_percent(seen: int, undelivered: int) -> float | None:
+    """Periods that arrived as overflows, in percent of those due; None if none were."""
+    return percent(seen, seen + undelivered)
+
+
+class OverflowShares:
+    """The ``nmi%`` and ``deliv%`` of a table row, mixed into a flavour's row dataclass.
+
+    The row has ``seen`` (the core's overflows), ``nmi_ok`` (those handled in NMI)
+    and ``undelivered`` (periods the emulator never raised as an overflow in time:
+    reported with the delivered share, never accounted).
+    """
+
+    __slots__ = ()
+    seen: int
+    nmi_ok: int
+    undelivered: int
+
+    @property
+    def nmi_pct(self) -> float | None:
+        """Overflows handled in NMI, in percent (1 decimal); None without overflows."""
+        return nmi_percent(self.nmi_ok, self.seen)
+
+    @property
+    def delivered_pct(self) -> float | None:
+        """Periods that arrived as overflows, in percent of those due; None if none were."""
+        return delivered_percent(self.seen, self.undelivered)
+
+
+def total_row(kind: type[_Row], rows: Iterable[_Row], **kept: Any) -> _Row:
+    """The ``all`` row of per-CPU ``rows`` (dataclasses of ``kind``): ``cpu`` None.
+
+    An ``int`` field is summed; an ``int | None`` one too, or None when a CPU lacks
+    it (`known_sum`); every other field (a maximum, a per-CPU number, a tuple) is
+    given in ``kept``.
+
+    :raise TypeError: a field that cannot be summed is not in ``kept``.
+    """
+    listed = tuple(rows)
+    values: dict[str, Any] = {"cpu": None, **kept}
+    for field in dataclasses.fields(kind):  # type: ignore[arg-type]
+        if field.name in values:
+            continue
+        column = (getattr(row, field.name) for row in listed)
+        if field.type in ("int", int):
+            values[field.name] = sum(column)
+        elif field.type in ("int | None", int | None):
+            values[field.name] = known_sum(column)
+        else:
+            raise TypeError(f"{kind.__name__}.{field.name} ({field.type}) has no sum: keep it")
+    return kind(**values)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CellRow:
+    """One CPU of a matrix cell (`Flavour.cell_rows`), as `harness.matrix.report` reads it.
+
+    ``overflows`` and ``undelivered`` are the core's; ``recorded`` and ``drops``
+    (cause → count, the flavour's own names) the flavour's; ``irq`` the guest
+    kernel's PMU interrupts (None: not read); ``nmi_share`` the share of overflows
+    taken in NMI (None: no overflow).
+    """
+
+    cpu: int
+    irq: int | None
+    overflows: int
+    recorded: int
+    undelivered: int
+    drops: Mapping[str, int]
+    nmi_share: float | None
+
+    @classmethod
+    def from_core(cls, cpu: int, core: Mapping[str, int], *, irq: int | None, recorded: int,
+                  drops: Mapping[str, int]) -> CellRow:  # fmt: skip
+        """The row of ``cpu`` from its core counters (the ``nmi`` file) and the flavour's."""
+        seen = core.get("x_nmi_total", 0)
+        return cls(cpu=cpu, irq=irq, overflows=seen, recorded=recorded,
+                   undelivered=core.get("x_periods_undelivered", 0), drops=dict(drops),
+                   nmi_share=share(core.get("x_nmi_ctx_ok", 0), seen))  # fmt: skip
+
+    def as_dict(self) -> dict[str, object]:
+        """The row as the matrix summary's JSON holds it."""
+        return {"cpu": self.cpu, "irq": self.irq, "overflows": self.overflows,
+                "recorded": self.recorded, "undelivered": self.undelivered,
+                "drops": dict(self.drops), "nmi_share": self.nmi_share}  # fmt: skip

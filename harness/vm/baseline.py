@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from harness.errors import InfraError
+from harness.vm.shell import CommandShell
 from harness.vm.topology import parse_cpu_list
 
 CPU_TIME = "kernel.perf_cpu_time_max_percent"
@@ -61,23 +61,6 @@ class ResetOutcome:
 
     found: tuple[str, ...]
     left: tuple[str, ...]
-
-
-class CommandOutput(Protocol):
-    """The parts of `harness.vm.ssh.CommandResult` used here."""
-
-    @property
-    def stdout(self) -> str:
-        """Everything the command printed on stdout."""
-
-
-class StateShell(Protocol):
-    """Runs a shell command in the guest (`harness.vm.ssh.GuestShell`)."""
-
-    def run(
-        self, command: str, *, timeout_s: float | None = None, check: bool = True
-    ) -> CommandOutput:
-        """Run ``command``; with ``check``, a non-zero exit raises."""
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -172,7 +155,7 @@ def restore_commands(baseline: GuestState, now: GuestState) -> tuple[str, ...]:
     return tuple(commands)
 
 
-def read_state(shell: StateShell) -> GuestState:
+def read_state(shell: CommandShell) -> GuestState:
     """The guest's state now, in one round trip (≤ the shell's command budget).
 
     :raise HarnessError: SSH failed, or the output does not parse.
@@ -185,7 +168,7 @@ def restore_script(commands: Sequence[str]) -> str:
     return f"{{ {'; '.join(commands)}; }} >&2; {STATE_COMMAND}"
 
 
-def reset(shell: StateShell, baseline: GuestState) -> ResetOutcome:
+def reset(shell: CommandShell, baseline: GuestState) -> ResetOutcome:
     """Compare the guest with ``baseline``; restore what differs and read it back.
 
     One round trip when nothing differs, two otherwise; each ≤ the shell's command budget.

@@ -27,9 +27,9 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from harness.errors import ConfigError, GuestError
+from harness.vm.shell import CommandShell
 
 #: Where the guest's perf lives (Debian's linux-perf: the binary itself, not a wrapper).
 PERF = "/usr/bin/perf"
@@ -136,31 +136,6 @@ class PerfCounts:
         return {c.cpu: c.samples for c in self.cpus}
 
 
-class PerfOutput(Protocol):
-    """The parts of `harness.vm.ssh.CommandResult` used here."""
-
-    @property
-    def stdout(self) -> str:
-        """What the command printed."""
-
-    @property
-    def stderr(self) -> str:
-        """What the command printed on stderr."""
-
-    @property
-    def exit_status(self) -> int:
-        """The command's exit status."""
-
-
-class PerfShell(Protocol):
-    """Runs a command in the guest (`harness.vm.ssh.GuestShell`)."""
-
-    def run(
-        self, command: str, *, timeout_s: float | None = None, check: bool = True
-    ) -> PerfOutput:
-        """Run ``command``; with ``check``, a non-zero exit raises."""
-
-
 # --- commands (pure) ----------------------------------------------------------------------
 
 
@@ -249,7 +224,9 @@ def report_command(session: PerfSession) -> str:
 # --- the thin shell ------------------------------------------------------------------------
 
 
-def start_perf(shell: PerfShell, session: PerfSession, *, timeout_s: int = START_TIMEOUT_S) -> int:
+def start_perf(
+    shell: CommandShell, session: PerfSession, *, timeout_s: int = START_TIMEOUT_S
+) -> int:
     """Start ``perf record`` for ``session``; return its PID once its events count.
 
     Blocks up to ``timeout_s`` (plus the SSH round trip).
@@ -265,7 +242,7 @@ def start_perf(shell: PerfShell, session: PerfSession, *, timeout_s: int = START
 
 
 def stop_perf(
-    shell: PerfShell,
+    shell: CommandShell,
     session: PerfSession,
     *,
     window: tuple[int, int] | None = None,

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.agent.profctl import CommandShell
+from harness.vm.shell import CommandShell
 
 #: The signals the tests send to children they start (SIGKILL cannot be ignored or blocked).
 SIGNALS_SENT = (signal.SIGINT, signal.SIGTERM)

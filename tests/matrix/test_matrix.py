@@ -35,8 +35,9 @@ def test_cell(cell: Cell, cell_agent: Agent, request: pytest.FixtureRequest) -> 
         violations += [f"peer run: {v}" for v in flavour.check(peer_run)]
         peer = getattr(peer_run, "peer", None)  # every flavour's run keeps perf's evidence
         profile = profile_summary(peer if isinstance(peer, PeerEvidence) else None)
+    cells = [row.as_dict() for row in flavour.cell_rows(run)]
     summary = {"cell": cell.id, "axes": cell.axes(), "nodeid": request.node.nodeid,
-               "cpus": flavour.cell_rows(run), "violations": violations, "profile": profile,
+               "cpus": cells, "violations": violations, "profile": profile,
                "reason": violations[0] if violations else ""}  # fmt: skip
     record_cell(request, summary)
     assert not violations, "\n".join(violations)

@@ -17,7 +17,6 @@ from harness.agent.profctl import (
     MAX_CHUNK,
     MAX_COMMAND,
     MAX_CPU,
-    CommandShell,
     StepResult,
     build_profctl,
     cat_step,
@@ -40,6 +39,7 @@ from harness.agent.profctl import (
 from harness.build.cache import Cache, file_sha256
 from harness.errors import BuildError, ConfigError, GuestCommandError, InfraError
 from harness.process import tool_version
+from harness.vm.shell import CommandShell
 from harness.vm.ssh import GuestShell
 
 EM_X86_64 = 62

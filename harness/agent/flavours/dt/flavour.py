@@ -22,7 +22,7 @@ from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import AgentSample
-from harness.agent.report import share
+from harness.agent.report import CellRow
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import GUEST_DIR, inject_step
@@ -88,19 +88,14 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     return dt_run(agent, spec, plan)
 
 
-def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
+def _cell_rows(run: AgentRun) -> list[CellRow]:
     own = narrow(run, DtRun)
-    rows: list[dict[str, object]] = []
+    rows = []
     for cpu, stats in sorted(own.after_read.percpu.items()):
-        core = own.core.get(cpu, {})
         drops = {"dropevt": stats["dc_dropevt"], "recurevt": stats["dc_recurevt"]}
-        irq = own.kernel.delta(cpu) if own.kernel else None
-        rows.append({"cpu": cpu, "irq": irq, "overflows": core.get("x_nmi_total", 0),
-                     "recorded": stats["x_committed"],
-                     "undelivered": core.get("x_periods_undelivered", 0),
-                     "drops": drops,
-                     "nmi_share": share(core.get("x_nmi_ctx_ok", 0),
-                                        core.get("x_nmi_total", 0))})  # fmt: skip
+        rows.append(CellRow.from_core(cpu, own.core.get(cpu, {}), recorded=stats["x_committed"],
+                                      irq=own.kernel.delta(cpu) if own.kernel else None,
+                                      drops=drops))  # fmt: skip
     return rows
 
 

@@ -1,6 +1,6 @@
 """Plain-text view of one dt run: the per-CPU table and the verdicts.
 
-Pure rendering of a `DtRun` and the violations `harness.agent.oracles_dt` found;
+Pure rendering of a `DtRun` and the violations `harness.agent.flavours.dt.oracles` found;
 nothing here judges, prints or writes::
 
     violations = check_dt(run)
@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from harness.agent.flavours.dt.data import DT
 from harness.agent.flavours.dt.oracles import DT_ORACLES
 from harness.agent.flavours.dt.results import DtRun
-from harness.agent.report import align, decimal, format_cpus, known_sum, percent, verdict_lines
+from harness.agent.report import (
+    OverflowShares,
+    align,
+    decimal,
+    format_cpus,
+    total_row,
+    verdict_lines,
+)
 from harness.agent.results import Violation
 
 TITLES: tuple[str, ...] = (
@@ -31,7 +38,7 @@ TITLES: tuple[str, ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class DtRow:
+class DtRow(OverflowShares):
     """One CPU's numbers as the table shows them; ``cpu`` None is the ``all`` row.
 
     ``seq`` is the last sequence number committed on the CPU (None in the ``all``
@@ -55,16 +62,6 @@ class DtRow:
     nmi_ok: int
     irq: int | None
     undelivered: int
-
-    @property
-    def nmi_pct(self) -> float | None:
-        """Overflows handled in NMI, in percent (1 decimal); None without overflows."""
-        return percent(self.nmi_ok, self.seen)
-
-    @property
-    def delivered_pct(self) -> float | None:
-        """Periods that arrived as overflows, in percent of those due; None if none were."""
-        return percent(self.seen, self.seen + self.undelivered)
 
 
 def dt_rows(run: DtRun) -> tuple[DtRow, ...]:
@@ -94,23 +91,8 @@ def dt_rows(run: DtRun) -> tuple[DtRow, ...]:
 
 
 def dt_total_row(rows: Iterable[DtRow]) -> DtRow:
-    """The ``all`` row: sums of ``rows`` (no seq)."""
-    rows = tuple(rows)
-    return DtRow(
-        cpu=None,
-        calls=sum(r.calls for r in rows),
-        committed=sum(r.committed for r in rows),
-        read=sum(r.read for r in rows),
-        dropevt=sum(r.dropevt for r in rows),
-        recurevt=sum(r.recurevt for r in rows),
-        skiptick=sum(r.skiptick for r in rows),
-        inring=sum(r.inring for r in rows),
-        seq=None,
-        seen=sum(r.seen for r in rows),
-        nmi_ok=sum(r.nmi_ok for r in rows),
-        irq=known_sum(r.irq for r in rows),
-        undelivered=sum(r.undelivered for r in rows),
-    )
+    """The ``all`` row: sums of ``rows``, no seq (sequences are per CPU)."""
+    return total_row(DtRow, rows, seq=None)
 
 
 def dt_nmi_mode(run: DtRun) -> str:

@@ -27,7 +27,7 @@ from harness.agent.flavours.hwpmc.plans import (
     pair_spec,
     standard_plan,
 )
-from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts, hw_rows
+from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
 from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.flavours.hwpmc.run import (
     HwPlan,
@@ -42,6 +42,7 @@ from harness.agent.flavours.hwpmc.run import (
 from harness.agent.peer import PeerWindow, bracket_window
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import AgentSample
+from harness.agent.report import CellRow
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.errors import ConfigError, InfraError
@@ -106,20 +107,16 @@ OP_STEPS: dict[str, Callable[[int], str]] = {
 }
 
 
-def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
+def _cell_rows(run: AgentRun) -> list[CellRow]:
     own = narrow(run, HwRun)
-    return [
-        {
-            "cpu": r["cpu"],
-            "irq": r["irq"],
-            "overflows": r["seen"],
-            "recorded": r["recorded"],
-            "undelivered": r["undelivered"],
-            "drops": {"bufferfull": r["bufferfull"], "stalled_nmi": r["stalled_nmi"]},
-            "nmi_share": None if r["nmi_pct"] is None else float(str(r["nmi_pct"])) / 100,
-        }
-        for r in hw_rows(own)
-    ]
+    rows = []
+    for cpu, core in sorted(own.snapshot.core.items()):
+        stats = own.snapshot.stats_percpu.get(cpu, {})
+        drops = {name: stats.get(f"x_{name}", 0) for name in ("bufferfull", "stalled_nmi")}
+        irq = own.kernel.delta(cpu) if own.kernel else None
+        rows.append(CellRow.from_core(cpu, core, irq=irq, recorded=stats.get("x_recorded", 0),
+                                      drops=drops))  # fmt: skip
+    return rows
 
 
 def _samples(run: HwRun) -> list[AgentSample]:

@@ -15,10 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from harness.agent.core_oracles import delivered_share
 from harness.agent.flavours.hwpmc.oracles import HW_ORACLES
 from harness.agent.flavours.hwpmc.results import HwRun
-from harness.agent.report import align, decimal, known_sum, percent, verdict_lines
+from harness.agent.report import (
+    align,
+    decimal,
+    delivered_percent,
+    known_sum,
+    nmi_percent,
+    verdict_lines,
+)
 from harness.agent.results import Violation
 
 TITLES: tuple[str, ...] = (
@@ -42,7 +48,6 @@ def hw_rows(run: HwRun) -> list[dict[str, object]]:
     for cpu in sorted(core):
         c, own = core[cpu], pc.get(cpu, {})
         irq = run.kernel.delta(cpu) if run.kernel else None
-        share = delivered_share(c)
         rows.append(
             {
                 "cpu": cpu,
@@ -53,9 +58,11 @@ def hw_rows(run: HwRun) -> list[dict[str, object]]:
                 "restarts": own.get("x_restarts", 0),
                 "sweeps": own.get("x_sweeps", 0),
                 "stopped_ms": c.get("x_source_stopped_ns", 0) // 1_000_000,
-                "nmi_pct": percent(c.get("x_nmi_ctx_ok", 0), c.get("x_nmi_total", 0)),
+                "nmi_pct": nmi_percent(c.get("x_nmi_ctx_ok", 0), c.get("x_nmi_total", 0)),
                 "undelivered": c.get("x_periods_undelivered", 0),
-                "delivered_pct": None if share is None else round(100 * share, 1),
+                "delivered_pct": delivered_percent(
+                    c.get("x_nmi_total", 0), c.get("x_periods_undelivered", 0)
+                ),
             }
         )
     return rows

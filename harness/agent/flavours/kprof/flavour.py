@@ -33,7 +33,7 @@ from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import KPDATA, KprofPlan, ctl_step, kprof_run, snapshot
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import AgentSample
-from harness.agent.report import share
+from harness.agent.report import CellRow
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import inject_step
@@ -144,20 +144,17 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     return kprof_run(agent, spec, plan)
 
 
-def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
+def _cell_rows(run: AgentRun) -> list[CellRow]:
     own = narrow(run, KprofRun)
     final = own.last
-    rows: list[dict[str, object]] = []
+    rows = []
     for cpu, core in sorted(own.core.items()):
         drops = {name.removeprefix("x_"): final.get(cpu, name)
                  for name in ("x_records_nospare", "x_records_nested_drop",
                               "x_records_not_tracing", "x_records_in_dropped_blocks")}  # fmt: skip
-        rows.append({"cpu": cpu, "irq": own.kernel.delta(cpu) if own.kernel else None,
-                     "overflows": core.get("x_nmi_total", 0),
-                     "recorded": final.get(cpu, "x_records_committed"),
-                     "undelivered": core.get("x_periods_undelivered", 0), "drops": drops,
-                     "nmi_share": share(core.get("x_nmi_ctx_ok", 0),
-                                        core.get("x_nmi_total", 0))})  # fmt: skip
+        rows.append(CellRow.from_core(cpu, core, irq=own.kernel.delta(cpu) if own.kernel else None,
+                                      recorded=final.get(cpu, "x_records_committed"),
+                                      drops=drops))  # fmt: skip
     return rows
 
 

@@ -19,7 +19,15 @@ from collections.abc import Collection, Sequence
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.oracles import KPROF_ORACLES
 from harness.agent.flavours.kprof.results import KprofRun
-from harness.agent.report import align, decimal, format_cpus, known_sum, percent, verdict_lines
+from harness.agent.report import (
+    align,
+    decimal,
+    delivered_percent,
+    format_cpus,
+    known_sum,
+    nmi_percent,
+    verdict_lines,
+)
 from harness.agent.results import Violation
 
 #: Table columns: (title, per-CPU counter of kprof or None for a computed one).
@@ -50,7 +58,7 @@ def _row(run: KprofRun, cpu: int | None) -> tuple[str, ...]:
     return (
         "all" if cpu is None else str(cpu), "-" if irq is None else str(irq), str(seen),
         *(str(sum(final.get(c, name) for c in cpus)) for _, name in COLUMNS),
-        qlen, decimal(percent(nmi_ok, seen)), decimal(percent(seen, seen + undelivered)),
+        qlen, decimal(nmi_percent(nmi_ok, seen)), decimal(delivered_percent(seen, undelivered)),
     )  # fmt: skip
 
 

@@ -32,7 +32,7 @@ from harness.agent.flavours.tprof.run import (
     scripted_run,
 )
 from harness.agent.peer_run import profile_report
-from harness.agent.report import share
+from harness.agent.report import CellRow
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan, inject_step, kick_step
@@ -96,17 +96,14 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     return scripted_run(agent, spec, script.body, context)[0]
 
 
-def _cell_rows(run: AgentRun) -> list[dict[str, object]]:
+def _cell_rows(run: AgentRun) -> list[CellRow]:
     own = narrow(run, SamplingRun)
-    rows: list[dict[str, object]] = []
+    rows = []
     for cpu, core in sorted(own.snapshot.core.items()):
         stats = own.snapshot.stats_percpu.get(cpu, {})
         drops = {name.removeprefix("x_"): stats.get(name, 0) for name, _ in TPROF_DROP_CAUSES}
-        irq = own.kernel.delta(cpu) if own.kernel else None
-        rows.append({"cpu": cpu, "irq": irq, "overflows": core["x_nmi_total"],
-                     "recorded": stats["x_sample"],
-                     "undelivered": core["x_periods_undelivered"], "drops": drops,
-                     "nmi_share": share(core["x_nmi_ctx_ok"], core["x_nmi_total"])})  # fmt: skip
+        rows.append(CellRow.from_core(cpu, core, irq=own.kernel.delta(cpu) if own.kernel else None,
+                                      recorded=stats["x_sample"], drops=drops))  # fmt: skip
     return rows
 
 

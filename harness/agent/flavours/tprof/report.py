@@ -27,14 +27,14 @@ from harness.agent.flavours.tprof.data import TPROF_DROP_CAUSES, samples_per_buf
 from harness.agent.flavours.tprof.oracles import ORACLES
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.report import (
+    OverflowShares,
     align,
     decimal,
     failed_oracles,
     format_cpus,
-    known_sum,
-    percent,
     verdict_lines,
 )
+from harness.agent.report import total_row as all_row
 from harness.agent.results import Violation
 
 #: Drop-cause columns shown even when every CPU has 0.
@@ -46,7 +46,7 @@ _CAUSES: tuple[tuple[str, str], ...] = tuple(
 
 
 @dataclass(frozen=True, slots=True)
-class CpuRow:
+class CpuRow(OverflowShares):
     """One CPU's numbers as the table shows them; ``cpu`` None is the ``all`` row.
 
     ``irq`` is the guest kernel's count of PMU interrupts over the run (None: not
@@ -73,16 +73,6 @@ class CpuRow:
     probe_runs: int
     handler_sum_ns: int
     handler_max_ns: int
-
-    @property
-    def nmi_pct(self) -> float | None:
-        """Overflows handled in NMI, in percent (1 decimal); None without overflows."""
-        return percent(self.nmi_ok, self.seen)
-
-    @property
-    def delivered_pct(self) -> float | None:
-        """Periods that arrived as overflows, in percent of those due; None if none were."""
-        return percent(self.seen, self.seen + self.undelivered)
 
     @property
     def mean_us(self) -> float | None:
@@ -149,25 +139,11 @@ def cpu_rows(run: SamplingRun) -> tuple[CpuRow, ...]:
 def total_row(rows: Iterable[CpuRow]) -> CpuRow:
     """The ``all`` row: sums of ``rows``, the largest handler maximum."""
     rows = tuple(rows)
-    return CpuRow(
-        cpu=None,
-        seen=sum(r.seen for r in rows),
-        irq=known_sum(r.irq for r in rows),
-        peer=known_sum(r.peer for r in rows),
-        calls=sum(r.calls for r in rows),
-        recorded=sum(r.recorded for r in rows),
-        drops=tuple(
-            (column, sum(dict(r.drops).get(column, 0) for r in rows)) for _, column in _CAUSES
-        ),
-        undelivered=sum(r.undelivered for r in rows),
-        throttled=sum(r.throttled for r in rows),
-        nmi_ok=sum(r.nmi_ok for r in rows),
-        irqoff=sum(r.irqoff for r in rows),
-        probe_hits=sum(r.probe_hits for r in rows),
-        probe_runs=sum(r.probe_runs for r in rows),
-        handler_sum_ns=sum(r.handler_sum_ns for r in rows),
-        handler_max_ns=max((r.handler_max_ns for r in rows), default=0),
+    drops = tuple(
+        (column, sum(dict(r.drops).get(column, 0) for r in rows)) for _, column in _CAUSES
     )
+    return all_row(CpuRow, rows, drops=drops,
+                   handler_max_ns=max((r.handler_max_ns for r in rows), default=0))  # fmt: skip
 
 
 def drop_columns(rows: Iterable[CpuRow]) -> tuple[str, ...]:

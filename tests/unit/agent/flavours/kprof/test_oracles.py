@@ -189,8 +189,8 @@ def test_nmi_bursts_make_the_records_inexact() -> None:
 
 def test_the_matrix_row_and_the_report_show_the_blocks() -> None:
     (row,) = FLAVOUR.cell_rows(good_run())
-    assert (row["cpu"], row["recorded"], row["overflows"]) == (0, N, 10)
-    assert row["drops"] == {"records_nospare": 0, "records_nested_drop": 0,
+    assert (row.cpu, row.recorded, row.overflows) == (0, N, 10)
+    assert row.drops == {"records_nospare": 0, "records_nested_drop": 0,
                             "records_not_tracing": 1, "records_in_dropped_blocks": R}  # fmt: skip
     report = FLAVOUR.report(good_run(), [])
     assert "PASS  KP-O3" in report
