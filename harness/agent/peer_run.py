@@ -5,7 +5,8 @@ perf records the same CPUs, event and period with frame-pointer call chains
 stopped after it disarmed. Its samples are counted in the window where every
 CPU's agent event counted (PEER), and folded by symbol against the agent's own
 samples (PROFILE), both profiles named by one `harness.agent.profile.Symboliser`
-over the guest's ``/proc/kallsyms``. A flavour says only what differs, in
+over the guest's ``/proc/kallsyms`` and the ground-truth workload's ELF symbols
+(user PCs elsewhere are ``[user]``). A flavour says only what differs, in
 `PeerHooks`: how its records become samples, and its window where the agent's
 ``info`` does not give it::
 
@@ -31,6 +32,7 @@ from harness.agent.profile import (
     Profile,
     ProfilePair,
     Symboliser,
+    UserSymbols,
     agent_stack,
     compare,
     fold,
@@ -40,6 +42,8 @@ from harness.agent.profile import (
 )
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, parse_pairs
+from harness.agent.truth_build import BINARY_NAME, TEXT_BASE
+from harness.errors import InfraError
 from harness.vm.perf import PerfSession, start_perf, stop_command, stop_perf
 
 if TYPE_CHECKING:
@@ -116,7 +120,7 @@ def peer_run(
         raise
     keep = agent.workdir / f"perf-{agent.run_count:02d}.txt"
     counts = stop_perf(agent.shell, session, timeout_s=budget, window=window.inner, keep=keep)
-    symbols = Symboliser(parse_kallsyms(kallsyms))
+    symbols = Symboliser(parse_kallsyms(kallsyms), _workload_symbols(agent))
     lo, hi = window.outer
     pair = ProfilePair(
         agent=fold(agent_stack(s, symbols) for s in hooks.samples(result)),
@@ -127,6 +131,16 @@ def peer_run(
     kernel = getattr(result, "kernel", None)
     shared = dataclasses.replace(kernel, pmu_shared=True) if kernel is not None else None
     return dataclasses.replace(result, peer=evidence, kernel=shared)
+
+
+def _workload_symbols(agent: AgentLike) -> UserSymbols | None:
+    """The ground-truth workload's functions (`harness.agent.truth`), if it was built."""
+    try:
+        functions = agent.truth_image().functions.functions
+    except InfraError:  # no workload beside profctl: user PCs are "[user]"
+        return None
+    return UserSymbols(BINARY_NAME, tuple((f.start, f.end, f.name) for f in functions),
+                       base=TEXT_BASE)  # fmt: skip
 
 
 def _info(agent: AgentLike) -> dict[str, str]:

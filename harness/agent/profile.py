@@ -91,10 +91,14 @@ class KernelSymbols:
 
 @dataclass(frozen=True, slots=True)
 class UserSymbols:
-    """A workload's function symbols: (start, end, name); ``binary`` as perf names its dso."""
+    """A workload's function symbols: (start, end, name); ``binary`` as perf names its dso.
+
+    ``base``: where its text is mapped (perf prints user addresses relative to it).
+    """
 
     binary: str
     ranges: tuple[tuple[int, int, str], ...]
+    base: int = 0
 
     def name(self, addr: int) -> str | None:
         """The function holding ``addr``, if any."""
@@ -153,22 +157,22 @@ def agent_stack(sample: ProfileSample, symbols: Symboliser) -> tuple[str, ...]:
 def perf_stack(sample: PerfSample, symbols: Symboliser) -> tuple[str, ...]:
     """A perf sample's frames named by ``symbols``, root first.
 
-    Kernel frames by their address; user frames by perf's own symbol where the
-    frame is in the workload's binary (perf prints user addresses relative to
-    their mapping), else ``[user]``.
+    Kernel frames by their address; user frames in the workload's binary by
+    perf's own symbol, or where perf has none by the workload's symbols at the
+    frame's address (perf prints it relative to the mapping: plus ``base``);
+    any other user frame is ``[user]``.
     """
     names = []
+    user = symbols.user
     for frame in reversed(sample.frames):
         if frame.ip >= KERNEL_TOP_BIT:
             names.append(symbols.kernel.name(frame.ip))
-        elif (
-            symbols.user is not None
-            and frame.dso.rsplit("/", 1)[-1] == symbols.user.binary
-            and frame.sym != "[unknown]"
-        ):
+        elif user is None or frame.dso.rsplit("/", 1)[-1] != user.binary:
+            names.append(USER)
+        elif frame.sym != "[unknown]":
             names.append(frame.sym.split("+", 1)[0])
         else:
-            names.append(USER)
+            names.append(user.name(frame.ip + user.base) or USER)
     return tuple(names)
 
 

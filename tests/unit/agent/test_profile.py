@@ -140,3 +140,10 @@ def test_top_symbols_sit_side_by_side() -> None:
     assert lines[2].split() == ["1", "a", "75.0%", "b", "50.0%"]
     assert lines[3].split() == ["2", "b", "25.0%", "c", "50.0%"]
     assert len(lines) == 4
+
+
+def test_a_workload_frame_perf_could_not_name_is_named_from_its_mapping() -> None:
+    mapped = Symboliser(SYMBOLS.kernel, UserSymbols("truth", ((0x400100, 0x400140, "leaf"),),
+                                                    base=0x400000))  # fmt: skip
+    frame = PerfFrame(0x104, "[unknown]", "/root/truth")  # perf: relative to the mapping
+    assert perf_stack(PerfSample(0, 1, (frame,)), mapped) == ("leaf",)
