@@ -1,0 +1,1 @@
+"""profbench's tests: the unit tier, the guest tier, the scenarios and the matrix."""

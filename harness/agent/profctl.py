@@ -7,9 +7,9 @@ module builds the step tokens (pure and validated), compiles the binary into the
 cache, runs a sequence through a guest shell and parses what it printed::
 
     binary = build_profctl(arches.get("arm64"), Cache.default())
-    shell.put(binary, "/root/profctl", mode=0o755)
-    results = run_profctl(shell, "/root/profctl", (
-        open_step("/dev/tprof"),                 # fd 3: the lowest free descriptor
+    shell.put(binary, "/tmp/profagent/profctl", mode=0o755)   # steps.GUEST_DIR
+    results = run_profctl(shell, "/tmp/profagent/profctl", (
+        open_step("/dev/profagent"),             # fd 3: the lowest free descriptor
         ioctl_step(3, 0x40087401, 8, b"\x01"),
         spin_step(1, 200), wait_step(),
         timeout_step(5), read_step(3, "/tmp/samples.bin", 65536),

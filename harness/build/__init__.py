@@ -1,0 +1,1 @@
+"""Builds into the content-addressed cache: kernels, rootfs, modules, host tools, keys."""

@@ -1,0 +1,1 @@
+"""What the invoke tasks call: test tiers and CI, sessions, bench, mutants, checks, cache."""

@@ -42,27 +42,45 @@ class PlotCpu(Protocol):
     """What a plot reads of one CPU of a cell."""
 
     @property
-    def cpu(self) -> int: ...
+    def cpu(self) -> int:
+        """The CPU's number."""
+
     @property
-    def recorded(self) -> int: ...
+    def recorded(self) -> int:
+        """Samples the flavour recorded on it."""
+
     @property
-    def drops(self) -> Sequence[tuple[str, int]]: ...
+    def drops(self) -> Sequence[tuple[str, int]]:
+        """(cause, count) of what it dropped."""
 
 
 class PlotCell(Protocol):
     """What a plot reads of one matrix cell."""
 
     @property
-    def cell(self) -> str: ...
+    def cell(self) -> str:
+        """The cell's id."""
+
     @property
-    def outcome(self) -> str: ...
+    def outcome(self) -> str:
+        """``passed``, ``failed``, ``skipped`` or ``error``."""
+
     @property
-    def reason(self) -> str: ...
+    def reason(self) -> str:
+        """The skip reason or the first failure line."""
+
     @property
-    def cpus(self) -> Sequence[PlotCpu]: ...
-    def axis(self, name: str) -> str: ...
-    def drop_totals(self) -> Mapping[str, int]: ...
-    def nmi_share(self) -> float | None: ...
+    def cpus(self) -> Sequence[PlotCpu]:
+        """Its CPUs' numbers."""
+
+    def axis(self, name: str) -> str:
+        """The cell's value on axis ``name`` (``""``: none)."""
+
+    def drop_totals(self) -> Mapping[str, int]:
+        """Drops per cause over all CPUs."""
+
+    def nmi_share(self) -> float | None:
+        """The overflow-weighted share taken in NMI; None: no CPU had one."""
 
 
 _Scale = Callable[[float], float]

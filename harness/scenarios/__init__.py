@@ -1,0 +1,1 @@
+"""Scenarios: the TOML format and its checks, loading, repro bundles, deterministic runs."""

@@ -49,7 +49,9 @@ _T = TypeVar("_T")
 _S = TypeVar("_S", bound=str)
 _GUEST_KEYS = ("arch", "accel", "topology", "variant", "nmi", "kernel_args", "kernel")
 _SPEC = AgentSpec()  # the defaults of every agent key left out
-#: AgentSpec's fields, spelt out: a new field is refused here until `_agent` reads it.
+#: The [agent] keys besides the flavour's own load parameters: AgentSpec's fields but
+#: ``params`` (each parameter is a key of its own), then the run's perf throttling
+#: settings. A key not listed is refused as unknown until `_agent` reads it.
 _AGENT_KEYS = (
     "flavour", "event", "period", "drain", "drain_ms", "quirks", "pmu_produce", "throttling",
     "max_sample_rate",

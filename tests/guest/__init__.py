@@ -1,0 +1,1 @@
+"""The guest tier: tests that boot QEMU guests (pooled or their own)."""

@@ -1,0 +1,1 @@
+"""The matrix tier: one pytest cell per combination of axes (`invoke test --matrix`)."""

@@ -1,0 +1,1 @@
+"""Unit tests of the agent: spec, rendering, driver, laws, oracles, mutants, reports."""

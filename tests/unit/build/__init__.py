@@ -1,0 +1,1 @@
+"""Unit tests of the builds: cache, kernel config, rootfs, packages, modules."""

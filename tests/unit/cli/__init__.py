@@ -1,0 +1,1 @@
+"""Unit tests of what the invoke tasks call: test runs, skips, bench, checks, cache."""

@@ -1,0 +1,1 @@
+"""Unit tests of the matrix: loading, selection, the report and its plots."""

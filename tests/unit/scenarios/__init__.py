@@ -1,0 +1,1 @@
+"""Unit tests of scenarios: loading and checks, repro and deterministic bundles."""

@@ -1,0 +1,1 @@
+"""Unit tests of the VM layer: argv, QMP, SSH, snapshots, topology, perf, baselines."""

@@ -1,0 +1,1 @@
+"""Unit tests of each flavour's oracles and report, one package per flavour."""

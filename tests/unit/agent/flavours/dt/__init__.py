@@ -1,0 +1,1 @@
+"""Unit tests of dt's oracles and report."""

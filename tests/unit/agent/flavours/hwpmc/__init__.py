@@ -1,0 +1,1 @@
+"""Unit tests of hwpmc's oracles and report."""

@@ -1,0 +1,1 @@
+"""Unit tests of kprof's oracles and report."""

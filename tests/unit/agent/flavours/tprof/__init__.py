@@ -1,0 +1,1 @@
+"""Unit tests of tprof's oracles and report."""
