@@ -4,6 +4,7 @@ A flavour's report (``harness/agent/flavours/<name>/report.py``) supplies only i
 columns and its oracle list::
 
     verdict_lines(violations, ORACLES, applicable={"TP-O1"})   # PASS/FAIL/skip per oracle
+    verdict_lines(violations, HW_ORACLES, reproduces=HW_D2)     # XFAIL: the seed's defect
     format_cpus([0, 1, 2, 5])                                   # "0-2,5"
     align([("cpu", "seen"), ("0", "12")])                       # right-aligned columns
     total_row(DtRow, rows, seq=None)                            # the ``all`` row
@@ -23,15 +24,44 @@ from harness.agent.results import Violation
 _Row = TypeVar("_Row")
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class SeedDefect:
+    """What a quirk run must show: the seed's defect, reproduced as intended.
+
+    ``must_fail`` are the oracles the defect breaks (one that holds means the quirk
+    did not reproduce it: the real failure); ``may_fail`` those it can break too,
+    depending on timing::
+
+        SeedDefect("HW-D2", frozenset({"HW-O8"}), may_fail=frozenset({"HW-O4"}))
+    """
+
+    defect: str
+    must_fail: frozenset[str]
+    may_fail: frozenset[str] = frozenset()
+
+    def problems(self, violations: Iterable[Violation]) -> list[str]:
+        """Why the run does not reproduce the defect as the seed does; [] when it does."""
+        failed = failed_oracles(violations)
+        held = [
+            f"{name} held: {self.defect} did not show" for name in sorted(self.must_fail - failed)
+        ]
+        other = sorted(failed - self.must_fail - self.may_fail)
+        return held + [f"{name} failed: {self.defect} does not break it" for name in other]
+
+
 def verdict_lines(
     violations: Sequence[Violation],
     oracles: Sequence[tuple[str, str]],
     applicable: Collection[str] | None = None,
+    reproduces: SeedDefect | None = None,
 ) -> str:
     """One ``PASS``/``FAIL``/``skip`` line per oracle in ``oracles`` order, violations below.
 
     Oracles not in ``applicable`` (default: all) show ``skip`` unless they have
     violations; violations of oracles unknown to ``oracles`` are listed last, never dropped.
+    In a quirk run (``reproduces``) an oracle its defect breaks shows ``XFAIL`` with
+    ``(HW-D2 reproduced, as the seed does)``, and one it must break but that held shows
+    ``FAIL`` with ``(HW-D2 did not show)``: that is the quirk run's real failure.
     """
     known = [name for name, _ in oracles]
     extra = sorted({v.oracle for v in violations} - set(known))
@@ -40,13 +70,25 @@ def verdict_lines(
     lines = []
     for name, description in entries:
         found = [v for v in violations if v.oracle == name]
-        if found:
-            verdict = "FAIL"
-        else:
-            verdict = "PASS" if applicable is None or name in applicable else "skip"
-        lines.append(f"{verdict}  {name:<{width}}  {description}".rstrip())
+        verdict, note = _verdict(name, bool(found), applicable, reproduces)
+        text = f"{verdict:<{5 if reproduces else 4}}  {name:<{width}}  {description}".rstrip()
+        lines.append(f"{text}  ({note})" if note else text)
         lines += [f"      {v}" for v in found]
     return "\n".join(lines)
+
+
+def _verdict(name: str, failed: bool, applicable: Collection[str] | None,
+             reproduces: SeedDefect | None) -> tuple[str, str]:  # fmt: skip
+    """An oracle's verdict word, and the note a quirk run adds to it ("" for none)."""
+    if reproduces is not None:
+        defect = reproduces.defect
+        if failed and name in reproduces.must_fail | reproduces.may_fail:
+            return "XFAIL", f"{defect} reproduced, as the seed does"
+        if not failed and name in reproduces.must_fail:
+            return "FAIL", f"{defect} did not show: the quirk run must reproduce it"
+    if failed:
+        return "FAIL", ""
+    return ("PASS" if applicable is None or name in applicable else "skip"), ""
 
 
 def failed_oracles(violations: Iterable[Violation]) -> set[str]:

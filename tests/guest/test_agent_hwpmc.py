@@ -32,6 +32,7 @@ from harness.agent.flavours.hwpmc.plans import (
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
 from harness.agent.flavours.hwpmc.results import Counting, HwRun
 from harness.agent.flavours.hwpmc.run import PmcSpec, hw_run, pmc_step, sweep_step
+from harness.agent.report import SeedDefect
 from harness.agent.steps import DEVICE
 from harness.vm.ssh import GuestCommandTimeout
 from harness.vm.topology import CpuTopology
@@ -41,12 +42,19 @@ from tests.guest import crash_defects as cd
 pytestmark = pytest.mark.guest
 HW = cd.HW
 HW_D2 = HWPMC.quirk_bit("HW-D2")
+#: B's counter may also fill while the shared flag is set: not stopped (HW-O4).
+SEED_HW_D2 = SeedDefect("HW-D2", frozenset({"HW-O8"}), may_fail=frozenset({"HW-O4"}))
+SEED_HW_D1 = SeedDefect("HW-D1", frozenset({"HW-O6", "HW-O7"}))
 
 
-def judged(run: HwRun, request: pytest.FixtureRequest) -> list[str]:
-    """The run's violations (as text), its report attached to the test."""
+def judged(
+    run: HwRun, request: pytest.FixtureRequest, reproduces: SeedDefect | None = None
+) -> list[str]:
+    """The run's violations (as text), its report attached to the test (a quirk run's
+    defect shows there as XFAIL; an oracle it must break that held, as FAIL)."""
     violations = check_hwpmc(run)
-    report = f"{format_hw_table(run)}\n{format_hw_verdicts(violations, applicable_hw_oracles(run))}"
+    verdicts = format_hw_verdicts(violations, applicable_hw_oracles(run), reproduces)
+    report = f"{format_hw_table(run)}\n{verdicts}"
     request.node.user_properties.append((AGENT_REPORT, report))
     return [f"{v}\n\n{report}" for v in violations]
 
@@ -85,7 +93,8 @@ def test_hwpmc_stall_independence(
         pytest.skip("needs two CPUs")
     spec = replace(pair_spec(HW), quirks=quirks)
     run = hw_run(agent, spec, independence_plan(0, 1))
-    failed = {line.split(" on ")[0] for line in judged(run, request)}
+    seed = SEED_HW_D2 if quirks else None
+    failed = {line.split(" on ")[0] for line in judged(run, request, seed)}
     if quirks == 0:
         assert failed == set()
     else:  # B's counter may also fill while the shared flag is set: not stopped (HW-O4)
@@ -135,7 +144,8 @@ def test_hwpmc_d1_beyond_32_cpus(
     if topology.cpus < 33:
         pytest.skip("needs 33 or more CPUs (--cpus 40 --cpus 33)")
     run = hw_run(agent, replace(d1_spec(HW), quirks=quirks), d1_plan(topology.cpus))
-    failed = {line.split(" on ")[0] for line in judged(run, request)}
+    seed = SEED_HW_D1 if quirks else None
+    failed = {line.split(" on ")[0] for line in judged(run, request, seed)}
     cpu = wide_cpu(topology.cpus)
     if quirks:
         assert {"HW-O6", "HW-O7"} <= failed

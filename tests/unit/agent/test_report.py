@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.agent.report import CellRow, OverflowShares, total_row
+from harness.agent.report import CellRow, OverflowShares, SeedDefect, total_row, verdict_lines
+from harness.agent.results import Violation
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,3 +45,38 @@ def test_a_cell_row_takes_the_core_counters_and_the_flavours_own() -> None:
     assert row.as_dict() == {"cpu": 3, "irq": 8, "overflows": 8, "recorded": 7, "undelivered": 2,
                              "drops": {"overflow": 1}, "nmi_share": 0.75}  # fmt: skip
     assert CellRow.from_core(0, {}, irq=None, recorded=0, drops={}).nmi_share is None
+
+
+ORACLES = (("HW-O4", "exact fill"), ("HW-O8", "stall independence"), ("HW-O9", "errnos"))
+SEED = SeedDefect("HW-D2", frozenset({"HW-O8"}), may_fail=frozenset({"HW-O4"}))
+
+
+def test_a_quirk_run_shows_its_defect_as_xfail_not_as_fail() -> None:
+    violations = [
+        Violation("HW-O8", 0, "restarts", "none"),
+        Violation("HW-O4", 1, "stopped", "running"),
+    ]
+    lines = verdict_lines(violations, ORACLES, reproduces=SEED).splitlines()
+    assert lines[0] == "XFAIL  HW-O4  exact fill  (HW-D2 reproduced, as the seed does)"
+    assert lines[2] == "XFAIL  HW-O8  stall independence  (HW-D2 reproduced, as the seed does)"
+    assert lines[4] == "PASS   HW-O9  errnos"
+    assert SEED.problems(violations) == []
+
+
+def test_a_quirk_run_whose_defect_did_not_show_is_the_failure() -> None:
+    violations = [Violation("HW-O9", None, "EINVAL", "0")]
+    lines = verdict_lines(violations, ORACLES, reproduces=SEED).splitlines()
+    assert lines[0] == "PASS   HW-O4  exact fill"  # may fail, need not
+    assert lines[1] == (
+        "FAIL   HW-O8  stall independence  (HW-D2 did not show: the quirk run must reproduce it)"
+    )
+    assert lines[2] == "FAIL   HW-O9  errnos"
+    assert SEED.problems(violations) == [
+        "HW-O8 held: HW-D2 did not show",
+        "HW-O9 failed: HW-D2 does not break it",
+    ]
+
+
+def test_without_a_quirk_the_verdicts_are_unchanged() -> None:
+    lines = verdict_lines([Violation("HW-O8", 0, "1", "0")], ORACLES).splitlines()
+    assert lines[:2] == ["PASS  HW-O4  exact fill", "FAIL  HW-O8  stall independence"]

@@ -18,6 +18,7 @@ from collections.abc import Collection, Sequence
 from harness.agent.flavours.hwpmc.oracles import HW_ORACLES
 from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.report import (
+    SeedDefect,
     align,
     decimal,
     delivered_percent,
@@ -106,9 +107,13 @@ def format_hw_table(run: HwRun) -> str:
     return "\n".join([head, *align([TITLES, *cells])])
 
 
-def format_hw_verdicts(violations: Sequence[Violation], applicable: Collection[str]) -> str:
-    """One verdict line per oracle."""
-    return verdict_lines(violations, HW_ORACLES, applicable)
+def format_hw_verdicts(
+    violations: Sequence[Violation],
+    applicable: Collection[str],
+    reproduces: SeedDefect | None = None,
+) -> str:
+    """One verdict line per oracle; a quirk run's defect shows as ``XFAIL`` (`SeedDefect`)."""
+    return verdict_lines(violations, HW_ORACLES, applicable, reproduces)
 
 
 def _cell(value: object) -> str:
