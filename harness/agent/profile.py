@@ -151,7 +151,7 @@ def parse_kallsyms(text: str) -> KernelSymbols:
 def agent_stack(sample: ProfileSample, symbols: Symboliser) -> tuple[str, ...]:
     """``sample``'s frames named, root first (its chain shares its PC's mode)."""
     frames = (sample.pc, *sample.chain)
-    return tuple(symbols.frame(pc, user=sample.user) for pc in reversed(frames))
+    return _one_user(symbols.frame(pc, user=sample.user) for pc in reversed(frames))
 
 
 def perf_stack(sample: PerfSample, symbols: Symboliser) -> tuple[str, ...]:
@@ -173,7 +173,16 @@ def perf_stack(sample: PerfSample, symbols: Symboliser) -> tuple[str, ...]:
             names.append(frame.sym.split("+", 1)[0])
         else:
             names.append(user.name(frame.ip + user.base) or USER)
-    return tuple(names)
+    return _one_user(names)
+
+
+def _one_user(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` with each run of unnamed user frames (``[user]``) as one frame."""
+    found: list[str] = []
+    for name in names:
+        if not (name == USER and found and found[-1] == USER):
+            found.append(name)
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)

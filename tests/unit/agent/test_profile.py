@@ -68,7 +68,7 @@ def test_agent_and_perf_stacks_fold_root_first_with_the_same_names() -> None:
     user = PerfSample(0, 1, (PerfFrame(0x104, "leaf+0x4", "/bin/truth"),
                              PerfFrame(0x9, "[unknown]", "/bin/truth"),
                              PerfFrame(0x5, "main", "/bin/busybox")))  # fmt: skip
-    assert perf_stack(user, SYMBOLS) == ("[user]", "[user]", "leaf")
+    assert perf_stack(user, SYMBOLS) == ("[user]", "leaf")  # a run of [user] is one frame
 
 
 def test_folded_text_is_one_line_per_stack_most_frequent_first() -> None:
