@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from harness.agent.flavour import AgentLike, AgentRun, narrow
-from harness.agent.peer import PeerEvidence, PeerWindow, info_window
+from harness.agent.peer import PeerEvidence, PeerWindow, info_window, peer_range
 from harness.agent.profile import (
     AgentSample,
     Profile,
@@ -157,11 +157,20 @@ def _keep(agent: AgentLike, pair: ProfilePair, kallsyms: str) -> None:
 
 
 def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
-    """The top-symbol table, agent beside perf, and PROFILE's statistic ('' without a peer)."""
-    if peer is None or peer.profiles is None:
+    """The PEER range of each CPU, the top-symbol table and PROFILE's statistic.
+
+    '' without a peer.
+    """
+    if peer is None:
         return ""
+    ranges = ((c.cpu, c.samples, peer_range(c, peer.counts, peer.window.bound))
+              for c in peer.counts.cpus)  # fmt: skip
+    line = "PEER: perf's samples per CPU in the window (the agent's overflows must lie in): "
+    line += ", ".join(f"{cpu}: {n} ({r.low}..{r.high})" for cpu, n, r in ranges)
+    if peer.profiles is None:
+        return f"{line}\n"
     pair = peer.profiles
-    return f"{top_symbols(pair, rows)}\n{_test_line(pair.agent, pair.perf)}\n"
+    return f"{line}\n{top_symbols(pair, rows)}\n{_test_line(pair.agent, pair.perf)}\n"
 
 
 def profile_summary(peer: PeerEvidence | None) -> dict[str, str]:
