@@ -26,6 +26,7 @@ from harness.templates import render
 #: Rendered file → template under guest/agent/, for the core; each flavour adds
 #: ``<name>.c`` from ``guest/agent/flavours/<name>/<name>.c.j2``.
 CORE_SOURCES: dict[str, str] = {
+    "compat.h": "agent/compat.h.j2",  # every kernel-version shim, and only there
     "profagent_abi.h": "agent/profagent_abi.h.j2",
     "profagent.h": "agent/profagent.h.j2",
     "core.c": "agent/core.c.j2",

@@ -598,7 +598,7 @@ static const struct file_operations dt_fops = {
 	.release = dt_release,
 	.read = dt_read,
 	.unlocked_ioctl = dt_ioctl,
-	.llseek = no_llseek,
+	.llseek = pa_no_llseek,
 };
 
 /* ---- test hooks: forced skips, and a nested window ------------------------- */

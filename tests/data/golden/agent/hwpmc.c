@@ -1065,7 +1065,7 @@ static const struct file_operations hw_fops = {
 	.open = hw_open,
 	.release = hw_close,
 	.unlocked_ioctl = hw_ioctl,
-	.llseek = no_llseek,
+	.llseek = pa_no_llseek,
 };
 
 /* ---- debugfs: hwpmc/pmcs, hwpmc/log and the test hooks ------------------------------ */

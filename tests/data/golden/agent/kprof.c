@@ -1082,7 +1082,7 @@ static ssize_t kp_trace_read(struct file *file, char __user *ubuf, size_t len, l
 
 static const struct file_operations kp_ctl_fops = {
 	.owner = THIS_MODULE, .open = kp_ctl_open, .release = kp_ctl_release,
-	.write = kp_ctl_write, .llseek = no_llseek,
+	.write = kp_ctl_write, .llseek = pa_no_llseek,
 };
 static const struct file_operations kp_data_fops = {
 	.owner = THIS_MODULE, .read = kp_data_read, .write = kp_data_write,
@@ -1116,7 +1116,7 @@ static long kp_dev_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 static const struct file_operations kp_dev_fops = {
 	.owner = THIS_MODULE, .open = kp_dev_open, .unlocked_ioctl = kp_dev_ioctl,
-	.llseek = no_llseek,
+	.llseek = pa_no_llseek,
 };
 
 /* ---- views ----------------------------------------------------------------------- */

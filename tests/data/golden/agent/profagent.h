@@ -16,6 +16,7 @@
 #include <linux/percpu.h>
 #include <linux/seq_file.h>
 #include <linux/types.h>
+#include "compat.h"
 #include "profagent_abi.h"
 
 /* Core per-CPU counters, in the order of the debugfs `nmi` file. */

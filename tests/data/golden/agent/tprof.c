@@ -744,7 +744,7 @@ static const struct file_operations tp_fops = {
 	.release = tp_release,
 	.read = tp_read,
 	.unlocked_ioctl = tp_ioctl,
-	.llseek = no_llseek,
+	.llseek = pa_no_llseek,
 };
 
 /* ---- debugfs views ------------------------------------------------------- */
