@@ -277,7 +277,8 @@ def agent(
     if not guest.facts.pmu_driver:
         pytest.skip(
             f"{guest.name} has no PMU (x86 under TCG: 'PMU not available due to "
-            "virtualization'); the agent's tests sample the cycles event"
+            "virtualization'); the agent's tests sample the cycles event: they run on "
+            "arm64, `invoke test --arch arm64`"
         )
     workdir = guest.workdir / "agent" / request.node.name.replace("/", "_")
     workdir.mkdir(parents=True, exist_ok=True)

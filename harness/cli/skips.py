@@ -30,7 +30,8 @@ Image = tuple[str, Variant]
 NO_PMU_ARCH = "x86_64"
 #: How a test says it lacks images: "no debug kernel in the cache", "no x86_64 kernel ...".
 _MISSING = re.compile(r"\bno (?P<what>[\w-]+) kernel in the cache\b")
-_COMMAND = re.compile(r"`(?P<command>invoke [^`]+)`")
+#: A command a reason quotes in backticks, with any environment it needs before it.
+_COMMAND = re.compile(r"`(?P<command>(?:[A-Z][A-Z0-9_]*=\S+ )*invoke [^`]+)`")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +64,9 @@ def enabling_command(reason: str, *, arch: str) -> str | None:
     """The command that makes a check skipped for ``reason`` run; None when none does.
 
     A missing kernel is named by variant (the requested ``arch``'s) or by
-    architecture, and enabled by building that image; else a command the
-    reason quotes in backticks; else nothing (the check does not apply here).
+    architecture, and enabled by building that image; else the command the
+    reason quotes in backticks (every guest test's skip quotes one, e.g.
+    ``needs two CPUs: `invoke test --cpus 2 -k NAME` ``); else nothing.
     """
     if found := _MISSING.search(reason):
         what = found["what"]

@@ -254,7 +254,8 @@ def test_tp_o9_hotplug_during_sampling(
 ) -> None:
     """Inject a on CPU h, offline h, inject b elsewhere, online h, inject c on h."""
     if topology.cpus < 2:
-        pytest.skip("CPU hotplug needs a second CPU (CPU 0 cannot go offline)")
+        pytest.skip("CPU hotplug needs a second CPU (CPU 0 cannot go offline): "
+                    "`invoke test --cpus 2 -k test_tp_o9_hotplug_during_sampling`")  # fmt: skip
     h, s = topology.cpus - 1, 10
     a, b, c = 7, 5, 13
     spec = EXACT.with_params(buffer_samples=s)

@@ -90,7 +90,7 @@ def test_hwpmc_stall_independence(
     """HW-O8: A stalls while only B sweeps; fixed, A's own sweep restarts it; with the seed's
     one stall flag per PMC, B's sweep clears A's flag and A never samples again."""
     if topology.cpus < 2:
-        pytest.skip("needs two CPUs")
+        pytest.skip("needs two CPUs: `invoke test --cpus 2 -k test_hwpmc_stall_independence`")
     spec = replace(pair_spec(HW), quirks=quirks)
     run = hw_run(agent, spec, independence_plan(0, 1))
     seed = SEED_HW_D2 if quirks else None
@@ -142,7 +142,8 @@ def test_hwpmc_d1_beyond_32_cpus(
     """HW-D1 (§4.7): with the seed's 32-bit mask CPU 33 shares its bit with CPU 1, is never
     swept once CPU 1 wins it, keeps a full ring and RELEASE gives up; fixed: every oracle."""
     if topology.cpus < 33:
-        pytest.skip("needs 33 or more CPUs (--cpus 40 --cpus 33)")
+        pytest.skip("needs 33 or more CPUs, the seed's mask is 32 bits: "
+                    "`invoke test --cpus 40 -k d1_beyond_32_cpus`")  # fmt: skip
     run = hw_run(agent, replace(d1_spec(HW), quirks=quirks), d1_plan(topology.cpus))
     seed = SEED_HW_D1 if quirks else None
     failed = {line.split(" on ")[0] for line in judged(run, request, seed)}
@@ -194,5 +195,5 @@ def test_hwpmc_d5_two_owners_start_stop_concurrently(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
 ) -> None:
     if topology.cpus < 2:
-        pytest.skip("needs two CPUs")
+        pytest.skip("needs two CPUs: `invoke test --cpus 2 -k test_hwpmc_d5_two_owners`")
     request.node.user_properties.append((AGENT_REPORT, cd.hw_d5_two_owners_start_stop(agent)))

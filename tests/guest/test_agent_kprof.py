@@ -111,7 +111,7 @@ def test_kp_d1_high_rate_small_blocks_continuous_reader(
 ) -> None:
     """KP-D1 fixed: 16 KiB blocks (R = 545), a short period, a reader: no hang, no loss."""
     if topology.cpus != 1:
-        pytest.skip("KP-D1's scenario is one vCPU")
+        pytest.skip("KP-D1's scenario is one vCPU: `invoke test --cpus 1 -k test_kp_d1_high_rate`")
     spec = AgentSpec(flavour="kprof", period=20_000).with_params(cpubufsz=16384)
     body = (profctl.spin_step(0, 3000), profctl.sleep_step(3200))
     run = kprof_run(agent, spec, KprofPlan(body=body, background_reader=True))
@@ -125,7 +125,8 @@ def test_kprof_an_outgoing_cpu_hands_its_block_on(
     """CPU h records a (well under one block), goes offline, and is still offline at stop:
     its partial block reaches the queue only through the offline hook, and is read whole."""
     if topology.cpus < 2:
-        pytest.skip("CPU hotplug needs a second CPU (CPU 0 cannot go offline)")
+        pytest.skip("CPU hotplug needs a second CPU (CPU 0 cannot go offline): "
+                    "`invoke test --cpus 2 -k test_kprof_an_outgoing_cpu`")  # fmt: skip
     cpus = tuple(range(topology.cpus))
     run = offline_run(agent, AgentSpec(flavour="kprof"), cpus)
     injected = {cpu: OFFLINE_OTHERS for cpu in cpus[:-1]} | {cpus[-1]: OFFLINE_OWN}
@@ -168,7 +169,7 @@ def test_kp_d2_full_count_slow(
 ) -> None:
     """KP-D2 at the issue's count (10 000 cycles); slow: only with PROFBENCH_SLOW=1."""
     if os.environ.get("PROFBENCH_SLOW") != "1":
-        pytest.skip("slow: 10 000 kpctl cycles; set PROFBENCH_SLOW=1")
+        pytest.skip("slow: 10 000 kpctl cycles: `PROFBENCH_SLOW=1 invoke test -k test_kp_d2_full`")
     spins, period = D2_FULL_SPINS, D2_FULL_PERIOD
     cpus, cycles = topology.cpus, D2_CYCLES_FULL
     done = kp_d2_cycles(agent, cpus, cycles, spins=spins, period=period, timeout_s=6600)

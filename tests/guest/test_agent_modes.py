@@ -93,7 +93,8 @@ def test_nmi_a_b_on_the_same_kernel(
 ) -> None:
     base, images = base_setup
     if base.arch.pseudo_nmi_arg is None:
-        pytest.skip(f"{base.arch.name} has no pseudo-NMI switch; its PMU NMIs are always NMIs")
+        pytest.skip(f"{base.arch.name} has no pseudo-NMI switch; its PMU NMIs are always NMIs: "
+                    "on arm64, `invoke test --arch arm64 -k test_nmi_a_b_on`")  # fmt: skip
     runs = {}
     for nmi in (True, False):
         spec = dataclasses.replace(base, topology=TWO_SOCKETS, nmi=nmi)
@@ -125,7 +126,8 @@ def test_throttling_left_on_loses_overflows_visibly(
     tick, so it must throttle on the small layout and the large one alike.
     """
     if topology.cpus not in (2, 8):
-        pytest.skip("the throttling case runs on the 2- and 8-CPU layouts")
+        pytest.skip("the throttling case runs on the 2- and 8-CPU layouts: "
+                    "`invoke test --cpus 2 -k test_throttling_left_on`")  # fmt: skip
     plan = dataclasses.replace(PLAN, probe_cpus=(), throttling_disabled=False, max_sample_rate=1000)
     run = sampling_run(agent, AgentSpec(period=200_000), plan)
     problems = report(run, request, "throttling on, 1000 samples/s allowed, ~5000/s raised")

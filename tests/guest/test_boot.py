@@ -50,7 +50,8 @@ def test_pmu_is_present_and_delivers_nmis(
     if not spec.arch.has_pmu(spec.accel):
         pytest.skip(
             f"{spec.arch.name} under {spec.accel} has no PMU (the guest kernel says: "
-            "PMU not available due to virtualization, using software events only)"
+            "PMU not available due to virtualization, using software events only): "
+            "on arm64, `invoke test --arch arm64 -k test_pmu_is_present`"
         )
     facts = guest.facts
     assert facts.pmu_driver is not None
@@ -73,7 +74,8 @@ def test_pmu_is_present_and_delivers_nmis(
 
 def test_every_cpu_can_be_offlined_and_onlined(guest: Guest, topology: CpuTopology) -> None:
     if topology.cpus == 1:
-        pytest.skip("CPU 0 is the only CPU; hotplug needs a second one")
+        pytest.skip("CPU 0 is the only CPU; hotplug needs a second one: "
+                    "`invoke test --cpus 2 -k test_every_cpu_can_be_offlined`")  # fmt: skip
     last = topology.cpus - 1
     online = f"/sys/devices/system/cpu/cpu{last}/online"
     guest.shell.run(f"echo 0 > {online}")

@@ -82,7 +82,7 @@ def gdb_session(port: int, vmlinux: Path, timeouts: Timeouts) -> str:
 
 
 @pytest.mark.skipif(shutil.which("gdb-multiarch") is None,
-                    reason="gdb-multiarch is not installed (invoke setup installs it)")  # fmt: skip
+                    reason="no gdb-multiarch: `invoke setup` installs it")  # fmt: skip
 def test_gdb_steps_a_replay_backwards(
     recording: DeterministicResult, cache: Cache, timeouts: Timeouts
 ) -> None:

@@ -42,7 +42,8 @@ def test_every_oracle_holds_beside_a_guest_burning_both_cores(
 ) -> None:  # fmt: skip
     spec, images = base_setup
     if not spec.arch.has_pmu(spec.accel):
-        pytest.skip(f"{spec.arch.name} under {spec.accel} has no PMU to sample")
+        pytest.skip(f"{spec.arch.name} under {spec.accel} has no PMU to sample: on arm64, "
+                    "`invoke test --selftests -k test_every_oracle_holds`")  # fmt: skip
     slow = timeouts.scaled_by(3)  # the neighbour takes half the host
     noisy = dataclasses.replace(spec, topology=CpuTopology(cores=2))
     eight = dataclasses.replace(spec, topology=default_topology(8))

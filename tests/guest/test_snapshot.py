@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 def restored(guest: Guest) -> Guest:
     """The test's guest, which must come from a snapshot."""
     if guest.snapshot is None:
-        pytest.skip("the run boots guests cold (--no-snapshot)")
+        pytest.skip("the run boots guests cold (--no-snapshot): `invoke test -k test_snapshot`")
     return guest
 
 
@@ -67,7 +67,7 @@ def test_a_cpu_offlined_by_one_test_is_online_in_the_next(
     restored: Guest, pool: GuestPool, topology: CpuTopology, timeouts: Timeouts
 ) -> None:
     if topology.cpus < 2:
-        pytest.skip("needs a second CPU to offline")
+        pytest.skip("needs a second CPU to offline: `invoke test --cpus 2 -k test_a_cpu_offlined`")
     last = topology.cpus - 1
     read = "cat /sys/devices/system/cpu/online /proc/sys/kernel/perf_cpu_time_max_percent"
     at_start = restored.shell.run(read).stdout.split()

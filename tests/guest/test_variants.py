@@ -25,7 +25,7 @@ def test_debug_kernel_boots_with_lockdep_and_atomic_sleep_checks(
     if find_kernel(KernelRequest(arch=ARM64, variant="debug"), cache) is None:
         pytest.skip(
             "no debug kernel in the cache; `invoke kernel --variant debug` builds it "
-            "(invoke ci does)"
+            "(`invoke ci` does)"
         )
     images = prepare_images(ARM64, "debug", cache)
     spec = MachineSpec(arch=ARM64, topology=CpuTopology(sockets=2, cores=1, threads=1))

@@ -27,7 +27,7 @@ def test_x86_64_under_tcg_boots_with_software_events_only(
     if find_kernel(KernelRequest(arch=X86), cache) is None:
         pytest.skip(
             "no x86_64 kernel in the cache; `invoke images --arch x86_64` builds it "
-            "(invoke ci does)"
+            "(`invoke ci` does)"
         )
     images = prepare_images(X86, "default", cache)
     spec = MachineSpec(arch=X86, topology=CpuTopology(cores=2), accel="tcg")

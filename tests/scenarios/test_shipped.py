@@ -22,15 +22,16 @@ SHIPPED = load_all()
 #: only with PROFBENCH_LARGE_GUESTS=1: on a 2-core host a 40-vCPU multi-threaded TCG guest takes
 #: minutes per run and starves its own RCU. They always run input-free (below).
 LARGE_CPUS = 8
-_LARGE = pytest.mark.skipif(
-    os.environ.get("PROFBENCH_LARGE_GUESTS") != "1",
-    reason=f"more than {LARGE_CPUS} vCPUs: set PROFBENCH_LARGE_GUESTS=1",
-)
 
 
 def _param(scenario: Scenario) -> object:
-    large = scenario.guest.topology.cpus > LARGE_CPUS
-    return pytest.param(scenario, id=scenario.name, marks=(_LARGE,) if large else ())
+    large = pytest.mark.skipif(
+        os.environ.get("PROFBENCH_LARGE_GUESTS") != "1",
+        reason=f"more than {LARGE_CPUS} vCPUs over SSH: `invoke repro {scenario.name}` runs it "
+        "(PROFBENCH_LARGE_GUESTS=1 runs them all here)",
+    )
+    marks = (large,) if scenario.guest.topology.cpus > LARGE_CPUS else ()
+    return pytest.param(scenario, id=scenario.name, marks=marks)
 
 
 @pytest.mark.parametrize("scenario", [_param(s) for s in SHIPPED])
