@@ -140,6 +140,16 @@ class Cache:
         return entry
 
 
+@contextlib.contextmanager
+def holding(entry: CacheEntry, *, timeout_s: float = 600.0) -> Iterator[None]:
+    """Hold ``entry``'s build lock (as `Cache.obtain` does) while amending a finished entry.
+
+    :raise HarnessTimeout: another process held it longer than ``timeout_s``.
+    """
+    with _exclusive(entry.path.with_name(f"{entry.key}.lock"), timeout_s, entry.key):
+        yield
+
+
 def list_entries(cache: Cache) -> list[CacheEntry]:
     """Every entry directory in the cache, finished or not, by kind then key."""
     kinds = ("source", "kernel", "rootfs", "agent", "profctl", "snapshot")

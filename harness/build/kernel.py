@@ -32,7 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.arches import ArchProfile
-from harness.build.cache import Cache, CacheEntry, content_key, file_sha256, list_entries
+from harness.build.cache import (
+    Cache,
+    CacheEntry,
+    content_key,
+    file_sha256,
+    holding,
+    list_entries,
+)
 from harness.build.kconfig import apply_fragment, merge_fragments, verify
 from harness.build.kernels import (
     DEFAULT_VERSION,
@@ -225,8 +232,7 @@ def build_kernel(request: KernelRequest, cache: Cache) -> CacheEntry:
     if entry.is_complete:
         # Modules build against the O= tree, which needs its source beside it; a kernel
         # restored alone (CI's actions/cache) gets it unpacked again here (about 15 s).
-        ensure_source(cache, version)
-        return entry
+        return ensure_symvers(entry, request, ensure_source(cache, version))
     LOG.info("building the %s %s %s kernel into %s", request.arch.name, version.name,
              request.variant, entry.path)  # fmt: skip
     source = ensure_source(cache, version)
@@ -246,7 +252,7 @@ def _build_from_tree(request: KernelRequest, tree: Path, cache: Cache) -> CacheE
     identity = tree_identity(tree, cache)
     entry = cache.entry("kernel", _tree_key(request, identity))
     if entry.is_complete:
-        return entry
+        return ensure_symvers(entry, request, tree)
     check_buildable(tree)
     names = fragment_names(request.arch, request.variant, tree_release(tree))
     merged = merge_fragments((n, (KCONFIG_DIR / n).read_text()) for n in names)
@@ -260,6 +266,36 @@ def _build_from_tree(request: KernelRequest, tree: Path, cache: Cache) -> CacheE
     steps = expected_steps(request.arch.name, request.variant, past_builds(cache), "tree")
     recipe = BuildRecipe(tree, names, facts)
     return cache.obtain(entry, lambda out: build_tree(request, recipe, out, steps))
+
+
+def ensure_symvers(entry: CacheEntry, request: KernelRequest, source: Path) -> CacheEntry:
+    """Give a finished kernel its ``Module.symvers`` if it lacks one; return ``entry``.
+
+    Without it modpost links an out-of-tree module blind: 6.1 only warns about every
+    symbol, 6.12 refuses them all. With it, modpost checks each symbol the agent uses
+    against what the kernel exports. New builds make it with the image (the
+    ``modules`` target); entries built before that get it here (``make modules`` on
+    the finished tree, about 20 s; the image's bytes do not change, so the key and
+    every agent and snapshot key stay: no team-wide rebuild). Hack, admitted: this
+    amends a finished cache entry in place, under its lock.
+    """
+    symvers = entry.path / "build" / "Module.symvers"
+    if symvers.is_file():
+        return entry
+    with holding(entry):
+        if not symvers.is_file():
+            LOG.info("adding Module.symvers to %s (make modules, about 20 s)", entry.path)
+            make = _make(request, source, entry.path / "build")
+            jobs = f"-j{os.cpu_count() or 1}"
+            run_logged([*make, jobs, "modules"], log=build_log_path(entry.path),
+                       what="make modules (Module.symvers)", env=REPRODUCIBLE_ENV)  # fmt: skip
+    return entry
+
+
+def _make(request: KernelRequest, source: Path, build: Path) -> list[str]:
+    arch = request.arch
+    return ["make", "-C", str(source), f"O={build}", f"ARCH={arch.linux_arch}",
+            f"CROSS_COMPILE={arch.cross_compile}"]  # fmt: skip
 
 
 def source_key(version: KernelVersion | None = None) -> str:
@@ -321,8 +357,7 @@ def build_tree(
     log = build_log_path(out)  # outside the entry: it must survive a failed build
     log.unlink(missing_ok=True)
     jobs = request.jobs or os.cpu_count() or 1
-    make = ["make", "-C", str(recipe.source), f"O={build}", f"ARCH={arch.linux_arch}",
-            f"CROSS_COMPILE={arch.cross_compile}"]  # fmt: skip
+    make = _make(request, recipe.source, build)
     run_logged([*make, "tinyconfig"], log=log, what="make tinyconfig", env=REPRODUCIBLE_ENV)
 
     merged = merge_fragments((n, (KCONFIG_DIR / n).read_text()) for n in recipe.fragments)
@@ -337,7 +372,9 @@ def build_tree(
         raise KconfigError(problems, rejected)
     LOG.info("all %d requested options are in the final .config", len(merged.options))
 
-    targets = [Path(arch.kernel_image).name, "modules_prepare"]
+    # modules: no module is configured, but it writes Module.symvers, which modpost
+    # needs to check the agent's symbols against the kernel's exports.
+    targets = [Path(arch.kernel_image).name, "modules_prepare", "modules"]
     total, basis = steps
     LOG.info("compiling the kernel with %d jobs: %d steps expected (%s)", jobs, total, basis)
     run_logged(
