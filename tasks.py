@@ -10,15 +10,17 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from invoke.context import Context
 from invoke.exceptions import Exit
-from invoke.tasks import task
+from invoke.tasks import Task
+from invoke.tasks import task as invoke_task
 
 from harness import arches
 from harness.agent import flavours
@@ -72,11 +74,42 @@ GUEST_HELP = {
 }
 
 
+class _LetterShortFlags(Task[Callable[..., None]]):
+    """invoke's Task, whose short flags are letters only.
+
+    invoke 3.0 gives an option the first character of its name that no other option
+    took: for ``--no-snapshot`` beside ``-n`` and ``-o`` that was ``-``, and ``invoke test
+    --help`` showed it as ``--,``; the next free one would be ``h``, which means help.
+    """
+
+    def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
+        """Invoke's options for argument ``name``: ``-`` and ``-h`` (help) are no short flags."""
+        return super().arg_opts(name, default, {*taken_names, "-", "h"})
+
+
+def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
+    """Invoke's ``@task``, building `_LetterShortFlags` tasks."""
+    return invoke_task(*args, klass=_LetterShortFlags, **kwargs)
+
+
+def _help_instead(name: str, values: tuple[object, ...]) -> None:
+    """Show task ``name``'s help if a positional argument took ``--help`` or ``-h``.
+
+    invoke gives a task's missing positional argument the next word before it looks
+    for flags, so ``invoke repro --help`` ran repro with scenario ``--help``; its own
+    ``invoke --help repro`` prints the help, so that runs instead (this process ends).
+    """
+    if any(value in ("--help", "-h") for value in values):
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "invoke", "--help", name])
+
+
 def cli(func: Callable[P, R]) -> Callable[P, R]:
     """Logging, SIGTERM handling, and harness errors as one message plus exit status."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        _help_instead(func.__name__.replace("_", "-"), (*args, *kwargs.values()))
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
                             datefmt="%H:%M:%S", stream=sys.stderr)  # fmt: skip
         for chatty in ("paramiko", "qemu.qmp"):  # their INFO lines are per-connection noise
