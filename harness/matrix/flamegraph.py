@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 ROW_PX = 16
 CHAR_PX = 6.5  # an 11 px sans-serif character, about
 MIN_PX = 0.5  # narrower frames are not drawn (their share is in the parent's width)
+MAX_ROWS = 24  # deeper frames are not drawn: the graph says how many levels it cut
 _GREY = frozenset({"[kernel]", "[user]", "other"})
 
 
@@ -74,11 +75,13 @@ def render_flamegraph(
         return (f'<svg class="flame" width="{width_px}" height="40" role="img">'
                 f'<text x="4" y="16">{_esc(title)}: no samples</text></svg>')  # fmt: skip
     depth = _depth(root)
-    height = (depth + 1) * ROW_PX + 4
+    rows = min(depth, MAX_ROWS)
+    height = (rows + 1) * ROW_PX + 4
+    cut = f", {depth - rows} deeper levels not drawn" if depth > rows else ""
     parts = [
         f'<svg class="flame" width="{width_px}" height="{height}" role="img" '
         f'aria-label="{_esc(title)}">',
-        f'<text x="4" y="12">{_esc(title)} ({root.count} samples)</text>',
+        f'<text x="4" y="12">{_esc(title)} ({root.count} samples{cut})</text>',
     ]
     _draw(root, 0.0, 0, _Canvas(root.count, width_px / root.count, height), parts)
     parts.append("</svg>")
@@ -94,7 +97,7 @@ class _Canvas:
 
 def _draw(node: _Node, x: float, level: int, canvas: _Canvas, out: list[str]) -> None:
     width = node.count * canvas.px
-    if width < MIN_PX:
+    if width < MIN_PX or level >= MAX_ROWS:
         return
     y = canvas.height - (level + 1) * ROW_PX
     share = 100 * node.count / canvas.total

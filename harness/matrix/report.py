@@ -62,7 +62,8 @@ _CSS = (
     "figure{margin:0}figcaption{font-weight:600}.reason{font-weight:600}"
     "svg text{font-size:11px;fill:#222}.axis{stroke:#333}.grid{stroke:#ddd}"
     "section.cell{border-left:4px solid #ccc;padding-left:.8em;margin:1.2em 0}"
-    ".flames{display:flex;flex-wrap:wrap;gap:1em}svg.flame text{font-size:11px}"
+    ".flames{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-end}"
+    "svg.flame text{font-size:11px}"
 ) + "".join(
     f".badge.o-{o}{{background:{c}}}section.o-{o}{{border-color:{c}}}"
     f"svg text.o-{o}{{fill:{c}}}tr.o-{o}{{background:{tint}}}"

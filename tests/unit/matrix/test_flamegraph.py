@@ -57,6 +57,15 @@ def test_a_symbol_has_one_colour_in_every_graph_and_catch_alls_are_grey() -> Non
     assert colour("[user]") == colour("other") == "rgb(200,200,200)"
 
 
+def test_a_deep_stack_is_cut_and_says_so() -> None:
+    deep = ((tuple(f"f{i}" for i in range(40)), 5),)
+    found = _Rects()
+    svg = render_flamegraph(deep, title="perf")
+    found.feed(svg)
+    assert len(found.rects) == 24  # all, then 23 of the 40 frames
+    assert "perf (5 samples, 17 deeper levels not drawn)" in svg
+
+
 def test_no_samples_says_so() -> None:
     assert "perf: no samples" in render_flamegraph((), title="perf")
 
