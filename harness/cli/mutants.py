@@ -182,7 +182,7 @@ def _peer_row(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour
         if (failed & set(mutant.caught_by) or "PEER" not in mutant.caught_by
                 or not isinstance(peer, PeerEvidence)):  # fmt: skip
             break
-        margin = stretch_margin(peer.counts)
+        margin = stretch_margin(peer.counts, peer.window.bound)  # the run's own edges
         if margin > 0:
             break
         samples = ", ".join(f"{c.cpu}: {c.samples}" for c in peer.counts.cpus)
