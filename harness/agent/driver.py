@@ -113,7 +113,7 @@ class Agent:
 
         :raise InfraError: kallsyms lists none of them, or hides their addresses.
         """
-        lines = self.shell.run("grep ' \\[profagent\\]$' /proc/kallsyms", check=False)
+        lines = self.shell.run("grep '\\[profagent\\]$' /proc/kallsyms", check=False)
         return truth.place_module(read_functions(self.build.ko.read_bytes()),
                                   lines.stdout.splitlines())  # fmt: skip
 

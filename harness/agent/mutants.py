@@ -17,8 +17,9 @@ from harness.agent.info import Mutant
 from harness.errors import ConfigError
 
 NONE = "none"  # the unmutated build: every case must pass with it
-#: Flavours whose standard run judges MODE, WHO and WHERE.
-CONTENT_FLAVOURS = ("tprof",)
+#: Flavours whose standard run judges MODE, WHO and WHERE; those that record call chains.
+CONTENT_FLAVOURS = ("tprof", "kprof")
+CHAIN_FLAVOURS = ("kprof",)
 CORE_MUTANTS: tuple[Mutant, ...] = (
     Mutant("drop_7th_overflow", "every 7th overflow returns before any counter is touched",
            ("IRQ",)),
@@ -34,14 +35,20 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            ("PEER",), case="peer"),
     Mutant("fixed_pc_3rd", "every 3rd sample's PC is replaced by a fixed kernel address",
            ("PROFILE",), case="peer"),
-    # The content oracles' (harness.agent.content_oracles): points in the core's pa_produce,
-    # judged where a flavour's records reach them.
+    # The content oracles' (harness.agent.content_oracles): points in the core's pa_produce
+    # and pa_chain, judged where a flavour's records reach them.
     Mutant("handler_pc", "every sample records the handler's own PC (_THIS_IP_)",
            ("MODE", "WHERE"), flavours=CONTENT_FLAVOURS),
     Mutant("pid_zero_2nd", "every second sample of a CPU carries pid 0", ("WHO",),
            flavours=CONTENT_FLAVOURS),
     Mutant("flip_mode_7th", "every 7th sample of a CPU has its mode flag inverted", ("MODE",),
            flavours=CONTENT_FLAVOURS),
+    Mutant("chain_skip_frame", "every call chain skips its first caller", ("CHAIN",),
+           flavours=CHAIN_FLAVOURS),
+    Mutant("chain_cut_silent", "every call chain is cut to its PC, not said to be", ("CHAIN",),
+           flavours=CHAIN_FLAVOURS),
+    Mutant("chain_wrong_task", "a user walk starts from the parent task's frame pointer",
+           ("CHAIN",), flavours=CHAIN_FLAVOURS),
     Mutant("self_throttle", "every 50th overflow stops its own event as perf throttling does",
            ("THROTTLE",)),
     Mutant("nmi_spinlock", "the producer path takes a spinlock in NMI context",

@@ -19,6 +19,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.agent import profctl
+from harness.agent.content_oracles import (
+    applicable_content,
+    check_content,
+    content_report,
+    oracles_for,
+)
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.bench import KPROF_BENCH
@@ -36,7 +42,8 @@ from harness.agent.profile import AgentSample
 from harness.agent.report import CellRow
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
-from harness.agent.steps import inject_step
+from harness.agent.steps import inject_step, probe_step
+from harness.agent.truth import TruthLaunch, launch_steps, output_steps
 from harness.errors import ConfigError
 
 #: Kernel PCs the exact run writes to kpdata: while tracing, and before ``start``.
@@ -49,17 +56,44 @@ EXACT_QLIMIT = 100_000
 MAX_KIB = 1 << 20
 MAX_TASK = 1_000_000
 BUSY_MS = 1500
+#: The standard run's trace depth at least: leaf, middle, outer, main and beyond.
+CHAIN_DEPTH = 8
+TRUTH_SLACK_MS = 700
+PROBE_MS = 200
 
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, KprofRun)
     verdicts = format_kprof_verdicts(violations, applicable_kprof_oracles(own))
-    return f"{format_kprof_table(own)}\n{profile_report(own.peer)}{verdicts}"
+    content = content_report(own.content(), violations)
+    return f"{format_kprof_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    body = (*(profctl.spin_step(cpu, BUSY_MS) for cpu in cpus), profctl.sleep_step(BUSY_MS + 200))
-    return kprof_run(agent, spec, KprofPlan(body=body, background_reader=True))
+    """Busy loops on every CPU, the ground-truth workloads beside them (traces of depth ≥ 8).
+
+    The IRQ-off probe spins `PROBE_MS` on the last CPU: its samples (pseudo-NMI on) have
+    a kernel call path CHAIN knows.
+
+    The workloads end `TRUTH_SLACK_MS` before the sleep does, so their output is
+    complete when it is read (no ``wait``: the background reader ends only at stop).
+    """
+    launches = (TruthLaunch("chain", cpus[-1], BUSY_MS - TRUTH_SLACK_MS),
+                TruthLaunch("mix", cpus[0], BUSY_MS - TRUTH_SLACK_MS))  # fmt: skip
+    body = (*launch_steps(launches), *(profctl.spin_step(cpu, BUSY_MS) for cpu in cpus),
+            probe_step(cpus[-1], PROBE_MS), profctl.sleep_step(BUSY_MS + 200 - PROBE_MS),
+            *output_steps(launches))  # fmt: skip
+    depth = max(spec.param("trace_depth"), CHAIN_DEPTH)
+    plan = KprofPlan(body=body, background_reader=True)
+    return kprof_run(agent, spec.with_params(trace_depth=depth), plan)
+
+
+def _check(run: KprofRun) -> list[Violation]:
+    return check_kprof(run) + check_content(run.content())
+
+
+def _applicable(run: KprofRun) -> frozenset[str]:
+    return applicable_kprof_oracles(run) | applicable_content(run.content())
 
 
 def exact_plan(spec: AgentSpec, cpus: tuple[int, ...]) -> KprofPlan:
@@ -170,9 +204,9 @@ def _samples(run: KprofRun) -> list[AgentSample]:
 
 FLAVOUR = Flavour(
     info=KPROF,
-    oracles=KPROF_ORACLES,
-    check=typed(KprofRun, check_kprof),
-    applicable=typed(KprofRun, applicable_kprof_oracles),
+    oracles=(*KPROF_ORACLES, *oracles_for(chains=True)),
+    check=typed(KprofRun, _check),
+    applicable=typed(KprofRun, _applicable),
     report=_report,
     standard_run=_standard,
     exact_run=_exact,
@@ -201,4 +235,5 @@ FLAVOUR = Flavour(
     },
     extra_runs={"offline": offline_run},
     bench=KPROF_BENCH,
+    samples=lambda run: narrow(run, KprofRun).content().samples,
 )

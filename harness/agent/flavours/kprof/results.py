@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from harness.agent.content_oracles import ContentView, content_numbers, view_of
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.peer import PeerEvidence
 from harness.agent.results import flat_numbers
+from harness.agent.samples import Sample
 from harness.agent.spec import AgentSpec
+from harness.agent.truth import TruthEvidence
 
 #: Snapshot names a run may hold, in the order they are taken.
 VISIBLE_BEFORE = "visible_before"  # exact run: R records on the first CPU, no flush
@@ -92,6 +95,8 @@ class KprofRun:
     injections: Injections = field(default_factory=Injections)
     #: Linux perf beside the agent (the peer run; None: no peer).
     peer: PeerEvidence | None = None
+    #: The ground-truth workloads, their image and the module's functions (None: none ran).
+    truth: TruthEvidence | None = None
 
     def snapshot(self, name: str) -> KprofStats | None:
         """The counters taken at ``name`` (None: this run took none there)."""
@@ -108,7 +113,25 @@ class KprofRun:
     def numbers(self) -> dict[str, int]:
         """Every counter of the final snapshot under one flat name (`flat_numbers`)."""
         last = self.last
-        return flat_numbers(last.stats, last.percpu, self.core, [r.cpu for r in self.trace])
+        flat = flat_numbers(last.stats, last.percpu, self.core, [r.cpu for r in self.trace])
+        return flat | content_numbers(self.content())
+
+    def content(self) -> ContentView:
+        """Its traces as samples for the content oracles.
+
+        A trace's PCs after the first are its chain (padding zeros dropped). The record
+        carries no stop cause: a trace of ``trace_depth`` PCs counts as truncated (the
+        core's ``x_chain_*`` counters say why each walk stopped); a user trace carries
+        the pid and no tid, a kernel trace neither (pid 0 here).
+        """
+        depth = self.spec.param("trace_depth")
+        samples = []
+        for r in self.trace:
+            pcs = r.pcs if not self.spec.param("trace_pad") else tuple(p for p in r.pcs if p)
+            if pcs:
+                samples.append(Sample(r.cpu, pcs[0], r.pid, None, user=r.type == 2,
+                                      chain=pcs[1:], truncated=len(pcs) == depth))  # fmt: skip
+        return view_of(samples, self.truth, chain_depth=depth)
 
     def records(self) -> Sequence[KprofRecord]:
         """The decoded trace records, in stream order."""

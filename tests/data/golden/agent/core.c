@@ -11,6 +11,7 @@
  * independent check of what was delivered is the kernel's own PMU interrupt
  * count, read by the harness). Everything the handler writes is per-CPU.
  */
+#include <linux/compat.h>
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
 #include <linux/debugfs.h>
@@ -26,6 +27,7 @@
 #include <linux/preempt.h>
 #include <linux/ptrace.h>
 #include <linux/sched.h>
+#include <linux/sched/task_stack.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/smp.h>
@@ -132,6 +134,14 @@ static const char *const pa_core_names[PA_CORE_NSTATS] = {
 	"x_events_created",
 	"x_source_stops",
 	"x_source_stopped_ns",
+	"x_chain_walks",
+	"x_chain_frames",
+	"x_chain_end",
+	"x_chain_truncated",
+	"x_chain_bad_fp",
+	"x_chain_off_stack",
+	"x_chain_fault",
+	"x_chain_no_regs",
 	"x_nmi_lock_violation",
 	"x_nmi_alloc_violation",
 };
@@ -262,6 +272,98 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 	else
 		this_cpu_inc(pa_cpu.stat[PA_X_PRODUCER_CALLS_TASK]);
 	pa_fl->produce(&ctx);
+}
+
+/* ---- call chains: frame records, read without faulting (NMI-safe) -------- */
+
+static bool pa_on_task_stack(unsigned long fp)
+{
+	unsigned long low = (unsigned long)task_stack_page(current);
+
+	return fp >= low && fp + 2 * sizeof(long) <= low + THREAD_SIZE;
+}
+
+/* One {next fp, return address} record at fp; the stop cause, or -1 to go on. */
+static int pa_chain_frame(bool user, unsigned long fp, unsigned long *frame)
+{
+	if (!fp)
+		return PA_CHAIN_END;
+	if (!IS_ALIGNED(fp, sizeof(long)))
+		return PA_CHAIN_BAD_FP;
+	if (user ? fp >= TASK_SIZE - 2 * sizeof(long) : !pa_on_task_stack(fp))
+		return user ? PA_CHAIN_BAD_FP : PA_CHAIN_OFF_STACK;
+	if (user ? copy_from_user_nofault(frame, (const void __user *)fp, 2 * sizeof(long))
+		 : copy_from_kernel_nofault(frame, (const void *)fp, 2 * sizeof(long)))
+		return PA_CHAIN_FAULT;
+	return frame[1] ? -1 : PA_CHAIN_END;
+}
+
+/* The registers a walk starts from: the sample's, or the task's user ones. */
+static struct pt_regs *pa_chain_regs(const struct pa_sample_ctx *ctx, bool user)
+{
+	struct task_struct *task = current;
+
+	if (!user)
+		return ctx->kernel ? ctx->regs : NULL;
+	if (ctx->regs && user_mode(ctx->regs))
+		return ctx->regs;
+	if (!task->mm || (task->flags & PF_KTHREAD) || is_compat_task())
+		return NULL;
+	return task_pt_regs(task);
+}
+
+static unsigned int pa_chain_walk(u64 pc, unsigned long fp, bool user, u64 *out,
+				  unsigned int depth, enum pa_chain_stop *why)
+{
+	unsigned long frame[2];
+	unsigned int n = 0;
+	int stop = -1;
+
+	out[n++] = pc;
+	while (n < depth && (stop = pa_chain_frame(user, fp, frame)) < 0) {
+		out[n++] = frame[1];
+		if (frame[0] && frame[0] <= fp) {	/* frames lie above each other: else a loop */
+			stop = PA_CHAIN_BAD_FP;
+			break;
+		}
+		fp = frame[0];
+	}
+	*why = stop < 0 ? PA_CHAIN_TRUNCATED : stop;
+	return n;
+}
+
+unsigned int pa_chain(const struct pa_sample_ctx *ctx, bool user, u64 *out,
+		      unsigned int depth, enum pa_chain_stop *why)
+{
+	static const enum pa_core_stat cause[] = {
+		[PA_CHAIN_END] = PA_X_CHAIN_END, [PA_CHAIN_TRUNCATED] = PA_X_CHAIN_TRUNCATED,
+		[PA_CHAIN_BAD_FP] = PA_X_CHAIN_BAD_FP, [PA_CHAIN_OFF_STACK] = PA_X_CHAIN_OFF_STACK,
+		[PA_CHAIN_FAULT] = PA_X_CHAIN_FAULT, [PA_CHAIN_NO_REGS] = PA_X_CHAIN_NO_REGS,
+	};
+	struct pt_regs *regs = depth ? pa_chain_regs(ctx, user) : NULL;
+	unsigned long fp = regs ? frame_pointer(regs) : 0;
+	unsigned int n = 0;
+
+	/* Mutation point: a user walk starts from another task's frame pointer. */
+	if (pa_mutant(CHAIN_WRONG_TASK) && regs && user)
+		fp = frame_pointer(task_pt_regs(READ_ONCE(current->real_parent)));
+	*why = PA_CHAIN_NO_REGS;
+	if (regs)
+		n = pa_chain_walk(instruction_pointer(regs), fp, user, out, depth, why);
+	/* Mutation point: a chain that skips its first caller. */
+	if (pa_mutant(CHAIN_SKIP_FRAME) && n > 2) {
+		memmove(out + 1, out + 2, (n - 2) * sizeof(*out));
+		n--;
+	}
+	/* Mutation point: every chain cut to its PC, and not said to be. */
+	if (pa_mutant(CHAIN_CUT_SILENT) && n > 1) {
+		n = 1;
+		*why = PA_CHAIN_END;
+	}
+	this_cpu_inc(pa_cpu.stat[PA_X_CHAIN_WALKS]);
+	this_cpu_add(pa_cpu.stat[PA_X_CHAIN_FRAMES], n);
+	this_cpu_inc(pa_cpu.stat[cause[*why]]);
+	return n;
 }
 
 /*

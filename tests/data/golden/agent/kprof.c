@@ -326,14 +326,23 @@ static unsigned int kp_walk(const struct pa_sample_ctx *ctx, u64 *pcs, unsigned 
 #endif
 }
 
-/* The trace's PCs: the sampled one, then the kernel walk (at most depth - 1). */
+/*
+ * The trace's PCs: the sampled one, then its callers (at most depth - 1). With
+ * the interrupted registers, the core's walk (pa_chain: each stop cause
+ * counted): the kernel frames of a kernel sample, the user stack of a user
+ * sample, as the seed walks it by frame pointers (seeds-spec §2). Without (an
+ * injected call), the kernel walk from here.
+ */
 static unsigned int kp_trace(const struct pa_sample_ctx *ctx, u64 *pcs)
 {
 	unsigned int depth = clamp_t(unsigned long, pa_trace_depth, 1, KP_MAX_DEPTH), n = 1;
+	enum pa_chain_stop why;
 
-	pcs[0] = ctx->pc;
-	if (ctx->kernel && depth > 1)
+	if (ctx->regs && depth > 1)
+		n = max(pa_chain(ctx, !ctx->kernel, pcs, depth, &why), 1U);
+	else if (ctx->kernel && depth > 1)
 		n += kp_walk(ctx, pcs + 1, depth - 1);
+	pcs[0] = ctx->pc;	/* the sample's PC as the core took it */
 	if (pa_trace_pad)
 		while (n < depth)
 			pcs[n++] = 0;

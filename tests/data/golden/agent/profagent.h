@@ -43,6 +43,14 @@ enum pa_core_stat {
 	PA_X_EVENTS_CREATED,	/* perf events created on this CPU (START and CPU online) */
 	PA_X_SOURCE_STOPS,	/* times a flavour stopped this CPU's event on purpose (hwpmc stall) */
 	PA_X_SOURCE_STOPPED_NS,	/* time the event stood stopped on purpose: not emulator loss */
+	PA_X_CHAIN_WALKS,	/* call-chain walks (pa_chain), kernel or user */
+	PA_X_CHAIN_FRAMES,	/* frames those walks wrote, the sampled PCs included */
+	PA_X_CHAIN_END,	/* walks that reached the stack's last frame record */
+	PA_X_CHAIN_TRUNCATED,	/* walks cut at the depth asked for */
+	PA_X_CHAIN_BAD_FP,	/* walks ended by a misaligned or non-ascending frame pointer */
+	PA_X_CHAIN_OFF_STACK,	/* kernel walks ended by a frame outside the task's stack */
+	PA_X_CHAIN_FAULT,	/* walks ended by a frame record that could not be read */
+	PA_X_CHAIN_NO_REGS,	/* walks with no registers to start from (kernel thread, synthetic) */
 	PA_X_NMI_LOCK_VIOLATION,	/* locks taken in NMI context (must stay 0) */
 	PA_X_NMI_ALLOC_VIOLATION,	/* allocations in NMI context (must stay 0) */
 	PA_CORE_NSTATS
@@ -79,6 +87,9 @@ enum pa_mutant {
 	PA_MUTANT_HANDLER_PC,	/* every sample records the handler's own PC (_THIS_IP_) */
 	PA_MUTANT_PID_ZERO_2ND,	/* every second sample of a CPU carries pid 0 */
 	PA_MUTANT_FLIP_MODE_7TH,	/* every 7th sample of a CPU has its mode flag inverted */
+	PA_MUTANT_CHAIN_SKIP_FRAME,	/* every call chain skips its first caller */
+	PA_MUTANT_CHAIN_CUT_SILENT,	/* every call chain is cut to its PC, not said to be */
+	PA_MUTANT_CHAIN_WRONG_TASK,	/* a user walk starts from the parent task's frame pointer */
 	PA_MUTANT_SELF_THROTTLE,	/* every 50th overflow stops its own event as perf throttling does */
 	PA_MUTANT_NMI_SPINLOCK,	/* the producer path takes a spinlock in NMI context */
 	PA_MUTANT_LEAK_AT_START,	/* START allocates an object that nothing frees */
@@ -223,6 +234,27 @@ unsigned int pa_burst_left(unsigned int cpu);
 
 /* Call `fn(arg)` on `cpu` in process context, synchronously. */
 long pa_on_cpu(unsigned int cpu, long (*fn)(void *), void *arg);
+
+/*
+ * Call chains (NMI-safe): fill out[0..depth) with the sampled PC's chain, out[0]
+ * the PC, then the callers' return addresses, innermost first; the number written.
+ * user false: the kernel frames from the interrupted registers (a user sample has
+ * none: 0). user true: the user frames of the current task (its registers at the
+ * sample, or at its last entry to the kernel), 0 for a kernel thread. Frame
+ * records are read with the non-faulting accessors, each above the last and
+ * within the task's stack (kernel) or below TASK_SIZE (user). Why the walk
+ * stopped goes to *why and into the core's per-CPU x_chain_* counters.
+ */
+enum pa_chain_stop {
+	PA_CHAIN_END,		/* the stack's last frame record was reached */
+	PA_CHAIN_TRUNCATED,	/* depth frames written: more may follow */
+	PA_CHAIN_BAD_FP,	/* a frame pointer misaligned or not above the last */
+	PA_CHAIN_OFF_STACK,	/* a kernel frame outside the task's stack (IRQ stack) */
+	PA_CHAIN_FAULT,		/* a frame record could not be read */
+	PA_CHAIN_NO_REGS,	/* no registers to walk from (kernel thread, synthetic) */
+};
+unsigned int pa_chain(const struct pa_sample_ctx *ctx, bool user, u64 *out,
+		      unsigned int depth, enum pa_chain_stop *why);
 
 /* Count a lock taken (or an allocation made) where none may be: in NMI. */
 void pa_check_not_nmi(enum pa_core_stat violation);

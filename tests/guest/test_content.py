@@ -1,0 +1,40 @@
+"""Content oracles in a guest: each wired flavour's standard run against ground truth.
+
+The standard run launches the ground-truth workload (`harness.agent.truth`: chain
+mode on the last CPU, mix mode on CPU 0); MODE, WHO, WHERE and, where the flavour
+records call chains, CHAIN judge every sample (`harness.agent.content_oracles`). The
+report (per-CPU table, verdicts, where the workload's samples fell) goes to the run's
+summary.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.agent.driver import Agent
+from harness.agent.flavour import behaviour
+from harness.agent.mutants import CHAIN_FLAVOURS, CONTENT_FLAVOURS
+from harness.agent.spec import AgentSpec
+from harness.vm.topology import CpuTopology
+from tests.conftest import AGENT_REPORT
+
+pytestmark = pytest.mark.guest
+
+
+@pytest.mark.parametrize("name", CONTENT_FLAVOURS)
+def test_every_sample_tells_the_truth(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest, name: str
+) -> None:
+    flavour = behaviour(name)
+    run = flavour.standard_run(agent, AgentSpec(flavour=name), tuple(range(topology.cpus)))
+    violations = flavour.check(run)
+    report = flavour.report(run, violations)
+    request.node.user_properties.append((AGENT_REPORT, f"{name} standard run\n{report}"))
+    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    numbers = run.numbers()
+    # The laws judged something: the chain workload was sampled in its own text.
+    assert numbers[f"content.chain.cpu{topology.cpus - 1}.in_text"] > 0, report
+    if name in CHAIN_FLAVOURS:
+        assert numbers["content.chain.leaf_checked"] > 0, report
+        if agent.nmi_expected:  # the probe's samples need pseudo-NMI (IRQs are off there)
+            assert numbers["content.chain.probe_checked"] > 0, report
