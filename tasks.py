@@ -266,21 +266,24 @@ def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 
           "quirks": "seed defects to reproduce: a mask (0x3) or names (TP-D1,TP-D2)",
           "param": "a flavour's own load parameter, NAME=VALUE, repeatable "
           "(tprof: est_freq, buffer_samples, list_limit; see its data.py)",
-          "arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"]},
+          "arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"],
+          "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"]},
     iterable=["param"],
 )  # fmt: skip
 @cli
 def agent(c: Context, flavour: str = "tprof", event: str = "cycles", period: int = 1_000_000,
           drain: str = "auto", drain_ms: int = 1000, quirks: str = "0",
           param: list[str] | None = None, arch: str = "arm64", variant: str = "default",
-          out: str | None = None) -> None:  # fmt: skip
+          out: str | None = None, kernel: str = "6.1",
+          kernel_src: str | None = None) -> None:  # fmt: skip
     """Render and build the profiling agent alone, to read the generated C."""
     mask = parse_quirks(flavour, quirks)
     spec = AgentSpec(flavour=flavour, event=event, period=period, drain=drain,
                      drain_ms=drain_ms, quirks=mask,
                      params=parse_params(flavour, param or ())).validate()  # fmt: skip
     profile = arches.get(arch)
-    images = prepare_images(profile, check_variant(variant), Cache.default())
+    images = prepare_images(profile, check_variant(variant), Cache.default(),
+                            kernel=parse_kernel(kernel, kernel_src))  # fmt: skip
     target = Path(out) if out else new_run_dir("agent", flavour)
     build = export_agent(spec, images, Cache.default(), target)
     print(f"generated sources: {target / 'src'}")

@@ -26,6 +26,7 @@ from harness.agent.profctl import build_profctl
 from harness.agent.spec import AgentSpec
 from harness.build.cache import Cache
 from harness.build.images import GuestImages, describe_kernel
+from harness.build.kernel import KernelChoice
 from harness.cli.session import GuestRequest, parse_kernel, parse_nmi, resolve
 from harness.cli.skips import format_skipped, invoke_test_command, skip_reason, skipped_checks
 from harness.errors import HarnessError
@@ -189,6 +190,12 @@ def guest_request(pytestconfig: pytest.Config) -> GuestRequest:
         kernel=pytestconfig.getoption("--kernel"),
         kernel_src=pytestconfig.getoption("--kernel-src"),
     )
+
+
+@pytest.fixture(scope="session")
+def kernel_choice(guest_request: GuestRequest) -> KernelChoice:
+    """The kernel the run asked for (--kernel, --kernel-src): its other variants follow it."""
+    return parse_kernel(guest_request.kernel, guest_request.kernel_src)
 
 
 @pytest.fixture(scope="session")

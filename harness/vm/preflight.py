@@ -34,7 +34,10 @@ FACTS_COMMAND = "; ".join(
     )
 )
 
-_ARM_PMU = re.compile(r"hw perfevents: enabled with (\S+) PMU driver, (\d+) counters available(.*)")
+#: 6.1: "..., 7 counters available"; 6.12 adds the counter mask: "7 (0,8000003f) counters".
+_ARM_PMU = re.compile(
+    r"hw perfevents: enabled with (\S+) PMU driver, (\d+) (?:\([^)]*\) )?counters available(.*)"
+)
 _X86_PMU = re.compile(r"Performance Events: (.*?)(?:, )?(\w+) PMU driver")
 _X86_COUNTERS = re.compile(r"\.\.\. generic registers:\s+(\d+)")
 _SOFTWARE_ONLY = "using software events only"

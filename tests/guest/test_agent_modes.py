@@ -35,7 +35,7 @@ from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
 from harness.build.cache import Cache
 from harness.build.images import GuestImages, prepare_images
-from harness.build.kernel import KernelRequest, find_kernel
+from harness.build.kernel import KernelChoice, KernelRequest, find_kernel
 from harness.errors import ConfigError
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
@@ -142,9 +142,13 @@ def test_debug_kernel_stays_silent_while_sampling(
     base_setup: tuple[MachineSpec, GuestImages], snapshots: SnapshotStore | None,
 ) -> None:  # fmt: skip
     base = base_setup[0]
-    if find_kernel(KernelRequest(arch=base.arch, variant="debug"), cache) is None:
-        pytest.skip("no debug kernel in the cache; `invoke kernel --variant debug` builds it")
-    images = prepare_images(base.arch, "debug", cache)
+    kernel_choice: KernelChoice = request.getfixturevalue("kernel_choice")  # the run's kernel
+    debug = KernelRequest(arch=base.arch, variant="debug", kernel=kernel_choice)
+    if find_kernel(debug, cache) is None:
+        pytest.skip("no debug kernel in the cache; `invoke kernel --variant debug` builds it"
+                    + (f" (with --kernel {kernel_choice.version})" if kernel_choice.version != "6.1"
+                       else ""))  # fmt: skip
+    images = prepare_images(base.arch, "debug", cache, kernel=kernel_choice)
     spec = dataclasses.replace(base, topology=TWO_SOCKETS)
     slow = timeouts.scaled_by(2)
     with booted_agent(spec, images, tmp_path / "debug", cache, slow, snapshots) as agent:

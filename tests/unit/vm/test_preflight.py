@@ -257,3 +257,11 @@ def test_recorded_guest_with_other_layout_of_8_cpus_names_the_levels() -> None:
     # Asked 1 socket of 2 clusters of 2 cores; the guest has 2 sockets of 2 clusters of 1 core.
     problems = check_facts(replace(ARM64_NMI, topology=CpuTopology(1, 2, 2, 2)), facts)
     assert [p.split(":")[0] for p in problems] == ["sockets", "clusters"]
+
+
+def test_the_pmu_line_of_linux_612_is_read_too() -> None:
+    """6.12's arm_pmu prints the counter mask after the count (drivers/perf/arm_pmu.c)."""
+    line = ("[    1.390450] hw perfevents: enabled with armv8_pmuv3 PMU driver, "
+            "7 (0,8000003f) counters available, using NMIs")  # fmt: skip
+    facts = parse_facts(arm64_output().replace(PMU_LINE + ", using NMIs", line))
+    assert (facts.pmu_driver, facts.pmu_counters, facts.pmu_uses_nmi) == ("armv8_pmuv3", 7, True)
