@@ -255,10 +255,16 @@ def check_dt_skipticks(run: DtRun) -> list[Violation]:
     a skipped tick, except those still pending when the event stopped (no producer
     call came after them to count them)::
 
-        dc_skiptick_c = forced_c + P_c - irqs_c - x_periods_pending_at_stop_c
+        dc_skiptick_c = forced_c + P_c - irqs_c - x_periods_pending_at_stop_c  (+ 1)
 
-    Judged on CPUs whose event was created once (a CPU that went offline and back
-    had two events, whose counts do not add up to periods).
+    The + 1: the core counts a period per overflow and finds skipped ones from the
+    count (``floor(count / period)``), but once a late overflow shifted the period
+    boundaries off the multiples of the period, an overflow can come just before the
+    count reaches the next multiple. The core's tally then runs one period ahead of
+    the final count, never more (each overflow's boundary is a full period past the
+    last), and nothing was pending. Seen here: 1 CPU-run in 16 (P 4045, 2218 irqs,
+    1828 skipped). Judged on CPUs whose event was created once (a CPU that went
+    offline and back had two events, whose counts do not add up to periods).
     """
     if not run.spec.pmu_produce:
         detail = "overflows carry bursts only: skipped ticks are the forced ones"
@@ -266,33 +272,29 @@ def check_dt_skipticks(run: DtRun) -> list[Violation]:
         forced = {cpu: n & mask if mask else n for cpu, n in run.skips.items()}
         return _exact("DT-O7", run, ("dc_skiptick", forced, "forced skips"), detail)
     violations = []
+    detail = "DT-L5: every period the PMU counted was delivered, skipped or pending"
     for cpu in sorted(run.before_read.percpu):
         want = _periods_skipped(run, cpu)
-        if want is None:
+        got = _get(run.before_read, cpu, "dc_skiptick")
+        if want is None or want[0] <= got <= want[0] + want[1]:
             continue
-        expected, text = want
-        law = Law("dc_skiptick", expected, _get(run.before_read, cpu, "dc_skiptick"), text)
-        detail = "DT-L5: every period the PMU counted was delivered, skipped or pending"
-        violations += all_equal("DT-O7", cpu, [law], detail)
+        low, ahead, text = want
+        expected = f"dc_skiptick = {text}" + (f" (or {low + 1}: a period ahead)" if ahead else "")
+        violations.append(Violation("DT-O7", cpu, expected, f"dc_skiptick = {got}", detail))
     return violations
 
 
-def _periods_skipped(run: DtRun, cpu: int) -> tuple[int, str] | None:
-    """DT-L5's skipped ticks on ``cpu`` and how they were found; None where not judged."""
+def _periods_skipped(run: DtRun, cpu: int) -> tuple[int, int, str] | None:
+    """DT-L5 on ``cpu``: (skipped ticks, 1 if one more may be, how); None where not judged."""
     core = run.core.get(cpu, {})
     irqs = run.kernel.delta(cpu) if run.kernel else None
-    if run.kernel is not None and run.kernel.pmu_shared:
-        # perf beside the agent (the peer run): the kernel also counts interrupts that
-        # raised perf's counter only; the agent's overflows are its own x_nmi_total,
-        # tied there to the kernel's count (IRQ: ≤) and to perf's samples (PEER).
-        irqs = core.get("x_nmi_total", 0)
     if irqs is None or core.get("x_events_created", 0) != 1:
         return None
     periods = core.get("x_counter_value", 0) // run.spec.period
     pending, forced = core.get("x_periods_pending_at_stop", 0), run.skips.get(cpu, 0)
     want = forced + periods - irqs - pending
     text = f"{forced} forced + {periods} periods - {irqs} irqs - {pending} pending = {want}"
-    return want, text
+    return want, 0 if pending else 1, text
 
 
 def check_dt_reader(run: DtRun) -> list[Violation]:
