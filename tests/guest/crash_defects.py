@@ -6,14 +6,18 @@ owners START/STOP at once), HW-D8 (close and unload with full rings). The flavou
 guest tests run each on the default kernel and every topology;
 `test_agent_modes.test_debug_kernel_stays_silent_while_sampling` runs them all once
 more on the debug kernel, where a fix that sleeps in atomic context, takes locks in
-the wrong order or leaks would show on the console or in kmemleak.
+the wrong order or leaks would show on the console or in kmemleak. HW-D12's quirk (a
+RELEASE that waits without end) is shown under the harness's watchdog here too.
 """
 
 from __future__ import annotations
 
 import shlex
+import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from harness.agent import profctl
 from harness.agent.driver import Agent
@@ -22,7 +26,8 @@ from harness.agent.flavours.hwpmc.run import HWPMC_DIR, PmcSpec, pmc_step, sweep
 from harness.agent.flavours.kprof.run import CTL_FD, KPCTL, KPTRACE
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu
-from tests.guest.procs import kill_spins
+from harness.timeouts import SCALE_ENV, wait_until
+from tests.guest.procs import dmesg_mark, dmesg_since, kill_spins
 
 FAULT = f"{DEBUGFS}/fault"
 PROFCTL = f"{GUEST_DIR}/profctl"
@@ -141,6 +146,7 @@ def hw_d8_close_and_unload_with_full_rings(agent: Agent, cpus: int) -> None:
     every = tuple(range(cpus))
     pmcs = [PmcSpec("SS", (cpu,)) for cpu in every]
     agent.load(HW)
+    mark = dmesg_mark(agent.shell)  # the pooled guest's log holds earlier tests' unloads
     steps = (
         profctl.open_step(DEVICE),
         sweep_step("all", False),
@@ -162,9 +168,9 @@ def hw_d8_close_and_unload_with_full_rings(agent: Agent, cpus: int) -> None:
         thrown = after[cpu]["x_discarded_stopped"] - before[cpu]["x_discarded_stopped"]
         assert thrown >= before[cpu]["x_inring"], f"CPU {cpu}: discarded entries not counted"
     agent.unload()
-    dmesg = agent.shell.run("dmesg").stdout
-    assert "entries left after the final sweep" not in dmesg
-    assert "profagent: unloaded" in dmesg
+    printed = dmesg_since(agent.shell, mark)  # by the close and the unload
+    assert not [line for line in printed if "entries left after the final sweep" in line]
+    assert [line for line in printed if line.endswith("profagent: unloaded")], printed
 
 
 D5_LOOPS = 1000  # per owner: 2000 took 56 s on 8 vCPUs beside two host busy loops; 10^5 hours
@@ -219,3 +225,72 @@ def hw_d5_two_owners_start_stop(agent: Agent, loops: int = D5_LOOPS) -> str:
     assert after["syscalls"] - before["syscalls"] == 2 * (2 * loops + 2)
     assert agent.steps((profctl.cat_step(f"{HWPMC_DIR}/pmcs"),))[0].lines == ()  # none left
     return f"HW-D5: 2 owners x {loops} START/STOP loops in {took:.1f} s"
+
+
+#: HW-D12: the harness's deadline (its watchdog) on the profctl whose RELEASE never returns,
+#: at timeout scale 1. Before it fires, RELEASE must be seen waiting through two release_ms
+#: of the guest's clock; on a host too slow for that the test fails and says so.
+D12_WATCHDOG_S = 8.0
+
+
+def hw_d12_steps_under_the_watchdog(
+    agent: Agent, steps: Sequence[str], release_ms: int
+) -> tuple[profctl.StepResult, ...]:
+    """Run ``steps``, which end in a RELEASE the HW-D12 quirk keeps waiting, under the
+    harness's deadline; returns or raises what `Agent.steps` did.
+
+    Meanwhile the guest is watched: the PMC must be seen released but still referenced
+    (RELEASE waiting, hw_mutex dropped), and two ``release_ms`` later by the guest's own
+    clock still so, with no RELEASE timeout counted. The fixed build gives up after
+    ``release_ms`` and counts it. Blocks for the deadline, then the harness's evidence.
+
+    :raise AssertionError: RELEASE was not seen waiting, or profctl ended before.
+    :raise GuestCommandTimeout: the watchdog ended profctl (what the quirk must come to).
+    """
+    watchdog_s = D12_WATCHDOG_S * agent.timeouts.scale
+    ended: list[tuple[profctl.StepResult, ...] | BaseException] = []
+
+    def run() -> None:
+        try:
+            ended.append(agent.steps(steps, timeout_s=watchdog_s))
+        except BaseException as exc:  # handed to the caller's thread
+            ended.append(exc)
+
+    def early() -> AssertionError | None:
+        if not ended:
+            return None
+        last = ended[0] if isinstance(ended[0], BaseException) else ended[0][-1].describe()
+        return AssertionError(
+            f"profctl ended before RELEASE was seen waiting {2 * release_ms} ms of guest "
+            f"time (deadline {watchdog_s:.0f} s; a slower host needs {SCALE_ENV} raised); "
+            f"its last step: {last}"
+        )
+
+    worker = threading.Thread(target=run, name="profctl-d12", daemon=True)
+    worker.start()
+    try:
+        began = wait_until(partial(_release_waiting_since, agent), timeout_s=watchdog_s,
+                           what="RELEASE to wait", abort=early)  # fmt: skip
+        until = began + 2 * release_ms / 1000
+        wait_until(partial(_release_waiting_since, agent, at_least=until),
+                   timeout_s=watchdog_s, what=f"RELEASE waiting at guest uptime {until:.2f} s",
+                   abort=early)  # fmt: skip
+        stats = agent.shell.run(f"cat {DEBUGFS}/stats").stdout.splitlines()
+        assert "x_release_timeouts 0" in stats, stats
+    finally:
+        worker.join(watchdog_s + agent.timeouts.command_s)  # the deadline, then its evidence
+    if not ended:
+        raise AssertionError(f"profctl still ran {watchdog_s:.0f} s past its deadline")
+    if isinstance(ended[0], BaseException):
+        raise ended[0]
+    return ended[0]
+
+
+def _release_waiting_since(agent: Agent, at_least: float = 0.0) -> float | None:
+    """The guest's uptime if a released PMC is still referenced (its RELEASE waits) and
+    the uptime is ``at_least``; else None."""
+    lines = agent.shell.run(f"cat {HWPMC_DIR}/pmcs; cut -d' ' -f1 /proc/uptime").stdout
+    *pmcs, now = lines.splitlines()
+    uptime = float(now)
+    waiting = [ln for ln in pmcs if "state=deleted" in ln and "runcount=0 " not in ln]
+    return uptime if waiting and uptime >= at_least else None

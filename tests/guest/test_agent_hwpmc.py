@@ -165,9 +165,10 @@ def test_hwpmc_close_and_unload_with_full_rings(agent: Agent, topology: CpuTopol
 
 def test_hwpmc_d12_quirk_waits_until_the_watchdog(agent: Agent) -> None:
     """HW-D12 quirk, only under the harness's watchdog: CPU 0's sweeps suppressed strand its
-    entries; RELEASE waits past release_ms (1 s) without end. The harness's deadline (8 s)
-    is the watchdog: it kills profctl by PID, the killable wait returns, the close sweeps
-    the ring, and the module unloads."""
+    entries; RELEASE waits past release_ms (1 s) without end: still waiting, no timeout
+    counted, two release_ms later by the guest's clock. The harness's deadline (8 s at
+    timeout scale 1) is the watchdog: it kills profctl by PID, the killable wait returns,
+    the close sweeps the ring, and the module unloads."""
     spec = replace(HW, quirks=HWPMC.quirk_bit("HW-D12"))
     pmc = PmcSpec("SS", (0,))
     agent.load(spec)
@@ -182,7 +183,7 @@ def test_hwpmc_d12_quirk_waits_until_the_watchdog(agent: Agent) -> None:
         pmc_step("PMCRELEASE", id=pmc.id),
     )
     with pytest.raises(GuestCommandTimeout, match=r"profctl-\d+\.hang\.txt"):
-        agent.steps(steps, timeout_s=8.0)
+        cd.hw_d12_steps_under_the_watchdog(agent, steps, spec.param("release_ms"))
     stats = agent.snapshot().stats
     assert stats["x_release_timeouts"] == 1  # ended by the kill, never by its own bound
     assert stats["x_release_max_ticks"] == 0  # no RELEASE completed
