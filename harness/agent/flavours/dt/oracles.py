@@ -288,6 +288,11 @@ def _periods_skipped(run: DtRun, cpu: int) -> tuple[int, int, str] | None:
     """DT-L5 on ``cpu``: (skipped ticks, 1 if one more may be, how); None where not judged."""
     core = run.core.get(cpu, {})
     irqs = run.kernel.delta(cpu) if run.kernel else None
+    if run.kernel is not None and run.kernel.pmu_shared:
+        # perf beside the agent (the peer run): the kernel also counts interrupts that
+        # raised perf's counter only; the agent's overflows are its own x_nmi_total,
+        # tied there to the kernel's count (IRQ: ≤) and to perf's samples (PEER).
+        irqs = core.get("x_nmi_total", 0)
     if irqs is None or core.get("x_events_created", 0) != 1:
         return None
     periods = core.get("x_counter_value", 0) // run.spec.period
