@@ -8,9 +8,11 @@
  *   truth chain CPU MS   main -> outer -> middle -> leaf for MS ms; leaf spins
  *                        LEAF_ITERATIONS iterations and calls nothing, middle
  *                        reads the clock (a raw syscall, no vDSO) between calls
- *   truth mix CPU MS     main -> mix: hot(3 * SLICE), cold(SLICE), again; hot and
- *                        cold have the same loop body, so hot runs 3/4 of their
- *                        instructions in every window longer than a few slices
+ *   truth mix CPU MS     main -> mix: hot(3 * s), cold(s), again, with s drawn
+ *                        from [SLICE / 2, 3 * SLICE / 2) each round (no period
+ *                        a regular sampling clock could alias with); hot and cold
+ *                        have the same loop body, so hot runs 3/4 of their
+ *                        instructions in every window longer than a few rounds
  *
  * Built with -fno-ipa-icf so hot and cold stay two functions.
  *
@@ -83,10 +85,14 @@ TRUTH_FN void outer(long long end_ns)
 
 TRUTH_FN void mix(long long end_ns)
 {
+	unsigned long state = 0x9e3779b97f4a7c15UL, s;
+
 	while (now_ns() < end_ns) {
 		for (int k = 0; k < MIX_ROUNDS_PER_CLOCK; k++) {
-			hot(3 * MIX_SLICE);
-			cold(MIX_SLICE);
+			state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+			s = MIX_SLICE / 2 + state % MIX_SLICE;
+			hot(3 * s);
+			cold(s);
 		}
 		truth_rounds += MIX_ROUNDS_PER_CLOCK;
 	}

@@ -41,10 +41,12 @@ profctl's (the child between fork and exec); (bound) chain mode's samples fall i
   n - 2 × (calls + 1 + 20 + faults) - Q, where Q is the upper ``1 - ALPHA`` quantile
   of Binomial(n, p): a false alarm at most ``ALPHA`` = 1e-6 per run, under the model.
 
-Mix mode: hot and cold run the same body, hot 3 parts, cold 1, in slices of 4096
-iterations; of the m samples in either, hot's count lies within the two-sided
-``ALPHA`` interval of Binomial(m, 3/4), widened by 2 on each side for the page faults
-of the first call of each.
+Mix mode: hot and cold run the same body, hot 3 parts, cold 1, each round's slice
+drawn at random (2048 to 6143 iterations), so a sampling clock as regular as TCG's
+cannot alias with a fixed round length and consecutive samples fall at independent
+phases; of the m samples in either, hot's count lies within the two-sided ``ALPHA``
+interval of Binomial(m, 3/4), widened by 2 on each side for the page faults of the
+first call of each.
 
 **CHAIN** (flavours that record chains; ``chain_depth`` frames at most, the PC
 included): no chain is longer than that; a chain says truncated only when it is that
