@@ -26,7 +26,7 @@ from harness.build.images import prepare_images
 from harness.build.kernel import KernelChoice, KernelRequest, Variant, find_kernel
 from harness.cli import checks
 from harness.cli.mutants import MutationRequest, run_mutants, write_table
-from harness.cli.session import GuestRequest, resolve
+from harness.cli.session import GuestRequest, parse_kernel, resolve
 from harness.cli.skips import images_command, missing_images, tier_images
 from harness.errors import ConfigError
 from harness.matrix.load import get_matrix, select
@@ -136,16 +136,21 @@ def run_guest_tier(
 
 def build_tier_images(request: GuestRequest, cache: Cache) -> None:
     """Build (or reuse) every image the guest tier can use for ``request``."""
+    requested = parse_kernel(request.kernel, request.kernel_src)
+
+    def kernel_for(arch: str) -> KernelChoice:  # the no-PMU check boots x86_64's 6.1
+        return requested if arch == request.arch else KernelChoice()
 
     def cached(arch: str, variant: Variant) -> bool:
-        return find_kernel(KernelRequest(arch=arches.get(arch), variant=variant), cache) is not None
+        wanted = KernelRequest(arch=arches.get(arch), variant=variant, kernel=kernel_for(arch))
+        return find_kernel(wanted, cache) is not None
 
     wanted = tier_images(request)
     for image in missing_images(wanted, present=cached):
         LOG.info("--complete: building %s %s images for the checks that need them (as `%s`)",
                  *image, images_command(image))  # fmt: skip
     for arch, variant in wanted:
-        prepare_images(arches.get(arch), variant, cache)
+        prepare_images(arches.get(arch), variant, cache, kernel=kernel_for(arch))
 
 
 def run_ci(cache: Cache, *, workers: int = 2) -> int:
