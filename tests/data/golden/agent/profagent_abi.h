@@ -155,11 +155,9 @@ _Static_assert(sizeof(struct pmc_op) == 112, "pmc_op layout");
 /*
  * The core's own ABI version, printed as abi_version in debugfs info: raise it when
  * the core's records, its info or stats files, or the shared ioctls change. Each
- * flavour versions its own native interface (tprof: TPROF_VERSION, below).
+ * flavour versions its own native interface in its own template (tprof: TPROF_VERSION).
  */
 #define PROFAGENT_ABI_VERSION 1
-
-#define TPROF_VERSION 3
 #define TPROF_IOC_GETVERSION 0x80045401U	/* the ABI version */
 #define TPROF_IOC_START 0x40185402U	/* start sampling */
 #define TPROF_IOC_STOP 0x5403U	/* stop sampling, final swaps */

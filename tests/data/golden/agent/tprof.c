@@ -35,6 +35,8 @@
 #include <linux/workqueue.h>
 #include "profagent.h"
 
+/* tprof's native interface version (TPROF_IOC_GETINFO): tprof's, not the core's ABI. */
+#define TPROF_VERSION 3
 #define TP_S_CAP 10000
 /* How long a `nest` window waits for its burst to ride an overflow. */
 #define TP_NEST_WAIT_NS (5 * NSEC_PER_SEC)
