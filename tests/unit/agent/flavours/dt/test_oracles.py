@@ -598,6 +598,29 @@ def test_forced_skips_wrap_at_2_32_with_dt_d9() -> None:
     assert check_dt_skipticks(quirk) == []
 
 
+def two_readers(order: tuple[DtEvent, ...]) -> DtRun:
+    """BASE drained by two readers racing each other: their streams come one after the other."""
+    return replace(BASE, events=order, concurrent_readers=2)
+
+
+def test_two_readers_need_not_read_in_seq_order() -> None:
+    evens, odds = BASE.events[::2], BASE.events[1::2]  # each reader's own order still rises
+    run = two_readers(evens + odds)
+    assert "DT-O10" in applicable_dt_oracles(run)
+    assert check_dt(run) == []
+    assert brief(check_dt(replace(run, concurrent_readers=0)))[0][0] == "DT-O3"  # one reader
+
+
+def test_two_readers_that_copied_one_slot_twice() -> None:  # no_reader_mutex's trace
+    run = two_readers((*BASE.events[:19], event(0, 3)))  # CPU 1's seq 5 lost, CPU 0's 3 twice
+    assert brief(check_dt(run)) == [
+        ("DT-O3", 0, "events = x_committed = 15", "events = 16"),
+        ("DT-O3", 1, "events = x_committed = 5", "events = 4"),
+        ("DT-O10", 0, "every seq read once", "1 seqs read twice or more (3)"),
+        ("DT-O10", 1, "every seq read", "1 of 1..5 never read (5)"),
+    ]
+
+
 @pytest.mark.parametrize(("end", "fails"), [("EINTR", False), ("0", True), ("EIO", True)])
 def test_a_background_reader_must_end_at_its_limit(end: str, fails: bool) -> None:
     run = replace(BASE, reader_during_recording=True, background_errno=end)
