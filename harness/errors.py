@@ -184,6 +184,18 @@ class GuestCrash(GuestError):
     """The console shows a panic, Oops, BUG, WARNING, lockdep splat, stall or hung task."""
 
 
+class SanitizerFailure(GuestCrash):
+    """The console shows KASAN, KCSAN or UBSAN reports (`harness.vm.sanitizer`).
+
+    ``reports``: (tool, one-line description, whether an agent frame is in it) each.
+    """
+
+    def __init__(self, reason: str, evidence: str = "", console_log: Path | None = None, *,
+                 reports: Sequence[tuple[str, str, bool]] = ()) -> None:  # fmt: skip
+        super().__init__(reason, evidence, console_log)
+        self.reports = tuple(reports)
+
+
 class BootHang(GuestError):
     """The kernel printed on the console, then went silent without becoming reachable."""
 

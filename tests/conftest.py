@@ -243,12 +243,17 @@ def pool(
 
 
 @pytest.fixture
-def guest(pool: GuestPool, topology: CpuTopology) -> Iterator[Guest]:
-    """The shared running guest for ``topology``; its console is checked after the test."""
+def guest(
+    pool: GuestPool, topology: CpuTopology, request: pytest.FixtureRequest
+) -> Iterator[Guest]:
+    """The shared running guest for ``topology``; its console is checked after the test.
+
+    A finding names the test (a sanitizer report also its culprit's frame).
+    """
     booted = pool.get(topology)
     mark = len(booted.vm.console_text().splitlines())
     yield booted
-    booted.vm.check_console(since_line=mark, what="the guest console during this test")
+    booted.vm.check_console(since_line=mark, what=f"the guest console during {request.node.nodeid}")
 
 
 @pytest.fixture(scope="session")

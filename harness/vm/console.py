@@ -19,7 +19,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import BootHang, GuestCrash, HarnessError, HarnessTimeout, VmLaunchError
+from harness.errors import (
+    BootHang,
+    GuestCrash,
+    HarnessError,
+    HarnessTimeout,
+    SanitizerFailure,
+    VmLaunchError,
+)
+from harness.vm.sanitizer import parse_reports
 
 #: (kind, pattern). Order matters only for naming: the first match names a line.
 CRASH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -31,6 +39,10 @@ CRASH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                     r"possible irq lock inversion|suspicious RCU usage|lock held when returning|"
                     r"lock order detected|bad unlock balance detected|held lock freed|"
                     r"releasing a pinned lock|lock\(s\) held when"),
+        # Sanitizer reports (harness.vm.sanitizer names their culprit) before plain BUG.
+        ("kasan", r"BUG: KASAN: "),
+        ("kcsan", r"BUG: KCSAN: "),
+        ("ubsan", r"\bUBSAN: "),
         ("soft-lockup", r"BUG: soft lockup|hard LOCKUP"),
         ("atomic-sleep", r"BUG: (sleeping function called from invalid context|"
                          r"scheduling while atomic)"),
@@ -43,6 +55,9 @@ CRASH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )  # fmt: skip
 
 _CONTEXT_AFTER = 12
+#: A sanitizer report's stacks run longer: its context reaches its closing rule.
+SANITIZER_KINDS = frozenset({"kasan", "kcsan", "ubsan"})
+_SANITIZER_CONTEXT_AFTER = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +90,8 @@ def scan_console(text: str, *, start_line: int = 0) -> list[ConsoleFinding]:
             continue
         if index <= covered_until and kind in covered_kinds | {"warning", "bug"}:
             continue
-        context = "\n".join(lines[max(0, index - 2) : index + _CONTEXT_AFTER])
+        after = _SANITIZER_CONTEXT_AFTER if kind in SANITIZER_KINDS else _CONTEXT_AFTER
+        context = "\n".join(lines[max(0, index - 2) : index + after])
         findings.append(ConsoleFinding(kind, index + 1, lines[index], context))
         if index > covered_until:
             covered_kinds = set()
@@ -94,9 +110,21 @@ def _kind_of(line: str) -> str | None:
 def crash_error(
     findings: list[ConsoleFinding], *, what: str, console_log: Path | None = None
 ) -> GuestCrash:
-    """A `GuestCrash` that carries ``findings`` as its evidence."""
+    """A `GuestCrash` that carries ``findings`` as its evidence.
+
+    Sanitizer reports make a `SanitizerFailure` whose message names each report,
+    its first agent frame (or that the code is the kernel's, not the agent's) and ``what``.
+    """
     kinds = ", ".join(sorted({f.kind for f in findings}))
     evidence = "\n\n".join(f"{f}\n{f.context}" for f in findings[:5])
+    reports = [r for f in findings if f.kind in SANITIZER_KINDS
+               for r in parse_reports(f.context)[:1]]  # fmt: skip
+    if reports:
+        named = "; ".join(r.describe() for r in reports[:3])
+        more = f" (and {len(reports) - 3} more)" if len(reports) > 3 else ""
+        described = [(r.tool, r.describe(), r.in_agent) for r in reports]
+        return SanitizerFailure(f"{what}: {named}{more}", evidence, console_log,
+                                reports=described)  # fmt: skip
     return GuestCrash(f"{what}: the guest console shows {kinds}", evidence, console_log)
 
 
