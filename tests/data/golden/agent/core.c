@@ -464,7 +464,8 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 /* ---- stopping a source on purpose (hwpmc's hardware stall) ----------------- */
 
 /*
- * On Linux 6.1 arm64, armv8pmu_handle_irq() calls our handler after it reloaded
+ * On arm64, armv8pmu_handle_irq() (6.1: arch/arm64/kernel/perf_event.c; 6.4 on, 6.12
+ * too: drivers/perf/arm_pmuv3.c) calls our handler after it reloaded
  * the period; pmu->stop() (armpmu_stop) disables the counter, folds its count
  * and marks it PERF_HES_STOPPED|UPTODATE, which is the same counter disable the
  * perf core's throttling makes after the handler, and pmu->start() with
