@@ -161,8 +161,13 @@ def past_builds(cache: Cache) -> list[PastBuild]:
         if steps:
             found.append(PastBuild(manifest["arch"], manifest["variant"], int(steps),
                                    float(manifest.get("built_at", 0.0)),
-                                   str(manifest.get("version", DEFAULT_VERSION))))  # fmt: skip
+                                   _series(manifest.get("version", DEFAULT_VERSION))))  # fmt: skip
     return found
+
+
+def _series(version: object) -> str:
+    """``6.12`` of ``6.12.117`` (a tree's manifest) or of ``6.12`` (Debian's)."""
+    return ".".join(str(version).split(".")[:2])
 
 
 def kernel_key(request: KernelRequest, cache: Cache | None = None) -> str:
@@ -263,7 +268,8 @@ def _build_from_tree(request: KernelRequest, tree: Path, cache: Cache) -> CacheE
              "commit": identity.commit or "", "dirty": "yes" if identity.dirty else ""}  # fmt: skip
     LOG.info("building %s (%s) for %s %s into %s", tree, identity.content, request.arch.name,
              request.variant, entry.path)  # fmt: skip
-    steps = expected_steps(request.arch.name, request.variant, past_builds(cache), "tree")
+    release = ".".join(map(str, tree_release(tree)))  # a 6.12 tree builds like Debian's 6.12
+    steps = expected_steps(request.arch.name, request.variant, past_builds(cache), release)
     recipe = BuildRecipe(tree, names, facts)
     return cache.obtain(entry, lambda out: build_tree(request, recipe, out, steps))
 

@@ -10,8 +10,16 @@ import pytest
 
 from harness import arches
 from harness.build import kernel as kernelmod
+from harness.build.cache import Cache
 from harness.build.images import BootFiles, GuestImages, kernel_identity, kernel_name, publish
-from harness.build.kernel import KCONFIG_DIR, KernelChoice, KernelRequest, kernel_key
+from harness.build.kernel import (
+    KCONFIG_DIR,
+    KernelChoice,
+    KernelRequest,
+    expected_steps,
+    kernel_key,
+    past_builds,
+)
 from harness.build.kernels import (
     VARIANT_FRAGMENTS,
     VERSION_FRAGMENTS,
@@ -109,3 +117,18 @@ def test_run_json_and_the_images_view_name_the_kernel(tmp_path: Path) -> None:
     view = publish(images, tmp_path / "images")
     assert view.name == "arm64-debug-6.12"
     assert json.loads((view / "manifest.json").read_text())["kernel_name"] == record["kernel_name"]
+
+
+def test_step_counts_carry_over_between_a_series_package_and_tree(tmp_path: Path) -> None:
+    cache = Cache(tmp_path)
+    for key, version, steps in (("a", "6.1", 828), ("b", "6.12.117", 875)):  # b: a tree's
+        entry = cache.entry("kernel", key)
+        entry.path.mkdir(parents=True)
+        entry.manifest_path.write_text(
+            json.dumps(
+                {"arch": "arm64", "variant": "default", "version": version, "build_steps": steps}
+            )
+        )
+    past = past_builds(cache)
+    assert expected_steps("arm64", "default", past, "6.12")[0] == 875
+    assert expected_steps("arm64", "default", past, "6.1")[0] == 828
