@@ -17,7 +17,8 @@ from harness.agent.profctl import profctl_key
 from harness.agent.spec import AgentSpec
 from harness.arches import ARCHES
 from harness.build.cache import Cache, CacheEntry, entry_size_bytes, list_entries, remove_entry
-from harness.build.kernel import VARIANTS, KernelRequest, kernel_key, source_key
+from harness.build.kernel import VARIANTS, KernelChoice, KernelRequest, kernel_key, source_key
+from harness.build.kernels import VERSIONS
 from harness.build.keys import ensure_keypair
 from harness.build.rootfs import rootfs_key
 from harness.process import tool_version
@@ -34,15 +35,16 @@ class CacheListing:
 
 
 def current_keys(cache: Cache) -> set[str]:
-    """Keys the current tree builds: every arch and variant, rootfs, kernel source.
+    """Keys the current tree builds: every arch, variant and kernel version, rootfs, sources.
 
     The agent counts with its default spec (other specs are cheap to rebuild).
     """
     keypair = ensure_keypair(cache.root / "ssh")
-    keys = {source_key()}
+    keys = {source_key(version) for version in VERSIONS.values()}
     for arch in ARCHES.values():
         keys.add(rootfs_key(arch, keypair))
-        kernels = [kernel_key(KernelRequest(arch=arch, variant=v)) for v in VARIANTS]
+        kernels = [kernel_key(KernelRequest(arch=arch, variant=v, kernel=KernelChoice(k)))
+                   for v in VARIANTS for k in VERSIONS]  # fmt: skip
         keys.update(kernels)
         keys.update(agent_key(AgentSpec(), kernel) for kernel in kernels)
         if profctl := profctl_key(arch):
@@ -55,9 +57,22 @@ def survey_cache(cache: Cache) -> list[CacheListing]:
     current = current_keys(cache)
     return [
         CacheListing(e, entry_size_bytes(e), e.is_complete,
-                     _snapshot_current(e, current) if e.kind == "snapshot" else e.key in current)
+                     _snapshot_current(e, current) if e.kind == "snapshot"
+                     else e.key in current or _tree_kernel_current(e))
         for e in list_entries(cache)
     ]  # fmt: skip
+
+
+def _tree_kernel_current(entry: CacheEntry) -> bool:
+    """Whether a --kernel-src kernel's tree still exists (then it stays).
+
+    It was built from one state of that tree; an edit since makes a new entry, and
+    hashing every tree here to tell which state is current would take seconds each.
+    """
+    if entry.kind != "kernel" or not entry.is_complete:
+        return False
+    tree = entry.manifest.get("tree")
+    return bool(tree) and Path(str(tree)).is_dir()
 
 
 def _snapshot_current(entry: CacheEntry, current: set[str]) -> bool:
