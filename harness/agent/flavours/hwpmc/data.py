@@ -14,10 +14,14 @@ from __future__ import annotations
 from harness.agent.info import FlavourInfo, Mutant, Param, Quirk
 from harness.agent.layouts import Field, Ioctl, RecordLayout, ioc
 
+#: PCs a log record holds (the interrupted PC and its callers): this port's ceiling of
+#: kern.hwpmc.callchaindepth (the seed's default is 128, seeds-spec §4).
+HW_MAX_DEPTH = 8
+
 HWPMC_LOG_REC = RecordLayout(
     c_name="hwpmc_log_rec",
     py_name="HwpmcLogRec",
-    doc="One callchain record of depth 1 in hwpmc/log; seq numbers the log from 1.",
+    doc="One callchain record in hwpmc/log (depth PCs); seq numbers the log from 1.",
     fields=(
         Field("seq", "u64", "log sequence number, from 1, no gaps: a torn or lost record shows"),
         Field("ts_ns", "u64", "ktime_get_mono_fast_ns() when the sample was taken"),
@@ -27,7 +31,13 @@ HWPMC_LOG_REC = RecordLayout(
         Field("pid", "u32", "tgid of the interrupted process; 0xffffffff when none (idle)"),
         Field("tid", "u32", "thread id of the interrupted task"),
         Field("flags", "u32", "bit 0: the sample interrupted user mode"),
-        Field("depth", "u32", "PCs in the chain (1: the interrupted PC)"),
+        Field("depth", "u32", "PCs in the chain: the interrupted PC, then depth - 1 callers"),
+        Field("chain_stop", "u32", "why the walk stopped: pa_chain_stop (1: depth reached)"),
+        Field("pad", "u32", "0: keeps the record (and seq's store-release) 8-byte aligned"),
+        *(
+            Field(f"chain{i}", "u64", f"caller {i}'s return address (0 past depth)")
+            for i in range(1, HW_MAX_DEPTH)
+        ),
     ),
 )
 
@@ -158,6 +168,13 @@ HWPMC = FlavourInfo(
         Param("sweep_us", 4000, 100, 1_000_000, "sweep timer period, us (the hardclock)"),
         Param("release_ms", 1000, 1, 60_000, "RELEASE's bound on waiting for entries"),
         Param("log_kib", 4096, 4, 65536, "hwpmc/log capacity, KiB"),
+        Param(
+            "callchaindepth",
+            HW_MAX_DEPTH,
+            1,
+            HW_MAX_DEPTH,
+            "PCs per sample: the interrupted one and its callers (kern.hwpmc.callchaindepth)",
+        ),
     ),
     mutants=(
         Mutant("skip_bufferfull_count", "every 5th full-ring call counts nothing", ("HW-O1",)),

@@ -13,7 +13,14 @@ of that CPU), ``pmc-start`` / ``pmc-stop`` / ``pmc-release`` (its SS PMC) and
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
+from harness.agent.content_oracles import (
+    applicable_content,
+    check_content,
+    content_report,
+    oracles_for,
+)
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.hwpmc.bench import HWPMC_BENCH
 from harness.agent.flavours.hwpmc.data import HWPMC
@@ -45,17 +52,42 @@ from harness.agent.profile import AgentSample
 from harness.agent.report import CellRow
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
+from harness.agent.steps import probe_step
+from harness.agent.truth import TruthLaunch, launch_steps, output_steps
 from harness.errors import ConfigError, InfraError
+
+#: The standard run's ground-truth workloads and IRQ-off probe (content oracles).
+TRUTH_MS = 1000
+PROBE_MS = 200
 
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, HwRun)
     verdicts = format_hw_verdicts(violations, applicable_hw_oracles(own))
-    return f"{format_hw_table(own)}\n{profile_report(own.peer)}{verdicts}"
+    content = content_report(own.content(), violations)
+    return f"{format_hw_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    return hw_run(agent, spec, standard_plan(cpus))
+    """`standard_plan` with the ground-truth workloads and the IRQ-off probe beside it.
+
+    The probe spins on the last CPU (kernel ground truth for CHAIN); the workloads'
+    output is read after STOP.
+    """
+    plan = standard_plan(cpus)
+    launches = (TruthLaunch("chain", cpus[-1], TRUTH_MS), TruthLaunch("mix", cpus[0], TRUTH_MS))
+    body = (*((s, "") for s in launch_steps(launches)), *plan.body,
+            (probe_step(cpus[-1], PROBE_MS), ""))  # fmt: skip
+    after = (*plan.after_stop, *((s, "") for s in output_steps(launches)))
+    return hw_run(agent, spec, replace(plan, body=body, after_stop=after))
+
+
+def _check(run: HwRun) -> list[Violation]:
+    return check_hwpmc(run) + check_content(run.content())
+
+
+def _applicable(run: HwRun) -> frozenset[str]:
+    return applicable_hw_oracles(run) | applicable_content(run.content())
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -139,9 +171,9 @@ def _window(run: HwRun, period: int) -> PeerWindow:
 
 FLAVOUR = Flavour(
     info=HWPMC,
-    oracles=HW_ORACLES,
-    check=typed(HwRun, check_hwpmc),
-    applicable=typed(HwRun, applicable_hw_oracles),
+    oracles=(*HW_ORACLES, *oracles_for(chains=True)),
+    check=typed(HwRun, _check),
+    applicable=typed(HwRun, _applicable),
     report=_report,
     standard_run=_standard,
     exact_run=_exact,
@@ -156,4 +188,5 @@ FLAVOUR = Flavour(
         "control": _control,
     },
     bench=HWPMC_BENCH,
+    samples=lambda run: narrow(run, HwRun).content().samples,
 )

@@ -63,7 +63,7 @@ HW_ORACLES: tuple[tuple[str, str], ...] = (
     ("HW-O7", "runcount 0 after STOP and sweeps; RELEASE: 1 sweep tick per CPU; no stray NMI"),
     ("HW-O8", "stall state per (PMC, CPU): A stays stalled while B sweeps, then restarts"),
     ("HW-O9", "every op gives its §4.4 errno; syscalls and syscall_errors counted exactly"),
-    ("HW-O10", "log records: seq 1..N, producing CPU, user flag, pid, depth 1"),
+    ("HW-O10", "log records: seq 1..N, producing CPU, user flag, pid, 1 ≤ depth ≤ callchaindepth"),
     ("HW-SC", "an SC PMC counts its CPU's cycles from START to STOP, then holds its value"),
     ("NMI", "producer calls in NMI context iff the guest booted with pseudo-NMI"),
 )

@@ -45,7 +45,7 @@ def check_records(run: HwRun) -> list[Violation]:
             bad[(r.cpu, "user flag disagrees with the PC")] += 1
         if user and r.pid == PID_NONE:
             bad[(r.cpu, "user-mode sample without a pid")] += 1
-        if r.depth != 1:
+        if not 1 <= r.depth <= run.spec.param("callchaindepth"):
             bad[(r.cpu, f"depth {r.depth}")] += 1
     found += [
         Violation("HW-O10", cpu, "no such record", f"{n} records", why)

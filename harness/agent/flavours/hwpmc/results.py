@@ -13,11 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from harness.agent.content_oracles import ContentView, content_numbers, view_of
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC
 from harness.agent.peer import PeerEvidence
 from harness.agent.results import AgentSnapshot, flat_numbers
+from harness.agent.samples import Sample
 from harness.agent.spec import AgentSpec
+from harness.agent.truth import TruthEvidence
 
 Table = Mapping[int, Mapping[str, int]]
 Kind = Literal["standard", "exact", "independence", "control", "script", "counting"]
@@ -33,6 +36,12 @@ def total(table: Table, name: str) -> int:
     return sum(cell(table, cpu, name) for cpu in table)
 
 
+#: A log record's pid when the sample had no process (idle); enum pa_chain_stop's
+#: "depth reached".
+PID_NONE = 0xFFFFFFFF
+CHAIN_TRUNCATED = 1
+
+
 @dataclass(frozen=True, slots=True)
 class LogRecord:
     """One decoded hwpmc/log record."""
@@ -46,6 +55,22 @@ class LogRecord:
     tid: int
     flags: int  # bit 0: user mode
     depth: int
+    chain_stop: int = 0  # enum pa_chain_stop: 0 end, 1 depth reached, 2.. cut short
+    pad: int = 0
+    chain1: int = 0
+    chain2: int = 0
+    chain3: int = 0
+    chain4: int = 0
+    chain5: int = 0
+    chain6: int = 0
+    chain7: int = 0
+
+    @property
+    def callers(self) -> tuple[int, ...]:
+        """The return addresses after the PC, innermost first (depth - 1 of them)."""
+        chain = (self.chain1, self.chain2, self.chain3, self.chain4, self.chain5,
+                 self.chain6, self.chain7)  # fmt: skip
+        return chain[: max(0, self.depth - 1)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +160,8 @@ class HwRun:
     clocks: tuple[int, ...] = ()
     #: Linux perf beside the agent (the peer run; None: no peer).
     peer: PeerEvidence | None = None
+    #: The ground-truth workloads, their image and the module's functions (None: none ran).
+    truth: TruthEvidence | None = None
 
     @property
     def nsamples(self) -> int:
@@ -154,7 +181,17 @@ class HwRun:
     def numbers(self) -> dict[str, int]:
         """Every counter under one flat name (see `harness.agent.results.flat_numbers`)."""
         snap = self.snapshot
-        return flat_numbers(snap.stats, snap.stats_percpu, snap.core, [r.cpu for r in self.log])
+        flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, [r.cpu for r in self.log])
+        return flat | content_numbers(self.content())
+
+    def content(self) -> ContentView:
+        """The log's records as samples for the content oracles (chains of callchaindepth)."""
+        samples = tuple(
+            Sample(r.cpu, r.pc, 0 if r.pid == PID_NONE else r.pid, r.tid, user=bool(r.flags & 1),
+                   chain=r.callers, truncated=r.chain_stop == CHAIN_TRUNCATED)
+            for r in self.log
+        )  # fmt: skip
+        return view_of(samples, self.truth, chain_depth=self.spec.param("callchaindepth"))
 
     def records(self) -> Sequence[LogRecord]:
         """The log's records, in log order."""

@@ -110,6 +110,9 @@ MODULE_PARM_DESC(release_ms, "hwpmc: RELEASE's bound on waiting for entries (1..
 unsigned long pa_log_kib = 4096;
 module_param_named(log_kib, pa_log_kib, ulong, 0444);
 MODULE_PARM_DESC(log_kib, "hwpmc: hwpmc/log capacity, KiB (4..65536)");
+unsigned long pa_callchaindepth = 8;
+module_param_named(callchaindepth, pa_callchaindepth, ulong, 0444);
+MODULE_PARM_DESC(callchaindepth, "hwpmc: PCs per sample: the interrupted one and its callers (kern.hwpmc.callchaindepth) (1..8)");
 
 static const char *const pa_core_names[PA_CORE_NSTATS] = {
 	"x_nmi_total",
@@ -1084,6 +1087,7 @@ static int pa_params_show(struct seq_file *m, void *unused)
 	seq_printf(m, "sweep_us=%lu\n", pa_sweep_us);
 	seq_printf(m, "release_ms=%lu\n", pa_release_ms);
 	seq_printf(m, "log_kib=%lu\n", pa_log_kib);
+	seq_printf(m, "callchaindepth=%lu\n", pa_callchaindepth);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(pa_params);

@@ -198,6 +198,10 @@ struct hw_owner {
 	u32 next_id;
 };
 
+/* PCs a log record holds: the interrupted PC, then chain1.. (callchaindepth's ceiling). */
+#define HW_MAX_DEPTH (1 + (sizeof(struct hwpmc_log_rec) - \
+			   offsetof(struct hwpmc_log_rec, chain1)) / sizeof(u64))
+
 struct hw_entry {
 	u16 state;
 	u16 flags;			/* bit 0: user mode */
@@ -207,6 +211,9 @@ struct hw_entry {
 	struct hw_pmc *pmc;
 	u64 pc;
 	u64 ts_ns;
+	u16 depth;			/* PCs in chain[] */
+	u16 chain_stop;			/* enum pa_chain_stop */
+	u64 chain[HW_MAX_DEPTH];	/* chain[0] the PC, then the callers */
 };
 
 struct hw_cpu {
@@ -308,6 +315,26 @@ static void hw_start_counter(struct hw_cpu *hc)
 
 /* ---- producer: NMI context; per-CPU data and atomics only ------------------ */
 
+/*
+ * The call chain, up to callchaindepth PCs (seeds-spec §4): the core's walk, in
+ * the NMI with non-faulting reads: the kernel frames of a kernel sample, the user
+ * stack of a user one. (The seed defers a user chain to the return to user mode;
+ * here both are taken at once.) A pending entry's chain is never captured: depth 1.
+ */
+static void hw_capture_chain(struct hw_cpu *hc, struct hw_entry *e,
+			     const struct pa_sample_ctx *ctx)
+{
+	unsigned int depth = min_t(unsigned long, pa_callchaindepth, HW_MAX_DEPTH);
+	enum pa_chain_stop why = PA_CHAIN_NO_REGS;
+	unsigned int n = 0;
+
+	if (!hc->leave_pending)
+		n = pa_chain(ctx, !ctx->kernel, e->chain, depth, &why);
+	e->chain[0] = ctx->pc;	/* the sample's PC as the core took it */
+	e->depth = max(n, 1U);
+	e->chain_stop = why;
+}
+
 /* The seed's pmc_process_interrupt for the CPU's sampling PMC. */
 static void hw_process(struct hw_cpu *hc, struct hw_pmc *pmc, const struct pa_sample_ctx *ctx)
 {
@@ -339,6 +366,7 @@ static void hw_process(struct hw_cpu *hc, struct hw_pmc *pmc, const struct pa_sa
 	e->flags = ctx->kernel ? 0 : 1;
 	e->pc = ctx->pc;
 	e->ts_ns = ctx->ts_ns;
+	hw_capture_chain(hc, e, ctx);
 	/* The state publishes the entry; the sweep runs on this CPU: program order. */
 	if (hc->leave_pending) {
 		hc->leave_pending = 0;
@@ -373,6 +401,16 @@ static void hw_produce(const struct pa_sample_ctx *ctx)
 
 /* ---- the log ------------------------------------------------------------------ */
 
+/* The callers into chain1..: the record's u64s after chain_stop and its pad, 0 past depth. */
+static void hw_log_chain(struct hwpmc_log_rec *rec, const struct hw_entry *e)
+{
+	u64 callers[HW_MAX_DEPTH - 1] = { 0 };
+
+	if (e->depth > 1)
+		memcpy(callers, &e->chain[1], (e->depth - 1) * sizeof(u64));
+	memcpy((u8 *)rec + offsetof(struct hwpmc_log_rec, chain1), callers, sizeof(callers));
+}
+
 static bool hw_log_append(const struct hw_entry *e, unsigned int cpu)
 {
 	struct hwpmc_log_rec *rec;
@@ -396,7 +434,9 @@ static bool hw_log_append(const struct hw_entry *e, unsigned int cpu)
 	rec->pid = e->pid;
 	rec->tid = e->tid;
 	rec->flags = e->flags;
-	rec->depth = 1;
+	rec->depth = e->depth;
+	rec->chain_stop = e->chain_stop;
+	hw_log_chain(rec, e);
 	smp_store_release(&rec->seq, slot + 1);	/* last: the record is whole */
 	return true;
 }

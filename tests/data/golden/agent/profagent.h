@@ -190,6 +190,7 @@ extern unsigned long pa_nsamples;	/* hwpmc: entries per CPU ring (kern.hwpmc.nsa
 extern unsigned long pa_sweep_us;	/* hwpmc: sweep timer period, us (the hardclock) */
 extern unsigned long pa_release_ms;	/* hwpmc: RELEASE's bound on waiting for entries */
 extern unsigned long pa_log_kib;	/* hwpmc: hwpmc/log capacity, KiB */
+extern unsigned long pa_callchaindepth;	/* hwpmc: PCs per sample: the interrupted one and its callers (kern.hwpmc.callchaindepth) */
 
 bool pa_quirk(unsigned int bit);
 bool pa_drain_manual(void);

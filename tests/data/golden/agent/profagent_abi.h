@@ -106,7 +106,7 @@ struct kprof_newproc_hdr {
 } __attribute__((packed));
 _Static_assert(sizeof(struct kprof_newproc_hdr) == 12, "kprof_newproc_hdr layout");
 
-/* One callchain record of depth 1 in hwpmc/log; seq numbers the log from 1. */
+/* One callchain record in hwpmc/log (depth PCs); seq numbers the log from 1. */
 struct hwpmc_log_rec {
 	__u64 seq;	/* log sequence number, from 1, no gaps: a torn or lost record shows */
 	__u64 ts_ns;	/* ktime_get_mono_fast_ns() when the sample was taken */
@@ -116,9 +116,18 @@ struct hwpmc_log_rec {
 	__u32 pid;	/* tgid of the interrupted process; 0xffffffff when none (idle) */
 	__u32 tid;	/* thread id of the interrupted task */
 	__u32 flags;	/* bit 0: the sample interrupted user mode */
-	__u32 depth;	/* PCs in the chain (1: the interrupted PC) */
+	__u32 depth;	/* PCs in the chain: the interrupted PC, then depth - 1 callers */
+	__u32 chain_stop;	/* why the walk stopped: pa_chain_stop (1: depth reached) */
+	__u32 pad;	/* 0: keeps the record (and seq's store-release) 8-byte aligned */
+	__u64 chain1;	/* caller 1's return address (0 past depth) */
+	__u64 chain2;	/* caller 2's return address (0 past depth) */
+	__u64 chain3;	/* caller 3's return address (0 past depth) */
+	__u64 chain4;	/* caller 4's return address (0 past depth) */
+	__u64 chain5;	/* caller 5's return address (0 past depth) */
+	__u64 chain6;	/* caller 6's return address (0 past depth) */
+	__u64 chain7;	/* caller 7's return address (0 past depth) */
 } __attribute__((packed));
-_Static_assert(sizeof(struct hwpmc_log_rec) == 48, "hwpmc_log_rec layout");
+_Static_assert(sizeof(struct hwpmc_log_rec) == 112, "hwpmc_log_rec layout");
 
 /* SP_IOC_PMC_OP's argument: one hwpmc system call, its inputs and outputs. */
 struct pmc_op {

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.hwpmc.conservation import check_outcomes
-from harness.agent.flavours.hwpmc.data import HWPMC
+from harness.agent.flavours.hwpmc.data import HWPMC, HWPMC_LOG_REC
 from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
 from harness.agent.flavours.hwpmc.results import Counting, HwRun, LogRecord, OpOutcome, PmcLine
 from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, parse_pmcs, pmc_id, pmc_op_bytes
@@ -127,12 +127,13 @@ def test_hw_o3_log_failures_are_the_faults_the_harness_injected() -> None:
         ("Σ x_log_failed = 0", "1"),
         ("buffer_requests_failed = 0", "1"),
     ]
-    # A full log (4 KiB: 85 records) refuses for room too: no failure law then.
-    full = with_percpu(healthy(), 0, x_recorded=88, x_swept=88, x_logged=85, x_log_failed=3,
-                       x_discarded_stopped=0)  # fmt: skip
+    # A full log (4 KiB: 36 records of 112 bytes) refuses for room too: no failure law then.
+    cap = 4096 // HWPMC_LOG_REC.size
+    full = with_percpu(healthy(), 0, x_recorded=cap + 3, x_swept=cap + 3, x_logged=cap,
+                       x_log_failed=3, x_discarded_stopped=0)  # fmt: skip
     full = with_percpu(full, 1, x_recorded=0, x_swept=0, x_logged=0, x_discarded_stopped=0)
-    full = replace(full, log=log({0: 85}), spec=SPEC.with_params(log_kib=4))
-    assert (len(full.log), full.log_capacity) == (85, 85)
+    full = replace(full, log=log({0: cap}), spec=SPEC.with_params(log_kib=4))
+    assert (len(full.log), full.log_capacity) == (cap, cap) == (36, 36)
     assert check_outcomes(full) == []
 
 
