@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from harness.agent.flavour import AgentLike, AgentRun, narrow
 from harness.agent.peer import PeerEvidence, PeerWindow, info_window, peer_range
 from harness.agent.profile import (
-    AgentSample,
     Profile,
     ProfilePair,
+    ProfileSample,
     Symboliser,
     UserSymbols,
     agent_stack,
@@ -60,12 +60,14 @@ Runner = Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
 class PeerHooks(Generic[_R]):
     """What a flavour's peer run needs to know of its own run type.
 
-    ``samples``: its records as profile samples. ``window``: where its agent
+    ``samples``: its records as profile samples (an `AgentSample`, or anything with
+    ``pc``, ``user`` and ``chain``, such as `harness.agent.samples.Sample`: a flavour
+    whose records carry call chains folds them into its flame graph). ``window``: where its agent
     events counted, given the period (None: from the agent's debugfs ``info``,
     read after the run: `harness.agent.peer.info_window`).
     """
 
-    samples: Callable[[_R], Iterable[AgentSample]]
+    samples: Callable[[_R], Iterable[ProfileSample]]
     window: Callable[[_R, int], PeerWindow] | None = None
 
 
