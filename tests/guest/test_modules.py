@@ -12,6 +12,7 @@ from harness.errors import BuildError
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.topology import CpuTopology
+from tests.guest.procs import dmesg_mark, dmesg_since
 
 pytestmark = pytest.mark.guest
 HELLO = Path(__file__).resolve().parents[1] / "data" / "modules" / "hello"
@@ -30,12 +31,13 @@ def test_a_module_builds_loads_and_unloads(
 ) -> None:
     ko = hello_ko
     guest.shell.put(ko, f"/tmp/{ko.name}")
+    mark = dmesg_mark(guest.shell)  # only this load's lines count, not an earlier test's
     guest.shell.run(f"insmod /tmp/{ko.name}")
     try:
         assert "profbench_hello" in guest.shell.run("cat /proc/modules").stdout
     finally:
         guest.shell.run("rmmod profbench_hello")
-    dmesg = guest.shell.run("dmesg").stdout
+    dmesg = "\n".join(dmesg_since(guest.shell, mark))
     assert f"of {topology.cpus} online" in dmesg
     assert "profbench_hello: unloaded" in dmesg
 
