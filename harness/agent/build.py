@@ -96,15 +96,18 @@ def build_agent(
     )
 
 
-def export_agent(spec: AgentSpec, images: GuestImages, cache: Cache, out: Path) -> AgentBuild:
+def export_agent(
+    spec: AgentSpec, images: GuestImages, cache: Cache, out: Path, *, mutant: str = NONE
+) -> AgentBuild:
     """Build ``spec`` (cached) and copy its generated sources and module into ``out``.
 
-    For a developer who wants to read, diff or hand-load the generated C.
+    For a developer who wants to read, diff or hand-load the generated C (and for
+    deterministic runs, which ship it; ``mutant`` as for `build_agent`).
 
     :raise ConfigError: the spec is impossible (nothing is built).
     :raise BuildError: the generated code does not compile.
     """
-    build = build_agent(spec, images, cache)
+    build = build_agent(spec, images, cache, mutant=mutant)
     shutil.copytree(build.source_dir, out / "src", dirs_exist_ok=True)
     shutil.copy2(build.ko, out / build.ko.name)
     (out / "insmod.txt").write_text(

@@ -164,6 +164,9 @@ class Script:
     kicks: int | None = None
     throttling_disabled: bool = True
     max_sample_rate: int | None = None
+    #: The guest's clocks count instructions (input-free runs: ``-icount shift=0``), so one
+    #: guest nanosecond is one retired instruction and a time budget is exact.
+    instruction_clock: bool = False
 
 
 #: One line of ``invoke bench``'s table: measurement, value (or median), min, max.
@@ -217,6 +220,9 @@ class Flavour:
     )
     #: Its own measurements in ``invoke bench``; None: it has none beyond the shared ones.
     bench: FlavourBench | None = None
+    #: A scenario judged input-free, where time budgets are exact: the case of its
+    #: ``deterministic`` mutants (`harness.cli.mutants`); None: it has none.
+    budget_scenario: Path | None = None
     #: Its records as generic samples (`harness.agent.samples.Sample`), for the content
     #: oracles; None: the flavour has no adapter yet.
     samples: Callable[[AgentRun], tuple[Sample, ...]] | None = None

@@ -40,6 +40,8 @@ from harness.build.hostdeps import ensure_host
 from harness.build.images import GuestImages, prepare_images
 from harness.build.kernel import DEFAULT_KERNEL, KernelChoice
 from harness.errors import ConfigError, GuestError, HarnessError
+from harness.scenarios.deterministic_bundle import run_deterministic
+from harness.scenarios.load import Scenario, load_scenario
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.console import scan_console
@@ -102,6 +104,7 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
     for name in request.only:
         mutants.get(name)  # an unknown name is refused before any guest boots
     rows = _default_group(bench, images, full=request.full, chosen=chosen, only=request.only)
+    rows += _deterministic_group(bench, full=request.full, chosen=chosen, only=request.only)
     if request.full:
         rows += _armed_group(bench, images)
         rows += _debug_group(bench, prepare_images(arch, "debug", cache, kernel=request.kernel))
@@ -208,6 +211,42 @@ def _armed_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
             failed = set()
         rows.append(_row(flavour, armed, [("standard", failed)], notes))
     return rows
+
+
+def _deterministic_group(bench: _Bench, *, full: bool, chosen: tuple[str, ...],
+                         only: tuple[str, ...]) -> list[MutantRow]:  # fmt: skip
+    """The control and the ``deterministic`` mutants: the flavour's budget scenario, input-free.
+
+    Their oracles (tprof's C-3 and TP-O10) judge time, which only a guest whose clock
+    counts instructions makes exact (``-icount``): one deterministic run each, one vCPU.
+    """
+    rows = []
+    for name in chosen:
+        flavour = behaviour(name)
+        found = planned(name, full=full, case="deterministic", only=only)
+        if not found or flavour.budget_scenario is None:
+            continue
+        scenario = load_scenario(flavour.budget_scenario)
+        for mutant in (None, *found):
+            failed = _deterministic_case(bench, scenario, mutant)
+            rows.append(_row(flavour, mutant, [("deterministic", failed)]))
+    return rows
+
+
+def _deterministic_case(bench: _Bench, scenario: Scenario, mutant: Mutant | None) -> set[str]:
+    """The oracles the scenario expects that failed (``RUN-ERROR`` when the run failed)."""
+    out = bench.out / f"deterministic-{scenario.name}-{_name(mutant)}"
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        result = run_deterministic(scenario, bench.cache, mode="deterministic", attempts=1,
+                                   out=out, mutant=_name(mutant))  # fmt: skip
+    except HarnessError as exc:
+        LOG.warning("mutant %s, %s, deterministic: the run failed: %s", _name(mutant),
+                    scenario.name, exc)  # fmt: skip
+        return {"RUN-ERROR"}
+    verdicts = result.repro.verdicts[0]
+    return {item.oracle for item, verdict in zip(scenario.expect, verdicts, strict=True)
+            if item.oracle is not None and not verdict.held}  # fmt: skip
 
 
 def _debug_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:

@@ -106,7 +106,7 @@ def input_free_script(scenario: Scenario) -> Script:
     """The scenario's steps as an input-free guest runs them (host actions not awaited)."""
     script = program(scenario, lambda _ms: None, lambda: None)
     body = input_free_body(script.body, tuple(script.actions))
-    return replace(script, body=body, actions={})
+    return replace(script, body=body, actions={}, instruction_clock=True)  # -icount shift=0
 
 
 #: Why a ``--deterministic`` run leaves a scenario's host actions (``pause``) out.

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from harness import arches
 from harness.agent.build import export_agent
+from harness.agent.mutants import NONE
 from harness.agent.profctl import build_profctl
 from harness.build.cache import Cache, file_sha256, write_json_atomic
 from harness.build.images import GuestImages, prepare_images
@@ -54,10 +55,12 @@ EXTRA_CPIO = "guest/extra.cpio"
 
 
 def run_deterministic(scenario: Scenario, cache: Cache, *, mode: DeterministicMode, attempts: int,
-                      out: Path | None = None) -> DeterministicResult:  # fmt: skip
+                      out: Path | None = None,
+                      mutant: str = NONE) -> DeterministicResult:  # fmt: skip
     """Run ``scenario`` input-free ``attempts`` times under ``mode`` into a new bundle.
 
-    ``record`` needs a 1-vCPU scenario; ``deterministic`` takes any.
+    ``record`` needs a 1-vCPU scenario; ``deterministic`` takes any. ``mutant`` builds
+    a deliberate sabotage in (guest tests of budgets only make sense under ``-icount``).
 
     :raise ConfigError: the scenario cannot run deterministically (KVM, several vCPUs to record).
     :raise GuestError: a run crashed or hung.
@@ -71,7 +74,7 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, mode: DeterministicMo
     (bundle / "scenario.json").write_text(json.dumps(scenario_record(scenario), indent=1) + "\n")
     images = prepare_images(spec.arch, scenario.guest.variant, cache,
                             kernel=KernelChoice(scenario.guest.kernel))  # fmt: skip
-    setup = _setup(scenario, spec, images, cache, bundle)
+    setup = _setup(scenario, spec, images, cache, bundle, mutant=mutant)
     try:
         done = [
             attempt(setup, _attempt_run(mode, scenario.seed, bundle / f"attempt-{n}"),
@@ -105,9 +108,10 @@ def _spec(scenario: Scenario, mode: DeterministicMode) -> MachineSpec:
 
 
 def _setup(scenario: Scenario, spec: MachineSpec, images: GuestImages, cache: Cache,
-           bundle: Path, *, timeouts: Timeouts | None = None) -> DeterministicSetup:  # fmt: skip
+           bundle: Path, *, timeouts: Timeouts | None = None,
+           mutant: str = NONE) -> DeterministicSetup:  # fmt: skip
     """Build the agent and profctl, plan the guest's commands, write the extra cpio."""
-    build = export_agent(scenario.agent, images, cache, bundle / "agent")
+    build = export_agent(scenario.agent, images, cache, bundle / "agent", mutant=mutant)
     draft = DeterministicSetup(scenario=scenario, spec=spec, kernel=images.files.kernel,
                                vmlinux=images.kernel_build / "vmlinux",
                                initrd=bundle / "guest" / "initrd.cpio", plan=GuestPlan(()),

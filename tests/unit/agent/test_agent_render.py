@@ -412,6 +412,7 @@ def test_percpu_source_table_maps_sums_and_globals() -> None:
         "TP_X_NBUF_ON_LIST": "-1",
         "TP_X_NBUF_ON_LIST_MAX": "-1",
         "TP_X_BYTES_READ": "-1",
+        "TP_X_STOP_NS": "-1",
     }
 
 

@@ -129,6 +129,7 @@ TPROF = FlavourInfo(
         ("x_nbuf_on_list", "buffers on the read list now"),
         ("x_nbuf_on_list_max", "most buffers ever on the read list"),
         ("x_bytes_read", "bytes returned by read(2)"),
+        ("x_stop_ns", "guest ns the last STOP ioctl took, call to return (TP-O10)"),
     ),
     stats_percpu=(
         ("x_sample", "samples of this CPU in buffers appended to the read list"),
@@ -181,6 +182,20 @@ TPROF = FlavourInfo(
             "no_nest_guard",
             "the producer has no recursion guard, as the seed has none (TP-D5)",
             ("TP-O1",),
+        ),
+        # Judged only where the guest's clock counts instructions (tests/scenarios/
+        # test_budgets.py, under --deterministic): invoke mutants runs no such case.
+        Mutant(
+            "slow_producer",
+            "every producer call spins 500 µs of guest time before it returns",
+            ("C-3",),
+            case="deterministic",
+        ),
+        Mutant(
+            "stop_waits",
+            "STOP sleeps 1.5 s of guest time first, as the seed's STOP waits on its callouts",
+            ("TP-O10",),
+            case="deterministic",
         ),
         Mutant(
             "publish_early",

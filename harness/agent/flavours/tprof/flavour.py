@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from harness.agent.content_oracles import (
     applicable_content,
@@ -92,6 +93,7 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
         injected=script.injected or None,
         kicks=script.kicks if spec.drain == "manual" else None,
         actions=script.actions,
+        instruction_clock=script.instruction_clock,
     )
     return scripted_run(agent, spec, script.body, context)[0]
 
@@ -119,6 +121,7 @@ FLAVOUR = Flavour(
     cell_rows=_cell_rows,
     peer_run=_peer,
     extra_runs={"partial_read": partial_read_run},  # TP-D9's scenarios
+    budget_scenario=Path(__file__).with_name("tprof-budgets.toml"),  # C-3, TP-O10
     bench=TPROF_BENCH,
     samples=lambda run: narrow(run, SamplingRun).content().samples,
 )

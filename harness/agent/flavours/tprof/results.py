@@ -68,6 +68,8 @@ class SamplingRun:
     kernel: KernelEvidence | None = None
     #: What the harness's steps injected, per CPU (the CALLS oracle's evidence).
     injections: Injections = field(default_factory=Injections)
+    #: The guest's clocks counted instructions (-icount shift=0): time budgets apply.
+    instruction_clock: bool = False
     #: Linux perf beside the agent: its counts in the agent's window, both profiles (None: no peer).
     peer: PeerEvidence | None = None
     #: The ground-truth workloads of the run and their image (None: none launched).

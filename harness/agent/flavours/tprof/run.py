@@ -71,6 +71,8 @@ class RunContext:
     actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
     #: A reader started in the body read part of the stream into `BACKGROUND`.
     background_reader: bool = False
+    #: The guest's clocks count instructions (`harness.agent.flavour.Script`).
+    instruction_clock: bool = False
 
 
 def ioctl_step(name: str, data: bytes = b"") -> str:
@@ -242,6 +244,7 @@ def run_steps(
         if reads
         else None,
         injections=injections_of(steps, online),
+        instruction_clock=context.instruction_clock,
         truth=_truth_of(agent, steps, results),
     )
     agent.save_run(run.record())

@@ -100,6 +100,8 @@ enum pa_mutant {
 	PA_MUTANT_DOUBLE_COUNT,	/* every 100th recorded sample also counts as a nested drop */
 	PA_MUTANT_LOSE_AT_SWAP,	/* one recorded sample of every queued buffer vanishes at the swap */
 	PA_MUTANT_NO_NEST_GUARD,	/* the producer has no recursion guard, as the seed has none (TP-D5) */
+	PA_MUTANT_SLOW_PRODUCER,	/* every producer call spins 500 µs of guest time before it returns */
+	PA_MUTANT_STOP_WAITS,	/* STOP sleeps 1.5 s of guest time first, as the seed's STOP waits on its callouts */
 	PA_MUTANT_PUBLISH_EARLY,	/* the index is published first, the record filled where it then points */
 	PA_MUTANT_SKIP_CANARY,	/* every 10th event of a CPU is published without its canary */
 	PA_MUTANT_DROP_UNCOUNTED,	/* every 3rd drop on a full ring goes uncounted */

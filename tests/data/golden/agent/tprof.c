@@ -23,6 +23,7 @@
  */
 #include <linux/cpu.h>
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/list.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -38,6 +39,9 @@
 /* tprof's native interface version (TPROF_IOC_GETINFO): tprof's, not the core's ABI. */
 #define TPROF_VERSION 3
 #define TP_S_CAP 10000
+/* Mutation points' delays, in guest time (an instruction each under -icount shift=0). */
+#define TP_MUTANT_SLOW_US 500
+#define TP_MUTANT_STOP_WAIT_MS 1500
 /* How long a `nest` window waits for its burst to ride an overflow. */
 #define TP_NEST_WAIT_NS (5 * NSEC_PER_SEC)
 #define TP_QUIRK_TP_D1 0	/* overflow of dropped and empty buffers is lost, counted nowhere */
@@ -64,6 +68,7 @@ enum tp_stat {
 	TP_X_NBUF_ON_LIST,	/* buffers on the read list now */
 	TP_X_NBUF_ON_LIST_MAX,	/* most buffers ever on the read list */
 	TP_X_BYTES_READ,	/* bytes returned by read(2) */
+	TP_X_STOP_NS,	/* guest ns the last STOP ioctl took, call to return (TP-O10) */
 	TP_NSTATS
 };
 
@@ -104,6 +109,7 @@ static const char *const tp_stat_names[TP_NSTATS] = {
 	"x_nbuf_on_list",
 	"x_nbuf_on_list_max",
 	"x_bytes_read",
+	"x_stop_ns",
 };
 
 static const char *const tp_pcpu_names[TP_PC_NSTATS] = {
@@ -142,6 +148,7 @@ static const int tp_stat_percpu_source[TP_NSTATS] = {
 	[TP_X_NBUF_ON_LIST] = -1,
 	[TP_X_NBUF_ON_LIST_MAX] = -1,
 	[TP_X_BYTES_READ] = -1,
+	[TP_X_STOP_NS] = -1,
 };
 
 struct tp_buf {
@@ -252,6 +259,8 @@ static void tp_produce(const struct pa_sample_ctx *ctx)
 	if (pa_mutant(DOUBLE_COUNT) && ++tc->mutant_tick % 100 == 0)
 		this_cpu_inc(tp_cpu.stat[TP_PC_X_NESTED_DROP]);
 out:
+	if (pa_mutant(SLOW_PRODUCER))	/* Mutation point: every call spins in the handler. */
+		udelay(TP_MUTANT_SLOW_US);
 	this_cpu_dec(tp_cpu.nesting);
 }
 
@@ -520,6 +529,8 @@ static void tp_stop(void)
 
 	if (!tp.active)
 		return;
+	if (pa_mutant(STOP_WAITS))	/* Mutation point: STOP waits, as the seed's callout (TP-D8). */
+		msleep(TP_MUTANT_STOP_WAIT_MS);
 	pa_sources_stop();
 	cpus_read_lock();
 	WRITE_ONCE(tp.running, false);
@@ -618,6 +629,21 @@ static long tp_getstat(void __user *arg)
 	return copy_to_user(arg, &st, sizeof(st)) ? -EFAULT : 0;
 }
 
+/* STOP, timed by the guest's clock from the call to the return (TP-O10: x_stop_ns). */
+static long tp_ioctl_stop(void)
+{
+	u64 start = ktime_get_mono_fast_ns();
+	unsigned long flags;
+
+	mutex_lock(&tp.ctl);
+	tp_stop();
+	mutex_unlock(&tp.ctl);
+	tp_lock(&flags);
+	tp.stat[TP_X_STOP_NS] = ktime_get_mono_fast_ns() - start;
+	spin_unlock_irqrestore(&tp.lock, flags);
+	return 0;
+}
+
 static long tp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	long err;
@@ -631,10 +657,7 @@ static long tp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		mutex_unlock(&tp.ctl);
 		return err;
 	case TPROF_IOC_STOP:
-		mutex_lock(&tp.ctl);
-		tp_stop();
-		mutex_unlock(&tp.ctl);
-		return 0;
+		return tp_ioctl_stop();
 	case TPROF_IOC_GETSTAT:
 		return tp_getstat((void __user *)arg);
 	default:

@@ -26,6 +26,8 @@ from harness.agent.spec import AgentSpec
 from harness.errors import ConfigError
 
 PERIOD = 1_000_000
+#: The time budgets: judged only where the guest's clock counts instructions.
+BUDGETS = ("C-3", "TP-O10")
 Brief = tuple[str, int | None, str, str]
 
 
@@ -437,7 +439,7 @@ def test_breaking_the_consistent_irq_run(changes: dict[str, Any], expected: list
 
 
 def test_the_consistent_runs_evaluate_every_oracle() -> None:
-    assert applicable_oracles(BASE) == {name for name, _ in ORACLES} - {"PEER", "PROFILE"}
+    assert applicable_oracles(BASE) == {name for name, _ in ORACLES} - {"PEER", "PROFILE", *BUDGETS}
     assert failed_oracles(check_sampling(BASE)) == set()
 
 
@@ -445,7 +447,7 @@ def test_oracles_are_listed_in_report_order() -> None:
     names = [name for name, _ in ORACLES]
     assert names == [
         "IRQ", "CALLS", "RELEASED", "PEER", "PROFILE", "THROTTLE", "C-2",
-        "TP-O1", "TP-O2", "TP-O5", "PLACE", "NMI", "PROBE",
+        "TP-O1", "TP-O2", "TP-O5", "PLACE", "NMI", "PROBE", "C-3", "TP-O10",
     ]  # fmt: skip
 
 
@@ -473,7 +475,8 @@ def test_tp_d1_seed_numbers_pass_tp_o1_and_tp_o2(quirk: bool) -> None:
         run.snapshot.stats[name] for name in ("sample", "overflow", "dropbuf", "dropbuf_sample")
     ]
     assert seed == [16, 8, 2, 16]
-    assert applicable_oracles(run) == {name for name, _ in ORACLES} - {"PLACE", "PEER", "PROFILE"}
+    skipped = {"PLACE", "PEER", "PROFILE", *BUDGETS}
+    assert applicable_oracles(run) == {name for name, _ in ORACLES} - skipped
     assert check_sampling(run) == []
 
 
@@ -555,7 +558,8 @@ def test_tp_o2_applies_with_kicks_or_auto_drain_run_time(
 def test_tp_o2_skipped_in_a_manual_drain_run_without_kicks() -> None:
     # x_swaps = 10 is above the auto ceiling for 1 s (x_swaps ≤ 6): not judged.
     run = broken(BASE, kicks=None, runtime_s=1.0)
-    assert applicable_oracles(run) == {name for name, _ in ORACLES} - {"TP-O2", "PEER", "PROFILE"}
+    skipped = {"TP-O2", "PEER", "PROFILE", *BUDGETS}
+    assert applicable_oracles(run) == {name for name, _ in ORACLES} - skipped
     assert check_sampling(run) == []
 
 

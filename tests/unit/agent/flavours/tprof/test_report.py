@@ -139,6 +139,8 @@ def test_verdicts_pass_fail_and_skip() -> None:
         "skip  PLACE     ",
         "PASS  NMI       ",
         "PASS  PROBE     ",
+        "skip  C-3       ",
+        "skip  TP-O10    ",
     ]
     assert lines[6] == f"      {violations[0]}"
     assert lines[11] == f"      {violations[1]}"
