@@ -20,8 +20,10 @@ workload's. The standard runs declare none: profctl, the shell and dropbear may 
 user code on any CPU, and nothing the agent does not produce says where they did.
 
 **WHERE**: (exact) a user sample of the workload's pid lies in its text, or in
-profctl's (the child between fork and exec); (bound) chain mode's samples fall in
-``leaf`` at least as often as this model allows:
+profctl's (the child between fork and exec); (bound) of chain mode's samples in the
+code its chain phase runs (`truth.CHAIN_PHASE`: leaf, middle, outer, now_ns, libc's
+syscall; start-up and exit run once, elsewhere), ``leaf`` holds at least as many as
+this model allows:
 
 * *Instruction mix.* Per leaf call, leaf runs ``LEAF_ITERATIONS × LEAF_LOOP_INSNS``
   (2^22 × 6) instructions, everything else of the workload's user code at most
@@ -32,13 +34,13 @@ profctl's (the child between fork and exec); (bound) chain mode's samples fall i
   p = 100 × 400 / (2^22 × 6) ≈ 0.0016.
 * *When TCG delivers.* QEMU 7.2 also notices a pending overflow at an exception-level
   change or a PMU register access. The workload touches no PMU register; its EL changes
-  that can put a sample outside leaf are its syscalls and page faults, two each (entry
-  and return): at most 2 × (calls + 1 + ``STARTUP_SYSCALLS`` + faults) samples, with
+  that can put a sample outside leaf are its clock syscalls and page faults in that
+  phase, two each (entry and return): at most 2 × (calls + 1 + faults) samples, with
   calls and faults as the workload reported them (getrusage: the kernel's count).
   Interrupts of leaf itself put a sample in leaf or in the kernel, never elsewhere in
   user code.
-* So of the n user samples in its text, leaf holds at least
-  n - 2 × (calls + 1 + 20 + faults) - Q, where Q is the upper ``1 - ALPHA`` quantile
+* So of the n user samples in the chain phase's code, leaf holds at least
+  n - 2 × (calls + 1 + faults) - Q, where Q is the upper ``1 - ALPHA`` quantile
   of Binomial(n, p): a false alarm at most ``ALPHA`` = 1e-6 per run, under the model.
 
 Mix mode: hot and cold run the same body, hot 3 parts, cold 1, each round's slice
@@ -156,7 +158,7 @@ def _example(samples: Sequence[Sample], cpu: int, wrong: Callable[[Sample], bool
 
 def _in_text(view: ContentView, sample: Sample) -> bool:
     assert view.image is not None
-    low, high = view.image.functions.span
+    low, high = view.image.text
     return sample.user and low <= sample.pc < high
 
 
@@ -198,9 +200,9 @@ def binomial_upper(n: int, p: float, alpha: float) -> int:
 
 
 def leaf_bound(n: int, workload: truth.WorkloadRun) -> int:
-    """WHERE's lower bound on chain samples in leaf, of ``n`` in the workload's text."""
+    """WHERE's lower bound on chain samples in leaf, of ``n`` in its chain phase's code."""
     p_out = COST_RATIO * truth.OUT_OF_LEAF_INSNS / (truth.LEAF_ITERATIONS * truth.LEAF_LOOP_INSNS)
-    el_changes = 2 * (workload.calls + 1 + truth.STARTUP_SYSCALLS + workload.faults)
+    el_changes = 2 * (workload.calls + 1 + workload.faults)
     return max(0, n - el_changes - binomial_upper(n, p_out, ALPHA))
 
 
@@ -226,7 +228,7 @@ def check_where(view: ContentView) -> list[Violation]:
     """WHERE: the workload's user samples lie in its text, and in leaf / hot as modelled."""
     assert view.image is not None
     pids = {w.pid for w in view.workloads}
-    text, profctl_text = view.image.functions.span, view.image.profctl_text
+    text, profctl_text = view.image.text, view.image.profctl_text
     stray = Counter(s.cpu for s in view.samples if s.user and s.pid in pids
                     and not any(lo <= s.pc < hi for lo, hi in (text, profctl_text)))  # fmt: skip
     out = [v for cpu, n in sorted(stray.items()) for v in zero(
@@ -234,10 +236,10 @@ def check_where(view: ContentView) -> list[Violation]:
         detail="neither the workload's text nor profctl's (before exec)")]  # fmt: skip
     for w in view.workloads:
         names = _counts(view, w)
-        n = sum(names.values())
         if w.mode == "chain":
-            out += at_least("WHERE", w.cpu, f"samples in leaf (of {n} in the text)",
-                            bound=leaf_bound(n, w), got=names["leaf"],
+            phase = sum(names[name] for name in truth.CHAIN_PHASE)
+            out += at_least("WHERE", w.cpu, f"samples in leaf (of {phase} in the chain phase)",
+                            bound=leaf_bound(phase, w), got=names["leaf"],
                             detail=f"model: {w.calls} leaf calls, {w.faults} faults")  # fmt: skip
         else:
             m = names["hot"] + names["cold"]
@@ -312,8 +314,10 @@ def content_numbers(view: ContentView) -> dict[str, int]:
         key = f"content.{w.mode}.cpu{w.cpu}"
         numbers[f"{key}.in_text"] = sum(names.values())
         if w.mode == "chain":
+            phase = sum(names[name] for name in truth.CHAIN_PHASE)
             numbers[f"{key}.leaf"] = names["leaf"]
-            numbers[f"{key}.leaf_bound"] = leaf_bound(sum(names.values()), w)
+            numbers[f"{key}.chain_phase"] = phase
+            numbers[f"{key}.leaf_bound"] = leaf_bound(phase, w)
         else:
             numbers[f"{key}.hot"], numbers[f"{key}.cold"] = names["hot"], names["cold"]
     if view.chain_depth is not None:
@@ -341,9 +345,10 @@ def format_content(view: ContentView) -> str:
         key = f"content.{w.mode}.cpu{w.cpu}"
         n = numbers[f"{key}.in_text"]
         if w.mode == "chain":
-            leaf = numbers[f"{key}.leaf"]
-            lines.append(f"truth chain on CPU {w.cpu} (pid {w.pid}): {leaf}/{n} user samples "
-                         f"in leaf ({100 * leaf / max(n, 1):.1f} %), model bound "
+            leaf, phase = numbers[f"{key}.leaf"], numbers[f"{key}.chain_phase"]
+            lines.append(f"truth chain on CPU {w.cpu} (pid {w.pid}): {n} user samples in its "
+                         f"text, {phase} in the chain phase, {leaf} in leaf "
+                         f"({100 * leaf / max(phase, 1):.1f} %), model bound "
                          f"{numbers[f'{key}.leaf_bound']}")  # fmt: skip
         else:
             hot, cold = numbers[f"{key}.hot"], numbers[f"{key}.cold"]

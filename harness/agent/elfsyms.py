@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from harness.errors import InfraError
 
 _SHT_SYMTAB = 2
+_PT_LOAD, _PF_X = 1, 1
 _STT_FUNC = 2
 #: ``mov x29, sp``: the frame record of the function now is x29 (arm64).
 _MOV_FP_SP = 0x910003FD
@@ -104,6 +105,28 @@ def _sections(data: bytes) -> list[tuple[int, int, int, int, int, int]]:
         fields = struct.unpack_from("<IIQQQQII", data, shoff + index * shentsize)
         headers.append((fields[1], fields[2], fields[3], fields[4], fields[5], fields[6]))
     return headers
+
+
+def executable_span(data: bytes) -> tuple[int, int]:
+    """``[start, end)`` of the executable's executable PT_LOAD segments, link addresses.
+
+    All its code: .init, the .plt and .iplt stubs, .text, .fini.
+
+    :raise InfraError: not ELF64 little-endian, or no executable segment.
+    """
+    _sections(data)  # validates the header
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    spans = []
+    for index in range(phnum):
+        kind, flags, _, vaddr, _, _, memsz = struct.unpack_from(
+            "<IIQQQQQ", data, phoff + index * phentsize
+        )
+        if kind == _PT_LOAD and flags & _PF_X:
+            spans.append((vaddr, vaddr + memsz))
+    if not spans:
+        raise InfraError("the ELF file has no executable segment")
+    return (min(s[0] for s in spans), max(s[1] for s in spans))
 
 
 def _framed(code: bytes, start: int) -> tuple[int, int]:

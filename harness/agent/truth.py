@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from harness.agent import profctl
-from harness.agent.elfsyms import FunctionTable, read_functions
+from harness.agent.elfsyms import FunctionTable, executable_span, read_functions
 from harness.agent.steps import GUEST_DIR
 from harness.agent.truth_build import BINARY_NAME
 from harness.errors import InfraError
@@ -40,10 +40,10 @@ LEAF_LOOP_INSNS = 6
 #: User instructions between two leaf calls, an upper bound: leaf's prologue and
 #: epilogue, middle's loop, now_ns and libc's syscall() add up to about 40.
 OUT_OF_LEAF_INSNS = 400
-#: System calls of a run besides the clock reads between leaf calls: execve's return,
-#: libc's start-up (brk, set_tid_address, ..., at most 10 in glibc 2.36's static
-#: start), sched_setaffinity, getpid, gettid, two writes, getrusage, exit_group.
-STARTUP_SYSCALLS = 20
+#: The code chain mode runs once it is in outer, until outer returns: leaf, its
+#: callers, the clock read and libc's syscall() (WHERE's leaf bound counts samples
+#: there; start-up and exit run once, elsewhere, before and after).
+CHAIN_PHASE = ("leaf", "middle", "outer", "now_ns", "syscall")
 #: hot's iterations per cold's in mix mode (truth.c: hot(3 * SLICE), cold(SLICE)).
 MIX_HOT_PARTS, MIX_COLD_PARTS = 3, 1
 
@@ -74,14 +74,19 @@ class WorkloadRun:
     tid: int
     calls: int  # leaf calls (chain): each one return to middle and one clock syscall
     rounds: int  # hot+cold rounds (mix)
-    faults: int  # its page faults, as the kernel counted them (getrusage)
+    faults: int  # its page faults in outer's or mix's call, as the kernel counted (getrusage)
 
 
 @dataclass(frozen=True, slots=True)
 class TruthImage:
-    """The workload's functions, and profctl's text (its process before exec)."""
+    """The workload's functions and code, and profctl's code (its process before exec).
+
+    ``text`` and ``profctl_text`` are each binary's executable segments: every function
+    and the stubs between them (a static binary calls IFUNCs through .iplt).
+    """
 
     functions: FunctionTable
+    text: tuple[int, int]
     profctl_text: tuple[int, int]
 
 
@@ -106,8 +111,9 @@ def read_image(profctl_binary: Path) -> TruthImage:
     truth = profctl_binary.parent / BINARY_NAME
     if not truth.is_file():
         raise InfraError(f"no ground-truth workload beside {profctl_binary}: a stale build?")
-    functions = read_functions(truth.read_bytes())
-    return TruthImage(functions, read_functions(profctl_binary.read_bytes()).span)
+    data = truth.read_bytes()
+    return TruthImage(read_functions(data), executable_span(data),
+                      executable_span(profctl_binary.read_bytes()))  # fmt: skip
 
 
 def launch_steps(launches: Sequence[TruthLaunch]) -> tuple[str, ...]:

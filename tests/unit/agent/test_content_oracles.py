@@ -15,7 +15,7 @@ BASE = 0x5100_0000
 F = {name: Function(name, BASE + 0x100 * i, BASE + 0x100 * i + 0x40,
                     (BASE + 0x100 * i + 8, BASE + 0x100 * i + 0x30))
      for i, name in enumerate(("main", "outer", "middle", "leaf", "hot", "cold"))}  # fmt: skip
-IMAGE = TruthImage(FunctionTable(tuple(F.values())), (0x400000, 0x480000))
+IMAGE = TruthImage(FunctionTable(tuple(F.values())), (BASE, BASE + 0x1000), (0x400000, 0x480000))
 KBASE = 0xFFFF_8000_0800_0000
 MODULE = FunctionTable(tuple(
     Function(name, KBASE + 0x100 * i, KBASE + 0x100 * i + 0x40,

@@ -9,7 +9,7 @@ import pytest
 
 from harness import arches
 from harness.agent import profctl, truth
-from harness.agent.elfsyms import Function, FunctionTable, read_functions
+from harness.agent.elfsyms import Function, FunctionTable, executable_span, read_functions
 from harness.agent.truth_build import TEXT_BASE, compile_truth
 from harness.errors import InfraError
 from harness.process import tool_version
@@ -39,6 +39,17 @@ def test_every_function_of_the_chain_has_a_frame_record(image: FunctionTable) ->
         low, high = image.named(name).framed
         assert image.named(name).start < low < high <= image.named(name).end, name
     assert image.span[0] >= TEXT_BASE
+
+
+def test_the_executable_segment_holds_every_function(
+    image: FunctionTable, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    compiler = f"{arches.get('arm64').cross_compile}gcc"
+    binary = compile_truth(tmp_path_factory.mktemp("span"), compiler, 120).read_bytes()
+    low, high = executable_span(binary)
+    assert low == TEXT_BASE
+    assert low <= image.span[0]
+    assert image.span[1] <= high
 
 
 def test_leaf_calls_nothing_and_its_loop_is_the_modelled_length(
