@@ -15,6 +15,7 @@ Each flavour describes its own records and ioctls in its ``data.py``.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,16 +26,33 @@ _C_TYPE: dict[CType, str] = {"u16": "__u16", "u32": "__u32", "u64": "__u64"}
 
 @dataclass(frozen=True, slots=True)
 class Field:
-    """One fixed-width little-endian field."""
+    """One fixed-width little-endian field, or an array of ``count`` of them.
+
+    An array is ``name[count]`` in C; the decoder names its elements ``name[0]``,
+    ``name[1]``, … (`names`), each one value like a plain field.
+    """
 
     name: str
     ctype: CType
     doc: str
+    count: int = 1
 
     @property
     def c_type(self) -> str:
         """The UAPI C type (``__u16``/``__u32``/``__u64``)."""
         return _C_TYPE[self.ctype]
+
+    @property
+    def c_declarator(self) -> str:
+        """Its C declarator: the name, with ``[count]`` for an array."""
+        return self.name if self.count == 1 else f"{self.name}[{self.count}]"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The decoded names of its values: its own, or one per array element."""
+        if self.count == 1:
+            return (self.name,)
+        return tuple(f"{self.name}[{i}]" for i in range(self.count))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +67,8 @@ class RecordLayout:
     @property
     def struct_format(self) -> str:
         """`struct` format of one record (little-endian, no padding)."""
-        return "<" + "".join(_FORMAT[f.ctype] for f in self.fields)
+        return "<" + "".join(f"{f.count if f.count > 1 else ''}{_FORMAT[f.ctype]}"
+                             for f in self.fields)  # fmt: skip
 
     @property
     def size(self) -> int:
@@ -58,8 +77,18 @@ class RecordLayout:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """Field names in order."""
-        return tuple(f.name for f in self.fields)
+        """The decoded values' names in order (an array's elements: `Field.names`)."""
+        return tuple(name for f in self.fields for name in f.names)
+
+    def array(self, record: Mapping[str, int], name: str) -> tuple[int, ...]:
+        """The elements of array field ``name`` in a decoded ``record``.
+
+        :raise KeyError: the layout has no field ``name``.
+        """
+        field = next((f for f in self.fields if f.name == name), None)
+        if field is None:
+            raise KeyError(f"{self.c_name} has no field {name}")
+        return tuple(record[element] for element in field.names)
 
 
 #: Bytes a varint of ``value`` takes: 7-bit little-endian groups, high bit = more.

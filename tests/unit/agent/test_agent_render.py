@@ -157,17 +157,23 @@ ABI = DEFAULT.files["profagent_abi.h"]
 C_SIZE = {"__u16": 2, "__u32": 4, "__u64": 8}
 
 
+def elements(declarator: str) -> int:
+    """Values a C declarator holds: ``name`` 1, ``name[19]`` 19."""
+    found = re.search(r"\[(\d+)\]$", declarator)
+    return int(found[1]) if found else 1
+
+
 def abi_structs(text: str) -> dict[str, tuple[tuple[str, str], ...]]:
     """struct name → ((C type, field name), ...) as the header declares them."""
     structs = {}
     for name, body in re.findall(r"^struct (\w+) \{\n(.*?)^\} __attribute__", text, re.M | re.S):
-        structs[name] = tuple(re.findall(r"^\t(__u\d+) (\w+);", body, re.M))
+        structs[name] = tuple(re.findall(r"^\t(__u\d+) (\w+(?:\[\d+\])?);", body, re.M))
     return structs
 
 
 def test_abi_structs_follow_the_layouts() -> None:
     expected = {
-        layout.c_name: tuple((f.c_type, f.name) for f in layout.fields)
+        layout.c_name: tuple((f.c_type, f.c_declarator) for f in layout.fields)
         for layout in (
             TPROF_SAMPLE,
             TPROF_STAT,
@@ -199,11 +205,11 @@ def test_tprof_sample_is_the_seeds_24_bytes() -> None:
 def test_abi_size_assertions_match_the_layouts() -> None:
     asserted = dict(re.findall(r"_Static_assert\(sizeof\(struct (\w+)\) == (\d+),", ABI))
     sizes = {
-        name: sum(C_SIZE[ctype] for ctype, _ in declared)
+        name: sum(C_SIZE[ctype] * elements(declarator) for ctype, declarator in declared)
         for name, declared in abi_structs(ABI).items()
     }
     assert {name: int(size) for name, size in asserted.items()} == sizes
-    assert sizes == {"tprof_sample": 24, "tprof_stat": 48, "tprof_param": 24, "dt_evt": 48,
+    assert sizes == {"tprof_sample": 24, "tprof_stat": 48, "tprof_param": 24, "dt_evt": 368,
                      "dtioc_stat": 32, "dtioc_req": 16, "dtioc_pcpu": 16,
                      "kprof_ktrace_hdr": 20, "kprof_utrace_hdr": 24,
                      "kprof_newproc_hdr": 12, "hwpmc_log_rec": 112, "pmc_op": 112}  # fmt: skip
@@ -249,14 +255,14 @@ _Static_assert(TPROF_IOC_GETSTAT == _IOR('T', 4, struct tprof_stat), "GETSTAT");
 
 def offset_asserts() -> str:
     lines = []
-    for layout in (TPROF_SAMPLE, TPROF_STAT, TPROF_PARAM):
+    for layout in (TPROF_SAMPLE, TPROF_STAT, TPROF_PARAM, DT_EVT):
         offset = 0
         for field in layout.fields:
             lines.append(
                 f"_Static_assert(offsetof(struct {layout.c_name}, {field.name}) == {offset}, "
                 f'"{layout.c_name}.{field.name}");'
             )
-            offset += C_SIZE[field.c_type]
+            offset += C_SIZE[field.c_type] * field.count
     return "\n".join(lines) + "\n"
 
 

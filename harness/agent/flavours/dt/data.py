@@ -13,6 +13,10 @@ from __future__ import annotations
 from harness.agent.info import FlavourInfo, Mutant, Quirk
 from harness.agent.layouts import Field, Ioctl, RecordLayout, ioc_read, ioc_write
 
+#: PCs in each of an event's stacks: OpenBSD's STACKTRACE_MAX (<sys/stacktrace.h>), the
+#: depth of the seed's ``stack`` and ``ustack`` actions (struct stacktrace's st_pc[]).
+DT_STACK_MAX = 19
+
 DT_EVT = RecordLayout(
     c_name="dt_evt",
     py_name="DtEvt",
@@ -27,6 +31,12 @@ DT_EVT = RecordLayout(
         Field("tid", "u32", "thread id of the interrupted task"),
         Field("flags", "u32", "bit 0: the PC is a kernel address"),
         Field("canary", "u32", "DT_CANARY ^ low 32 bits of seq, written last"),
+        Field("kstack_n", "u32", "PCs in kstack (the seed's dtev_kstack.st_count)"),
+        Field("ustack_n", "u32", "PCs in ustack (the seed's dtev_ustack.st_count)"),
+        Field("kstack_stop", "u32", "why the kernel walk stopped (enum pa_chain_stop)"),
+        Field("ustack_stop", "u32", "why the user walk stopped (enum pa_chain_stop)"),
+        Field("kstack", "u64", "the kernel PC, then its callers (0 past kstack_n)", DT_STACK_MAX),
+        Field("ustack", "u64", "the user PC, then its callers (0 past ustack_n)", DT_STACK_MAX),
     ),
 )
 
@@ -142,6 +152,7 @@ DT = FlavourInfo(
         "dt_open_stats": DT_OPEN_STATS,
         "dt_ring_slots": DT_RING_SLOTS,
         "dt_seed_percpu": DT_SEED_PERCPU,
+        "dt_stack_max": DT_STACK_MAX,
     },
     mutants=(
         Mutant(

@@ -14,6 +14,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.agent import profctl
+from harness.agent.content_oracles import (
+    applicable_content,
+    check_content,
+    content_report,
+    oracles_for,
+)
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.dt.data import DT, DT_EVT
 from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt
@@ -25,25 +31,43 @@ from harness.agent.profile import AgentSample
 from harness.agent.report import CellRow
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
-from harness.agent.steps import GUEST_DIR, inject_step
+from harness.agent.steps import GUEST_DIR, inject_step, probe_step
+from harness.agent.truth import TruthLaunch
 
 MAX_SKIP = 2**32 - 1  # the hook's count is a u32; several add up (DT-D9 needs > 2^32)
 MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
 MAX_READ = DT_EVT.size * 64  # bytes of one read of the final drain
+BUSY_MS = 1000
+PROBE_MS = 200  # the IRQ-off probe on the last CPU: kernel ground truth for CHAIN
 
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, DtRun)
     verdicts = format_dt_verdicts(violations, applicable_dt_oracles(own))
-    return f"{format_dt_table(own)}\n{profile_report(own.peer)}{verdicts}"
+    content = content_report(own.content(), violations)
+    return f"{format_dt_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    # Reads of up to 16 events, as a real consumer reads: with one event per read a
-    # reader can never copy more than was counted, and DT-D5 could not show.
-    plan = DtPlan(body=tuple(profctl.spin_step(cpu, 1000) for cpu in cpus),
-                  read_size=DT_EVT.size * 16, background_reader=True)  # fmt: skip
+    """Busy loops on every CPU, a background reader, the ground-truth workloads beside.
+
+    Reads of up to 16 events, as a real consumer reads: with one event per read a
+    reader can never copy more than was counted, and DT-D5 could not show. The
+    IRQ-off probe spins `PROBE_MS` on the last CPU: its events (pseudo-NMI on)
+    have a kernel stack CHAIN knows.
+    """
+    truth = (TruthLaunch("chain", cpus[-1], BUSY_MS), TruthLaunch("mix", cpus[0], BUSY_MS))
+    body = (*(profctl.spin_step(cpu, BUSY_MS) for cpu in cpus), probe_step(cpus[-1], PROBE_MS))
+    plan = DtPlan(body=body, read_size=DT_EVT.size * 16, background_reader=True, truth=truth)
     return dt_run(agent, spec, plan)
+
+
+def _check(run: DtRun) -> list[Violation]:
+    return check_dt(run) + check_content(run.content())
+
+
+def _applicable(run: DtRun) -> frozenset[str]:
+    return applicable_dt_oracles(run) | applicable_content(run.content())
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -100,8 +124,9 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
 
 
 def _samples(run: DtRun) -> list[AgentSample]:
-    """Dt's events as profile samples (flags bit 0: a kernel PC)."""
-    return [AgentSample(e.cpu, e.pc, user=not e.flags & 1) for e in run.events]
+    """Dt's events as profile samples: the PC, and its own stack's callers."""
+    return [AgentSample(e.cpu, e.pc, user=s.user, chain=s.chain)
+            for e, s in ((e, e.sample()) for e in run.events)]  # fmt: skip
 
 
 def _read_size_step(cpu: int, count: int) -> str:
@@ -115,9 +140,9 @@ def _read_size_step(cpu: int, count: int) -> str:
 
 FLAVOUR = Flavour(
     info=DT,
-    oracles=DT_ORACLES,
-    check=typed(DtRun, check_dt),
-    applicable=typed(DtRun, applicable_dt_oracles),
+    oracles=(*DT_ORACLES, *oracles_for(chains=True)),
+    check=typed(DtRun, _check),
+    applicable=typed(DtRun, _applicable),
     report=_report,
     standard_run=_standard,
     exact_run=_exact,
@@ -133,4 +158,5 @@ FLAVOUR = Flavour(
     op_steps={"nest": nest_step, "skip": skip_step, "read-size": _read_size_step},
     refused_ops={"kick": "dt has no drain; its reader empties the rings"},
     extra_runs={"readers": readers_run},
+    samples=lambda run: narrow(run, DtRun).content().samples,
 )

@@ -12,10 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from harness.agent.content_oracles import ContentView, content_numbers, view_of
 from harness.agent.evidence import Injections, KernelEvidence
+from harness.agent.flavours.dt.data import DT_STACK_MAX
 from harness.agent.peer import PeerEvidence
 from harness.agent.results import flat_numbers
+from harness.agent.samples import Sample
 from harness.agent.spec import AgentSpec
+from harness.agent.truth import TruthEvidence
+
+#: enum pa_chain_stop's PA_CHAIN_TRUNCATED (profagent.h): the walk reached the depth.
+CHAIN_TRUNCATED = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +38,24 @@ class DtEvent:
     tid: int
     flags: int
     canary: int
+    kstack_n: int = 0
+    ustack_n: int = 0
+    kstack_stop: int = 0
+    ustack_stop: int = 0
+    kstack: tuple[int, ...] = ()  # DT_STACK_MAX PCs, the first kstack_n recorded
+    ustack: tuple[int, ...] = ()
+
+    def sample(self) -> Sample:
+        """The event as a generic sample: its PC, and the chain of its PC's own stack.
+
+        A kernel event's chain is its kernel stack after the PC, a user event's its
+        user stack after the PC; truncated when that walk stopped at the depth.
+        """
+        user = not self.flags & 1
+        n, pcs, stop = ((self.ustack_n, self.ustack, self.ustack_stop) if user
+                        else (self.kstack_n, self.kstack, self.kstack_stop))  # fmt: skip
+        return Sample(self.cpu, self.pc, self.pid, self.tid, user=user,
+                      chain=tuple(pcs[1:n]), truncated=stop == CHAIN_TRUNCATED)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +111,18 @@ class DtRun:
     injections: Injections = field(default_factory=Injections)
     #: Linux perf beside the agent (the peer run; None: no peer).
     peer: PeerEvidence | None = None
+    #: The ground-truth workloads, their image and the module's functions (None: none ran).
+    truth: TruthEvidence | None = None
 
     def numbers(self) -> dict[str, int]:
-        """Every counter after the drain under one flat name (`flat_numbers`)."""
+        """Every counter after the drain, and the content counts, under flat names."""
         after = self.after_read
-        return flat_numbers(after.gstats, after.percpu, self.core, [e.cpu for e in self.events])
+        flat = flat_numbers(after.gstats, after.percpu, self.core, [e.cpu for e in self.events])
+        return flat | content_numbers(self.content())
+
+    def content(self) -> ContentView:
+        """Its events as samples for the content oracles (chains of `DT_STACK_MAX` PCs)."""
+        return view_of([e.sample() for e in self.events], self.truth, chain_depth=DT_STACK_MAX)
 
     def records(self) -> Sequence[DtEvent]:
         """The decoded events, in read order."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent import profctl
@@ -34,6 +34,13 @@ from harness.agent.flavours.dt.data import (
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu, require_ok
+from harness.agent.truth import (
+    TruthEvidence,
+    TruthLaunch,
+    launch_steps,
+    output_steps,
+    workloads_of,
+)
 from harness.errors import InfraError
 
 PROBE_PROFILE = 1
@@ -67,6 +74,8 @@ class DtPlan:
     copy_fault: int | None = None
     #: Marker name → what the host does there (see `Agent.steps_with_host_actions`).
     actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
+    #: Ground-truth workloads launched before the body; their output is read after `wait`.
+    truth: tuple[TruthLaunch, ...] = ()
 
 
 def dt_ioctl_step(name: str, data: bytes = b"") -> str:
@@ -186,7 +195,14 @@ def open_stats(gstats: profctl.StepResult, pcpu: profctl.StepResult) -> DtOpenSt
 def decode_events(agent: AgentLike, data: bytes) -> tuple[DtEvent, ...]:
     """Whole dt events of ``data`` with the rendered decoder (a partial tail is dropped)."""
     whole = len(data) - len(data) % DT_EVT.size
-    return tuple(DtEvent(**e) for e in agent.decode(DT_EVT.c_name, data[:whole]))
+    return tuple(event_from(e) for e in agent.decode(DT_EVT.c_name, data[:whole]))
+
+
+def event_from(record: Mapping[str, int]) -> DtEvent:
+    """One decoded record as a `DtEvent`: its stacks' elements gathered into tuples."""
+    plain = {name: value for name, value in record.items() if "[" not in name}
+    return DtEvent(**plain, kstack=DT_EVT.array(record, "kstack"),
+                   ustack=DT_EVT.array(record, "ustack"))  # fmt: skip
 
 
 def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
@@ -211,8 +227,10 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         IRQ_READ,
         *start_steps(plan.period_ns),
         *background,
+        *launch_steps(plan.truth),
         *plan.body,
         profctl.wait_step(),
+        *output_steps(plan.truth),
         *collect_steps(plan.read_size, racer_steps(plan)),
     )
     results = agent.run_steps(steps, actions=plan.actions)
@@ -248,7 +266,18 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         background_errno=ended,
         kernel=interrupt_reads(reads, agent.pmu_irq_label),
         injections=injections_of(steps, online),
+        truth=_truth_of(agent, steps, results),
     )
+
+
+def _truth_of(
+    agent: AgentLike, steps: Sequence[str], results: Sequence[profctl.StepResult]
+) -> TruthEvidence | None:
+    """The ground-truth workloads the steps launched, their image, the module's functions."""
+    workloads = workloads_of(steps, results)
+    if not workloads:
+        return None
+    return TruthEvidence(workloads, agent.truth_image(), agent.module_functions())
 
 
 def _reader_end(agent: AgentLike) -> str:

@@ -6,7 +6,8 @@
  * Every open is independent: it owns a ring of 16 slots per possible CPU
  * (capacity 15), its counters, and a reader. The one probe is
  * "profile", fired by the core's NMI source: each producer call runs get →
- * fill → consume on the current CPU's ring of every recording open. A CPU
+ * fill → consume on the current CPU's ring of every recording open; an event
+ * carries the kernel and the user stack (the seed's `stack` and `ustack`). A CPU
  * already inside a get for an open counts recursion (recurevt); a full ring
  * drops the newest event (dropevt); periods the PMU merged count as skipped
  * ticks (skiptick). The reader is woken through irq_work, never from NMI.
@@ -41,6 +42,7 @@
 #define DT_PROBE_PROFILE 1
 #define DT_MIN_PERIOD_NS 200000ULL
 #define DT_CANARY 0xd7e7c0deU
+#define DT_STACK_MAX 19	/* PCs per stack: the seed's STACKTRACE_MAX */
 #define DT_NEST_WAIT_NS (5ULL * NSEC_PER_SEC)
 #define DT_QUIRK_DT_D1 16	/* GSTATS skiptick and recurevt are the last CPU's, not the sum */
 #define DT_QUIRK_DT_D2 17	/* read budget rounds up: a partial event, consumed and counted */
@@ -165,6 +167,30 @@ static struct dt_evt *dt_get(struct dt_open *op)
 	return &dc->ring[cons];
 }
 
+/*
+ * The event's kernel and user stacks, as the seed's `stack` and `ustack` actions
+ * record them (DT_STACK_MAX PCs each, innermost first): the core's frame-pointer
+ * walks, NMI-safe. A user sample has no kernel stack (0 PCs, stop "no regs"); a
+ * kernel sample's user stack is its task's at its last entry to the kernel. Each
+ * walk's stop cause is kept in the event and counted per CPU by pa_chain.
+ */
+static void dt_stacks(struct dt_evt *ev, const struct pa_sample_ctx *ctx)
+{
+	u64 pcs[DT_STACK_MAX];
+	enum pa_chain_stop why;
+	unsigned int n;
+
+	/* Into a local array: the event is packed, its members may be unaligned. */
+	n = pa_chain(ctx, false, pcs, DT_STACK_MAX, &why);
+	memcpy(ev->kstack, pcs, n * sizeof(*pcs));
+	ev->kstack_n = n;
+	ev->kstack_stop = why;
+	n = pa_chain(ctx, true, pcs, DT_STACK_MAX, &why);
+	memcpy(ev->ustack, pcs, n * sizeof(*pcs));
+	ev->ustack_n = n;
+	ev->ustack_stop = why;
+}
+
 static void dt_fill(struct dt_open *op, struct dt_evt *ev, const struct pa_sample_ctx *ctx)
 {
 	struct dt_cpu *dc = this_cpu_ptr(op->cpu);
@@ -179,6 +205,7 @@ static void dt_fill(struct dt_open *op, struct dt_evt *ev, const struct pa_sampl
 	ev->pid = ctx->pid;
 	ev->tid = ctx->tid;
 	ev->flags = ctx->kernel ? 1 : 0;
+	dt_stacks(ev, ctx);
 	barrier();
 	/* Mutation point: every 10th event of a CPU goes out without its canary. */
 	if (!(pa_mutant(SKIP_CANARY) && seq % 10 == 0))

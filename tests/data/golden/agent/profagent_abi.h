@@ -51,8 +51,14 @@ struct dt_evt {
 	__u32 tid;	/* thread id of the interrupted task */
 	__u32 flags;	/* bit 0: the PC is a kernel address */
 	__u32 canary;	/* DT_CANARY ^ low 32 bits of seq, written last */
+	__u32 kstack_n;	/* PCs in kstack (the seed's dtev_kstack.st_count) */
+	__u32 ustack_n;	/* PCs in ustack (the seed's dtev_ustack.st_count) */
+	__u32 kstack_stop;	/* why the kernel walk stopped (enum pa_chain_stop) */
+	__u32 ustack_stop;	/* why the user walk stopped (enum pa_chain_stop) */
+	__u64 kstack[19];	/* the kernel PC, then its callers (0 past kstack_n) */
+	__u64 ustack[19];	/* the user PC, then its callers (0 past ustack_n) */
 } __attribute__((packed));
-_Static_assert(sizeof(struct dt_evt) == 48, "dt_evt layout");
+_Static_assert(sizeof(struct dt_evt) == 368, "dt_evt layout");
 
 /* DTIOCGSTATS's reply: the seed's four counters of this open. */
 struct dtioc_stat {

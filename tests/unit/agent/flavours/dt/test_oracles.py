@@ -30,6 +30,8 @@ Brief = tuple[str, int | None, str, str]
 D1 = DT.quirk_bit("DT-D1")
 D2 = DT.quirk_bit("DT-D2")
 D9 = DT.quirk_bit("DT-D9")
+EV = DT.record.size  # bytes per event
+HALF3 = EV * 3 // 2  # a read of 1.5 events (DT-D2)
 
 
 def brief(violations: list[Violation]) -> list[Brief]:
@@ -66,7 +68,7 @@ def event(cpu: int, seq: int, **changes: int) -> DtEvent:
         "flags": 1,
         "canary": 0xD7E7C0DE ^ (seq & 0xFFFFFFFF),
     }
-    return DtEvent(**{**fields, **changes})
+    return DtEvent(**{**fields, **changes}, kstack=(), ustack=())
 
 
 def events(cpu: int, count: int) -> tuple[DtEvent, ...]:
@@ -80,7 +82,7 @@ def consistent_run(*, nmi: bool = True) -> DtRun:
     outer get) = 28, recurevt 7, committed min(21, 15) = 15, dropevt 6. CPU 1: 5
     injected, 3 forced skips: E = 5, committed 5, skiptick 3; its core also counted 2 undelivered
     periods, which are no ticks without pmu_produce. 20 events are read, CPU 0's
-    first (reads rotate from CPU 0), 960 bytes. Every law holds.
+    first (reads rotate from CPU 0), 20 events' bytes. Every law holds.
     """
     before = DtOpenStats(
         gstats=gstats(0, 6, 3, 7),
@@ -113,8 +115,8 @@ def consistent_run(*, nmi: bool = True) -> DtRun:
         before_read=before,
         after_read=after,
         events=events(0, 15) + events(1, 5),
-        bytes_read=48 * 20,
-        read_size=48 * 4,
+        bytes_read=EV * 20,
+        read_size=EV * 4,
         online_cpus=(0, 1),
         core={
             0: core(x_nmi_total=3, x_events_created=1, **calls[0], **{ok: 3}),
@@ -213,7 +215,7 @@ BROKEN: dict[str, tuple[Callable[[DtRun], DtRun], list[Brief]]] = {
         [
             ("DT-O1", 1, "x_committed = 5", "dc_readevt 4 = 4"),
             ("DT-O3", 1, "dc_readevt = x_committed = 5", "dc_readevt = 4"),
-            ("DT-O3", None, "bytes_read = 48 × 19 (Σ dc_readevt)", "bytes_read = 960"),
+            ("DT-O3", None, f"bytes_read = {EV} × 19 (Σ dc_readevt)", f"bytes_read = {EV * 20}"),
             ("DT-O3", None, "events = Σ dc_readevt = 19", "events = 20"),
             ("DT-O4", None, "readevt = Σ dc_readevt = 19", "readevt = 20"),
         ],
@@ -251,8 +253,8 @@ BROKEN: dict[str, tuple[Callable[[DtRun], DtRun], list[Brief]]] = {
         [("DT-O3", None, "x_partial_events = 0 (whole-event reads)", "x_partial_events = 1")],
     ),
     "bytes read": (
-        lambda run: replace(run, bytes_read=936),
-        [("DT-O3", None, "bytes_read = 48 × 20 (Σ dc_readevt)", "bytes_read = 936")],
+        lambda run: replace(run, bytes_read=EV * 20 - 24),
+        [("DT-O3", None, f"bytes_read = {EV} × 20 (Σ dc_readevt)", f"bytes_read = {EV * 20 - 24}")],
     ),
     "gstats after the read": (
         lambda run: replace(run, after_read=replace(run.after_read, gstats=gstats(20, 6, 0, 7))),
@@ -399,8 +401,8 @@ def dt_d1_run(*, ncpu: int, quirk: bool) -> DtRun:
         before_read=DtOpenStats(gstats(0, 0, skiptick, recurevt), pcpu_before, opens(5, 1)),
         after_read=DtOpenStats(gstats(5, 0, skiptick, recurevt), pcpu_after, opens(0, 2)),
         events=events(0, 5),
-        bytes_read=48 * 5,
-        read_size=48,
+        bytes_read=EV * 5,
+        read_size=EV,
         online_cpus=tuple(range(ncpu)),
         core=cores,
         nmi_expected=True,
@@ -447,10 +449,10 @@ def test_dt_d1_is_invisible_on_one_cpu(quirk: bool) -> None:
 
 
 def dt_d2_run(*, quirk: bool = True) -> DtRun:
-    """seeds-spec DT-D2: 4 events on 1 CPU read with buffers of 1.5 events (72 bytes).
+    """seeds-spec DT-D2: 4 events on 1 CPU read with buffers of 1.5 events (`HALF3` bytes).
 
-    With the quirk each read consumes and counts 2 events and returns 72 bytes: the
-    second is cut in half. 144 bytes, readevt 4, 2 partial events; the stream decodes
+    With the quirk each read consumes and counts 2 events and returns 1.5 events' bytes: the
+    second is cut in half. 3 events' bytes, readevt 4, 2 partial events; the stream decodes
     as 3 frames, the later ones misaligned (here: garbage canaries).
     """
     cpu0 = {"x_calls": 4, "x_committed": 4, "x_seq": 4}
@@ -462,8 +464,8 @@ def dt_d2_run(*, quirk: bool = True) -> DtRun:
             gstats(4, 0, 0, 0), {0: percpu(**cpu0, dc_readevt=4)}, opens(0, 1, partial=2)
         ),
         events=(event(0, 1), *misaligned),
-        bytes_read=144,
-        read_size=72,
+        bytes_read=2 * HALF3,
+        read_size=HALF3,
         online_cpus=(0,),
         core={0: core(x_nmi_total=1, x_nmi_ctx_ok=1, x_producer_calls=4, x_events_created=1)},
         nmi_expected=True,
@@ -478,16 +480,16 @@ def test_dt_d2_ragged_reads_skip_the_byte_and_event_rules() -> None:
 
 
 def test_dt_d2_ragged_reads_still_bound_the_bytes() -> None:
-    run = replace(dt_d2_run(), bytes_read=200)
+    run = replace(dt_d2_run(), bytes_read=EV * 4 + 8)
     assert brief(check_dt(run)) == [
-        ("DT-O3", None, "bytes_read ≤ 48 × 4 (Σ dc_readevt)", "bytes_read = 200")
+        ("DT-O3", None, f"bytes_read ≤ {EV} × 4 (Σ dc_readevt)", f"bytes_read = {EV * 4 + 8}")
     ]
 
 
 def test_dt_d2_numbers_fail_without_the_quirk_bit() -> None:
     assert brief(check_dt_drain(dt_d2_run(quirk=False)))[:4] == [
         ("DT-O3", None, "x_partial_events = 0 (whole-event reads)", "x_partial_events = 2"),
-        ("DT-O3", None, "bytes_read = 48 × 4 (Σ dc_readevt)", "bytes_read = 144"),
+        ("DT-O3", None, f"bytes_read = {EV} × 4 (Σ dc_readevt)", f"bytes_read = {2 * HALF3}"),
         ("DT-O3", None, "events = Σ dc_readevt = 4", "events = 3"),
         ("DT-O3", 0, "events = x_committed = 4", "events = 3"),
     ]
@@ -495,7 +497,7 @@ def test_dt_d2_numbers_fail_without_the_quirk_bit() -> None:
 
 @pytest.mark.parametrize(
     ("quirks", "read_size", "whole"),
-    [(D2, 72, False), (D2, 96, True), (0, 72, True), (D1, 72, True)],
+    [(D2, HALF3, False), (D2, 2 * EV, True), (0, HALF3, True), (D1, HALF3, True)],
 )
 def test_reads_whole_events(quirks: int, read_size: int, whole: bool) -> None:
     spec = AgentSpec(flavour="dt", pmu_produce=False, drain="manual", quirks=quirks)
@@ -520,8 +522,8 @@ def pmu_run(*, seen: int = 20, irqs: int | None = None) -> DtRun:
         before_read=DtOpenStats(gstats(0, 5, 4, 0), before, opens(15, 3)),
         after_read=DtOpenStats(gstats(15, 5, 4, 0), after, opens(0, 5)),
         events=events(0, 15),
-        bytes_read=48 * 15,
-        read_size=48 * 8,
+        bytes_read=EV * 15,
+        read_size=EV * 8,
         online_cpus=(0,),
         core={
             0: core(

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from harness.agent.flavours.dt.data import DT
 from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt
 from harness.agent.flavours.dt.report import (
     TITLES,
@@ -23,7 +24,8 @@ from tests.unit.agent.flavours.dt.test_oracles import (
 )
 
 HEADER = (
-    "dt: event cycles, period 1000000, quirks 0x0, read size 192, online CPUs 0-1, "
+    f"dt: event cycles, period 1000000, quirks 0x0, read size {4 * DT.record.size}, "
+    "online CPUs 0-1, "
     "NMI on (PMU overflows as NMIs)"
 )
 GSTATS = (
@@ -84,7 +86,7 @@ def test_table_header_with_pseudo_nmi_off() -> None:
 
 def test_table_of_the_dt_d1_run_shows_gstats_as_returned() -> None:
     table = format_dt_table(dt_d1_run(ncpu=2, quirk=True))
-    assert "quirks 0x10000, read size 48, online CPUs 0-1" in table.splitlines()[0]
+    assert f"quirks 0x10000, read size {DT.record.size}, online CPUs 0-1" in table.splitlines()[0]
     assert columns(table)[1:] == [
         # no kernel counts in this run: irq "-"; CPU 0 saw 2 overflows, none undelivered
         ["0", "-", "2", "8", "5", "5", "0", "3", "2", "5", "5", "100.0", "0", "100.0"],
