@@ -34,6 +34,7 @@ from harness.build.kernel import (
     build_kernel,
 )
 from harness.build.kernels import DEFAULT_VERSION, get_version
+from harness.build.kerneltree import tree_version_text
 from harness.build.keys import ensure_keypair
 from harness.build.rootfs import ROOTFS_FILE, build_rootfs
 from harness.paths import IMAGES_DIR
@@ -112,7 +113,9 @@ def debian_kernel_name(version: str) -> str:
 
 def describe_kernel(kernel: KernelChoice) -> str:
     """How reports name a kernel before it is built: Debian's with its version, or the tree."""
-    return f"tree {kernel.tree}" if kernel.tree else debian_kernel_name(kernel.version)
+    if kernel.tree:  # its content hash is known once hashed: run.json has it
+        return f"{tree_version_text(kernel.tree)} (tree {kernel.tree})"
+    return debian_kernel_name(kernel.version)
 
 
 def kernel_identity(manifest: dict[str, Any]) -> tuple[str, Origin]:
