@@ -219,7 +219,7 @@ def test_dt_under_load_with_a_concurrent_reader(
 def test_dt_two_readers_and_a_copy_fault(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
 ) -> None:
-    """DT-D6 and DT-D7 fixed: two readers of one open, the module's 2nd copy failing.
+    """DT-D6 and DT-D7 fixed: two readers of one open, the module's 6th copy failing.
 
     With the reader mutex every committed event reaches exactly one reader (DT-O10);
     the read whose copy failed returns the 1 event copied before it, and the failed

@@ -91,15 +91,17 @@ def readers_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     """Two readers racing each other on full rings, one of their copies failing.
 
     Bursts only: 20 injected on every CPU, 15 kept in each ring. After RECORD off two
-    background readers drain the rings 4 events a read, and the module's 2nd copy
-    fails as on an unmapped page: a reader gets the 1 event copied before it (DT-D7
-    fixed), the other event stays in its ring. DT-O10 judges that every committed
-    event reached exactly one reader (DT-D6 fixed: the reader mutex), DT-O3 that
-    every event counted as read was delivered.
+    background readers drain the rings 4 events a read, and the module's 6th copy
+    fails as on an unmapped page: with reads serialised that is the 2nd copy of the
+    2nd read, which returns the 1 event copied before it (DT-D7 fixed); the failed
+    one stays in its ring. DT-O10 judges that every committed event reached exactly
+    one reader (DT-D6 fixed: the reader mutex), DT-O3 that every event counted as
+    read was delivered. Not the 2nd copy: without the mutex it can be the other
+    reader's first, which then ends on EFAULT (nothing copied) before the two overlap.
     """
     exact = replace(spec, pmu_produce=False, period=200_000)
     plan = DtPlan(body=(inject_step("all", 20),), injected=dict.fromkeys(cpus, 20),
-                  read_size=DT_EVT.size * 4, racers=2, copy_fault=2)  # fmt: skip
+                  read_size=DT_EVT.size * 4, racers=2, copy_fault=6)  # fmt: skip
     return dt_run(agent, exact, plan)
 
 
