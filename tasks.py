@@ -64,7 +64,7 @@ GUEST_HELP = {
     "cpus": "number of vCPUs (default layout spreads them over sockets, clusters, SMT)",
     "topology": "explicit layout, e.g. sockets=2,clusters=2,cores=1,threads=2 or 2s2cl1c2t",
     "arch": "guest architecture: arm64 (default; vPMU under TCG) or x86_64",
-    "variant": "kernel variant: default or debug (lockdep, atomic-sleep checks)",
+    "variant": "kernel variant: default, debug (lockdep, kmemleak, KASAN, UBSAN) or kcsan",
     "accel": "auto (KVM only where a real boot probe works), kvm or tcg",
     "nmi": "on: PMU interrupts as (pseudo-)NMIs; off: as ordinary IRQs (arm64 only)",
     "append": "extra guest kernel arguments, e.g. 'nokaslr loglevel=8'",

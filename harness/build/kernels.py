@@ -28,11 +28,12 @@ from typing import Literal
 from harness.arches import ArchProfile
 from harness.errors import ConfigError
 
-Variant = Literal["default", "debug"]
+Variant = Literal["default", "debug", "kcsan"]
 #: Each variant's fragments (relative to ``guest/kconfig``), applied after the version's.
 VARIANT_FRAGMENTS: dict[Variant, tuple[str, ...]] = {
     "default": (),
     "debug": ("debug.config",),
+    "kcsan": ("kcsan.config",),
 }
 VARIANTS: tuple[Variant, ...] = tuple(VARIANT_FRAGMENTS)
 
