@@ -16,6 +16,8 @@ The chain that makes a flavour's conservation law mean something starts here:
   at most 1 in 1000).
 * THROTTLE: with throttling off, the perf core throttled nothing (its own mark).
 * C-2: no lock taken and no allocation made in NMI context.
+* C-3: the handler's cost within 100 µs per producer call, judged only where the
+  guest's clock counts instructions (`harness.agent.budgets`).
 
 Periods the emulator never raised as an overflow (``x_periods_undelivered``) are
 reported by the tables, with their share; no oracle counts them as accounted::
@@ -29,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from harness.agent.budgets import check_handler_budget
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.peer import PeerBound, PeerEvidence, check_peer
 from harness.agent.profile import ProfilePair, compare
@@ -44,6 +47,7 @@ CORE_ORACLES: tuple[tuple[str, str], ...] = (
     ("PROFILE", "samples by leaf symbol alike Linux perf's beside the agent (chi-square)"),
     ("THROTTLE", "throttling off: the perf core throttled no event"),
     ("C-2", "no lock taken and no allocation made in NMI context"),
+    ("C-3", "handler cost ≤ 100 µs per producer call, in instructions (-icount runs only)"),
 )
 
 
@@ -66,6 +70,8 @@ class CoreView:
     peer_bound: PeerBound = field(default_factory=PeerBound)
     #: The agent's and perf's profiles of the run (None: no peer with call chains).
     profile: ProfilePair | None = None
+    #: The guest's clocks counted instructions (-icount shift=0): time budgets apply.
+    instruction_clock: bool = False
 
     @property
     def pmu_interrupts(self) -> bool:
@@ -82,7 +88,8 @@ def applicable_core(view: CoreView) -> frozenset[str]:
 
     IRQ and RELEASED need the kernel's counts of PMU interrupts, RELEASED the PMU to
     the agent alone (a peer keeps sampling after STOP); THROTTLE needs throttling
-    off (with it on, the throttling test judges the loss itself); PEER a peer.
+    off (with it on, the throttling test judges the loss itself); PEER a peer; C-3 a
+    guest clock that counts instructions (wall-clock budgets would flake under TCG).
     """
     names = {name for name, _ in CORE_ORACLES}
     if not view.pmu_interrupts:
@@ -95,6 +102,8 @@ def applicable_core(view: CoreView) -> frozenset[str]:
         names.discard("PROFILE")
     if not view.throttling_disabled:
         names.discard("THROTTLE")
+    if not view.instruction_clock:
+        names.discard("C-3")
     return frozenset(names)
 
 
@@ -256,6 +265,7 @@ _CHECKS: dict[str, Callable[[CoreView], list[Violation]]] = {
     "PROFILE": check_profile,
     "THROTTLE": check_throttle,
     "C-2": check_nmi_safety,
+    "C-3": lambda view: check_handler_budget(view.core, view.injections),
 }
 
 

@@ -116,7 +116,8 @@ class Mutant:
 
 #: The mutant cases every flavour has (`Mutant.case`); any other is an extra run's name.
 #: ``deterministic``: the flavour's budget scenario (`Flavour.budget_scenario`) run
-#: input-free, where the guest's clock counts instructions (time budgets: tprof's C-3, TP-O10).
+#: input-free, where the guest's clock counts instructions (time budgets: the core's C-3,
+#: tprof's TP-O10).
 #: ``kasan`` / ``kcsan``: the standard run on the ``debug`` (KASAN, UBSAN) / ``kcsan`` kernel,
 #: judged by the sanitizer reports on its console (`harness.vm.sanitizer`).
 SHARED_CASES = ("standard", "peer", "debug", "deterministic", "kasan", "kcsan")

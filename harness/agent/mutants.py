@@ -55,6 +55,10 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            ("CONSOLE",), case="debug", quick=False),
     Mutant("leak_at_start", "START allocates an object that nothing frees",
            ("KMEMLEAK",), case="debug", quick=False),
+    # Judged where the guest's clock counts instructions: each flavour's budget scenario,
+    # input-free (`Flavour.budget_scenario`, `harness.agent.budgets`).
+    Mutant("slow_producer", "every producer call spins 500 µs of guest time before it returns",
+           ("C-3",), case="deterministic"),
 )  # fmt: skip
 
 

@@ -217,7 +217,7 @@ def _deterministic_group(bench: _Bench, *, full: bool, chosen: tuple[str, ...],
                          only: tuple[str, ...]) -> list[MutantRow]:  # fmt: skip
     """The control and the ``deterministic`` mutants: the flavour's budget scenario, input-free.
 
-    Their oracles (tprof's C-3 and TP-O10) judge time, which only a guest whose clock
+    Their oracles (the core's C-3, tprof's TP-O10) judge time, which only a guest whose clock
     counts instructions makes exact (``-icount``): one deterministic run each, one vCPU.
     """
     rows = []

@@ -1,16 +1,19 @@
 """C-3 and TP-O10 where they are exact: input-free runs, whose guest clock counts instructions.
 
-tprof's budget scenario (``harness/agent/flavours/tprof/tprof-budgets.toml``: a burst of
-10 on one vCPU, a kick, STOP) runs ``--deterministic`` with the unmutated module, where
-both budgets hold, and with each mutant that breaks one of them, where exactly that one
-fails (`harness.agent.flavours.tprof.budgets` says what the budgets are and why).
-``invoke mutants`` runs the same cases as its ``deterministic`` group.
+Every flavour's budget scenario (`Flavour.budget_scenario`, in its folder: a burst of 10
+on one vCPU; tprof's adds a kick and STOP) runs ``--deterministic`` with the unmutated
+module, where every budget holds, and with each mutant that breaks one, where exactly
+that one fails: the core's ``slow_producer`` breaks C-3 in every flavour, tprof's
+``stop_waits`` its TP-O10 (`harness.agent.budgets` and
+`harness.agent.flavours.tprof.budgets` say what the budgets are and why). ``invoke
+mutants`` runs the same cases as its ``deterministic`` group.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from harness.agent import flavours
 from harness.agent.flavour import behaviour
 from harness.agent.mutants import NONE
 from harness.build.cache import Cache
@@ -20,15 +23,21 @@ from harness.scenarios.load import load_scenario
 pytestmark = pytest.mark.guest
 
 
+#: (flavour, mutant, the budget it breaks): every flavour unmutated and slow, tprof's STOP.
+CASES = [
+    *((name, mutant, broken) for name in flavours.names()
+      for mutant, broken in ((NONE, None), ("slow_producer", "C-3"))),
+    ("tprof", "stop_waits", "TP-O10"),
+]  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("mutant", "broken"),
-    [(NONE, None), ("slow_producer", "C-3"), ("stop_waits", "TP-O10")],
-    ids=["unmutated", "slow_producer", "stop_waits"],
+    ("flavour", "mutant", "broken"), CASES, ids=[f"{f}-{m}" for f, m, _ in CASES]
 )
 def test_a_time_budget_fails_only_under_its_mutant(
-    cache: Cache, mutant: str, broken: str | None
+    cache: Cache, flavour: str, mutant: str, broken: str | None
 ) -> None:
-    path = behaviour("tprof").budget_scenario
+    path = behaviour(flavour).budget_scenario
     assert path is not None
     result = run_deterministic(load_scenario(path), cache, mode="deterministic", attempts=1,
                                mutant=mutant)  # fmt: skip

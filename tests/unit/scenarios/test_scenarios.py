@@ -392,7 +392,7 @@ ERRORS: dict[str, tuple[dict[str, str], str, str]] = {
         {"expect": '[[expect]]\noracle = "TP-O9"\n'},
         "expect[0].oracle",
         "no oracle 'TP-O9' for flavour tprof; "
-        "known: IRQ, CALLS, RELEASED, PEER, PROFILE, THROTTLE, C-2, TP-O1",
+        "known: IRQ, CALLS, RELEASED, PEER, PROFILE, THROTTLE, C-2, C-3, TP-O1",
     ),
     "unknown run": (
         {"top": TOP + 'run = "counting"\n', "steps": ""},

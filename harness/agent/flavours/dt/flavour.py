@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from harness.agent import profctl
 from harness.agent.content_oracles import (
@@ -111,7 +112,7 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
                   nested=script.op_counts.get("nest", {}), skips=script.op_counts.get("skip", {}),
                   background_reader=script.switches.get("reader", False),
                   read_size=read_size, actions=script.actions)  # fmt: skip
-    return dt_run(agent, spec, plan)
+    return replace(dt_run(agent, spec, plan), instruction_clock=script.instruction_clock)
 
 
 def _cell_rows(run: AgentRun) -> list[CellRow]:
@@ -160,5 +161,6 @@ FLAVOUR = Flavour(
     op_steps={"nest": nest_step, "skip": skip_step, "read-size": _read_size_step},
     refused_ops={"kick": "dt has no drain; its reader empties the rings"},
     extra_runs={"readers": readers_run},
+    budget_scenario=Path(__file__).with_name("dt-budgets.toml"),  # C-3
     samples=lambda run: narrow(run, DtRun).content().samples,
 )

@@ -131,7 +131,8 @@ def check_dt(run: DtRun) -> list[Violation]:
 def core_view(run: DtRun) -> CoreView:
     """What the shared oracles (`harness.agent.core_oracles`) read of a dt run."""
     view = CoreView(spec=run.spec, core=run.core, kernel=run.kernel,
-                    injections=run.injections, throttling_disabled=True)  # fmt: skip
+                    injections=run.injections, throttling_disabled=True,
+                    instruction_clock=run.instruction_clock)  # fmt: skip
     return with_peer(view, run.peer)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from harness.agent.content_oracles import (
     applicable_content,
@@ -118,7 +119,7 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     released = frozenset(pmc_id(cpu, "SS") for cpu in script.op_counts.get("pmc-release", {}))
     plan = HwPlan(kind="script", pmcs=tuple(pmcs), released=released,
                   body=tuple((step, "") for step in script.body))  # fmt: skip
-    return hw_run(agent, spec, plan)
+    return replace(hw_run(agent, spec, plan), instruction_clock=script.instruction_clock)
 
 
 def _ignore_count(step: Callable[[int], str]) -> Callable[[int, int], str]:
@@ -188,5 +189,6 @@ FLAVOUR = Flavour(
         "control": _control,
     },
     bench=HWPMC_BENCH,
+    budget_scenario=Path(__file__).with_name("hwpmc-budgets.toml"),  # C-3
     samples=lambda run: narrow(run, HwRun).content().samples,
 )

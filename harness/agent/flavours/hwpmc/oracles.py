@@ -77,6 +77,7 @@ def core_view(run: HwRun) -> CoreView:
         kernel=run.kernel,
         injections=run.injections,
         throttling_disabled=run.throttling_disabled,
+        instruction_clock=run.instruction_clock,
     )
     return with_peer(view, run.peer)
 

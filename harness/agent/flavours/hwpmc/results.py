@@ -153,6 +153,8 @@ class HwRun:
     kernel: KernelEvidence | None = None
     injections: Injections = field(default_factory=Injections)
     throttling_disabled: bool = True
+    #: The guest's clocks counted instructions (-icount shift=0): C-3 applies.
+    instruction_clock: bool = False
     counting: Counting | None = None
     log_faults: int = 0
     #: The guest's CLOCK_MONOTONIC (ns) read by the plan's ``clock`` steps, in order

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from harness.agent import profctl
 from harness.agent.content_oracles import (
@@ -175,7 +176,7 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
         injected[cpu] = injected.get(cpu, 0) + count
     plan = KprofPlan(body=body, injected=injected or None, background_reader=reader,
                      actions=script.actions)  # fmt: skip
-    return kprof_run(agent, spec, plan)
+    return replace(kprof_run(agent, spec, plan), instruction_clock=script.instruction_clock)
 
 
 def _cell_rows(run: AgentRun) -> list[CellRow]:
@@ -235,5 +236,6 @@ FLAVOUR = Flavour(
     },
     extra_runs={"offline": offline_run},
     bench=KPROF_BENCH,
+    budget_scenario=Path(__file__).with_name("kprof-budgets.toml"),  # C-3
     samples=lambda run: narrow(run, KprofRun).content().samples,
 )

@@ -87,7 +87,8 @@ def applicable_kprof_oracles(run: KprofRun) -> frozenset[str]:
 def core_view(run: KprofRun) -> CoreView:
     """What the shared oracles read of a kprof run."""
     view = CoreView(spec=run.spec, core=run.core, kernel=run.kernel,
-                    injections=run.injections, throttling_disabled=True)  # fmt: skip
+                    injections=run.injections, throttling_disabled=True,
+                    instruction_clock=run.instruction_clock)  # fmt: skip
     return with_peer(view, run.peer)
 
 

@@ -93,6 +93,8 @@ class KprofRun:
     control: Mapping[str, str] = field(default_factory=dict)
     kernel: KernelEvidence | None = None
     injections: Injections = field(default_factory=Injections)
+    #: The guest's clocks counted instructions (-icount shift=0): C-3 applies.
+    instruction_clock: bool = False
     #: Linux perf beside the agent (the peer run; None: no peer).
     peer: PeerEvidence | None = None
     #: The ground-truth workloads, their image and the module's functions (None: none ran).

@@ -48,7 +48,7 @@ from harness.agent.core_oracles import (
     with_peer,
 )
 from harness.agent.core_oracles import check_nmi_context as nmi_context
-from harness.agent.flavours.tprof.budgets import check_handler_budget, check_stop_latency
+from harness.agent.flavours.tprof.budgets import check_stop_latency
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.laws import Law, all_equal, at_least, at_most, sums_to, zero
@@ -64,7 +64,6 @@ ORACLES: tuple[tuple[str, str], ...] = (
     ("PLACE", "samples land on the CPUs where the pinned workload ran"),
     ("NMI", "producer context matches the pseudo-NMI mode the guest booted with"),
     ("PROBE", "overflows land inside IRQ-off probe windows iff pseudo-NMI is on"),
-    ("C-3", "handler cost ≤ 100 µs per producer call, in instructions (-icount runs only)"),
     ("TP-O10", "STOP returns within 1 s (+ drain period), in instructions (-icount runs only)"),
 )
 
@@ -89,8 +88,8 @@ def applicable_oracles(run: SamplingRun) -> frozenset[str]:
     """Names of the oracles `check_sampling` evaluates for ``run``.
 
     TP-O2 needs kicks (manual drain) or a run time (auto drain): a manual-drain run
-    without a kick count (hotplug adds swaps) skips it. PLACE needs busy loops. C-3
-    and TP-O10 need a guest clock that counts instructions (`budgets`).
+    without a kick count (hotplug adds swaps) skips it. PLACE needs busy loops. TP-O10
+    (like the core's C-3) needs a guest clock that counts instructions (`budgets`).
     """
     core = {name for name, _ in CORE_ORACLES}
     names = {name for name, _ in ORACLES} - core | applicable_core(core_view(run))
@@ -99,7 +98,7 @@ def applicable_oracles(run: SamplingRun) -> frozenset[str]:
     if not run.busy:
         names.discard("PLACE")
     if not run.instruction_clock:  # wall-clock budgets would flake under TCG: see budgets
-        names -= {"C-3", "TP-O10"}
+        names.discard("TP-O10")
     return frozenset(names)
 
 
@@ -130,6 +129,7 @@ def core_view(run: SamplingRun) -> CoreView:
         kernel=run.kernel,
         injections=run.injections,
         throttling_disabled=run.throttling_disabled,
+        instruction_clock=run.instruction_clock,
     )
     return with_peer(view, run.peer)
 
@@ -343,7 +343,6 @@ _CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
     "PLACE": check_placement,
     "NMI": check_nmi_context,
     "PROBE": check_probe,
-    "C-3": check_handler_budget,
     "TP-O10": check_stop_latency,
 }
 

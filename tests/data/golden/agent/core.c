@@ -42,6 +42,8 @@
 /* The perf core's marker for a throttled event (kernel/events/core.c). */
 #define PA_MAX_INTERRUPTS (~0ULL)
 #define PA_PROBE_MAX_MS 5000
+/* The slow_producer mutant's spin per producer call, in guest µs (C-3 allows 100). */
+#define PA_MUTANT_SLOW_US 500
 
 /* Defaults from the agent spec this file was rendered for; insmod overrides them. */
 static char *pa_flavour_name = "tprof";
@@ -275,6 +277,8 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 	else
 		this_cpu_inc(pa_cpu.stat[PA_X_PRODUCER_CALLS_TASK]);
 	pa_fl->produce(&ctx);
+	if (pa_mutant(SLOW_PRODUCER))	/* Mutation point: every call spins in the handler. */
+		udelay(PA_MUTANT_SLOW_US);
 }
 
 /* ---- call chains: frame records, read without faulting (NMI-safe) -------- */

@@ -93,6 +93,7 @@ enum pa_mutant {
 	PA_MUTANT_SELF_THROTTLE,	/* every 50th overflow stops its own event as perf throttling does */
 	PA_MUTANT_NMI_SPINLOCK,	/* the producer path takes a spinlock in NMI context */
 	PA_MUTANT_LEAK_AT_START,	/* START allocates an object that nothing frees */
+	PA_MUTANT_SLOW_PRODUCER,	/* every producer call spins 500 µs of guest time before it returns */
 	PA_MUTANT_WRONG_CPU,	/* every 50th sample of a CPU records the next CPU's id */
 	PA_MUTANT_SKIP_KICK_SWAP,	/* every 3rd kick of the last CPU returns without its swap */
 	PA_MUTANT_SHARED_PID_CACHE,	/* a sample's pid comes from a cache all CPUs share */
@@ -100,7 +101,6 @@ enum pa_mutant {
 	PA_MUTANT_DOUBLE_COUNT,	/* every 100th recorded sample also counts as a nested drop */
 	PA_MUTANT_LOSE_AT_SWAP,	/* one recorded sample of every queued buffer vanishes at the swap */
 	PA_MUTANT_NO_NEST_GUARD,	/* the producer has no recursion guard, as the seed has none (TP-D5) */
-	PA_MUTANT_SLOW_PRODUCER,	/* every producer call spins 500 µs of guest time before it returns */
 	PA_MUTANT_STOP_WAITS,	/* STOP sleeps 1.5 s of guest time first, as the seed's STOP waits on its callouts */
 	PA_MUTANT_PUBLISH_EARLY,	/* the index is published first, the record filled where it then points */
 	PA_MUTANT_SKIP_CANARY,	/* every 10th event of a CPU is published without its canary */

@@ -39,8 +39,7 @@
 /* tprof's native interface version (TPROF_IOC_GETINFO): tprof's, not the core's ABI. */
 #define TPROF_VERSION 3
 #define TP_S_CAP 10000
-/* Mutation points' delays, in guest time (an instruction each under -icount shift=0). */
-#define TP_MUTANT_SLOW_US 500
+/* A mutation point's delay, in guest time (an instruction a ns under -icount shift=0). */
 #define TP_MUTANT_STOP_WAIT_MS 1500
 /* How long a `nest` window waits for its burst to ride an overflow. */
 #define TP_NEST_WAIT_NS (5 * NSEC_PER_SEC)
@@ -259,8 +258,6 @@ static void tp_produce(const struct pa_sample_ctx *ctx)
 	if (pa_mutant(DOUBLE_COUNT) && ++tc->mutant_tick % 100 == 0)
 		this_cpu_inc(tp_cpu.stat[TP_PC_X_NESTED_DROP]);
 out:
-	if (pa_mutant(SLOW_PRODUCER))	/* Mutation point: every call spins in the handler. */
-		udelay(TP_MUTANT_SLOW_US);
 	this_cpu_dec(tp_cpu.nesting);
 }
 

@@ -446,8 +446,8 @@ def test_the_consistent_runs_evaluate_every_oracle() -> None:
 def test_oracles_are_listed_in_report_order() -> None:
     names = [name for name, _ in ORACLES]
     assert names == [
-        "IRQ", "CALLS", "RELEASED", "PEER", "PROFILE", "THROTTLE", "C-2",
-        "TP-O1", "TP-O2", "TP-O5", "PLACE", "NMI", "PROBE", "C-3", "TP-O10",
+        "IRQ", "CALLS", "RELEASED", "PEER", "PROFILE", "THROTTLE", "C-2", "C-3",
+        "TP-O1", "TP-O2", "TP-O5", "PLACE", "NMI", "PROBE", "TP-O10",
     ]  # fmt: skip
 
 

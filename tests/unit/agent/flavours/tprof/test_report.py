@@ -133,17 +133,17 @@ def test_verdicts_pass_fail_and_skip() -> None:
         "skip  PROFILE   ",
         "FAIL  THROTTLE  ",
         "PASS  C-2       ",
+        "skip  C-3       ",
         "PASS  TP-O1     ",
         "PASS  TP-O2     ",
         "FAIL  TP-O5     ",
         "skip  PLACE     ",
         "PASS  NMI       ",
         "PASS  PROBE     ",
-        "skip  C-3       ",
         "skip  TP-O10    ",
     ]
     assert lines[6] == f"      {violations[0]}"
-    assert lines[11] == f"      {violations[1]}"
+    assert lines[12] == f"      {violations[1]}"
     assert lines[6] == (
         "      THROTTLE on CPU 1: expected x_throttled = 0, observed x_throttled = 1 "
         "(throttling disabled)"
