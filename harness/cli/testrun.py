@@ -42,6 +42,7 @@ CI_IMAGES: tuple[tuple[str, Variant, str], ...] = (
     ("arm64", "debug", "6.1"),
     ("x86_64", "default", "6.1"),
     ("arm64", "default", "6.12"),
+    ("arm64", "kcsan", "6.1"),
 )
 #: The part of the guest tier CI also runs on Linux 6.12 (the LTS beside Debian's 6.1):
 #: every flavour's agent tests on 2 vCPUs (oracles, Linux perf beside the agent, hwpmc's
@@ -52,6 +53,13 @@ CI_IMAGES: tuple[tuple[str, Variant, str], ...] = (
 #: matrix run.
 CI_NEWER_KERNEL = GuestRequest(cpus=2, kernel="6.12")
 CI_NEWER_KERNEL_TESTS = "agent"
+#: The sanitizer share (issue 25): every flavour's standard, exact-count and crash-defect
+#: runs (tests/guest/test_sanitizers.py) on the KASAN + UBSAN kernel (``debug``) and the
+#: KCSAN kernel, each on 2 and 8 vCPUs; a report on the console fails its flavour's test.
+CI_SANITIZER_TESTS = "tests/guest/test_sanitizers.py"
+CI_SANITIZER_RUNS: tuple[GuestRequest, ...] = tuple(
+    GuestRequest(cpus=cpus, variant=variant) for variant in ("debug", "kcsan") for cpus in (2, 8)
+)
 
 
 def guest_options(request: GuestRequest) -> list[str]:
@@ -164,7 +172,8 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
                               extra=[f"--junitxml={junit}"]))  # fmt: skip
     LOG.info("unit, guest and scenario tiers: exit status %d; JUnit: %s", status, junit)
     newer_status = run_newer_kernel_tier()  # runs whatever 6.1's tiers said
-    status = status or newer_status
+    sanitizer_status = run_sanitizer_tier()
+    status = status or newer_status or sanitizer_status
     matrix_status = run_matrix("quick", cache, workers=str(workers))  # every commit
     mutant_status = run_quick_mutants(cache)
     if not static_ok:
@@ -181,6 +190,20 @@ def run_newer_kernel_tier() -> int:
     status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=1, extra=extra))
     LOG.info("guest tier on Linux %s (-k %s): exit status %d; JUnit: %s", request.kernel,
              CI_NEWER_KERNEL_TESTS, status, junit)  # fmt: skip
+    return status
+
+
+def run_sanitizer_tier() -> int:
+    """`CI_SANITIZER_TESTS` on each of `CI_SANITIZER_RUNS`: the first failing exit status."""
+    status = 0
+    for request in CI_SANITIZER_RUNS:
+        junit = new_run_dir("ci", f"{request.variant}-{request.cpus}cpu") / "junit.xml"
+        extra = ["-m", "not selftest", f"--junitxml={junit}"]
+        found = _run(pytest_argv([CI_SANITIZER_TESTS], guest_options(request), workers=1,
+                                 extra=extra))  # fmt: skip
+        LOG.info("sanitizer tier, %s kernel, %d vCPUs: exit status %d; JUnit: %s",
+                 request.variant, request.cpus, found, junit)  # fmt: skip
+        status = status or found
     return status
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness import arches
 from harness.build.kernels import VARIANTS, VERSIONS
-from harness.cli.testrun import CI_IMAGES, CI_NEWER_KERNEL, guest_options
+from harness.cli.testrun import CI_IMAGES, CI_NEWER_KERNEL, CI_SANITIZER_RUNS, guest_options
 from harness.matrix.load import get_matrix
 
 
@@ -19,4 +19,10 @@ def test_the_newer_kernel_tier_boots_612_and_every_kernel_it_boots_is_built() ->
     assert options[options.index("--kernel") + 1] == "6.12"
     booted = {(CI_NEWER_KERNEL.arch, CI_NEWER_KERNEL.variant, CI_NEWER_KERNEL.kernel)}
     booted |= {(c.arch, c.variant, c.kernel) for c in get_matrix("quick").cells}
+    booted |= {(r.arch, r.variant, r.kernel) for r in CI_SANITIZER_RUNS}
     assert booted <= set(CI_IMAGES)
+
+
+def test_ci_runs_both_sanitizer_kernels_on_2_and_8_vcpus() -> None:
+    assert {(r.variant, r.cpus) for r in CI_SANITIZER_RUNS} == {
+        ("debug", 2), ("debug", 8), ("kcsan", 2), ("kcsan", 8)}  # fmt: skip

@@ -101,14 +101,14 @@ def test_full_honours_every_exclusion() -> None:
 
 def test_full_keeps_everything_else() -> None:
     full = get_matrix("full")
-    # arm64: 5 topologies default + 1 debug, ×4 flavours ×2 nmi; x86_64: 3 + 1, ×4 flavours;
-    # all of it on both kernels.
-    assert len(full.cells) == ((5 + 1) * 4 * 2 + (3 + 1) * 4) * 2
+    # arm64: 5 topologies default + 1 debug + 1 kcsan, ×4 flavours ×2 nmi; x86_64: 3 + 1
+    # (no kcsan), ×4 flavours; all of it on both kernels.
+    assert len(full.cells) == ((5 + 1 + 1) * 4 * 2 + (3 + 1) * 4) * 2
     values = {axis: {cell.axes()[axis] for cell in full.cells} for axis in AXES}
     assert values["arch"] == {"arm64", "x86_64"}
     assert len(values["topology"]) == 5
     assert values["accel"] == {"tcg", "kvm"}
-    assert values["variant"] == {"default", "debug"}
+    assert values["variant"] == {"default", "debug", "kcsan"}
     assert values["kernel"] == {"6.1", "6.12"}
 
 

@@ -1,0 +1,64 @@
+"""Every flavour under the sanitizer kernels: KASAN + UBSAN (``debug``) and KCSAN (``kcsan``).
+
+Run with ``--variant debug`` or ``--variant kcsan`` (``invoke ci`` runs both on 2 and
+8 vCPUs; on the default kernel these skip). Each flavour's standard run and exact-count
+run are judged by its oracles as on any kernel; kprof's and hwpmc's crash-defect checks
+(`tests.guest.crash_defects`) follow in their flavour's test. The verdict that needs
+these kernels is the console's: the ``guest`` fixture scans it after each test, and a
+``BUG: KASAN:``, ``BUG: KCSAN:`` or ``UBSAN:`` report fails the test with a
+`harness.errors.SanitizerFailure` naming the report, its first agent frame (or that
+the code is the kernel's) and this test's id.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.agent import flavours
+from harness.agent.driver import Agent
+from harness.agent.flavour import behaviour
+from harness.agent.spec import AgentSpec
+from harness.vm.topology import CpuTopology
+from tests.guest import crash_defects as cd
+
+pytestmark = pytest.mark.guest
+SANITIZER_VARIANTS = ("debug", "kcsan")
+
+
+def crash_defects(name: str, agent: Agent, cpus: int) -> list[str]:
+    """The flavour's crash-defect checks (they assert); the lines they report."""
+    if name == "kprof":
+        cd.kp_d5_d12_failed_opens_unwind(agent)
+        for size in (4000, 9000):
+            cd.kp_d9_long_kptrace_line_is_cut(agent, size)
+        period = 100_000
+        d2 = cd.kp_d2_cycles(agent, cpus, cd.D2_CYCLES, spins=cpus, period=period,
+                             timeout_s=agent.timeouts.command_s * 5)  # fmt: skip
+        return [d2.report(cd.D2_CYCLES, cpus, period)]
+    if name == "hwpmc":
+        cd.hw_d8_close_and_unload_with_full_rings(agent, cpus)
+        return [cd.hw_d5_two_owners_start_stop(agent)]
+    return []
+
+
+@pytest.mark.limit_s(1800)  # a sanitizer guest is several times slower under TCG
+@pytest.mark.parametrize("name", flavours.names())
+def test_flavour_runs_clean_under_the_sanitizers(
+    name: str, agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    variant = request.config.getoption("--variant")
+    if variant not in SANITIZER_VARIANTS:
+        pytest.skip(
+            "needs a sanitizer kernel: "
+            "`invoke test --variant debug -k test_flavour_runs_clean_under_the_sanitizers` "
+            "(KASAN, UBSAN) or --variant kcsan"
+        )
+    flavour = behaviour(name)
+    cpus = tuple(range(topology.cpus))
+    problems = []
+    for case in ("standard", "exact"):
+        run = flavour.runs[case](agent, AgentSpec(flavour=name), cpus)
+        problems += [f"{name} {case}: {v}" for v in flavour.check(run)]
+    for line in crash_defects(name, agent, topology.cpus):
+        request.node.user_properties.append(("profagent-report", f"{line} ({variant} kernel)"))
+    assert not problems, "\n".join(problems)
