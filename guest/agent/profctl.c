@@ -43,6 +43,19 @@
  *   readbg:FD:PATH:CHUNK       `read` in a child sharing FD, while
  *                              later steps run; `wait` reaps it;
  *                              its outcome goes to PATH.status     -> pid=N
+ *   isolate:CPU:PATH           move every user task (every thread of
+ *                              every /proc/PID with a non-empty
+ *                              cmdline: not a kernel thread) off CPU,
+ *                              profctl too; again until a pass moves
+ *                              none (a fork during a pass); each
+ *                              task's mask before goes to PATH     -> tasks=N moved=N failed=N passes=N
+ *                                                                     [first=TID:NAME]
+ *   masks:CPU                  every user task whose Cpus_allowed_list
+ *                              (/proc/PID/task/TID/status) holds CPU -> tasks=N including=N
+ *                                                                     [tids=TID,...] [first=NAME]
+ *   restore:CPU:PATH           each task in PATH gets its mask back;
+ *                              a user task not in PATH (born after
+ *                              isolate) whose mask lacks CPU gets it -> restored=N gone=N born=N failed=N
  *   repeat:TIMES:COUNT         run the COUNT steps after it TIMES
  *                              times: all but the last run print
  *                              nothing (their failures are counted),
@@ -61,6 +74,8 @@
  * line on stderr and exits 2 with nothing on stdout. Otherwise the exit status is 0.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -79,7 +94,8 @@
 
 enum op { OP_OPEN, OP_CLOSE, OP_IOCTL, OP_READ, OP_TIMEOUT, OP_WRITE,
 	  OP_CAT, OP_SPIN, OP_WAIT, OP_SLEEP, OP_PIN, OP_READBG, OP_MARK, OP_AWAIT,
-	  OP_WRITEFD, OP_REPEAT, OP_CLOCK, OP_EXEC, OP_COUNT };
+	  OP_WRITEFD, OP_REPEAT, OP_CLOCK, OP_EXEC, OP_ISOLATE, OP_MASKS, OP_RESTORE,
+	  OP_COUNT };
 
 /*
  * Each op's fields after its name, one letter each: p path, t text, f fd,
@@ -97,6 +113,8 @@ static const struct { const char *name, *fields; int min; } OPS[OP_COUNT] = {
 	[OP_MARK] = { "mark", "p", 1 },       [OP_AWAIT] = { "await", "p", 1 },
 	[OP_WRITEFD] = { "writefd", "ft", 1 }, [OP_REPEAT] = { "repeat", "nK", 2 },
 	[OP_CLOCK] = { "clock", "", 0 },     [OP_EXEC] = { "exec", "cpt", 3 },
+	[OP_ISOLATE] = { "isolate", "cp", 2 }, [OP_MASKS] = { "masks", "c", 1 },
+	[OP_RESTORE] = { "restore", "cp", 2 },
 };
 
 /* Upper bounds of the numeric field kinds (keep in step with profctl.py). */
@@ -269,6 +287,45 @@ static void set_timer(unsigned int seconds)
 
 	alarm_fired = 0;
 	setitimer(ITIMER_REAL, &timer, NULL);
+}
+
+/* ---- isolate, masks, restore: one CPU for the harness's tasks alone ------ */
+
+/* Whether a CPU list ("0-3,5", as the kernel prints one) holds cpu; list is cut up. */
+static int list_holds(char *list, unsigned long cpu)
+{
+	char *range, *save = NULL;
+	int found = 0;
+
+	for (range = strtok_r(list, ", \t\n", &save); range && !found;
+	     range = strtok_r(NULL, ", \t\n", &save)) {
+		char *dash = strchr(range, '-');
+		unsigned long low = strtoul(range, NULL, 10);
+		unsigned long high = dash ? strtoul(dash + 1, NULL, 10) : low;
+
+		found = low <= cpu && cpu <= high;
+	}
+	return found;
+}
+
+/*
+ * Whether spin and exec fork where profctl is (the child pins itself): cpu is
+ * online but not in profctl's mask, as after `isolate`. Otherwise they fork from
+ * cpu (and fail as before on a CPU that is not online).
+ */
+static int isolated_from(unsigned long cpu, const cpu_set_t *mine)
+{
+	char online[4096] = "";
+	FILE *f;
+
+	if (cpu >= CPU_SETSIZE || CPU_ISSET(cpu, mine))
+		return 0;
+	if ((f = fopen("/sys/devices/system/cpu/online", "r")) == NULL)
+		return 0;
+	if (!fgets(online, sizeof(online), f))
+		online[0] = '\0';
+	fclose(f);
+	return list_holds(online, cpu);
 }
 
 static int pin_to(unsigned long cpu)
@@ -487,9 +544,11 @@ static void do_spin(int i, const struct step *st)
 	/*
 	 * Fork from the target CPU, so the child is never anywhere else: pinning only
 	 * in the child would let its first instructions run (and be sampled) on
-	 * whichever CPU fork() chose.
+	 * whichever CPU fork() chose. Not when `isolate` moved profctl off that CPU:
+	 * profctl's own code must not run there, the child pins itself.
 	 */
-	if (sched_getaffinity(0, sizeof(mine), &mine) || (err = pin_to(st->num[0]))) {
+	if (sched_getaffinity(0, sizeof(mine), &mine) ||
+	    (!isolated_from(st->num[0], &mine) && (err = pin_to(st->num[0])))) {
 		begin_line(i, st->op, errno);
 		end_line();
 		return;
@@ -534,14 +593,18 @@ static void exec_child(const struct step *st)
 	_exit(127);
 }
 
-/* Like spin, but the child runs a program: forked from CPU, pinned there. */
+/*
+ * Like spin, but the child runs a program: forked from CPU, pinned there (forked
+ * where profctl is when `isolate` moved it off CPU; the child pins itself).
+ */
 static void do_exec(int i, const struct step *st)
 {
 	cpu_set_t mine;
 	pid_t pid;
 	int err;
 
-	if (sched_getaffinity(0, sizeof(mine), &mine) || (err = pin_to(st->num[0]))) {
+	if (sched_getaffinity(0, sizeof(mine), &mine) ||
+	    (!isolated_from(st->num[0], &mine) && (err = pin_to(st->num[0])))) {
 		begin_line(i, st->op, errno);
 		end_line();
 		return;
@@ -645,13 +708,258 @@ static void do_clock(int i, const struct step *st)
 	end_line();
 }
 
+
+#define MAX_SAVED 4096
+
+/* Calls fn(pid, tid, arg) for every thread of every user task: a /proc/PID whose
+ * cmdline is not empty (kernel threads and zombies have none). */
+static void for_user_tasks(void (*fn)(const char *pid, pid_t tid, void *arg), void *arg)
+{
+	DIR *proc = opendir("/proc"), *tasks;
+	struct dirent *p, *t;
+	char path[300], c;
+	int fd;
+	ssize_t got;
+
+	while (proc && (p = readdir(proc)) != NULL) {
+		if (!isdigit((unsigned char)p->d_name[0]))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", p->d_name);
+		fd = open(path, O_RDONLY);
+		got = fd < 0 ? 0 : read(fd, &c, 1);
+		if (fd >= 0)
+			close(fd);
+		snprintf(path, sizeof(path), "/proc/%s/task", p->d_name);
+		if (got != 1 || (tasks = opendir(path)) == NULL)
+			continue;
+		while ((t = readdir(tasks)) != NULL)
+			if (isdigit((unsigned char)t->d_name[0]))
+				fn(p->d_name, (pid_t)atoi(t->d_name), arg);
+		closedir(tasks);
+	}
+	if (proc)
+		closedir(proc);
+}
+
+/* The task's name (status "Name:"), with anything but [A-Za-z0-9._-] as '_'. */
+static void task_name(const char *pid, pid_t tid, char *out, size_t size)
+{
+	char path[300], line[256];
+	FILE *f;
+
+	snprintf(out, size, "?");
+	snprintf(path, sizeof(path), "/proc/%s/task/%d/status", pid, (int)tid);
+	if ((f = fopen(path, "r")) == NULL)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Name:", 5)) {
+			char *name = line + 5 + strspn(line + 5, " \t");
+
+			name[strcspn(name, "\n")] = '\0';
+			for (char *k = name; *k; k++)
+				if (!isalnum((unsigned char)*k) && !strchr("._-", *k))
+					*k = '_';
+			snprintf(out, size, "%s", *name ? name : "?");
+			break;
+		}
+	fclose(f);
+}
+
+struct isolation {
+	unsigned long cpu;
+	FILE *save;		/* isolate: every task's mask before */
+	int tasks, moved, failed, pass_moved;
+	char first[64];		/* the first task that could not be moved */
+	pid_t tids[MAX_SAVED];	/* restore: the tasks PATH names, and their masks */
+	cpu_set_t masks[MAX_SAVED];
+	int saved, restored, gone, born;
+	char list[256];		/* masks: the tids whose mask holds the CPU */
+};
+
+static void isolate_task(const char *pid, pid_t tid, void *arg)
+{
+	struct isolation *iso = arg;
+	cpu_set_t set;
+
+	int seen = 0;
+
+	if (sched_getaffinity(tid, sizeof(set), &set))
+		return;		/* gone since the walk listed it */
+	iso->tasks++;
+	for (int k = 0; k < iso->saved && !seen; k++)
+		seen = iso->tids[k] == tid;
+	if (!seen && iso->saved < MAX_SAVED) {	/* its mask before, once: restore's */
+		iso->tids[iso->saved++] = tid;
+		fprintf(iso->save, "%d", (int)tid);
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &set))
+				fprintf(iso->save, " %d", c);
+		fputc('\n', iso->save);
+	}
+	if (!CPU_ISSET(iso->cpu, &set))
+		return;		/* off the CPU already (moved in an earlier pass) */
+	CPU_CLR(iso->cpu, &set);
+	if (CPU_COUNT(&set) && !sched_setaffinity(tid, sizeof(set), &set)) {
+		iso->moved++;
+		iso->pass_moved++;
+	} else if (!iso->failed++) {
+		int at = snprintf(iso->first, sizeof(iso->first), "%d:", (int)tid);
+
+		task_name(pid, tid, iso->first + at, sizeof(iso->first) - (size_t)at);
+	}
+}
+
+static void do_isolate(int i, const struct step *st)
+{
+	struct isolation *iso = calloc(1, sizeof(*iso));
+	int passes = 0, err = !iso ? ENOMEM : 0;
+
+	if (iso && (iso->save = fopen(st->path, "w")) == NULL)
+		err = errno;
+	while (!err && passes < 8) {
+		iso->cpu = st->num[0];
+		iso->tasks = iso->failed = iso->pass_moved = 0;
+		passes++;
+		for_user_tasks(isolate_task, iso);
+		if (!iso->pass_moved)
+			break;
+	}
+	if (iso && iso->save && fclose(iso->save) && !err)
+		err = errno;
+	begin_line(i, st->op, err);
+	if (!err)
+		printf(" tasks=%d moved=%d failed=%d passes=%d", iso->tasks, iso->moved,
+		       iso->failed, passes);
+	if (!err && iso->failed)
+		printf(" first=%s", iso->first);
+	end_line();
+	free(iso);
+}
+
+/* 1 if the task's Cpus_allowed_list holds cpu, 0 if not, -1 if unreadable. */
+static int allowed_on(const char *pid, pid_t tid, unsigned long cpu)
+{
+	char path[300], line[4096];
+	int found = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%s/task/%d/status", pid, (int)tid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (found < 0 && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Cpus_allowed_list:", strlen("Cpus_allowed_list:")))
+			found = list_holds(line + strlen("Cpus_allowed_list:"), cpu);
+	fclose(f);
+	return found;
+}
+
+static void mask_task(const char *pid, pid_t tid, void *arg)
+{
+	struct isolation *iso = arg;
+	size_t at = strlen(iso->list);
+
+	int on = allowed_on(pid, tid, iso->cpu);
+
+	if (on < 0)
+		return;		/* gone since the walk listed it */
+	iso->tasks++;
+	if (!on)
+		return;
+	if (!iso->moved++)
+		task_name(pid, tid, iso->first, sizeof(iso->first));
+	if (at + 12 < sizeof(iso->list))
+		snprintf(iso->list + at, sizeof(iso->list) - at, "%s%d", at ? "," : "", (int)tid);
+}
+
+static void do_masks(int i, const struct step *st)
+{
+	struct isolation *iso = calloc(1, sizeof(*iso));
+
+	begin_line(i, st->op, iso ? 0 : ENOMEM);
+	if (iso) {
+		iso->cpu = st->num[0];
+		for_user_tasks(mask_task, iso);
+		printf(" tasks=%d including=%d", iso->tasks, iso->moved);
+		if (iso->moved)
+			printf(" tids=%s first=%s", iso->list, iso->first);
+	}
+	end_line();
+	free(iso);
+}
+
+static void restore_born(const char *pid, pid_t tid, void *arg)
+{
+	struct isolation *iso = arg;
+	cpu_set_t set;
+
+	(void)pid;
+	for (int k = 0; k < iso->saved; k++)
+		if (iso->tids[k] == tid)
+			return;
+	if (sched_getaffinity(tid, sizeof(set), &set) || CPU_ISSET(iso->cpu, &set))
+		return;
+	CPU_SET(iso->cpu, &set);
+	if (sched_setaffinity(tid, sizeof(set), &set))
+		iso->failed++;
+	else
+		iso->born++;
+}
+
+/* PATH's lines ("TID CPU CPU ..."), as isolate wrote them; 0 or an errno. */
+static int read_saved(const char *path, struct isolation *iso)
+{
+	FILE *f = fopen(path, "r");
+	char line[8192], *word, *save;
+
+	if (!f)
+		return errno;
+	while (iso->saved < MAX_SAVED && fgets(line, sizeof(line), f)) {
+		if ((word = strtok_r(line, " \n", &save)) == NULL)
+			continue;
+		iso->tids[iso->saved] = (pid_t)atoi(word);
+		CPU_ZERO(&iso->masks[iso->saved]);
+		while ((word = strtok_r(NULL, " \n", &save)) != NULL)
+			if (atoi(word) >= 0 && atoi(word) < CPU_SETSIZE)
+				CPU_SET(atoi(word), &iso->masks[iso->saved]);
+		iso->saved++;
+	}
+	fclose(f);
+	return 0;
+}
+
+static void do_restore(int i, const struct step *st)
+{
+	struct isolation *iso = calloc(1, sizeof(*iso));
+	int err = iso ? read_saved(st->path, iso) : ENOMEM;
+
+	for (int k = 0; !err && k < iso->saved; k++) {
+		if (!sched_setaffinity(iso->tids[k], sizeof(cpu_set_t), &iso->masks[k]))
+			iso->restored++;
+		else if (errno == ESRCH)
+			iso->gone++;
+		else
+			iso->failed++;
+	}
+	if (!err) {
+		iso->cpu = st->num[0];
+		for_user_tasks(restore_born, iso);
+	}
+	begin_line(i, st->op, err);
+	if (!err)
+		printf(" restored=%d gone=%d born=%d failed=%d", iso->restored, iso->gone,
+		       iso->born, iso->failed);
+	end_line();
+	free(iso);
+}
+
 static void (*const RUN[OP_COUNT])(int, const struct step *) = {
 	[OP_OPEN] = do_open, [OP_CLOSE] = do_close,     [OP_IOCTL] = do_ioctl,
 	[OP_READ] = do_read, [OP_TIMEOUT] = do_timeout, [OP_WRITE] = do_write,
 	[OP_CAT] = do_cat,   [OP_SPIN] = do_spin,       [OP_WAIT] = do_wait,
 	[OP_SLEEP] = do_sleep, [OP_PIN] = do_pin, [OP_READBG] = do_readbg,
 	[OP_MARK] = do_mark, [OP_AWAIT] = do_await, [OP_WRITEFD] = do_writefd,
-	[OP_CLOCK] = do_clock, [OP_EXEC] = do_exec,
+	[OP_CLOCK] = do_clock, [OP_EXEC] = do_exec, [OP_ISOLATE] = do_isolate,
+	[OP_MASKS] = do_masks, [OP_RESTORE] = do_restore,
 	[OP_REPEAT] = NULL,	/* main() runs it: do_repeat */
 };
 

@@ -14,10 +14,14 @@ address space (arm64: top 16 bits clear for user, set for kernel).
 
 **WHO** (exact): a user sample whose PC lies in the workload's text (linked at
 `truth_build.TEXT_BASE`, where nothing else in the guest maps code) carries the pid
-and tid of a workload pinned to that CPU. On a CPU the run declares exclusive
-(``exclusive_cpus``: only the workload ran user code there), every user sample is a
-workload's. The standard runs declare none: profctl, the shell and dropbear may run
-user code on any CPU, and nothing the agent does not produce says where they did.
+and tid of a workload pinned to that CPU. (exact, exclusive half) On a CPU the harness
+kept for its own tasks (`harness.agent.isolation`: every other user task moved off it
+before the run, profctl included, and every live user task's Cpus_allowed_list read
+after it), every user sample carries the pid (and tid, where recorded) of a task the
+harness pinned there: the chain workload, or a busy loop the flavour's standard run
+spins beside it. A CPU where a task could not be moved, or where one that is not the
+harness's was allowed after the run, is not exclusive: the half is not applicable
+there, and the report says why. With one CPU nothing is isolated.
 
 **WHERE**: (exact) a user sample of the workload's pid lies in its text, or in
 profctl's (the child between fork and exec); (bound) of chain mode's samples in the
@@ -70,6 +74,7 @@ from dataclasses import dataclass
 
 from harness.agent import truth
 from harness.agent.elfsyms import FunctionTable
+from harness.agent.isolation import Isolation
 from harness.agent.laws import at_least, zero
 from harness.agent.report import verdict_lines
 from harness.agent.results import Violation
@@ -93,6 +98,7 @@ class ContentView:
 
     ``chain_depth`` None: the flavour records no call chain (CHAIN not applicable).
     ``module``: the agent's functions at their kernel addresses (None: not read).
+    ``isolation``: the CPUs the harness kept for its own tasks (WHO's exclusive half).
     """
 
     samples: tuple[Sample, ...]
@@ -100,7 +106,7 @@ class ContentView:
     image: truth.TruthImage | None
     chain_depth: int | None = None
     module: FunctionTable | None = None
-    exclusive_cpus: tuple[int, ...] = ()
+    isolation: tuple[Isolation, ...] = ()
 
 
 def view_of(
@@ -110,7 +116,7 @@ def view_of(
     if evidence is None:
         return ContentView(tuple(samples), (), None, chain_depth)
     return ContentView(tuple(samples), evidence.workloads, evidence.image, chain_depth,
-                       evidence.module)  # fmt: skip
+                       evidence.module, evidence.isolation)  # fmt: skip
 
 
 def oracles_for(chains: bool) -> tuple[tuple[str, str], ...]:
@@ -169,18 +175,48 @@ def _owned(view: ContentView, sample: Sample) -> bool:
 
 
 def check_who(view: ContentView) -> list[Violation]:
-    """WHO: a user sample in the workload's text is a workload's on that CPU."""
+    """WHO: workload-text samples are a workload's there; exclusive CPUs: `check_exclusive`."""
     bad = Counter(s.cpu for s in view.samples if _in_text(view, s) and not _owned(view, s))
-    pids = {w.pid for w in view.workloads}
-    foreign = Counter(s.cpu for s in view.samples
-                      if s.user and s.cpu in view.exclusive_cpus and s.pid not in pids)  # fmt: skip
     out = [v for cpu, n in sorted(bad.items()) for v in zero(
         "WHO", cpu, "samples in the workload's text with another pid/tid", got=n,
         detail=_example(view.samples, cpu, lambda s: _in_text(view, s)
                         and not _owned(view, s)))]  # fmt: skip
-    return out + [v for cpu, n in sorted(foreign.items()) for v in zero(
-        "WHO", cpu, "user samples not the workload's on its exclusive CPU", got=n,
-        detail="only the workload ran user code there")]  # fmt: skip
+    return out + check_exclusive(view)
+
+
+def harness_tasks(view: ContentView, cpu: int) -> frozenset[tuple[int, int]]:
+    """(pid, tid) of each task the harness pinned to ``cpu``: workloads and busy loops."""
+    return frozenset((p, t) for w in view.workloads if w.cpu == cpu
+                     for p, t in ((w.pid, w.tid), *((n, n) for n in w.neighbours)))  # fmt: skip
+
+
+def _harness_owned(tasks: frozenset[tuple[int, int]], sample: Sample) -> bool:
+    return any(p == sample.pid and (sample.tid is None or t == sample.tid) for p, t in tasks)
+
+
+def exclusive_samples(view: ContentView, cpu: int) -> tuple[list[Sample], list[Sample]]:
+    """The user samples on ``cpu``, and those of them no harness task there carries."""
+    tasks = harness_tasks(view, cpu)
+    user = [s for s in view.samples if s.user and s.cpu == cpu]
+    return user, [s for s in user if not _harness_owned(tasks, s)]
+
+
+def check_exclusive(view: ContentView) -> list[Violation]:
+    """WHO's exclusive half: on a CPU kept for the harness's tasks, every user sample is theirs.
+
+    Exact: only those tasks could run user code there (the isolation's evidence, not
+    the agent's); a CPU that is not exclusive is not judged.
+    """
+    out: list[Violation] = []
+    for iso in view.isolation:
+        if not iso.exclusive:
+            continue
+        _, foreign = exclusive_samples(view, iso.cpu)
+        first = f"first: pid {foreign[0].pid} tid {foreign[0].tid} pc {foreign[0].pc:#x}; " \
+            if foreign else ""  # fmt: skip
+        out += zero("WHO", iso.cpu, "user samples on the isolated CPU not the harness's tasks'",
+                    got=len(foreign), detail=f"{first}{iso.describe()}")  # fmt: skip
+    return out
 
 
 def binomial_upper(n: int, p: float, alpha: float) -> int:
@@ -309,6 +345,13 @@ def content_numbers(view: ContentView) -> dict[str, int]:
     """The content oracles' counts under flat names (``content.…``), for summary.json."""
     numbers = {"content.samples": len(view.samples),
                "content.user": sum(1 for s in view.samples if s.user)}  # fmt: skip
+    for iso in view.isolation:
+        user, foreign = exclusive_samples(view, iso.cpu)
+        chain = frozenset((w.pid, w.tid) for w in view.workloads if w.cpu == iso.cpu)
+        key = f"content.exclusive.cpu{iso.cpu}"
+        numbers |= {f"{key}.exclusive": int(iso.exclusive), f"{key}.user": len(user),
+                    f"{key}.harness": len(user) - len(foreign),
+                    f"{key}.workload": sum(_harness_owned(chain, s) for s in user)}  # fmt: skip
     for w in view.workloads if view.image is not None else ():
         names = _counts(view, w)
         key = f"content.{w.mode}.cpu{w.cpu}"
@@ -355,6 +398,10 @@ def format_content(view: ContentView) -> str:
             low, high = mix_interval(hot + cold)
             lines.append(f"truth mix on CPU {w.cpu} (pid {w.pid}): hot {hot}, cold {cold} "
                          f"(hot allowed {low}..{high})")  # fmt: skip
+    lines += [_exclusive_line(view, iso, numbers) for iso in view.isolation]
+    if not view.isolation:
+        lines.append("no CPU isolated for the workload (one CPU): WHO's exclusive half "
+                     "not applicable")  # fmt: skip
     if view.chain_depth is not None:
         lines.append(f"chains (depth {view.chain_depth}): "
                      f"{numbers['content.chain.leaf_checked']} leaf samples checked, "
@@ -363,3 +410,12 @@ def format_content(view: ContentView) -> str:
     else:
         lines.append("chains: not recorded by this flavour (CHAIN not applicable)")
     return "\n".join(lines)
+
+
+def _exclusive_line(view: ContentView, iso: Isolation, numbers: dict[str, int]) -> str:
+    key = f"content.exclusive.cpu{iso.cpu}"
+    if not iso.exclusive:
+        return f"CPU {iso.cpu} {iso.describe()}: WHO's exclusive half not applicable"
+    return (f"CPU {iso.cpu} {iso.describe()}: {numbers[f'{key}.user']} user samples, "
+            f"{numbers[f'{key}.harness']} the harness's tasks' "
+            f"({numbers[f'{key}.workload']} the workload's)")  # fmt: skip

@@ -223,6 +223,42 @@ def exec_step(cpu: int, output: str, argv: Sequence[str]) -> str:
     return f"exec:{_in_range('cpu', cpu, 0, MAX_CPU)}:{_guest_path(output)}:{' '.join(argv)}"
 
 
+def isolate_step(cpu: int, path: str) -> str:
+    """``isolate:CPU:PATH``: every user task off ``cpu``; ``tasks``, ``moved``, ``failed``.
+
+    Every thread of every process with a non-empty ``/proc/PID/cmdline`` (not a kernel
+    thread), profctl itself included, passes until one moves none; each task's mask
+    before goes to guest file ``path`` (for `restore_step`). ``first`` names the first
+    task that could not be moved (``TID:NAME``). Later ``spin`` and ``exec`` steps on
+    ``cpu`` fork where profctl is and the child pins itself.
+
+    :raise ConfigError: a bad CPU or path.
+    """
+    return f"isolate:{_in_range('cpu', cpu, 0, MAX_CPU)}:{_guest_path(path)}"
+
+
+def masks_step(cpu: int) -> str:
+    """``masks:CPU``: the user tasks whose Cpus_allowed_list holds ``cpu``.
+
+    The result has ``tasks`` (user tasks read), ``including`` and, when some do,
+    ``tids`` (comma-separated, the first few dozen) and ``first`` (the first one's name).
+
+    :raise ConfigError: ``cpu`` is out of range.
+    """
+    return f"masks:{_in_range('cpu', cpu, 0, MAX_CPU)}"
+
+
+def restore_step(cpu: int, path: str) -> str:
+    """``restore:CPU:PATH``: the masks `isolate_step` saved, back; ``restored``, ``gone``.
+
+    A user task not in ``path`` (born after isolate, it inherited a mask without
+    ``cpu``) gets ``cpu`` added (``born``).
+
+    :raise ConfigError: a bad CPU or path.
+    """
+    return f"restore:{_in_range('cpu', cpu, 0, MAX_CPU)}:{_guest_path(path)}"
+
+
 def pin_step(cpu: int) -> str:
     """``pin:CPU``: pin profctl itself to ``cpu`` for the steps that follow.
 

@@ -26,6 +26,7 @@ from typing import Literal
 
 from harness.agent import profctl
 from harness.agent.elfsyms import FunctionTable, executable_span, read_functions
+from harness.agent.isolation import Isolation
 from harness.agent.steps import GUEST_DIR
 from harness.agent.truth_build import BINARY_NAME
 from harness.errors import InfraError
@@ -75,6 +76,7 @@ class WorkloadRun:
     calls: int  # leaf calls (chain): each one return to middle and one clock syscall
     rounds: int  # hot+cold rounds (mix)
     faults: int  # its page faults in outer's or mix's call, as the kernel counted (getrusage)
+    neighbours: tuple[int, ...] = ()  # pids of the busy loops the steps pinned to its CPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +97,14 @@ class TruthEvidence:
     """What a run knows independently of the agent: the workloads, their image, the module.
 
     ``module``: the agent's functions at their kernel addresses (None: not read; only
-    flavours that record kernel call chains need them).
+    flavours that record kernel call chains need them). ``isolation``: the CPUs the
+    harness kept for its own tasks (`harness.agent.isolation.isolated`).
     """
 
     workloads: tuple[WorkloadRun, ...] = ()
     image: TruthImage | None = None
     module: FunctionTable | None = None
+    isolation: tuple[Isolation, ...] = ()
 
 
 def read_image(profctl_binary: Path) -> TruthImage:
@@ -138,10 +142,17 @@ def workloads_of(
 ) -> tuple[WorkloadRun, ...]:
     """The workloads the steps launched, from their output files' lines.
 
+    Each carries the pids of the busy loops (``spin`` steps) pinned to its CPU.
+
     :raise InfraError: a workload's output lacks its ``pid=`` or ``calls=`` line (it
         did not start or did not finish).
     """
     runs = []
+    busy: dict[int, tuple[int, ...]] = {}
+    for step, result in zip(steps, results, strict=True):
+        if step.startswith("spin:") and result.ok:
+            cpu = result.int_value("cpu")
+            busy[cpu] = (*busy.get(cpu, ()), result.int_value("pid"))
     for step, result in zip(steps, results, strict=True):
         if not (step.startswith("cat:") and step.endswith(".out") and "/truth-" in step):
             continue
@@ -149,9 +160,10 @@ def workloads_of(
         if "pid" not in pairs or "calls" not in pairs:
             raise InfraError(f"the ground-truth workload said {result.lines!r} in {step}")
         mode: Mode = "chain" if pairs["mode"] == "chain" else "mix"
-        runs.append(WorkloadRun(mode, int(pairs["cpu"]), int(pairs["pid"]), int(pairs["tid"]),
-                                int(pairs["calls"]), int(pairs["rounds"]),
-                                int(pairs["faults"])))  # fmt: skip
+        cpu = int(pairs["cpu"])
+        runs.append(WorkloadRun(mode, cpu, int(pairs["pid"]), int(pairs["tid"]),
+                                int(pairs["calls"]), int(pairs["rounds"]), int(pairs["faults"]),
+                                busy.get(cpu, ())))  # fmt: skip
     return tuple(runs)
 
 

@@ -1,7 +1,8 @@
 """Content oracles in a guest: each wired flavour's standard run against ground truth.
 
 The standard run launches the ground-truth workload (`harness.agent.truth`: chain
-mode on the last CPU, mix mode on CPU 0); MODE, WHO, WHERE and, where the flavour
+mode on the last CPU, which the harness keeps for its own tasks
+(`harness.agent.isolation`), mix mode on CPU 0); MODE, WHO, WHERE and, where the flavour
 records call chains, CHAIN judge every sample (`harness.agent.content_oracles`). The
 report (per-CPU table, verdicts, where the workload's samples fell) goes to the run's
 summary.
@@ -34,6 +35,10 @@ def test_every_sample_tells_the_truth(
     numbers = run.numbers()
     # The laws judged something: the chain workload was sampled in its own text.
     assert numbers[f"content.chain.cpu{topology.cpus - 1}.in_text"] > 0, report
+    if topology.cpus > 1:  # the chain workload's CPU was kept for the harness's tasks
+        key = f"content.exclusive.cpu{topology.cpus - 1}"
+        assert numbers[f"{key}.exclusive"] == 1, report
+        assert numbers[f"{key}.workload"] > 0, report
     if name in CHAIN_FLAVOURS:
         assert numbers["content.chain.leaf_checked"] > 0, report
         if agent.nmi_expected:  # the probe's samples need pseudo-NMI (IRQs are off there)

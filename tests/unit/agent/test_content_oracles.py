@@ -8,6 +8,7 @@ import pytest
 
 from harness.agent import content_oracles as co
 from harness.agent.elfsyms import Function, FunctionTable
+from harness.agent.isolation import Isolation
 from harness.agent.samples import Sample
 from harness.agent.truth import TruthImage, WorkloadRun
 
@@ -103,3 +104,61 @@ def test_the_binomial_quantile_bounds_its_tail(n: int, p: float) -> None:
     k = co.binomial_upper(n, p, 1e-6)
     assert n * p < k <= n
     assert co.binomial_upper(n, 0.0, 1e-6) == 0
+
+
+# --- WHO's exclusive half: CPU 1 kept for the harness's tasks --------------------------
+
+EXCLUSIVE = Isolation(cpu=1, tasks=9, moved=9, failed=0, first_failed="", checked=8,
+                      intruders=())  # fmt: skip
+BUSY = replace(CHAIN, neighbours=(80,))  # a busy loop the run pinned beside the workload
+SPIN = Sample(1, 0x401000, 80, 80, True)  # the busy loop, in profctl's text
+#: What parent_sample_5th writes: profctl's (the parent's) PC, pid and tid, on CPU 1.
+PARENT = Sample(1, 0x402000, 60, 60, True)
+
+
+def isolated_view(samples: list[Sample], isolation: Isolation = EXCLUSIVE) -> co.ContentView:
+    return replace(view(samples, depth=None), workloads=(BUSY, MIX), isolation=(isolation,))
+
+
+def test_on_the_exclusive_cpu_every_user_sample_is_the_harness_tasks() -> None:
+    v = isolated_view([leaf_sample()] * 450 + [SPIN] * 50)
+    assert co.check_content(v) == []
+    numbers = co.content_numbers(v)
+    assert (numbers["content.exclusive.cpu1.user"], numbers["content.exclusive.cpu1.harness"],
+            numbers["content.exclusive.cpu1.workload"]) == (500, 500, 450)  # fmt: skip
+    assert "CPU 1 exclusive (9 of 9 user tasks moved off, 8 checked after)" in co.format_content(v)
+    # kernel samples of any task, and user samples on other CPUs, are not its business
+    others = [Sample(1, KBASE + 0x10, 60, 60, False), Sample(0, 0x402000, 60, 60, True)]
+    assert co.check_content(isolated_view([leaf_sample()] * 500 + others)) == []
+
+
+def test_a_foreign_task_on_the_exclusive_cpu_fails_who_where_the_old_half_cannot() -> None:
+    samples = [leaf_sample()] * 400 + [SPIN] * 50 + [PARENT] * 50
+    v = isolated_view(samples)
+    found = co.check_content(v)
+    assert {x.oracle for x in found} == {"WHO"}
+    assert "not the harness's tasks'" in str(found[0])
+    assert "pid 60 tid 60" in str(found[0])
+    assert co.content_numbers(v)["content.exclusive.cpu1.harness"] == 450
+    # without the isolation the same samples pass: nothing else looks at profctl's text
+    assert co.check_content(replace(v, isolation=())) == []
+    # a busy loop's pid with another tid is not the busy loop; kprof records no tid
+    assert oracles(isolated_view([leaf_sample()] * 500 + [replace(SPIN, tid=81)])) == {"WHO"}
+    assert oracles(isolated_view([leaf_sample(tid=None)] * 500 + [replace(SPIN, tid=None)])) \
+        == set()  # fmt: skip
+
+
+@pytest.mark.parametrize(("isolation", "why"), [
+    (replace(EXCLUSIVE, failed=1, first_failed="7:dropbear"), "could not be moved (7:dropbear)"),
+    (replace(EXCLUSIVE, intruders=(90,), intruder_name="sh"), "tid(s) 90 (sh) allowed on it"),
+])  # fmt: skip
+def test_a_cpu_that_is_not_exclusive_is_not_judged_and_the_report_says_why(
+    isolation: Isolation, why: str
+) -> None:
+    v = isolated_view([leaf_sample()] * 450 + [PARENT] * 50, isolation)
+    assert co.check_content(v) == []
+    line = co.format_content(v)
+    assert why in line
+    assert "WHO's exclusive half not applicable" in line
+    assert co.content_numbers(v)["content.exclusive.cpu1.exclusive"] == 0
+    assert "one CPU" in co.format_content(replace(v, isolation=()))

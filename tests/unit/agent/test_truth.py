@@ -90,6 +90,16 @@ def test_workloads_come_from_their_output_files() -> None:
     )
 
 
+def test_a_workload_knows_the_busy_loops_pinned_beside_it() -> None:
+    chain = truth.TruthLaunch("chain", 1, 900)
+    steps = (profctl.spin_step(1, 900), profctl.spin_step(0, 900), *truth.output_steps((chain,)))
+    spins = profctl.parse_output("step=0 op=spin ok=1 pid=80 cpu=1\n"
+                                 "step=1 op=spin ok=1 pid=81 cpu=0\n", steps[:2])  # fmt: skip
+    (cat,) = _results(("pid=71 tid=71 cpu=1 mode=chain", "calls=1 rounds=0 faults=4"))
+    (run,) = truth.workloads_of(steps, (*spins, cat))
+    assert run.neighbours == (80,)
+
+
 def test_module_functions_move_to_their_kallsyms_addresses() -> None:
     spin = Function("pa_probe_spin", 0x334, 0x414, (0x33C, 0x40C), 3)
     table = FunctionTable((spin, Function("gone", 0x500, 0x510, (0x500, 0x500), 3)))

@@ -32,6 +32,7 @@ from harness.agent.flavours.tprof.run import (
     sampling_run,
     scripted_run,
 )
+from harness.agent.isolation import isolated, isolation_cpu
 from harness.agent.peer_run import profile_report
 from harness.agent.report import CellRow
 from harness.agent.results import Violation
@@ -53,7 +54,8 @@ def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],), busy_ms=1000)
     truth = (TruthLaunch("chain", cpus[-1], 1000), TruthLaunch("mix", cpus[0], 1000))
-    return sampling_run(agent, spec, plan, truth)
+    return isolated(agent, isolation_cpu(cpus, cpus[-1]),
+                    lambda: sampling_run(agent, spec, plan, truth))  # fmt: skip
 
 
 def _check(run: SamplingRun) -> list[Violation]:
