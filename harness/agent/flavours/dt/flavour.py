@@ -27,6 +27,7 @@ from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles,
 from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
 from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
+from harness.agent.isolation import isolated, isolation_cpu
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import AgentSample
 from harness.agent.report import CellRow
@@ -60,7 +61,7 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     truth = (TruthLaunch("chain", cpus[-1], BUSY_MS), TruthLaunch("mix", cpus[0], BUSY_MS))
     body = (*(profctl.spin_step(cpu, BUSY_MS) for cpu in cpus), probe_step(cpus[-1], PROBE_MS))
     plan = DtPlan(body=body, read_size=DT_EVT.size * 16, background_reader=True, truth=truth)
-    return dt_run(agent, spec, plan)
+    return isolated(agent, isolation_cpu(cpus, cpus[-1]), lambda: dt_run(agent, spec, plan))
 
 
 def _check(run: DtRun) -> list[Violation]:

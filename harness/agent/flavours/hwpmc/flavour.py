@@ -47,6 +47,7 @@ from harness.agent.flavours.hwpmc.run import (
     ss_op_step,
     sweep_step,
 )
+from harness.agent.isolation import isolated, isolation_cpu
 from harness.agent.peer import PeerWindow, bracket_window
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import AgentSample
@@ -80,7 +81,8 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     body = (*((s, "") for s in launch_steps(launches)), *plan.body,
             (probe_step(cpus[-1], PROBE_MS), ""))  # fmt: skip
     after = (*plan.after_stop, *((s, "") for s in output_steps(launches)))
-    return hw_run(agent, spec, replace(plan, body=body, after_stop=after))
+    run = replace(plan, body=body, after_stop=after)
+    return isolated(agent, isolation_cpu(cpus, cpus[-1]), lambda: hw_run(agent, spec, run))
 
 
 def _check(run: HwRun) -> list[Violation]:

@@ -38,6 +38,7 @@ from harness.agent.flavours.kprof.oracles import (
 from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import KPDATA, KprofPlan, ctl_step, kprof_run, snapshot
+from harness.agent.isolation import isolated, isolation_cpu
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import AgentSample
 from harness.agent.report import CellRow
@@ -86,7 +87,8 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
             *output_steps(launches))  # fmt: skip
     depth = max(spec.param("trace_depth"), CHAIN_DEPTH)
     plan = KprofPlan(body=body, background_reader=True)
-    return kprof_run(agent, spec.with_params(trace_depth=depth), plan)
+    deep = spec.with_params(trace_depth=depth)
+    return isolated(agent, isolation_cpu(cpus, cpus[-1]), lambda: kprof_run(agent, deep, plan))
 
 
 def _check(run: KprofRun) -> list[Violation]:
