@@ -49,6 +49,8 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            flavours=CHAIN_FLAVOURS),
     Mutant("chain_wrong_task", "a user walk starts from the parent task's frame pointer",
            ("CHAIN",), flavours=CHAIN_FLAVOURS),
+    Mutant("parent_sample_5th", "every 5th user sample of a CPU is its parent task's PC, pid, tid",
+           ("WHO",), flavours=CONTENT_FLAVOURS),
     Mutant("self_throttle", "every 50th overflow stops its own event as perf throttling does",
            ("THROTTLE",)),
     Mutant("nmi_spinlock", "the producer path takes a spinlock in NMI context",

@@ -86,7 +86,8 @@ def test_the_quick_set_leaves_out_the_guest_ending_and_debug_mutants() -> None:
     assert quick == core | {"wrong_cpu", "skip_kick_swap", "shared_pid_cache", "probe_masks_nmi",
                             "double_count", "lose_at_swap", "publish_early",
                             "no_nest_guard",
-                            "handler_pc", "pid_zero_2nd", "flip_mode_7th"}  # fmt: skip
+                            "handler_pc", "pid_zero_2nd", "flip_mode_7th",
+                            "parent_sample_5th"}  # fmt: skip
     assert {m.name for m in planned("dt", full=False)} == core | {
         "skip_canary", "drop_uncounted", "ring_holds_14", "gstats_skips_cpu0",
         "recursion_as_drop", "skiptick_short", "retry_get", "producer_skips_open",

@@ -263,6 +263,20 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 		ctx.pid = 0;
 	if (pa_mutant(FLIP_MODE_7TH) && ++this_cpu_ptr(&pa_cpu)->mutant_tick % 7 == 0)
 		ctx.kernel = !ctx.kernel;
+	/*
+	 * Mutation point (WHO's exclusive half): every 5th user sample of a CPU is the
+	 * user state of the wrong task, the parent's (its PC at its last kernel entry,
+	 * its pid and tid). The workload's parent is profctl: its text is not the
+	 * workload's, so only a law on every user sample of the CPU sees it.
+	 */
+	if (pa_mutant(PARENT_SAMPLE_5TH) && !ctx.kernel &&
+	    ++this_cpu_ptr(&pa_cpu)->mutant_tick % 5 == 0) {
+		struct task_struct *parent = READ_ONCE(current->real_parent);
+
+		ctx.pc = instruction_pointer(task_pt_regs(parent));
+		ctx.pid = task_tgid_nr(parent);
+		ctx.tid = task_pid_nr(parent);
+	}
 	/* Mutation point: every 50th call tries a lock, through the checking wrapper. */
 	if (pa_mutant(NMI_WRAPPED_TRYLOCK) && ++this_cpu_ptr(&pa_cpu)->mutant_tick % 50 == 0) {
 		pa_check_not_nmi(PA_X_NMI_LOCK_VIOLATION);
