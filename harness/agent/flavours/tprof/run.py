@@ -124,6 +124,11 @@ def read_kick_step() -> str:
     return profctl.write_step(f"{DEBUGFS}/read_kick", "1")
 
 
+def read_kick_wait_step(ms: int) -> str:
+    """Block until the read armed by `read_kick_step` kicked every CPU; ETIMEDOUT after ``ms``."""
+    return profctl.write_step(f"{DEBUGFS}/read_kick", f"wait ms={ms}")
+
+
 def sampling_steps(plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()) -> tuple[str, ...]:
     """The whole standard run as one profctl sequence (with the ground-truth ``launches``)."""
     body = (*launch_steps(launches), *workload_steps(plan), *output_steps(launches))
@@ -181,7 +186,15 @@ def partial_read_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -
     (``x_nbuf_on_list_max`` = 3); fixed, the head stays on the list and every kicked
     buffer is dropped (2). The reader reads to EOF after STOP; both reads are the stream.
 
-    :raise InfraError: a step failed.
+    The reader is another task, so STOP waits (``read_kick`` ``wait``) until its
+    kicks are done: TP-O2's ``x_swaps = ncpu × (3 + 2)`` counts them as the run's
+    third kick, and a kick that STOP overtakes is refused (not running), one swap
+    short per CPU it missed (38 or 39 of 40 seen on 8 vCPUs: the last CPUs in
+    kick order), and that CPU's full buffer is then swapped at STOP instead. The
+    wait is bounded by a quarter of the scaled command budget, as the module's
+    burst wait.
+
+    :raise InfraError: a step failed, or the read's kicks did not end in that bound.
     """
     run_spec = replace(spec, drain="manual", pmu_produce=False).with_params(
         buffer_samples=PARTIAL_READ_S, list_limit=PARTIAL_READ_LIMIT
@@ -192,6 +205,7 @@ def partial_read_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -
         read_kick_step(),
         profctl.timeout_step(60),  # the reader's own limit: it ends at EOF after STOP
         profctl.readbg_step(FD, BACKGROUND, TPROF.record.size),
+        read_kick_wait_step(int(agent.timeouts.command_s * 250)),
     )
     context = RunContext(injected=dict.fromkeys(cpus, 36), kicks=3, background_reader=True)
     steps = judged_steps(body, after_stop=(profctl.wait_step(),))

@@ -19,7 +19,8 @@
  * `nest` holds the next task-context producer call on a CPU open between its
  * index read and its publication until a burst landed inside it (TP-D5), and
  * `read_kick` makes the next read(2) kick every CPU between taking the head
- * buffer and putting it back (TP-D9).
+ * buffer and putting it back (TP-D9); `read_kick` `wait` blocks until it did,
+ * so that a STOP sent after it cannot overtake those kicks.
  */
 #include <linux/cpu.h>
 #include <linux/debugfs.h>
@@ -181,11 +182,13 @@ static struct {
 	bool open;
 	bool backend_busy;	/* the seed's backend use count */
 	bool read_kick;		/* `read_kick` hook: the next read kicks inside its window */
+	bool read_kicked;	/* `read_kick` hook: that read's kicks are done */
 	pid_t owner;
 	size_t offset;		/* reader's byte offset into the head buffer */
 	u64 capacity;		/* S of this START */
 	struct workqueue_struct *wq;
 	wait_queue_head_t readers;
+	wait_queue_head_t read_kick_done;	/* `read_kick` `wait` */
 } tp;
 static pid_t tp_last_pid;	/* only the shared-pid-cache mutant uses it */
 
@@ -555,6 +558,7 @@ static void tp_clear(void)
 	tp.nbuf_on_list = 0;
 	tp.offset = 0;
 	tp.read_kick = false;	/* a hook armed and never used ends with its open */
+	tp.read_kicked = false;
 	memset(tp.stat, 0, sizeof(tp.stat));
 	for_each_possible_cpu(cpu) {
 		memset(per_cpu_ptr(&tp_cpu, cpu)->stat, 0, sizeof(tp.stat[0]) * TP_PC_NSTATS);
@@ -707,7 +711,7 @@ static long tp_kick_here(void *arg)
 	return tp_kick(smp_processor_id());
 }
 
-/* The `read_kick` hook: one kick of every online CPU, from inside a read. */
+/* The `read_kick` hook: one kick of every online CPU, from inside a read; then wake `wait`. */
 static void tp_read_kick(void)
 {
 	unsigned int cpu;
@@ -716,6 +720,8 @@ static void tp_read_kick(void)
 	for_each_online_cpu(cpu)
 		pa_on_cpu(cpu, tp_kick_here, NULL);
 	cpus_read_unlock();
+	WRITE_ONCE(tp.read_kicked, true);
+	wake_up_all(&tp.read_kick_done);
 }
 
 /* Blocks until `len` bytes were copied, or tprof stopped with the list empty. */
@@ -844,10 +850,32 @@ static ssize_t tp_nest_write(struct file *file, const char __user *ubuf, size_t 
 	return len;
 }
 
-/* Anything: the next read(2) kicks every CPU between taking and putting back its buffer. */
+/*
+ * `wait ms=<n>`: block until the armed read's kicks are done (ETIMEDOUT after n ms).
+ * The read runs in another task; without this, a STOP sent next races those kicks
+ * and refuses the ones it overtakes (tp_kick: not running), one swap short each.
+ * Anything else: the next read(2) kicks every CPU between taking and putting back
+ * its buffer.
+ */
 static ssize_t tp_read_kick_write(struct file *file, const char __user *ubuf, size_t len,
 				  loff_t *ppos)
 {
+	unsigned long ms;
+	char line[32];
+	long left;
+
+	if (len == 0 || len >= sizeof(line) || copy_from_user(line, ubuf, len))
+		return -EINVAL;
+	line[len] = '\0';
+	if (sscanf(line, "wait ms=%lu", &ms) == 1) {
+		left = wait_event_interruptible_timeout(tp.read_kick_done,
+							READ_ONCE(tp.read_kicked),
+							msecs_to_jiffies(ms));
+		if (left < 0)
+			return left;
+		return left ? len : -ETIMEDOUT;
+	}
+	WRITE_ONCE(tp.read_kicked, false);
 	WRITE_ONCE(tp.read_kick, true);
 	return len;
 }
@@ -878,6 +906,7 @@ static int tp_init(void)
 	spin_lock_init(&tp.lock);
 	INIT_LIST_HEAD(&tp.list);
 	init_waitqueue_head(&tp.readers);
+	init_waitqueue_head(&tp.read_kick_done);
 	for_each_possible_cpu(cpu) {
 		per_cpu_ptr(&tp_cpu, cpu)->cpu = cpu;
 		INIT_DELAYED_WORK(&per_cpu_ptr(&tp_cpu, cpu)->dwork, tp_work);
