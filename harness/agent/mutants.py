@@ -18,8 +18,8 @@ from harness.errors import ConfigError
 
 NONE = "none"  # the unmutated build: every case must pass with it
 #: Flavours whose standard run judges MODE, WHO and WHERE; those that record call chains.
-CONTENT_FLAVOURS = ("tprof", "kprof", "hwpmc")
-CHAIN_FLAVOURS = ("kprof", "hwpmc")
+CONTENT_FLAVOURS = ("tprof", "kprof", "hwpmc", "dt")
+CHAIN_FLAVOURS = ("kprof", "hwpmc", "dt")
 CORE_MUTANTS: tuple[Mutant, ...] = (
     Mutant("drop_7th_overflow", "every 7th overflow returns before any counter is touched",
            ("IRQ",)),

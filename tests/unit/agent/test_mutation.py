@@ -92,6 +92,8 @@ def test_the_quick_set_leaves_out_the_guest_ending_and_debug_mutants() -> None:
         "skip_canary", "drop_uncounted", "ring_holds_14", "gstats_skips_cpu0",
         "recursion_as_drop", "skiptick_short", "retry_get", "producer_skips_open",
         "skiptick_pmu_lost",
+        "handler_pc", "pid_zero_2nd", "flip_mode_7th",
+        "chain_skip_frame", "chain_cut_silent", "chain_wrong_task", "parent_sample_5th",
     }  # fmt: skip
     assert {m.name for m in planned("dt", full=False, case="readers")} == {
         "no_reader_mutex", "fault_loses_copied"
