@@ -98,3 +98,35 @@ def test_two_reports_are_two_findings_and_start_line_skips_the_first() -> None:
 def test_other_crashes_stay_plain_guest_crashes() -> None:
     error = crash_error(scan_console(log("arm64-lockdep.console")), what="t")
     assert not isinstance(error, SanitizerFailure)
+
+
+def test_recorded_kasan_report_from_the_pmu_nmi() -> None:
+    (report,) = parse_reports(log("arm64-kasan-oob-recorded.console"))
+    assert (report.tool, report.line_number) == ("KASAN", 4)
+    assert report.title == "slab-out-of-bounds in kp_commit+0x358/0x698 [profagent]"
+    # memcpy (KASAN's checking one) and kasan_check_range are the runtime's.
+    assert report.first_frame == "kp_commit+0x358/0x698 [profagent]"
+    assert report.agent_frame == "kp_commit+0x358/0x698 [profagent]"
+    assert "Disabling lock debugging" not in report.text
+
+
+def test_recorded_latch_race_is_correct_kernel_code_and_no_finding() -> None:
+    text = log("arm64-kcsan-latch-recorded.console")
+    (report,) = parse_reports(text)
+    assert report.known is not None
+    assert "seqcount latch" in report.known
+    assert report.describe() == (
+        "KCSAN data-race in ktime_get_mono_fast_ns+0x88/0xe8; in kernel code "
+        "ktime_get_mono_fast_ns+0x88/0xe8, first agent frame pa_probe_spin+0x90/0x10c [profagent]"
+    )
+    assert scan_console(text) == []
+
+
+def test_a_race_only_one_side_of_which_is_known_stays_a_finding() -> None:
+    # The transcribed race's reader swapped for the latch's: its writer is still the agent's.
+    text = log("arm64-kcsan-race.console").replace(
+        "tp_read_index+0x2c/0x80 [profagent]", "ktime_get_mono_fast_ns+0x88/0xe8"
+    )
+    (report,) = parse_reports(text)
+    assert report.known is None
+    assert [f.kind for f in scan_console(text)] == ["kcsan"]
