@@ -3,8 +3,10 @@
 Quick (``invoke ci``): on one default-kernel guest, for every flavour, the
 unmutated control and each quick mutant (the core's and the flavour's own), each
 through the flavour's standard run and its exact-count run. Full adds the mutants
-that end their guest (an event left armed: one guest each) and the debug-kernel
-ones (a lock in NMI, a leak), whose catch is the console scan and kmemleak::
+that end their guest (an event left armed: one guest each), the debug-kernel
+ones (a lock in NMI, a leak), whose catch is the console scan and kmemleak, and the
+sanitizer ones (``kasan`` on the debug kernel, ``kcsan`` on the kcsan kernel), whose
+catch is the report they name::
 
     result = run_mutants(MutationRequest(full=False), Cache.default())
     print(format_table(result.rows))           # harness.agent.mutation
@@ -38,7 +40,7 @@ from harness.arches import ArchProfile
 from harness.build.cache import Cache, write_json_atomic
 from harness.build.hostdeps import ensure_host
 from harness.build.images import GuestImages, prepare_images
-from harness.build.kernel import DEFAULT_KERNEL, KernelChoice
+from harness.build.kernel import DEFAULT_KERNEL, KernelChoice, Variant
 from harness.errors import ConfigError, GuestError, HarnessError
 from harness.scenarios.deterministic_bundle import run_deterministic
 from harness.scenarios.load import Scenario, load_scenario
@@ -47,6 +49,7 @@ from harness.vm.argv import MachineSpec
 from harness.vm.console import scan_console
 from harness.vm.guest import Guest
 from harness.vm.record import new_run_dir
+from harness.vm.sanitizer import parse_reports
 from harness.vm.topology import default_topology
 
 LOG = logging.getLogger(__name__)
@@ -106,8 +109,13 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
     rows = _default_group(bench, images, full=request.full, chosen=chosen, only=request.only)
     rows += _deterministic_group(bench, full=request.full, chosen=chosen, only=request.only)
     if request.full:
-        rows += _armed_group(bench, images)
-        rows += _debug_group(bench, prepare_images(arch, "debug", cache, kernel=request.kernel))
+        # With --mutant, only the groups of the named mutants boot their guests.
+        if not request.only or "leave_event_armed" in request.only:
+            rows += _armed_group(bench, images)
+        if not request.only or any(mutants.get(n).case == "debug" for n in request.only):
+            rows += _debug_group(bench, prepare_images(arch, "debug", cache,
+                                                       kernel=request.kernel))  # fmt: skip
+        rows += _sanitizer_group(bench, request.kernel, chosen=chosen, only=request.only)
     elapsed = time.monotonic() - started
     record = {"kernel": images.kernel_name, "full": request.full, "cpus": request.cpus,
               "elapsed_s": round(elapsed, 1), "rows": [row.as_dict() for row in rows]}  # fmt: skip
@@ -271,6 +279,62 @@ def _debug_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
     return rows
 
 
+#: The sanitizer cases, the kernel variant each runs on, and the boot arguments it needs:
+#: KASAN reports only its first bug unless told to go on (a control and several mutants
+#: share one guest).
+SANITIZER_CASES: dict[str, tuple[Variant, tuple[str, ...]]] = {
+    "kasan": ("debug", ("kasan_multi_shot",)),
+    "kcsan": ("kcsan", ()),
+}
+
+
+def _sanitizer_group(bench: _Bench, kernel: KernelChoice, *, chosen: tuple[str, ...],
+                     only: tuple[str, ...]) -> list[MutantRow]:  # fmt: skip
+    """The control and the ``kasan``/``kcsan`` mutants of each chosen flavour on their kernel.
+
+    Each runs all the flavour's runs (`_sanitizer_case`); what failed is the oracles,
+    plus each sanitizer report after the run began: its tool (``KASAN``, ``KCSAN``,
+    ``UBSAN``) when an agent frame is in it, ``<tool>-KERNEL`` when none is.
+    """
+    rows = []
+    for case, (variant, boot_args) in SANITIZER_CASES.items():
+        plans = {name: planned(name, full=True, case=case, only=only) for name in chosen}
+        plans = {name: found for name, found in plans.items() if found}
+        if not plans:
+            continue
+        images = prepare_images(bench.arch, variant, bench.cache, kernel=kernel)
+        try:
+            with _guest(bench, images, case, timeout_scale=3, kernel_args=boot_args) as guest:
+                for name, found in plans.items():
+                    flavour = behaviour(name)
+                    for mutant in (None, *found):
+                        failed = _sanitizer_case(bench, guest, images, flavour, mutant)
+                        rows.append(_row(flavour, mutant, [(case, failed)]))
+        except GuestError as exc:  # leaving it: the console holds the mutants' reports
+            if not rows:
+                raise
+            note = f"leaving the {case} guest: {exc.reason[:300]}"
+            rows[-1] = dataclasses.replace(rows[-1], notes=(*rows[-1].notes, note))
+    return rows
+
+
+def _sanitizer_case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
+                    mutant: Mutant | None) -> set[str]:  # fmt: skip
+    """Every run's failed oracles, and the sanitizer reports the runs caused.
+
+    The runs: standard, exact and the flavour's extra runs (kprof's offline run takes
+    CPUs down, where the hotplug mutant shows).
+    """
+    start = len(guest.vm.console_text().splitlines())
+    failed = set()
+    for case in (*CASES, *flavour.extra_runs):
+        failed |= _case(bench, guest, images, flavour, mutant, case)
+    for report in parse_reports(guest.vm.console_text(), start_line=start):
+        LOG.info("mutant %s, %s: %s", _name(mutant), flavour.name, report.describe())
+        failed.add(report.tool if report.in_agent else f"{report.tool}-KERNEL")
+    return failed
+
+
 def _case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
           mutant: Mutant | None, case: str) -> set[str]:  # fmt: skip
     """The oracles that failed in ``case`` (``RUN-ERROR`` when the run itself failed)."""
@@ -323,9 +387,10 @@ def _agent(bench: _Bench, guest: Guest, images: GuestImages, flavour: str,
     return agent
 
 
-def _guest(bench: _Bench, images: GuestImages, name: str, *, timeout_scale: float = 1) -> Guest:
+def _guest(bench: _Bench, images: GuestImages, name: str, *, timeout_scale: float = 1,
+           kernel_args: tuple[str, ...] = ()) -> Guest:  # fmt: skip
     spec = MachineSpec(arch=bench.arch, topology=default_topology(len(bench.cpus)), nmi=True,
-                       accel="tcg")  # fmt: skip
+                       accel="tcg", kernel_args=kernel_args)  # fmt: skip
     timeouts = bench.timeouts.scaled_by(timeout_scale)
     return Guest(spec, images, bench.out / name, timeouts=timeouts, name=name)
 

@@ -183,6 +183,30 @@ KPROF = FlavourInfo(
             ("KP-O8",),
             quick=False,
         ),
+        # Memory safety (issue 25): the standard run on the KASAN kernel, its console judged.
+        Mutant(
+            "record_past_full",
+            "the record that no longer fits is written at the full block's end",
+            ("KASAN",),
+            case="kasan",
+            quick=False,
+        ),
+        Mutant(
+            "stop_frees_live_block",
+            "STOP frees each CPU's block before the IPIs that stop it tracing (the "
+            "teardown's synchronisation removed); overflows in a 50 ms window write it",
+            ("KASAN",),
+            case="kasan",
+            quick=False,
+        ),
+        Mutant(
+            "offline_free_armed",
+            "an outgoing CPU's block is freed before its event is disarmed (the core calls "
+            "the flavour first); its overflows in a 50 ms window write it",
+            ("KASAN",),
+            case="kasan",
+            quick=False,
+        ),
     ),
 )
 

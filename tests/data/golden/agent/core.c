@@ -453,7 +453,18 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 	 * burst was produced, not when this overflow took it.
 	 */
 	burst = 0;
-	if (READ_ONCE(pc->burst)) {
+	if (pa_mutant(BURST_PLAIN_TAKE)) {
+		/*
+		 * Mutation point (issue 10's burst race): the burst read, then cleared, in two
+		 * plain steps, as before the fix. An injector that times out between them takes
+		 * it back too; the plain accesses race its marked ones (KCSAN's report).
+		 */
+		burst = pc->burst;
+		if (burst) {
+			pc->burst_busy = 1;
+			pc->burst = 0;
+		}
+	} else if (READ_ONCE(pc->burst)) {
 		WRITE_ONCE(pc->burst_busy, 1);
 		burst = xchg(&pc->burst, 0);
 	}
@@ -775,6 +786,14 @@ static int pa_cpu_online(unsigned int cpu)
 
 static int pa_cpu_offline(unsigned int cpu)
 {
+	int err;
+
+	/* Mutation point: the flavour's per-CPU state torn down before the event is disarmed. */
+	if (pa_mutant(OFFLINE_FREE_ARMED)) {
+		err = pa_fl->cpu_offline(cpu);
+		pa_disarm_cpu(cpu);
+		return err;
+	}
 	/* We run on `cpu`: its handler cannot be mid-flight, no RCU wait needed. */
 	pa_disarm_cpu(cpu);
 	return pa_fl->cpu_offline(cpu);

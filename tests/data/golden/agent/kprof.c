@@ -52,6 +52,8 @@
 #define KP_CPUBUFSZ_MAX (1UL << 20)
 #define KP_QLIMIT_MIN (1UL << 20)
 #define KP_TRACE_RING (128U << 10)	/* kptrace: bytes of chunks kept */
+/* How long the sanitizer mutants' sabotaged teardowns leave a freed block published. */
+#define KP_MUTANT_WINDOW_MS 50
 #define KP_TRACE_SCRATCH 3072U		/* kptrace: the seed's formatted-text area */
 #define KP_CMD_MAX 128
 #define KP_D8_GAP_MS 250		/* quirk KP-D8's window, widened to be seen */
@@ -372,6 +374,9 @@ static void kp_commit(struct kp_cpu *kc, const struct pa_sample_ctx *ctx)
 	if (pa_mutant(EARLY_HANDOFF))
 		need += len;
 	if (!cur || cur->size - cur->used < need) {
+		/* Mutation point: the record that no longer fits written at the full block's end. */
+		if (pa_mutant(RECORD_PAST_FULL) && cur)
+			memcpy(cur->data + cur->size, rec, len);
 		cur = kp_handoff(kc, cur);
 		if (!cur) {
 			this_cpu_inc(kp_cpu.stat[KP_PC_X_RECORDS_NOSPARE]);
@@ -912,8 +917,29 @@ static void kp_start(void)
 }
 
 /* Tracing off and every block pushed on each CPU, then the hang-up (idempotent). */
+/*
+ * The sanitizer mutants' free (KASAN must report what follows): `cpu`'s current block
+ * freed while it is still published and the CPU still traces, unpublished only after
+ * KP_MUTANT_WINDOW_MS, so the overflows of that window write freed memory. The wait
+ * spins: on an outgoing CPU, whose tasks have moved away, a sleep would leave it idle.
+ */
+static void kp_mutant_free_published(unsigned int cpu, unsigned int burst)
+{
+	kvfree(READ_ONCE(per_cpu_ptr(&kp_cpu, cpu)->cur));
+	if (burst)	/* the window's next overflow produces, whatever pmu_produce says */
+		pa_burst_arm(cpu, burst);
+	mdelay(KP_MUTANT_WINDOW_MS);
+	WRITE_ONCE(per_cpu_ptr(&kp_cpu, cpu)->cur, NULL);
+}
+
 static void kp_stop(void)
 {
+	unsigned int cpu;
+
+	/* Mutation point: STOP frees the blocks before the IPIs that stop the CPUs tracing. */
+	if (pa_mutant(STOP_FREES_LIVE_BLOCK))
+		for_each_online_cpu(cpu)
+			kp_mutant_free_published(cpu, 0);
 	kp_on_each_cpu(kp_stop_ipi, rcu_dereference_protected(kp_q, lockdep_is_held(&kp_mutex)));
 	kp_queue_set_hungup(true);
 	kp_profiling = false;
@@ -1248,6 +1274,13 @@ static int kp_cpu_offline(unsigned int cpu)
 {
 	unsigned long flags;
 
+	/*
+	 * Mutation point: the CPU's block freed while its event is armed (the core calls us
+	 * first), with a burst for the window's next overflow: the offline run samples with
+	 * pmu_produce=0, where only bursts reach the producer.
+	 */
+	if (pa_mutant(OFFLINE_FREE_ARMED))
+		kp_mutant_free_published(cpu, 4);
 	rcu_read_lock();
 	local_irq_save(flags);
 	WRITE_ONCE(this_cpu_ptr(&kp_cpu)->tracing, 0);

@@ -95,6 +95,7 @@ enum pa_mutant {
 	PA_MUTANT_NMI_SPINLOCK,	/* the producer path takes a spinlock in NMI context */
 	PA_MUTANT_LEAK_AT_START,	/* START allocates an object that nothing frees */
 	PA_MUTANT_SLOW_PRODUCER,	/* every producer call spins 500 µs of guest time before it returns */
+	PA_MUTANT_BURST_PLAIN_TAKE,	/* the handler reads, then clears, the burst in two plain steps (issue 10's burst race on an injection timeout) */
 	PA_MUTANT_WRONG_CPU,	/* every 50th sample of a CPU records the next CPU's id */
 	PA_MUTANT_SKIP_KICK_SWAP,	/* every 3rd kick of the last CPU returns without its swap */
 	PA_MUTANT_SHARED_PID_CACHE,	/* a sample's pid comes from a cache all CPUs share */
@@ -126,6 +127,9 @@ enum pa_mutant {
 	PA_MUTANT_KPDATA_TWICE,	/* a kpdata write injects its trace twice */
 	PA_MUTANT_EOF_EPIPE,	/* the second read at the end of the stream fails with EPIPE, quirk or not */
 	PA_MUTANT_QLIMIT_WHILE_PROFILING,	/* prof_qlimit is accepted while profiling */
+	PA_MUTANT_RECORD_PAST_FULL,	/* the record that no longer fits is written at the full block's end */
+	PA_MUTANT_STOP_FREES_LIVE_BLOCK,	/* STOP frees each CPU's block before the IPIs that stop it tracing (the teardown's synchronisation removed); overflows in a 50 ms window write it */
+	PA_MUTANT_OFFLINE_FREE_ARMED,	/* an outgoing CPU's block is freed before its event is disarmed (the core calls the flavour first); its overflows in a 50 ms window write it */
 	PA_MUTANT_SKIP_BUFFERFULL_COUNT,	/* every 5th full-ring call counts nothing */
 	PA_MUTANT_LOSE_SWEPT_ENTRY,	/* every 9th swept entry is freed but neither logged nor counted */
 	PA_MUTANT_NO_RESTART,	/* a sweep clears the stall flag but never restarts the counter */
