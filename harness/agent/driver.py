@@ -193,11 +193,13 @@ class Agent:
 
         On, the perf core allows ``max_sample_rate`` overflows per second and
         CPU (its default, 100000, when None) and lowers that limit by itself
-        when handlers are slow. The limit can only be written while the
-        CPU-time limit is neither 0 nor 100, hence the order, and nothing is
-        written when both already hold: while the limit is being written, any
-        PMU user's slow handler (under TCG: tens of µs, against the 250 ns a
-        1000000/s rate leaves) makes the kernel lower the rate, to 1 per tick.
+        when handlers are slow. Off, the CPU-time limit is 0 and the rate
+        `MAX_SAMPLE_RATE`: the per-tick cap (rate / HZ) holds even then. The
+        limit can only be written while the CPU-time limit is neither 0 nor
+        100, hence the order, and nothing is written when both already hold:
+        while the limit is being written, any PMU user's slow handler (under
+        TCG: tens of µs, against the 1 ns such a rate leaves) makes the kernel
+        lower the rate, to 1 per tick.
         """
         rate = MAX_SAMPLE_RATE if disabled else (max_sample_rate or 100_000)
         percent = 0 if disabled else 25

@@ -32,8 +32,14 @@ PMU_EVENT_DIRS = (
     "/sys/bus/event_source/devices/armv8_pmuv3*/events /sys/bus/event_source/devices/cpu/events"
 )
 SNAPSHOT_FILES = ("info", "stats", "stats_percpu", "nmi", "state")
-#: With throttling off, the perf core may take this many overflows per second.
-MAX_SAMPLE_RATE = 1_000_000
+#: With throttling off, the perf core's sample rate, near the sysctl's INT_MAX (its
+#: ceil(rate / HZ) must not overflow an int). perf_cpu_time_max_percent=0 turns only
+#: the handler-time throttle off: the core still throttles an event past ceil(rate / HZ)
+#: overflows within one of its CPU's scheduler ticks (kernel/events/core.c,
+#: __perf_event_account_interrupt), and under TCG a 4-vCPU guest's NMIs can keep a busy
+#: CPU's tick out for 1000 overflows of 100 µs periods (seen on 6.12). 1000000 (4000 a
+#: tick at HZ=250) throttled kprof's standard run; this leaves 8000000 a tick.
+MAX_SAMPLE_RATE = 2_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
