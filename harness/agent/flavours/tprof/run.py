@@ -189,7 +189,7 @@ def partial_read_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -
     The reader is another task, so STOP waits (``read_kick`` ``wait``) until its
     kicks are done: TP-O2's ``x_swaps = ncpu × (3 + 2)`` counts them as the run's
     third kick, and a kick that STOP overtakes is refused (not running), one swap
-    short per CPU it missed (38 or 39 of 40 seen on 8 vCPUs: the last CPUs in
+    short per CPU it missed (36 to 39 of 40 seen on 8 vCPUs: the last CPUs in
     kick order), and that CPU's full buffer is then swapped at STOP instead. The
     wait is bounded by a quarter of the scaled command budget, as the module's
     burst wait.
