@@ -28,7 +28,9 @@ ACCEL_CHOICES: tuple[AccelChoice, ...] = ("tcg", "kvm", "auto")
 MAX_MS = 600_000
 MAX_PROBE_MS = 5_000
 MAX_COUNT = 1_000_000
-#: The rate harness.agent.driver sets with throttling off; a limit above it limits nothing.
+#: The highest throttling-on limit a scenario may ask for (perf_event_max_sample_rate, per
+#: second). Throttling off is harness.agent.steps.MAX_SAMPLE_RATE, far above this: a
+#: scenario that wants no throttling says throttling = false instead of a huge limit.
 MAX_SAMPLE_RATE = 1_000_000
 
 
