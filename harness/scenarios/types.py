@@ -30,7 +30,7 @@ MAX_PROBE_MS = 5_000
 MAX_COUNT = 1_000_000
 #: The highest throttling-on limit a scenario may ask for (perf_event_max_sample_rate, per
 #: second). Throttling off is harness.agent.steps.MAX_SAMPLE_RATE, far above this: a
-#: scenario that wants no throttling says throttling = false instead of a huge limit.
+#: scenario that wants no throttling says throttling = "off" instead of a huge limit.
 MAX_SAMPLE_RATE = 1_000_000
 
 
