@@ -130,3 +130,15 @@ def test_a_race_only_one_side_of_which_is_known_stays_a_finding() -> None:
     (report,) = parse_reports(text)
     assert report.known is None
     assert [f.kind for f in scan_console(text)] == ["kcsan"]
+
+
+def test_recorded_kstat_race_between_an_irq_and_the_pmu_nmi_is_accepted_kernel_code() -> None:
+    text = log("arm64-kcsan-kstat-recorded.console")
+    (report,) = parse_reports(text)
+    assert report.title == (
+        "data-race in __kstat_incr_irqs_this_cpu.isra.0 / __kstat_incr_irqs_this_cpu.isra.0"
+    )
+    assert report.agent_frame is None
+    assert report.known is not None
+    assert "irqs_sum" in report.known
+    assert scan_console(text) == []
