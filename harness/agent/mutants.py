@@ -61,10 +61,6 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
     # input-free (`Flavour.budget_scenario`, `harness.agent.budgets`).
     Mutant("slow_producer", "every producer call spins 500 µs of guest time before it returns",
            ("C-3",), case="deterministic"),
-    # Sanitizer mutants (issue 25): judged by the report on the KASAN or KCSAN kernel.
-    Mutant("burst_plain_take", "the handler reads, then clears, the burst in two plain steps "
-           "(issue 10's burst race on an injection timeout)", ("KCSAN",), case="kcsan",
-           quick=False, flavours=("tprof",)),
 )  # fmt: skip
 
 

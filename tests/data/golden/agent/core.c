@@ -453,18 +453,7 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 	 * burst was produced, not when this overflow took it.
 	 */
 	burst = 0;
-	if (pa_mutant(BURST_PLAIN_TAKE)) {
-		/*
-		 * Mutation point (issue 10's burst race): the burst read, then cleared, in two
-		 * plain steps, as before the fix. An injector that times out between them takes
-		 * it back too; the plain accesses race its marked ones (KCSAN's report).
-		 */
-		burst = pc->burst;
-		if (burst) {
-			pc->burst_busy = 1;
-			pc->burst = 0;
-		}
-	} else if (READ_ONCE(pc->burst)) {
+	if (READ_ONCE(pc->burst)) {
 		WRITE_ONCE(pc->burst_busy, 1);
 		burst = xchg(&pc->burst, 0);
 	}
