@@ -193,17 +193,18 @@ def check_profile(view: CoreView) -> list[Violation]:
         return []
     agent, perf = view.profile.agent.leaves(), view.profile.perf.leaves()
     if not sum(perf.values()):
-        return []  # perf sampled nothing in the window: PEER judges the counts
+        return []  # perf sampled nothing in the window (or every CPU was thinned: left out)
+    left_out = f"; {view.profile.excluded_text()}" if view.profile.excluded else ""
     if not sum(agent.values()):
         return [Violation("PROFILE", None, f"samples beside perf's {sum(perf.values())}",
-                          "no agent sample", "")]  # fmt: skip
+                          "no agent sample", left_out.removeprefix("; "))]  # fmt: skip
     test = compare(agent, perf)
     if test.passed:
         return []
     n_agent, n_perf = sum(agent.values()), sum(perf.values())
     worst = max(test.categories, key=lambda c: abs(c[1] / n_agent - c[2] / n_perf))
     detail = (f"{len(test.categories)} symbols; most apart: {worst[0]} agent {worst[1]}, "
-              f"perf {worst[2]} of {n_agent} / {n_perf}")  # fmt: skip
+              f"perf {worst[2]} of {n_agent} / {n_perf}{left_out}")  # fmt: skip
     expected = f"chi2 <= {test.critical:.1f} (df {test.df}, alpha {test.alpha:g})"
     return [Violation("PROFILE", None, expected, f"chi2 = {test.statistic:.1f}", detail)]
 

@@ -21,23 +21,20 @@ Each run writes both profiles as folded stacks beside its other evidence:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from harness.agent.flavour import AgentLike, AgentRun, narrow
 from harness.agent.peer import PeerEvidence, PeerWindow, info_window, peer_range
 from harness.agent.profile import (
-    Profile,
     ProfilePair,
     ProfileSample,
     Symboliser,
     UserSymbols,
-    agent_stack,
     compare,
-    fold,
     parse_kallsyms,
-    perf_stack,
+    profile_pair,
     top_symbols,
 )
 from harness.agent.spec import AgentSpec
@@ -64,11 +61,14 @@ class PeerHooks(Generic[_R]):
     ``pc``, ``user`` and ``chain``, such as `harness.agent.samples.Sample`: a flavour
     whose records carry call chains folds them into its flame graph). ``window``: where its agent
     events counted, given the period (None: from the agent's debugfs ``info``,
-    read after the run: `harness.agent.peer.info_window`).
+    read after the run: `harness.agent.peer.info_window`). ``drops``: per CPU, the
+    samples the agent counted as lost in the run (None: it counts none); PROFILE
+    leaves those CPUs out (`harness.agent.profile`'s docstring says why).
     """
 
     samples: Callable[[_R], Iterable[ProfileSample]]
     window: Callable[[_R, int], PeerWindow] | None = None
+    drops: Callable[[_R], Mapping[int, int]] | None = None
 
 
 def beside_perf(run: Runner, kind: type[_R], hooks: PeerHooks[_R]) -> Runner:
@@ -123,11 +123,10 @@ def peer_run(
     keep = agent.workdir / f"perf-{agent.run_count:02d}.txt"
     counts = stop_perf(agent.shell, session, timeout_s=budget, window=window.inner, keep=keep)
     symbols = Symboliser(parse_kallsyms(kallsyms), _workload_symbols(agent))
+    drops = hooks.drops(result) if hooks.drops is not None else {}
     lo, hi = window.outer
-    pair = ProfilePair(
-        agent=fold(agent_stack(s, symbols) for s in hooks.samples(result)),
-        perf=fold(perf_stack(s, symbols) for s in counts.stacks if lo <= s.time_ns <= hi),
-    )
+    in_window = (s for s in counts.stacks if lo <= s.time_ns <= hi)
+    pair = profile_pair(hooks.samples(result), in_window, symbols, drops)
     _keep(agent, pair, kallsyms)
     evidence = PeerEvidence(dataclasses.replace(counts, stacks=()), window, pair)
     kernel = getattr(result, "kernel", None)
@@ -172,7 +171,7 @@ def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
     if peer.profiles is None:
         return f"{line}\n"
     pair = peer.profiles
-    return f"{line}\n{top_symbols(pair, rows)}\n{_test_line(pair.agent, pair.perf)}\n"
+    return f"{line}\n{top_symbols(pair, rows)}\n{_test_line(pair)}\n"
 
 
 def profile_summary(peer: PeerEvidence | None) -> dict[str, str]:
@@ -181,13 +180,16 @@ def profile_summary(peer: PeerEvidence | None) -> dict[str, str]:
         return {}
     pair = peer.profiles
     return {"agent": pair.agent.folded(), "perf": pair.perf.folded(),
-            "test": _test_line(pair.agent, pair.perf)}  # fmt: skip
+            "test": _test_line(pair)}  # fmt: skip
 
 
-def _test_line(agent: Profile, perf: Profile) -> str:
+def _test_line(pair: ProfilePair) -> str:
+    agent, perf = pair.agent, pair.perf
+    left_out = f"; {pair.excluded_text()}" if pair.excluded else ""
     if not agent.total or not perf.total:
-        return f"PROFILE: nothing to compare (agent {agent.total}, perf {perf.total} samples)"
+        return (f"PROFILE: nothing to compare (agent {agent.total}, perf {perf.total} samples)"
+                f"{left_out}")  # fmt: skip
     test = compare(agent.leaves(), perf.leaves())
     verdict = "alike" if test.passed else "APART"
     return (f"PROFILE: chi2 {test.statistic:.1f} vs {test.critical:.1f} at alpha {test.alpha:g} "
-            f"(df {test.df}, {len(test.categories)} symbols): {verdict}")  # fmt: skip
+            f"(df {test.df}, {len(test.categories)} symbols): {verdict}{left_out}")  # fmt: skip

@@ -32,6 +32,21 @@ run of two on 2 vCPUs (chi2 43.7 against 22.5; [user] 80.3 % against 74.1 %). A
 wrong profile (a third of the agent's samples moved to one kernel address: mutant
 ``fixed_pc_3rd``) shifts a third of the mass and gives a statistic in the hundreds
 or thousands for one or a few thousand samples.
+
+**Thinned CPUs are left out.** A CPU where the agent counted samples it lost in
+the run (a full ring, a recursive get: `ProfilePair.excluded`, from the flavour's
+own drop counters) is not compared, neither its agent samples nor perf's: the
+lost samples are no random subset. They are lost while the agent's reader is
+starved, and what starves it shows in the profile itself: in dt's peer run at
+1 ms (2 vCPUs) the reader spun on its wait queue's spinlock (dt_read →
+prepare_to_wait_event → ``queued_spin_lock_slowpath`` / ``__cmpwait_case_32``)
+for up to 83 ms while the ring holds 15 ms; CPU 0 dropped 146 events and CPU 1
+91, and the agent was short exactly there (``queued_spin_lock_slowpath`` 284
+against perf's 457) while idle and ``[user]`` matched to the sample: chi2 47.7
+and 57.1 against 38 for a right agent. The drops themselves are judged by the
+flavour's conservation oracles; the verdict names each CPU left out and its
+count. A run whose every CPU was thinned has no PROFILE verdict, so a flavour's
+peer run must not drop for PROFILE to bite (dt's runs at 4 times the period).
 """
 
 from __future__ import annotations
@@ -56,6 +71,10 @@ _TEXT_TYPES = frozenset("tTwW")
 
 class ProfileSample(Protocol):
     """What the profile reads of one agent sample (any flavour's record)."""
+
+    @property
+    def cpu(self) -> int:
+        """The CPU it was taken on."""
 
     @property
     def pc(self) -> int:
@@ -224,6 +243,31 @@ class ProfilePair:
 
     agent: Profile
     perf: Profile
+    #: (CPU, samples the agent counted as lost there): CPUs left out of both profiles.
+    excluded: tuple[tuple[int, int], ...] = ()
+
+    def excluded_text(self) -> str:
+        """The CPUs left out, for a verdict ('' when none)."""
+        if not self.excluded:
+            return ""
+        cpus = ", ".join(f"CPU {cpu} ({n} lost)" for cpu, n in self.excluded)
+        return f"left out, the agent dropped samples there: {cpus}"
+
+
+def profile_pair(
+    agent: Iterable[ProfileSample],
+    perf: Iterable[PerfSample],
+    symbols: Symboliser,
+    drops: Mapping[int, int],
+) -> ProfilePair:
+    """Both profiles folded, every CPU with drops (CPU → samples lost) left out of both."""
+    excluded = tuple(sorted((cpu, n) for cpu, n in drops.items() if n > 0))
+    left_out = {cpu for cpu, _ in excluded}
+    return ProfilePair(
+        agent=fold(agent_stack(s, symbols) for s in agent if s.cpu not in left_out),
+        perf=fold(perf_stack(s, symbols) for s in perf if s.cpu not in left_out),
+        excluded=excluded,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,3 +35,10 @@ def test_the_matrix_gets_both_profiles_as_folded_text() -> None:
     assert found["agent"] == "main;leaf 30\nidle 10\n"
     assert found["perf"] == "main;leaf 31\nidle 9\n"
     assert found["test"].startswith("PROFILE: chi2 ")
+
+
+def test_the_profile_line_names_the_cpus_left_out_and_their_drops() -> None:
+    thinned = PeerEvidence(COUNTS, PEER.window, ProfilePair(PAIR.agent, PAIR.perf, ((1, 91),)))
+    assert profile_summary(thinned)["test"].endswith(
+        ": alike; left out, the agent dropped samples there: CPU 1 (91 lost)"
+    )

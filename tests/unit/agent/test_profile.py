@@ -19,6 +19,7 @@ from harness.agent.profile import (
     fold,
     parse_kallsyms,
     perf_stack,
+    profile_pair,
     top_symbols,
 )
 from harness.vm.perf import PerfFrame, PerfSample
@@ -147,3 +148,19 @@ def test_a_workload_frame_perf_could_not_name_is_named_from_its_mapping() -> Non
                                                     base=0x400000))  # fmt: skip
     frame = PerfFrame(0x104, "[unknown]", "/root/truth")  # perf: relative to the mapping
     assert perf_stack(PerfSample(0, 1, (frame,)), mapped) == ("leaf",)
+
+
+def test_a_cpu_where_the_agent_dropped_samples_is_left_out_of_both_profiles() -> None:
+    """The lost samples cluster where the reader starved: that CPU is not compared."""
+    symbols = Symboliser(parse_kallsyms(KALLSYMS))
+    pc = 0xFFFFFFC008010010
+    agent = [AgentSample(0, pc, user=False), AgentSample(1, pc, user=False),
+             AgentSample(1, 0x1000, user=True)]  # fmt: skip
+    frame = (PerfFrame(pc, "gic_handle_irq", "[kernel.kallsyms]"),)
+    perf = [PerfSample(0, 1, frame), PerfSample(1, 2, frame), PerfSample(1, 3, frame)]
+    pair = profile_pair(agent, perf, symbols, {0: 0, 1: 7})
+    assert pair.excluded == ((1, 7),)
+    assert (pair.agent.total, pair.perf.total) == (1, 1)  # CPU 0's only
+    assert pair.excluded_text() == "left out, the agent dropped samples there: CPU 1 (7 lost)"
+    kept = profile_pair(agent, perf, symbols, {0: 0})
+    assert (kept.agent.total, kept.perf.total, kept.excluded_text()) == (3, 3, "")
