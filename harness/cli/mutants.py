@@ -174,7 +174,7 @@ def _default_group(
     return rows
 
 
-#: Peer runs a mutant gets while the host folds too many periods to tell its stretch.
+#: Peer runs a mutant gets while a run could not judge it (see `_peer_row`).
 PEER_ATTEMPTS = 3
 
 
@@ -182,24 +182,38 @@ def _peer_row(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour
               mutant: Mutant) -> MutantRow:  # fmt: skip
     """The peer case, run again (up to `PEER_ATTEMPTS`) while a run could not tell.
 
-    A run whose perf record shows too few on-time overflows to see a 1/8 stretch
-    (`harness.agent.peer.stretch_margin` ≤ 0) neither catches nor clears the
-    mutant; each such run is named in the row's notes with its numbers.
+    A run that could not judge the mutant neither catches nor clears it; each such
+    run is named in the row's notes with its numbers: for PEER, a perf record with
+    too few on-time overflows to see a 1/8 stretch (`harness.agent.peer.stretch_margin`
+    ≤ 0); for PROFILE, a run where every CPU was left out of the comparison because
+    the agent dropped samples there (`harness.agent.profile`: a thinned profile is
+    not compared), so there was nothing to compare.
     """
     notes: list[str] = []
     for attempt in range(1, PEER_ATTEMPTS + 1):
         failed, run = _judged(bench, guest, images, flavour, mutant, "peer")
         peer = getattr(run, "peer", None)  # every flavour's peer run keeps perf's evidence
-        if (failed & set(mutant.caught_by) or "PEER" not in mutant.caught_by
-                or not isinstance(peer, PeerEvidence)):  # fmt: skip
+        if failed & set(mutant.caught_by) or not isinstance(peer, PeerEvidence):
             break
-        margin = stretch_margin(peer.counts, peer.window.bound)  # the run's own edges
-        if margin > 0:
+        why = _peer_unjudged(mutant, peer)
+        if not why:
             break
-        samples = ", ".join(f"{c.cpu}: {c.samples}" for c in peer.counts.cpus)
-        notes.append(f"peer run {attempt} could not tell a 1/8 stretch (margin {margin}; "
-                     f"most periods folded; perf samples per CPU {samples})")  # fmt: skip
+        notes.append(f"peer run {attempt} {why}")
     return _row(flavour, mutant, [("peer", failed)], notes)
+
+
+def _peer_unjudged(mutant: Mutant, peer: PeerEvidence) -> str:
+    """Why this peer run could not judge ``mutant`` ('' when it could)."""
+    if "PEER" in mutant.caught_by:
+        margin = stretch_margin(peer.counts, peer.window.bound)  # the run's own edges
+        if margin <= 0:
+            samples = ", ".join(f"{c.cpu}: {c.samples}" for c in peer.counts.cpus)
+            return (f"could not tell a 1/8 stretch (margin {margin}; most periods folded; "
+                    f"perf samples per CPU {samples})")  # fmt: skip
+    pair = peer.profiles if "PROFILE" in mutant.caught_by else None
+    if pair is not None and not sum(pair.perf.leaves().values()):
+        return f"compared no profile ({pair.excluded_text() or 'no perf sample'})"
+    return ""
 
 
 def _armed_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
