@@ -89,6 +89,7 @@ class Agent:
         self.loaded: AgentSpec | None = None
         self._runs = 0
         self._pmu: tuple[frozenset[str], bool] | None = None
+        self._kallsyms: tuple[str, ...] = ()  # the loaded module's kallsyms lines
         #: A profctl sequence's default budget: the command budget (scaled).
         self.timeouts = timeouts or Timeouts.from_env()
 
@@ -113,9 +114,13 @@ class Agent:
 
         :raise InfraError: kallsyms lists none of them, or hides their addresses.
         """
-        lines = self.shell.run("grep '\\[profagent\\]$' /proc/kallsyms", check=False)
-        return truth.place_module(read_functions(self.build.ko.read_bytes()),
-                                  lines.stdout.splitlines())  # fmt: skip
+        lines = self._kallsyms or self._read_kallsyms()
+        return truth.place_module(read_functions(self.build.ko.read_bytes()), lines)
+
+    def _read_kallsyms(self) -> tuple[str, ...]:
+        """The loaded module's ``/proc/kallsyms`` lines, read in the guest now."""
+        found = self.shell.run("grep '\\[profagent\\]$' /proc/kallsyms", check=False)
+        return tuple(found.stdout.splitlines())
 
     def load(
         self,
@@ -141,6 +146,9 @@ class Agent:
         self.set_throttling(disabled=throttling_disabled, max_sample_rate=max_sample_rate)
         self.insmod((*spec.module_params(), f"burst_wait_ms={self.burst_wait_ms}"))
         self.loaded = spec
+        # Read where the module landed now, before any profctl sequence: an input-free
+        # guest (harness.scenarios.inputfree) answers only the commands before it.
+        self._kallsyms = self._read_kallsyms()
         LOG.info("agent loaded: %s", " ".join(spec.module_params()))
 
     @property
@@ -187,6 +195,7 @@ class Agent:
         if "profagent " in self.shell.run("cat /proc/modules").stdout:
             self.shell.run("rmmod profagent")
         self.loaded = None
+        self._kallsyms = ()
 
     def set_throttling(self, *, disabled: bool, max_sample_rate: int | None = None) -> None:
         """Switch the perf core's interrupt throttling off (exact counts) or back on.

@@ -114,17 +114,29 @@ class _Truthful(Protocol):
 R = TypeVar("R", bound=_Truthful)
 
 
+def _input_free(agent: object) -> bool:
+    """Whether ``agent`` drives an input-free guest (`harness.scenarios.inputfree`).
+
+    Such a guest runs one planned profctl sequence from init's script, with no login
+    to keep off a CPU, and its plan ends at the first profctl command: the isolate
+    step would end it before the run. The exclusive-CPU law then does not apply, as
+    with one vCPU.
+    """
+    return bool(getattr(getattr(agent, "shell", None), "input_free", False))
+
+
 def isolated(agent: _Steps, cpu: int | None, run: Callable[[], R]) -> R:
     """``run()`` with every user task but the harness's off ``cpu``; its truth gets the evidence.
 
-    ``cpu`` None: ``run()`` as it is (no CPU to spare). The masks are restored after the
-    run, also when it raised. The run's ``truth`` (a `harness.agent.truth.TruthEvidence`)
+    ``cpu`` None, or an input-free guest: ``run()`` as it is (no CPU to spare, or a
+    plan with no room for the steps). The masks are restored after the run, also
+    when it raised. The run's ``truth`` (a `harness.agent.truth.TruthEvidence`)
     gains the `Isolation`; the tasks the harness pinned to ``cpu`` (its workloads and
     busy loops, by pid and tid) do not count as intruders.
 
     :raise InfraError: isolate, masks or restore failed (the run's own errors pass through).
     """
-    if cpu is None:
+    if cpu is None or _input_free(agent):
         return run()
     path = saved_path(cpu)
     isolate = agent.run_steps((profctl.isolate_step(cpu, path),))[0]

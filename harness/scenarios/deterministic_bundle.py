@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness import arches
+from harness.agent import truth_build
 from harness.agent.build import export_agent
 from harness.agent.mutants import NONE
 from harness.agent.profctl import build_profctl
@@ -122,8 +123,10 @@ def _setup(scenario: Scenario, spec: MachineSpec, images: GuestImages, cache: Ca
     setup = replace(draft, plan=plan_guest(draft, bundle / "plan"))
     extra = bundle / EXTRA_CPIO
     extra.parent.mkdir(exist_ok=True)
+    truth = setup.profctl.parent / truth_build.BINARY_NAME  # built beside profctl
     extra.write_bytes(extra_cpio(setup.plan, ko=build.ko.read_bytes(),
-                                 profctl=setup.profctl.read_bytes()))  # fmt: skip
+                                 profctl=setup.profctl.read_bytes(),
+                                 truth=truth.read_bytes()))  # fmt: skip
     (bundle / "guest" / "run.sh").write_text(render_run_script(setup.plan))
     _concatenate(images.files.initrd, extra, setup.initrd)
     return setup

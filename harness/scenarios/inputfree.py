@@ -17,7 +17,7 @@ so the numbers, the decoded records and the ``[[expect]]`` checks are exactly th
 of an SSH run::
 
     plan = plan_run(lambda shell: run_flavour(shell), cpus=1, events=("cpu_cycles",))
-    blob = extra_cpio(plan, ko=..., profctl=...)       # appended to the initramfs
+    blob = extra_cpio(plan, ko=..., profctl=..., truth=...)  # appended to the initramfs
     collected = parse_results(console_log.read_text())
     run = run_flavour(CollectedShell(plan.commands, collected))
 
@@ -93,6 +93,9 @@ class PlanningShell:
     answers are checked against that order later (`CollectedShell`).
     """
 
+    #: An input-free guest: `harness.agent.isolation` moves no task (there is none).
+    input_free = True
+
     def __init__(self, *, cpus: int, events: Sequence[str], profctl: str) -> None:
         self.commands: list[str] = []
         self._answers = {ONLINE: f"0-{cpus - 1}\n" if cpus > 1 else "0\n",
@@ -130,6 +133,9 @@ def plan_run(drive: Callable[[PlanningShell], object], shell: PlanningShell) -> 
 
 class CollectedShell:
     """A guest shell that answers from what an input-free guest ran and wrote."""
+
+    #: An input-free guest: `harness.agent.isolation` moves no task (there is none).
+    input_free = True
 
     def __init__(self, commands: Sequence[str], collected: Collected) -> None:
         if len(commands) != len(collected.outcomes):
@@ -201,8 +207,12 @@ def render_run_script(plan: GuestPlan) -> str:
     })  # fmt: skip
 
 
-def extra_cpio(plan: GuestPlan, *, ko: bytes, profctl: bytes) -> bytes:
-    """The cpio appended to the initramfs: run.sh, the module, profctl, a new inittab."""
+def extra_cpio(plan: GuestPlan, *, ko: bytes, profctl: bytes, truth: bytes) -> bytes:
+    """The cpio appended to the initramfs: run.sh, the module, profctl, a new inittab.
+
+    ``truth`` is the ground-truth workload (`harness.agent.truth`), which the agent
+    puts beside profctl in an ordinary run and standard runs launch.
+    """
     stage = STAGE.strip("/")
     members = [
         cpio.directory("etc"),
@@ -210,6 +220,7 @@ def extra_cpio(plan: GuestPlan, *, ko: bytes, profctl: bytes) -> bytes:
         cpio.directory(stage),
         cpio.file(f"{stage}/profagent.ko", ko),
         cpio.file(f"{stage}/profctl", profctl, 0o755),
+        cpio.file(f"{stage}/truth", truth, 0o755),
         cpio.file(f"{stage}/run.sh", render_run_script(plan).encode(), 0o755),
     ]
     return cpio.write_newc(members)

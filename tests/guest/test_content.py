@@ -21,6 +21,13 @@ from tests.conftest import AGENT_REPORT
 
 pytestmark = pytest.mark.guest
 
+#: Flavours whose probe samples may all be dropped, and the per-CPU counter that then
+#: says so. dt's 15-slot ring on the probe's CPU is drained only by a reader that an
+#: irq_work wakes, and the IRQ-off probe keeps that irq_work pending on its CPU for the
+#: whole probe: a ring already full when the probe began stays full, every probe
+#: sample is a counted drop (dc_dropevt), and CHAIN has no probe chain to judge.
+PROBE_DROPS = {"dt": "dc_dropevt"}
+
 
 @pytest.mark.parametrize("name", CONTENT_FLAVOURS)
 def test_every_sample_tells_the_truth(
@@ -42,4 +49,6 @@ def test_every_sample_tells_the_truth(
     if name in CHAIN_FLAVOURS:
         assert numbers["content.chain.leaf_checked"] > 0, report
         if agent.nmi_expected:  # the probe's samples need pseudo-NMI (IRQs are off there)
-            assert numbers["content.chain.probe_checked"] > 0, report
+            drops = PROBE_DROPS.get(name)
+            dropped = numbers.get(f"percpu.{topology.cpus - 1}.{drops}", 0) if drops else 0
+            assert numbers["content.chain.probe_checked"] > 0 or dropped > 0, report

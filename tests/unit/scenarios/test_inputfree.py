@@ -71,12 +71,15 @@ def test_run_script_reports_to_the_console_and_never_reads_the_host() -> None:
 
 
 def test_extra_cpio_replaces_inittab_and_carries_the_run() -> None:
-    members = {m.path: m for m in read_newc(extra_cpio(PLAN, ko=b"KO", profctl=b"ELF"))}
+    blob = extra_cpio(PLAN, ko=b"KO", profctl=b"ELF", truth=b"TRUTH")
+    members = {m.path: m for m in read_newc(blob)}
     assert members["etc/inittab"].data.decode().splitlines()[-1] == (
         "::once:/bin/sh /profbench/run.sh"
     )
     assert members["profbench/profagent.ko"].data == b"KO"
     assert stat.S_IMODE(members["profbench/profctl"].mode) == 0o755
+    assert members["profbench/truth"].data == b"TRUTH"  # the standard runs' workload
+    assert "profbench/truth " in render_run_script(PLAN)  # copied beside profctl
     assert members["profbench/run.sh"].data.decode() == render_run_script(PLAN)
 
 
