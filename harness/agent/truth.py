@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from harness.agent import profctl
 from harness.agent.elfsyms import FunctionTable, executable_span, read_functions
@@ -185,3 +185,30 @@ def place_module(module: FunctionTable, kallsyms: Sequence[str]) -> FunctionTabl
     if not placed:
         raise InfraError(f"/proc/kallsyms places no function of the module ({len(kallsyms)} lines)")
     return FunctionTable(tuple(sorted(placed, key=lambda f: f.start)))
+
+
+class _Launcher(Protocol):
+    """What `evidence_of` asks of the agent (`harness.agent.driver.Agent`)."""
+
+    def truth_image(self) -> TruthImage: ...
+
+    def module_functions(self) -> FunctionTable: ...
+
+
+def evidence_of(
+    agent: _Launcher,
+    steps: Sequence[str],
+    results: Sequence[profctl.StepResult],
+    *,
+    chains: bool = True,
+) -> TruthEvidence | None:
+    """The ground-truth evidence of a run: None when ``steps`` launched no workload.
+
+    The workloads, their image and, for a flavour that records call chains
+    (``chains``), the module's functions at their kernel addresses.
+    """
+    workloads = workloads_of(steps, results)
+    if not workloads:
+        return None
+    module = agent.module_functions() if chains else None
+    return TruthEvidence(workloads, agent.truth_image(), module)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harness.agent import profctl
@@ -35,11 +35,10 @@ from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu, require_ok
 from harness.agent.truth import (
-    TruthEvidence,
     TruthLaunch,
+    evidence_of,
     launch_steps,
     output_steps,
-    workloads_of,
 )
 from harness.errors import InfraError
 
@@ -266,18 +265,8 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         background_errno=ended,
         kernel=interrupt_reads(reads, agent.pmu_irq_label),
         injections=injections_of(steps, online),
-        truth=_truth_of(agent, steps, results),
+        truth=evidence_of(agent, steps, results),
     )
-
-
-def _truth_of(
-    agent: AgentLike, steps: Sequence[str], results: Sequence[profctl.StepResult]
-) -> TruthEvidence | None:
-    """The ground-truth workloads the steps launched, their image, the module's functions."""
-    workloads = workloads_of(steps, results)
-    if not workloads:
-        return None
-    return TruthEvidence(workloads, agent.truth_image(), agent.module_functions())
 
 
 def _reader_end(agent: AgentLike) -> str:

@@ -47,7 +47,7 @@ from harness.agent.steps import (
     parse_percpu,
     snapshot_of,
 )
-from harness.agent.truth import TruthEvidence, workloads_of
+from harness.agent.truth import evidence_of
 from harness.errors import InfraError
 
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
@@ -305,20 +305,10 @@ def hw_run(
         counting=_counting(plan, by_tag, agent.events_per_ns(spec)),
         clocks=tuple(r.int_value("ns") for r in by_tag.get("clock", ())),
         log_faults=plan.log_faults,
-        truth=_truth_of(agent, steps, results),
+        truth=evidence_of(agent, steps, results),
     )
     agent.save_run(run.record())
     return run
-
-
-def _truth_of(
-    agent: AgentLike, steps: Sequence[str], results: Sequence[profctl.StepResult]
-) -> TruthEvidence | None:
-    """The ground-truth workloads the steps launched, their image, the module's functions."""
-    workloads = workloads_of(steps, results)
-    if not workloads:
-        return None
-    return TruthEvidence(workloads, agent.truth_image(), agent.module_functions())
 
 
 def _by_tag(

@@ -26,7 +26,7 @@ from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.kprof.results import KprofRecord, KprofRun, KprofStats
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, GUEST_DIR, parse_pairs, parse_percpu, require_names
-from harness.agent.truth import TruthEvidence, workloads_of
+from harness.agent.truth import evidence_of
 from harness.errors import InfraError
 
 KPROF_DIR = f"{DEBUGFS}/kprof"
@@ -228,18 +228,8 @@ def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
         control=_control_outcomes(steps, results) if plan.control else {},
         kernel=interrupt_reads(irq, agent.pmu_irq_label),
         injections=injections_of(steps, online),
-        truth=_truth_of(agent, steps, results),
+        truth=evidence_of(agent, steps, results),
     )  # fmt: skip
-
-
-def _truth_of(
-    agent: AgentLike, steps: Sequence[str], results: Sequence[profctl.StepResult]
-) -> TruthEvidence | None:
-    """The ground-truth workloads the steps launched, their image, the module's functions."""
-    workloads = workloads_of(steps, results)
-    if not workloads:
-        return None
-    return TruthEvidence(workloads, agent.truth_image(), agent.module_functions())
 
 
 #: A body step taking a CPU offline: kprof's offline hook flushes that CPU's block.

@@ -42,11 +42,10 @@ from harness.agent.steps import (
     workload_steps,
 )
 from harness.agent.truth import (
-    TruthEvidence,
     TruthLaunch,
+    evidence_of,
     launch_steps,
     output_steps,
-    workloads_of,
 )
 
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
@@ -259,15 +258,7 @@ def run_steps(
         else None,
         injections=injections_of(steps, online),
         instruction_clock=context.instruction_clock,
-        truth=_truth_of(agent, steps, results),
+        truth=evidence_of(agent, steps, results, chains=False),
     )
     agent.save_run(run.record())
     return run, results
-
-
-def _truth_of(
-    agent: AgentLike, steps: Sequence[str], results: Sequence[profctl.StepResult]
-) -> TruthEvidence | None:
-    """The ground-truth workloads the steps launched, with their image (None: none)."""
-    workloads = workloads_of(steps, results)
-    return TruthEvidence(workloads, agent.truth_image()) if workloads else None
