@@ -230,10 +230,13 @@ def check_nmi_safety(view: CoreView) -> list[Violation]:
 def check_nmi_context(core: Mapping[int, Mapping[str, int]], nmi_expected: bool) -> list[Violation]:
     """NMI, shared by the flavours: with pseudo-NMI on every sample was produced in NMI.
 
-    With it on: no overflow handled outside NMI, some handled inside, and no
-    producer call in hard-IRQ context on any CPU (the harness injects none there: a
-    sample produced later, from an irq_work, is a deferral the port must not make;
-    task-context calls are CALLS's to count). With it off: nothing ran in NMI.
+    With it on: no overflow handled outside NMI, some handled inside when the agent
+    saw any overflow at all, and no producer call in hard-IRQ context on any CPU (the
+    harness injects none there: a sample produced later, from an irq_work, is a
+    deferral the port must not make; task-context calls are CALLS's to count). A run
+    with no overflow (a control run whose one PMC ran 9 ms on a starved host) asks
+    nothing of the "some inside" half; IRQ ties "no overflow seen" to the kernel's
+    own interrupt count. With it off: nothing ran in NMI.
     """
     view = CoreView(AgentSpec(), core, None, Injections(), throttling_disabled=False)
     if not nmi_expected:
@@ -242,7 +245,8 @@ def check_nmi_context(core: Mapping[int, Mapping[str, int]], nmi_expected: bool)
     violations = _must_be_zero(
         view, "NMI", ("x_nmi_ctx_bad", "x_producer_calls_irq"), "pseudo-NMI on: all in NMI"
     )
-    if not any(view.get(cpu, "x_nmi_ctx_ok") > 0 for cpu in core):
+    seen_any = any(view.get(cpu, "x_nmi_total") > 0 for cpu in core)
+    if seen_any and not any(view.get(cpu, "x_nmi_ctx_ok") > 0 for cpu in core):
         violations.append(Violation("NMI", None, "x_nmi_ctx_ok > 0 on some CPU",
                                     "x_nmi_ctx_ok = 0 on every CPU", "pseudo-NMI on"))  # fmt: skip
     return violations

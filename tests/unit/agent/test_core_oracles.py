@@ -9,6 +9,7 @@ from harness.agent.core_oracles import (
     CoreView,
     applicable_core,
     check_core,
+    check_nmi_context,
     delivered_share,
 )
 from harness.agent.evidence import Injections, KernelEvidence
@@ -95,3 +96,22 @@ def test_throttling_on_leaves_throttle_to_the_throttling_case() -> None:
 def test_delivered_share(values: dict[str, int], expected: float | None) -> None:
     base = {"x_nmi_total": 100, **values}
     assert delivered_share(base) == expected
+
+
+@pytest.mark.parametrize(
+    ("cores", "expected"),
+    [
+        pytest.param({0: core(), 1: core()}, [], id="no overflow seen: nothing asked"),
+        pytest.param(
+            {0: core(x_nmi_total=3), 1: core()},
+            [("NMI", None, "x_nmi_ctx_ok > 0 on some CPU", "x_nmi_ctx_ok = 0 on every CPU")],
+            id="overflows seen, none in NMI",
+        ),
+        pytest.param({0: core(x_nmi_total=3, x_nmi_ctx_ok=3), 1: core()}, [], id="in NMI"),
+    ],
+)
+def test_nmi_asks_for_some_overflow_in_nmi_only_when_one_was_seen(
+    cores: dict[int, dict[str, int]], expected: list[tuple[str, int | None, str, str]]
+) -> None:
+    found = check_nmi_context(cores, nmi_expected=True)
+    assert [(v.oracle, v.cpu, v.expected, v.observed) for v in found] == expected

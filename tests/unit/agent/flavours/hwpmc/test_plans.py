@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from harness.agent.flavours.hwpmc.data import PMC_OPS
+from harness.agent.flavours.hwpmc.flavour import peer_spec
 from harness.agent.flavours.hwpmc.plans import counting_plan
 from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, plan_steps, pmc_id
 from harness.agent.spec import AgentSpec
@@ -31,3 +34,11 @@ def test_the_counting_plan_sets_starts_reads_and_brackets_its_sc_pmc() -> None:
     assert len(reads) == 3
     assert reads[0] < j < reads[1] < reads[2]
     assert [s for s in steps if s.startswith("spin:")] == ["spin:3:1500"]
+
+
+def test_the_peer_runs_ring_outlasts_the_probe_and_a_sweep() -> None:
+    """200 ms IRQ-off probe + 4 ms sweep at 1 ms: 204 overflows + 2 at the ends, twice."""
+    spec = AgentSpec(flavour="hwpmc")
+    assert spec.param("nsamples") == 32
+    assert peer_spec(spec).param("nsamples") == 2 * (204 + 2)
+    assert peer_spec(replace(spec, period=100_000)).param("nsamples") == 2 * (2040 + 2)
