@@ -64,11 +64,16 @@ class PeerHooks(Generic[_R]):
     read after the run: `harness.agent.peer.info_window`). ``drops``: per CPU, the
     samples the agent counted as lost in the run (None: it counts none); PROFILE
     leaves those CPUs out (`harness.agent.profile`'s docstring says why).
+    ``recording``: the guest-clock span in which the agent recorded samples, where
+    that is narrower than its window's outer span (kprof records only between its
+    ``start`` and ``stop``, while its counters run from load to unload); PROFILE folds
+    perf's samples there (None: the window's outer span).
     """
 
     samples: Callable[[_R], Iterable[ProfileSample]]
     window: Callable[[_R, int], PeerWindow] | None = None
     drops: Callable[[_R], Mapping[int, int]] | None = None
+    recording: Callable[[_R], tuple[int, int]] | None = None
 
 
 def beside_perf(run: Runner, kind: type[_R], hooks: PeerHooks[_R]) -> Runner:
@@ -124,7 +129,7 @@ def peer_run(
     counts = stop_perf(agent.shell, session, timeout_s=budget, window=window.inner, keep=keep)
     symbols = Symboliser(parse_kallsyms(kallsyms), _workload_symbols(agent))
     drops = hooks.drops(result) if hooks.drops is not None else {}
-    lo, hi = window.outer
+    lo, hi = hooks.recording(result) if hooks.recording is not None else window.outer
     in_window = (s for s in counts.stacks if lo <= s.time_ns <= hi)
     pair = profile_pair(hooks.samples(result), in_window, symbols, drops)
     _keep(agent, pair, kallsyms)

@@ -46,7 +46,7 @@ from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import inject_step, probe_step
 from harness.agent.truth import TruthLaunch, launch_steps, output_steps
-from harness.errors import ConfigError
+from harness.errors import ConfigError, InfraError
 
 #: Kernel PCs the exact run writes to kpdata: while tracing, and before ``start``.
 KPDATA_PC = 0xFFFF_FFFF_8100_0000
@@ -205,6 +205,20 @@ def _samples(run: KprofRun) -> list[AgentSample]:
             for r in run.trace if r.pcs]  # fmt: skip
 
 
+def _recording(run: KprofRun) -> tuple[int, int]:
+    """Kprof records only while its CPUs trace: from ``start`` to ``stop``.
+
+    Its counters run from load to unload, and the calls outside tracing (a third of
+    them on 8 vCPUs, in the reads after ``stop``) record nothing: perf's samples
+    there would thin kprof's profile against perf's, not at random (chi2 291.7).
+
+    :raise InfraError: the run read no clock around ``start`` and ``stop``.
+    """
+    if run.tracing_ns is None:
+        raise InfraError("kprof peer run: no clock reads around start and stop")
+    return run.tracing_ns
+
+
 FLAVOUR = Flavour(
     info=KPROF,
     oracles=(*KPROF_ORACLES, *oracles_for(chains=True)),
@@ -215,7 +229,7 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
-    peer_run=beside_perf(_standard, KprofRun, PeerHooks(samples=_samples)),
+    peer_run=beside_perf(_standard, KprofRun, PeerHooks(samples=_samples, recording=_recording)),
     ops={
         "reader": OpRule(on=True),  # a background reader draining kpdata
         "kpctl-start": OpRule(),

@@ -99,6 +99,9 @@ class KprofRun:
     peer: PeerEvidence | None = None
     #: The ground-truth workloads, their image and the module's functions (None: none ran).
     truth: TruthEvidence | None = None
+    #: Guest clock reads (ns) just before ``start`` and just after ``stop``: every CPU
+    #: traced, so recorded, only inside them (None: the run read no clock there).
+    tracing_ns: tuple[int, int] | None = None
 
     def snapshot(self, name: str) -> KprofStats | None:
         """The counters taken at ``name`` (None: this run took none there)."""

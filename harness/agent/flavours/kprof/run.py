@@ -100,7 +100,11 @@ class KprofPlan:
 
 
 def session_steps(plan: KprofPlan) -> tuple[str, ...]:
-    """The session: open, start, body, kpdata writes, stop, the reads, close."""
+    """The session: open, start, body, kpdata writes, stop, the reads, close.
+
+    A clock read comes just before ``start`` and just after ``stop``: the span in
+    which any CPU traced (`KprofRun.tracing_ns`).
+    """
     idle = tuple(s for value in plan.kpdata_idle for s in kpdata_steps(0, value))
     writes = tuple(s for cpu, pcs in sorted(plan.kpdata.items()) for v in pcs
                    for s in kpdata_steps(cpu, v))  # fmt: skip
@@ -110,8 +114,10 @@ def session_steps(plan: KprofPlan) -> tuple[str, ...]:
         else ()
     )
     return (
-        profctl.open_step(KPCTL), profctl.open_step(KPDATA), *idle, *reader, ctl_step("start"),
+        profctl.open_step(KPCTL), profctl.open_step(KPDATA), *idle, *reader, profctl.clock_step(),
+        ctl_step("start"),
         *plan.body, *writes, snapshot(res.BEFORE_STOP), ctl_step("stop"),
+        profctl.clock_step(),
         snapshot(res.AFTER_STOP), profctl.timeout_step(DRAIN_TIMEOUT_S),
         *((profctl.wait_step(),) if plan.background_reader else ()),
         profctl.read_step(DATA_FD, STREAM, plan.read_size),
@@ -229,7 +235,16 @@ def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
         kernel=interrupt_reads(irq, agent.pmu_irq_label),
         injections=injections_of(steps, online),
         truth=evidence_of(agent, steps, results),
+        tracing_ns=_tracing_span(steps, results),
     )  # fmt: skip
+
+
+def _tracing_span(
+    steps: Sequence[str], results: Sequence[profctl.StepResult]
+) -> tuple[int, int] | None:
+    """The session's first two clock reads: just before ``start``, just after ``stop``."""
+    clocks = [r.int_value("ns") for s, r in zip(steps, results, strict=True) if s == "clock"]
+    return (clocks[0], clocks[1]) if len(clocks) >= 2 else None
 
 
 #: A body step taking a CPU offline: kprof's offline hook flushes that CPU's block.
