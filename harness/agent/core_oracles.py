@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from harness.agent.budgets import check_handler_budget
 from harness.agent.evidence import Injections, KernelEvidence
@@ -207,6 +208,44 @@ def check_profile(view: CoreView) -> list[Violation]:
               f"perf {worst[2]} of {n_agent} / {n_perf}{left_out}")  # fmt: skip
     expected = f"chi2 <= {test.critical:.1f} (df {test.df}, alpha {test.alpha:g})"
     return [Violation("PROFILE", None, expected, f"chi2 = {test.statistic:.1f}", detail)]
+
+
+class CoreRun(Protocol):
+    """What every flavour's run carries for the shared oracles (its core counters aside)."""
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The agent build the run loaded."""
+
+    @property
+    def kernel(self) -> KernelEvidence | None:
+        """The guest kernel's own PMU interrupt counts over the run."""
+
+    @property
+    def injections(self) -> Injections:
+        """What the harness injected, per CPU and context."""
+
+    @property
+    def instruction_clock(self) -> bool:
+        """The guest's clocks counted instructions (-icount): C-3 applies."""
+
+    @property
+    def peer(self) -> PeerEvidence | None:
+        """Linux perf beside the agent (None: no peer ran)."""
+
+
+def core_view_of(
+    run: CoreRun, core: Mapping[int, Mapping[str, int]], *, throttling_disabled: bool = True
+) -> CoreView:
+    """What the shared oracles read of a flavour's ``run`` whose core counters are ``core``.
+
+    ``throttling_disabled``: whether the run turned the perf core's throttling off
+    (tprof and hwpmc runs say per run; dt's and kprof's always do).
+    """
+    view = CoreView(spec=run.spec, core=core, kernel=run.kernel, injections=run.injections,
+                    throttling_disabled=throttling_disabled,
+                    instruction_clock=run.instruction_clock)  # fmt: skip
+    return with_peer(view, run.peer)
 
 
 def with_peer(view: CoreView, peer: PeerEvidence | None) -> CoreView:

@@ -38,7 +38,7 @@ from harness.agent.core_oracles import (
     CoreView,
     applicable_core,
     check_core,
-    with_peer,
+    core_view_of,
 )
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.dt.data import DT, DT_RING_SLOTS
@@ -130,10 +130,7 @@ def check_dt(run: DtRun) -> list[Violation]:
 
 def core_view(run: DtRun) -> CoreView:
     """What the shared oracles (`harness.agent.core_oracles`) read of a dt run."""
-    view = CoreView(spec=run.spec, core=run.core, kernel=run.kernel,
-                    injections=run.injections, throttling_disabled=True,
-                    instruction_clock=run.instruction_clock)  # fmt: skip
-    return with_peer(view, run.peer)
+    return core_view_of(run, run.core)
 
 
 def check_dt_conservation(run: DtRun) -> list[Violation]:

@@ -42,7 +42,7 @@ from harness.agent.core_oracles import (
     CoreView,
     applicable_core,
     check_core,
-    with_peer,
+    core_view_of,
 )
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.hwpmc.conservation import check_interrupts, check_outcomes, check_rings
@@ -71,15 +71,7 @@ HW_ORACLES: tuple[tuple[str, str], ...] = (
 
 def core_view(run: HwRun) -> CoreView:
     """What the shared oracles read of ``run``."""
-    view = CoreView(
-        spec=run.spec,
-        core=run.snapshot.core,
-        kernel=run.kernel,
-        injections=run.injections,
-        throttling_disabled=run.throttling_disabled,
-        instruction_clock=run.instruction_clock,
-    )
-    return with_peer(view, run.peer)
+    return core_view_of(run, run.snapshot.core, throttling_disabled=run.throttling_disabled)
 
 
 def applicable_hw_oracles(run: HwRun) -> frozenset[str]:

@@ -27,7 +27,7 @@ from harness.agent.core_oracles import (
     CoreView,
     applicable_core,
     check_core,
-    with_peer,
+    core_view_of,
 )
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.kprof import results as res
@@ -86,10 +86,7 @@ def applicable_kprof_oracles(run: KprofRun) -> frozenset[str]:
 
 def core_view(run: KprofRun) -> CoreView:
     """What the shared oracles read of a kprof run."""
-    view = CoreView(spec=run.spec, core=run.core, kernel=run.kernel,
-                    injections=run.injections, throttling_disabled=True,
-                    instruction_clock=run.instruction_clock)  # fmt: skip
-    return with_peer(view, run.peer)
+    return core_view_of(run, run.core)
 
 
 def check_kprof(run: KprofRun) -> list[Violation]:

@@ -45,7 +45,7 @@ from harness.agent.core_oracles import (
     CoreView,
     applicable_core,
     check_core,
-    with_peer,
+    core_view_of,
 )
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.tprof.budgets import check_stop_latency
@@ -123,15 +123,7 @@ def check_sampling(run: SamplingRun) -> list[Violation]:
 
 def core_view(run: SamplingRun) -> CoreView:
     """What the shared oracles (`harness.agent.core_oracles`) read of a tprof run."""
-    view = CoreView(
-        spec=run.spec,
-        core=run.snapshot.core,
-        kernel=run.kernel,
-        injections=run.injections,
-        throttling_disabled=run.throttling_disabled,
-        instruction_clock=run.instruction_clock,
-    )
-    return with_peer(view, run.peer)
+    return core_view_of(run, run.snapshot.core, throttling_disabled=run.throttling_disabled)
 
 
 def check_conservation(run: SamplingRun) -> list[Violation]:
