@@ -147,8 +147,8 @@ def _drops(run: DtRun) -> dict[int, int]:
 
 
 #: The peer run samples at this multiple of the spec's period. dt's reader is woken
-#: through one irq_work per open (`wake_up_interruptible` on its wait queue) by every
-#: event of every CPU; at 1 ms a CPU the wakers and the reader's prepare_to_wait
+#: through an irq_work on the event's CPU (`wake_up_interruptible` on the open's wait
+#: queue) by every event; at 1 ms a CPU the wakers and the reader's prepare_to_wait
 #: contend for the wait queue's spinlock, and under TCG on a shared host a vCPU
 #: holding it is descheduled for tens of ms while the others spin: the reader drains
 #: nothing and the ring (the seed's 15 events, 15 ms) drops the spinning CPU's
@@ -157,18 +157,23 @@ def _drops(run: DtRun) -> dict[int, int]:
 #: Not every stall fits: with other guests loading the host one peer run of three
 #: still dropped (CPU 0 13, CPU 1 116: gaps of 418 and 360 ms, the reader spinning
 #: in prepare_to_wait_event); PROFILE leaves such CPUs out (profile.py says why).
+#: On 8 vCPUs the one reader cannot keep up at all: it read ~500 events a second
+#: against the CPUs' ~800 (with or without busy loops, at 4 or 16 ms, with reads of
+#: 16 or 120 events), every CPU dropped, and PROFILE compared nothing there.
 PEER_PERIOD_FACTOR = 4
 
 
 def _unprobed(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     """The standard run without the IRQ-off probe (the peer run's: no starved reader).
 
-    The probe masks IRQs on the last CPU for `PROBE_MS`; an event there queues the
-    open's one wakeup irq_work, which cannot run until the probe ends, and the
-    other CPUs' events cannot queue it again: no reader wakes for 200 ms and every
-    ring fills (at 1 ms on 2 vCPUs: gaps of 186 and 171 ms in CPU 0's and 1's
-    events there; 146 and 91 dropped in the run). CHAIN judges the
-    probe's stacks in the standard run; PEER and PROFILE need a reader that keeps up.
+    The probe masks IRQs on the last CPU for `PROBE_MS`. While the open had one
+    wakeup irq_work, an event there left it pending on that CPU until the probe
+    ended and no other CPU's event could queue it: no reader woke for 200 ms and
+    every ring filled (at 1 ms on 2 vCPUs: gaps of 186 and 171 ms in CPU 0's and 1's
+    events; 146 and 91 dropped in the run). Each CPU now wakes the reader through
+    its own irq_work, but on one vCPU nothing drains the probe's ring until the
+    probe ends. CHAIN judges the probe's stacks in the standard run; PEER and
+    PROFILE need a reader that keeps up.
     """
     return _busy(agent, spec, cpus, ())
 

@@ -90,6 +90,9 @@ struct dt_cpu {
 	u32 cons;		/* next slot this CPU fills: written by the producer */
 	int inevt;		/* inside a get on this CPU (recursion guard) */
 	unsigned int mutant_tick;	/* counted by a mutation point */
+	struct irq_work wakeup;	/* this CPU's NMI-safe path to the reader */
+	struct dt_open *op;	/* the open this CPU's ring belongs to */
+	u64 wakeups;		/* reader wakeups run here (only this CPU writes it) */
 	u64 stat[DT_PC_NSTATS];
 	struct dt_evt ring[DT_RING];
 };
@@ -99,7 +102,6 @@ struct dt_open {
 	struct list_head all_link;		/* on dt_all, dt_mutex */
 	struct dt_cpu __percpu *cpu;
 	atomic_t evtcnt;		/* readable events, all CPUs */
-	struct irq_work wakeup;		/* NMI-safe path to the reader */
 	wait_queue_head_t readers;
 	struct mutex reader;		/* one reader at a time (DT-D6 fixed) */
 	unsigned int lastcpu;		/* where the next read starts */
@@ -217,6 +219,11 @@ static void dt_fill(struct dt_open *op, struct dt_evt *ev, const struct pa_sampl
  * Publish the slot taken by dt_get, then wake the reader through irq_work.
  * DT-D5 fixed: the count goes up before the slot is visible, so a reader that
  * subtracts what it copied never takes it below zero.
+ *
+ * The irq_work is this CPU's own: one irq_work per open would stay pending on
+ * whichever CPU queued it first, and a CPU that then masks interrupts (the
+ * 200 ms IRQ-off probe) would keep every CPU's events from waking the reader
+ * (every dt ring full and dropping until the probe ended).
  */
 static void dt_consume(struct dt_open *op)
 {
@@ -234,7 +241,7 @@ static void dt_consume(struct dt_open *op)
 	this_cpu_inc(op->cpu->stat[DT_PC_X_COMMITTED]);
 	barrier();
 	WRITE_ONCE(dc->inevt, 0);
-	irq_work_queue(&op->wakeup);
+	irq_work_queue(&dc->wakeup);
 }
 
 static void dt_produce(const struct pa_sample_ctx *ctx)
@@ -275,10 +282,10 @@ static void dt_produce(const struct pa_sample_ctx *ctx)
 
 static void dt_wakeup(struct irq_work *work)
 {
-	struct dt_open *op = container_of(work, struct dt_open, wakeup);
+	struct dt_cpu *dc = container_of(work, struct dt_cpu, wakeup);
 
-	op->stat[DT_OP_X_WAKEUPS]++;
-	wake_up_interruptible(&op->readers);
+	WRITE_ONCE(dc->wakeups, dc->wakeups + 1);	/* read by the stats ioctl */
+	wake_up_interruptible(&dc->op->readers);
 }
 
 /* ---- the reader ------------------------------------------------------------ */
@@ -541,6 +548,9 @@ static long dt_pcpustats(struct dt_open *op, void __user *arg)
 			return -EFAULT;
 	}
 	op->stat[DT_OP_X_EVTCNT] = atomic_read(&op->evtcnt);
+	op->stat[DT_OP_X_WAKEUPS] = 0;
+	for_each_possible_cpu(cpu)
+		op->stat[DT_OP_X_WAKEUPS] += READ_ONCE(per_cpu_ptr(op->cpu, cpu)->wakeups);
 	if (copy_to_user(out + nr_cpu_ids * DT_PC_NSTATS, op->stat, sizeof(op->stat)))
 		return -EFAULT;
 	hdr.ncpu = nr_cpu_ids;
@@ -582,6 +592,7 @@ static long dt_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 static int dt_open(struct inode *inode, struct file *file)
 {
 	struct dt_open *op;
+	unsigned int cpu;
 
 	if (!READ_ONCE(dt_allow))
 		return -EPERM;
@@ -595,7 +606,12 @@ static int dt_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	}
 	atomic_set(&op->evtcnt, 0);
-	init_irq_work(&op->wakeup, dt_wakeup);
+	for_each_possible_cpu(cpu) {
+		struct dt_cpu *dc = per_cpu_ptr(op->cpu, cpu);
+
+		dc->op = op;
+		init_irq_work(&dc->wakeup, dt_wakeup);
+	}
 	init_waitqueue_head(&op->readers);
 	mutex_init(&op->reader);
 	mutex_lock(&dt_mutex);
@@ -608,9 +624,11 @@ static int dt_open(struct inode *inode, struct file *file)
 static int dt_release(struct inode *inode, struct file *file)
 {
 	struct dt_open *op = file->private_data;
+	unsigned int cpu;
 
 	dt_record_off(op);
-	irq_work_sync(&op->wakeup);
+	for_each_possible_cpu(cpu)
+		irq_work_sync(&per_cpu_ptr(op->cpu, cpu)->wakeup);
 	mutex_lock(&dt_mutex);
 	list_del(&op->all_link);
 	mutex_unlock(&dt_mutex);
