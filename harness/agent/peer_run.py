@@ -162,10 +162,11 @@ def _keep(agent: AgentLike, pair: ProfilePair, kallsyms: str) -> None:
     (agent.workdir / "kallsyms.txt").write_text(kallsyms)
 
 
-def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
+def profile_report(peer: PeerEvidence | None, rows: int = 10, *, judged: bool = True) -> str:
     """The PEER range of each CPU, the top-symbol table and PROFILE's statistic.
 
-    '' without a peer.
+    '' without a peer. ``judged``: whether the flavour judges PROFILE (its statistic
+    is then a verdict; else it is shown and says it is not one).
     """
     if peer is None:
         return ""
@@ -176,7 +177,8 @@ def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
     if peer.profiles is None:
         return f"{line}\n"
     pair = peer.profiles
-    return f"{line}\n{top_symbols(pair, rows)}\n{_test_line(pair)}\n"
+    shown = "" if judged else " (shown, not judged for this flavour)"
+    return f"{line}\n{top_symbols(pair, rows)}\n{_test_line(pair)}{shown}\n"
 
 
 def profile_summary(peer: PeerEvidence | None) -> dict[str, str]:

@@ -25,6 +25,12 @@ def test_the_report_gives_each_cpus_range_the_top_symbols_and_the_statistic() ->
     assert lines[-1].endswith(": alike")
 
 
+def test_a_flavour_that_does_not_judge_profile_says_so_on_its_line() -> None:
+    line = profile_report(PEER, judged=False).splitlines()[-1]
+    assert line.startswith("PROFILE: chi2 ")
+    assert line.endswith(": alike (shown, not judged for this flavour)")
+
+
 def test_no_peer_no_report_and_no_profile_for_the_matrix() -> None:
     assert profile_report(None) == ""
     assert profile_summary(None) == {}

@@ -47,7 +47,7 @@ def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, DtRun)
     verdicts = format_dt_verdicts(violations, applicable_dt_oracles(own))
     content = content_report(own.content(), violations)
-    return f"{format_dt_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
+    return f"{format_dt_table(own)}\n{profile_report(own.peer, judged=False)}{verdicts}\n{content}"
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
