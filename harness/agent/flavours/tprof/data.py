@@ -196,6 +196,26 @@ TPROF = FlavourInfo(
             "the index is published first, the record filled where it then points",
             ("TP-O5",),
         ),
+        # Issue 10's fixed races, reintroduced (issue 25): every tprof run on the KASAN
+        # kernel, its console judged; the `offline_stop` run opens this one's window.
+        Mutant(
+            "free_outside_lock",
+            "STOP frees an offline CPU's published buffer outside tp.lock and clears the "
+            "pointer 200 ms later; a stats_percpu reader reads the freed buffer",
+            ("KASAN",),
+            case="kasan",
+            quick=False,
+        ),
+        # A leak, not a memory error (nothing the late kick touches was freed): STOPPED
+        # sees the buffer it installs after STOP; the `stop_kick` run opens the window.
+        Mutant(
+            "kick_after_stop",
+            "a kick past its running check when STOP began swaps after STOP (tp_swap no "
+            "longer refuses it; the window held open), installing a buffer nothing frees",
+            ("STOPPED",),
+            case="stop_kick",
+            quick=False,
+        ),
     ),
 )
 #: Global statistics that are sums of a per-CPU one under another name.

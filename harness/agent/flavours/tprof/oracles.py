@@ -65,6 +65,7 @@ ORACLES: tuple[tuple[str, str], ...] = (
     ("NMI", "producer context matches the pseudo-NMI mode the guest booted with"),
     ("PROBE", "overflows land inside IRQ-off probe windows iff pseudo-NMI is on"),
     ("TP-O10", "STOP returns within 1 s (+ drain period), in instructions (-icount runs only)"),
+    ("STOPPED", "after STOP no CPU holds a current buffer: a kick that lost the race is refused"),
 )
 
 #: Per-CPU outcome → the global statistic that sums it (same name unless listed).
@@ -99,6 +100,8 @@ def applicable_oracles(run: SamplingRun) -> frozenset[str]:
         names.discard("PLACE")
     if not run.instruction_clock:  # wall-clock budgets would flake under TCG: see budgets
         names.discard("TP-O10")
+    if "cur_buffers" not in run.snapshot.state:  # a module from before it printed the count
+        names.discard("STOPPED")
     return frozenset(names)
 
 
@@ -328,6 +331,19 @@ def check_probe(run: SamplingRun) -> list[Violation]:
     return out
 
 
+def check_stopped(run: SamplingRun) -> list[Violation]:
+    """STOPPED: the snapshot, read after STOP, finds no CPU holding a current buffer.
+
+    STOP's final swaps and its free of the offline CPUs' buffers leave none. A kick that
+    passed its running check before STOP and swapped after it (tp_swap no longer
+    refusing it: issue 10's fix, mutant ``kick_after_stop``, window opened by the
+    ``stop_kick`` run) installs a buffer nothing frees: a leak, which KASAN does not see.
+    """
+    got = int(run.snapshot.state.get("cur_buffers", "0"))
+    detail = "STOP frees every current buffer; one after it was installed late"
+    return zero("STOPPED", None, "cur_buffers", got=got, detail=detail)
+
+
 _CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
     "TP-O1": check_conservation,
     "TP-O2": check_swaps,
@@ -336,6 +352,7 @@ _CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
     "NMI": check_nmi_context,
     "PROBE": check_probe,
     "TP-O10": check_stop_latency,
+    "STOPPED": check_stopped,
 }
 
 

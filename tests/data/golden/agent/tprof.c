@@ -20,7 +20,8 @@
  * index read and its publication until a burst landed inside it (TP-D5), and
  * `read_kick` makes the next read(2) kick every CPU between taking the head
  * buffer and putting it back (TP-D9); `read_kick` `wait` blocks until it did,
- * so that a STOP sent after it cannot overtake those kicks.
+ * so that a STOP sent after it cannot overtake those kicks, and `wait checked`
+ * only until one of them passed its running check, so that one can.
  */
 #include <linux/cpu.h>
 #include <linux/debugfs.h>
@@ -42,6 +43,10 @@
 #define TP_S_CAP 10000
 /* A mutation point's delay, in guest time (an instruction a ns under -icount shift=0). */
 #define TP_MUTANT_STOP_WAIT_MS 1500
+/* How long the sanitizer mutants hold their race window open (a sleep: honest, not luck). */
+#define TP_MUTANT_WINDOW_MS 200
+/* The longest the kick-after-STOP mutant's kick waits for STOP to end. */
+#define TP_MUTANT_KICK_WAIT_MS 10000
 /* How long a `nest` window waits for its burst to ride an overflow. */
 #define TP_NEST_WAIT_NS (5 * NSEC_PER_SEC)
 #define TP_QUIRK_TP_D1 0	/* overflow of dropped and empty buffers is lost, counted nowhere */
@@ -183,6 +188,8 @@ static struct {
 	bool backend_busy;	/* the seed's backend use count */
 	bool read_kick;		/* `read_kick` hook: the next read kicks inside its window */
 	bool read_kicked;	/* `read_kick` hook: that read's kicks are done */
+	bool read_kicking;	/* `read_kick` hook: that read is kicking now */
+	bool read_kick_checked;	/* `read_kick` hook: one of its kicks passed its running check */
 	pid_t owner;
 	size_t offset;		/* reader's byte offset into the head buffer */
 	u64 capacity;		/* S of this START */
@@ -341,7 +348,8 @@ static int tp_swap(unsigned int cpu, struct tp_buf *fresh)
 		kvfree(fresh);
 		return -EAGAIN;
 	}
-	if (fresh && !tp.running) {
+	/* Mutation point: a kick that lost the race with STOP swaps anyway (before issue 10). */
+	if (fresh && !tp.running && !pa_mutant(KICK_AFTER_STOP)) {
 		/* A kick or a drain that lost the race with STOP: its final swap is done. */
 		spin_unlock_irqrestore(&tp.lock, flags);
 		kvfree(fresh);
@@ -388,6 +396,15 @@ static int tp_kick(unsigned int cpu)
 
 	if (!READ_ONCE(tp.running))
 		return -EINVAL;
+	if (READ_ONCE(tp.read_kicking) && !xchg(&tp.read_kick_checked, true))
+		wake_up_all(&tp.read_kick_done);	/* `read_kick` `wait checked`: one is past it */
+	/*
+	 * Mutation point (with tp_swap's): the window between the check above and the swap
+	 * held open until STOP ended (a bounded sleep), so the kick's swap comes after STOP's.
+	 */
+	if (pa_mutant(KICK_AFTER_STOP))
+		wait_event_interruptible_timeout(tp.readers, !READ_ONCE(tp.active),
+						 msecs_to_jiffies(TP_MUTANT_KICK_WAIT_MS));
 	/* Mutation point: every 3rd kick of the last CPU returns without its swap. */
 	if (pa_mutant(SKIP_KICK_SWAP) && cpu == cpumask_last(cpu_online_mask) &&
 	    atomic_inc_return(&last_cpu_kicks) % 3 == 0)
@@ -437,6 +454,18 @@ static void tp_free_current(void)
 
 	for_each_possible_cpu(cpu) {
 		tc = per_cpu_ptr(&tp_cpu, cpu);
+		/*
+		 * Mutation point: the buffer freed outside tp.lock while still published, and the
+		 * pointer cleared only after (the order before issue 10). The window between is
+		 * held open TP_MUTANT_WINDOW_MS, so a stats_percpu reader meets the freed buffer.
+		 */
+		if (pa_mutant(FREE_OUTSIDE_LOCK) && READ_ONCE(tc->cur)) {
+			tc->stat[TP_PC_X_STOP_DISCARD] += tc->cur->used + tc->cur->overflow;
+			kvfree(tc->cur);
+			msleep(TP_MUTANT_WINDOW_MS);
+			WRITE_ONCE(tc->cur, NULL);
+			continue;
+		}
 		tp_lock(&flags);	/* stats_percpu reads tc->cur under it */
 		gone = tc->cur;
 		tc->cur = NULL;
@@ -559,6 +588,7 @@ static void tp_clear(void)
 	tp.offset = 0;
 	tp.read_kick = false;	/* a hook armed and never used ends with its open */
 	tp.read_kicked = false;
+	tp.read_kick_checked = false;
 	memset(tp.stat, 0, sizeof(tp.stat));
 	for_each_possible_cpu(cpu) {
 		memset(per_cpu_ptr(&tp_cpu, cpu)->stat, 0, sizeof(tp.stat[0]) * TP_PC_NSTATS);
@@ -716,10 +746,12 @@ static void tp_read_kick(void)
 {
 	unsigned int cpu;
 
+	WRITE_ONCE(tp.read_kicking, true);
 	cpus_read_lock();
 	for_each_online_cpu(cpu)
 		pa_on_cpu(cpu, tp_kick_here, NULL);
 	cpus_read_unlock();
+	WRITE_ONCE(tp.read_kicking, false);
 	WRITE_ONCE(tp.read_kicked, true);
 	wake_up_all(&tp.read_kick_done);
 }
@@ -817,6 +849,19 @@ static void tp_show_stats_percpu(struct seq_file *m)
 	}
 }
 
+/* CPUs holding a current buffer: none after STOP (a late kick's would leak). */
+static unsigned int tp_cur_buffers(void)
+{
+	unsigned int cpu, n = 0;
+	unsigned long flags;
+
+	tp_lock(&flags);
+	for_each_possible_cpu(cpu)
+		n += per_cpu_ptr(&tp_cpu, cpu)->cur != NULL;
+	spin_unlock_irqrestore(&tp.lock, flags);
+	return n;
+}
+
 static void tp_show_state(struct seq_file *m)
 {
 	seq_printf(m, "running %d\n", READ_ONCE(tp.running));
@@ -827,6 +872,7 @@ static void tp_show_state(struct seq_file *m)
 	seq_printf(m, "capacity %llu\n", READ_ONCE(tp.capacity));
 	seq_printf(m, "reader_offset %zu\n", READ_ONCE(tp.offset));
 	seq_printf(m, "backend_busy %d\n", READ_ONCE(tp.backend_busy));
+	seq_printf(m, "cur_buffers %u\n", tp_cur_buffers());
 }
 
 /* ---- test hooks ------------------------------------------------------------ */
@@ -854,6 +900,8 @@ static ssize_t tp_nest_write(struct file *file, const char __user *ubuf, size_t 
  * `wait ms=<n>`: block until the armed read's kicks are done (ETIMEDOUT after n ms).
  * The read runs in another task; without this, a STOP sent next races those kicks
  * and refuses the ones it overtakes (tp_kick: not running), one swap short each.
+ * `wait checked ms=<n>`: only until one of them passed its running check, so that a
+ * STOP sent next races that kick's swap (tp_swap refuses it after STOP).
  * Anything else: the next read(2) kicks every CPU between taking and putting back
  * its buffer.
  */
@@ -862,19 +910,23 @@ static ssize_t tp_read_kick_write(struct file *file, const char __user *ubuf, si
 {
 	unsigned long ms;
 	char line[32];
+	bool checked;
 	long left;
 
 	if (len == 0 || len >= sizeof(line) || copy_from_user(line, ubuf, len))
 		return -EINVAL;
 	line[len] = '\0';
-	if (sscanf(line, "wait ms=%lu", &ms) == 1) {
+	checked = sscanf(line, "wait checked ms=%lu", &ms) == 1;
+	if (checked || sscanf(line, "wait ms=%lu", &ms) == 1) {
 		left = wait_event_interruptible_timeout(tp.read_kick_done,
-							READ_ONCE(tp.read_kicked),
+							checked ? READ_ONCE(tp.read_kick_checked) :
+								  READ_ONCE(tp.read_kicked),
 							msecs_to_jiffies(ms));
 		if (left < 0)
 			return left;
 		return left ? len : -ETIMEDOUT;
 	}
+	WRITE_ONCE(tp.read_kick_checked, false);
 	WRITE_ONCE(tp.read_kicked, false);
 	WRITE_ONCE(tp.read_kick, true);
 	return len;

@@ -88,6 +88,7 @@ def consistent_run(*, nmi: bool = True) -> SamplingRun:
             1: percpu(x_sample=150, x_overflow=6, x_nobuf=4, x_swaps=5),
         },
         core={0: core0, 1: core1},
+        state={"running": "0", "active": "0", "cur_buffers": "0"},
     )
     return SamplingRun(
         ref_events_per_ns=1.0,
@@ -126,6 +127,7 @@ def tp_d1_run(*, quirk: bool) -> SamplingRun:
         stats=stats(**seed, dropbuf_sample=16, x_swaps=6, x_bytes_read=24 * 16, **lost),
         stats_percpu={0: percpu(x_sample=16, x_overflow=8, x_dropbuf_sample=16, x_swaps=6, **lost)},
         core={0: cpu0},
+        state={"cur_buffers": "0"},
     )
     d1 = TPROF.quirk_bit("TP-D1") if quirk else 0
     return SamplingRun(
@@ -447,7 +449,7 @@ def test_oracles_are_listed_in_report_order() -> None:
     names = [name for name, _ in ORACLES]
     assert names == [
         "IRQ", "CALLS", "RELEASED", "PEER", "PROFILE", "THROTTLE", "C-2", "C-3",
-        "TP-O1", "TP-O2", "TP-O5", "PLACE", "NMI", "PROBE", "TP-O10",
+        "TP-O1", "TP-O2", "TP-O5", "PLACE", "NMI", "PROBE", "TP-O10", "STOPPED",
     ]  # fmt: skip
 
 
@@ -581,3 +583,16 @@ def test_throttle_lost_is_the_clamped_estimate() -> None:
     assert throttle_lost(broken(BASE, core={1: {"x_enabled_ns": 400_000_000}})) == {0: 1, 1: 237}
     assert throttle_lost(broken(BASE, core={0: {"x_enabled_ns": 200_000_000}})) == {0: 0, 1: 1}
     assert throttle_lost(broken(BASE, core={1: {"x_events_created": 0}})) == {0: 1, 1: 0}
+
+
+def test_stopped_a_buffer_current_after_stop_fails() -> None:
+    # kick_after_stop: a kick that passed its check before STOP installed one after it.
+    state = {**BASE.snapshot.state, "cur_buffers": "1"}
+    run = replace(BASE, snapshot=replace(BASE.snapshot, state=state))
+    assert brief(check_sampling(run)) == [("STOPPED", None, "cur_buffers = 0", "cur_buffers = 1")]
+
+
+def test_stopped_not_judged_when_the_module_does_not_print_the_count() -> None:
+    run = replace(BASE, snapshot=replace(BASE.snapshot, state={}))
+    assert "STOPPED" not in applicable_oracles(run)
+    assert check_sampling(run) == []

@@ -141,6 +141,7 @@ def test_verdicts_pass_fail_and_skip() -> None:
         "PASS  NMI       ",
         "PASS  PROBE     ",
         "skip  TP-O10    ",
+        "PASS  STOPPED   ",
     ]
     assert lines[6] == f"      {violations[0]}"
     assert lines[12] == f"      {violations[1]}"

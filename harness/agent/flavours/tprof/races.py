@@ -1,0 +1,125 @@
+"""tprof's race runs: the plans that open the windows issue 10's fixed races need.
+
+Each is an extra run of the flavour (`harness.agent.flavour.Flavour.extra_runs`),
+judged by tprof's oracles like any run; on the debug kernel (`invoke mutants --full`,
+the ``kasan`` case) KASAN judges the memory its mutant reaches::
+
+    run = offline_stop_run(agent, AgentSpec(), (0, 1))
+    run = stop_kick_run(agent, AgentSpec(), (0, 1))
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+
+from harness.agent import profctl
+from harness.agent.flavour import AgentLike
+from harness.agent.flavours.tprof.data import TPROF
+from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.run import (
+    BACKGROUND,
+    RunContext,
+    judged_steps,
+    read_kick_step,
+    run_steps,
+)
+from harness.agent.spec import AgentSpec
+from harness.agent.steps import DEBUGFS, FD, GUEST_DIR, inject_step, kick_step
+from harness.errors import ConfigError
+
+#: A shell loop reading ``stats_percpu`` (it reads every CPU's current buffer under
+#: tp.lock) until its first argument exists, at most its second argument times.
+STATS_READER = f"{GUEST_DIR}/tprof-stats-reader.sh"
+STATS_READER_SCRIPT = f"""\
+n=0
+while [ ! -e "$1" ] && [ "$n" -lt "$2" ]; do
+    cat {DEBUGFS}/stats_percpu > /dev/null || exit 1
+    n=$((n + 1))
+done
+echo "reads $n"
+"""
+#: Created after STOP: the reader's end.
+STOPPED = f"{GUEST_DIR}/tprof-stopped"
+#: The reader's bound, should the marker never come (a failed step).
+STATS_READS_MAX = 100_000
+#: The stop-kick run: S, and calls injected on every CPU before the read.
+STOP_KICK_S, STOP_KICK_CALLS = 8, 12
+#: The offline-stop run: S, calls injected on each online CPU per round, rounds.
+OFFLINE_STOP_S, OFFLINE_STOP_CALLS, OFFLINE_STOP_ROUNDS = 8, 5, 2
+
+
+def online_path(cpu: int) -> str:
+    """The sysfs switch that takes ``cpu`` offline (0) and back (1)."""
+    return f"/sys/devices/system/cpu/cpu{cpu}/online"
+
+
+def offline_stop_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> SamplingRun:
+    """A CPU offline from before START to after STOP, and a stats reader across STOP.
+
+    START installs a buffer for every possible CPU, so the offline CPU's is still
+    published at STOP, where ``tp_free_current`` takes and frees it under tp.lock
+    (issue 10's fix; the ``free_outside_lock`` mutant frees it outside). Meanwhile a
+    shell loop on the first CPU reads ``stats_percpu``, which reads every CPU's current
+    buffer under that lock, from before STOP until STOP returned. Exact shape: bursts
+    only, manual drain, S = 8, two rounds of {inject 5 on every online CPU, kick}. The
+    CPU comes back online whatever happens. Needs a guest shell (not input-free).
+
+    :raise ConfigError: fewer than two CPUs (CPU 0 cannot go offline).
+    :raise InfraError: a step failed.
+    """
+    if len(cpus) < 2:
+        raise ConfigError("tprof's offline_stop run needs two CPUs (CPU 0 cannot go offline)")
+    outgoing, reader_cpu = cpus[-1], cpus[0]
+    run_spec = replace(spec, drain="manual", pmu_produce=False).with_params(
+        buffer_samples=OFFLINE_STOP_S
+    )
+    script = shlex.quote(STATS_READER_SCRIPT)
+    agent.shell.run(f"mkdir -p {GUEST_DIR} && printf %s {script} > {STATS_READER} "
+                    f"&& rm -f {STOPPED}", timeout_s=agent.timeouts.command_s)  # fmt: skip
+    argv = ("/bin/sh", STATS_READER, STOPPED, str(STATS_READS_MAX))
+    reader = profctl.exec_step(reader_cpu, f"{GUEST_DIR}/tprof-stats-reader.out", argv)
+    body = (*(inject_step("all", OFFLINE_STOP_CALLS), kick_step()) * OFFLINE_STOP_ROUNDS, reader)
+    injected = {cpu: OFFLINE_STOP_CALLS * OFFLINE_STOP_ROUNDS for cpu in cpus[:-1]}
+    context = RunContext(injected=injected, kicks=OFFLINE_STOP_ROUNDS)
+    steps = judged_steps(body, after_stop=(profctl.mark_step(STOPPED), profctl.wait_step()))
+    agent.run_steps((profctl.write_step(online_path(outgoing), "0"),))
+    try:
+        return run_steps(agent, run_spec, steps, context)[0]
+    finally:
+        agent.run_steps((profctl.write_step(online_path(outgoing), "1"),))
+
+
+def read_kick_checked_step(ms: int) -> str:
+    """Block until a kick of the read armed by `read_kick_step` passed its running check."""
+    return profctl.write_step(f"{DEBUGFS}/read_kick", f"wait checked ms={ms}")
+
+
+def stop_kick_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> SamplingRun:
+    """STOP sent while a kick is past its running check: STOP must refuse that kick's swap.
+
+    S = 8, bursts only, manual drain: {inject 12 on every CPU, kick} queues a buffer per
+    CPU; a background reader (one record per read) takes the head one and the
+    ``read_kick`` hook kicks every CPU inside that read; STOP follows as soon as one of
+    those kicks passed its running check (``read_kick`` ``wait checked``). Fixed, that
+    kick swaps before STOP's final swap or is refused after it, and no CPU holds a
+    buffer after STOP (STOPPED). TP-O2 does not apply: how many of the read's kicks
+    STOP overtakes is the race itself. The reader reads to EOF after STOP.
+
+    :raise InfraError: a step failed, or no kick passed its check in a quarter of the
+        scaled command budget.
+    """
+    run_spec = replace(spec, drain="manual", pmu_produce=False).with_params(
+        buffer_samples=STOP_KICK_S
+    )
+    body = (
+        inject_step("all", STOP_KICK_CALLS),
+        kick_step(),
+        read_kick_step(),
+        profctl.timeout_step(60),  # the reader's own limit: it ends at EOF after STOP
+        profctl.readbg_step(FD, BACKGROUND, TPROF.record.size),
+        read_kick_checked_step(int(agent.timeouts.command_s * 250)),
+    )
+    context = RunContext(injected=dict.fromkeys(cpus, STOP_KICK_CALLS), background_reader=True)
+    steps = judged_steps(body, after_stop=(profctl.wait_step(),))
+    return run_steps(agent, run_spec, steps, context)[0]
