@@ -43,7 +43,7 @@ from harness.build.images import GuestImages, prepare_images
 from harness.build.kernel import DEFAULT_KERNEL, KernelChoice, Variant
 from harness.errors import ConfigError, GuestError, HarnessError
 from harness.scenarios.deterministic_bundle import run_deterministic
-from harness.scenarios.load import Scenario, load_scenario
+from harness.scenarios.load import Scenario, load_scenario, on_kernel
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.console import scan_console
@@ -107,7 +107,8 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
     for name in request.only:
         mutants.get(name)  # an unknown name is refused before any guest boots
     rows = _default_group(bench, images, full=request.full, chosen=chosen, only=request.only)
-    rows += _deterministic_group(bench, full=request.full, chosen=chosen, only=request.only)
+    rows += _deterministic_group(bench, request.kernel, full=request.full, chosen=chosen,
+                                 only=request.only)  # fmt: skip
     if request.full:
         # With --mutant, only the groups of the named mutants boot their guests.
         if not request.only or "leave_event_armed" in request.only:
@@ -235,12 +236,15 @@ def _armed_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
     return rows
 
 
-def _deterministic_group(bench: _Bench, *, full: bool, chosen: tuple[str, ...],
+def _deterministic_group(bench: _Bench, kernel: KernelChoice, *, full: bool,
+                         chosen: tuple[str, ...],
                          only: tuple[str, ...]) -> list[MutantRow]:  # fmt: skip
     """The control and the ``deterministic`` mutants: the flavour's budget scenario, input-free.
 
     Their oracles (the core's C-3, tprof's TP-O10) judge time, which only a guest whose clock
-    counts instructions makes exact (``-icount``): one deterministic run each, one vCPU.
+    counts instructions makes exact (``-icount``): one deterministic run each, one vCPU, on
+    ``kernel``'s Debian version (a scenario names no source tree: with ``--kernel-src`` they
+    run on the scenario's own kernel).
     """
     rows = []
     for name in chosen:
@@ -249,6 +253,8 @@ def _deterministic_group(bench: _Bench, *, full: bool, chosen: tuple[str, ...],
         if not found or flavour.budget_scenario is None:
             continue
         scenario = load_scenario(flavour.budget_scenario)
+        if kernel.tree is None:
+            scenario = on_kernel(scenario, kernel.version)
         for mutant in (None, *found):
             failed = _deterministic_case(bench, scenario, mutant)
             rows.append(_row(flavour, mutant, [("deterministic", failed)]))

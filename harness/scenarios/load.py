@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness import arches
 from harness.agent import flavours
 from harness.agent.flavour import behaviour
 from harness.agent.spec import AgentSpec
+from harness.build.kernels import DEFAULT_VERSION, get_version
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 from harness.scenarios.checks import (
@@ -76,6 +77,7 @@ __all__ = [
     "find_scenario",
     "load_all",
     "load_scenario",
+    "on_kernel",
     "scenario_record",
 ]
 
@@ -181,6 +183,20 @@ def find_scenario(text: str, directory: Path = SCENARIOS_DIR) -> Path:
         f"no scenario file or name {text!r} (looked in {directory}); "
         f"{hint}known: {', '.join(known) or 'none'}"
     )
+
+
+def on_kernel(scenario: Scenario, version: str) -> Scenario:
+    """``scenario`` on Debian's kernel ``version``, unless it names a non-default one itself.
+
+    How ``pytest tests/scenarios --kernel 6.12`` and ``invoke mutants --kernel 6.12`` replay
+    the shipped scenarios (none names a kernel) on another version.
+
+    :raise ConfigError: no such version.
+    """
+    get_version(version)
+    if scenario.guest.kernel != DEFAULT_VERSION:
+        return scenario
+    return replace(scenario, guest=replace(scenario.guest, kernel=version))
 
 
 def scenario_record(s: Scenario) -> dict[str, object]:

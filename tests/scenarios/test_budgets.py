@@ -18,7 +18,7 @@ from harness.agent.flavour import behaviour
 from harness.agent.mutants import NONE
 from harness.build.cache import Cache
 from harness.scenarios.deterministic_bundle import run_deterministic
-from harness.scenarios.load import load_scenario
+from harness.scenarios.load import load_scenario, on_kernel
 
 pytestmark = pytest.mark.guest
 
@@ -35,12 +35,12 @@ CASES = [
     ("flavour", "mutant", "broken"), CASES, ids=[f"{f}-{m}" for f, m, _ in CASES]
 )
 def test_a_time_budget_fails_only_under_its_mutant(
-    cache: Cache, flavour: str, mutant: str, broken: str | None
+    cache: Cache, flavour: str, mutant: str, broken: str | None, pytestconfig: pytest.Config
 ) -> None:
     path = behaviour(flavour).budget_scenario
     assert path is not None
-    result = run_deterministic(load_scenario(path), cache, mode="deterministic", attempts=1,
-                               mutant=mutant)  # fmt: skip
+    scenario = on_kernel(load_scenario(path), pytestconfig.getoption("--kernel"))
+    result = run_deterministic(scenario, cache, mode="deterministic", attempts=1, mutant=mutant)
     verdicts = result.repro.verdicts[0]
     failed = [f"{v.expectation}: observed {v.observed}" for v in verdicts if not v.held]
     expected = [v for v in failed if v.startswith(f"oracle {broken} ")] if broken else []

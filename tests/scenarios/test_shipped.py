@@ -2,6 +2,8 @@
 
 Each one boots its own guest (the scenario says which) and writes a bundle under
 ``artifacts/repro/``; a failure lists every expectation that did not hold.
+``pytest tests/scenarios --kernel 6.12`` replays every scenario that names no other
+kernel on that version instead of its own (issue 26: every scenario on 6.12).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest
 from harness.agent.flavour import behaviour
 from harness.build.cache import Cache
 from harness.scenarios.deterministic_bundle import run_deterministic
-from harness.scenarios.load import Scenario, load_all
+from harness.scenarios.load import Scenario, load_all, on_kernel
 from harness.scenarios.repro import ReproResult, run_scenario
 
 pytestmark = pytest.mark.guest
@@ -35,18 +37,24 @@ def _param(scenario: Scenario) -> object:
 
 
 @pytest.mark.parametrize("scenario", [_param(s) for s in SHIPPED])
-def test_shipped_scenario_reproduces(scenario: Scenario, cache: Cache) -> None:
-    result = run_scenario(scenario, cache, repeat=1)
+def test_shipped_scenario_reproduces(
+    scenario: Scenario, cache: Cache, pytestconfig: pytest.Config
+) -> None:
+    on_session_kernel = on_kernel(scenario, pytestconfig.getoption("--kernel"))
+    result = run_scenario(on_session_kernel, cache, repeat=1)
     _assert_held(result)
 
 
 @pytest.mark.parametrize(
     "scenario", [pytest.param(s, id=s.name) for s in SHIPPED if s.guest.topology.cpus > LARGE_CPUS]
 )
-def test_large_scenario_reproduces_input_free(scenario: Scenario, cache: Cache) -> None:
+def test_large_scenario_reproduces_input_free(
+    scenario: Scenario, cache: Cache, pytestconfig: pytest.Config
+) -> None:
     """Every run: under -icount the guest's clocks count instructions, so host load
     cannot starve a 40-vCPU guest's RCU or timers (one TCG thread, about a minute)."""
-    result = run_deterministic(scenario, cache, mode="deterministic", attempts=1)
+    on_session_kernel = on_kernel(scenario, pytestconfig.getoption("--kernel"))
+    result = run_deterministic(on_session_kernel, cache, mode="deterministic", attempts=1)
     _assert_held(result.repro)
 
 

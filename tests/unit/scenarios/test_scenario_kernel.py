@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
-from harness.scenarios.load import load_scenario
+from harness.scenarios.load import load_scenario, on_kernel
 
 SHIPPED = REPO_ROOT / "scenarios" / "dt-d1-fixed-1cpu.toml"
 
@@ -28,3 +29,14 @@ def test_a_scenario_boots_61_unless_it_names_a_kernel(tmp_path: Path) -> None:
 def test_an_unknown_kernel_is_refused_naming_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"guest\.kernel.*unknown kernel version '5\.4'"):
         load_scenario(with_kernel(tmp_path, 'kernel = "5.4"'))
+
+
+def test_on_kernel_moves_a_default_kernel_scenario_and_nothing_else(tmp_path: Path) -> None:
+    scenario = load_scenario(SHIPPED)
+    moved = on_kernel(scenario, "6.12")  # pytest tests/scenarios --kernel 6.12
+    assert moved.guest.kernel == "6.12"
+    assert replace(moved, guest=scenario.guest) == scenario
+    own = load_scenario(with_kernel(tmp_path, 'kernel = "6.12"'))
+    assert on_kernel(own, "6.1") == own  # a scenario that names a kernel keeps it
+    with pytest.raises(ConfigError, match=r"unknown kernel version '5\.4'"):
+        on_kernel(scenario, "5.4")
