@@ -101,7 +101,14 @@ def pair_spec(spec: AgentSpec) -> AgentSpec:
 
 
 def independence_plan(a: int, b: int, busy_ms: int = 300) -> HwPlan:
-    """One TS PMC on {A, B}; A's sweeps suppressed while both run, then resumed (HW-O8)."""
+    """One TS PMC on {A, B}; A's sweeps suppressed while both run, then resumed (HW-O8).
+
+    Between A's stall and the resume B runs alone, so B's sweeps surely come after A
+    stalled: with the seed's one stall flag per PMC (HW-D2) one of them clears A's
+    flag and A is never restarted. Without it a loaded host that filled A's ring only
+    in the last milliseconds of the first spin let A resume before any sweep of B's,
+    and the quirk passed HW-O8 (seen in CI).
+    """
     spins = (
         (profctl.spin_step(a, busy_ms), ""),
         (profctl.spin_step(b, busy_ms), ""),
@@ -110,6 +117,8 @@ def independence_plan(a: int, b: int, busy_ms: int = 300) -> HwPlan:
     body = (
         *spins,
         checkpoint("a_stalled"),
+        (profctl.spin_step(b, busy_ms), ""),
+        (profctl.wait_step(), ""),
         (sweep_step(a, True), ""),
         *spins,
         checkpoint("a_resumed"),
