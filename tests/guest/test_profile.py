@@ -3,10 +3,13 @@
 tprof's peer run has its own test (`tests/guest/test_agent.py`, PEER's per-CPU
 counts); this runs the other flavours' (`Flavour.peer_run`: the standard run with
 ``perf record -g`` on the same CPUs, event and period), so ``invoke test`` prints
-each flavour's PEER and PROFILE verdicts and the agent's top symbols beside perf's.
+each flavour's PEER and PROFILE verdicts and the agent's top symbols beside perf's
+(dt's PROFILE is shown, not judged: `harness.agent.flavours.dt.oracles.core_view`).
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -15,7 +18,7 @@ from harness.agent.flavour import behaviour
 from harness.agent.flavours import names
 from harness.agent.spec import AgentSpec
 from harness.vm.topology import CpuTopology
-from tests.conftest import AGENT_REPORT
+from tests.conftest import AGENT_REPORT, SMT_CLUSTER_LAYOUT
 
 pytestmark = pytest.mark.guest
 
@@ -24,6 +27,13 @@ pytestmark = pytest.mark.guest
 def test_every_flavour_profiles_like_linux_perf(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest, name: str
 ) -> None:
+    if topology.name == SMT_CLUSTER_LAYOUT and os.environ.get("PROFBENCH_SLOW") != "1":
+        # 6.5 min of a CI worker's time for three runs that 2s2cl1c2t's 8 vCPUs already
+        # show: a profile does not depend on how the vCPUs are spread.
+        pytest.skip(
+            "slow on the SMT/cluster layout, covered by 8 vCPUs: "
+            "`PROFBENCH_SLOW=1 invoke test --topology 1s2cl2c2t -k profiles_like`"
+        )
     flavour = behaviour(name)
     assert flavour.peer_run is not None, f"{name} has no run beside Linux perf"
     run = flavour.peer_run(agent, AgentSpec(flavour=name), tuple(range(topology.cpus)))
