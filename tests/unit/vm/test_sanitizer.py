@@ -142,3 +142,24 @@ def test_recorded_kstat_race_between_an_irq_and_the_pmu_nmi_is_accepted_kernel_c
     assert report.known is not None
     assert "irqs_sum" in report.known
     assert scan_console(text) == []
+
+
+def test_recorded_virtio_used_ring_race_with_the_device_is_accepted_kernel_code() -> None:
+    text = log("arm64-kcsan-virtio-recorded.console")
+    (report,) = parse_reports(text)
+    assert report.title == "data-race in virtqueue_get_buf_ctx+0x2b8/0x43c"
+    assert (report.agent_frame, report.known is not None) == (None, True)
+    assert "used ring" in (report.known or "")
+    assert scan_console(text) == []
+
+
+def test_recorded_tick_flags_race_of_an_irq_and_the_idle_loop_is_accepted_kernel_code() -> None:
+    text = log("arm64-kcsan-tick-recorded.console")
+    (report,) = parse_reports(text)
+    assert report.title == "data-race in tick_nohz_idle_got_tick / tick_nohz_stop_idle"
+    assert (report.agent_frame, report.known is not None) == (None, True)
+    assert "bit-fields" in (report.known or "")
+    assert scan_console(text) == []
+    # One side alone is not enough: the other stack's top must be known too.
+    other = text.replace("tick_nohz_stop_idle+0x4c/0x68", "pa_produce+0x4c/0x68 [profagent]")
+    assert [f.kind for f in scan_console(other)] == ["kcsan"]
