@@ -163,3 +163,24 @@ def test_recorded_tick_flags_race_of_an_irq_and_the_idle_loop_is_accepted_kernel
     # One side alone is not enough: the other stack's top must be known too.
     other = text.replace("tick_nohz_stop_idle+0x4c/0x68", "pa_produce+0x4c/0x68 [profagent]")
     assert [f.kind for f in scan_console(other)] == ["kcsan"]
+
+
+def test_recorded_vring_interrupt_race_with_the_device_is_accepted_kernel_code() -> None:
+    text = log("arm64-kcsan-vring-recorded.console")
+    (report,) = parse_reports(text)
+    assert report.title == "data-race in vring_interrupt+0x88/0xe4"
+    assert (report.agent_frame, report.known is not None) == (None, True)
+    assert scan_console(text) == []
+
+
+def test_a_device_ring_race_between_two_guest_stacks_stays_a_finding() -> None:
+    # Only a "race at unknown origin" (no writer in the guest) is the device's: the same
+    # top frame on both sides of a race between two guest CPUs is not accepted.
+    text = (
+        log("arm64-kcsan-tick-recorded.console")
+        .replace("tick_nohz_stop_idle+0x4c/0x68", "vring_interrupt+0x88/0xe4")
+        .replace("tick_nohz_idle_got_tick+0x28/0x5c", "vring_interrupt+0x88/0xe4")
+    )
+    (report,) = parse_reports(text)
+    assert report.known is None
+    assert [f.kind for f in scan_console(text)] == ["kcsan"]
