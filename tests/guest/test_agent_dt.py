@@ -151,20 +151,27 @@ def test_dt_o9_control_errors(agent: Agent) -> None:
     assert errnos[16] == "EPERM"
 
 
+#: profctl's processes asleep in the module's ``dt_read``, by PID: the kernel names
+#: where a sleeping task waits in ``/proc/PID/wchan``, and every reader is a profctl child.
+DT_READ_SLEEPERS = (
+    'for p in $(pidof profctl); do [ "$(cat /proc/$p/wchan)" = dt_read ] && echo $p; done'
+)
+
+
+def reader_in_dt_read(agent: Agent, what: str) -> str:
+    """Wait until a profctl process sleeps in ``dt_read``; its PID."""
+    budget = agent.timeouts.command_s
+
+    def sleeper() -> str | None:
+        pids = agent.shell.run(DT_READ_SLEEPERS, timeout_s=budget, check=False).stdout.split()
+        return pids[0] if pids else None
+
+    return wait_until(sleeper, timeout_s=budget, what=what)
+
+
 def reader_blocked_in_dt_read(agent: Agent) -> None:
-    """Wait until a profctl process sleeps in the module's ``dt_read`` (its wchan).
-
-    The kernel names where a sleeping task waits in ``/proc/PID/wchan``; the reader
-    is a profctl child, so one of profctl's processes shows ``dt_read`` exactly
-    while the reader is blocked on empty rings.
-    """
-    script = "for p in $(pidof profctl); do cat /proc/$p/wchan; echo; done"
-
-    def blocked() -> bool | None:
-        wchans = agent.shell.run(script, timeout_s=agent.timeouts.command_s).stdout
-        return "dt_read" in wchans or None
-
-    wait_until(blocked, timeout_s=agent.timeouts.command_s, what="the reader to block in dt_read")
+    """Wait until the reader is blocked on empty rings (asleep in ``dt_read``)."""
+    reader_in_dt_read(agent, "the reader to block in dt_read")
 
 
 def reader_took_events(agent: Agent, path: str, size: int) -> None:
@@ -182,13 +189,7 @@ def reader_took_events(agent: Agent, path: str, size: int) -> None:
         return int(out.stdout.split()[0]) >= size or None
 
     wait_until(written, timeout_s=budget, what=f"the reader to write {size} bytes")
-    script = 'for p in $(pidof profctl); do [ "$(cat /proc/$p/wchan)" = dt_read ] && echo $p; done'
-
-    def blocked_pid() -> str | None:
-        pids = agent.shell.run(script, timeout_s=budget, check=False).stdout.split()
-        return pids[0] if pids else None
-
-    pid = wait_until(blocked_pid, timeout_s=budget, what="the reader to block again in dt_read")
+    pid = reader_in_dt_read(agent, "the reader to block again in dt_read")
     agent.shell.run(f"kill -ALRM {pid}", timeout_s=budget)
 
 

@@ -132,45 +132,40 @@ def test_a_race_only_one_side_of_which_is_known_stays_a_finding() -> None:
     assert [f.kind for f in scan_console(text)] == ["kcsan"]
 
 
-def test_recorded_kstat_race_between_an_irq_and_the_pmu_nmi_is_accepted_kernel_code() -> None:
-    text = log("arm64-kcsan-kstat-recorded.console")
+@pytest.mark.parametrize(
+    ("console", "title", "reason"),
+    [
+        pytest.param("arm64-kcsan-kstat-recorded.console",
+                     "data-race in __kstat_incr_irqs_this_cpu.isra.0 / "
+                     "__kstat_incr_irqs_this_cpu.isra.0", "irqs_sum", id="kstat, IRQ and NMI"),
+        pytest.param("arm64-kcsan-virtio-recorded.console",
+                     "data-race in virtqueue_get_buf_ctx+0x2b8/0x43c", "used ring",
+                     id="virtio used ring, at boot"),
+        pytest.param("arm64-kcsan-vring-recorded.console",
+                     "data-race in vring_interrupt+0x88/0xe4", "used ring",
+                     id="virtio used ring, in the interrupt"),
+        pytest.param("arm64-kcsan-tick-recorded.console",
+                     "data-race in tick_nohz_idle_got_tick / tick_nohz_stop_idle", "bit-fields",
+                     id="tick flags, IRQ and idle loop"),
+    ],
+)  # fmt: skip
+def test_recorded_race_in_kernel_code_is_accepted_with_its_reason(
+    console: str, title: str, reason: str
+) -> None:
+    text = log(console)
     (report,) = parse_reports(text)
-    assert report.title == (
-        "data-race in __kstat_incr_irqs_this_cpu.isra.0 / __kstat_incr_irqs_this_cpu.isra.0"
-    )
+    assert report.title == title
     assert report.agent_frame is None
-    assert report.known is not None
-    assert "irqs_sum" in report.known
+    assert reason in (report.known or "")
     assert scan_console(text) == []
 
 
-def test_recorded_virtio_used_ring_race_with_the_device_is_accepted_kernel_code() -> None:
-    text = log("arm64-kcsan-virtio-recorded.console")
-    (report,) = parse_reports(text)
-    assert report.title == "data-race in virtqueue_get_buf_ctx+0x2b8/0x43c"
-    assert (report.agent_frame, report.known is not None) == (None, True)
-    assert "used ring" in (report.known or "")
-    assert scan_console(text) == []
-
-
-def test_recorded_tick_flags_race_of_an_irq_and_the_idle_loop_is_accepted_kernel_code() -> None:
-    text = log("arm64-kcsan-tick-recorded.console")
-    (report,) = parse_reports(text)
-    assert report.title == "data-race in tick_nohz_idle_got_tick / tick_nohz_stop_idle"
-    assert (report.agent_frame, report.known is not None) == (None, True)
-    assert "bit-fields" in (report.known or "")
-    assert scan_console(text) == []
+def test_a_known_race_with_one_side_the_agents_stays_a_finding() -> None:
     # One side alone is not enough: the other stack's top must be known too.
-    other = text.replace("tick_nohz_stop_idle+0x4c/0x68", "pa_produce+0x4c/0x68 [profagent]")
-    assert [f.kind for f in scan_console(other)] == ["kcsan"]
-
-
-def test_recorded_vring_interrupt_race_with_the_device_is_accepted_kernel_code() -> None:
-    text = log("arm64-kcsan-vring-recorded.console")
-    (report,) = parse_reports(text)
-    assert report.title == "data-race in vring_interrupt+0x88/0xe4"
-    assert (report.agent_frame, report.known is not None) == (None, True)
-    assert scan_console(text) == []
+    text = log("arm64-kcsan-tick-recorded.console").replace(
+        "tick_nohz_stop_idle+0x4c/0x68", "pa_produce+0x4c/0x68 [profagent]"
+    )
+    assert [f.kind for f in scan_console(text)] == ["kcsan"]
 
 
 def test_a_device_ring_race_between_two_guest_stacks_stays_a_finding() -> None:
