@@ -44,7 +44,13 @@ from harness.scenarios.deterministic import (
 )
 from harness.scenarios.identity import NOT_DETERMINISTIC, compare_attempts, summary_record
 from harness.scenarios.inputfree import GuestPlan, extra_cpio, render_run_script
-from harness.scenarios.load import Scenario, find_scenario, load_scenario, scenario_record
+from harness.scenarios.load import (
+    Scenario,
+    find_scenario,
+    load_scenario,
+    scenario_record,
+    scenario_source,
+)
 from harness.scenarios.repro import ReproResult, _as_named, _verdict_dict
 from harness.timeouts import Timeouts
 from harness.vm.argv import FIXED_RTC_BASE, DeterministicMode, DeterministicRun, MachineSpec
@@ -71,7 +77,7 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, mode: DeterministicMo
         raise ConfigError("a replay starts from a bundle: invoke repro --bundle DIR --replay")
     spec = _spec(scenario, mode)  # refuses what cannot run deterministically, before any bundle
     bundle = out or new_run_dir("repro", scenario.name)
-    shutil.copy2(scenario.path, bundle / "scenario.toml")
+    (bundle / "scenario.toml").write_text(scenario_source(scenario))
     (bundle / "scenario.json").write_text(json.dumps(scenario_record(scenario), indent=1) + "\n")
     images = prepare_images(spec.arch, scenario.guest.variant, cache,
                             kernel=KernelChoice(scenario.guest.kernel))  # fmt: skip

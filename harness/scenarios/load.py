@@ -79,6 +79,7 @@ __all__ = [
     "load_scenario",
     "on_kernel",
     "scenario_record",
+    "scenario_source",
 ]
 
 SCENARIOS_DIR = REPO_ROOT / "scenarios"
@@ -197,6 +198,39 @@ def on_kernel(scenario: Scenario, version: str) -> Scenario:
     if scenario.guest.kernel != DEFAULT_VERSION:
         return scenario
     return replace(scenario, guest=replace(scenario.guest, kernel=version))
+
+
+_TABLE_HEADER = re.compile(r"^\s*\[")
+_KERNEL_KEY = re.compile(r"^\s*kernel\s*=")
+
+
+def scenario_source(scenario: Scenario) -> str:
+    """The text of ``scenario``'s file as it ran: with the kernel `on_kernel` switched to.
+
+    A bundle keeps this as its ``scenario.toml``, so that its replay boots the kernel
+    the run booted, not the file's default. The ``[guest]`` table's ``kernel`` key is
+    set (replaced or added) only when the file says another kernel.
+    """
+    text = scenario.path.read_text()
+    if load_scenario(scenario.path).guest.kernel == scenario.guest.kernel:
+        return text
+    line = f'kernel = "{scenario.guest.kernel}"  # as run (--kernel {scenario.guest.kernel})'
+    out: list[str] = []
+    in_guest = placed = False
+    for row in text.splitlines():  # every scenario has a [guest] table (the loader's rule)
+        if _TABLE_HEADER.match(row):
+            if in_guest and not placed:
+                out.append(line)
+                placed = True
+            in_guest = row.strip() == "[guest]"
+        elif in_guest and _KERNEL_KEY.match(row):
+            out.append(line)
+            placed = True
+            continue
+        out.append(row)
+    if in_guest and not placed:
+        out.append(line)
+    return "\n".join(out) + "\n"
 
 
 def scenario_record(s: Scenario) -> dict[str, object]:

@@ -36,7 +36,14 @@ from harness.build.cache import Cache, write_json_atomic
 from harness.build.images import GuestImages, prepare_images
 from harness.build.kernel import KernelChoice
 from harness.errors import ConfigError, GuestError, InfraError
-from harness.scenarios.load import Expectation, Scenario, Step, load_scenario, scenario_record
+from harness.scenarios.load import (
+    Expectation,
+    Scenario,
+    Step,
+    load_scenario,
+    scenario_record,
+    scenario_source,
+)
 from harness.timeouts import Timeouts
 from harness.vm.accel import choose_accel
 from harness.vm.argv import MachineSpec
@@ -188,7 +195,7 @@ def run_scenario(
     :raise InfraError: the host side failed.
     """
     bundle = out or new_run_dir("repro", scenario.name)
-    shutil.copy2(scenario.path, bundle / "scenario.toml")
+    (bundle / "scenario.toml").write_text(scenario_source(scenario))
     (bundle / "scenario.json").write_text(json.dumps(scenario_record(scenario), indent=1) + "\n")
     guest_setup = scenario.guest
     arch = arches.get(guest_setup.arch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
-from harness.scenarios.load import load_scenario, on_kernel
+from harness.scenarios.load import load_scenario, on_kernel, scenario_source
 
 SHIPPED = REPO_ROOT / "scenarios" / "dt-d1-fixed-1cpu.toml"
 
@@ -40,3 +41,25 @@ def test_on_kernel_moves_a_default_kernel_scenario_and_nothing_else(tmp_path: Pa
     assert on_kernel(own, "6.1") == own  # a scenario that names a kernel keeps it
     with pytest.raises(ConfigError, match=r"unknown kernel version '5\.4'"):
         on_kernel(scenario, "5.4")
+
+
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        (lambda text: text, "a [guest] table without kernel"),
+        (lambda text: text.replace("[guest]\n", '[guest]\nkernel = "6.1"\n', 1), "kernel = 6.1"),
+    ],
+)
+def test_a_bundles_scenario_file_replays_on_the_kernel_it_ran_on(
+    tmp_path: Path, edit: Callable[[str], str], why: str
+) -> None:
+    source = tmp_path / "src" / SHIPPED.name
+    source.parent.mkdir()
+    source.write_text(edit(SHIPPED.read_text()))
+    scenario = load_scenario(source)
+    assert scenario.guest.kernel == "6.1", why
+    assert scenario_source(scenario) == source.read_text()  # not switched: the file as it is
+    moved = on_kernel(scenario, "6.12")
+    kept = tmp_path / SHIPPED.name  # what a bundle's replay loads
+    kept.write_text(scenario_source(moved))
+    assert replace(load_scenario(kept), path=source) == moved, why
