@@ -1,11 +1,10 @@
-"""profagent across kernel modes: the NMI A/B, perf throttling, the debug kernel.
+"""profagent across kernel modes: the NMI A/B, perf throttling, no PMU at all.
 
 The A/B boots two guests of the same kernel, pseudo-NMI on and off, and runs the
 same workload in both: on, every producer call is in NMI and the IRQ-off probe
-catches overflows; off, none is and it catches none. The debug kernel run loads
-the agent under lockdep and atomic-sleep checks, samples under load with every
-flavour, and repeats kprof's and hwpmc's crash-defect checks; leaving the guest
-scans its console, so any splat fails the test.
+catches overflows; off, none is and it catches none. Every flavour on the debug
+kernel (lockdep, atomic-sleep, kmemleak, KASAN, UBSAN) is `test_sanitizers.py`'s,
+run with ``--variant debug``.
 """
 
 from __future__ import annotations
@@ -18,14 +17,8 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.agent import profctl
 from harness.agent.build import build_agent
 from harness.agent.driver import Agent
-from harness.agent.evidence import KMEMLEAK, kmemleak_command, module_leaks
-from harness.agent.flavour import behaviour
-from harness.agent.flavours.dt.data import DT_EVT
-from harness.agent.flavours.dt.oracles import check_dt
-from harness.agent.flavours.dt.run import DtPlan, dt_run
 from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampling
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts, throttle_lost
 from harness.agent.flavours.tprof.results import SamplingRun
@@ -35,13 +28,12 @@ from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
 from harness.build.cache import Cache
 from harness.build.images import GuestImages, prepare_images
-from harness.build.kernel import KernelChoice, KernelRequest, find_kernel
+from harness.build.kernel import KernelRequest, find_kernel
 from harness.errors import ConfigError
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.snapstore import SnapshotStore, running_guest
 from harness.vm.topology import CpuTopology
-from tests.guest import crash_defects as cd
 
 pytestmark = pytest.mark.guest
 TWO_SOCKETS = CpuTopology(sockets=2, cores=1, threads=1)
@@ -134,64 +126,6 @@ def test_throttling_left_on_loses_overflows_visibly(
     assert not problems, "\n".join(problems)
     assert run.snapshot.core[0]["x_throttled"] > 0
     assert throttle_lost(run)[0] > 0
-
-
-@pytest.mark.limit_s(1800)  # the debug kernel runs under doubled budgets, and builds its agent
-def test_debug_kernel_stays_silent_while_sampling(
-    cache: Cache, timeouts: Timeouts, tmp_path: Path, request: pytest.FixtureRequest,
-    base_setup: tuple[MachineSpec, GuestImages], snapshots: SnapshotStore | None,
-) -> None:  # fmt: skip
-    base = base_setup[0]
-    kernel_choice: KernelChoice = request.getfixturevalue("kernel_choice")  # the run's kernel
-    debug = KernelRequest(arch=base.arch, variant="debug", kernel=kernel_choice)
-    if find_kernel(debug, cache) is None:
-        pytest.skip("no debug kernel in the cache; `invoke kernel --variant debug` builds it"
-                    + (f" (with --kernel {kernel_choice.version})" if kernel_choice.version != "6.1"
-                       else ""))  # fmt: skip
-    images = prepare_images(base.arch, "debug", cache, kernel=kernel_choice)
-    spec = dataclasses.replace(base, topology=TWO_SOCKETS)
-    slow = timeouts.scaled_by(2)
-    with booted_agent(spec, images, tmp_path / "debug", cache, slow, snapshots) as agent:
-        # Start from a clean slate: what the boot leaked is reported and forgotten.
-        agent.shell.run(f"echo scan > {KMEMLEAK} && echo clear > {KMEMLEAK}")
-        plan = dataclasses.replace(PLAN, probe_cpus=(1,))
-        problems = report(sampling_run(agent, AgentSpec(), plan), request, "debug kernel")
-        dt_plan = DtPlan(body=(profctl.spin_step(0, 1000), profctl.spin_step(1, 1000)),
-                         read_size=DT_EVT.size, background_reader=True)  # fmt: skip
-        dt = dt_run(agent, AgentSpec(flavour="dt"), dt_plan)
-        problems += [f"dt: {v}" for v in check_dt(dt)]
-        problems += flavours_and_crash_defects(agent, spec.topology.cpus, request)
-        # Scanned while the module is loaded: only then can a backtrace name it.
-        leaks = agent.shell.run(kmemleak_command(), timeout_s=slow.command_s).stdout
-        assert module_leaks(leaks, "profagent") == [], leaks
-        agent.unload()
-    # Leaving the guest scanned its console: no lockdep, BUG or WARNING line appeared.
-    assert not problems, "\n".join(problems)
-
-
-def flavours_and_crash_defects(
-    agent: Agent, cpus: int, request: pytest.FixtureRequest
-) -> list[str]:
-    """kprof's and hwpmc's standard runs (their oracles' violations are returned), then
-    their crash defects shown fixed (`tests.guest.crash_defects`, which assert)."""
-    problems = []
-    every = tuple(range(cpus))
-    small_blocks = AgentSpec(flavour="kprof", period=100_000).with_params(cpubufsz=16384)
-    for name, spec in (("kprof", small_blocks), ("hwpmc", AgentSpec(flavour="hwpmc"))):
-        flavour = behaviour(name)
-        run = flavour.standard_run(agent, spec, every)
-        problems += [f"{name}: {v}" for v in flavour.check(run)]
-    cd.kp_d5_d12_failed_opens_unwind(agent)
-    for size in (4000, 9000):
-        cd.kp_d9_long_kptrace_line_is_cut(agent, size)
-    period = 100_000
-    d2 = cd.kp_d2_cycles(agent, cpus, cd.D2_CYCLES, spins=cpus, period=period,
-                         timeout_s=agent.timeouts.command_s * 5)  # fmt: skip
-    cd.hw_d8_close_and_unload_with_full_rings(agent, cpus)
-    d5 = cd.hw_d5_two_owners_start_stop(agent)
-    for line in (d2.report(cd.D2_CYCLES, cpus, period), d5):
-        request.node.user_properties.append(("profagent-report", f"{line} (debug kernel)"))
-    return problems
 
 
 def test_software_clock_where_there_is_no_pmu(

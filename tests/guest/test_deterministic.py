@@ -23,7 +23,7 @@ from harness.scenarios.identity import differing
 from harness.scenarios.load import find_scenario, load_scenario
 from harness.timeouts import Timeouts
 
-pytestmark = pytest.mark.guest
+pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 RECORDED = "tprof-tp-d1-quirk"
 MULTI = "dt-d1-fixed-4cpu"
 

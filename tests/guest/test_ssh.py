@@ -14,7 +14,7 @@ from harness.vm.guest import Guest
 from harness.vm.ssh import GuestCommandTimeout
 from harness.vm.topology import CpuTopology
 
-pytestmark = pytest.mark.guest
+pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 
 
 def test_run_returns_status_and_both_streams(guest: Guest, topology: CpuTopology) -> None:
