@@ -216,6 +216,16 @@ TPROF = FlavourInfo(
             case="stop_kick",
             quick=False,
         ),
+        # Issue 10's fixed set-up order on CPU online, reintroduced: its mutation point is
+        # the core's pa_cpu_online (only tprof counts a call that finds no buffer, x_nobuf);
+        # the `online` run brings a CPU back while the PMU samples.
+        Mutant(
+            "online_arm_first",
+            "a CPU coming online is armed 100 ms before its flavour's per-CPU set-up",
+            ("ONLINE",),
+            case="online",
+            quick=False,
+        ),
     ),
 )
 #: Global statistics that are sums of a per-CPU one under another name.

@@ -22,7 +22,7 @@ from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, 
 from harness.agent.flavours.tprof.bench import TPROF_BENCH
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.oracles import ORACLES, applicable_oracles, check_sampling
-from harness.agent.flavours.tprof.races import offline_stop_run, stop_kick_run
+from harness.agent.flavours.tprof.races import offline_stop_run, online_run, stop_kick_run
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.flavours.tprof.run import (
@@ -123,11 +123,13 @@ FLAVOUR = Flavour(
     run_script=_script,
     cell_rows=_cell_rows,
     peer_run=_peer,
-    # TP-D9's scenarios; the windows of issue 10's races, reintroduced as mutants (issue 25)
+    # TP-D9's scenarios; the windows of issue 10's races and set-up order, reintroduced as
+    # mutants (issue 25)
     extra_runs={
         "partial_read": partial_read_run,
         "offline_stop": offline_stop_run,
         "stop_kick": stop_kick_run,
+        "online": online_run,
     },
     budget_scenario=Path(__file__).with_name("tprof-budgets.toml"),  # C-3, TP-O10
     bench=TPROF_BENCH,

@@ -66,6 +66,7 @@ ORACLES: tuple[tuple[str, str], ...] = (
     ("PROBE", "overflows land inside IRQ-off probe windows iff pseudo-NMI is on"),
     ("TP-O10", "STOP returns within 1 s (+ drain period), in instructions (-icount runs only)"),
     ("STOPPED", "after STOP no CPU holds a current buffer: a kick that lost the race is refused"),
+    ("ONLINE", "no producer call finds its CPU without a buffer: set up before it is armed"),
 )
 
 #: Per-CPU outcome → the global statistic that sums it (same name unless listed).
@@ -344,6 +345,24 @@ def check_stopped(run: SamplingRun) -> list[Violation]:
     return zero("STOPPED", None, "cur_buffers", got=got, detail=detail)
 
 
+def check_online(run: SamplingRun) -> list[Violation]:
+    """ONLINE: no producer call found its CPU without a current buffer (x_nobuf = 0).
+
+    An exact law of the fixed port: START installs a buffer on every possible CPU before
+    any source is armed, an outgoing CPU is disarmed before its final swap, and the core
+    calls a CPU's flavour set-up before it arms the CPU coming online (issue 10's fix;
+    mutant ``online_arm_first``, window opened by the ``online`` run).
+    """
+    detail = "a producer call on a CPU armed before its buffer"
+    return [
+        violation
+        for cpu in sorted(run.snapshot.core)
+        for violation in zero(
+            "ONLINE", cpu, "x_nobuf", got=_percpu(run, cpu, "x_nobuf"), detail=detail
+        )
+    ]
+
+
 _CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
     "TP-O1": check_conservation,
     "TP-O2": check_swaps,
@@ -353,6 +372,7 @@ _CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
     "PROBE": check_probe,
     "TP-O10": check_stop_latency,
     "STOPPED": check_stopped,
+    "ONLINE": check_online,
 }
 
 

@@ -6,6 +6,7 @@ the ``kasan`` case) KASAN judges the memory its mutant reaches::
 
     run = offline_stop_run(agent, AgentSpec(), (0, 1))
     run = stop_kick_run(agent, AgentSpec(), (0, 1))
+    run = online_run(agent, AgentSpec(), (0, 1))
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ STOPPED = f"{GUEST_DIR}/tprof-stopped"
 STATS_READS_MAX = 100_000
 #: The stop-kick run: S, and calls injected on every CPU before the read.
 STOP_KICK_S, STOP_KICK_CALLS = 8, 12
+#: The online run: how long the CPU stays out, and its busy loop once back (ms).
+ONLINE_OUT_MS, ONLINE_SPIN_MS = 50, 300
 #: The offline-stop run: S, calls injected on each online CPU per round, rounds.
 OFFLINE_STOP_S, OFFLINE_STOP_CALLS, OFFLINE_STOP_ROUNDS = 8, 5, 2
 
@@ -88,6 +91,35 @@ def offline_stop_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -
         return run_steps(agent, run_spec, steps, context)[0]
     finally:
         agent.run_steps((profctl.write_step(online_path(outgoing), "1"),))
+
+
+def online_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> SamplingRun:
+    """The last of ``cpus`` goes offline and comes back while every CPU samples (PMU on).
+
+    ``spec`` as given (the standard run's: auto drain, the PMU producing). After START
+    the CPU goes out for `ONLINE_OUT_MS`, comes back, and a busy loop runs on it for
+    `ONLINE_SPIN_MS`. Coming back, the core sets up the flavour's per-CPU state before it
+    arms the CPU (issue 10's fix), so no overflow finds it without a buffer (ONLINE);
+    the ``online_arm_first`` mutant arms first and holds the window open. The CPU comes
+    back online whatever happens.
+
+    :raise ConfigError: fewer than two CPUs (CPU 0 cannot go offline).
+    :raise InfraError: a step failed.
+    """
+    if len(cpus) < 2:
+        raise ConfigError("tprof's online run needs two CPUs (CPU 0 cannot go offline)")
+    cpu = cpus[-1]
+    body = (
+        profctl.write_step(online_path(cpu), "0"),
+        profctl.sleep_step(ONLINE_OUT_MS),
+        profctl.write_step(online_path(cpu), "1"),
+        profctl.spin_step(cpu, ONLINE_SPIN_MS),
+        profctl.wait_step(),
+    )
+    try:
+        return run_steps(agent, spec, judged_steps(body), RunContext())[0]
+    finally:
+        agent.run_steps((profctl.write_step(online_path(cpu), "1"),))
 
 
 def read_kick_checked_step(ms: int) -> str:

@@ -44,6 +44,8 @@
 #define PA_PROBE_MAX_MS 5000
 /* The slow_producer mutant's spin per producer call, in guest µs (C-3 allows 100). */
 #define PA_MUTANT_SLOW_US 500
+/* The online-order mutant's window between arming a CPU and its flavour's set-up. */
+#define PA_MUTANT_ONLINE_WINDOW_MS 100
 
 /* Defaults from the agent spec this file was rendered for; insmod overrides them. */
 static char *pa_flavour_name = "tprof";
@@ -767,6 +769,15 @@ static int pa_cpu_online(unsigned int cpu)
 {
 	int err;
 
+	/*
+	 * Mutation point: the event armed before the flavour's per-CPU state exists (the
+	 * order before issue 10), the window between held open PA_MUTANT_ONLINE_WINDOW_MS.
+	 */
+	if (pa_mutant(ONLINE_ARM_FIRST) && READ_ONCE(pa_sources_on)) {
+		err = pa_arm_cpu(cpu);
+		msleep(PA_MUTANT_ONLINE_WINDOW_MS);
+		return err ?: pa_fl->cpu_online(cpu);
+	}
 	err = pa_fl->cpu_online(cpu);
 	if (err || !READ_ONCE(pa_sources_on))
 		return err;

@@ -67,7 +67,7 @@ def busy_core(seen: int, *, nmi: bool, irqoff: int, **values: int) -> dict[str, 
 def consistent_run(*, nmi: bool = True) -> SamplingRun:
     """Two CPUs, manual drain with 3 kicks, pinned loops 101 on CPU 0 and 202 on CPU 1.
 
-    CPU 0: 240 overflows → 200 recorded + 40 overflow. CPU 1: 160 → 150 + 6 + 4 x_nobuf,
+    CPU 0: 240 overflows → 200 recorded + 40 overflow. CPU 1: 160 → 150 + 6 + 4 x_not_running,
     2 more periods the emulator never delivered, and 3 IRQ-off probe windows (5 hits with
     pseudo-NMI on). Buffers: 2 CPUs × 5 swaps, 6 queued and 4 empty. The kernel counted
     exactly 240 and 160 PMU interrupts over the run and none after STOP; nothing was
@@ -79,13 +79,13 @@ def consistent_run(*, nmi: bool = True) -> SamplingRun:
     counters = {0: (240_400_000, 241_500_000), 1: (162_900_000, 164_000_000)}
     for cpu_core, (value, ref) in zip((core0, core1), counters.values(), strict=True):
         cpu_core.update(x_counter_value=value, x_enabled_ns=ref)
-    totals = {"sample": 350, "overflow": 46, "buf": 6, "emptybuf": 4, "x_nobuf": 4}
+    totals = {"sample": 350, "overflow": 46, "buf": 6, "emptybuf": 4, "x_not_running": 4}
     snapshot = AgentSnapshot(
         info={"flavour": "tprof", "S": "100"},
         stats=stats(**totals, x_swaps=10, x_nbuf_on_list_max=6, x_bytes_read=24 * 350),
         stats_percpu={
             0: percpu(x_sample=200, x_overflow=40, x_swaps=5),
-            1: percpu(x_sample=150, x_overflow=6, x_nobuf=4, x_swaps=5),
+            1: percpu(x_sample=150, x_overflow=6, x_not_running=4, x_swaps=5),
         },
         core={0: core0, 1: core1},
         state={"running": "0", "active": "0", "cur_buffers": "0"},
@@ -197,7 +197,7 @@ BROKEN_CASES = [
                 "TP-O1",
                 1,
                 "x_producer_calls = 160",
-                "x_sample 150 + x_overflow 6 + x_nobuf 4 + x_cur_used 3 = 163",
+                "x_sample 150 + x_overflow 6 + x_not_running 4 + x_cur_used 3 = 163",
             ),
         ],
         id="TP-O1 the current buffer is an outcome",
@@ -296,7 +296,12 @@ BROKEN_CASES = [
         {"core": {1: {"x_producer_calls_nmi": 159, "x_producer_calls": 159}}},
         [
             ("CALLS", 1, CALLS_1, "159"),
-            ("TP-O1", 1, "x_producer_calls = 159", "x_sample 150 + x_overflow 6 + x_nobuf 4 = 160"),
+            (
+                "TP-O1",
+                1,
+                "x_producer_calls = 159",
+                "x_sample 150 + x_overflow 6 + x_not_running 4 = 160",
+            ),
         ],
         id="CALLS an overflow without its producer call",
     ),
@@ -449,7 +454,7 @@ def test_oracles_are_listed_in_report_order() -> None:
     names = [name for name, _ in ORACLES]
     assert names == [
         "IRQ", "CALLS", "RELEASED", "PEER", "PROFILE", "THROTTLE", "C-2", "C-3",
-        "TP-O1", "TP-O2", "TP-O5", "PLACE", "NMI", "PROBE", "TP-O10", "STOPPED",
+        "TP-O1", "TP-O2", "TP-O5", "PLACE", "NMI", "PROBE", "TP-O10", "STOPPED", "ONLINE",
     ]  # fmt: skip
 
 
@@ -596,3 +601,11 @@ def test_stopped_not_judged_when_the_module_does_not_print_the_count() -> None:
     run = replace(BASE, snapshot=replace(BASE.snapshot, state={}))
     assert "STOPPED" not in applicable_oracles(run)
     assert check_sampling(run) == []
+
+
+def test_online_a_call_on_a_cpu_without_its_buffer_fails_even_when_counted() -> None:
+    # online_arm_first: CPU 1 armed before its buffer; 4 of its calls (still accounted,
+    # TP-O1 holds: 4 not_running became 4 nobuf) found none.
+    run = broken(BASE, percpu={1: {"x_not_running": 0, "x_nobuf": 4}},
+                 stats={"x_not_running": 0, "x_nobuf": 4})  # fmt: skip
+    assert brief(check_sampling(run)) == [("ONLINE", 1, "x_nobuf = 0", "x_nobuf = 4")]

@@ -27,10 +27,10 @@ from tests.unit.agent.flavours.tprof.test_oracles import (
 CONSISTENT_TABLE = """\
 tprof: event cycles, period 1000000, S 100, drain manual (3 kicks), quirks 0x0, online CPUs 0-1
 NMI on (PMU overflows as NMIs): 400 of 400 producer calls in NMI
-cpu  irq  seen  perf  calls  recorded  overflow  dropbuf_sample  nobuf  undeliv  deliv%  throttled   nmi%  irqoff  probe  mean_us  max_us
-  0  240   240     -    240       200        40               0      0        0   100.0          0  100.0      12    0/0      3.0     8.0
-  1  160   160     -    160       150         6               0      4        2    98.8          0  100.0       9    5/3      3.0    12.0
-all  400   400     -    400       350        46               0      4        2    99.5          0  100.0      21    5/3      3.0    12.0"""  # noqa: E501
+cpu  irq  seen  perf  calls  recorded  overflow  dropbuf_sample  not_running  undeliv  deliv%  throttled   nmi%  irqoff  probe  mean_us  max_us
+  0  240   240     -    240       200        40               0            0        0   100.0          0  100.0      12    0/0      3.0     8.0
+  1  160   160     -    160       150         6               0            4        2    98.8          0  100.0       9    5/3      3.0    12.0
+all  400   400     -    400       350        46               0            4        2    99.5          0  100.0      21    5/3      3.0    12.0"""  # noqa: E501
 
 
 def columns(table: str) -> list[list[str]]:
@@ -104,9 +104,9 @@ def test_table_header_in_auto_drain() -> None:
 
 
 def test_drop_columns_always_show_overflow_and_dropbuf_sample() -> None:
-    run = broken(BASE, percpu={1: {"x_nobuf": 0}})
+    run = broken(BASE, percpu={1: {"x_not_running": 0}})
     assert drop_columns(cpu_rows(run)) == ("overflow", "dropbuf_sample")
-    assert drop_columns(cpu_rows(BASE)) == ("overflow", "dropbuf_sample", "nobuf")
+    assert drop_columns(cpu_rows(BASE)) == ("overflow", "dropbuf_sample", "not_running")
 
 
 def test_nmi_mode_counts_producer_calls_in_nmi() -> None:
@@ -142,6 +142,7 @@ def test_verdicts_pass_fail_and_skip() -> None:
         "PASS  PROBE     ",
         "skip  TP-O10    ",
         "PASS  STOPPED   ",
+        "PASS  ONLINE    ",
     ]
     assert lines[6] == f"      {violations[0]}"
     assert lines[12] == f"      {violations[1]}"
@@ -190,8 +191,8 @@ def test_summary_is_json_with_the_tables_numbers() -> None:
             "dropbuf_sample": 0,
             "overflow_dropbuf": 0,
             "overflow_emptybuf": 0,
-            "nobuf": 4,
-            "not_running": 0,
+            "nobuf": 0,
+            "not_running": 4,
             "nested_drop": 0,
             "stop_discard": 0,
             "quirk_lost": 0,
