@@ -532,45 +532,20 @@ static long long now_ms(void)
 	return now.tv_sec * 1000LL + now.tv_nsec / 1000000;
 }
 
-static void do_spin(int i, const struct step *st)
+/* Spin's child: user-space work only, on one CPU, for NUM[1] ms. */
+static void spin_child(const struct step *st)
 {
 	volatile unsigned long counter = 0;
 	long long end;
-	pid_t pid;
 
-	cpu_set_t mine;
-	int err;
-
-	/*
-	 * Fork from the target CPU, so the child is never anywhere else: pinning only
-	 * in the child would let its first instructions run (and be sampled) on
-	 * whichever CPU fork() chose. Not when `isolate` moved profctl off that CPU:
-	 * profctl's own code must not run there, the child pins itself.
-	 */
-	if (sched_getaffinity(0, sizeof(mine), &mine) ||
-	    (!isolated_from(st->num[0], &mine) && (err = pin_to(st->num[0])))) {
-		begin_line(i, st->op, errno);
-		end_line();
-		return;
-	}
-	fflush(stdout);  /* the child must not inherit buffered output */
-	pid = fork();
-	if (pid == 0) {  /* the child: user-space work only, on one CPU */
-		/* Hold neither the SSH session's pipes nor the agent's device open. */
-		closefrom(0);
-		if (pin_to(st->num[0]))
-			_exit(3);
-		for (end = now_ms() + (long long)st->num[1]; now_ms() < end;)
-			for (int k = 0; k < 1000; k++)
-				counter++;
-		_exit(0);
-	}
-	err = pid < 0 ? errno : 0;
-	sched_setaffinity(0, sizeof(mine), &mine);
-	begin_line(i, st->op, err);
-	if (pid > 0)
-		printf(" pid=%d cpu=%lu", (int)pid, st->num[0]);
-	end_line();
+	/* Hold neither the SSH session's pipes nor the agent's device open. */
+	closefrom(0);
+	if (pin_to(st->num[0]))
+		_exit(3);
+	for (end = now_ms() + (long long)st->num[1]; now_ms() < end;)
+		for (int k = 0; k < 1000; k++)
+			counter++;
+	_exit(0);
 }
 
 /* Exec's child: OUT as stdout and stderr, nothing else open, then ARGV. */
@@ -594,10 +569,13 @@ static void exec_child(const struct step *st)
 }
 
 /*
- * Like spin, but the child runs a program: forked from CPU, pinned there (forked
- * where profctl is when `isolate` moved it off CPU; the child pins itself).
+ * Spin and exec: CHILD in a process on CPU NUM[0], its pid printed. Forked from that
+ * CPU, so the child is never anywhere else: pinning only in the child would let its
+ * first instructions run (and be sampled) on whichever CPU fork() chose. Not when
+ * `isolate` moved profctl off that CPU: profctl's own code must not run there, the
+ * child pins itself.
  */
-static void do_exec(int i, const struct step *st)
+static void fork_on_cpu(int i, const struct step *st, void (*child)(const struct step *))
 {
 	cpu_set_t mine;
 	pid_t pid;
@@ -612,13 +590,23 @@ static void do_exec(int i, const struct step *st)
 	fflush(stdout);  /* the child must not inherit buffered output */
 	pid = fork();
 	if (pid == 0)
-		exec_child(st);
+		child(st);  /* never returns */
 	err = pid < 0 ? errno : 0;
 	sched_setaffinity(0, sizeof(mine), &mine);
 	begin_line(i, st->op, err);
 	if (pid > 0)
 		printf(" pid=%d cpu=%lu", (int)pid, st->num[0]);
 	end_line();
+}
+
+static void do_spin(int i, const struct step *st)
+{
+	fork_on_cpu(i, st, spin_child);
+}
+
+static void do_exec(int i, const struct step *st)
+{
+	fork_on_cpu(i, st, exec_child);
 }
 
 static void do_wait(int i, const struct step *st)
