@@ -37,10 +37,13 @@ from harness.vm.record import new_run_dir
 LOG = logging.getLogger(__name__)
 
 #: Kernels CI builds first, as (arch, variant, kernel version): those the tiers boot.
+#: Not x86_64's: its cold build took 5 min of the cold `.ci/run` of dec3bd8 (74.7 min in
+#: all) for two checks of 19 s (a guest with no PMU samples on the software clock; x86_64
+#: boots with software events only), which then skip, naming `invoke images --arch
+#: x86_64`; the full matrix (nightly) and `invoke test --complete` run them.
 CI_IMAGES: tuple[tuple[str, Variant, str], ...] = (
     ("arm64", "default", "6.1"),
     ("arm64", "debug", "6.1"),
-    ("x86_64", "default", "6.1"),
     ("arm64", "default", "6.12"),
     ("arm64", "kcsan", "6.1"),
 )
