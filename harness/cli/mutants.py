@@ -158,23 +158,12 @@ def _default_group(
     build. ``chosen``: the flavours run.
     """
     rows = []
-    prebuild(bench, images, [
-        (name, m) for name in chosen
-        for case in ("standard", "peer", *behaviour(name).extra_runs)
-        for m in (None, *planned(name, full=full, case=case, only=only))
-    ])  # fmt: skip
+    plans = {name: _flavour_plan(name, full=full, only=only) for name in chosen}
+    prebuild(bench, images, [(name, mutant) for name, (plan, peer) in plans.items()
+                             for mutant in (*(m for m, _ in plan), *peer)])  # fmt: skip
     with _guest(bench, images, "default") as guest:
-        for name in chosen:
+        for name, (plan, peer) in plans.items():
             flavour = behaviour(name)
-            peer = planned(name, full=full, case="peer", only=only) if flavour.peer_run else ()
-            plan: list[tuple[Mutant | None, tuple[str, ...]]]
-            extra = {
-                case: planned(name, full=full, case=case, only=only) for case in flavour.extra_runs
-            }
-            extra = {case: found for case, found in extra.items() if found}
-            plan = [(None, (*CASES, *(("peer",) if peer else ()), *extra))]
-            plan += [(m, CASES) for m in planned(name, full=full, only=only)]
-            plan += [(m, (case,)) for case, found in extra.items() for m in found]
             for mutant, names in plan:
                 cases: list[tuple[str, set[str]]] = []
                 for case in names:
@@ -184,6 +173,21 @@ def _default_group(
                 rows.append(_row(flavour, mutant, cases))
             rows += [_peer_row(bench, guest, images, flavour, m) for m in peer]
     return rows
+
+
+def _flavour_plan(
+    name: str, *, full: bool, only: tuple[str, ...]
+) -> tuple[list[tuple[Mutant | None, tuple[str, ...]]], tuple[Mutant, ...]]:
+    """``name``'s (build, cases) runs, the control first, and its peer mutants."""
+    flavour = behaviour(name)
+    peer = planned(name, full=full, case="peer", only=only) if flavour.peer_run else ()
+    extra = {case: planned(name, full=full, case=case, only=only) for case in flavour.extra_runs}
+    extra = {case: found for case, found in extra.items() if found}
+    plan: list[tuple[Mutant | None, tuple[str, ...]]]
+    plan = [(None, (*CASES, *(("peer",) if peer else ()), *extra))]
+    plan += [(m, CASES) for m in planned(name, full=full, only=only)]
+    plan += [(m, (case,)) for case, found in extra.items() for m in found]
+    return plan, peer
 
 
 def prebuild(bench: _Bench, images: GuestImages,
@@ -199,9 +203,10 @@ def prebuild(bench: _Bench, images: GuestImages,
     def one(build: tuple[str, Mutant | None]) -> None:
         build_agent(AgentSpec(flavour=build[0]), images, bench.cache, mutant=_name(build[1]))
 
+    unique = list(dict.fromkeys(builds))
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        list(pool.map(one, dict.fromkeys(builds)))  # the first build error is raised here
-    LOG.info("%d agent builds ready in %.1f s", len(set(builds)), time.monotonic() - started)
+        list(pool.map(one, unique))  # the first build error is raised here
+    LOG.info("%d agent builds ready in %.1f s", len(unique), time.monotonic() - started)
 
 
 #: Peer runs a mutant gets while a run could not judge it (see `_peer_row`).
@@ -453,9 +458,8 @@ def _row(flavour: Flavour, mutant: Mutant | None, cases: list[tuple[str, set[str
 
 
 def _caught(mutant: Mutant, cases: list[tuple[str, set[str]]]) -> bool:
-    """Whether every oracle ``mutant`` names failed in one of ``cases`` (`MutantRow`'s rule)."""
-    failed = set().union(*(found for _, found in cases))
-    return set(mutant.caught_by) <= failed
+    """Whether ``cases`` already catch ``mutant``, by the row's own rule (`MutantRow.verdict`)."""
+    return merge(mutant.name, "", mutant.caught_by, cases).verdict == "caught"
 
 
 def _name(mutant: Mutant | None) -> str:
