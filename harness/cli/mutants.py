@@ -333,12 +333,38 @@ def _debug_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
     return rows
 
 
-#: The sanitizer cases, the kernel variant each runs on, and the boot arguments it needs:
-#: KASAN reports only its first bug unless told to go on (a control and several mutants
-#: share one guest).
-SANITIZER_CASES: dict[str, tuple[Variant, tuple[str, ...]]] = {
-    "kasan": ("debug", ("kasan_multi_shot",)),
-    "kcsan": ("kcsan", ()),
+@dataclass(frozen=True, slots=True)
+class SanitizerCase:
+    """The kernel a sanitizer case runs on, and how its guest is set up and judged.
+
+    ``setup``: shell commands after boot, before the first run. ``kernel_reports``:
+    whether a report with no agent frame fails the row (``<tool>-KERNEL``) or is a note.
+    """
+
+    variant: Variant
+    boot_args: tuple[str, ...] = ()
+    setup: tuple[str, ...] = ()
+    kernel_reports: bool = True
+
+
+#: KCSAN's sampling in the mutant guest: one access in about 50 is watched, not one in
+#: about 2000 (skip_watch 4000, randomised). A mutation point's race, in runs of
+#: seconds, is otherwise seldom watched: `plain_event_count` gave no report in three
+#: runs at the default (debugfs data_races unchanged) and four in its standard run at
+#: 100. The kernel's own benign races then show too (seen: tick_nohz_idle_got_tick,
+#: __kstat_incr_irqs_this_cpu, _find_next_and_bit), so here they are notes; the guest
+#: tier's kcsan runs, at the default rate, fail on them.
+KCSAN_MUTANT_SKIP_WATCH = 100
+
+#: The sanitizer cases. KASAN reports only its first bug unless told to go on (a
+#: control and several mutants share one guest).
+SANITIZER_CASES: dict[str, SanitizerCase] = {
+    "kasan": SanitizerCase("debug", boot_args=("kasan_multi_shot",)),
+    "kcsan": SanitizerCase(
+        "kcsan",
+        setup=(f"echo {KCSAN_MUTANT_SKIP_WATCH} > /sys/module/kcsan/parameters/skip_watch",),
+        kernel_reports=False,
+    ),
 }
 
 
@@ -348,22 +374,27 @@ def _sanitizer_group(bench: _Bench, kernel: KernelChoice, *, chosen: tuple[str, 
 
     Each runs all the flavour's runs (`_sanitizer_case`); what failed is the oracles,
     plus each sanitizer report after the run began: its tool (``KASAN``, ``KCSAN``,
-    ``UBSAN``) when an agent frame is in it, ``<tool>-KERNEL`` when none is.
+    ``UBSAN``) when an agent frame is in it, ``<tool>-KERNEL`` (or a note, see
+    `SanitizerCase`) when none is.
     """
     rows = []
-    for case, (variant, boot_args) in SANITIZER_CASES.items():
+    for case, sanitizer in SANITIZER_CASES.items():
         plans = {name: planned(name, full=True, case=case, only=only) for name in chosen}
         plans = {name: found for name, found in plans.items() if found}
         if not plans:
             continue
-        images = prepare_images(bench.arch, variant, bench.cache, kernel=kernel)
+        images = prepare_images(bench.arch, sanitizer.variant, bench.cache, kernel=kernel)
         try:
-            with _guest(bench, images, case, timeout_scale=3, kernel_args=boot_args) as guest:
+            with _guest(bench, images, case, timeout_scale=3,
+                        kernel_args=sanitizer.boot_args) as guest:  # fmt: skip
+                for command in sanitizer.setup:
+                    guest.shell.run(command, timeout_s=bench.timeouts.command_s)
                 for name, found in plans.items():
                     flavour = behaviour(name)
                     for mutant in (None, *found):
-                        failed = _sanitizer_case(bench, guest, images, flavour, mutant)
-                        rows.append(_row(flavour, mutant, [(case, failed)]))
+                        failed, notes = _sanitizer_case(bench, guest, images, flavour, mutant,
+                                                        sanitizer)  # fmt: skip
+                        rows.append(_row(flavour, mutant, [(case, failed)], notes))
         except GuestError as exc:  # leaving it: the console holds the mutants' reports
             if not rows:
                 raise
@@ -373,22 +404,28 @@ def _sanitizer_group(bench: _Bench, kernel: KernelChoice, *, chosen: tuple[str, 
 
 
 def _sanitizer_case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
-                    mutant: Mutant | None) -> set[str]:  # fmt: skip
-    """Every run's failed oracles, and the sanitizer reports the runs caused.
+                    mutant: Mutant | None,
+                    sanitizer: SanitizerCase) -> tuple[set[str], list[str]]:  # fmt: skip
+    """Every run's failed oracles and the sanitizer reports the runs caused; notes.
 
     The runs: standard, exact and the flavour's extra runs (kprof's offline run takes
     CPUs down, where the hotplug mutant shows).
     """
     start = len(guest.vm.console_text().splitlines())
-    failed = set()
+    failed, notes = set(), []
     for case in (*CASES, *flavour.extra_runs):
         failed |= _case(bench, guest, images, flavour, mutant, case)
     for report in parse_reports(guest.vm.console_text(), start_line=start):
         if report.known:  # kernel code the bench accepts (sanitizer.KNOWN_KERNEL_RACES)
             continue
         LOG.info("mutant %s, %s: %s", _name(mutant), flavour.name, report.describe())
-        failed.add(report.tool if report.in_agent else f"{report.tool}-KERNEL")
-    return failed
+        if report.in_agent:
+            failed.add(report.tool)
+        elif sanitizer.kernel_reports:
+            failed.add(f"{report.tool}-KERNEL")
+        else:
+            notes.append(f"not judged here, kernel code: {report.describe()}")
+    return failed, notes
 
 
 def _case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,

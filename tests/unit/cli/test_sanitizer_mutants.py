@@ -13,7 +13,7 @@ REPORTS = {"debug": {"KASAN", "UBSAN"}, "kcsan": {"KCSAN"}}
 
 def test_every_sanitizer_case_is_a_shared_case_on_a_sanitizer_kernel() -> None:
     assert set(SANITIZER_CASES) <= set(SHARED_CASES)
-    assert {variant for variant, _args in SANITIZER_CASES.values()} == set(REPORTS)
+    assert {case.variant for case in SANITIZER_CASES.values()} == set(REPORTS)
     assert set(REPORTS) <= set(VARIANT_FRAGMENTS)
 
 
@@ -21,6 +21,6 @@ def test_every_sanitizer_mutant_is_caught_by_a_report_its_kernel_prints() -> Non
     found = [m for m in mutants.all_mutants() if m.case in SANITIZER_CASES]
     assert found  # one per class at least
     for mutant in found:
-        variant = SANITIZER_CASES[mutant.case][0]
+        variant = SANITIZER_CASES[mutant.case].variant
         assert set(mutant.caught_by) <= REPORTS[variant], mutant.name
         assert not mutant.quick, f"{mutant.name}: the sanitizer set runs with --full only"

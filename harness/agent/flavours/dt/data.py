@@ -199,5 +199,18 @@ DT = FlavourInfo(
             ("DT-O8",),
             quick=False,  # a race: caught in most runs, not all (it survived one CI run)
         ),
+        # Issue 25's plain-index class. KCSAN (GCC) treats a plain aligned write as
+        # atomic and sets watchpoints on plain reads only, so a ring index with one
+        # plain writer and a marked reader is never reported (`plain_ring_index`, the
+        # producer's index published and read plainly, survived twice). The count every
+        # CPU's NMI reads and writes is one it sees (`KCSAN_MUTANT_SKIP_WATCH`).
+        Mutant(
+            "plain_event_count",
+            "the readable-event count, an atomic every CPU's producer raises and the reader "
+            "lowers, is a plain int: increments from two CPUs' NMIs race",
+            ("KCSAN",),
+            case="kcsan",
+            quick=False,
+        ),
     ),
 )

@@ -235,7 +235,11 @@ static void dt_consume(struct dt_open *op)
 		udelay(500);
 		atomic_inc(&op->evtcnt);
 	} else {
-		atomic_inc(&op->evtcnt);	/* a full barrier on its own: before the publish */
+		/* Mutation point: the count every CPU's producer raises is a plain int. */
+		if (pa_mutant(PLAIN_EVENT_COUNT))
+			op->evtcnt.counter++;
+		else
+			atomic_inc(&op->evtcnt);	/* the release below orders it first */
 		smp_store_release(&dc->cons, (dc->cons + 1) % DT_RING);
 	}
 	this_cpu_inc(op->cpu->stat[DT_PC_X_COMMITTED]);
@@ -348,7 +352,10 @@ static int dt_read_cpu(struct dt_open *op, unsigned int cpu, char __user *ubuf, 
 	}
 	dt_reader_free(dc, prod);
 	dc->stat[DT_PC_DC_READEVT] += copied;
-	atomic_sub(copied, &op->evtcnt);
+	if (pa_mutant(PLAIN_EVENT_COUNT))
+		op->evtcnt.counter -= copied;
+	else
+		atomic_sub(copied, &op->evtcnt);
 	return err;
 }
 

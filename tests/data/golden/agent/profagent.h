@@ -119,6 +119,7 @@ enum pa_mutant {
 	PA_MUTANT_NO_READER_MUTEX,	/* DT-D6's fix removed: readers are not serialised, and a copy sleeps 1 ms after each event as the seed's copy-out may on a page fault */
 	PA_MUTANT_FAULT_LOSES_COPIED,	/* DT-D7's fix removed: a copy-out fault returns EFAULT although events were copied, consumed and counted before it */
 	PA_MUTANT_SEED_COUNT_ORDER,	/* the seed's DT-D5: a slot published 500 us before the readable count rises, and the reader waits on the count */
+	PA_MUTANT_PLAIN_EVENT_COUNT,	/* the readable-event count, an atomic every CPU's producer raises and the reader lowers, is a plain int: increments from two CPUs' NMIs race */
 	PA_MUTANT_ACCEPT_OVER_LIMIT,	/* qpass accepts a full block while qlen < qlimit + one block */
 	PA_MUTANT_EARLY_HANDOFF,	/* a block is handed off one record early (the reservation is 20 + L bytes larger) */
 	PA_MUTANT_DROPS_UNREPORTED,	/* a dropped block is counted in x_hidden_blocks_dropped only (KP-D7 without its bit) */
