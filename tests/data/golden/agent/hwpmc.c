@@ -225,6 +225,7 @@ struct hw_cpu {
 	int soft_stopped;		/* soft stall: the source could not stop */
 	int has_samples;		/* fixed HW-D1: full-width per-CPU flag */
 	int suppressed;			/* test hook: the timer does not sweep */
+	u64 live_ticks;			/* timer ticks not suppressed: a RELEASE counts these */
 	int leave_pending;		/* test hook: the next entry stays pending */
 	struct hrtimer tick;
 	bool tick_armed;
@@ -480,7 +481,7 @@ static void hw_sweep_entry(struct hw_cpu *hc, struct hw_entry *e, unsigned int c
 		hc->stat[HW_PC_X_SWEEP_LAT_MAX_NS] = lat;
 	rel = smp_load_acquire(&pmc->rel);
 	if (rel)	/* ticks on this CPU since the RELEASE: its own, whatever the host */
-		rel[nr_cpu_ids + cpu] = hc->stat[HW_PC_X_TICKS] - rel[cpu];
+		rel[nr_cpu_ids + cpu] = READ_ONCE(hc->live_ticks) - rel[cpu];
 	smp_store_release(&e->state, HW_FREE);
 	smp_mb__before_atomic();	/* the tick count before the count a RELEASE waits on */
 	atomic_dec(&pmc->runcount);	/* after the entry is free: RELEASE may free pmc now */
@@ -557,8 +558,11 @@ static enum hrtimer_restart hw_tick(struct hrtimer *timer)
 	unsigned int cpu = smp_processor_id();
 
 	hc->stat[HW_PC_X_TICKS]++;
-	if (!READ_ONCE(hc->suppressed) && !pa_drain_manual() && hw_take_mark(hc, cpu))
-		hw_sweep(cpu, false);
+	if (!READ_ONCE(hc->suppressed)) {
+		WRITE_ONCE(hc->live_ticks, hc->live_ticks + 1);	/* read by hw_release */
+		if (!pa_drain_manual() && hw_take_mark(hc, cpu))
+			hw_sweep(cpu, false);
+	}
 	hrtimer_forward_now(timer, ns_to_ktime((u64)pa_sweep_us * NSEC_PER_USEC));
 	return HRTIMER_RESTART;
 }
@@ -887,20 +891,23 @@ static int hw_release(struct hw_pmc *pmc)
 	if (pmc->state == HW_RUNNING)
 		hw_stop(pmc, true);	/* ENXIO for an offline CPU: released all the same */
 	WRITE_ONCE(pmc->state, HW_DELETED);
+	/*
+	 * Ticks count from here, where a sweep can free the PMC's entries, and only
+	 * ticks that may sweep (live_ticks): a tick during the STOP's cross-CPU calls
+	 * (longer than a sweep period on 8 vCPUs under TCG), or while the test hook
+	 * still suppresses the sweeps, frees nothing. The count starts before the
+	 * sweeps resume: a tick between the two, on a host that delays this thread,
+	 * would otherwise sweep uncounted.
+	 */
+	if (rel) {
+		for_each_possible_cpu(cpu)
+			rel[cpu] = READ_ONCE(per_cpu_ptr(&hw_cpu, cpu)->live_ticks);
+		smp_store_release(&pmc->rel, rel);
+	}
 	if (hw_resume_at_release) {	/* the rings still hold what the RELEASE must free */
 		hw_resume_at_release = false;
 		for_each_possible_cpu(cpu)
 			WRITE_ONCE(per_cpu_ptr(&hw_cpu, cpu)->suppressed, 0);
-	}
-	/*
-	 * Ticks count from here, where a sweep can free the PMC's entries: a tick
-	 * during the STOP's cross-CPU calls (longer than a sweep period on 8 vCPUs
-	 * under TCG), while the rings were still suppressed, freed nothing.
-	 */
-	if (rel) {
-		for_each_possible_cpu(cpu)
-			rel[cpu] = READ_ONCE(per_cpu_ptr(&hw_cpu, cpu)->stat[HW_PC_X_TICKS]);
-		smp_store_release(&pmc->rel, rel);
 	}
 	pmc->releasing = true;
 	mutex_unlock(&hw_mutex);	/* sweeps need no lock; other callers may proceed */
