@@ -25,6 +25,9 @@ class MutantRow:
 
     ``failed`` are the oracles that failed in any of ``cases``; ``notes`` hold what
     else happened (a guest that crashed after the verdict, a case that errored).
+    ``unjudged``: every run of the mutant was one its oracle could not judge, by a
+    model that reads only the peer's evidence (`harness.agent.peer.stretch_margin`: too
+    many PMU periods folded by the emulator); the notes give each run's numbers.
     """
 
     mutant: str
@@ -33,19 +36,27 @@ class MutantRow:
     failed: tuple[str, ...]
     cases: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    unjudged: bool = False
 
     @property
     def verdict(self) -> str:
-        """``caught`` / ``SURVIVED`` for a mutant; ``clean`` / ``BROKEN`` for the control."""
+        """``caught``, ``SURVIVED`` or ``unjudged`` for a mutant; ``clean``, ``BROKEN``.
+
+        The last two are the control's. ``unjudged`` is never a catch, and never a
+        survival either: the host decided it, not the agent (the table's notes say how
+        much the emulator folded).
+        """
         if self.mutant == NONE:
             return "clean" if not self.failed else "BROKEN"
         caught = bool(self.expected) and set(self.expected) <= set(self.failed)
-        return "caught" if caught else "SURVIVED"
+        if caught:
+            return "caught"
+        return "unjudged" if self.unjudged else "SURVIVED"
 
     @property
     def ok(self) -> bool:
-        """Whether this row is what it must be."""
-        return self.verdict in ("caught", "clean")
+        """Whether this row is what it must be (an unjudged row is reported, not failed)."""
+        return self.verdict in ("caught", "clean", "unjudged")
 
     def as_dict(self) -> dict[str, object]:
         """The row as JSON values."""
@@ -60,6 +71,8 @@ def merge(
     expected: Sequence[str],
     cases: Iterable[tuple[str, Iterable[str]]],
     notes: Sequence[str] = (),
+    *,
+    unjudged: bool = False,
 ) -> MutantRow:
     """One row from each case's name and the oracles that failed in it."""
     seen: list[str] = []
@@ -67,7 +80,8 @@ def merge(
     for case, failed in cases:
         names.append(case)
         seen += [oracle for oracle in sorted(failed) if oracle not in seen]
-    return MutantRow(mutant, flavour, tuple(expected), tuple(seen), tuple(names), tuple(notes))
+    return MutantRow(mutant, flavour, tuple(expected), tuple(seen), tuple(names), tuple(notes),
+                     unjudged)  # fmt: skip
 
 
 def survivors(rows: Iterable[MutantRow]) -> list[MutantRow]:

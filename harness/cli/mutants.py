@@ -36,7 +36,7 @@ from harness.agent.evidence import kmemleak_command, module_leaks
 from harness.agent.flavour import AgentRun, Flavour, behaviour
 from harness.agent.info import Mutant
 from harness.agent.mutation import MutantRow, merge
-from harness.agent.peer import PeerEvidence, stretch_margin
+from harness.agent.peer import PeerEvidence, peer_range, stretch_margin
 from harness.agent.profctl import build_profctl
 from harness.agent.spec import AgentSpec
 from harness.arches import ArchProfile
@@ -51,6 +51,7 @@ from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.console import scan_console
 from harness.vm.guest import Guest
+from harness.vm.perf import PerfCpu
 from harness.vm.record import new_run_dir
 from harness.vm.sanitizer import parse_reports
 from harness.vm.topology import default_topology
@@ -234,7 +235,9 @@ def _peer_row(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour
         if not why:
             break
         notes.append(f"peer run {attempt} {why}")
-    return _row(flavour, mutant, [("peer", failed)], notes)
+    unjudged = len(notes) == PEER_ATTEMPTS  # no run could tell: reported, never a catch
+    return merge(_name(mutant), flavour.name, mutant.caught_by, [("peer", failed)], notes,
+                 unjudged=unjudged)  # fmt: skip
 
 
 def _peer_unjudged(mutant: Mutant, peer: PeerEvidence) -> str:
@@ -242,13 +245,21 @@ def _peer_unjudged(mutant: Mutant, peer: PeerEvidence) -> str:
     if "PEER" in mutant.caught_by:
         margin = stretch_margin(peer.counts, peer.window.bound)  # the run's own edges
         if margin <= 0:
-            samples = ", ".join(f"{c.cpu}: {c.samples}" for c in peer.counts.cpus)
-            return (f"could not tell a 1/8 stretch (margin {margin}; most periods folded; "
-                    f"perf samples per CPU {samples})")  # fmt: skip
+            folded = ", ".join(f"{c.cpu}: {_folded_share(c, peer)}" for c in peer.counts.cpus)
+            return (f"could not tell a 1/8 stretch (margin {margin}); periods the emulator "
+                    f"folded, per CPU: {folded}")  # fmt: skip
     pair = peer.profiles if "PROFILE" in mutant.caught_by else None
     if pair is not None and not sum(pair.perf.leaves().values()):
         return f"compared no profile ({pair.excluded_text() or 'no perf sample'})"
     return ""
+
+
+def _folded_share(cpu: PerfCpu, peer: PeerEvidence) -> str:
+    """The samples perf took on ``cpu``, and the share of its window's periods that folded."""
+    allowed = peer_range(cpu, peer.counts, peer.window.bound)
+    periods = cpu.samples + cpu.lost + allowed.folded
+    share = allowed.folded / periods if periods else 0.0
+    return f"{allowed.folded} of {periods} ({share:.0%}), {cpu.samples} samples"
 
 
 def _armed_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:

@@ -37,6 +37,18 @@ def test_verdicts(
     assert survivors([row]) == ([] if verdict in ("caught", "clean") else [row])
 
 
+def test_a_mutant_no_run_could_judge_is_reported_neither_caught_nor_survived() -> None:
+    unjudged = merge("stretched_period", "tprof", ("PEER",), [("peer", set())],
+                     ("peer run 1 could not tell",), unjudged=True)  # fmt: skip
+    assert (unjudged.verdict, unjudged.ok, survivors([unjudged])) == ("unjudged", True, [])
+    assert unjudged.as_dict()["verdict"] == "unjudged"
+    # A catch stays a catch, and a run that judged and missed stays a survival.
+    caught = merge("stretched_period", "tprof", ("PEER",), [("peer", {"PEER"})], unjudged=True)
+    assert caught.verdict == "caught"
+    missed = merge("stretched_period", "tprof", ("PEER",), [("peer", set())])
+    assert survivors([missed]) == [missed]
+
+
 def test_the_table_names_each_mutant_and_its_notes() -> None:
     rows = [
         MutantRow("none", "tprof", (), (), ("standard", "exact")),
