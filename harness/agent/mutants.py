@@ -33,9 +33,8 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            ("C-2",)),
     Mutant("stretched_period", "the sampling events count period + period/8 events per overflow",
            ("PEER",), case="peer"),
-    # Not dt's: PROFILE is not judged for dt (dt/oracles.py's core_view says why).
     Mutant("fixed_pc_3rd", "every 3rd sample's PC is replaced by a fixed kernel address",
-           ("PROFILE",), case="peer", flavours=("tprof", "kprof", "hwpmc")),
+           ("PROFILE",), case="peer"),
     # The content oracles' (harness.agent.content_oracles): points in the core's pa_produce
     # and pa_chain, judged where a flavour's records reach them.
     Mutant("handler_pc", "every sample records the handler's own PC (_THIS_IP_)",

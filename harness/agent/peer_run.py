@@ -67,13 +67,17 @@ class PeerHooks(Generic[_R]):
     ``recording``: the guest-clock span in which the agent recorded samples, where
     that is narrower than its window's outer span (kprof records only between its
     ``start`` and ``stop``, while its counters run from load to unload); PROFILE folds
-    perf's samples there (None: the window's outer span).
+    perf's samples there (None: the window's outer span). ``pair_within_ns``: PROFILE
+    compares only the samples of the interrupts both profilers took, paired within
+    this many ns (`harness.agent.profile.paired`; ``samples`` must then give each its
+    time), for a flavour whose own overflow sets work going that perf then samples.
     """
 
     samples: Callable[[_R], Iterable[ProfileSample]]
     window: Callable[[_R, int], PeerWindow] | None = None
     drops: Callable[[_R], Mapping[int, int]] | None = None
     recording: Callable[[_R], tuple[int, int]] | None = None
+    pair_within_ns: int | None = None
 
 
 def beside_perf(run: Runner, kind: type[_R], hooks: PeerHooks[_R]) -> Runner:
@@ -131,7 +135,8 @@ def peer_run(
     drops = hooks.drops(result) if hooks.drops is not None else {}
     lo, hi = hooks.recording(result) if hooks.recording is not None else window.outer
     in_window = (s for s in counts.stacks if lo <= s.time_ns <= hi)
-    pair = profile_pair(hooks.samples(result), in_window, symbols, drops)
+    pair = profile_pair(hooks.samples(result), in_window, symbols, drops,
+                        pair_within_ns=hooks.pair_within_ns)  # fmt: skip
     _keep(agent, pair, kallsyms)
     evidence = PeerEvidence(dataclasses.replace(counts, stacks=()), window, pair)
     kernel = getattr(result, "kernel", None)
@@ -192,7 +197,7 @@ def profile_summary(peer: PeerEvidence | None) -> dict[str, str]:
 
 def _test_line(pair: ProfilePair) -> str:
     agent, perf = pair.agent, pair.perf
-    left_out = f"; {pair.excluded_text()}" if pair.excluded else ""
+    left_out = f"; {pair.excluded_text()}" if pair.excluded_text() else ""
     if not agent.total or not perf.total:
         return (f"PROFILE: nothing to compare (agent {agent.total}, perf {perf.total} samples)"
                 f"{left_out}")  # fmt: skip

@@ -4,7 +4,8 @@ tprof's peer run has its own test (`tests/guest/test_agent.py`, PEER's per-CPU
 counts); this runs the other flavours' (`Flavour.peer_run`: the standard run with
 ``perf record -g`` on the same CPUs, event and period), so ``invoke test`` prints
 each flavour's PEER and PROFILE verdicts and the agent's top symbols beside perf's
-(dt's PROFILE is shown, not judged: `harness.agent.flavours.dt.oracles.core_view`).
+(dt's PROFILE compares the samples of the interrupts both took: `harness.agent.profile`,
+"Paired profiles"). A run whose PROFILE compared nothing fails: it judged nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
 from harness.agent.flavours import names
+from harness.agent.peer import PeerEvidence
 from harness.agent.spec import AgentSpec
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT, SMT_CLUSTER_LAYOUT
@@ -42,3 +44,7 @@ def test_every_flavour_profiles_like_linux_perf(
     request.node.user_properties.append((AGENT_REPORT, f"{name} beside Linux perf\n{report}"))
     assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
     assert "PROFILE" in report, report  # the verdict and the top-symbol table are shown
+    peer = getattr(run, "peer", None)  # every flavour's peer run keeps perf's evidence
+    assert isinstance(peer, PeerEvidence), report
+    assert peer.profiles is not None, report
+    assert peer.profiles.perf.total > 0, f"PROFILE compared nothing\n{report}"

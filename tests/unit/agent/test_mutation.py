@@ -120,9 +120,7 @@ def test_every_flavour_runs_the_peer_mutants_beside_perf() -> None:
     for name in flavours.names():
         assert behaviour(name).peer_run is not None, name  # PEER and PROFILE can fail there
         peer = {m.name for m in planned(name, full=False, case="peer")}
-        # dt's PROFILE is not judged (dt/oracles.py's core_view says why)
-        profile = {"fixed_pc_3rd"} if name != "dt" else set()
-        assert peer == {"stretched_period", *profile}, name
+        assert peer == {"stretched_period", "fixed_pc_3rd"}, name
         assert not peer & {m.name for m in planned(name, full=False)}, name
 
 

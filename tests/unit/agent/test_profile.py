@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -17,6 +18,7 @@ from harness.agent.profile import (
     chi2_sf,
     compare,
     fold,
+    paired,
     parse_kallsyms,
     perf_stack,
     profile_pair,
@@ -164,3 +166,46 @@ def test_a_cpu_where_the_agent_dropped_samples_is_left_out_of_both_profiles() ->
     assert pair.excluded_text() == "left out, the agent dropped samples there: CPU 1 (7 lost)"
     kept = profile_pair(agent, perf, symbols, {0: 0})
     assert (kept.agent.total, kept.perf.total, kept.excluded_text()) == (3, 3, "")
+
+
+IDLE = 0xFFFFFFC008012010  # cpu_do_idle
+IRQ = 0xFFFFFFC008010010  # gic_handle_irq: where a later interrupt of perf's lands
+
+
+def perf_at(cpu: int, time_ns: int, pc: int) -> PerfSample:
+    return PerfSample(cpu, time_ns, (PerfFrame(pc, "?", "[kernel.kallsyms]"),))
+
+
+def test_paired_takes_perf_s_sample_of_the_same_interrupt_once_per_cpu() -> None:
+    agent = [AgentSample(0, IDLE, user=False, time_ns=1_000_040),
+             AgentSample(0, IDLE, user=False, time_ns=5_000_030),
+             AgentSample(1, IDLE, user=False, time_ns=1_000_020)]  # fmt: skip
+    perf = [perf_at(0, 1_000_000, IDLE),  # 40 µs before the agent's: one interrupt
+            perf_at(0, 1_000_010, IDLE),  # a second candidate, farther: left unpaired
+            perf_at(0, 5_400_000, IRQ),  # 370 µs after: a later interrupt
+            perf_at(1, 1_000_000, IDLE)]  # fmt: skip
+    pairs = paired(agent, perf, 100_000)
+    assert [(a.cpu, a.time_ns, p.time_ns) for a, p in pairs] == [
+        (0, 1_000_040, 1_000_010), (1, 1_000_020, 1_000_000)]  # fmt: skip
+    with pytest.raises(ValueError, match="without a time"):
+        paired([AgentSample(0, IDLE, user=False)], perf, 100_000)
+
+
+def test_a_paired_profile_leaves_out_the_peer_s_later_interrupts_and_no_cpu() -> None:
+    """dt's case: perf's split-pair samples land in the agent's own wakeup path."""
+    symbols = Symboliser(parse_kallsyms(KALLSYMS))
+    agent = [AgentSample(0, IDLE, user=False, time_ns=t + 30_000) for t in range(0, 10**9, 10**7)]
+    perf = [perf_at(0, t, IDLE) for t in range(0, 10**9, 10**7)]
+    perf += [perf_at(0, t + 2_000_000, IRQ) for t in range(0, 10**9, 5 * 10**7)]  # aftermath
+    whole = profile_pair(agent, perf, symbols, {})
+    assert not compare(whole.agent.leaves(), whole.perf.leaves()).passed  # 20 % apart
+    pair = profile_pair(agent, perf, symbols, {0: 7}, pair_within_ns=100_000)
+    assert (pair.agent.total, pair.perf.total, pair.excluded) == (100, 100, ())
+    assert compare(pair.agent.leaves(), pair.perf.leaves()).passed
+    assert pair.excluded_text() == (
+        "paired samples only: 100 of the agent's 100 and perf's 120 (83% of perf's)"
+    )
+    # A wrong PC in a third of the agent's samples is still a third of the pairs.
+    wrong = [replace(s, pc=IRQ) if i % 3 == 0 else s for i, s in enumerate(agent)]
+    moved = profile_pair(wrong, perf, symbols, {}, pair_within_ns=100_000)
+    assert not compare(moved.agent.leaves(), moved.perf.leaves()).passed

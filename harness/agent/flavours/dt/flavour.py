@@ -47,7 +47,7 @@ def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, DtRun)
     verdicts = format_dt_verdicts(violations, applicable_dt_oracles(own))
     content = content_report(own.content(), violations)
-    return f"{format_dt_table(own)}\n{profile_report(own.peer, judged=False)}{verdicts}\n{content}"
+    return f"{format_dt_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -135,15 +135,9 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
 
 
 def _samples(run: DtRun) -> list[AgentSample]:
-    """Dt's events as profile samples: the PC, and its own stack's callers."""
-    return [AgentSample(e.cpu, e.pc, user=s.user, chain=s.chain)
+    """Dt's events as profile samples: the PC, its own stack's callers, its time."""
+    return [AgentSample(e.cpu, e.pc, user=s.user, chain=s.chain, time_ns=e.ts_ns)
             for e, s in ((e, e.sample()) for e in run.events)]  # fmt: skip
-
-
-def _drops(run: DtRun) -> dict[int, int]:
-    """Per CPU, the events dt counted as lost in the run: ring full or recursive get."""
-    return {cpu: stats["dc_dropevt"] + stats["dc_recurevt"]
-            for cpu, stats in run.after_read.percpu.items()}  # fmt: skip
 
 
 #: The peer run samples at this multiple of the spec's period. dt's reader is woken
@@ -156,10 +150,11 @@ def _drops(run: DtRun) -> dict[int, int]:
 #: PROFILE still has ~1000 samples (a wrong PC in a third: chi2 742 against 29.6).
 #: Not every stall fits: with other guests loading the host one peer run of three
 #: still dropped (CPU 0 13, CPU 1 116: gaps of 418 and 360 ms, the reader spinning
-#: in prepare_to_wait_event); PROFILE leaves such CPUs out (profile.py says why).
-#: On 8 vCPUs the one reader cannot keep up at all: it read ~500 events a second
-#: against the CPUs' ~800 (with or without busy loops, at 4 or 16 ms, with reads of
-#: 16 or 120 events), every CPU dropped, and PROFILE compared nothing there.
+#: in prepare_to_wait_event). On 8 vCPUs the one reader cannot keep up at all: it
+#: read ~500 events a second against the CPUs' ~800 (with or without busy loops, at 4
+#: or 16 ms, with reads of 16 or 120 events) and every CPU dropped. PROFILE compares
+#: paired samples (`PAIR_WITHIN_NS`), so a CPU that dropped is still compared on the
+#: events it kept; the drops are DT-O1's and PEER's.
 PEER_PERIOD_FACTOR = 4
 
 
@@ -178,7 +173,19 @@ def _unprobed(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     return _busy(agent, spec, cpus, ())
 
 
-_BESIDE_PERF = beside_perf(_unprobed, DtRun, PeerHooks(samples=_samples, drops=_drops))
+#: PROFILE pairs each of dt's events with perf's sample of the same PMU interrupt
+#: (`harness.agent.profile`, "Paired profiles"): dt wakes its reader after every event,
+#: and perf's sample of a later interrupt lands in that wakeup. Measured (6.12, 2
+#: vCPUs, the peer run at 4 ms): of 1876 perf samples in dt's span, 1831 lay within
+#: 100 µs of an event of dt's on the same CPU, all but one 10-74 µs before it (5th to
+#: 95th percentile: one interrupt handles perf's counter, then the agent's), 22 more
+#: within 500 µs; the pairs' leaf symbols agreed in 1830 of 1831. A split pair's
+#: second interrupt comes 0.1-5 ms after the first (`harness.agent.peer`).
+PAIR_WITHIN_NS = 100_000
+
+_BESIDE_PERF = beside_perf(
+    _unprobed, DtRun, PeerHooks(samples=_samples, pair_within_ns=PAIR_WITHIN_NS)
+)
 
 
 def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:

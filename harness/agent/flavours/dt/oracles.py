@@ -31,7 +31,6 @@ Checks removed, and why (issue 23: a check that cannot fail is no check):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import TypeAlias
 
 from harness.agent.core_oracles import (
@@ -61,7 +60,7 @@ __all__ = ["CANARY", "PROBE_PROFILE", "canary_of"]  # re-exported: the stream's 
 
 #: Oracle names and one-line descriptions, in report order.
 DT_ORACLES: tuple[tuple[str, str], ...] = (
-    *((name, text) for name, text in CORE_ORACLES if name != "PROFILE"),  # see core_view
+    *CORE_ORACLES,
     ("DT-O1", "conservation: E = the core's producer calls (+ nested windows); every get "
               "recurs, drops or commits; committed = read + inring"),
     ("DT-O2", "no reader before the read: committed = min(E - recurevt, 15), the rest dropped"),
@@ -132,18 +131,12 @@ def check_dt(run: DtRun) -> list[Violation]:
 def core_view(run: DtRun) -> CoreView:
     """What the shared oracles (`harness.agent.core_oracles`) read of a dt run.
 
-    PROFILE is not judged for dt; its peer run prints both profiles all the same.
-    dt wakes its reader after every event (the seed's soft interrupt per event), so
-    on a CPU that interrupt, the IPI that wakes the reader elsewhere and the read
-    itself follow each of the agent's samples; where perf's overflow of the same
-    period comes a little later (a split pair, `harness.agent.peer`) perf samples
-    them. Perf's profile then shows the agent's own wakeup path (2 vCPUs:
-    gic_ipi_send_mask 5.7 % against the agent's 0.3 %, dt_read), and PROFILE failed
-    the unmutated agent in 4 of 10 runs (chi2 65.7-198.2 against 27.9-31.3), with
-    no drop; at 4.3 ms, off the 4 ms tick, as often. PEER judges dt's counts beside
-    perf; MODE, WHO, WHERE and CHAIN judge its samples against ground truth.
+    PROFILE compares paired samples for dt (`harness.agent.flavours.dt.flavour`'s
+    `PAIR_WITHIN_NS`): dt wakes its reader after every event, and perf's samples of
+    later interrupts show that wakeup (2 vCPUs: gic_ipi_send_mask 5.7 % against the
+    agent's 0.3 %); over whole profiles the unmutated agent failed in 4 of 10 runs.
     """
-    return replace(core_view_of(run, run.core), profile=None)
+    return core_view_of(run, run.core)
 
 
 def check_dt_conservation(run: DtRun) -> list[Violation]:

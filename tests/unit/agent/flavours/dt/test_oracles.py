@@ -304,7 +304,7 @@ BROKEN: dict[str, tuple[Callable[[DtRun], DtRun], list[Brief]]] = {
 
 def test_consistent_run_passes_every_oracle() -> None:
     assert check_dt(BASE) == []
-    core = {name for name, _ in CORE_ORACLES} - {"PROFILE"}
+    core = {name for name, _ in CORE_ORACLES}
     unjudged = {"DT-O8", "DT-O10", *(core - applicable_core(core_view(BASE)))}
     assert "PEER" in unjudged
     assert applicable_dt_oracles(BASE) == {name for name, _ in DT_ORACLES} - unjudged
@@ -323,7 +323,7 @@ def test_one_broken_number_gives_exactly_its_violations(case: str) -> None:
 def test_oracle_order_and_names() -> None:
     names = [name for name, _ in DT_ORACLES]
     assert names == [
-        *(name for name, _ in CORE_ORACLES if name != "PROFILE"),  # not judged for dt
+        *(name for name, _ in CORE_ORACLES),
         "DT-O1", "DT-O2", "DT-O3", "DT-O4", "DT-O6", "DT-O7", "DT-O8", "DT-O10", "DT-INJ", "NMI",
     ]  # fmt: skip
 

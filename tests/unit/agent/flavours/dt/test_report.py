@@ -43,7 +43,7 @@ CONSISTENT_CELLS = [
 ]  # fmt: skip
 #: The verdict and name columns of a clean run: every core oracle, then dt's own.
 PASSING = [
-    *("PASS  IRQ", "PASS  CALLS", "PASS  RELEASED", "skip  PEER"),
+    *("PASS  IRQ", "PASS  CALLS", "PASS  RELEASED", "skip  PEER", "skip  PROFILE"),
     *("PASS  THROTTLE", "PASS  C-2", "skip  C-3"),
     *("PASS  DT-O1", "PASS  DT-O2", "PASS  DT-O3", "PASS  DT-O4", "PASS  DT-O6", "PASS  DT-O7"),
     *("skip  DT-O8", "skip  DT-O10", "PASS  DT-INJ", "PASS  NMI"),
@@ -150,7 +150,7 @@ def test_verdicts_skip_what_does_not_apply() -> None:
     run = replace(pmu_run(), kernel=None)  # no kernel counts, no readers, PMU ticks
     verdicts = format_dt_verdicts(check_dt(run), applicable_dt_oracles(run))
     skipped = [h.split()[1] for h in heads(verdicts) if h.startswith("skip")]
-    assert skipped == ["IRQ", "RELEASED", "PEER", "C-3", "DT-O8", "DT-O10", "DT-INJ"]
+    assert skipped == ["IRQ", "RELEASED", "PEER", "PROFILE", "C-3", "DT-O8", "DT-O10", "DT-INJ"]
     assert not [h for h in heads(verdicts) if h.startswith("FAIL")]
 
 
