@@ -167,12 +167,8 @@ def _keep(agent: AgentLike, pair: ProfilePair, kallsyms: str) -> None:
     (agent.workdir / "kallsyms.txt").write_text(kallsyms)
 
 
-def profile_report(peer: PeerEvidence | None, rows: int = 10, *, judged: bool = True) -> str:
-    """The PEER range of each CPU, the top-symbol table and PROFILE's statistic.
-
-    '' without a peer. ``judged``: whether the flavour judges PROFILE (its statistic
-    is then a verdict; else it is shown and says it is not one).
-    """
+def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
+    """The PEER range of each CPU, the top symbols and PROFILE's statistic ('' without a peer)."""
     if peer is None:
         return ""
     ranges = ((c.cpu, c.samples, peer_range(c, peer.counts, peer.window.bound))
@@ -182,8 +178,7 @@ def profile_report(peer: PeerEvidence | None, rows: int = 10, *, judged: bool = 
     if peer.profiles is None:
         return f"{line}\n"
     pair = peer.profiles
-    shown = "" if judged else " (shown, not judged for this flavour)"
-    return f"{line}\n{top_symbols(pair, rows)}\n{_test_line(pair)}{shown}\n"
+    return f"{line}\n{top_symbols(pair, rows)}\n{_test_line(pair)}\n"
 
 
 def profile_summary(peer: PeerEvidence | None) -> dict[str, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from harness.agent.peer import PeerBound, PeerEvidence, PeerWindow
 from harness.agent.peer_run import profile_report, profile_summary
 from harness.agent.profile import ProfilePair, fold
@@ -25,10 +27,11 @@ def test_the_report_gives_each_cpus_range_the_top_symbols_and_the_statistic() ->
     assert lines[-1].endswith(": alike")
 
 
-def test_a_flavour_that_does_not_judge_profile_says_so_on_its_line() -> None:
-    line = profile_report(PEER, judged=False).splitlines()[-1]
-    assert line.startswith("PROFILE: chi2 ")
-    assert line.endswith(": alike (shown, not judged for this flavour)")
+def test_a_paired_profile_says_on_its_line_how_many_samples_it_paired() -> None:
+    paired = dataclasses.replace(PAIR, pairing=(40, 41, 43))
+    line = profile_report(dataclasses.replace(PEER, profiles=paired)).splitlines()[-1]
+    assert line.endswith(": alike; paired samples only: 40 of the agent's 41 and perf's 43 "
+                         "(93% of perf's)")  # fmt: skip
 
 
 def test_no_peer_no_report_and_no_profile_for_the_matrix() -> None:
