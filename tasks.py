@@ -26,7 +26,7 @@ from harness import arches
 from harness.agent import flavours
 from harness.agent.build import export_agent
 from harness.agent.mutation import format_table as format_mutants
-from harness.agent.mutation import survivors
+from harness.agent.mutation import survivors, tally
 from harness.agent.spec import AgentSpec, parse_params, parse_quirks
 from harness.build import hostdeps
 from harness.build import rootfs as rootfsmod
@@ -432,7 +432,7 @@ def mutants(c: Context, full: bool = False, cpus: int = 2, flavour: list[str] | 
     table = format_mutants(result.rows)
     print(f"mutants on Linux {describe_kernel(request.kernel)}")
     print(table)
-    print(f"{len(result.rows)} rows in {result.elapsed_s:.0f} s; "
+    print(f"{len(result.rows)} rows ({tally(result.rows)}) in {result.elapsed_s:.0f} s; "
           f"evidence: {mutantsmod.write_table(result, table).parent}")  # fmt: skip
     if survivors(result.rows):
         raise Exit(code=1)

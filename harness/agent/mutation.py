@@ -12,6 +12,7 @@ unmutated build (``none``) must pass every case, or no catch means anything::
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -87,6 +88,13 @@ def merge(
 def survivors(rows: Iterable[MutantRow]) -> list[MutantRow]:
     """Rows that are not what they must be: surviving mutants, a control that failed."""
     return [row for row in rows if not row.ok]
+
+
+def tally(rows: Iterable[MutantRow]) -> str:
+    """How many rows got each verdict, in a fixed order: ``96 caught, 8 clean, 1 unjudged``."""
+    counted = Counter(row.verdict for row in rows)
+    order = ("caught", "clean", "unjudged", "SURVIVED", "BROKEN")
+    return ", ".join(f"{counted[v]} {v}" for v in order if counted[v]) or "no rows"
 
 
 def format_table(rows: Sequence[MutantRow]) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness import arches
-from harness.agent.mutation import format_table, survivors
+from harness.agent.mutation import format_table, survivors, tally
 from harness.build.cache import Cache
 from harness.build.hostdeps import ensure_host
 from harness.build.images import prepare_images
@@ -223,6 +223,7 @@ def run_quick_mutants(cache: Cache) -> int:
     table = format_table(result.rows)
     for line in table.splitlines():
         LOG.info("mutants: %s", line)
+    LOG.info("mutants: %d rows: %s", len(result.rows), tally(result.rows))
     write_table(result, table)
     missed = survivors(result.rows)
     for row in missed:

@@ -4,7 +4,7 @@ import pytest
 
 from harness.agent import flavours, mutants
 from harness.agent.flavour import behaviour
-from harness.agent.mutation import MutantRow, format_table, merge, survivors
+from harness.agent.mutation import MutantRow, format_table, merge, survivors, tally
 from harness.agent.render import render_agent
 from harness.agent.spec import AgentSpec
 from harness.cli.mutants import planned
@@ -47,6 +47,9 @@ def test_a_mutant_no_run_could_judge_is_reported_neither_caught_nor_survived() -
     assert caught.verdict == "caught"
     missed = merge("stretched_period", "tprof", ("PEER",), [("peer", set())])
     assert survivors([missed]) == [missed]
+    control = merge("none", "tprof", (), [("peer", set())])
+    assert tally([unjudged, caught, missed, control]) == "1 caught, 1 clean, 1 unjudged, 1 SURVIVED"
+    assert tally([]) == "no rows"
 
 
 def test_the_table_names_each_mutant_and_its_notes() -> None:
