@@ -29,7 +29,7 @@ from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
 from harness.agent.isolation import isolated, isolation_cpu
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
-from harness.agent.profile import AgentSample
+from harness.agent.profile import PAIR_WITHIN_NS, AgentSample
 from harness.agent.report import CellRow
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
@@ -175,14 +175,7 @@ def _unprobed(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
 
 #: PROFILE pairs each of dt's events with perf's sample of the same PMU interrupt
 #: (`harness.agent.profile`, "Paired profiles"): dt wakes its reader after every event,
-#: and perf's sample of a later interrupt lands in that wakeup. Measured (6.12, 2
-#: vCPUs, the peer run at 4 ms): of 1876 perf samples in dt's span, 1831 lay within
-#: 100 µs of an event of dt's on the same CPU, all but one 10-74 µs before it (5th to
-#: 95th percentile: one interrupt handles perf's counter, then the agent's), 22 more
-#: within 500 µs; the pairs' leaf symbols agreed in 1830 of 1831. A split pair's
-#: second interrupt comes 0.1-5 ms after the first (`harness.agent.peer`).
-PAIR_WITHIN_NS = 100_000
-
+#: and perf's sample of a later interrupt lands in that wakeup.
 _BESIDE_PERF = beside_perf(
     _unprobed, DtRun, PeerHooks(samples=_samples, pair_within_ns=PAIR_WITHIN_NS)
 )

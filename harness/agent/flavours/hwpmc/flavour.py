@@ -50,7 +50,7 @@ from harness.agent.flavours.hwpmc.run import (
 from harness.agent.isolation import isolated, isolation_cpu
 from harness.agent.peer import PeerWindow, bracket_window
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
-from harness.agent.profile import AgentSample
+from harness.agent.profile import PAIR_WITHIN_NS, AgentSample
 from harness.agent.report import CellRow
 from harness.agent.results import Violation
 from harness.agent.spec import AgentSpec
@@ -176,8 +176,8 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
 
 
 def _samples(run: HwRun) -> list[AgentSample]:
-    """Hwpmc's log records as profile samples (flags bit 0: user mode)."""
-    return [AgentSample(r.cpu, r.pc, user=bool(r.flags & 1)) for r in run.log]
+    """Hwpmc's log records as profile samples (flags bit 0: user mode), with their times."""
+    return [AgentSample(r.cpu, r.pc, user=bool(r.flags & 1), time_ns=r.ts_ns) for r in run.log]
 
 
 def _window(run: HwRun, period: int) -> PeerWindow:
@@ -203,7 +203,13 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
-    peer_run=beside_perf(_peer, HwRun, PeerHooks(samples=_samples, window=_window)),
+    # Paired profiles (`harness.agent.profile`): a stalled or stopped PMC samples
+    # nothing while perf's counter runs on, and where the CPU is then is no random
+    # draw (the 6.1 debug kernel, 8 vCPUs: arch_local_irq_enable 9.2 % of hwpmc's
+    # samples against 17.4 % of perf's, chi2 774.6 against 45.3; paired, 0.0).
+    peer_run=beside_perf(
+        _peer, HwRun, PeerHooks(samples=_samples, window=_window, pair_within_ns=PAIR_WITHIN_NS)
+    ),
     ops={name: OpRule(cpu="one") for name in OP_STEPS},
     op_steps={name: _ignore_count(step) for name, step in OP_STEPS.items()},
     extra_runs={
