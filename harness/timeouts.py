@@ -22,6 +22,15 @@ T = TypeVar("T")
 
 SCALE_ENV = "PROFBENCH_TIMEOUT_SCALE"
 
+#: How much longer the same work takes on each kernel variant under TCG, as a budget
+#: factor: the debug kernel's KASAN and lockdep about twice the default kernel's, the
+#: kcsan kernel's watchpoints (a delay per watched access) about three times. Measured:
+#: kprof's exact run on 8 vCPUs (4369 task-context injections per CPU against one lock)
+#: did not finish in 120 s on the kcsan kernel, every vCPU in the lock's slow path, the
+#: holder in KCSAN's runtime; `invoke mutants` runs its debug and sanitizer guests at 2
+#: and 3 for the same reason.
+VARIANT_SCALE: dict[str, float] = {"default": 1.0, "debug": 2.0, "kcsan": 3.0}
+
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:

@@ -3,7 +3,8 @@
 Registered as a plugin by ``tests/conftest.py``. At collection every test gets a
 ``timeout`` marker: its tier's limit (`TIER_LIMITS_S`, by the directory under
 ``tests/``), or its own ``limit_s(seconds)`` marker, multiplied by the scale of
-`Timeouts.from_env` (``PROFBENCH_TIMEOUT_SCALE``). A test that needs more says so::
+`Timeouts.from_env` (``PROFBENCH_TIMEOUT_SCALE``) and by the kernel variant's
+factor (`harness.timeouts.VARIANT_SCALE`). A test that needs more says so::
 
     @pytest.mark.limit_s(1800)  # two boots of the debug kernel
     def test_debug_kernel(...): ...
@@ -38,7 +39,7 @@ from types import MappingProxyType
 import pytest
 from pytest_timeout import Settings
 
-from harness.timeouts import Timeouts
+from harness.timeouts import VARIANT_SCALE, Timeouts
 
 TESTS_ROOT = Path(__file__).resolve().parent
 
@@ -88,7 +89,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Give every test without a limit of its own its scaled tier limit."""
     if config.getoption("timeout") is not None:  # --timeout N: the user decides
         return
-    scale = Timeouts.from_env().scale
+    variant = config.getoption("--variant", default="default")
+    scale = Timeouts.from_env().scale * VARIANT_SCALE.get(str(variant), 1.0)
     for item in items:
         if item.get_closest_marker("timeout") is not None:
             continue

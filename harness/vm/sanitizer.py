@@ -73,6 +73,14 @@ KNOWN_KERNEL_RACES: dict[str, str] = {
         "the byte change. Same CPU, no lost update; the agent has no code there (seen once, "
         "an idle CPU under a hwpmc run)",
     ),
+    **dict.fromkeys(
+        ("napi_complete_done", "napi_schedule_prep"),
+        "6.1's napi_complete_done tests n->state for NPSVC and IN_BUSY_POLL with a plain "
+        "read while virtio_net's receive interrupt on the same CPU sets SCHED or MISSED "
+        "with a cmpxchg: bits the read does not test, and the cmpxchg loop that follows "
+        "rereads the word. Networking, not the agent (seen once, the 8-vCPU kcsan tier's "
+        "NMI-off guest, its profagent unloaded 0.1 s before)",
+    ),
 }
 
 

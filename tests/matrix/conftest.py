@@ -31,7 +31,7 @@ from harness.build.kernel import KernelChoice
 from harness.errors import ConfigError, HarnessError
 from harness.matrix.load import Cell, get_matrix, select
 from harness.matrix.report import write_html, write_summary
-from harness.timeouts import Timeouts
+from harness.timeouts import VARIANT_SCALE, Timeouts
 from harness.vm.accel import choose_accel
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
@@ -118,13 +118,15 @@ class CellGuests:
             agent_build = build_agent(AgentSpec(), images, self._cache)
             profctl = build_profctl(arch, self._cache)
         spec = MachineSpec(arch=arch, topology=cell.topology, nmi=cell.nmi, accel=accel)
+        timeouts = self._timeouts.scaled_by(VARIANT_SCALE.get(cell.variant, 1.0))
         self._cells += 1
         if self._snapshots is None:
-            guest = Guest(spec, images, self._root / cell.guest_key, timeouts=self._timeouts)
+            guest = Guest(spec, images, self._root / cell.guest_key, timeouts=timeouts)
             self._guest = guest.__enter__()
         else:
             workdir = self._root / cell.guest_key / f"cell-{self._cells:03d}"
-            guest = self._snapshots.start(spec, images, workdir, name=cell.guest_key)
+            guest = self._snapshots.start(spec, images, workdir, name=cell.guest_key,
+                                          timeouts=timeouts)  # fmt: skip
             self._guest = guest
         self._key = cell.guest_key
         workdir = guest.workdir / "agent"

@@ -5,8 +5,9 @@ from collections.abc import Callable
 import pytest
 
 from harness import timeouts as timeouts_module
+from harness.build.kernels import VARIANT_FRAGMENTS
 from harness.errors import ConfigError, HarnessTimeout
-from harness.timeouts import Timeouts, wait_until
+from harness.timeouts import VARIANT_SCALE, Timeouts, wait_until
 
 
 class FakeTime:
@@ -150,3 +151,10 @@ def test_from_env_scale_two_doubles(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_from_env_default_is_unscaled(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PROFBENCH_TIMEOUT_SCALE", raising=False)
     assert Timeouts.from_env() == Timeouts()
+
+
+def test_every_kernel_variant_has_a_budget_factor_and_the_sanitizers_get_more() -> None:
+    assert set(VARIANT_SCALE) == set(VARIANT_FRAGMENTS)
+    assert VARIANT_SCALE["default"] == 1.0
+    assert VARIANT_SCALE["debug"] > 1.0
+    assert VARIANT_SCALE["kcsan"] > 1.0

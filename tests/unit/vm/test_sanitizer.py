@@ -147,6 +147,9 @@ def test_a_race_only_one_side_of_which_is_known_stays_a_finding() -> None:
         pytest.param("arm64-kcsan-tick-recorded.console",
                      "data-race in tick_nohz_idle_got_tick / tick_nohz_stop_idle", "bit-fields",
                      id="tick flags, IRQ and idle loop"),
+        pytest.param("arm64-kcsan-napi-recorded.console",
+                     "data-race in napi_complete_done / napi_schedule_prep", "NPSVC",
+                     id="napi state, virtio_net's receive interrupt"),
     ],
 )  # fmt: skip
 def test_recorded_race_in_kernel_code_is_accepted_with_its_reason(
