@@ -150,6 +150,18 @@ def test_a_race_only_one_side_of_which_is_known_stays_a_finding() -> None:
         pytest.param("arm64-kcsan-napi-recorded.console",
                      "data-race in napi_complete_done / napi_schedule_prep", "NPSVC",
                      id="napi state, virtio_net's receive interrupt"),
+        pytest.param("arm64-kcsan-virtqueue-recorded.console",
+                     "data-race in virtqueue_disable_cb / virtqueue_disable_cb", "flags shadow",
+                     id="virtio avail flags, transmit and its interrupt"),
+        pytest.param("arm64-kcsan-vqevent-recorded.console",
+                     "data-race in virtqueue_disable_cb / vring_interrupt", "event_triggered",
+                     id="virtio event_triggered"),
+        pytest.param("arm64-kcsan-showirq-recorded.console",
+                     "data-race in __kstat_incr_irqs_this_cpu.isra.0 / show_interrupts",
+                     "/proc/interrupts", id="per-IRQ counts read by /proc/interrupts"),
+        pytest.param("arm64-kcsan-dirseq-recorded.console",
+                     "data-race in start_dir_add+0x24/0x84", "i_dir_seq",
+                     id="dcache in-lookup sequence"),
     ],
 )  # fmt: skip
 def test_recorded_race_in_kernel_code_is_accepted_with_its_reason(
