@@ -162,6 +162,15 @@ def test_a_race_only_one_side_of_which_is_known_stays_a_finding() -> None:
         pytest.param("arm64-kcsan-dirseq-recorded.console",
                      "data-race in start_dir_add+0x24/0x84", "i_dir_seq",
                      id="dcache in-lookup sequence"),
+        pytest.param("arm64-kcsan-vqdelayed-recorded.console",
+                     "data-race in virtqueue_disable_cb / virtqueue_enable_cb_delayed",
+                     "virtqueue_enable_cb_delayed", id="virtio hints, a family pair"),
+        pytest.param("arm64-kcsan-tickdo-recorded.console",
+                     "data-race in tick_nohz_idle_stop_tick / tick_sched_do_timer",
+                     "tick_do_timer_cpu", id="tick state, a family pair"),
+        pytest.param("arm64-kcsan-ticknext-recorded.console",
+                     "data-race in tick_nohz_idle_stop_tick / tick_nohz_next_event",
+                     "tick_do_timer_cpu", id="tick state, another family pair"),
     ],
 )  # fmt: skip
 def test_recorded_race_in_kernel_code_is_accepted_with_its_reason(
@@ -190,6 +199,15 @@ def test_a_device_ring_race_between_two_guest_stacks_stays_a_finding() -> None:
         log("arm64-kcsan-tick-recorded.console")
         .replace("tick_nohz_stop_idle+0x4c/0x68", "vring_interrupt+0x88/0xe4")
         .replace("tick_nohz_idle_got_tick+0x28/0x5c", "vring_interrupt+0x88/0xe4")
+    )
+    (report,) = parse_reports(text)
+    assert report.known is None
+    assert [f.kind for f in scan_console(text)] == ["kcsan"]
+
+
+def test_a_family_race_with_a_function_outside_the_family_stays_a_finding() -> None:
+    text = log("arm64-kcsan-tickdo-recorded.console").replace(
+        "tick_sched_do_timer+", "rcu_sched_clock_irq+"
     )
     (report,) = parse_reports(text)
     assert report.known is None
