@@ -388,13 +388,14 @@ def _sanitizer_group(bench: _Bench, kernel: KernelChoice, *, chosen: tuple[str, 
     ``UBSAN``) when an agent frame is in it, ``<tool>-KERNEL`` (or a note, see
     `SanitizerCase`) when none is.
     """
-    rows = []
+    rows: list[MutantRow] = []
     for case, sanitizer in SANITIZER_CASES.items():
         plans = {name: planned(name, full=True, case=case, only=only) for name in chosen}
         plans = {name: found for name, found in plans.items() if found}
         if not plans:
             continue
         images = prepare_images(bench.arch, sanitizer.variant, bench.cache, kernel=kernel)
+        mine: list[MutantRow] = []  # this case's rows
         try:
             with _guest(bench, images, case, timeout_scale=3,
                         kernel_args=sanitizer.boot_args) as guest:  # fmt: skip
@@ -405,13 +406,29 @@ def _sanitizer_group(bench: _Bench, kernel: KernelChoice, *, chosen: tuple[str, 
                     for mutant in (None, *found):
                         failed, notes = _sanitizer_case(bench, guest, images, flavour, mutant,
                                                         sanitizer)  # fmt: skip
-                        rows.append(_row(flavour, mutant, [(case, failed)], notes))
+                        mine.append(_row(flavour, mutant, [(case, failed)], notes))
         except GuestError as exc:  # leaving it: the console holds the mutants' reports
-            if not rows:
-                raise
-            note = f"leaving the {case} guest: {exc.reason[:300]}"
-            rows[-1] = dataclasses.replace(rows[-1], notes=(*rows[-1].notes, note))
+            mine = _after_guest_error(mine, plans, case, f"the {case} guest: {exc.reason[:300]}")
+        rows += mine
     return rows
+
+
+def _after_guest_error(rows: list[MutantRow], plans: dict[str, tuple[Mutant, ...]], case: str,
+                       what: str) -> list[MutantRow]:  # fmt: skip
+    """A guest's rows after it failed: the judged ones, then one per planned build left.
+
+    A build the guest did not live to judge is a row all the same (``RUN-ERROR``: a
+    mutant is then not caught, a control is broken), never left out of the table. When
+    every build was judged, the failure (leaving the guest) is a note on the last row.
+    """
+    judged = {(row.flavour, row.mutant) for row in rows}
+    left = [(name, mutant) for name, found in plans.items() for mutant in (None, *found)
+            if (name, _name(mutant)) not in judged]  # fmt: skip
+    if not left:
+        last = rows[-1]
+        return [*rows[:-1], dataclasses.replace(last, notes=(*last.notes, f"leaving {what}"))]
+    return [*rows, *(_row(behaviour(name), mutant, [(case, {"RUN-ERROR"})],
+                          [f"not judged: {what}"]) for name, mutant in left)]  # fmt: skip
 
 
 def _sanitizer_case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
