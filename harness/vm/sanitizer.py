@@ -97,6 +97,17 @@ KNOWN_KERNEL_RACES: dict[frozenset[str], str] = {
         "NMI-off guest, its profagent unloaded 0.1 s before)"
     ),
     frozenset({"virtqueue_disable_cb", "vring_interrupt"}): _VIRTQUEUE_HINTS,
+    frozenset({"do_select", "pollwake"}): (
+        "select()'s wake-up flag: pollwake sets pwq->triggered for the poller, which reads "
+        "it plainly in do_select's loop and rechecks under its own wait (the kernel's "
+        "comments call it intentional). The harness's own shells and SSH, not the agent "
+        "(seen once, the 8-vCPU kcsan tier)"
+    ),
+    frozenset({"print_cpu", "tick_nohz_idle_stop_tick"}): (
+        "/proc/timer_list prints each CPU's tick_sched fields with plain reads while that "
+        "CPU's idle entry updates them: a diagnostic snapshot, not a state the kernel acts "
+        "on. A task read it during the run (not the agent; seen once, 8 vCPUs)"
+    ),
     frozenset({"start_dir_add"}): (
         "the dcache's in-lookup directory sequence: start_dir_add reads i_dir_seq plainly, "
         "then claims it with a cmpxchg that fails and retries if the read was stale; the "

@@ -171,6 +171,11 @@ def test_a_race_only_one_side_of_which_is_known_stays_a_finding() -> None:
         pytest.param("arm64-kcsan-ticknext-recorded.console",
                      "data-race in tick_nohz_idle_stop_tick / tick_nohz_next_event",
                      "tick_do_timer_cpu", id="tick state, another family pair"),
+        pytest.param("arm64-kcsan-pollwake-recorded.console",
+                     "data-race in do_select / pollwake", "pwq->triggered", id="select wake-up"),
+        pytest.param("arm64-kcsan-printcpu-recorded.console",
+                     "data-race in print_cpu / tick_nohz_idle_stop_tick", "/proc/timer_list",
+                     id="timer_list snapshot"),
     ],
 )  # fmt: skip
 def test_recorded_race_in_kernel_code_is_accepted_with_its_reason(
