@@ -58,6 +58,10 @@ class Timeouts:
             silence_s=self.silence_s * scale,
         )
 
+    def for_variant(self, variant: str) -> Timeouts:
+        """These budgets times the kernel variant's factor (`VARIANT_SCALE`; 1 if unlisted)."""
+        return self.scaled_by(VARIANT_SCALE.get(variant, 1.0))
+
     @classmethod
     def from_env(cls) -> Timeouts:
         """Default budgets scaled by ``$PROFBENCH_TIMEOUT_SCALE`` (default 1)."""

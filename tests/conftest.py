@@ -31,7 +31,7 @@ from harness.cli.session import GuestRequest, parse_kernel, parse_nmi, resolve
 from harness.cli.skips import format_skipped, invoke_test_command, skip_reason, skipped_checks
 from harness.errors import HarnessError
 from harness.process import handle_sigterm
-from harness.timeouts import VARIANT_SCALE, Timeouts
+from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.pool import GuestPool
@@ -176,7 +176,7 @@ def cache() -> Cache:
 @pytest.fixture(scope="session")
 def timeouts(guest_request: GuestRequest) -> Timeouts:
     """The environment's budgets, times the kernel variant's factor (a sanitizer is slower)."""
-    return Timeouts.from_env().scaled_by(VARIANT_SCALE.get(guest_request.variant, 1.0))
+    return Timeouts.from_env().for_variant(guest_request.variant)
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,7 @@ from types import MappingProxyType
 import pytest
 from pytest_timeout import Settings
 
-from harness.timeouts import VARIANT_SCALE, Timeouts
+from harness.timeouts import Timeouts
 
 TESTS_ROOT = Path(__file__).resolve().parent
 
@@ -90,7 +90,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getoption("timeout") is not None:  # --timeout N: the user decides
         return
     variant = config.getoption("--variant", default="default")
-    scale = Timeouts.from_env().scale * VARIANT_SCALE.get(str(variant), 1.0)
+    scale = Timeouts.from_env().for_variant(str(variant)).scale
     for item in items:
         if item.get_closest_marker("timeout") is not None:
             continue

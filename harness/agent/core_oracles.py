@@ -195,7 +195,7 @@ def check_profile(view: CoreView) -> list[Violation]:
     agent, perf = view.profile.agent.leaves(), view.profile.perf.leaves()
     if not sum(perf.values()):
         return []  # perf sampled nothing in the window (or every CPU was thinned: left out)
-    left_out = f"; {view.profile.excluded_text()}" if view.profile.excluded_text() else ""
+    left_out = f"; {text}" if (text := view.profile.excluded_text()) else ""
     if not sum(agent.values()):
         return [Violation("PROFILE", None, f"samples beside perf's {sum(perf.values())}",
                           "no agent sample", left_out.removeprefix("; "))]  # fmt: skip

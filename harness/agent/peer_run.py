@@ -192,7 +192,7 @@ def profile_summary(peer: PeerEvidence | None) -> dict[str, str]:
 
 def _test_line(pair: ProfilePair) -> str:
     agent, perf = pair.agent, pair.perf
-    left_out = f"; {pair.excluded_text()}" if pair.excluded_text() else ""
+    left_out = f"; {text}" if (text := pair.excluded_text()) else ""
     if not agent.total or not perf.total:
         return (f"PROFILE: nothing to compare (agent {agent.total}, perf {perf.total} samples)"
                 f"{left_out}")  # fmt: skip

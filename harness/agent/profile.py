@@ -307,12 +307,12 @@ def paired(
     for sample in sorted(agent, key=lambda s: (s.cpu, s.time_ns or 0)):
         if sample.time_ns is None:
             raise ValueError(f"an agent sample without a time: {sample}")
-        at, cpu = sample.time_ns, sample.cpu
-        i = bisect.bisect_left(times.get(cpu, []), at)
-        near = [j for j in (i - 1, i) if 0 <= j < len(times.get(cpu, []))
-                and (cpu, j) not in used and abs(times[cpu][j] - at) <= within_ns]  # fmt: skip
+        at, cpu, on_cpu = sample.time_ns, sample.cpu, times.get(sample.cpu, [])
+        i = bisect.bisect_left(on_cpu, at)
+        near = [j for j in (i - 1, i) if 0 <= j < len(on_cpu)
+                and (cpu, j) not in used and abs(on_cpu[j] - at) <= within_ns]  # fmt: skip
         if near:
-            j = min(near, key=lambda j: abs(times[cpu][j] - at))
+            j = min(near, key=lambda j: abs(on_cpu[j] - at))
             used.add((cpu, j))
             pairs.append((sample, by_cpu[cpu][j]))
     return pairs
@@ -333,11 +333,12 @@ def profile_pair(
     with a time.
     """
     if pair_within_ns is not None:
-        mine = list(agent)
-        if not all(isinstance(s, AgentSample) for s in mine):
+        given = list(agent)
+        mine = [s for s in given if isinstance(s, AgentSample)]
+        if len(mine) != len(given):
             raise ValueError("paired profiles need the agent's samples as timed AgentSamples")
         theirs = list(perf)
-        pairs = paired((s for s in mine if isinstance(s, AgentSample)), theirs, pair_within_ns)
+        pairs = paired(mine, theirs, pair_within_ns)
         return ProfilePair(
             agent=fold(agent_stack(a, symbols) for a, _ in pairs),
             perf=fold(perf_stack(p, symbols) for _, p in pairs),

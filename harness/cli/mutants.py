@@ -53,7 +53,7 @@ from harness.vm.console import scan_console
 from harness.vm.guest import Guest
 from harness.vm.perf import PerfCpu
 from harness.vm.record import new_run_dir
-from harness.vm.sanitizer import KNOWN_DEVICE_RACES, KNOWN_KERNEL_RACES, parse_reports
+from harness.vm.sanitizer import known_race_functions, parse_reports
 from harness.vm.topology import default_topology
 
 LOG = logging.getLogger(__name__)
@@ -236,8 +236,7 @@ def _peer_row(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour
             break
         notes.append(f"peer run {attempt} {why}")
     unjudged = len(notes) == PEER_ATTEMPTS  # no run could tell: reported, never a catch
-    return merge(_name(mutant), flavour.name, mutant.caught_by, [("peer", failed)], notes,
-                 unjudged=unjudged)  # fmt: skip
+    return _row(flavour, mutant, [("peer", failed)], notes, unjudged=unjudged)
 
 
 def _peer_unjudged(mutant: Mutant, peer: PeerEvidence) -> str:
@@ -373,11 +372,7 @@ KCSAN_MUTANT_SKIP_WATCH = 100
 #: guest hung so, mid-report, under plain_event_count (its console cut off after twelve
 #: reports of ktime_get_mono_fast_ns's latch, pa_produce's clock in NMI). A function
 #: KCSAN cannot name is skipped (``|| true``).
-KCSAN_MUTANT_QUIET = tuple(sorted(
-    {name for key in KNOWN_KERNEL_RACES for name in key} | set(KNOWN_DEVICE_RACES)
-    | {"tick_nohz_idle_got_tick", "tick_nohz_stop_idle", "tick_sched_do_timer",
-       "tick_nohz_idle_stop_tick", "tick_nohz_next_event", "virtqueue_enable_cb_delayed"}
-))  # fmt: skip
+KCSAN_MUTANT_QUIET = known_race_functions()
 
 #: The sanitizer cases. KASAN reports only its first bug unless told to go on (a
 #: control and several mutants share one guest).
@@ -533,9 +528,9 @@ def _guest(bench: _Bench, images: GuestImages, name: str, *, timeout_scale: floa
 
 
 def _row(flavour: Flavour, mutant: Mutant | None, cases: list[tuple[str, set[str]]],
-         notes: Iterable[str] = ()) -> MutantRow:  # fmt: skip
+         notes: Iterable[str] = (), *, unjudged: bool = False) -> MutantRow:  # fmt: skip
     expected = mutant.caught_by if mutant else ()
-    return merge(_name(mutant), flavour.name, expected, cases, tuple(notes))
+    return merge(_name(mutant), flavour.name, expected, cases, tuple(notes), unjudged=unjudged)
 
 
 def _caught(mutant: Mutant, cases: list[tuple[str, set[str]]]) -> bool:

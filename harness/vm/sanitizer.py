@@ -52,14 +52,6 @@ _MAX_LINES = 160
 #: a "race at unknown origin"; two: a race between them), with why. A report whose top
 #: functions are a key here is not a finding (`SanitizerReport.known`); any other report
 #: in kernel code still is, even between two functions each known for another race.
-_TICK_FLAGS = (
-    "6.1's tick_sched flags (inidle, tick_stopped, idle_active, got_idle_tick, ...) are "
-    "bit-fields sharing a byte: an interrupt's irq_enter (or the tick) on a CPU writes one "
-    "while that CPU's idle loop reads got_idle_tick, and the interrupt watcher sees the byte "
-    "change. Same CPU, no lost update; the agent has no code there (seen with tick_nohz_"
-    "stop_idle once, an idle CPU under a hwpmc run; with tick_sched_do_timer in the kcsan "
-    "mutant guest)"
-)
 _VIRTQUEUE_HINTS = (
     "6.1's virtio_ring keeps two notification hints in plain fields: the avail-ring flags "
     "shadow, which start_xmit (task) and the transmit interrupt's skb_xmit_done both set to "
@@ -122,20 +114,41 @@ KNOWN_KERNEL_RACES: dict[frozenset[str], str] = {
 #: (the pairs seen so far are in the reason). Three 8-vCPU kcsan runs of the whole tier each
 #: found pairs of these families not seen before; the families end that churn, and a race
 #: between a family and anything else stays a finding.
-_TICK_FAMILY = _TICK_FLAGS + (
-    ". Seen as pairs of tick_nohz_idle_got_tick, tick_nohz_stop_idle, tick_sched_do_timer, "
-    "tick_nohz_idle_stop_tick and tick_nohz_next_event: the per-CPU tick_sched state and the "
-    "global tick_do_timer_cpu, which the tick and the idle entry read and hand over without "
-    "locks (later kernels annotate them)"
-)
-_VIRTQUEUE_FAMILY = _VIRTQUEUE_HINTS + (
-    ". Seen as virtqueue_disable_cb with itself and with virtqueue_enable_cb_delayed: both "
-    "write the same hints"
-)
-KNOWN_RACE_FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^tick_(nohz|sched)_\w+$"), _TICK_FAMILY),
-    (re.compile(r"^virtqueue_\w+$"), _VIRTQUEUE_FAMILY),
-)
+@dataclass(frozen=True, slots=True)
+class RaceFamily:
+    """Kernel functions matching ``pattern`` race among themselves by design, for ``reason``.
+
+    ``seen``: the members seen in reports so far (the reason names their pairs).
+    """
+
+    pattern: re.Pattern[str]
+    reason: str
+    seen: tuple[str, ...]
+
+
+KNOWN_RACE_FAMILIES: tuple[RaceFamily, ...] = (
+    RaceFamily(
+        re.compile(r"^tick_(nohz|sched)_\w+$"),
+        "6.1's tick_sched flags (inidle, tick_stopped, idle_active, got_idle_tick, ...) are "
+        "bit-fields sharing a byte: an interrupt's irq_enter (or the tick) on a CPU writes one "
+        "while that CPU's idle loop reads got_idle_tick, and the interrupt watcher sees the "
+        "byte change. Same CPU, no lost update; the agent has no code there (seen with "
+        "tick_nohz_stop_idle once, an idle CPU under a hwpmc run; with tick_sched_do_timer in "
+        "the kcsan mutant guest). Seen as pairs of tick_nohz_idle_got_tick, "
+        "tick_nohz_stop_idle, tick_sched_do_timer, tick_nohz_idle_stop_tick and "
+        "tick_nohz_next_event: the per-CPU tick_sched state and the global tick_do_timer_cpu, "
+        "which the tick and the idle entry read and hand over without locks (later kernels "
+        "annotate them)",
+        ("tick_nohz_idle_got_tick", "tick_nohz_stop_idle", "tick_sched_do_timer",
+         "tick_nohz_idle_stop_tick", "tick_nohz_next_event"),
+    ),
+    RaceFamily(
+        re.compile(r"^virtqueue_\w+$"),
+        _VIRTQUEUE_HINTS + ". Seen as virtqueue_disable_cb with itself and with "
+        "virtqueue_enable_cb_delayed: both write the same hints",
+        ("virtqueue_disable_cb", "virtqueue_enable_cb_delayed"),
+    ),
+)  # fmt: skip
 
 
 #: KCSAN reports of memory a device writes, accepted only as a "race at unknown origin"
@@ -280,7 +293,13 @@ def _known_race(body: list[str]) -> str | None:
             return device
     if (known := KNOWN_KERNEL_RACES.get(names)) is not None:
         return known
-    for family, reason in KNOWN_RACE_FAMILIES:
-        if all(family.match(name) for name in names):
-            return reason
+    for family in KNOWN_RACE_FAMILIES:
+        if all(family.pattern.match(name) for name in names):
+            return family.reason
     return None
+
+
+def known_race_functions() -> tuple[str, ...]:
+    """Every kernel function a known race (kernel, device or family) was seen in, sorted."""
+    names = {name for key in KNOWN_KERNEL_RACES for name in key} | set(KNOWN_DEVICE_RACES)
+    return tuple(sorted(names | {name for f in KNOWN_RACE_FAMILIES for name in f.seen}))

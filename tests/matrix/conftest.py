@@ -31,7 +31,7 @@ from harness.build.kernel import KernelChoice
 from harness.errors import ConfigError, HarnessError
 from harness.matrix.load import Cell, get_matrix, select
 from harness.matrix.report import write_html, write_summary
-from harness.timeouts import VARIANT_SCALE, Timeouts
+from harness.timeouts import Timeouts
 from harness.vm.accel import choose_accel
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
@@ -118,7 +118,7 @@ class CellGuests:
             agent_build = build_agent(AgentSpec(), images, self._cache)
             profctl = build_profctl(arch, self._cache)
         spec = MachineSpec(arch=arch, topology=cell.topology, nmi=cell.nmi, accel=accel)
-        timeouts = self._timeouts.scaled_by(VARIANT_SCALE.get(cell.variant, 1.0))
+        timeouts = self._timeouts.for_variant(cell.variant)
         self._cells += 1
         if self._snapshots is None:
             guest = Guest(spec, images, self._root / cell.guest_key, timeouts=timeouts)

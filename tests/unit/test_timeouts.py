@@ -158,3 +158,9 @@ def test_every_kernel_variant_has_a_budget_factor_and_the_sanitizers_get_more() 
     assert VARIANT_SCALE["default"] == 1.0
     assert VARIANT_SCALE["debug"] > 1.0
     assert VARIANT_SCALE["kcsan"] > 1.0
+
+
+def test_for_variant_multiplies_by_the_variant_s_factor_and_leaves_others_alone() -> None:
+    assert Timeouts().for_variant("kcsan") == Timeouts().scaled_by(VARIANT_SCALE["kcsan"])
+    assert Timeouts().scaled_by(2).for_variant("debug").command_s == 120.0 * 2 * 2
+    assert Timeouts().for_variant("a-variant-without-a-factor") == Timeouts()

@@ -6,7 +6,7 @@ import pytest
 
 from harness.errors import SanitizerFailure
 from harness.vm.console import crash_error, scan_console
-from harness.vm.sanitizer import parse_reports
+from harness.vm.sanitizer import KNOWN_RACE_FAMILIES, known_race_functions, parse_reports
 from tests.unit.golden import LOGS_DIR
 
 
@@ -217,3 +217,13 @@ def test_a_family_race_with_a_function_outside_the_family_stays_a_finding() -> N
     (report,) = parse_reports(text)
     assert report.known is None
     assert [f.kind for f in scan_console(text)] == ["kcsan"]
+
+
+def test_the_known_race_functions_cover_every_key_and_the_families_seen_members() -> None:
+    names = known_race_functions()
+    assert names == tuple(sorted(set(names)))
+    assert {"ktime_get_mono_fast_ns", "vring_interrupt", "tick_nohz_next_event",
+            "virtqueue_enable_cb_delayed", "show_interrupts"} <= set(names)  # fmt: skip
+    # every family member named as seen belongs to its family
+    for family in KNOWN_RACE_FAMILIES:
+        assert all(family.pattern.match(name) for name in family.seen)
