@@ -36,6 +36,7 @@ from harness.agent.profile import (
     parse_kallsyms,
     profile_pair,
     top_symbols,
+    unjudgeable,
 )
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, parse_pairs
@@ -198,5 +199,7 @@ def _test_line(pair: ProfilePair) -> str:
                 f"{left_out}")  # fmt: skip
     test = compare(agent.leaves(), perf.leaves())
     verdict = "alike" if test.passed else "APART"
+    if why := unjudgeable(pair):
+        verdict = f"not judged, {why}"
     return (f"PROFILE: chi2 {test.statistic:.1f} vs {test.critical:.1f} at alpha {test.alpha:g} "
             f"(df {test.df}, {len(test.categories)} symbols): {verdict}{left_out}")  # fmt: skip

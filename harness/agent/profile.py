@@ -46,7 +46,8 @@ against perf's 457) while idle and ``[user]`` matched to the sample: chi2 47.7
 and 57.1 against 38 for a right agent. The drops themselves are judged by the
 flavour's conservation oracles; the verdict names each CPU left out and its
 count. A run whose every CPU was thinned has no PROFILE verdict, so a flavour's
-peer run must not drop for PROFILE to bite (dt's runs at 4 times the period).
+peer run must not drop for PROFILE to bite. Nor has a run with fewer than
+`MIN_COMPARED` samples a side: too few to see a wrong PC in a third of them.
 
 **Paired profiles (dt, hwpmc).** Where a profiler's own overflow sets work going
 on its CPU, the peer samples that work and the profiler never can: its own sample
@@ -57,15 +58,18 @@ against the agent's 0.3 %; the unmutated agent failed the whole-profile test in 
 of 10 runs). Where a profiler's counter stops (hwpmc's stalled PMCs), the peer
 samples on and the times it alone sees are no random draw either. Such a flavour
 compares only the samples of the interrupts both
-profilers took (`paired`): per CPU, each agent sample with perf's sample nearest
-in time, within a bound from the flavour's measured interrupt (both counters are
-handled by one PMU interrupt, their records written microseconds apart). Which
-interrupts were joint depends on the two counters' phases and the emulator's
-lateness, not on the interrupted code, so the paired samples are one draw for
-both. Drops then leave nobody out: a sample the agent lost has no pair, and perf's
-sample of that interrupt leaves with it; a count the agent lost is PEER's and the
-flavour's conservation oracles' to judge, not PROFILE's. The paired share is
-reported.
+profilers took (`paired`): per CPU, each agent sample with perf's next sample
+in the order the driver handles the two counters, within a bound from the
+flavour's measured interrupt (both counters are handled by one PMU interrupt,
+their records written microseconds apart). Which interrupts were joint depends on
+the two counters' phases and the emulator's lateness, not on the interrupted
+code, so the paired samples are one draw for both. Joint interrupts need a period
+shorter than the gaps between the guest's own events: a late overflow then folds
+and one handler restarts both counters together (dt at 1 ms: 99-100 % paired; at
+4 ms, the guest's tick, 1-98 % from run to run). Drops then leave nobody out: a
+sample the agent lost has no pair, and perf's sample of that interrupt leaves
+with it; a count the agent lost is PEER's and the flavour's conservation oracles'
+to judge, not PROFILE's. The paired share is reported.
 """
 
 from __future__ import annotations
@@ -91,6 +95,13 @@ ALPHA = 1e-3
 PAIR_WITHIN_NS = 200_000
 MIN_EXPECTED = 5  # the chi-square approximation's usual floor per cell
 TOP = 20  # at most this many symbols are tested one by one; the rest are "other"
+#: PROFILE judges a run on at least this many samples a side (`unjudgeable`). The
+#: least wrong profile it must see is a wrong PC in a third of the agent's samples
+#: (mutant fixed_pc_3rd). A wrong PC in a fraction f of n samples a side adds about
+#: n·f (the wrong symbol's cell) + n·f²/(2 - f) (every other cell short by f) to the
+#: statistic: 0.36 n for a third, 107 at 300, over twice the largest critical value
+#: (45.3 at df 20).
+MIN_COMPARED = 300
 KERNEL_TOP_BIT = 1 << 63  # arm64 and x86-64 kernel addresses have the top bit set
 KERNEL, USER, OTHER = "[kernel]", "[user]", "other"
 _TEXT_TYPES = frozenset("tTwW")
@@ -293,8 +304,16 @@ def paired(
 ) -> list[tuple[AgentSample, PerfSample]]:
     """The samples of the interrupts both profilers took, as (agent, perf) pairs.
 
-    Per CPU, in time order, each agent sample with the unused perf sample nearest
-    to it, if within ``within_ns``.
+    One PMU interrupt handles both counters in the driver's fixed order (it walks
+    its counters by index), so of one interrupt's two records the same profiler's
+    comes first all run long. The order is read from the run: the side on which
+    more of the agent's samples have a perf sample within ``within_ns``. A perf
+    sample that near on the other side is a later interrupt, one that landed in the
+    first one's aftermath: measured (dt at 4 ms, 2 vCPUs), perf's record came
+    0-140 µs after dt's in 916 near pairs with one leaf symbol each, while 28 of the
+    30 pairs with perf's 40-60 µs before dt's had two (dt's in gic_handle_irq). Per
+    CPU, in time order, each agent sample is paired with the next unused perf sample
+    on the run's side, if within ``within_ns``.
 
     :raise ValueError: an agent sample without a time.
     """
@@ -302,20 +321,42 @@ def paired(
     for theirs in sorted(perf, key=lambda s: s.time_ns):
         by_cpu.setdefault(theirs.cpu, []).append(theirs)
     times = {cpu: [s.time_ns for s in found] for cpu, found in by_cpu.items()}
-    used: set[tuple[int, int]] = set()
+    mine = list(agent)
+    if untimed := [s for s in mine if s.time_ns is None]:
+        raise ValueError(f"an agent sample without a time: {untimed[0]}")
+    mine.sort(key=lambda s: (s.cpu, s.time_ns or 0))
+    after = perf_follows(mine, times, within_ns)
     pairs = []
-    for sample in sorted(agent, key=lambda s: (s.cpu, s.time_ns or 0)):
-        if sample.time_ns is None:
-            raise ValueError(f"an agent sample without a time: {sample}")
-        at, cpu, on_cpu = sample.time_ns, sample.cpu, times.get(sample.cpu, [])
-        i = bisect.bisect_left(on_cpu, at)
-        near = [j for j in (i - 1, i) if 0 <= j < len(on_cpu)
-                and (cpu, j) not in used and abs(on_cpu[j] - at) <= within_ns]  # fmt: skip
+    next_free: dict[int, int] = {}  # per CPU: perf's samples before this one are taken
+    for sample in mine:
+        at, cpu, on_cpu = sample.time_ns or 0, sample.cpu, times.get(sample.cpu, [])
+        free = next_free.get(cpu, 0)
+        if after:
+            j = bisect.bisect_left(on_cpu, at, lo=free)
+            near = j < len(on_cpu) and on_cpu[j] - at <= within_ns
+        else:
+            j = bisect.bisect_right(on_cpu, at, lo=free) - 1
+            near = j >= free and at - on_cpu[j] <= within_ns
         if near:
-            j = min(near, key=lambda j: abs(on_cpu[j] - at))
-            used.add((cpu, j))
+            next_free[cpu] = j + 1
             pairs.append((sample, by_cpu[cpu][j]))
     return pairs
+
+
+def perf_follows(
+    agent: Sequence[AgentSample], times: Mapping[int, Sequence[int]], within_ns: int
+) -> bool:
+    """Whether perf's record of a joint interrupt comes after the agent's (`paired`).
+
+    ``times``: perf's sample times per CPU, sorted. Ties go to perf after.
+    """
+    after = before = 0
+    for sample in agent:
+        at, on_cpu = sample.time_ns or 0, times.get(sample.cpu, ())
+        i = bisect.bisect_left(on_cpu, at)
+        after += i < len(on_cpu) and on_cpu[i] - at <= within_ns
+        before += i > 0 and at - on_cpu[i - 1] <= within_ns
+    return after >= before
 
 
 def profile_pair(
@@ -351,6 +392,15 @@ def profile_pair(
         perf=fold(perf_stack(s, symbols) for s in perf if s.cpu not in left_out),
         excluded=excluded,
     )
+
+
+def unjudgeable(pair: ProfilePair) -> str:
+    """Why PROFILE cannot judge ``pair`` ('' when it can): fewer than `MIN_COMPARED` a side."""
+    agent, perf = pair.agent.total, pair.perf.total
+    if min(agent, perf) >= MIN_COMPARED:
+        return ""
+    return (f"too few samples to judge (agent {agent}, perf {perf}; "
+            f"PROFILE needs {MIN_COMPARED} a side)")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from harness.agent.info import Mutant
 from harness.agent.mutation import MutantRow, merge
 from harness.agent.peer import PeerEvidence, peer_range, stretch_margin
 from harness.agent.profctl import build_profctl
+from harness.agent.profile import unjudgeable
 from harness.agent.spec import AgentSpec
 from harness.arches import ArchProfile
 from harness.build.cache import Cache, write_json_atomic
@@ -248,8 +249,10 @@ def _peer_unjudged(mutant: Mutant, peer: PeerEvidence) -> str:
             return (f"could not tell a 1/8 stretch (margin {margin}); periods the emulator "
                     f"folded, per CPU: {folded}")  # fmt: skip
     pair = peer.profiles if "PROFILE" in mutant.caught_by else None
-    if pair is not None and not sum(pair.perf.leaves().values()):
+    if pair is not None and not pair.perf.total:
         return f"compared no profile ({pair.excluded_text() or 'no perf sample'})"
+    if pair is not None and (why := unjudgeable(pair)):
+        return f"compared {why}" + (f"; {text}" if (text := pair.excluded_text()) else "")
     return ""
 
 

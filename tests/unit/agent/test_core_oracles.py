@@ -10,10 +10,12 @@ from harness.agent.core_oracles import (
     applicable_core,
     check_core,
     check_nmi_context,
+    check_profile,
     delivered_share,
 )
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.info import CORE_PERCPU
+from harness.agent.profile import MIN_COMPARED, ProfilePair, fold
 from harness.agent.spec import AgentSpec
 from harness.vm.perf import PerfCounts, PerfCpu
 
@@ -78,6 +80,21 @@ def test_a_peer_beside_the_agent_is_judged_and_released_is_not() -> None:
     assert check_core(view) == []
     off = replace(view, peer=peer_of({0: 120, 1: 50}))  # 100 seen on CPU 0: 20 short
     assert [(v.oracle, v.cpu) for v in check_core(off)] == [("PEER", 0)]
+
+
+def test_profile_judges_a_wrong_third_only_on_enough_samples_a_side() -> None:
+    def moved(n: int) -> ProfilePair:  # a third of the agent's samples at one wrong PC
+        return ProfilePair(fold([("hot",)] * (n - n // 3) + [("pa_produce",)] * (n // 3)),
+                           fold([("hot",)] * n))  # fmt: skip
+
+    assert [v.oracle for v in check_profile(replace(VIEW, profile=moved(MIN_COMPARED)))] == [
+        "PROFILE"
+    ]
+    assert check_profile(replace(VIEW, profile=moved(MIN_COMPARED - 1))) == []  # not judged
+    nothing = ProfilePair(fold([]), fold([("hot",)] * 500))
+    assert [v.observed for v in check_profile(replace(VIEW, profile=nothing))] == [
+        "no agent sample"
+    ]
 
 
 def test_throttling_on_leaves_throttle_to_the_throttling_case() -> None:

@@ -191,6 +191,20 @@ def test_paired_takes_perf_s_sample_of_the_same_interrupt_once_per_cpu() -> None
         paired([AgentSample(0, IDLE, user=False)], perf, 100_000)
 
 
+def test_paired_keeps_the_run_s_handling_order_and_not_a_later_interrupt() -> None:
+    """dt at 4 ms: perf's record came after dt's in one interrupt; perf first was a later one."""
+    agent = [AgentSample(0, IDLE, user=False, time_ns=t) for t in range(0, 10**8, 4 * 10**6)]
+    perf = [perf_at(0, t + 30_000, IDLE) for t in range(0, 10**8, 8 * 10**6)]  # joint: after
+    perf += [perf_at(0, t - 50_000, IRQ) for t in range(4 * 10**6, 10**8, 8 * 10**6)]  # before
+    pairs = paired(agent, perf, 200_000)
+    assert len(pairs) == 13  # perf after the agent's in 13, before in 12: the run's order
+    assert {p.time_ns - (a.time_ns or 0) for a, p in pairs} == {30_000}
+    mirrored = [perf_at(0, t - 30_000, IDLE) for t in range(0, 10**8, 4 * 10**6)]
+    assert [(a.time_ns or 0) - p.time_ns for a, p in paired(agent, mirrored, 200_000)] == [
+        30_000
+    ] * 25
+
+
 def test_a_paired_profile_leaves_out_the_peer_s_later_interrupts_and_no_cpu() -> None:
     """dt's case: perf's split-pair samples land in the agent's own wakeup path."""
     symbols = Symboliser(parse_kallsyms(KALLSYMS))

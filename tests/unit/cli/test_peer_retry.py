@@ -11,13 +11,23 @@ from tests.unit.golden import LOGS_DIR
 
 COUNTS = parse_perf_output((LOGS_DIR / "arm64-perf-plain.txt").read_text(), period=10_000_000)
 WINDOW = PeerWindow((0, 1), (0, 1), PeerBound())
-PAIR = ProfilePair(fold([("main", "leaf")] * 30), fold([("main", "leaf")] * 31))
+PAIR = ProfilePair(fold([("main", "leaf")] * 300), fold([("main", "leaf")] * 310))
 FIXED_PC = mutants.get("fixed_pc_3rd")
 
 
 def test_a_profile_compared_is_a_judged_run() -> None:
     assert "PROFILE" in FIXED_PC.caught_by
     assert _peer_unjudged(FIXED_PC, PeerEvidence(COUNTS, WINDOW, PAIR)) == ""
+
+
+def test_a_profile_of_too_few_samples_is_not_a_judged_run() -> None:
+    """CI: dt's peer run paired 24 samples, and fixed_pc_3rd survived on them."""
+    few = ProfilePair(fold([("main", "leaf")] * 24), fold([("main", "leaf")] * 24),
+                      pairing=(24, 1980, 1981))  # fmt: skip
+    why = _peer_unjudged(FIXED_PC, PeerEvidence(COUNTS, WINDOW, few))
+    assert why == ("compared too few samples to judge (agent 24, perf 24; PROFILE needs 300 a "
+                   "side); paired samples only: 24 of the agent's 1980 and perf's 1981 "
+                   "(1% of perf's)")  # fmt: skip
 
 
 def test_every_cpu_left_out_means_the_profile_mutant_was_not_judged() -> None:
