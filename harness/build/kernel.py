@@ -43,6 +43,7 @@ from harness.build.cache import (
 from harness.build.kconfig import apply_fragment, merge_fragments, verify
 from harness.build.kernels import (
     DEFAULT_VERSION,
+    VARIANT_MAKE_VARS,
     VARIANTS,
     KernelVersion,
     Variant,
@@ -193,6 +194,7 @@ def kernel_key(request: KernelRequest, cache: Cache | None = None) -> str:
             "compiler": compiler,
             "arch": request.arch.name,
             "variant": request.variant,
+            **_make_vars(request.variant),
         }
     )
 
@@ -210,8 +212,15 @@ def _tree_key(request: KernelRequest, identity: TreeIdentity) -> str:
             "compiler": _compiler(request.arch),
             "arch": request.arch.name,
             "variant": request.variant,
+            **_make_vars(request.variant),
         }
     )
+
+
+def _make_vars(variant: Variant) -> dict[str, tuple[str, ...]]:
+    """The variant's make variables for its key; none: no key entry (keys made before stay)."""
+    found = VARIANT_MAKE_VARS[variant]
+    return {"make_vars": found} if found else {}
 
 
 def _compiler(arch: ArchProfile) -> list[str]:
@@ -301,7 +310,7 @@ def ensure_symvers(entry: CacheEntry, request: KernelRequest, source: Path) -> C
 def _make(request: KernelRequest, source: Path, build: Path) -> list[str]:
     arch = request.arch
     return ["make", "-C", str(source), f"O={build}", f"ARCH={arch.linux_arch}",
-            f"CROSS_COMPILE={arch.cross_compile}"]  # fmt: skip
+            f"CROSS_COMPILE={arch.cross_compile}", *VARIANT_MAKE_VARS[request.variant]]  # fmt: skip
 
 
 def source_key(version: KernelVersion | None = None) -> str:
