@@ -22,6 +22,7 @@ from harness.build.kernel import (
 )
 from harness.build.kernels import (
     VARIANT_FRAGMENTS,
+    VARIANT_MAKE_VARS,
     VERSION_FRAGMENTS,
     VERSIONS,
     Variant,
@@ -73,6 +74,20 @@ def test_the_key_follows_the_source_package_and_the_version_fragments(
     installed["linux-source-6.12"] = "6.12.118-1"  # a Debian update rebuilds 6.12 only
     assert kernel_key(KernelRequest(arch=ARM64, kernel=KernelChoice("6.12"))) != keys["6.12"]
     assert kernel_key(KernelRequest(arch=ARM64)) == keys["6.1"]
+
+
+def test_kcsan_instruments_the_agent_and_not_the_kernel_and_its_key_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kernelmod, "capture", lambda argv: "aarch64-linux-gnu-gcc 12.2.0\n")
+    monkeypatch.setattr(kernelmod, "package_version", lambda package: "6.1.192-2")
+    make = {v: kernelmod._make(KernelRequest(arch=ARM64, variant=v), Path("s"), Path("b"))
+            for v in get_args(Variant)}  # fmt: skip
+    assert make["kcsan"][-1] == "KCSAN_SANITIZE=n"  # overrides every directory's choice
+    assert make["default"] == make["debug"] == make["kcsan"][:-1]
+    key = kernel_key(KernelRequest(arch=ARM64, variant="kcsan"))
+    monkeypatch.setitem(VARIANT_MAKE_VARS, "kcsan", ())
+    assert kernel_key(KernelRequest(arch=ARM64, variant="kcsan")) != key
 
 
 def test_reports_name_the_kernel_and_its_origin() -> None:
