@@ -40,9 +40,12 @@
  *   mark:PATH                  create PATH: the host may act now   -> (nothing)
  *   await:PATH                 wait until PATH exists (the host's
  *                              go-ahead), at most `timeout` s      -> waited_ms=N
- *   readbg:FD:PATH:CHUNK       `read` in a child sharing FD, while
+ *   readbg:FD:PATH:CHUNK[:MS]  `read` in a child sharing FD, while
  *                              later steps run; `wait` reaps it;
- *                              its outcome goes to PATH.status     -> pid=N
+ *                              its outcome goes to PATH.status; with
+ *                              MS, it sleeps MS ms after each read
+ *                              shorter than CHUNK (a reader that
+ *                              batches, not one woken per record)  -> pid=N
  *   isolate:CPU:PATH           move every user task (every thread of
  *                              every /proc/PID with a non-empty
  *                              cmdline: not a kernel thread) off CPU,
@@ -109,7 +112,7 @@ static const struct { const char *name, *fields; int min; } OPS[OP_COUNT] = {
 	[OP_TIMEOUT] = { "timeout", "S", 1 }, [OP_WRITE] = { "write", "pt", 2 },
 	[OP_CAT] = { "cat", "p", 1 },         [OP_SPIN] = { "spin", "cm", 2 },
 	[OP_WAIT] = { "wait", "", 0 },        [OP_SLEEP] = { "sleep", "m", 1 },
-	[OP_PIN] = { "pin", "c", 1 },         [OP_READBG] = { "readbg", "fpk", 3 },
+	[OP_PIN] = { "pin", "c", 1 },         [OP_READBG] = { "readbg", "fpkm", 3 },
 	[OP_MARK] = { "mark", "p", 1 },       [OP_AWAIT] = { "await", "p", 1 },
 	[OP_WRITEFD] = { "writefd", "ft", 1 }, [OP_REPEAT] = { "repeat", "nK", 2 },
 	[OP_CLOCK] = { "clock", "", 0 },     [OP_EXEC] = { "exec", "cpt", 3 },
@@ -381,10 +384,15 @@ static void do_ioctl(int i, const struct step *st)
 	end_line();
 }
 
-/* Read `fd` to EOF (or a failure) into a new file `path`; 0 or an errno. */
-static int read_loop(int fd, const char *path, size_t chunk, unsigned long long *total,
-		     unsigned long long *reads)
+/*
+ * Read `fd` to EOF (or a failure) into a new file `path`; 0 or an errno. After a
+ * read shorter than `chunk`, sleep `pause_ms` (0: read again at once); SIGALRM
+ * cuts the sleep short like a read.
+ */
+static int read_loop(int fd, const char *path, size_t chunk, unsigned int pause_ms,
+		     unsigned long long *total, unsigned long long *reads)
 {
+	struct timespec pause = { pause_ms / 1000, (long)(pause_ms % 1000) * 1000000L };
 	char *buf = malloc(chunk);
 	int out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	int err = out < 0 ? errno : !buf ? ENOMEM : 0;
@@ -404,6 +412,8 @@ static int read_loop(int fd, const char *path, size_t chunk, unsigned long long 
 		(*reads)++;
 		*total += (unsigned long long)got;
 		err = write_all(out, buf, (size_t)got);
+		if (!err && pause_ms && (size_t)got < chunk)
+			nanosleep(&pause, NULL);
 	}
 	set_timer(0);
 	if (out >= 0 && close(out) && !err)
@@ -415,7 +425,7 @@ static int read_loop(int fd, const char *path, size_t chunk, unsigned long long 
 static void do_read(int i, const struct step *st)
 {
 	unsigned long long total = 0, reads = 0;
-	int err = read_loop((int)st->num[0], st->path, st->num[1], &total, &reads);
+	int err = read_loop((int)st->num[0], st->path, st->num[1], 0, &total, &reads);
 
 	begin_line(i, st->op, err);
 	printf(" bytes=%llu reads=%llu", total, reads);
@@ -440,7 +450,8 @@ static void do_readbg(int i, const struct step *st)
 	if (pid == 0) {
 		null = open("/dev/null", O_RDWR);  /* let go of the SSH session's pipes */
 		dup2(null, 0), dup2(null, 1), dup2(null, 2);
-		err = read_loop((int)st->num[0], st->path, st->num[1], &total, &reads);
+		err = read_loop((int)st->num[0], st->path, st->num[1], (unsigned int)st->num[2],
+				&total, &reads);
 		snprintf(status, sizeof(status), "%s.status", st->path);
 		out = fopen(status, "w");
 		if (out) {

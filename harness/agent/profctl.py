@@ -193,12 +193,16 @@ def sleep_step(ms: int) -> str:
     return f"sleep:{_in_range('sleep ms', ms, 0, MAX_MS)}"
 
 
-def readbg_step(fd: int, path: str, chunk: int) -> str:
+def readbg_step(fd: int, path: str, chunk: int, pause_ms: int = 0) -> str:
     """A background reader of ``fd`` (a child sharing it); its outcome in ``path``.status.
 
-    :raise ConfigError: a bad descriptor, path or chunk size.
+    With ``pause_ms``, it sleeps that long after each read shorter than ``chunk``: a
+    reader that takes what gathered, not one woken for every record.
+
+    :raise ConfigError: a bad descriptor, path, chunk size or pause.
     """
-    return "readbg:" + read_step(fd, path, chunk).removeprefix("read:")
+    step = "readbg:" + read_step(fd, path, chunk).removeprefix("read:")
+    return f"{step}:{_in_range('reader pause ms', pause_ms, 1, MAX_MS)}" if pause_ms else step
 
 
 def mark_step(path: str) -> str:

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import fcntl
 import os
 import platform
 import shlex
 import signal
 import struct
 import subprocess
+import termios
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +31,7 @@ from harness.agent.profctl import (
     parse_output,
     pin_step,
     read_step,
+    readbg_step,
     repeat_step,
     run_profctl,
     sleep_step,
@@ -435,6 +440,43 @@ def test_timeout_interrupts_a_blocked_read(host_profctl: Path, tmp_path: Path) -
     assert opened.int_value("fd") == 3
     # Nothing ever writes to the FIFO: only the timeout's alarm ends that read, with EINTR.
     assert (read.ok, read.errno, read.values) == (False, "EINTR", {"bytes": "0", "reads": "0"})
+
+
+@pytest.mark.parametrize(("pause_ms", "status"), [
+    # Blocked in read: takes the second write at once; the alarm ends it (profctl's
+    # own descriptor, opened read-write, keeps the FIFO from ever reaching EOF).
+    (0, "bytes=6 reads=2 errno=EINTR"),
+    (60_000, "bytes=3 reads=1 errno=EINTR"),  # asleep after the short read until the alarm
+])  # fmt: skip
+def test_a_pausing_background_reader_sleeps_after_a_short_read(
+    host_profctl: Path, tmp_path: Path, pause_ms: int, status: str
+) -> None:
+    """dt's reader pauses after a read that emptied the rings (`readbg_step`'s ``pause_ms``)."""
+    fifo, out = tmp_path / "fifo", tmp_path / "out"
+    os.mkfifo(fifo)
+
+    def writer() -> None:
+        with open(fifo, "wb", buffering=0) as pipe:
+            pipe.write(b"abc")
+            drained = time.monotonic() + 15
+            while _unread(pipe.fileno()) and time.monotonic() < drained:
+                time.sleep(0.01)  # the reader's first read took them: FIONREAD says 0
+            pipe.write(b"def")
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    steps = (timeout_step(3), open_step(str(fifo)), readbg_step(3, str(out), 64, pause_ms),
+             timeout_step(30), wait_step())  # `wait` outlasts the reader's alarm  # fmt: skip
+    assert readbg_step(3, "/tmp/o", 64, 5) == "readbg:3:/tmp/o:64:5"
+    results = run_local(host_profctl, *steps)
+    thread.join()
+    assert all(r.ok for r in results), results
+    assert (tmp_path / "out.status").read_text().strip() == status
+
+
+def _unread(fd: int) -> int:
+    (count,) = struct.unpack("<i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))
+    return int(count)
 
 
 def test_usage_error_exits_2_before_running_anything(host_profctl: Path, tmp_path: Path) -> None:

@@ -65,6 +65,9 @@ class DtPlan:
     period_ns: int = 1_000_000
     background_reader: bool = False
     background_s: int = 4  # the background reader stops after this, drained or not
+    #: The background reader sleeps this long after a read that emptied the rings
+    #: (0: it blocks in read at once, woken by the next event).
+    background_pause_ms: int = 0
     #: Readers racing each other on the rings after RECORD off, before the final
     #: drain (0: none), each ending on ``racer_s``; ``copy_fault`` arms the module's
     #: ``dt_copyout`` fault point first: that copy fails as on an unmapped page.
@@ -216,7 +219,7 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         # The reader's own time limit: it must end for `wait` to return.
         (
             profctl.timeout_step(plan.background_s),
-            profctl.readbg_step(FD, BACKGROUND, plan.read_size),
+            profctl.readbg_step(FD, BACKGROUND, plan.read_size, plan.background_pause_ms),
             profctl.timeout_step(plan.background_s + 60),  # `wait` outlasts the reader's limit
         )
         if plan.background_reader

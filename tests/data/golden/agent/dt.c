@@ -289,7 +289,14 @@ static void dt_wakeup(struct irq_work *work)
 	struct dt_cpu *dc = container_of(work, struct dt_cpu, wakeup);
 
 	WRITE_ONCE(dc->wakeups, dc->wakeups + 1);	/* read by the stats ioctl */
-	wake_up_interruptible(&dc->op->readers);
+	/*
+	 * Only a sleeping reader needs the wait queue's lock: every CPU's wakeup
+	 * takes it otherwise, and under TCG a vCPU descheduled while holding it
+	 * keeps the others (and the reader's prepare_to_wait) spinning for ms.
+	 * wq_has_sleeper's barrier pairs with the one in prepare_to_wait_event.
+	 */
+	if (wq_has_sleeper(&dc->op->readers))
+		wake_up_interruptible(&dc->op->readers);
 }
 
 /* ---- the reader ------------------------------------------------------------ */
