@@ -310,7 +310,7 @@ def paired(
     more of the agent's samples have a perf sample within ``within_ns``. A perf
     sample that near on the other side is a later interrupt, one that landed in the
     first one's aftermath: measured (dt at 4 ms, 2 vCPUs), perf's record came
-    0-140 µs after dt's in 916 near pairs with one leaf symbol each, while 28 of the
+    0-140 µs after dt's in 898 near pairs, all with one leaf symbol, while 28 of the
     30 pairs with perf's 40-60 µs before dt's had two (dt's in gic_handle_irq). Per
     CPU, in time order, each agent sample is paired with the next unused perf sample
     on the run's side, if within ``within_ns``.
