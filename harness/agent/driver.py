@@ -128,6 +128,7 @@ class Agent:
         *,
         throttling_disabled: bool = True,
         max_sample_rate: int | None = None,
+        burst_wait_ms: int | None = None,
     ) -> None:
         """Load the module with ``spec``'s parameters (unloading a loaded one first).
 
@@ -135,6 +136,8 @@ class Agent:
         default, for exact counts. A guest's sysctls are reset between tests, and a
         throttled event on an idle CPU (its tick stopped) may never be unthrottled.
         The spec, and whether the guest's PMU has its event, are checked first.
+        ``burst_wait_ms``: how long ``inject`` waits for its bursts (None: the
+        budget's, `burst_wait_ms`); a run that wants injections to time out sets it.
 
         :raise ConfigError: the spec is impossible or names an event the PMU lacks.
         :raise ModuleLoadError: insmod failed; carries the dmesg lines it caused.
@@ -144,7 +147,8 @@ class Agent:
         if why:
             raise ConfigError(f"agent spec: {why}")
         self.set_throttling(disabled=throttling_disabled, max_sample_rate=max_sample_rate)
-        self.insmod((*spec.module_params(), f"burst_wait_ms={self.burst_wait_ms}"))
+        wait_ms = self.burst_wait_ms if burst_wait_ms is None else burst_wait_ms
+        self.insmod((*spec.module_params(), f"burst_wait_ms={wait_ms}"))
         self.loaded = spec
         # Read where the module landed now, before any profctl sequence: an input-free
         # guest (harness.scenarios.inputfree) answers only the commands before it.

@@ -95,6 +95,11 @@ def parse_interrupts(lines: Sequence[str], label: str) -> dict[int, int]:
     raise InfraError(f"{PROC_INTERRUPTS} has no {label!r} line: is the PMU driver bound?")
 
 
+def is_injection(step: str) -> bool:
+    """Whether ``step`` makes producer calls (``inject`` or a flavour's ``nest``)."""
+    return _INJECT.match(step) is not None
+
+
 def injections_of(steps: Iterable[str], online: Iterable[int]) -> Injections:
     """The injections ``steps`` make, with ``cpu=all`` meaning the CPUs online then.
 

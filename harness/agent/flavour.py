@@ -58,6 +58,7 @@ class AgentLike(Protocol):
         *,
         throttling_disabled: bool = True,
         max_sample_rate: int | None = None,
+        burst_wait_ms: int | None = None,
     ) -> None:
         """Load the module with ``spec``'s parameters, the perf core's throttling as told."""
 

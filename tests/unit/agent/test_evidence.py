@@ -8,6 +8,7 @@ from harness.agent.evidence import (
     KernelEvidence,
     injections_of,
     interrupt_reads,
+    is_injection,
     module_leaks,
     parse_interrupts,
 )
@@ -74,6 +75,7 @@ def test_injections_are_counted_from_the_steps_sent() -> None:
     assert injections_of(steps, online=(0, 1)) == Injections(
         nmi={0: 19, 1: 17}, bursts={0: 2, 1: 2}, task={0: 3}
     )
+    assert [is_injection(s) for s in steps] == [True, True, True, True, False, False]
 
 
 def test_cpu_all_follows_hotplug_steps() -> None:

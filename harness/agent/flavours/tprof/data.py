@@ -219,6 +219,17 @@ TPROF = FlavourInfo(
         # Issue 10's fixed set-up order on CPU online, reintroduced: its mutation point is
         # the core's pa_cpu_online (only tprof counts a call that finds no buffer, x_nobuf);
         # the `online` run brings a CPU back while the PMU samples.
+        # Issue 10's burst race, reintroduced: its mutation point is the core's
+        # pa_overflow; the `burst_timeout` run ends injections' waits as overflows take
+        # their bursts, and CALLS counts the calls to the injections that succeeded.
+        Mutant(
+            "burst_take_plain",
+            "an overflow reads a burst, produces it and clears it 1 ms later with plain "
+            "accesses and no busy flag: an inject whose wait ends meanwhile takes it back",
+            ("CALLS",),
+            case="burst_timeout",
+            quick=False,
+        ),
         Mutant(
             "online_arm_first",
             "a CPU coming online is armed 100 ms before its flavour's per-CPU set-up",

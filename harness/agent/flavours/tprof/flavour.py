@@ -22,7 +22,12 @@ from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, 
 from harness.agent.flavours.tprof.bench import TPROF_BENCH
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.oracles import ORACLES, applicable_oracles, check_sampling
-from harness.agent.flavours.tprof.races import offline_stop_run, online_run, stop_kick_run
+from harness.agent.flavours.tprof.races import (
+    burst_timeout_run,
+    offline_stop_run,
+    online_run,
+    stop_kick_run,
+)
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.flavours.tprof.run import (
@@ -130,6 +135,7 @@ FLAVOUR = Flavour(
         "offline_stop": offline_stop_run,
         "stop_kick": stop_kick_run,
         "online": online_run,
+        "burst_timeout": burst_timeout_run,
     },
     budget_scenario=Path(__file__).with_name("tprof-budgets.toml"),  # C-3, TP-O10
     bench=TPROF_BENCH,

@@ -7,6 +7,7 @@ the ``kasan`` case) KASAN judges the memory its mutant reaches::
     run = offline_stop_run(agent, AgentSpec(), (0, 1))
     run = stop_kick_run(agent, AgentSpec(), (0, 1))
     run = online_run(agent, AgentSpec(), (0, 1))
+    run = burst_timeout_run(agent, AgentSpec(), (0, 1))
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ STOP_KICK_S, STOP_KICK_CALLS = 8, 12
 ONLINE_OUT_MS, ONLINE_SPIN_MS = 50, 300
 #: The offline-stop run: S, calls injected on each online CPU per round, rounds.
 OFFLINE_STOP_S, OFFLINE_STOP_CALLS, OFFLINE_STOP_ROUNDS = 8, 5, 2
+#: The burst-timeout run: injections (one CPU each, in turn), calls per injection, the
+#: period (4 ms: an overflow comes 0-4 ms after a burst is armed) and inject's wait
+#: (1 ms: one jiffy at HZ=250, so the wait ends 0-4 ms after arming).
+BURST_TIMEOUT_INJECTIONS, BURST_TIMEOUT_CALLS = 40, 20
+BURST_TIMEOUT_PERIOD, BURST_TIMEOUT_WAIT_MS = 4_000_000, 1
 
 
 def online_path(cpu: int) -> str:
@@ -155,3 +161,26 @@ def stop_kick_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> S
     context = RunContext(injected=dict.fromkeys(cpus, STOP_KICK_CALLS), background_reader=True)
     steps = judged_steps(body, after_stop=(profctl.wait_step(),))
     return run_steps(agent, run_spec, steps, context)[0]
+
+
+def burst_timeout_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> SamplingRun:
+    """Injections whose wait ends about when an overflow takes their burst (issue 10's race).
+
+    `BURST_TIMEOUT_INJECTIONS` bursts of `BURST_TIMEOUT_CALLS` calls, one CPU at a
+    time in turn, bursts only, at a 4 ms period, each ``inject`` waiting one jiffy: the
+    overflow and the wait's end are each 0-4 ms after arming, so about half the
+    injections time out, some as an overflow takes the burst. The module's contract
+    (issue 10's fix: the overflow takes the burst with xchg and marks it busy; the
+    injector takes back with xchg what no overflow took and waits out a busy one):
+    ETIMEDOUT means the burst was taken back whole and produced nowhere, success that
+    it was produced whole. The run's injections are the successful steps', and CALLS
+    holds the producer calls to them exactly; the ``burst_take_plain`` mutant produces
+    a burst its injector took back (or loses the next one).
+
+    :raise InfraError: a step failed otherwise than an ``inject`` by ETIMEDOUT.
+    """
+    run_spec = replace(spec, pmu_produce=False, period=BURST_TIMEOUT_PERIOD)
+    body = tuple(inject_step(cpus[i % len(cpus)], BURST_TIMEOUT_CALLS)
+                 for i in range(BURST_TIMEOUT_INJECTIONS))  # fmt: skip
+    context = RunContext(burst_wait_ms=BURST_TIMEOUT_WAIT_MS, injections_may_time_out=True)
+    return run_steps(agent, run_spec, judged_steps(body), context)[0]

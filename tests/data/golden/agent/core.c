@@ -46,6 +46,10 @@
 #define PA_MUTANT_SLOW_US 500
 /* The online-order mutant's window between arming a CPU and its flavour's set-up. */
 #define PA_MUTANT_ONLINE_WINDOW_MS 100
+/* burst_take_plain: how long the taken burst stays armed after it was produced. */
+#define PA_MUTANT_BURST_WINDOW_US 1000
+/* How long `inject` waits out an overflow still producing a burst it took. */
+#define PA_BURST_BUSY_WAIT_MS 1000
 
 /* Defaults from the agent spec this file was rendered for; insmod overrides them. */
 static char *pa_flavour_name = "tprof";
@@ -423,7 +427,7 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 {
 	struct pa_cpu *pc = this_cpu_ptr(&pa_cpu);
 	u64 start = ktime_get_mono_fast_ns();
-	unsigned int burst, i;
+	unsigned int burst, i, plain = 0;
 	u32 undelivered;
 	u64 took;
 
@@ -455,7 +459,21 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 	 * burst was produced, not when this overflow took it.
 	 */
 	burst = 0;
-	if (READ_ONCE(pc->burst)) {
+	if (pa_mutant(BURST_TAKE_PLAIN) && pc->burst) {
+		/*
+		 * Mutation point: issue 10's burst race. The burst is read, produced and
+		 * only then cleared, with plain accesses and no busy flag; the window
+		 * before the clear is held open PA_MUTANT_BURST_WINDOW_US. An `inject`
+		 * whose wait ends inside it takes the burst back (-ETIMEDOUT) while this
+		 * overflow produces it.
+		 */
+		plain = pc->burst;
+		for (i = 0; i < plain; i++)
+			pa_produce(regs, i ? 0 : undelivered);
+		this_cpu_add(pa_cpu.stat[PA_X_INJECTED], plain);
+		udelay(PA_MUTANT_BURST_WINDOW_US);
+		pc->burst = 0;
+	} else if (READ_ONCE(pc->burst)) {
 		WRITE_ONCE(pc->burst_busy, 1);
 		burst = xchg(&pc->burst, 0);
 	}
@@ -463,7 +481,7 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 		for (i = 0; i < burst; i++)
 			pa_produce(regs, i ? 0 : undelivered);
 		this_cpu_add(pa_cpu.stat[PA_X_INJECTED], burst);
-	} else if (pa_pmu_produce) {
+	} else if (pa_pmu_produce && !plain) {
 		/* Mutation point: the producer skipped although the overflow was counted. */
 		if (pa_mutant(DEFER_PRODUCER) && ++pc->mutant_tick % 5 == 0 &&
 		    !pc->mutant_deferred) {
@@ -843,7 +861,7 @@ static int pa_inject_nmi(const struct cpumask *cpus, unsigned int count)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(pa_burst_wait_ms);
 	unsigned int cpu;
-	bool pending;
+	bool pending, withdrawn;
 
 	if (!READ_ONCE(pa_sources_on))
 		return -EAGAIN;	/* no NMI source: START first */
@@ -857,11 +875,24 @@ static int pa_inject_nmi(const struct cpumask *cpus, unsigned int count)
 			return 0;
 		usleep_range(200, 1000);
 	} while (time_before(jiffies, deadline));
-	/* Disarm what is left; xchg tells whether an overflow took it meanwhile. */
+	/*
+	 * Take back what no overflow took (xchg: an overflow takes it with xchg too), then
+	 * wait out a burst an overflow took and is still producing: -ETIMEDOUT says that
+	 * some burst was taken back whole and produced nowhere, 0 that every one was
+	 * produced whole. With one CPU the caller knows exactly what was produced.
+	 */
+	withdrawn = false;
 	for_each_cpu(cpu, cpus)
 		if (xchg(&per_cpu_ptr(&pa_cpu, cpu)->burst, 0))
-			pending = true;
-	return pending ? -ETIMEDOUT : 0;
+			withdrawn = true;
+	deadline = jiffies + msecs_to_jiffies(PA_BURST_BUSY_WAIT_MS);
+	for_each_cpu(cpu, cpus)
+		while (smp_load_acquire(&per_cpu_ptr(&pa_cpu, cpu)->burst_busy)) {
+			if (time_after(jiffies, deadline))
+				return -EBUSY;	/* an overflow handler that never ends */
+			cpu_relax();
+		}
+	return withdrawn ? -ETIMEDOUT : 0;
 }
 
 /*

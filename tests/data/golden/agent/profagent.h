@@ -106,6 +106,7 @@ enum pa_mutant {
 	PA_MUTANT_PUBLISH_EARLY,	/* the index is published first, the record filled where it then points */
 	PA_MUTANT_FREE_OUTSIDE_LOCK,	/* STOP frees an offline CPU's published buffer outside tp.lock and clears the pointer 200 ms later; a stats_percpu reader reads the freed buffer */
 	PA_MUTANT_KICK_AFTER_STOP,	/* a kick past its running check when STOP began swaps after STOP (tp_swap no longer refuses it; the window held open), installing a buffer nothing frees */
+	PA_MUTANT_BURST_TAKE_PLAIN,	/* an overflow reads a burst, produces it and clears it 1 ms later with plain accesses and no busy flag: an inject whose wait ends meanwhile takes it back */
 	PA_MUTANT_ONLINE_ARM_FIRST,	/* a CPU coming online is armed 100 ms before its flavour's per-CPU set-up */
 	PA_MUTANT_SKIP_CANARY,	/* every 10th event of a CPU is published without its canary */
 	PA_MUTANT_DROP_UNCOUNTED,	/* every 3rd drop on a full ring goes uncounted */
