@@ -15,7 +15,7 @@ from harness.agent.info import FlavourInfo, Mutant, Param, Quirk
 from harness.agent.layouts import Field, Ioctl, RecordLayout, ioc
 
 #: PCs a log record holds (the interrupted PC and its callers): this port's ceiling of
-#: kern.hwpmc.callchaindepth (the seed's default is 128, seeds-spec §4).
+#: kern.hwpmc.callchaindepth, the seed's default (seeds-spec §4.1: default 8, range 1-32).
 HW_MAX_DEPTH = 8
 
 HWPMC_LOG_REC = RecordLayout(
