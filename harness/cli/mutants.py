@@ -249,11 +249,13 @@ def _peer_unjudged(mutant: Mutant, peer: PeerEvidence) -> str:
             return (f"could not tell a 1/8 stretch (margin {margin}); periods the emulator "
                     f"folded, per CPU: {folded}")  # fmt: skip
     pair = peer.profiles if "PROFILE" in mutant.caught_by else None
-    if pair is not None and not pair.perf.total:
+    if pair is None:
+        return ""
+    if not pair.perf.total:
         return f"compared no profile ({pair.excluded_text() or 'no perf sample'})"
-    if pair is not None and (why := unjudgeable(pair)):
-        return f"compared {why}" + (f"; {text}" if (text := pair.excluded_text()) else "")
-    return ""
+    if not (why := unjudgeable(pair)):
+        return ""
+    return f"compared {why}" + (f"; {text}" if (text := pair.excluded_text()) else "")
 
 
 def _folded_share(cpu: PerfCpu, peer: PeerEvidence) -> str:

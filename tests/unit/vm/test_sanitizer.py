@@ -127,9 +127,7 @@ def test_a_race_only_one_side_of_which_is_known_stays_a_finding() -> None:
     text = log("arm64-kcsan-race.console").replace(
         "tp_read_index+0x2c/0x80 [profagent]", "ktime_get_mono_fast_ns+0x88/0xe8"
     )
-    (report,) = parse_reports(text)
-    assert report.known is None
-    assert [f.kind for f in scan_console(text)] == ["kcsan"]
+    assert_unknown_kcsan_finding(text)
 
 
 @pytest.mark.parametrize(
@@ -205,18 +203,14 @@ def test_a_device_ring_race_between_two_guest_stacks_stays_a_finding() -> None:
         .replace("tick_nohz_stop_idle+0x4c/0x68", "vring_interrupt+0x88/0xe4")
         .replace("tick_nohz_idle_got_tick+0x28/0x5c", "vring_interrupt+0x88/0xe4")
     )
-    (report,) = parse_reports(text)
-    assert report.known is None
-    assert [f.kind for f in scan_console(text)] == ["kcsan"]
+    assert_unknown_kcsan_finding(text)
 
 
 def test_a_family_race_with_a_function_outside_the_family_stays_a_finding() -> None:
     text = log("arm64-kcsan-tickdo-recorded.console").replace(
         "tick_sched_do_timer+", "rcu_sched_clock_irq+"
     )
-    (report,) = parse_reports(text)
-    assert report.known is None
-    assert [f.kind for f in scan_console(text)] == ["kcsan"]
+    assert_unknown_kcsan_finding(text)
 
 
 def test_the_known_race_functions_cover_every_key_and_the_families_seen_members() -> None:
@@ -227,3 +221,10 @@ def test_the_known_race_functions_cover_every_key_and_the_families_seen_members(
     # every family member named as seen belongs to its family
     for family in KNOWN_RACE_FAMILIES:
         assert all(family.pattern.match(name) for name in family.seen)
+
+
+def assert_unknown_kcsan_finding(text: str) -> None:
+    """``text`` holds one KCSAN report, no known race, and the console scan fails on it."""
+    (report,) = parse_reports(text)
+    assert report.known is None
+    assert [f.kind for f in scan_console(text)] == ["kcsan"]
