@@ -41,6 +41,8 @@ CORE_PERCPU: tuple[tuple[str, str], ...] = (
     ("x_counter_value", "the sampling counter's value, read when its event was released"),
     ("x_enabled_ns", "time the sampling events were enabled: the time base for overflows due"),
     ("x_events_created", "perf events created on this CPU (START and CPU online)"),
+    ("x_armed_at_ns", "guest clock (ktime_get_ns) just after its event was last created"),
+    ("x_disarmed_at_ns", "guest clock just before its event was last disabled (0: not since)"),
     ("x_source_stops", "times a flavour stopped this CPU's event on purpose (hwpmc stall)"),
     ("x_source_stopped_ns", "time the event stood stopped on purpose: not emulator loss"),
     ("x_chain_walks", "call-chain walks (pa_chain), kernel or user"),

@@ -68,7 +68,8 @@ class PeerHooks(Generic[_R]):
     ``recording``: the guest-clock span in which the agent recorded samples, where
     that is narrower than its window's outer span (kprof records only between its
     ``start`` and ``stop``, while its counters run from load to unload); PROFILE folds
-    perf's samples there (None: the window's outer span). ``pair_within_ns``: PROFILE
+    perf's samples there (None: each CPU's armed span, else the window's outer span:
+    `PeerWindow.profile_span`). ``pair_within_ns``: PROFILE
     compares only the samples of the interrupts both profilers took, paired within
     this many ns (`harness.agent.profile.paired`; ``samples`` must then give each its
     time), for a flavour whose own overflow sets work going that perf then samples.
@@ -134,8 +135,11 @@ def peer_run(
     counts = stop_perf(agent.shell, session, timeout_s=budget, window=window.inner, keep=keep)
     symbols = Symboliser(parse_kallsyms(kallsyms), _workload_symbols(agent))
     drops = hooks.drops(result) if hooks.drops is not None else {}
-    lo, hi = hooks.recording(result) if hooks.recording is not None else window.outer
-    in_window = (s for s in counts.stacks if lo <= s.time_ns <= hi)
+    if hooks.recording is not None:
+        lo, hi = hooks.recording(result)
+        in_window = (s for s in counts.stacks if lo <= s.time_ns <= hi)
+    else:
+        in_window = (s for s in counts.stacks if _inside(s.time_ns, window.profile_span(s.cpu)))
     pair = profile_pair(hooks.samples(result), in_window, symbols, drops,
                         pair_within_ns=hooks.pair_within_ns)  # fmt: skip
     _keep(agent, pair, kallsyms)
@@ -143,6 +147,10 @@ def peer_run(
     kernel = getattr(result, "kernel", None)
     shared = dataclasses.replace(kernel, pmu_shared=True) if kernel is not None else None
     return dataclasses.replace(result, peer=evidence, kernel=shared)
+
+
+def _inside(time_ns: int, span: tuple[int, int]) -> bool:
+    return span[0] <= time_ns <= span[1]
 
 
 def _workload_symbols(agent: AgentLike) -> UserSymbols | None:

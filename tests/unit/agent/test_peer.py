@@ -5,7 +5,17 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from harness.agent.peer import PeerBound, check_peer, peer_range, stretch_margin
+import pytest
+
+from harness.agent.peer import (
+    PeerBound,
+    armed_spans,
+    check_peer,
+    info_window,
+    peer_range,
+    stretch_margin,
+)
+from harness.errors import InfraError
 from harness.vm.perf import PerfCounts, PerfCpu, parse_perf_output
 from tests.unit.golden import LOGS_DIR
 
@@ -113,3 +123,35 @@ def test_fold_interrupts_can_hide_a_stretch_the_on_time_share_alone_would_show()
     assert peer_range(measured.cpu(0), measured, PeerBound(edges=8)).folds == 423
     assert check_peer({0: 907}, measured, bound=PeerBound(edges=8)) == []
     assert stretch_margin(measured, PeerBound(edges=8)) <= 0
+
+
+# Per-CPU armed spans: where PROFILE folds perf's samples of each CPU (`armed_spans`).
+INFO = {"arm_begin_ns": "100", "arm_end_ns": "180",
+        "disarm_begin_ns": "1000", "disarm_end_ns": "1500"}  # fmt: skip
+
+
+def armed(at: int, until: int) -> dict[str, int]:
+    return {"x_armed_at_ns": at, "x_disarmed_at_ns": until}
+
+
+def test_each_cpu_is_folded_in_its_own_armed_span_and_others_in_the_outer_span() -> None:
+    # CPU 0 disarmed first, CPU 1 last: the outer span would fold perf's samples of
+    # CPU 0 for the 480 ns after the agent's event there stopped counting.
+    window = info_window(INFO, 10, {0: armed(110, 1020), 1: armed(170, 1500), 2: armed(0, 0)})
+    assert window.armed == ((0, 110, 1020), (1, 170, 1500))
+    assert window.profile_span(0) == (110, 1020)
+    assert window.profile_span(1) == (170, 1500)
+    assert window.profile_span(2) == (100, 1500)  # never armed and disarmed: the outer span
+    assert (window.inner, window.outer) == ((180, 1000), (100, 1500))
+
+
+def test_without_the_cores_numbers_every_cpu_is_folded_in_the_outer_span() -> None:
+    window = info_window(INFO, 10)
+    assert window.armed == ()
+    assert window.profile_span(0) == window.outer == (100, 1500)
+
+
+def test_an_armed_span_may_trim_the_edges_but_never_the_middle() -> None:
+    for times in (armed(190, 1200), armed(110, 990), armed(90, 1200), armed(110, 1600)):
+        with pytest.raises(InfraError, match="CPU 3: armed"):
+            armed_spans({3: times}, inner=(180, 1000), outer=(100, 1500))

@@ -26,7 +26,7 @@ from harness.agent.evidence import (
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
 from harness.agent.flavours.tprof.results import Sample, SamplingRun
-from harness.agent.peer import info_window
+from harness.agent.peer import PeerWindow, info_window
 from harness.agent.peer_run import PeerHooks
 from harness.agent.peer_run import peer_run as beside
 from harness.agent.profile import AgentSample
@@ -180,10 +180,12 @@ def profile_samples(run: SamplingRun) -> tuple[AgentSample, ...]:
     return tuple(AgentSample(r.cpu, r.pc, user=not r.flags & 1) for r in run.samples)
 
 
-#: tprof's window is in the ``info`` snapshot its run keeps.
-PEER_HOOKS = PeerHooks(
-    samples=profile_samples, window=lambda run, period: info_window(run.snapshot.info, period)
-)
+def _window(run: SamplingRun, period: int) -> PeerWindow:
+    """A tprof run's window, from the ``info`` and per-CPU ``nmi`` numbers it kept."""
+    return info_window(run.snapshot.info, period, run.snapshot.core)
+
+
+PEER_HOOKS = PeerHooks(samples=profile_samples, window=_window)
 
 
 def partial_read_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> SamplingRun:

@@ -143,6 +143,8 @@ static const char *const pa_core_names[PA_CORE_NSTATS] = {
 	"x_counter_value",
 	"x_enabled_ns",
 	"x_events_created",
+	"x_armed_at_ns",
+	"x_disarmed_at_ns",
 	"x_source_stops",
 	"x_source_stopped_ns",
 	"x_chain_walks",
@@ -661,6 +663,9 @@ static int pa_arm_cpu(unsigned int cpu)
 	}
 	pc->event = event;
 	pc->stat[PA_X_EVENTS_CREATED]++;
+	/* It counted from before now; PROFILE folds perf's samples of this CPU from here. */
+	WRITE_ONCE(pc->stat[PA_X_ARMED_AT_NS], ktime_get_ns());
+	WRITE_ONCE(pc->stat[PA_X_DISARMED_AT_NS], 0);
 	return 0;
 }
 
@@ -679,6 +684,8 @@ static void pa_disarm_cpu(unsigned int cpu)
 
 	if (!pc->event)
 		return;
+	/* It counts until after now; PROFILE folds perf's samples of this CPU up to here. */
+	WRITE_ONCE(pc->stat[PA_X_DISARMED_AT_NS], ktime_get_ns());
 	perf_event_disable(pc->event);	/* synchronous: its handler is done on that CPU */
 	if (pc->stopped) {	/* the event is out: no NMI or restart touches it now */
 		WRITE_ONCE(pc->stat[PA_X_SOURCE_STOPPED_NS], pc->stat[PA_X_SOURCE_STOPPED_NS] +

@@ -41,6 +41,8 @@ enum pa_core_stat {
 	PA_X_COUNTER_VALUE,	/* the sampling counter's value, read when its event was released */
 	PA_X_ENABLED_NS,	/* time the sampling events were enabled: the time base for overflows due */
 	PA_X_EVENTS_CREATED,	/* perf events created on this CPU (START and CPU online) */
+	PA_X_ARMED_AT_NS,	/* guest clock (ktime_get_ns) just after its event was last created */
+	PA_X_DISARMED_AT_NS,	/* guest clock just before its event was last disabled (0: not since) */
 	PA_X_SOURCE_STOPS,	/* times a flavour stopped this CPU's event on purpose (hwpmc stall) */
 	PA_X_SOURCE_STOPPED_NS,	/* time the event stood stopped on purpose: not emulator loss */
 	PA_X_CHAIN_WALKS,	/* call-chain walks (pa_chain), kernel or user */
