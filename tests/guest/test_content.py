@@ -14,6 +14,8 @@ import pytest
 
 from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
+from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC
+from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.mutants import CHAIN_FLAVOURS, CONTENT_FLAVOURS
 from harness.agent.spec import AgentSpec
 from harness.vm.topology import CpuTopology
@@ -54,3 +56,22 @@ def test_every_sample_tells_the_truth(
             drops = PROBE_DROPS.get(name)
             dropped = numbers.get(f"percpu.{topology.cpus - 1}.{drops}", 0) if drops else 0
             assert numbers["content.chain.probe_checked"] > 0 or dropped > 0, report
+
+
+def test_hwpmc_chains_go_as_deep_as_callchaindepth_asks(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    """seeds-spec §4.1: kern.hwpmc.callchaindepth up to 32; CHAIN judges every chain."""
+    spec = AgentSpec(flavour="hwpmc").with_params(callchaindepth=HW_MAX_DEPTH)
+    flavour = behaviour("hwpmc")
+    run = flavour.standard_run(agent, spec, tuple(range(topology.cpus)))
+    violations = flavour.check(run)
+    report = flavour.report(run, violations)
+    request.node.user_properties.append((AGENT_REPORT, f"hwpmc, depth 32\n{report}"))
+    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    assert isinstance(run, HwRun)
+    # Chains longer than the seed's default of 8 were recorded, and none beyond 32.
+    depths = [record.depth for record in run.log]
+    assert max(depths) > HWPMC.param("callchaindepth").default, report
+    assert max(depths) <= HW_MAX_DEPTH
+    assert run.numbers()["content.chain.leaf_checked"] > 0, report

@@ -212,7 +212,7 @@ def test_abi_size_assertions_match_the_layouts() -> None:
     assert sizes == {"tprof_sample": 24, "tprof_stat": 48, "tprof_param": 24, "dt_evt": 368,
                      "dtioc_stat": 32, "dtioc_req": 16, "dtioc_pcpu": 16,
                      "kprof_ktrace_hdr": 20, "kprof_utrace_hdr": 24,
-                     "kprof_newproc_hdr": 12, "hwpmc_log_rec": 112, "pmc_op": 112}  # fmt: skip
+                     "kprof_newproc_hdr": 12, "hwpmc_log_rec": 304, "pmc_op": 112}  # fmt: skip
 
 
 def test_abi_dt_ioctl_numbers_match_the_layouts() -> None:

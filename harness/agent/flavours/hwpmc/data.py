@@ -14,9 +14,12 @@ from __future__ import annotations
 from harness.agent.info import FlavourInfo, Mutant, Param, Quirk
 from harness.agent.layouts import Field, Ioctl, RecordLayout, ioc
 
-#: PCs a log record holds (the interrupted PC and its callers): this port's ceiling of
-#: kern.hwpmc.callchaindepth, the seed's default (seeds-spec §4.1: default 8, range 1-32).
-HW_MAX_DEPTH = 8
+#: PCs a log record holds (the interrupted PC and its callers): the top of
+#: kern.hwpmc.callchaindepth's range (seeds-spec §4.1: default 8, range 1-32). The seed's
+#: callchain records vary in length; this port's are fixed, sized for the deepest chain.
+HW_MAX_DEPTH = 32
+#: kern.hwpmc.callchaindepth's default, the seed's.
+HW_DEFAULT_DEPTH = 8
 
 HWPMC_LOG_REC = RecordLayout(
     c_name="hwpmc_log_rec",
@@ -167,10 +170,11 @@ HWPMC = FlavourInfo(
         Param("nsamples", 32, 1, 65535, "entries per CPU ring (kern.hwpmc.nsamples)"),
         Param("sweep_us", 4000, 100, 1_000_000, "sweep timer period, us (the hardclock)"),
         Param("release_ms", 1000, 1, 60_000, "RELEASE's bound on waiting for entries"),
-        Param("log_kib", 4096, 4, 65536, "hwpmc/log capacity, KiB"),
+        # 41 391 records of 304 bytes: more than 4 MiB held of 112 (37 449, HW_MAX_DEPTH 8).
+        Param("log_kib", 12288, 4, 65536, "hwpmc/log capacity, KiB"),
         Param(
             "callchaindepth",
-            HW_MAX_DEPTH,
+            HW_DEFAULT_DEPTH,
             1,
             HW_MAX_DEPTH,
             "PCs per sample: the interrupted one and its callers (kern.hwpmc.callchaindepth)",

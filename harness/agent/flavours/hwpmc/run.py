@@ -291,7 +291,7 @@ def hw_run(
             for tag, rs in by_tag.items()
             if tag.startswith("ck:")
         },
-        log=tuple(LogRecord(**r) for r in agent.decode(HWPMC_LOG_REC.c_name, data)),
+        log=tuple(LogRecord.decoded(r) for r in agent.decode(HWPMC_LOG_REC.c_name, data)),
         fill=plan.fill,
         resume=plan.resume,
         pair=plan.pair,

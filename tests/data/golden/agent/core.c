@@ -115,12 +115,12 @@ MODULE_PARM_DESC(sweep_us, "hwpmc: sweep timer period, us (the hardclock) (100..
 unsigned long pa_release_ms = 1000;
 module_param_named(release_ms, pa_release_ms, ulong, 0444);
 MODULE_PARM_DESC(release_ms, "hwpmc: RELEASE's bound on waiting for entries (1..60000)");
-unsigned long pa_log_kib = 4096;
+unsigned long pa_log_kib = 12288;
 module_param_named(log_kib, pa_log_kib, ulong, 0444);
 MODULE_PARM_DESC(log_kib, "hwpmc: hwpmc/log capacity, KiB (4..65536)");
 unsigned long pa_callchaindepth = 8;
 module_param_named(callchaindepth, pa_callchaindepth, ulong, 0444);
-MODULE_PARM_DESC(callchaindepth, "hwpmc: PCs per sample: the interrupted one and its callers (kern.hwpmc.callchaindepth) (1..8)");
+MODULE_PARM_DESC(callchaindepth, "hwpmc: PCs per sample: the interrupted one and its callers (kern.hwpmc.callchaindepth) (1..32)");
 
 static const char *const pa_core_names[PA_CORE_NSTATS] = {
 	"x_nmi_total",

@@ -405,11 +405,11 @@ static void hw_produce(const struct pa_sample_ctx *ctx)
 /* The callers into chain1..: the record's u64s after chain_stop and its pad, 0 past depth. */
 static void hw_log_chain(struct hwpmc_log_rec *rec, const struct hw_entry *e)
 {
-	u64 callers[HW_MAX_DEPTH - 1] = { 0 };
+	u8 *callers = (u8 *)rec + offsetof(struct hwpmc_log_rec, chain1);
+	size_t used = e->depth > 1 ? (e->depth - 1) * sizeof(u64) : 0;
 
-	if (e->depth > 1)
-		memcpy(callers, &e->chain[1], (e->depth - 1) * sizeof(u64));
-	memcpy((u8 *)rec + offsetof(struct hwpmc_log_rec, chain1), callers, sizeof(callers));
+	memcpy(callers, &e->chain[1], used);
+	memset(callers + used, 0, (HW_MAX_DEPTH - 1) * sizeof(u64) - used);
 }
 
 static bool hw_log_append(const struct hw_entry *e, unsigned int cpu)

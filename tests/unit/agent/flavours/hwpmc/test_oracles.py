@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import replace
 
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.hwpmc.conservation import check_outcomes
-from harness.agent.flavours.hwpmc.data import HWPMC, HWPMC_LOG_REC
+from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC, HWPMC_LOG_REC
 from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
 from harness.agent.flavours.hwpmc.results import Counting, HwRun, LogRecord, OpOutcome, PmcLine
 from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, parse_pmcs, pmc_id, pmc_op_bytes
@@ -127,13 +128,13 @@ def test_hw_o3_log_failures_are_the_faults_the_harness_injected() -> None:
         ("Σ x_log_failed = 0", "1"),
         ("buffer_requests_failed = 0", "1"),
     ]
-    # A full log (4 KiB: 36 records of 112 bytes) refuses for room too: no failure law then.
+    # A full log (4 KiB: 13 records of 304 bytes) refuses for room too: no failure law then.
     cap = 4096 // HWPMC_LOG_REC.size
     full = with_percpu(healthy(), 0, x_recorded=cap + 3, x_swept=cap + 3, x_logged=cap,
                        x_log_failed=3, x_discarded_stopped=0)  # fmt: skip
     full = with_percpu(full, 1, x_recorded=0, x_swept=0, x_logged=0, x_discarded_stopped=0)
     full = replace(full, log=log({0: cap}), spec=SPEC.with_params(log_kib=4))
-    assert (len(full.log), full.log_capacity) == (cap, cap) == (36, 36)
+    assert (len(full.log), full.log_capacity) == (cap, cap) == (13, 13)
     assert check_outcomes(full) == []
 
 
@@ -309,3 +310,19 @@ def test_hw_sc_without_a_fixed_rate_only_asks_for_a_count() -> None:
     assert check_hwpmc(replace(healthy(), counting=unknown)) == []
     none = counting(events_per_ns=None, stopped=SC_INITIAL, later=SC_INITIAL, running=SC_INITIAL)
     assert [v.oracle for v in check_hwpmc(replace(healthy(), counting=none))] == ["HW-SC"]
+
+
+def test_a_record_holds_a_chain_as_deep_as_callchaindepth_allows() -> None:
+    # seeds-spec §4.1: kern.hwpmc.callchaindepth 1-32, default 8; a record has room for 32.
+    assert HWPMC.param("callchaindepth").default == 8
+    assert HWPMC.param("callchaindepth").high == HW_MAX_DEPTH == 32
+    callers = tuple(0xFFFF_8000_0000_1000 + 8 * i for i in range(1, 32))
+    values = {"seq": 1, "ts_ns": 2, "pc": KPC, "pmcid": 3, "cpu": 0, "pid": 7, "tid": 7,
+              "flags": 0, "depth": 32, "chain_stop": 1, "pad": 0,
+              **{f"chain{i}": pc for i, pc in enumerate(callers, 1)}}  # fmt: skip
+    data = struct.pack(HWPMC_LOG_REC.struct_format, *(values[n] for n in HWPMC_LOG_REC.names))
+    fields = dict(zip(HWPMC_LOG_REC.names, struct.unpack(HWPMC_LOG_REC.struct_format, data),
+                      strict=True))  # fmt: skip
+    deepest = LogRecord.decoded(fields)
+    assert (deepest.depth, deepest.callers) == (32, callers)
+    assert LogRecord.decoded({**fields, "depth": 10}).callers == callers[:9]
