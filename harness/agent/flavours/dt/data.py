@@ -197,6 +197,7 @@ DT = FlavourInfo(
             "the seed's DT-D5: a slot published 500 us before the readable count rises, "
             "and the reader waits on the count",
             ("DT-O8",),
+            case="racing_reader",
             quick=False,  # a race: caught in most runs, not all (it survived one CI run)
         ),
         # Issue 25's plain-index class. KCSAN (GCC) treats a plain aligned write as

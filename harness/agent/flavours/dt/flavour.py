@@ -128,6 +128,22 @@ def readers_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     return dt_run(agent, exact, plan)
 
 
+def racing_reader_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    """DT-O8's race: every CPU sampling, and a reader that reads again at once.
+
+    With the seed's order (DT-D5: a slot published before the readable count rises)
+    a reader that takes a slot not yet counted leaves the count below zero, and its
+    next read, made before the count rises, returns 0 bytes. The standard run's
+    reader pauses after a read that emptied the rings (`READER_PAUSE_MS`), long
+    enough for the count to rise first: there `seed_count_order` (a 500 µs window)
+    survived `invoke mutants --full` (DT-O8 held). This reader blocks in read at once,
+    as the standard run's did before the pause; drops are counted (DT-O1).
+    """
+    body = tuple(profctl.spin_step(cpu, BUSY_MS) for cpu in cpus)
+    plan = DtPlan(body=body, read_size=DT_EVT.size * 16, background_reader=True)
+    return dt_run(agent, spec, plan)
+
+
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     read_size = script.op_counts.get("read-size", {}).get(0, DT_EVT.size * 64)
     plan = DtPlan(body=script.body, injected=script.injected or None,
@@ -215,7 +231,7 @@ FLAVOUR = Flavour(
     },
     op_steps={"nest": nest_step, "skip": skip_step, "read-size": _read_size_step},
     refused_ops={"kick": "dt has no drain; its reader empties the rings"},
-    extra_runs={"readers": readers_run},
+    extra_runs={"readers": readers_run, "racing_reader": racing_reader_run},
     budget_scenario=Path(__file__).with_name("dt-budgets.toml"),  # C-3
     samples=lambda run: narrow(run, DtRun).content().samples,
 )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from harness.agent import profctl
+from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS
 from harness.agent.flavours.hwpmc.data import PMC_OPS
 from harness.agent.flavours.hwpmc.flavour import peer_spec
-from harness.agent.flavours.hwpmc.plans import counting_plan
+from harness.agent.flavours.hwpmc.plans import counting_plan, exact_plan, standard_plan
 from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, plan_steps, pmc_id
 from harness.agent.spec import AgentSpec
 
@@ -42,3 +44,26 @@ def test_the_peer_runs_ring_outlasts_the_probe_and_a_sweep() -> None:
     assert spec.param("nsamples") == 32
     assert peer_spec(spec).param("nsamples") == 2 * (204 + 2)
     assert peer_spec(replace(spec, period=100_000)).param("nsamples") == 2 * (2040 + 2)
+
+
+def test_released_watches_the_pmu_until_idle_ms_after_the_last_release() -> None:
+    # STOP only stops a PMC; RELEASE gives its event back (leave_event_armed re-arms
+    # it there), so the third interrupt read comes IDLE_MS after the releases.
+    for plan, release_early in ((standard_plan((0, 1)), False), (exact_plan((0, 1), 32), True)):
+        steps = [step for step, _ in plan_steps(plan, AgentSpec(flavour="hwpmc"))]
+        irq = [k for k, step in enumerate(steps) if step == f"cat:{PROC_INTERRUPTS}"]
+        releases = [k for k, step in enumerate(steps)
+                    if step.startswith("ioctl:") and _op(step) == "PMCRELEASE"]  # fmt: skip
+        stops = [k for k, step in enumerate(steps)
+                 if step.startswith("ioctl:") and _op(step) == "PMCSTOP"]  # fmt: skip
+        assert plan.release_early is release_early
+        assert len(irq) == 3
+        assert irq[0] < stops[0]
+        assert stops[-1] < irq[1] < releases[0]
+        assert releases[-1] < irq[2]
+        assert steps[irq[2] - 1] == profctl.sleep_step(IDLE_MS)
+
+
+def _op(step: str) -> str:
+    names = {code: name for name, code in PMC_OPS.items()}
+    return names[decode_op(bytes.fromhex(step.split(":")[4]))["op"]]
