@@ -176,8 +176,12 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
 
 
 def _samples(run: HwRun) -> list[AgentSample]:
-    """Hwpmc's log records as profile samples (flags bit 0: user mode), with their times."""
-    return [AgentSample(r.cpu, r.pc, user=bool(r.flags & 1), time_ns=r.ts_ns) for r in run.log]
+    """Hwpmc's log records as profile samples (flags bit 0: user mode), times and chains.
+
+    The flame graph draws the chains; PROFILE compares leaves.
+    """
+    return [AgentSample(r.cpu, r.pc, user=bool(r.flags & 1), chain=r.callers, time_ns=r.ts_ns)
+            for r in run.log]  # fmt: skip
 
 
 def _window(run: HwRun, period: int) -> PeerWindow:

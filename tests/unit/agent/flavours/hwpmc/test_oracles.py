@@ -8,6 +8,7 @@ from dataclasses import replace
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.hwpmc.conservation import check_outcomes
 from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC, HWPMC_LOG_REC
+from harness.agent.flavours.hwpmc.flavour import _samples as profile_samples
 from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
 from harness.agent.flavours.hwpmc.results import Counting, HwRun, LogRecord, OpOutcome, PmcLine
 from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, parse_pmcs, pmc_id, pmc_op_bytes
@@ -326,3 +327,11 @@ def test_a_record_holds_a_chain_as_deep_as_callchaindepth_allows() -> None:
     deepest = LogRecord.decoded(fields)
     assert (deepest.depth, deepest.callers) == (32, callers)
     assert LogRecord.decoded({**fields, "depth": 10}).callers == callers[:9]
+
+
+def test_the_flame_graph_gets_each_records_chain_and_profile_its_time() -> None:
+    callers = (KPC + 0x40, KPC + 0x80)
+    record = replace(log({1: 1})[0], depth=3, chain=(*callers, 0, 0), ts_ns=1234)
+    (sample,) = profile_samples(replace(healthy(), log=(record,)))
+    assert (sample.cpu, sample.pc, sample.user, sample.time_ns) == (1, KPC, False, 1234)
+    assert sample.chain == callers
