@@ -135,11 +135,9 @@ def peer_run(
     counts = stop_perf(agent.shell, session, timeout_s=budget, window=window.inner, keep=keep)
     symbols = Symboliser(parse_kallsyms(kallsyms), _workload_symbols(agent))
     drops = hooks.drops(result) if hooks.drops is not None else {}
-    if hooks.recording is not None:
-        lo, hi = hooks.recording(result)
-        in_window = (s for s in counts.stacks if lo <= s.time_ns <= hi)
-    else:
-        in_window = (s for s in counts.stacks if _inside(s.time_ns, window.profile_span(s.cpu)))
+    recorded = hooks.recording(result) if hooks.recording is not None else None
+    spans = {cpu: recorded or window.profile_span(cpu) for cpu in {s.cpu for s in counts.stacks}}
+    in_window = (s for s in counts.stacks if spans[s.cpu][0] <= s.time_ns <= spans[s.cpu][1])
     pair = profile_pair(hooks.samples(result), in_window, symbols, drops,
                         pair_within_ns=hooks.pair_within_ns)  # fmt: skip
     _keep(agent, pair, kallsyms)
@@ -147,10 +145,6 @@ def peer_run(
     kernel = getattr(result, "kernel", None)
     shared = dataclasses.replace(kernel, pmu_shared=True) if kernel is not None else None
     return dataclasses.replace(result, peer=evidence, kernel=shared)
-
-
-def _inside(time_ns: int, span: tuple[int, int]) -> bool:
-    return span[0] <= time_ns <= span[1]
 
 
 def _workload_symbols(agent: AgentLike) -> UserSymbols | None:

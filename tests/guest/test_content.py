@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from harness.agent.driver import Agent
-from harness.agent.flavour import behaviour
+from harness.agent.flavour import AgentRun, behaviour
 from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC
 from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.mutants import CHAIN_FLAVOURS, CONTENT_FLAVOURS
@@ -33,16 +33,29 @@ pytestmark = pytest.mark.guest
 PROBE_DROPS = {"dt": "dc_dropevt"}
 
 
+def judged_standard_run(
+    agent: Agent,
+    spec: AgentSpec,
+    topology: CpuTopology,
+    request: pytest.FixtureRequest,
+    label: str = "",
+) -> tuple[AgentRun, str]:
+    """The flavour's standard run on every CPU, every oracle held; the run and its report."""
+    flavour = behaviour(spec.flavour)
+    run = flavour.standard_run(agent, spec, tuple(range(topology.cpus)))
+    violations = flavour.check(run)
+    report = flavour.report(run, violations)
+    title = f"{spec.flavour} standard run{label}"
+    request.node.user_properties.append((AGENT_REPORT, f"{title}\n{report}"))
+    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    return run, report
+
+
 @pytest.mark.parametrize("name", CONTENT_FLAVOURS)
 def test_every_sample_tells_the_truth(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest, name: str
 ) -> None:
-    flavour = behaviour(name)
-    run = flavour.standard_run(agent, AgentSpec(flavour=name), tuple(range(topology.cpus)))
-    violations = flavour.check(run)
-    report = flavour.report(run, violations)
-    request.node.user_properties.append((AGENT_REPORT, f"{name} standard run\n{report}"))
-    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    run, report = judged_standard_run(agent, AgentSpec(flavour=name), topology, request)
     numbers = run.numbers()
     # The laws judged something: the chain workload was sampled in its own text.
     assert numbers[f"content.chain.cpu{topology.cpus - 1}.in_text"] > 0, report
@@ -63,12 +76,7 @@ def test_hwpmc_chains_go_as_deep_as_callchaindepth_asks(
 ) -> None:
     """seeds-spec §4.1: kern.hwpmc.callchaindepth up to 32; CHAIN judges every chain."""
     spec = AgentSpec(flavour="hwpmc").with_params(callchaindepth=HW_MAX_DEPTH)
-    flavour = behaviour("hwpmc")
-    run = flavour.standard_run(agent, spec, tuple(range(topology.cpus)))
-    violations = flavour.check(run)
-    report = flavour.report(run, violations)
-    request.node.user_properties.append((AGENT_REPORT, f"hwpmc, depth 32\n{report}"))
-    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    run, report = judged_standard_run(agent, spec, topology, request, ", depth 32")
     assert isinstance(run, HwRun)
     # Chains longer than the seed's default of 8 were recorded, and none beyond 32.
     depths = [record.depth for record in run.log]

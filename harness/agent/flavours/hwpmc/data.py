@@ -37,10 +37,7 @@ HWPMC_LOG_REC = RecordLayout(
         Field("depth", "u32", "PCs in the chain: the interrupted PC, then depth - 1 callers"),
         Field("chain_stop", "u32", "why the walk stopped: pa_chain_stop (1: depth reached)"),
         Field("pad", "u32", "0: keeps the record (and seq's store-release) 8-byte aligned"),
-        *(
-            Field(f"chain{i}", "u64", f"caller {i}'s return address (0 past depth)")
-            for i in range(1, HW_MAX_DEPTH)
-        ),
+        Field("chain", "u64", "the callers' return addresses (0 past depth)", HW_MAX_DEPTH - 1),
     ),
 )
 

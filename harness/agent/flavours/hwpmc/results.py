@@ -15,7 +15,7 @@ from typing import Literal
 
 from harness.agent.content_oracles import ContentView, content_numbers, view_of
 from harness.agent.evidence import Injections, KernelEvidence
-from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC_LOG_REC
+from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC
 from harness.agent.peer import PeerEvidence
 from harness.agent.results import AgentSnapshot, flat_numbers
 from harness.agent.samples import Sample
@@ -44,7 +44,7 @@ CHAIN_TRUNCATED = 1
 
 @dataclass(frozen=True, slots=True)
 class LogRecord:
-    """One decoded hwpmc/log record; ``chain``: its chain1.. fields, in order."""
+    """One decoded hwpmc/log record; ``chain``: its callers, 0 past depth."""
 
     seq: int
     ts_ns: int
@@ -57,14 +57,13 @@ class LogRecord:
     depth: int
     chain_stop: int = 0  # enum pa_chain_stop: 0 end, 1 depth reached, 2.. cut short
     pad: int = 0
-    chain: tuple[int, ...] = ()  # every chainN field (0 past depth)
+    chain: tuple[int, ...] = ()
 
     @classmethod
-    def decoded(cls, fields: Mapping[str, int]) -> LogRecord:
-        """A record from the generated decoder's fields (``chain1`` … as ``chain``)."""
-        chain = tuple(fields[f"chain{i}"] for i in range(1, HW_MAX_DEPTH))
-        named = {k: v for k, v in fields.items() if not k.startswith("chain") or k == "chain_stop"}
-        return cls(**named, chain=chain)
+    def decoded(cls, record: Mapping[str, int]) -> LogRecord:
+        """A record from the generated decoder's values (``chain[0]`` … gathered)."""
+        plain = {name: value for name, value in record.items() if "[" not in name}
+        return cls(**plain, chain=HWPMC_LOG_REC.array(record, "chain"))
 
     @property
     def callers(self) -> tuple[int, ...]:

@@ -193,12 +193,13 @@ def plan_steps(plan: HwPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
 
     releases = tuple((pmc_step("PMCRELEASE", id=p.id), "release") for p in live)
     pmcs = profctl.cat_step(f"{HWPMC_DIR}/pmcs")
-    # RELEASED's window ends IDLE_MS after the last release: STOP only stops a PMC,
-    # RELEASE gives its event back (`leave_event_armed` re-arms it there).
-    settle, quiet = (profctl.sleep_step(IDLE_MS), ""), (IRQ_READ, "irq")
     stopped = ((profctl.cat_step(f"{DEBUGFS}/stats_percpu"), "stopped"), (pmcs, "stopped_pmcs"))
     early, late = (releases, ()) if plan.release_early else ((), releases)
-    after_late = (settle, quiet) if late else ()
+    # The sweeps settle for IDLE_MS before the stopped stats are read. RELEASED's window
+    # ends IDLE_MS after the last release: STOP only stops a PMC, RELEASE gives its event
+    # back (`leave_event_armed` re-arms it there).
+    idle_end = ((profctl.sleep_step(IDLE_MS), ""), (IRQ_READ, "irq"))
+    settled, released = (idle_end[:1], idle_end) if late else (idle_end, ())
     return (
         (IRQ_READ, "irq"),
         (profctl.open_step(DEVICE), ""),
@@ -215,12 +216,11 @@ def plan_steps(plan: HwPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
         *reads("sc_stopped"),
         *plan.after_stop,
         *early,
-        settle,
-        *(() if late else (quiet,)),
+        *settled,
         *stopped,
         *reads("sc_later"),
         *late,
-        *after_late,
+        *released,
         *_untagged([profctl.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES]),
         (pmcs, "final_pmcs"),
         (profctl.sleep_step(5 * sweep_ms), ""),

@@ -198,9 +198,8 @@ struct hw_owner {
 	u32 next_id;
 };
 
-/* PCs a log record holds: the interrupted PC, then chain1.. (callchaindepth's ceiling). */
-#define HW_MAX_DEPTH (1 + (sizeof(struct hwpmc_log_rec) - \
-			   offsetof(struct hwpmc_log_rec, chain1)) / sizeof(u64))
+/* PCs a log record holds: the interrupted PC, then its chain (callchaindepth's ceiling). */
+#define HW_MAX_DEPTH (1 + ARRAY_SIZE(((struct hwpmc_log_rec *)0)->chain))
 
 struct hw_entry {
 	u16 state;
@@ -402,14 +401,13 @@ static void hw_produce(const struct pa_sample_ctx *ctx)
 
 /* ---- the log ------------------------------------------------------------------ */
 
-/* The callers into chain1..: the record's u64s after chain_stop and its pad, 0 past depth. */
+/* The callers into the record's chain, 0 past depth. */
 static void hw_log_chain(struct hwpmc_log_rec *rec, const struct hw_entry *e)
 {
-	u8 *callers = (u8 *)rec + offsetof(struct hwpmc_log_rec, chain1);
-	size_t used = e->depth > 1 ? (e->depth - 1) * sizeof(u64) : 0;
+	unsigned int n = e->depth > 1 ? e->depth - 1 : 0;
 
-	memcpy(callers, &e->chain[1], used);
-	memset(callers + used, 0, (HW_MAX_DEPTH - 1) * sizeof(u64) - used);
+	memcpy(rec->chain, &e->chain[1], n * sizeof(u64));
+	memset(&rec->chain[n], 0, (ARRAY_SIZE(rec->chain) - n) * sizeof(u64));
 }
 
 static bool hw_log_append(const struct hw_entry *e, unsigned int cpu)

@@ -125,37 +125,7 @@ struct hwpmc_log_rec {
 	__u32 depth;	/* PCs in the chain: the interrupted PC, then depth - 1 callers */
 	__u32 chain_stop;	/* why the walk stopped: pa_chain_stop (1: depth reached) */
 	__u32 pad;	/* 0: keeps the record (and seq's store-release) 8-byte aligned */
-	__u64 chain1;	/* caller 1's return address (0 past depth) */
-	__u64 chain2;	/* caller 2's return address (0 past depth) */
-	__u64 chain3;	/* caller 3's return address (0 past depth) */
-	__u64 chain4;	/* caller 4's return address (0 past depth) */
-	__u64 chain5;	/* caller 5's return address (0 past depth) */
-	__u64 chain6;	/* caller 6's return address (0 past depth) */
-	__u64 chain7;	/* caller 7's return address (0 past depth) */
-	__u64 chain8;	/* caller 8's return address (0 past depth) */
-	__u64 chain9;	/* caller 9's return address (0 past depth) */
-	__u64 chain10;	/* caller 10's return address (0 past depth) */
-	__u64 chain11;	/* caller 11's return address (0 past depth) */
-	__u64 chain12;	/* caller 12's return address (0 past depth) */
-	__u64 chain13;	/* caller 13's return address (0 past depth) */
-	__u64 chain14;	/* caller 14's return address (0 past depth) */
-	__u64 chain15;	/* caller 15's return address (0 past depth) */
-	__u64 chain16;	/* caller 16's return address (0 past depth) */
-	__u64 chain17;	/* caller 17's return address (0 past depth) */
-	__u64 chain18;	/* caller 18's return address (0 past depth) */
-	__u64 chain19;	/* caller 19's return address (0 past depth) */
-	__u64 chain20;	/* caller 20's return address (0 past depth) */
-	__u64 chain21;	/* caller 21's return address (0 past depth) */
-	__u64 chain22;	/* caller 22's return address (0 past depth) */
-	__u64 chain23;	/* caller 23's return address (0 past depth) */
-	__u64 chain24;	/* caller 24's return address (0 past depth) */
-	__u64 chain25;	/* caller 25's return address (0 past depth) */
-	__u64 chain26;	/* caller 26's return address (0 past depth) */
-	__u64 chain27;	/* caller 27's return address (0 past depth) */
-	__u64 chain28;	/* caller 28's return address (0 past depth) */
-	__u64 chain29;	/* caller 29's return address (0 past depth) */
-	__u64 chain30;	/* caller 30's return address (0 past depth) */
-	__u64 chain31;	/* caller 31's return address (0 past depth) */
+	__u64 chain[31];	/* the callers' return addresses (0 past depth) */
 } __attribute__((packed));
 _Static_assert(sizeof(struct hwpmc_log_rec) == 304, "hwpmc_log_rec layout");
 

@@ -320,7 +320,7 @@ def test_a_record_holds_a_chain_as_deep_as_callchaindepth_allows() -> None:
     callers = tuple(0xFFFF_8000_0000_1000 + 8 * i for i in range(1, 32))
     values = {"seq": 1, "ts_ns": 2, "pc": KPC, "pmcid": 3, "cpu": 0, "pid": 7, "tid": 7,
               "flags": 0, "depth": 32, "chain_stop": 1, "pad": 0,
-              **{f"chain{i}": pc for i, pc in enumerate(callers, 1)}}  # fmt: skip
+              **{f"chain[{i}]": pc for i, pc in enumerate(callers)}}  # fmt: skip
     data = struct.pack(HWPMC_LOG_REC.struct_format, *(values[n] for n in HWPMC_LOG_REC.names))
     fields = dict(zip(HWPMC_LOG_REC.names, struct.unpack(HWPMC_LOG_REC.struct_format, data),
                       strict=True))  # fmt: skip

@@ -16,14 +16,13 @@ from harness.agent.spec import AgentSpec
 def test_the_counting_plan_sets_starts_reads_and_brackets_its_sc_pmc() -> None:
     steps = [step for step, _ in plan_steps(counting_plan(3), AgentSpec(flavour="hwpmc"))]
     sc = pmc_id(3, "SC", row=1)
-    names = {code: name for name, code in PMC_OPS.items()}
     seq = []
     for step in steps:
         if step == "clock":
             seq.append("clock")
         elif step.startswith("ioctl:"):
             op = decode_op(bytes.fromhex(step.split(":")[4]))
-            seq.append(f"{names[op['op']]}:{op['id']:#x}:{op['value']}")
+            seq.append(f"{_op(step)}:{op['id']:#x}:{op['value']}")
     setcount, start, stop = (f"PMC{op}:{sc:#x}" for op in ("SETCOUNT", "START", "STOP"))
     assert f"{setcount}:{SC_INITIAL}" in seq
     i = seq.index(f"{start}:0")
@@ -64,6 +63,9 @@ def test_released_watches_the_pmu_until_idle_ms_after_the_last_release() -> None
         assert steps[irq[2] - 1] == profctl.sleep_step(IDLE_MS)
 
 
+OP_NAMES = {code: name for name, code in PMC_OPS.items()}
+
+
 def _op(step: str) -> str:
-    names = {code: name for name, code in PMC_OPS.items()}
-    return names[decode_op(bytes.fromhex(step.split(":")[4]))["op"]]
+    """The PMC op of an SP_IOC_PMC_OP ioctl step, by name."""
+    return OP_NAMES[decode_op(bytes.fromhex(step.split(":")[4]))["op"]]
