@@ -2,13 +2,15 @@
 /*
  * truth: profbench's ground-truth workload, whose functions, call path and
  * instruction mix the harness knows from this binary's symbol table
- * (harness/agent/truth.py builds it static, non-PIE, with frame records in
- * every function, leaf ones too, and keeps it unstripped).
+ * (harness/agent/truth_build.py builds it static, non-PIE, with frame records
+ * in every function, leaf ones too, and keeps it unstripped).
  *
  *   truth chain CPU MS   main -> outer -> middle -> leaf for MS ms; leaf spins
  *                        LEAF_ITERATIONS iterations and calls nothing, middle
  *                        reads the clock (a raw syscall, no vDSO) between calls
- *   truth mix CPU MS     main -> mix: hot(3 * s), cold(s), again, with s drawn
+ *   truth mix CPU MS     a second thread, pinned to CPU too, runs mix while main
+ *                        waits for it (tid != pid: WHO tells a tgid from a tid);
+ *                        mix -> hot(3 * s), cold(s), again, with s drawn
  *                        from [SLICE / 2, 3 * SLICE / 2) each round (no period
  *                        a regular sampling clock could alias with); hot and cold
  *                        have the same loop body, so hot runs 3/4 of their
@@ -17,13 +19,17 @@
  * Built with -fno-ipa-icf so hot and cold stay two functions.
  *
  * It pins itself to CPU, then prints "pid=N tid=N cpu=N mode=M" before the work
- * and "calls=N iterations=N rounds=N faults=N" after it (calls: leaf calls, each
- * one return to middle and one clock syscall; faults: the kernel's count of this
- * process's page faults during the work itself, outer's or mix's call, from
- * getrusage), one line each, flushed.
+ * (tid: the thread that does it) and "calls=N iterations=N rounds=N faults=N
+ * begin_ns=N end_ns=N" after it (calls: leaf calls, each one return to middle and
+ * one clock syscall; faults: the kernel's count of the working thread's page
+ * faults during the work itself, outer's or mix's call, from getrusage; begin_ns
+ * and end_ns: CLOCK_MONOTONIC just before that call and just after it returned,
+ * the phase's span on the clock the agents stamp samples with), one line each,
+ * flushed.
  * Exit status: 0 done, 2 usage, 3 could not pin.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,36 +106,63 @@ TRUTH_FN void mix(long long end_ns)
 	truth_sink++;
 }
 
+struct truth_work {
+	unsigned long cpu, ms;
+	const char *mode;
+};
+
+/* The work itself, in the calling thread: its lines name that thread's tid. */
+TRUTH_FN void *work(void *arg)
+{
+	const struct truth_work *w = arg;
+	struct rusage before, after;
+	long long begin_ns, end_ns;
+
+	printf("pid=%d tid=%ld cpu=%lu mode=%s\n", (int)getpid(), (long)syscall(SYS_gettid),
+	       w->cpu, w->mode);
+	fflush(stdout);
+	getrusage(RUSAGE_THREAD, &before);
+	begin_ns = now_ns();
+	end_ns = begin_ns + (long long)w->ms * 1000000LL;
+	if (w->mode[0] == 'c')
+		outer(end_ns);
+	else
+		mix(end_ns);
+	end_ns = now_ns();
+	getrusage(RUSAGE_THREAD, &after);
+	printf("calls=%lu iterations=%lu rounds=%lu faults=%ld begin_ns=%lld end_ns=%lld\n",
+	       truth_calls, truth_calls * LEAF_ITERATIONS, truth_rounds,
+	       after.ru_minflt + after.ru_majflt - before.ru_minflt - before.ru_majflt, begin_ns,
+	       end_ns);
+	fflush(stdout);
+	return NULL;
+}
+
 TRUTH_FN int main(int argc, char **argv)
 {
-	unsigned long cpu, ms;
-	struct rusage before, after;
-	long long end_ns;
+	struct truth_work w;
+	pthread_attr_t attr;
+	pthread_t thread;
 	cpu_set_t set;
 
 	if (argc != 4 || (strcmp(argv[1], "chain") && strcmp(argv[1], "mix"))) {
 		fprintf(stderr, "usage: truth chain|mix CPU MS\n");
 		return 2;
 	}
-	cpu = strtoul(argv[2], NULL, 10);
-	ms = strtoul(argv[3], NULL, 10);
+	w.mode = argv[1];
+	w.cpu = strtoul(argv[2], NULL, 10);
+	w.ms = strtoul(argv[3], NULL, 10);
 	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (cpu >= CPU_SETSIZE || sched_setaffinity(0, sizeof(set), &set))
+	CPU_SET(w.cpu, &set);
+	if (w.cpu >= CPU_SETSIZE || sched_setaffinity(0, sizeof(set), &set))
 		return 3;
-	printf("pid=%d tid=%ld cpu=%lu mode=%s\n", (int)getpid(), (long)syscall(SYS_gettid), cpu,
-	       argv[1]);
-	fflush(stdout);
-	end_ns = now_ns() + (long long)ms * 1000000LL;
-	getrusage(RUSAGE_SELF, &before);
-	if (argv[1][0] == 'c')
-		outer(end_ns);
-	else
-		mix(end_ns);
-	getrusage(RUSAGE_SELF, &after);
-	printf("calls=%lu iterations=%lu rounds=%lu faults=%ld\n", truth_calls,
-	       truth_calls * LEAF_ITERATIONS, truth_rounds,
-	       after.ru_minflt + after.ru_majflt - before.ru_minflt - before.ru_majflt);
-	fflush(stdout);
+	if (w.mode[0] == 'c') {
+		work(&w);
+		return 0;
+	}
+	/* mix: a thread of its own, pinned before it runs, while main sleeps in join. */
+	if (pthread_attr_init(&attr) || pthread_attr_setaffinity_np(&attr, sizeof(set), &set) ||
+	    pthread_create(&thread, &attr, work, &w) || pthread_join(thread, NULL))
+		return 3;
 	return 0;
 }

@@ -77,7 +77,7 @@ from harness.agent.elfsyms import FunctionTable
 from harness.agent.isolation import Isolation
 from harness.agent.laws import at_least, zero
 from harness.agent.report import verdict_lines
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 from harness.agent.samples import Sample, kernel_address, user_address
 
 CONTENT_ORACLES: tuple[tuple[str, str], ...] = (
@@ -169,25 +169,46 @@ def _in_text(view: ContentView, sample: Sample) -> bool:
 
 
 def _owned(view: ContentView, sample: Sample) -> bool:
-    """Whether a workload pinned to the sample's CPU has its pid (and tid, if recorded)."""
-    return any(w.cpu == sample.cpu and w.pid == sample.pid
-               and (sample.tid is None or w.tid == sample.tid) for w in view.workloads)  # fmt: skip
+    """Whether a thread of a workload pinned to the sample's CPU has its pid (and tid)."""
+    return any(w.cpu == sample.cpu and _harness_owned(w.threads, sample) for w in view.workloads)
+
+
+def worker_samples(view: ContentView, workload: truth.WorkloadRun) -> list[Sample]:
+    """WHO's thread half: samples of ``workload``'s pid in code only its working thread runs.
+
+    Its population is chosen by the pid and the PC, never by the tid it judges.
+    """
+    assert view.image is not None
+    only = [view.image.functions.named(name) for name in truth.WORKER_ONLY[workload.mode]]
+    return [s for s in view.samples if s.user and s.pid == workload.pid and s.tid is not None
+            and any(f.holds(s.pc) for f in only)]  # fmt: skip
 
 
 def check_who(view: ContentView) -> list[Violation]:
-    """WHO: workload-text samples are a workload's there; exclusive CPUs: `check_exclusive`."""
+    """WHO: text samples carry a workload thread's ids, worker-only code the worker's tid.
+
+    Exclusive CPUs: `check_exclusive`.
+    """
     bad = Counter(s.cpu for s in view.samples if _in_text(view, s) and not _owned(view, s))
     out = [v for cpu, n in sorted(bad.items()) for v in zero(
         "WHO", cpu, "samples in the workload's text with another pid/tid", got=n,
         detail=_example(view.samples, cpu, lambda s: _in_text(view, s)
                         and not _owned(view, s)))]  # fmt: skip
+    for w in view.workloads:
+        wrong = [s for s in worker_samples(view, w) if s.tid != w.tid]
+        if wrong:
+            first = wrong[0]
+            out += zero("WHO", w.cpu, f"samples in {w.mode}'s worker code with another tid than "
+                        f"{w.tid}", got=len(wrong),
+                        detail=f"first: pid {first.pid} tid {first.tid} pc {first.pc:#x}; "
+                        f"the worker printed tid {w.tid}, its process pid {w.pid}")  # fmt: skip
     return out + check_exclusive(view)
 
 
 def harness_tasks(view: ContentView, cpu: int) -> frozenset[tuple[int, int]]:
-    """(pid, tid) of each task the harness pinned to ``cpu``: workloads and busy loops."""
+    """(pid, tid) of each task the harness pinned to ``cpu``: workloads' threads, busy loops."""
     return frozenset((p, t) for w in view.workloads if w.cpu == cpu
-                     for p, t in ((w.pid, w.tid), *((n, n) for n in w.neighbours)))  # fmt: skip
+                     for p, t in (*w.threads, *((n, n) for n in w.neighbours)))  # fmt: skip
 
 
 def _harness_owned(tasks: frozenset[tuple[int, int]], sample: Sample) -> bool:
@@ -235,13 +256,6 @@ def binomial_upper(n: int, p: float, alpha: float) -> int:
     return n
 
 
-def leaf_bound(n: int, workload: truth.WorkloadRun) -> int:
-    """WHERE's lower bound on chain samples in leaf, of ``n`` in its chain phase's code."""
-    p_out = COST_RATIO * truth.OUT_OF_LEAF_INSNS / (truth.LEAF_ITERATIONS * truth.LEAF_LOOP_INSNS)
-    el_changes = 2 * (workload.calls + 1 + workload.faults)
-    return max(0, n - el_changes - binomial_upper(n, p_out, ALPHA))
-
-
 def mix_interval(m: int) -> tuple[int, int]:
     """WHERE's two-sided interval for hot's samples of ``m`` in hot or cold."""
     share = truth.MIX_HOT_PARTS / (truth.MIX_HOT_PARTS + truth.MIX_COLD_PARTS)
@@ -250,18 +264,66 @@ def mix_interval(m: int) -> tuple[int, int]:
     return (max(0, low - _FAULT_SLACK), min(m, high + _FAULT_SLACK))
 
 
-def _counts(view: ContentView, workload: truth.WorkloadRun) -> Counter[str]:
+def timed(view: ContentView) -> bool:
+    """Whether the run's samples carry a time (dt, kprof, hwpmc; tprof's records have none)."""
+    return any(s.time_ns is not None for s in view.samples)
+
+
+def population(view: ContentView, workload: truth.WorkloadRun) -> list[Sample]:
+    """WHERE's population for ``workload``: its user samples, chosen by pid, CPU and time.
+
+    Every user sample with the workload's pid on its CPU, inside its phase's span on
+    the guest clock (`WorkloadRun.span`, the workload's own reading) where samples
+    carry a time, over its whole life where they do not. Never by PC: a wrong PC
+    cannot take its sample out of the count it is judged in.
+    """
+    return [s for s in view.samples
+            if s.user and s.pid == workload.pid and s.cpu == workload.cpu
+            and (s.time_ns is None or workload.during(s.time_ns))]  # fmt: skip
+
+
+def _life(view: ContentView) -> tuple[int, int]:
+    """(instructions, syscalls) of a workload's life outside its phase, where untimed."""
+    return (0, 0) if timed(view) else (truth.LIFE_INSNS, truth.LIFE_SYSCALLS)
+
+
+def leaf_bound(n: int, workload: truth.WorkloadRun, life: tuple[int, int] = (0, 0)) -> int:
+    """WHERE's lower bound on samples in leaf, of ``n`` in the chain workload's population.
+
+    ``life``: (instructions, syscalls) outside the phase that the population also
+    covers (its whole life, where samples carry no time); (0, 0) for the phase alone.
+    """
+    calls = max(workload.calls, 1)
+    out_insns = truth.OUT_OF_LEAF_INSNS * calls + life[0]
+    p_out = COST_RATIO * out_insns / (calls * truth.LEAF_ITERATIONS * truth.LEAF_LOOP_INSNS)
+    el_changes = 2 * (workload.calls + 2 + workload.faults + life[1])
+    return max(0, n - el_changes - binomial_upper(n, min(p_out, 1.0), ALPHA))
+
+
+def mix_bound(m: int, workload: truth.WorkloadRun, life: tuple[int, int] = (0, 0)) -> int:
+    """WHERE's lower bound on samples in hot or cold, of ``m`` in the mix population."""
+    rounds = max(workload.rounds, 1)
+    out_insns = truth.MIX_OUT_INSNS * rounds + life[0]
+    p_out = COST_RATIO * out_insns / (rounds * truth.MIX_ROUND_INSNS)
+    clocks = workload.rounds // truth.MIX_ROUNDS_PER_CLOCK + 2
+    el_changes = 2 * (clocks + workload.faults + life[1])
+    return max(0, m - el_changes - binomial_upper(m, min(p_out, 1.0), ALPHA))
+
+
+def _counts(view: ContentView, samples: Sequence[Sample]) -> Counter[str]:
     assert view.image is not None
     names: Counter[str] = Counter()
-    for s in view.samples:
-        if s.user and s.pid == workload.pid and _in_text(view, s):
-            found = view.image.functions.at(s.pc)
-            names[found.name if found else "?"] += 1
+    for s in samples:
+        found = view.image.functions.at(s.pc) if _in_text(view, s) else None
+        names[found.name if found else "?"] += 1
     return names
 
 
 def check_where(view: ContentView) -> list[Violation]:
-    """WHERE: the workload's user samples lie in its text, and in leaf / hot as modelled."""
+    """WHERE: the workload's user samples lie in its text, and in leaf / hot as modelled.
+
+    The modelled halves judge `population` (pid, CPU and time, never the PC).
+    """
     assert view.image is not None
     pids = {w.pid for w in view.workloads}
     text, profctl_text = view.image.text, view.image.profctl_text
@@ -270,21 +332,67 @@ def check_where(view: ContentView) -> list[Violation]:
     out = [v for cpu, n in sorted(stray.items()) for v in zero(
         "WHERE", cpu, "workload user samples outside its text", got=n,
         detail="neither the workload's text nor profctl's (before exec)")]  # fmt: skip
+    life, span = _life(view), "its whole life" if not timed(view) else "its phase"
     for w in view.workloads:
-        names = _counts(view, w)
+        chosen = population(view, w)
+        names, n = _counts(view, chosen), len(chosen)
         if w.mode == "chain":
-            phase = sum(names[name] for name in truth.CHAIN_PHASE)
-            out += at_least("WHERE", w.cpu, f"samples in leaf (of {phase} in the chain phase)",
-                            bound=leaf_bound(phase, w), got=names["leaf"],
+            out += at_least("WHERE", w.cpu, f"samples in leaf (of {n} of pid {w.pid} in {span})",
+                            bound=leaf_bound(n, w, life), got=names["leaf"],
                             detail=f"model: {w.calls} leaf calls, {w.faults} faults")  # fmt: skip
-        else:
-            m = names["hot"] + names["cold"]
-            low, high = mix_interval(m)
-            for name, bound in (("hot", low), ("cold", m - high)):
-                what = f"samples in {name} (of {m} in hot or cold)"
-                out += at_least("WHERE", w.cpu, what, bound=bound, got=names[name],
-                                detail="3:1 mix, two-sided")  # fmt: skip
+            continue
+        m = names["hot"] + names["cold"]
+        out += at_least("WHERE", w.cpu, f"samples in hot or cold (of {n} of pid {w.pid} in "
+                        f"{span})", bound=mix_bound(n, w, life), got=m,
+                        detail=f"model: {w.rounds} rounds, {w.faults} faults")  # fmt: skip
+        low, high = mix_interval(m)
+        for name, bound in (("hot", low), ("cold", m - high)):
+            what = f"samples in {name} (of {m} in hot or cold)"
+            out += at_least("WHERE", w.cpu, what, bound=bound, got=names[name],
+                            detail="3:1 mix, two-sided")  # fmt: skip
     return out
+
+
+def judge_content(view: ContentView) -> list[Judged]:
+    """What each applicable content oracle compared (`Judged`; n = 0: UNJUDGED, with why).
+
+    MODE: every sample. WHO: the samples in the workload's text, those in code only a
+    worker thread runs (where the flavour records a tid), every user sample on each
+    CPU kept for the harness. WHERE: each workload's `population`. CHAIN: every
+    chain (depth), and the leaf and probe samples whose callers are known.
+    """
+    applicable = applicable_content(view)
+    found = [Judged("MODE", len(view.samples), "samples", why="the run recorded no sample")]
+    if "WHO" in applicable:
+        found += _judge_who(view)
+        span = "its phase" if timed(view) else "its whole life"
+        found += [Judged("WHERE", len(population(view, w)), f"user samples of pid {w.pid} on "
+                         f"CPU {w.cpu} in {span}", why="none recorded", part=w.mode)
+                  for w in view.workloads]  # fmt: skip
+    if "CHAIN" in applicable:
+        leaf, probe = chain_checked(view)
+        found.append(Judged("CHAIN", len(view.samples), "chains (depth)", part="depth",
+                            why="the run recorded no chain"))  # fmt: skip
+        found.append(Judged("CHAIN", len(leaf) + len(probe), "leaf and probe samples (callers)",
+                            part="callers", why="no sample in leaf's or pa_probe_spin's "
+                            "framed body"))  # fmt: skip
+    return found
+
+
+def _judge_who(view: ContentView) -> list[Judged]:
+    text = sum(1 for s in view.samples if _in_text(view, s))
+    found = [Judged("WHO", text, "samples in the workload's text", part="text",
+                    why="no sample in the workload's text")]  # fmt: skip
+    if any(s.tid is not None for s in view.samples):
+        workers = sum(len(worker_samples(view, w)) for w in view.workloads)
+        found.append(Judged("WHO", workers, "samples in worker-only code (tid)", part="threads",
+                            why="no sample where only a worker thread runs"))  # fmt: skip
+    for iso in view.isolation:
+        if iso.exclusive:
+            user, _ = exclusive_samples(view, iso.cpu)
+            found.append(Judged("WHO", len(user), f"user samples on isolated CPU {iso.cpu}",
+                                part="exclusive", why="no user sample there"))  # fmt: skip
+    return found
 
 
 def _names(table: FunctionTable, chain: Sequence[int]) -> tuple[str, ...]:
@@ -342,27 +450,35 @@ def check_chain(view: ContentView) -> list[Violation]:
 
 
 def content_numbers(view: ContentView) -> dict[str, int]:
-    """The content oracles' counts under flat names (``content.…``), for summary.json."""
+    """The content oracles' counts under flat names (``content.…``), for summary.json.
+
+    Per workload (``content.<mode>.cpu<N>.``): ``population`` (WHERE's: `population`),
+    ``in_text``, ``worker`` (WHO's thread half) and the modelled counts and bounds.
+    """
     numbers = {"content.samples": len(view.samples),
-               "content.user": sum(1 for s in view.samples if s.user)}  # fmt: skip
+               "content.user": sum(1 for s in view.samples if s.user),
+               "content.timed": int(timed(view))}  # fmt: skip
     for iso in view.isolation:
         user, foreign = exclusive_samples(view, iso.cpu)
-        chain = frozenset((w.pid, w.tid) for w in view.workloads if w.cpu == iso.cpu)
+        own = frozenset(t for w in view.workloads if w.cpu == iso.cpu for t in w.threads)
         key = f"content.exclusive.cpu{iso.cpu}"
         numbers |= {f"{key}.exclusive": int(iso.exclusive), f"{key}.user": len(user),
                     f"{key}.harness": len(user) - len(foreign),
-                    f"{key}.workload": sum(_harness_owned(chain, s) for s in user)}  # fmt: skip
+                    f"{key}.workload": sum(_harness_owned(own, s) for s in user)}  # fmt: skip
+    life = _life(view)
     for w in view.workloads if view.image is not None else ():
-        names = _counts(view, w)
+        chosen = population(view, w)
+        names = _counts(view, chosen)
         key = f"content.{w.mode}.cpu{w.cpu}"
-        numbers[f"{key}.in_text"] = sum(names.values())
+        numbers |= {f"{key}.population": len(chosen),
+                    f"{key}.in_text": sum(1 for s in chosen if _in_text(view, s)),
+                    f"{key}.worker": len(worker_samples(view, w))}  # fmt: skip
         if w.mode == "chain":
-            phase = sum(names[name] for name in truth.CHAIN_PHASE)
             numbers[f"{key}.leaf"] = names["leaf"]
-            numbers[f"{key}.chain_phase"] = phase
-            numbers[f"{key}.leaf_bound"] = leaf_bound(phase, w)
+            numbers[f"{key}.leaf_bound"] = leaf_bound(len(chosen), w, life)
         else:
             numbers[f"{key}.hot"], numbers[f"{key}.cold"] = names["hot"], names["cold"]
+            numbers[f"{key}.hot_or_cold_bound"] = mix_bound(len(chosen), w, life)
     if view.chain_depth is not None:
         leaf, probe = chain_checked(view)
         cut = sum(1 for s in view.samples if s.truncated)
@@ -377,27 +493,34 @@ def content_report(view: ContentView, violations: Sequence[Violation]) -> str:
     names = {name for name, _ in CONTENT_ORACLES}
     own = [v for v in violations if v.oracle in names]
     oracles = oracles_for(view.chain_depth is not None)
-    return f"{format_content(view)}\n{verdict_lines(own, oracles, applicable_content(view))}"
+    verdicts = verdict_lines(own, oracles, applicable_content(view), judged=judge_content(view))
+    return f"{format_content(view)}\n{verdicts}"
 
 
 def format_content(view: ContentView) -> str:
     """One line per workload: where its samples fell against the model."""
     numbers = content_numbers(view)
+    span = "its phase" if timed(view) else "its whole life (tprof's samples carry no time)"
     lines = []
     for w in view.workloads if view.image is not None else ():
         key = f"content.{w.mode}.cpu{w.cpu}"
-        n = numbers[f"{key}.in_text"]
+        n, worker = numbers[f"{key}.population"], numbers[f"{key}.worker"]
+        head = (f"truth {w.mode} on CPU {w.cpu} (pid {w.pid}, worker tid {w.tid}): {n} user "
+                f"samples of its pid there in {span}, {numbers[f'{key}.in_text']} in its text, "
+                f"{worker} in worker-only code")  # fmt: skip
         if w.mode == "chain":
-            leaf, phase = numbers[f"{key}.leaf"], numbers[f"{key}.chain_phase"]
-            lines.append(f"truth chain on CPU {w.cpu} (pid {w.pid}): {n} user samples in its "
-                         f"text, {phase} in the chain phase, {leaf} in leaf "
-                         f"({100 * leaf / max(phase, 1):.1f} %), model bound "
-                         f"{numbers[f'{key}.leaf_bound']}")  # fmt: skip
+            leaf = numbers[f"{key}.leaf"]
+            lines.append(f"{head}, {leaf} in leaf ({100 * leaf / max(n, 1):.1f} %), model "
+                         f"bound {numbers[f'{key}.leaf_bound']}")  # fmt: skip
         else:
             hot, cold = numbers[f"{key}.hot"], numbers[f"{key}.cold"]
             low, high = mix_interval(hot + cold)
-            lines.append(f"truth mix on CPU {w.cpu} (pid {w.pid}): hot {hot}, cold {cold} "
-                         f"(hot allowed {low}..{high})")  # fmt: skip
+            lines.append(
+                f"{head}, hot {hot} + cold {cold} (model bound "
+                f"{numbers[f'{key}.hot_or_cold_bound']}; hot allowed {low}..{high})"
+            )
+    if view.samples and all(s.tid is None for s in view.samples):
+        lines.append("tids: not recorded by this flavour (WHO judges pids only)")
     lines += [_exclusive_line(view, iso, numbers) for iso in view.isolation]
     if not view.isolation:
         lines.append("no CPU isolated for the workload (one CPU): WHO's exclusive half "

@@ -24,11 +24,17 @@ reported by the tables, with their share; no oracle counts them as accounted::
 
     view = CoreView(spec, core, kernel, injections, throttling_disabled=True)
     check_core(view)                    # [] when every law holds
+    judge_core(view)                    # what each applicable oracle compared (`Judged`)
+
+Each oracle's population is chosen by evidence the agent does not write: IRQ's,
+RELEASED's and C-2's are the CPUs the kernel and the core counted on; PEER's the
+CPUs perf recorded on; PROFILE's perf's samples in the window (and, paired, the
+interrupts both took), never the agent's values under test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -36,7 +42,7 @@ from harness.agent.budgets import check_handler_budget
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.peer import PeerBound, PeerEvidence, check_peer
 from harness.agent.profile import ProfilePair, compare, unjudgeable
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation, per_cpu
 from harness.agent.spec import AgentSpec
 from harness.vm.perf import PerfCounts
 
@@ -112,6 +118,56 @@ def check_core(view: CoreView) -> list[Violation]:
     """Every violation of every core oracle that applies, in `CORE_ORACLES` order."""
     applicable = applicable_core(view)
     return [v for name, _ in CORE_ORACLES if name in applicable for v in _CHECKS[name](view)]
+
+
+def judge_core(view: CoreView) -> list[Judged]:
+    """What each applicable core oracle compared in ``view`` (n = 0: UNJUDGED, with why)."""
+    applicable = applicable_core(view)
+    cpus = sorted(view.core)
+    found = per_cpu(("CALLS", "THROTTLE", "C-2", "C-3"), cpus)
+    if view.kernel is not None:
+        read = [cpu for cpu in cpus if view.kernel.delta(cpu) is not None]
+        found.append(Judged("IRQ", len(read), "CPUs", why="every CPU was offline at a read"))
+        found.append(Judged("RELEASED", len(set(view.kernel.after) | set(cpus)), "CPUs",
+                            why="no CPU read after STOP"))  # fmt: skip
+    if view.peer is not None:
+        found.append(Judged("PEER", len(view.peer.watched), "CPUs perf recorded on",
+                            why="perf recorded on no CPU"))  # fmt: skip
+    if view.profile is not None:
+        found.append(profile_judged(view.profile))
+    return [j for j in found if j.oracle in applicable]
+
+
+def judge_flavour(view: CoreView, applicable: Collection[str]) -> list[Judged]:
+    """What every applicable oracle of a flavour's table compared.
+
+    The core's as `judge_core` counts them; a flavour's own laws hold per CPU over
+    its counters, so each compared the CPUs the core kept counters for.
+    """
+    core = {name for name, _ in CORE_ORACLES}
+    own = [name for name in sorted(applicable) if name not in core]
+    return [*judge_core(view), *per_cpu(own, view.core)]
+
+
+def profile_judged(profile: ProfilePair) -> Judged:
+    """How many samples a side PROFILE compared, or why it compared none."""
+    n_agent, n_perf = profile.agent.total, profile.perf.total
+    what = "paired samples" if profile.pairing is not None else "samples a side (perf's count)"
+    if not n_perf:
+        why = "perf sampled nothing in the window"
+        if profile.pairing is not None and profile.pairing[2]:
+            why = f"no agent sample paired with one of perf's {profile.pairing[2]}"
+        return Judged("PROFILE", 0, what, why=f"{why}{_left_out(profile)}")
+    if not n_agent:  # a violation of its own: perf sampled, the agent did not
+        return Judged("PROFILE", n_perf, what)
+    if reason := unjudgeable(profile):
+        return Judged("PROFILE", 0, what, why=f"{reason}{_left_out(profile)}")
+    return Judged("PROFILE", min(n_agent, n_perf), what)
+
+
+def _left_out(profile: ProfilePair) -> str:
+    text = profile.excluded_text()
+    return f"; {text}" if text else ""
 
 
 def check_irq(view: CoreView) -> list[Violation]:

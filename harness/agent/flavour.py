@@ -8,6 +8,7 @@ and the registry (`harness.agent.flavours`) lists it in one line::
     run = fl.standard_run(agent, AgentSpec(flavour="dt"), cpus=(0, 1))
     violations = fl.check(run)
     print(fl.report(run, violations))          # per-CPU table and one verdict per oracle
+    unjudged(fl.judged(run), ("WHERE",))       # [] when WHERE compared something
     run.numbers()["stats.dropevt"]             # every counter under one flat name
 
 Runners take the agent as `AgentLike` (what `harness.agent.driver.Agent` offers),
@@ -26,7 +27,7 @@ from harness.agent import flavours, profctl
 from harness.agent.elfsyms import FunctionTable
 from harness.agent.info import FlavourInfo
 from harness.agent.report import CellRow
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 from harness.agent.samples import Sample
 from harness.agent.spec import AgentSpec
 from harness.agent.truth import TruthImage
@@ -200,6 +201,9 @@ class Flavour:
     info: FlavourInfo
     oracles: tuple[tuple[str, str], ...]  # (name, what it checks), report order
     check: Callable[[AgentRun], list[Violation]]
+    #: What each applicable oracle compared (its table's and the content oracles'): a
+    #: ``PASS`` needs n > 0; n = 0 is ``UNJUDGED`` (`harness.agent.report.unjudged`).
+    judged: Callable[[AgentRun], tuple[Judged, ...]]
     applicable: Callable[[AgentRun], frozenset[str]]  # the oracles `check` judges for a run
     report: Callable[[AgentRun, Sequence[Violation]], str]
     standard_run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]

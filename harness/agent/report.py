@@ -5,6 +5,8 @@ columns and its oracle list::
 
     verdict_lines(violations, ORACLES, applicable={"TP-O1"})   # PASS/FAIL/skip per oracle
     verdict_lines(violations, HW_ORACLES, reproduces=HW_D2)     # XFAIL: the seed's defect
+    verdict_lines(violations, ORACLES, judged=[Judged("IRQ", 8, "CPUs")])  # PASS (n=8 CPUs)
+    unjudged(judged, ("WHERE", "WHO"))        # why a relied-on oracle compared nothing
     format_cpus([0, 1, 2, 5])                                   # "0-2,5"
     align([("cpu", "seen"), ("0", "12")])                       # right-aligned columns
     total_row(DtRow, rows, seq=None)                            # the ``all`` row
@@ -19,9 +21,11 @@ import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 
 _Row = TypeVar("_Row")
+#: The verdict of an oracle that held over nothing: it compared no sample, pair or CPU.
+UNJUDGED = "UNJUDGED"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -54,27 +58,62 @@ def verdict_lines(
     oracles: Sequence[tuple[str, str]],
     applicable: Collection[str] | None = None,
     reproduces: SeedDefect | None = None,
+    judged: Sequence[Judged] | None = None,
 ) -> str:
-    """One ``PASS``/``FAIL``/``skip`` line per oracle in ``oracles`` order, violations below.
+    """One ``PASS``/``FAIL``/``UNJUDGED``/``skip`` line per oracle in ``oracles`` order.
 
-    Oracles not in ``applicable`` (default: all) show ``skip`` unless they have
-    violations; violations of oracles unknown to ``oracles`` are listed last, never dropped.
-    In a quirk run (``reproduces``) an oracle its defect breaks shows ``XFAIL`` with
-    ``(HW-D2 reproduced, as the seed does)``, and one it must break but that held shows
-    ``FAIL`` with ``(HW-D2 did not show)``: that is the quirk run's real failure.
+    Violations follow their oracle's line. Oracles not in ``applicable`` (default:
+    all) show ``skip`` unless they have violations; violations of oracles unknown to
+    ``oracles`` are listed last, never dropped. With ``judged`` (what each oracle
+    compared, `Judged`), a held oracle says ``PASS (n=412 samples)`` only when every
+    part of it compared something, and ``UNJUDGED`` with the reason when a part
+    compared nothing or no count was given for it: a law that held over nothing
+    passed nothing. In a quirk run (``reproduces``) an oracle its defect breaks shows
+    ``XFAIL`` with ``(HW-D2 reproduced, as the seed does)``, and one it must break
+    but that held shows ``FAIL`` with ``(HW-D2 did not show)``.
     """
     known = [name for name, _ in oracles]
     extra = sorted({v.oracle for v in violations} - set(known))
     entries = [*oracles, *((name, "") for name in extra)]
     width = max(len(name) for name, _ in entries)
-    lines = []
+    rows = []
     for name, description in entries:
         found = [v for v in violations if v.oracle == name]
         verdict, note = _verdict(name, bool(found), applicable, reproduces)
-        text = f"{verdict:<{5 if reproduces else 4}}  {name:<{width}}  {description}".rstrip()
+        if verdict == "PASS" and judged is not None:
+            verdict, note = _counted(name, judged)
+        rows.append((verdict, name, description, note, found))
+    word = max(5 if reproduces else 4, *(len(row[0]) for row in rows))
+    lines = []
+    for verdict, name, description, note, found in rows:
+        text = f"{verdict:<{word}}  {name:<{width}}  {description}".rstrip()
         lines.append(f"{text}  ({note})" if note else text)
         lines += [f"      {v}" for v in found]
     return "\n".join(lines)
+
+
+def _counted(name: str, judged: Sequence[Judged]) -> tuple[str, str]:
+    """A held oracle's word and note from what it compared: PASS or UNJUDGED."""
+    parts = [j for j in judged if j.oracle == name]
+    if not parts:
+        return UNJUDGED, "no count of what it compared"
+    note = "; ".join(str(part) for part in parts)
+    return ("PASS" if all(part.judged for part in parts) else UNJUDGED), note
+
+
+def unjudged(judged: Sequence[Judged], relied: Iterable[str]) -> list[str]:
+    """Why each oracle of ``relied`` judged nothing in a run ([] when each compared something).
+
+    A guest test names the oracles it relies on; one that has no count, or a part
+    that compared nothing, fails the test as surely as a violation would.
+    """
+    problems = []
+    for name in relied:
+        parts = [j for j in judged if j.oracle == name]
+        if not parts:
+            problems.append(f"{name} UNJUDGED: no count of what it compared")
+        problems += [f"{name} UNJUDGED: {part}" for part in parts if not part.judged]
+    return problems
 
 
 def _verdict(name: str, failed: bool, applicable: Collection[str] | None,

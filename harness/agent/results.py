@@ -6,11 +6,13 @@ so it can be tested on hand-written ones::
 
     snapshot = AgentSnapshot(info={...}, stats={...}, stats_percpu={0: {...}}, core={0: {...}})
     Violation("TP-O1", 0, "12", "11", "one sample lost")
+    Judged("WHERE", 412, "chain-phase samples")         # what the oracle compared
+    Judged("PROFILE", 0, "samples", why="perf sampled nothing in the window")   # UNJUDGED
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent.info import CORE_PERCPU
@@ -48,6 +50,41 @@ class Violation:
         where = "all CPUs" if self.cpu is None else f"CPU {self.cpu}"
         text = f"{self.oracle} on {where}: expected {self.expected}, observed {self.observed}"
         return f"{text} ({self.detail})" if self.detail else text
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """How much one oracle (or one ``part`` of it) compared in a run: ``n`` of ``what``.
+
+    A verdict says ``PASS`` only after a comparison: ``n`` > 0 items (samples, pairs,
+    CPUs) were held against the oracle's evidence. ``n`` = 0 is ``UNJUDGED``, and
+    ``why`` says why nothing could be compared (no sample in the phase, every CPU
+    left out). ``part`` names one half of an oracle judged on its own population
+    (WHO's ``exclusive`` CPUs, WHERE's ``mix``); "" is the whole oracle.
+    """
+
+    oracle: str
+    n: int
+    what: str
+    why: str = ""
+    part: str = ""
+
+    @property
+    def judged(self) -> bool:
+        """Whether anything was compared."""
+        return self.n > 0
+
+    def __str__(self) -> str:
+        where = f"{self.part}: " if self.part else ""
+        if self.judged:
+            return f"{where}n={self.n} {self.what}"
+        return f"{where}0 {self.what}: {self.why or 'nothing to compare'}"
+
+
+def per_cpu(oracles: Iterable[str], cpus: Iterable[int], what: str = "CPUs") -> list[Judged]:
+    """Each of ``oracles`` compared its per-CPU law on ``cpus`` (UNJUDGED when there is none)."""
+    n = len(set(cpus))
+    return [Judged(name, n, what, why="no CPU to compare on") for name in oracles]
 
 
 def flat_numbers(

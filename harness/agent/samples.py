@@ -9,7 +9,9 @@ Each flavour turns its own records into `Sample` values (its ``samples`` hook on
 ``chain`` holds the callers' return addresses, innermost first, after the sampled PC
 (not including it); a flavour that records no call chain leaves it empty and its
 run says so (`chain_depth` None). ``truncated``: the walk stopped because it reached
-the depth asked for, not because the stack ended.
+the depth asked for, not because the stack ended. ``time_ns``: the record's own
+timestamp (``ktime_get_mono_fast_ns``), which the content oracles use only to choose
+the samples of a workload's phase, never as a value under test.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class Sample:
     user: bool
     chain: tuple[int, ...] = ()
     truncated: bool = False
+    #: When it was taken, guest CLOCK_MONOTONIC ns; None: the record carries no time (tprof).
+    time_ns: int | None = None
 
 
 def kernel_address(address: int) -> bool:

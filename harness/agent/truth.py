@@ -47,6 +47,27 @@ OUT_OF_LEAF_INSNS = 400
 CHAIN_PHASE = ("leaf", "middle", "outer", "now_ns", "syscall")
 #: hot's iterations per cold's in mix mode (truth.c: hot(3 * SLICE), cold(SLICE)).
 MIX_HOT_PARTS, MIX_COLD_PARTS = 3, 1
+#: The code mix mode runs in its phase: mix, hot, cold, the clock read and syscall().
+MIX_PHASE = ("mix", "hot", "cold", "now_ns", "syscall")
+#: Functions only the thread that does a mode's work runs (WHO judges its tid there).
+WORKER_ONLY = {"chain": ("leaf", "middle", "outer"), "mix": ("mix", "hot", "cold")}
+#: Mix mode's user instructions per round outside hot and cold, an upper bound: the
+#: xorshift step, the slice and two calls (about 20), and one clock read (now_ns and
+#: syscall(), about 40) every MIX_ROUNDS_PER_CLOCK rounds.
+MIX_OUT_INSNS = 64
+#: Mix mode's fewest instructions in hot and cold per round: 4 × the smallest slice
+#: (MIX_SLICE / 2 = 2048) iterations of the 6-instruction loop leaf also has.
+MIX_ROUND_INSNS = 4 * 2048 * LEAF_LOOP_INSNS
+#: Rounds per clock read in mix mode (truth.c MIX_ROUNDS_PER_CLOCK).
+MIX_ROUNDS_PER_CLOCK = 256
+#: A workload's life outside its phase, upper bounds: the user instructions of
+#: profctl's child between fork and exec, static glibc's start-up, main, the worker
+#: thread's start and exit (``LIFE_INSNS``), and the system calls and exceptions
+#: among them (``LIFE_SYSCALLS``). Where samples carry no time (tprof) WHERE's
+#: population is the workload's whole life, and these widen its bound;
+#: `tests/guest/test_content.py` measures a run with no phase against them.
+LIFE_INSNS = 200_000
+LIFE_SYSCALLS = 64
 
 Mode = Literal["chain", "mix"]
 
@@ -77,6 +98,18 @@ class WorkloadRun:
     rounds: int  # hot+cold rounds (mix)
     faults: int  # its page faults in outer's or mix's call, as the kernel counted (getrusage)
     neighbours: tuple[int, ...] = ()  # pids of the busy loops the steps pinned to its CPU
+    #: CLOCK_MONOTONIC just before its phase (outer's or mix's call) and just after it, as
+    #: the workload read it: the clock the agents stamp samples with (ktime_get_mono_fast_ns).
+    span: tuple[int, int] = (0, 0)
+
+    @property
+    def threads(self) -> frozenset[tuple[int, int]]:
+        """(pid, tid) of its threads: main's (tid = pid) and the one that does the work."""
+        return frozenset({(self.pid, self.pid), (self.pid, self.tid)})
+
+    def during(self, time_ns: int) -> bool:
+        """Whether ``time_ns`` (guest CLOCK_MONOTONIC) lies in its phase."""
+        return self.span[0] <= time_ns <= self.span[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,13 +190,14 @@ def workloads_of(
         if not (step.startswith("cat:") and step.endswith(".out") and "/truth-" in step):
             continue
         pairs = _pairs(result.lines)
-        if "pid" not in pairs or "calls" not in pairs:
+        if not {"pid", "calls", "begin_ns", "end_ns"} <= pairs.keys():
             raise InfraError(f"the ground-truth workload said {result.lines!r} in {step}")
         mode: Mode = "chain" if pairs["mode"] == "chain" else "mix"
         cpu = int(pairs["cpu"])
         runs.append(WorkloadRun(mode, cpu, int(pairs["pid"]), int(pairs["tid"]),
                                 int(pairs["calls"]), int(pairs["rounds"]), int(pairs["faults"]),
-                                busy.get(cpu, ())))  # fmt: skip
+                                busy.get(cpu, ()),
+                                (int(pairs["begin_ns"]), int(pairs["end_ns"]))))  # fmt: skip
     return tuple(runs)
 
 

@@ -7,29 +7,34 @@ from dataclasses import replace
 import pytest
 
 from harness.agent import content_oracles as co
+from harness.agent import truth
 from harness.agent.elfsyms import Function, FunctionTable
 from harness.agent.isolation import Isolation
+from harness.agent.report import unjudged
 from harness.agent.samples import Sample
 from harness.agent.truth import TruthImage, WorkloadRun
 
 BASE = 0x5100_0000
+NAMES = ("main", "outer", "middle", "leaf", "hot", "cold", "mix")
 F = {name: Function(name, BASE + 0x100 * i, BASE + 0x100 * i + 0x40,
                     (BASE + 0x100 * i + 8, BASE + 0x100 * i + 0x30))
-     for i, name in enumerate(("main", "outer", "middle", "leaf", "hot", "cold"))}  # fmt: skip
+     for i, name in enumerate(NAMES)}  # fmt: skip
 IMAGE = TruthImage(FunctionTable(tuple(F.values())), (BASE, BASE + 0x1000), (0x400000, 0x480000))
 KBASE = 0xFFFF_8000_0800_0000
 MODULE = FunctionTable(tuple(
     Function(name, KBASE + 0x100 * i, KBASE + 0x100 * i + 0x40,
              (KBASE + 0x100 * i + 8, KBASE + 0x100 * i + 0x30))
     for i, name in enumerate(co.PROBE_PATH)))  # fmt: skip
-CHAIN = WorkloadRun("chain", 1, 71, 71, calls=3, rounds=0, faults=10)
-MIX = WorkloadRun("mix", 0, 72, 72, calls=0, rounds=64, faults=10)
+#: Phases from 1000 to 2000 ns on the guest clock; samples are stamped inside them (`AT`).
+SPAN, AT = (1000, 2000), 1500
+CHAIN = WorkloadRun("chain", 1, 71, 71, calls=3, rounds=0, faults=10, span=SPAN)
+MIX = WorkloadRun("mix", 0, 72, 73, calls=0, rounds=64, faults=10, span=SPAN)  # worker tid 73
 RET = {name: F[name].start + 0x20 for name in F}  # a return address inside each function
 
 
 def leaf_sample(**changes: object) -> Sample:
     sample = Sample(1, F["leaf"].start + 0x10, 71, 71, True,
-                    (RET["middle"], RET["outer"], RET["main"], 0x1234), False)  # fmt: skip
+                    (RET["middle"], RET["outer"], RET["main"], 0x1234), False, AT)  # fmt: skip
     return replace(sample, **changes)  # type: ignore[arg-type]
 
 
@@ -39,8 +44,8 @@ def view(samples: list[Sample], depth: int | None = 8) -> co.ContentView:
                     MODULE.named("pa_probe_outer").start + 0x20), False)  # fmt: skip
     if depth is not None and depth < 3:  # the probe's chain as a walk of that depth writes it
         probe = replace(probe, chain=probe.chain[: depth - 1], truncated=True)
-    mix = [Sample(0, F["hot"].start + 0x10, 72, 72, True)] * 300 + [
-        Sample(0, F["cold"].start + 0x10, 72, 72, True)
+    mix = [Sample(0, F["hot"].start + 0x10, 72, 73, True, time_ns=AT)] * 300 + [
+        Sample(0, F["cold"].start + 0x10, 72, 73, True, time_ns=AT)
     ] * 100
     return co.ContentView((*samples, probe, *mix), (CHAIN, MIX), IMAGE, depth, MODULE)
 
@@ -162,3 +167,87 @@ def test_a_cpu_that_is_not_exclusive_is_not_judged_and_the_report_says_why(
     assert "WHO's exclusive half not applicable" in line
     assert co.content_numbers(v)["content.exclusive.cpu1.exclusive"] == 0
     assert "one CPU" in co.format_content(replace(v, isolation=()))
+
+
+# --- populations chosen by pid, CPU and time, never by the PC under test ---------------
+
+
+def test_a_pc_moved_within_the_workloads_text_fails_where() -> None:
+    """Moved out of the chain phase's code, the samples stay in WHERE's population."""
+    moved = [leaf_sample(pc=F["main"].start + 0x10)] * 500
+    assert oracles(view(moved)) == {"WHERE"}
+    assert co.content_numbers(view(moved))["content.chain.cpu1.population"] == 500
+    # moved into profctl's text (user, the same pid): still WHERE's
+    assert "WHERE" in oracles(view([leaf_sample(pc=0x401000)] * 500))
+
+
+def test_a_phase_is_chosen_by_the_workloads_own_clock_readings() -> None:
+    before = leaf_sample(pc=F["main"].start + 0x10, time_ns=SPAN[0] - 1)
+    v = view([leaf_sample()] * 500 + [before] * 100)
+    assert co.check_content(v) == []  # main's start-up, before the phase, is not judged
+    assert co.content_numbers(v)["content.chain.cpu1.population"] == 500
+    # every sample stamped outside the phase: WHERE compared nothing there
+    late = view([leaf_sample(time_ns=SPAN[1] + 1)] * 500)
+    where = [j for j in co.judge_content(late) if j.oracle == "WHERE" and j.part == "chain"]
+    assert [j.n for j in where] == [0]
+    assert unjudged(co.judge_content(late), ("WHERE",))
+
+
+def test_untimed_samples_are_judged_over_the_workloads_whole_life() -> None:
+    untimed = [leaf_sample(time_ns=None)] * 500
+    v = view(untimed)
+    assert not co.timed(replace(v, samples=tuple(untimed)))
+    n = 500
+    life = (truth.LIFE_INSNS, truth.LIFE_SYSCALLS)
+    assert co.leaf_bound(n, CHAIN, life) < co.leaf_bound(n, CHAIN)  # start-up and exit widen it
+    busy = replace(CHAIN, calls=30)
+    moved = [leaf_sample(time_ns=None, pc=F["main"].start + 0x10)] * 500
+    assert co.leaf_bound(n, busy, life) > 0
+    assert oracles(replace(view([]), samples=tuple(moved), workloads=(busy,))) == {"WHERE"}
+
+
+def test_the_mix_population_must_lie_in_hot_or_cold() -> None:
+    v = view([leaf_sample()] * 500)
+    moved = tuple(replace(s, pc=F["mix"].start + 0x10) if s.pid == 72 else s for s in v.samples)
+    assert oracles(replace(v, samples=moved)) == {"WHERE"}
+
+
+# --- WHO judges the tid of the thread that ran ------------------------------------------
+
+
+def test_the_process_id_written_as_the_thread_id_fails_who() -> None:
+    """mix runs in a worker thread (tid 73 of pid 72): a tgid in the tid field is caught."""
+    v = view([leaf_sample()] * 500)
+    tgid = tuple(replace(s, tid=s.pid) for s in v.samples)
+    found = co.check_content(replace(v, samples=tgid))
+    assert {x.oracle for x in found} == {"WHO"}
+    assert any("another tid than 73" in str(x) for x in found)
+    # main's own thread (tid = pid) in main's code is the process's, not a foreign task
+    main = Sample(0, F["main"].start + 0x10, 72, 72, True, time_ns=SPAN[0] - 1)
+    assert co.check_content(replace(v, samples=(*v.samples, main))) == []
+
+
+def test_who_says_what_it_compared_and_a_flavour_without_tids_has_no_thread_half() -> None:
+    v = view([leaf_sample()] * 500)
+    parts = {j.part: j.n for j in co.judge_content(v) if j.oracle == "WHO"}
+    assert parts == {"text": 900, "threads": 900}
+    no_tid = replace(v, samples=tuple(replace(s, tid=None) for s in v.samples))
+    assert {j.part for j in co.judge_content(no_tid) if j.oracle == "WHO"} == {"text"}
+    assert "tids: not recorded" in co.format_content(no_tid)
+
+
+# --- the third verdict ------------------------------------------------------------------
+
+
+def test_every_content_oracle_says_how_much_it_compared() -> None:
+    v = view([leaf_sample()] * 500)
+    report = co.content_report(v, co.check_content(v))
+    assert "PASS      WHERE" in report or "PASS  WHERE" in report
+    assert "chain: n=500 user samples of pid 71 on CPU 1 in its phase" in report
+    assert "UNJUDGED" not in report
+    empty_mix = replace(v, samples=tuple(s for s in v.samples if s.pid != 72))
+    report = co.content_report(empty_mix, co.check_content(empty_mix))
+    line = next(x for x in report.splitlines() if "WHERE" in x and "UNJUDGED" in x)
+    assert "mix: 0 user samples of pid 72 on CPU 0 in its phase: none recorded" in line
+    nothing = replace(v, samples=())
+    assert "UNJUDGED  MODE" in co.content_report(nothing, co.check_content(nothing))

@@ -12,6 +12,9 @@ from harness.agent.core_oracles import (
     check_nmi_context,
     check_profile,
     delivered_share,
+    judge_core,
+    judge_flavour,
+    profile_judged,
 )
 from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.info import CORE_PERCPU
@@ -95,6 +98,34 @@ def test_profile_judges_a_wrong_third_only_on_enough_samples_a_side() -> None:
     assert [v.observed for v in check_profile(replace(VIEW, profile=nothing))] == [
         "no agent sample"
     ]
+
+
+def test_each_applicable_core_oracle_says_what_it_compared() -> None:
+    judged = {j.oracle: j.n for j in judge_core(VIEW)}
+    assert judged == {"CALLS": 2, "THROTTLE": 2, "C-2": 2, "IRQ": 2, "RELEASED": 2}
+    peer = replace(VIEW, peer=peer_of({0: 101}))
+    assert {j.oracle: (j.n, j.what) for j in judge_core(peer)}["PEER"] == (
+        1, "CPUs perf recorded on")  # fmt: skip
+    own = {j.oracle: j.n for j in judge_flavour(VIEW, {"IRQ", "TP-O1"})}
+    assert own["TP-O1"] == 2  # a flavour's own per-CPU law compared the core's CPUs
+    nothing = replace(VIEW, core={})
+    assert all(not j.judged for j in judge_flavour(nothing, {"TP-O1"}) if j.oracle == "TP-O1")
+
+
+@pytest.mark.parametrize(("pair", "n", "why"), [
+    (ProfilePair(fold([("hot",)] * 500), fold([])), 0, "perf sampled nothing in the window"),
+    (ProfilePair(fold([("hot",)] * 500), fold([("hot",)] * 299)), 0, "too few samples"),
+    (ProfilePair(fold([]), fold([]), pairing=(0, 800, 900)), 0,
+     "no agent sample paired with one of perf's 900"),
+    (ProfilePair(fold([("hot",)] * 400), fold([("hot",)] * 300)), 300, ""),
+])  # fmt: skip
+def test_profile_says_how_many_it_compared_or_why_none(pair: ProfilePair, n: int, why: str) -> None:
+    """A PROFILE that compared nothing is UNJUDGED with its reason, never a pass."""
+    judged = profile_judged(pair)
+    assert judged.n == n
+    assert why in judged.why
+    held = check_profile(replace(VIEW, profile=pair)) == []
+    assert held  # none of these is a violation: the count is what tells them apart
 
 
 def test_throttling_on_leaves_throttle_to_the_throttling_case() -> None:

@@ -6,8 +6,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.agent.report import CellRow, OverflowShares, SeedDefect, total_row, verdict_lines
-from harness.agent.results import Violation
+from harness.agent.report import (
+    CellRow,
+    OverflowShares,
+    SeedDefect,
+    total_row,
+    unjudged,
+    verdict_lines,
+)
+from harness.agent.results import Judged, Violation
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +87,27 @@ def test_a_quirk_run_whose_defect_did_not_show_is_the_failure() -> None:
 def test_without_a_quirk_the_verdicts_are_unchanged() -> None:
     lines = verdict_lines([Violation("HW-O8", 0, "1", "0")], ORACLES).splitlines()
     assert lines[:2] == ["PASS  HW-O4  exact fill", "FAIL  HW-O8  stall independence"]
+
+
+def test_a_held_oracle_passes_only_on_what_it_compared() -> None:
+    """PASS says how much it compared; n = 0 or no count at all is UNJUDGED, with why."""
+    judged = [Judged("HW-O9", 8, "CPUs"), Judged("HW-O8", 0, "samples", why="none in the phase"),
+              Judged("HW-O4", 12, "samples", part="text"),
+              Judged("HW-O4", 0, "samples", why="one CPU", part="exclusive")]  # fmt: skip
+    by_name = {line.split()[1]: line for line in verdict_lines([], ORACLES, judged=judged)
+               .splitlines()}  # fmt: skip
+    assert by_name["HW-O9"].startswith("PASS")
+    assert "(n=8 CPUs)" in by_name["HW-O9"]
+    assert by_name["HW-O8"].startswith("UNJUDGED")
+    assert "none in the phase" in by_name["HW-O8"]
+    assert by_name["HW-O4"].startswith("UNJUDGED")
+    assert "text: n=12 samples; exclusive: 0 samples: one CPU" in by_name["HW-O4"]
+    failed = verdict_lines([Violation("HW-O8", 0, "1", "0")], ORACLES, judged=judged)
+    assert any(line.startswith("FAIL") and "HW-O8" in line for line in failed.splitlines())
+    no_count = verdict_lines([], ORACLES, judged=judged[:1])
+    assert "no count of what it compared" in no_count
+    assert unjudged(judged, ("HW-O9",)) == []
+    assert unjudged(judged, ("HW-O8", "HW-O1")) == [
+        "HW-O8 UNJUDGED: 0 samples: none in the phase",
+        "HW-O1 UNJUDGED: no count of what it compared",
+    ]

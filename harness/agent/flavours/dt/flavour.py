@@ -19,11 +19,12 @@ from harness.agent.content_oracles import (
     applicable_content,
     check_content,
     content_report,
+    judge_content,
     oracles_for,
 )
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.dt.data import DT, DT_EVT
-from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt
+from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt, judge_dt
 from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
 from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
@@ -31,7 +32,7 @@ from harness.agent.isolation import isolated, isolation_cpu
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import PAIR_WITHIN_NS, AgentSample
 from harness.agent.report import CellRow
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
 from harness.agent.truth import TruthLaunch
@@ -45,7 +46,7 @@ PROBE_MS = 200  # the IRQ-off probe on the last CPU: kernel ground truth for CHA
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, DtRun)
-    verdicts = format_dt_verdicts(violations, applicable_dt_oracles(own))
+    verdicts = format_dt_verdicts(violations, applicable_dt_oracles(own), judged=judge_dt(own))
     content = content_report(own.content(), violations)
     return f"{format_dt_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
 
@@ -212,7 +213,12 @@ def _read_size_step(cpu: int, count: int) -> str:
     return profctl.mark_step(f"{GUEST_DIR}/dt-read-size-{count}")
 
 
+def _judged(run: DtRun) -> tuple[Judged, ...]:
+    return (*judge_dt(run), *judge_content(run.content()))
+
+
 FLAVOUR = Flavour(
+    judged=typed(DtRun, _judged),
     info=DT,
     oracles=(*DT_ORACLES, *oracles_for(chains=True)),
     check=typed(DtRun, _check),

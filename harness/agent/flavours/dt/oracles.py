@@ -39,6 +39,7 @@ from harness.agent.core_oracles import (
     applicable_core,
     check_core,
     core_view_of,
+    judge_flavour,
 )
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.dt.data import DT, DT_RING_SLOTS
@@ -53,7 +54,7 @@ from harness.agent.flavours.dt.stream import (
     readers_share,
 )
 from harness.agent.laws import Law, all_at_most, all_equal, sums_to
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 from harness.errors import ConfigError
 
 __all__ = ["CANARY", "PROBE_PROFILE", "canary_of"]  # re-exported: the stream's constants
@@ -126,6 +127,11 @@ def check_dt(run: DtRun) -> list[Violation]:
     own = [v for name, _ in DT_ORACLES if name in applicable and name in _CHECKS
            for v in _CHECKS[name](run)]  # fmt: skip
     return [*check_core(core_view(run)), *own]
+
+
+def judge_dt(run: DtRun) -> list[Judged]:
+    """What each oracle of the table compared in ``run`` (`harness.agent.core_oracles`)."""
+    return judge_flavour(core_view(run), applicable_dt_oracles(run))
 
 
 def core_view(run: DtRun) -> CoreView:

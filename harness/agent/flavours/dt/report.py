@@ -29,7 +29,7 @@ from harness.agent.report import (
     total_row,
     verdict_lines,
 )
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 
 TITLES: tuple[str, ...] = (
     *("cpu", "irq", "seen", "calls", "committed", "read", "dropevt", "recurevt", "skiptick"),
@@ -124,10 +124,12 @@ def gstats_line(run: DtRun) -> str:
 
 
 def format_dt_verdicts(
-    violations: Sequence[Violation], applicable: Collection[str] | None = None
+    violations: Sequence[Violation],
+    applicable: Collection[str] | None = None,
+    judged: Sequence[Judged] | None = None,
 ) -> str:
     """One ``PASS``/``FAIL``/``skip`` line per oracle in `DT_ORACLES` order, violations below."""
-    return verdict_lines(violations, DT_ORACLES, applicable)
+    return verdict_lines(violations, DT_ORACLES, applicable, judged=judged)
 
 
 def _pairs(values: Mapping[str, int], names: Iterable[str]) -> str:

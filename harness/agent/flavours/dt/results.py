@@ -54,8 +54,8 @@ class DtEvent:
         user = not self.flags & 1
         n, pcs, stop = ((self.ustack_n, self.ustack, self.ustack_stop) if user
                         else (self.kstack_n, self.kstack, self.kstack_stop))  # fmt: skip
-        return Sample(self.cpu, self.pc, self.pid, self.tid, user=user,
-                      chain=tuple(pcs[1:n]), truncated=stop == CHAIN_TRUNCATED)  # fmt: skip
+        return Sample(self.cpu, self.pc, self.pid, self.tid, user=user, chain=tuple(pcs[1:n]),
+                      truncated=stop == CHAIN_TRUNCATED, time_ns=self.ts_ns)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,18 @@ from harness.agent.content_oracles import (
     applicable_content,
     check_content,
     content_report,
+    judge_content,
     oracles_for,
 )
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.hwpmc.bench import HWPMC_BENCH
 from harness.agent.flavours.hwpmc.data import HWPMC
-from harness.agent.flavours.hwpmc.oracles import HW_ORACLES, applicable_hw_oracles, check_hwpmc
+from harness.agent.flavours.hwpmc.oracles import (
+    HW_ORACLES,
+    applicable_hw_oracles,
+    check_hwpmc,
+    judge_hwpmc,
+)
 from harness.agent.flavours.hwpmc.plans import (
     control_plan,
     counting_plan,
@@ -52,7 +58,7 @@ from harness.agent.peer import PeerWindow, bracket_window
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import PAIR_WITHIN_NS, AgentSample
 from harness.agent.report import CellRow
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import probe_step
 from harness.agent.truth import TruthLaunch, launch_steps, output_steps
@@ -65,7 +71,7 @@ PROBE_MS = 200
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, HwRun)
-    verdicts = format_hw_verdicts(violations, applicable_hw_oracles(own))
+    verdicts = format_hw_verdicts(violations, applicable_hw_oracles(own), judged=judge_hwpmc(own))
     content = content_report(own.content(), violations)
     return f"{format_hw_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
 
@@ -197,7 +203,12 @@ def _window(run: HwRun, period: int) -> PeerWindow:
     return bracket_window((run.clocks[0], run.clocks[1]), (run.clocks[-2], run.clocks[-1]), period)
 
 
+def _judged(run: HwRun) -> tuple[Judged, ...]:
+    return (*judge_hwpmc(run), *judge_content(run.content()))
+
+
 FLAVOUR = Flavour(
+    judged=typed(HwRun, _judged),
     info=HWPMC,
     oracles=(*HW_ORACLES, *oracles_for(chains=True)),
     check=typed(HwRun, _check),

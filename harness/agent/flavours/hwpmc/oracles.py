@@ -43,6 +43,7 @@ from harness.agent.core_oracles import (
     applicable_core,
     check_core,
     core_view_of,
+    judge_flavour,
 )
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.hwpmc.conservation import check_interrupts, check_outcomes, check_rings
@@ -50,7 +51,7 @@ from harness.agent.flavours.hwpmc.lifecycle import check_control, check_coverage
 from harness.agent.flavours.hwpmc.readback import check_counting, check_records
 from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.flavours.hwpmc.stalls import check_fill, check_independence, check_restart
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 
 HW_ORACLES: tuple[tuple[str, str], ...] = (
     *CORE_ORACLES,
@@ -103,6 +104,11 @@ def check_hwpmc(run: HwRun) -> list[Violation]:
         if name in applicable:
             found += check(run)
     return found
+
+
+def judge_hwpmc(run: HwRun) -> list[Judged]:
+    """What each oracle of the table compared in ``run`` (`harness.agent.core_oracles`)."""
+    return judge_flavour(core_view(run), applicable_hw_oracles(run))
 
 
 def check_nmi(run: HwRun) -> list[Violation]:

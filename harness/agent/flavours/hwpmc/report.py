@@ -26,7 +26,7 @@ from harness.agent.report import (
     nmi_percent,
     verdict_lines,
 )
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 
 TITLES: tuple[str, ...] = (
     *("cpu", "irq", "seen", "recorded", "bufferfull", "stalled_nmi", "swept", "logged"),
@@ -111,9 +111,10 @@ def format_hw_verdicts(
     violations: Sequence[Violation],
     applicable: Collection[str],
     reproduces: SeedDefect | None = None,
+    judged: Sequence[Judged] | None = None,
 ) -> str:
     """One verdict line per oracle; a quirk run's defect shows as ``XFAIL`` (`SeedDefect`)."""
-    return verdict_lines(violations, HW_ORACLES, applicable, reproduces)
+    return verdict_lines(violations, HW_ORACLES, applicable, reproduces, judged)
 
 
 def _cell(value: object) -> str:

@@ -188,7 +188,7 @@ class HwRun:
         """The log's records as samples for the content oracles (chains of callchaindepth)."""
         samples = tuple(
             Sample(r.cpu, r.pc, 0 if r.pid == PID_NONE else r.pid, r.tid, user=bool(r.flags & 1),
-                   chain=r.callers, truncated=r.chain_stop == CHAIN_TRUNCATED)
+                   chain=r.callers, truncated=r.chain_stop == CHAIN_TRUNCATED, time_ns=r.ts_ns)
             for r in self.log
         )  # fmt: skip
         return view_of(samples, self.truth, chain_depth=self.spec.param("callchaindepth"))

@@ -24,6 +24,7 @@ from harness.agent.content_oracles import (
     applicable_content,
     check_content,
     content_report,
+    judge_content,
     oracles_for,
 )
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
@@ -34,6 +35,7 @@ from harness.agent.flavours.kprof.oracles import (
     KPROF_ORACLES,
     applicable_kprof_oracles,
     check_kprof,
+    judge_kprof,
 )
 from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
 from harness.agent.flavours.kprof.results import KprofRun
@@ -42,7 +44,7 @@ from harness.agent.isolation import isolated, isolation_cpu
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import AgentSample
 from harness.agent.report import CellRow
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import inject_step, probe_step
 from harness.agent.truth import TruthLaunch, launch_steps, output_steps
@@ -66,7 +68,9 @@ PROBE_MS = 200
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, KprofRun)
-    verdicts = format_kprof_verdicts(violations, applicable_kprof_oracles(own))
+    verdicts = format_kprof_verdicts(
+        violations, applicable_kprof_oracles(own), judged=judge_kprof(own)
+    )
     content = content_report(own.content(), violations)
     return f"{format_kprof_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
 
@@ -219,7 +223,12 @@ def _recording(run: KprofRun) -> tuple[int, int]:
     return run.tracing_ns
 
 
+def _judged(run: KprofRun) -> tuple[Judged, ...]:
+    return (*judge_kprof(run), *judge_content(run.content()))
+
+
 FLAVOUR = Flavour(
+    judged=typed(KprofRun, _judged),
     info=KPROF,
     oracles=(*KPROF_ORACLES, *oracles_for(chains=True)),
     check=typed(KprofRun, _check),

@@ -28,6 +28,7 @@ from harness.agent.core_oracles import (
     applicable_core,
     check_core,
     core_view_of,
+    judge_flavour,
 )
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.kprof import results as res
@@ -43,7 +44,7 @@ from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.kprof.model import exact
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.stream import check_kp_kpdata, check_kp_stream
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 from harness.errors import ConfigError
 
 KPROF_ORACLES: tuple[tuple[str, str], ...] = (
@@ -100,6 +101,11 @@ def check_kprof(run: KprofRun) -> list[Violation]:
     own = [v for name, _ in KPROF_ORACLES if name in applicable and name in _CHECKS
            for v in _CHECKS[name](run)]  # fmt: skip
     return [*check_core(core_view(run)), *own]
+
+
+def judge_kprof(run: KprofRun) -> list[Judged]:
+    """What each oracle of the table compared in ``run`` (`harness.agent.core_oracles`)."""
+    return judge_flavour(core_view(run), applicable_kprof_oracles(run))
 
 
 def check_kp_nmi(run: KprofRun) -> list[Violation]:

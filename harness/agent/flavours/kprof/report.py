@@ -28,7 +28,7 @@ from harness.agent.report import (
     nmi_percent,
     verdict_lines,
 )
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 
 #: Table columns: (title, per-CPU counter of kprof or None for a computed one).
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -82,7 +82,9 @@ def format_kprof_table(run: KprofRun) -> str:
 
 
 def format_kprof_verdicts(
-    violations: Sequence[Violation], applicable: Collection[str] | None = None
+    violations: Sequence[Violation],
+    applicable: Collection[str] | None = None,
+    judged: Sequence[Judged] | None = None,
 ) -> str:
     """One ``PASS``/``FAIL``/``skip`` line per oracle in `KPROF_ORACLES` order."""
-    return verdict_lines(violations, KPROF_ORACLES, applicable)
+    return verdict_lines(violations, KPROF_ORACLES, applicable, judged=judged)

@@ -135,7 +135,8 @@ class KprofRun:
             pcs = r.pcs if not self.spec.param("trace_pad") else tuple(p for p in r.pcs if p)
             if pcs:
                 samples.append(Sample(r.cpu, pcs[0], r.pid, None, user=r.type == 2,
-                                      chain=pcs[1:], truncated=len(pcs) == depth))  # fmt: skip
+                                      chain=pcs[1:], truncated=len(pcs) == depth,
+                                      time_ns=r.ts_ns))  # fmt: skip
         return view_of(samples, self.truth, chain_depth=depth)
 
     def records(self) -> Sequence[KprofRecord]:

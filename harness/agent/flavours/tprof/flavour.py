@@ -16,12 +16,18 @@ from harness.agent.content_oracles import (
     applicable_content,
     check_content,
     content_report,
+    judge_content,
     oracles_for,
 )
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, typed
 from harness.agent.flavours.tprof.bench import TPROF_BENCH
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
-from harness.agent.flavours.tprof.oracles import ORACLES, applicable_oracles, check_sampling
+from harness.agent.flavours.tprof.oracles import (
+    ORACLES,
+    applicable_oracles,
+    check_sampling,
+    judge_sampling,
+)
 from harness.agent.flavours.tprof.races import (
     burst_timeout_run,
     offline_stop_run,
@@ -41,7 +47,7 @@ from harness.agent.flavours.tprof.run import (
 from harness.agent.isolation import isolated, isolation_cpu
 from harness.agent.peer_run import profile_report
 from harness.agent.report import CellRow
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan, inject_step, kick_step
 from harness.agent.truth import TruthLaunch
@@ -52,7 +58,7 @@ NESTED = 7
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, SamplingRun)
-    verdicts = format_verdicts(violations, applicable_oracles(own))
+    verdicts = format_verdicts(violations, applicable_oracles(own), judged=judge_sampling(own))
     content = content_report(own.content(), violations)
     return f"{format_cpu_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
 
@@ -117,7 +123,12 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
     return rows
 
 
+def _judged(run: SamplingRun) -> tuple[Judged, ...]:
+    return (*judge_sampling(run), *judge_content(run.content()))
+
+
 FLAVOUR = Flavour(
+    judged=typed(SamplingRun, _judged),
     info=TPROF,
     oracles=(*ORACLES, *oracles_for(chains=False)),
     check=typed(SamplingRun, _check),

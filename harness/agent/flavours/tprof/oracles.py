@@ -46,13 +46,14 @@ from harness.agent.core_oracles import (
     applicable_core,
     check_core,
     core_view_of,
+    judge_flavour,
 )
 from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.tprof.budgets import check_stop_latency
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.laws import Law, all_equal, at_least, at_most, sums_to, zero
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 from harness.errors import ConfigError
 
 #: Oracle names and one-line descriptions, in report order.
@@ -123,6 +124,11 @@ def check_sampling(run: SamplingRun) -> list[Violation]:
         for v in _CHECKS[name](run)
     ]
     return [*check_core(core_view(run)), *own]
+
+
+def judge_sampling(run: SamplingRun) -> list[Judged]:
+    """What each oracle of the table compared in ``run`` (`harness.agent.core_oracles`)."""
+    return judge_flavour(core_view(run), applicable_oracles(run))
 
 
 def core_view(run: SamplingRun) -> CoreView:

@@ -35,7 +35,7 @@ from harness.agent.report import (
     verdict_lines,
 )
 from harness.agent.report import total_row as all_row
-from harness.agent.results import Violation
+from harness.agent.results import Judged, Violation
 
 #: Drop-cause columns shown even when every CPU has 0.
 ALWAYS_SHOWN: tuple[str, ...] = ("overflow", "dropbuf_sample")
@@ -184,10 +184,12 @@ def format_cpu_table(run: SamplingRun) -> str:
 
 
 def format_verdicts(
-    violations: Sequence[Violation], applicable: Collection[str] | None = None
+    violations: Sequence[Violation],
+    applicable: Collection[str] | None = None,
+    judged: Sequence[Judged] | None = None,
 ) -> str:
     """One verdict line per tprof oracle (`harness.agent.report.verdict_lines`)."""
-    return verdict_lines(violations, ORACLES, applicable)
+    return verdict_lines(violations, ORACLES, applicable, judged=judged)
 
 
 def summary(run: SamplingRun, violations: Sequence[Violation]) -> dict[str, object]:
