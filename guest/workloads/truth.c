@@ -25,7 +25,8 @@
  * faults during the work itself, outer's or mix's call, from getrusage; begin_ns
  * and end_ns: CLOCK_MONOTONIC just before that call and just after it returned,
  * the phase's span on the clock the agents stamp samples with), one line each,
- * flushed.
+ * flushed; then main prints "life_faults=N": every page fault of the process
+ * since profctl forked it (getrusage RUSAGE_SELF: exec does not reset it).
  * Exit status: 0 done, 2 usage, 3 could not pin.
  */
 #define _GNU_SOURCE
@@ -141,6 +142,7 @@ TRUTH_FN void *work(void *arg)
 TRUTH_FN int main(int argc, char **argv)
 {
 	struct truth_work w;
+	struct rusage life;
 	pthread_attr_t attr;
 	pthread_t thread;
 	cpu_set_t set;
@@ -158,11 +160,14 @@ TRUTH_FN int main(int argc, char **argv)
 		return 3;
 	if (w.mode[0] == 'c') {
 		work(&w);
-		return 0;
-	}
-	/* mix: a thread of its own, pinned before it runs, while main sleeps in join. */
-	if (pthread_attr_init(&attr) || pthread_attr_setaffinity_np(&attr, sizeof(set), &set) ||
-	    pthread_create(&thread, &attr, work, &w) || pthread_join(thread, NULL))
+	} else if (pthread_attr_init(&attr) ||
+		   pthread_attr_setaffinity_np(&attr, sizeof(set), &set) ||
+		   pthread_create(&thread, &attr, work, &w) || pthread_join(thread, NULL)) {
+		/* mix: a thread of its own, pinned before it runs, while main sleeps in join */
 		return 3;
+	}
+	getrusage(RUSAGE_SELF, &life);
+	printf("life_faults=%ld\n", life.ru_minflt + life.ru_majflt);
+	fflush(stdout);
 	return 0;
 }

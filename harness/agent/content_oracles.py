@@ -12,54 +12,69 @@ the agent derived::
 **MODE** (exact, every sample): the user/kernel flag agrees with the PC's half of the
 address space (arm64: top 16 bits clear for user, set for kernel).
 
-**WHO** (exact): a user sample whose PC lies in the workload's text (linked at
-`truth_build.TEXT_BASE`, where nothing else in the guest maps code) carries the pid
-and tid of a workload pinned to that CPU. (exact, exclusive half) On a CPU the harness
+Every oracle says what it compared (`judge_content`, `harness.agent.results.Judged`):
+``PASS`` only with n > 0; a half that compared nothing is ``UNJUDGED`` with the reason.
+Each population below is chosen by evidence the agent does not write, or does not
+have judged by the oracle that selects with it: the CPU and pid the workload printed,
+the time span it read on the guest clock, the isolation's task lists.
+
+**WHO** (exact): *text half*: a user sample whose PC lies in the workload's text
+(linked at `truth_build.TEXT_BASE`, where nothing else in the guest maps code)
+carries the pid and the tid of a thread of a workload pinned to that CPU (main's, tid
+= pid, or its worker's). *Thread half* (flavours that record a tid): a sample of the
+workload's pid in code only its working thread runs (`truth.WORKER_ONLY`: mix runs in
+a second thread, tid ≠ pid) carries that thread's tid, as the workload printed it
+(population: pid and PC, never the tid judged). *Exclusive half*: on a CPU the harness
 kept for its own tasks (`harness.agent.isolation`: every other user task moved off it
 before the run, profctl included, and every live user task's Cpus_allowed_list read
 after it), every user sample carries the pid (and tid, where recorded) of a task the
-harness pinned there: the chain workload, or a busy loop the flavour's standard run
-spins beside it. A CPU where a task could not be moved, or where one that is not the
-harness's was allowed after the run, is not exclusive: the half is not applicable
-there, and the report says why. With one CPU nothing is isolated.
+harness pinned there: the workload's threads, or a busy loop the flavour's standard
+run spins beside it (population: the CPU). A CPU where a task could not be moved, or
+where one that is not the harness's was allowed after the run, is not exclusive: the
+half is not applicable there, and the report says why. With one CPU nothing is
+isolated.
 
 **WHERE**: (exact) a user sample of the workload's pid lies in its text, or in
-profctl's (the child between fork and exec); (bound) of chain mode's samples in the
-code its chain phase runs (`truth.CHAIN_PHASE`: leaf, middle, outer, now_ns, libc's
-syscall; start-up and exit run once, elsewhere), ``leaf`` holds at least as many as
-this model allows:
+profctl's (the child between fork and exec); (bound) of the workload's `population`
+(every user sample with its pid on its CPU inside the span of its phase that the
+workload read on the guest clock, or its whole life where the flavour's records carry
+no time: a wrong PC cannot leave the count it is judged in), ``leaf`` holds at least
+as many as this model allows:
 
 * *Instruction mix.* Per leaf call, leaf runs ``LEAF_ITERATIONS × LEAF_LOOP_INSNS``
   (2^22 × 6) instructions, everything else of the workload's user code at most
-  ``OUT_OF_LEAF_INSNS`` (400). A timer-delivered overflow is noticed at a translation
-  block boundary, with probability proportional to host time; let one instruction
-  outside leaf cost up to ``COST_RATIO`` (100) times one of leaf's (cold code, block
-  lookups). So a timer-delivered sample lies outside leaf with probability at most
-  p = 100 × 400 / (2^22 × 6) ≈ 0.0016.
+  ``OUT_OF_LEAF_INSNS`` (400); over a whole life add ``LIFE_INSNS`` (start-up, the
+  thread, exit; measured under qemu-aarch64). A timer-delivered overflow is noticed at
+  a translation block boundary, with probability proportional to host time; let one
+  instruction outside leaf cost up to ``COST_RATIO`` (100) times one of leaf's (cold
+  code, block lookups). So a timer-delivered sample lies outside leaf with probability
+  at most p = 100 × (400 × calls + life) / (calls × 2^22 × 6) ≈ 0.0016 in the phase.
 * *When TCG delivers.* QEMU 7.2 also notices a pending overflow at an exception-level
   change or a PMU register access. The workload touches no PMU register; its EL changes
-  that can put a sample outside leaf are its clock syscalls and page faults in that
-  phase, two each (entry and return): at most 2 × (calls + 1 + faults) samples, with
-  calls and faults as the workload reported them (getrusage: the kernel's count).
-  Interrupts of leaf itself put a sample in leaf or in the kernel, never elsewhere in
-  user code.
-* So of the n user samples in the chain phase's code, leaf holds at least
-  n - 2 × (calls + 1 + faults) - Q, where Q is the upper ``1 - ALPHA`` quantile
-  of Binomial(n, p): a false alarm at most ``ALPHA`` = 1e-6 per run, under the model.
+  that can put a sample outside leaf are its system calls and page faults, two each
+  (entry and return): in the phase at most 2 × (calls + 2 + faults) samples, with
+  calls and faults as the workload reported them (getrusage: the kernel's count); over
+  a whole life add ``LIFE_SYSCALLS`` and every fault of its life. Interrupts of leaf
+  itself put a sample in leaf or in the kernel, never elsewhere in user code.
+* So of the n samples of the population, leaf holds at least n - (EL changes) - Q,
+  where Q is the upper ``1 - ALPHA`` quantile of Binomial(n, p): a false alarm at most
+  ``ALPHA`` = 1e-6 per run, under the model.
 
-Mix mode: hot and cold run the same body, hot 3 parts, cold 1, each round's slice
-drawn at random (2048 to 6143 iterations), so a sampling clock as regular as TCG's
-cannot alias with a fixed round length and consecutive samples fall at independent
-phases; of the m samples in either, hot's count lies within the two-sided ``ALPHA``
-interval of Binomial(m, 3/4), widened by 2 on each side for the page faults of the
-first call of each.
+Mix mode, the same model (`mix_bound`): of its population's m samples, hot and cold
+hold at least m - (EL changes) - Q, with ``MIX_OUT_INSNS`` per round outside them
+against ``MIX_ROUND_INSNS`` inside. Hot and cold run the same body, hot 3 parts, cold
+1, each round's slice drawn at random (2048 to 6143 iterations), so a sampling clock as
+regular as TCG's cannot alias with a fixed round length and consecutive samples fall
+at independent phases; of the samples in either, hot's count lies within the
+two-sided ``ALPHA`` interval of Binomial(·, 3/4), widened by 2 on each side for the
+page faults of the first call of each.
 
 **CHAIN** (flavours that record chains; ``chain_depth`` frames at most, the PC
 included): no chain is longer than that; a chain says truncated only when it is that
 long; a user sample of the chain workload where leaf's frame record is set up
 (`Function.framed`: a PC in the prologue or epilogue has the caller's record in x29,
 and a frame-pointer walk skips one frame there, as Linux perf's does) carries
-``middle, outer, main`` next (as far as the depth allows, truncated when it cuts
+``middle, outer, work, main`` next (as far as the depth allows, truncated when it cuts
 them); a kernel sample inside ``pa_probe_spin``'s framed body carries
 ``pa_probe_middle, pa_probe_outer`` next. Return addresses are looked up at
 address - 1 (the call instruction's function).
@@ -82,9 +97,9 @@ from harness.agent.samples import Sample, kernel_address, user_address
 
 CONTENT_ORACLES: tuple[tuple[str, str], ...] = (
     ("MODE", "every sample's user/kernel flag matches its PC's address space"),
-    ("WHO", "user samples in the workload's text carry its pid and tid"),
+    ("WHO", "user samples in the workload's text carry its pid, worker code its worker's tid"),
     ("WHERE", "workload samples lie in its text; in leaf at least as the model allows"),
-    ("CHAIN", "leaf samples carry middle, outer, main; probe samples its frames; depth"),
+    ("CHAIN", "leaf samples carry middle, outer, work, main; probe samples its frames; depth"),
 )
 ALPHA = 1e-6
 COST_RATIO = 100
@@ -282,9 +297,14 @@ def population(view: ContentView, workload: truth.WorkloadRun) -> list[Sample]:
             and (s.time_ns is None or workload.during(s.time_ns))]  # fmt: skip
 
 
-def _life(view: ContentView) -> tuple[int, int]:
-    """(instructions, syscalls) of a workload's life outside its phase, where untimed."""
-    return (0, 0) if timed(view) else (truth.LIFE_INSNS, truth.LIFE_SYSCALLS)
+def _life(view: ContentView, workload: truth.WorkloadRun) -> tuple[int, int]:
+    """(instructions, exceptions) of a workload's life outside its phase, where untimed.
+
+    Exceptions: its system calls outside the phase and every page fault of its life.
+    """
+    if timed(view):
+        return (0, 0)
+    return (truth.LIFE_INSNS, truth.LIFE_SYSCALLS + workload.life_faults)
 
 
 def leaf_bound(n: int, workload: truth.WorkloadRun, life: tuple[int, int] = (0, 0)) -> int:
@@ -332,9 +352,9 @@ def check_where(view: ContentView) -> list[Violation]:
     out = [v for cpu, n in sorted(stray.items()) for v in zero(
         "WHERE", cpu, "workload user samples outside its text", got=n,
         detail="neither the workload's text nor profctl's (before exec)")]  # fmt: skip
-    life, span = _life(view), "its whole life" if not timed(view) else "its phase"
+    span = "its whole life" if not timed(view) else "its phase"
     for w in view.workloads:
-        chosen = population(view, w)
+        chosen, life = population(view, w), _life(view, w)
         names, n = _counts(view, chosen), len(chosen)
         if w.mode == "chain":
             out += at_least("WHERE", w.cpu, f"samples in leaf (of {n} of pid {w.pid} in {span})",
@@ -465,9 +485,8 @@ def content_numbers(view: ContentView) -> dict[str, int]:
         numbers |= {f"{key}.exclusive": int(iso.exclusive), f"{key}.user": len(user),
                     f"{key}.harness": len(user) - len(foreign),
                     f"{key}.workload": sum(_harness_owned(own, s) for s in user)}  # fmt: skip
-    life = _life(view)
     for w in view.workloads if view.image is not None else ():
-        chosen = population(view, w)
+        chosen, life = population(view, w), _life(view, w)
         names = _counts(view, chosen)
         key = f"content.{w.mode}.cpu{w.cpu}"
         numbers |= {f"{key}.population": len(chosen),

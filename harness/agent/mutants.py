@@ -14,12 +14,35 @@ from __future__ import annotations
 
 from harness.agent import flavours
 from harness.agent.info import Mutant
+from harness.agent.report import UNJUDGED
 from harness.errors import ConfigError
 
 NONE = "none"  # the unmutated build: every case must pass with it
 #: Flavours whose standard run judges MODE, WHO and WHERE; those that record call chains.
 CONTENT_FLAVOURS = ("tprof", "kprof", "hwpmc", "dt")
 CHAIN_FLAVOURS = ("kprof", "hwpmc", "dt")
+#: Flavours whose records carry a thread id (kprof's do not: WHO judges its pids only);
+#: those whose PROFILE compares paired samples (`harness.agent.profile.paired`).
+TID_FLAVOURS = ("tprof", "hwpmc", "dt")
+PAIRED_FLAVOURS = ("dt", "hwpmc")
+
+
+def unjudged_token(oracle: str) -> str:
+    """How a mutation run names an oracle it relied on that compared nothing.
+
+    ``PROFILE:UNJUDGED`` among a run's failures: the guest test that relies on PROFILE
+    fails on it (`harness.agent.report.unjudged`), so a mutant whose sabotage leaves
+    nothing to compare is caught by it, and a control that shows it is broken.
+    """
+    return f"{oracle}:{UNJUDGED}"
+
+
+def unjudged_oracle(token: str) -> str | None:
+    """The oracle an `unjudged_token` names (None: ``token`` is an oracle's own name)."""
+    oracle, _, tail = token.partition(":")
+    return oracle if tail == UNJUDGED else None
+
+
 CORE_MUTANTS: tuple[Mutant, ...] = (
     Mutant("drop_7th_overflow", "every 7th overflow returns before any counter is touched",
            ("IRQ",)),
@@ -51,6 +74,13 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            ("CHAIN",), flavours=CHAIN_FLAVOURS),
     Mutant("parent_sample_5th", "every 5th user sample of a CPU is its parent task's PC, pid, tid",
            ("WHO",), flavours=CONTENT_FLAVOURS),
+    Mutant("tgid_as_tid", "every sample's tid is its thread group's id (the pid)", ("WHO",),
+           flavours=TID_FLAVOURS),
+    Mutant("user_pc_shift", "every user sample's PC lies 256 bytes below where the task was",
+           ("WHERE",), flavours=CONTENT_FLAVOURS),
+    # A verdict on nothing is the catch: no sample pairs with perf's (PROFILE UNJUDGED).
+    Mutant("ts_skew", "every sample's timestamp is 10 s ahead of the clock",
+           (unjudged_token("PROFILE"),), case="peer", flavours=PAIRED_FLAVOURS),
     Mutant("self_throttle", "every 50th overflow stops its own event as perf throttling does",
            ("THROTTLE",)),
     Mutant("nmi_spinlock", "the producer path takes a spinlock in NMI context",

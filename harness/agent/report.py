@@ -101,14 +101,16 @@ def _counted(name: str, judged: Sequence[Judged]) -> tuple[str, str]:
     return ("PASS" if all(part.judged for part in parts) else UNJUDGED), note
 
 
-def unjudged(judged: Sequence[Judged], relied: Iterable[str]) -> list[str]:
+def unjudged(judged: Sequence[Judged], relied: Iterable[str] | None = None) -> list[str]:
     """Why each oracle of ``relied`` judged nothing in a run ([] when each compared something).
 
-    A guest test names the oracles it relies on; one that has no count, or a part
-    that compared nothing, fails the test as surely as a violation would.
+    A guest test names the oracles it relies on (None: every oracle ``judged`` names,
+    i.e. every applicable one); one that has no count, or a part that compared
+    nothing, fails the test as surely as a violation would.
     """
+    names = list(dict.fromkeys(j.oracle for j in judged)) if relied is None else list(relied)
     problems = []
-    for name in relied:
+    for name in names:
         parts = [j for j in judged if j.oracle == name]
         if not parts:
             problems.append(f"{name} UNJUDGED: no count of what it compared")

@@ -71,6 +71,9 @@ def requirements() -> tuple[Requirement, ...]:
         # (gdb for arm64 guests; qemu-img for the qcow2 file that holds the replay's snapshot)
         Requirement("gdb-multiarch", "gdb-multiarch"),
         Requirement("qemu-img", "qemu-utils"),
+        # the unit tier counts the ground-truth workload's instructions and system calls
+        # outside its phase under QEMU's user mode (tests/unit/agent/test_truth_model.py)
+        Requirement("qemu-aarch64", "qemu-user"),
     )
     return (*per_arch, *common)
 

@@ -39,6 +39,7 @@ from harness.agent.mutation import MutantRow, merge
 from harness.agent.peer import PeerEvidence, peer_range, stretch_margin
 from harness.agent.profctl import build_profctl
 from harness.agent.profile import unjudgeable
+from harness.agent.report import unjudged
 from harness.agent.spec import AgentSpec
 from harness.arches import ArchProfile
 from harness.build.cache import Cache, write_json_atomic
@@ -492,10 +493,25 @@ def _judged(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
         LOG.warning("mutant %s, %s, %s: the run failed: %s", _name(mutant), flavour.name,
                     case, exc)  # fmt: skip
         return {"RUN-ERROR"}, None
-    failed = {v.oracle for v in flavour.check(run)}
+    failed = {v.oracle for v in flavour.check(run)} | _unjudged(flavour, run, mutant, case)
     LOG.info("mutant %s, %s, %s: failed %s", _name(mutant), flavour.name, case,
              ", ".join(sorted(failed)) or "none")  # fmt: skip
     return failed, run
+
+
+def _unjudged(flavour: Flavour, run: AgentRun, mutant: Mutant | None, case: str) -> set[str]:
+    """The `unjudged_token` of each oracle the case's UNJUDGED mutants rely on that judged nothing.
+
+    A mutant caught by ``PROFILE:UNJUDGED`` relies on PROFILE comparing something in an
+    unmutated run: the control of its case is held to it, and so is the mutant.
+    """
+    tokens = mutant.caught_by if mutant else tuple(
+        t for m in planned(flavour.name, full=True, case=case) for t in m.caught_by)  # fmt: skip
+    relied = {o for t in tokens if (o := mutants.unjudged_oracle(t))}
+    if not relied:
+        return set()
+    judged = flavour.judged(run)
+    return {mutants.unjudged_token(name) for name in relied if unjudged(judged, (name,))}
 
 
 def _debug_case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,

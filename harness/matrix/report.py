@@ -93,6 +93,7 @@ class _Cell:
     cpus: tuple[_Cpu, ...]
     violations: tuple[str, ...]
     profile: tuple[tuple[str, str], ...] = ()  # (side, folded stacks): agent, perf; test line
+    unjudged: int | None = None  # oracle parts that compared nothing; None: not counted
 
     def axis(self, name: str) -> str:
         return dict(self.axes).get(name, "")
@@ -224,6 +225,7 @@ def _parse_cell(raw: Mapping[str, object]) -> _Cell:
         cpus=tuple(_parse_cpu(_mapping(cpu)) for cpu in _sequence(raw.get("cpus"))),
         violations=tuple(str(v) for v in _sequence(raw.get("violations"))),
         profile=tuple((str(k), str(v)) for k, v in _mapping(raw.get("profile")).items()),
+        unjudged=None if raw.get("unjudged") is None else _int(raw.get("unjudged")),
     )
 
 
@@ -265,7 +267,7 @@ def _header(summary: Mapping[str, object], cells: Sequence[_Cell]) -> str:
 
 def _summary_table(matrix: str, cells: Sequence[_Cell]) -> str:
     axis_names = list(dict.fromkeys(name for cell in cells for name, _ in cell.axes))
-    columns = ["cell", "outcome", *axis_names, "duration", "reason", "rerun alone"]
+    columns = ["cell", "outcome", *axis_names, "duration", "unjudged", "reason", "rerun alone"]
     rows = [_summary_row(matrix, cell, axis_names) for cell in cells]
     rows = rows or [f'<tr><td colspan="{len(columns)}">no cells</td></tr>']
     head = "".join(f"<th>{_esc(name)}</th>" for name in columns)
@@ -279,6 +281,7 @@ def _summary_row(matrix: str, cell: _Cell, axis_names: Sequence[str]) -> str:
         f"<td>{_badge(cell.outcome)}</td>",
         *(f"<td>{_esc(axes.get(name, ''))}</td>" for name in axis_names),
         f'<td class="num">{cell.duration_s:.1f} s</td>',
+        f'<td class="num">{"–" if cell.unjudged is None else cell.unjudged}</td>',
         f"<td>{_esc(cell.reason)}</td>",
         f"<td><code>{_esc(rerun_command(matrix, cell.cell))}</code></td>",
     ]

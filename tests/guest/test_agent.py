@@ -18,7 +18,11 @@ from harness.agent import profctl
 from harness.agent.build import AgentBuild
 from harness.agent.driver import Agent
 from harness.agent.flavours.tprof.data import TPROF, samples_per_buffer
-from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampling
+from harness.agent.flavours.tprof.oracles import (
+    applicable_oracles,
+    check_sampling,
+    judge_sampling,
+)
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.flavours.tprof.run import (
@@ -35,6 +39,7 @@ from harness.agent.flavours.tprof.run import (
     scripted_run,
     start_steps,
 )
+from harness.agent.report import unjudged
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEVICE, SamplingPlan, inject_step, kick_step
 from harness.build.images import GuestImages
@@ -53,12 +58,19 @@ TP_D9 = TPROF.quirk_bit("TP-D9")
 EXACT = AgentSpec(drain="manual", pmu_produce=False, period=200_000)
 
 
-def assert_oracles(run: SamplingRun, request: pytest.FixtureRequest) -> None:
-    """Every applicable oracle holds; the table and verdicts go into the summary."""
+def assert_oracles(
+    run: SamplingRun, request: pytest.FixtureRequest, relied: tuple[str, ...] = ()
+) -> None:
+    """Every applicable oracle holds, each of ``relied`` compared something; the table and
+    verdicts (with what each compared) go into the summary."""
     violations = check_sampling(run)
-    report = f"{format_cpu_table(run)}\n{format_verdicts(violations, applicable_oracles(run))}"
+    judged = judge_sampling(run)
+    verdicts = format_verdicts(violations, applicable_oracles(run), judged)
+    report = f"{format_cpu_table(run)}\n{verdicts}"
     request.node.user_properties.append((AGENT_REPORT, report))
     assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    missing = unjudged(judged, relied)
+    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
 
 
 def test_sampling_workload_every_overflow_accounted(
@@ -84,7 +96,7 @@ def test_linux_perf_beside_the_agent_agrees(
     peer = run.peer.counts
     assert peer.watched == cpus
     assert "PEER" in applicable_oracles(run)
-    assert_oracles(run, request)
+    assert_oracles(run, request, relied=("IRQ", "CALLS", "PEER", "PROFILE"))
     assert all(peer.cpu(cpu).samples > 0 for cpu in cpus)
 
 

@@ -16,7 +16,8 @@ from harness.agent.driver import Agent
 from harness.agent.flavour import AgentRun, behaviour
 from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC
 from harness.agent.flavours.hwpmc.results import HwRun
-from harness.agent.mutants import CHAIN_FLAVOURS, CONTENT_FLAVOURS
+from harness.agent.mutants import CHAIN_FLAVOURS, CONTENT_FLAVOURS, TID_FLAVOURS
+from harness.agent.report import unjudged
 from harness.agent.spec import AgentSpec
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
@@ -48,6 +49,9 @@ def judged_standard_run(
     title = f"{spec.flavour} standard run{label}"
     request.node.user_properties.append((AGENT_REPORT, f"{title}\n{report}"))
     assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    # Every applicable oracle compared something: none held over nothing.
+    missing = unjudged(flavour.judged(run))
+    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
     return run, report
 
 
@@ -57,8 +61,12 @@ def test_every_sample_tells_the_truth(
 ) -> None:
     run, report = judged_standard_run(agent, AgentSpec(flavour=name), topology, request)
     numbers = run.numbers()
-    # The laws judged something: the chain workload was sampled in its own text.
-    assert numbers[f"content.chain.cpu{topology.cpus - 1}.in_text"] > 0, report
+    # WHERE's populations (pid, CPU, time) held samples; WHO judged the workers' tids.
+    last = topology.cpus - 1
+    assert numbers[f"content.chain.cpu{last}.population"] > 0, report
+    assert numbers["content.mix.cpu0.population"] > 0, report
+    if name in TID_FLAVOURS:
+        assert numbers["content.mix.cpu0.worker"] > 0, report
     if topology.cpus > 1:  # the chain workload's CPU was kept for the harness's tasks
         key = f"content.exclusive.cpu{topology.cpus - 1}"
         assert numbers[f"{key}.exclusive"] == 1, report

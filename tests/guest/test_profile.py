@@ -20,6 +20,7 @@ from harness.agent.flavour import behaviour
 from harness.agent.flavours import names
 from harness.agent.peer import PeerEvidence
 from harness.agent.profile import unjudgeable
+from harness.agent.report import unjudged
 from harness.agent.spec import AgentSpec
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT, SMT_CLUSTER_LAYOUT
@@ -50,3 +51,5 @@ def test_every_flavour_profiles_like_linux_perf(
     assert isinstance(peer, PeerEvidence), report
     assert peer.profiles is not None, report
     assert not unjudgeable(peer.profiles), f"PROFILE judged nothing\n{report}"
+    missing = unjudged(flavour.judged(run), ("PEER", "PROFILE"))
+    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report

@@ -17,6 +17,7 @@ from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
 from harness.agent.peer import PeerEvidence
 from harness.agent.peer_run import profile_summary
+from harness.agent.report import unjudged
 from harness.agent.spec import AgentSpec
 from harness.matrix.load import Cell
 from tests.matrix.conftest import record_cell
@@ -39,16 +40,22 @@ def test_cell(cell: Cell, cell_agent: Agent, request: pytest.FixtureRequest) -> 
     flavour = behaviour(cell.flavour)
     run = flavour.standard_run(cell_agent, AgentSpec(flavour=cell.flavour, event=event), cpus)
     violations = [str(v) for v in flavour.check(run)]
+    judged = flavour.judged(run)
+    violations += unjudged(judged)  # an oracle that compared nothing fails the cell too
     profile: dict[str, str] = {}
     peer_wanted = request.config.getoption("--matrix") in PEER_MATRICES
     if flavour.peer_run is not None and event == "cycles" and peer_wanted:
         peer_run = flavour.peer_run(cell_agent, AgentSpec(flavour=cell.flavour), cpus)
         violations += [f"peer run: {v}" for v in flavour.check(peer_run)]
+        peer_judged = flavour.judged(peer_run)
+        violations += [f"peer run: {why}" for why in unjudged(peer_judged)]
+        judged = (*judged, *peer_judged)
         peer = getattr(peer_run, "peer", None)  # every flavour's run keeps perf's evidence
         profile = profile_summary(peer if isinstance(peer, PeerEvidence) else None)
     cells = [row.as_dict() for row in flavour.cell_rows(run)]
     summary = {"cell": cell.id, "axes": cell.axes(), "nodeid": request.node.nodeid,
                "cpus": cells, "violations": violations, "profile": profile,
+               "unjudged": sum(1 for j in judged if not j.judged),
                "reason": violations[0] if violations else ""}  # fmt: skip
     record_cell(request, summary)
     assert not violations, "\n".join(violations)

@@ -15,7 +15,7 @@ from harness.agent.samples import Sample
 from harness.agent.truth import TruthImage, WorkloadRun
 
 BASE = 0x5100_0000
-NAMES = ("main", "outer", "middle", "leaf", "hot", "cold", "mix")
+NAMES = ("main", "outer", "middle", "leaf", "hot", "cold", "mix", "work")
 F = {name: Function(name, BASE + 0x100 * i, BASE + 0x100 * i + 0x40,
                     (BASE + 0x100 * i + 8, BASE + 0x100 * i + 0x30))
      for i, name in enumerate(NAMES)}  # fmt: skip
@@ -33,8 +33,8 @@ RET = {name: F[name].start + 0x20 for name in F}  # a return address inside each
 
 
 def leaf_sample(**changes: object) -> Sample:
-    sample = Sample(1, F["leaf"].start + 0x10, 71, 71, True,
-                    (RET["middle"], RET["outer"], RET["main"], 0x1234), False, AT)  # fmt: skip
+    callers = (RET["middle"], RET["outer"], RET["work"], RET["main"], 0x1234)
+    sample = Sample(1, F["leaf"].start + 0x10, 71, 71, True, callers, False, AT)
     return replace(sample, **changes)  # type: ignore[arg-type]
 
 
@@ -86,14 +86,16 @@ def test_samples_away_from_leaf_fail_the_model_bound() -> None:
 
 
 def test_chain_sabotage_is_caught() -> None:
-    skipped = leaf_sample(chain=(RET["outer"], RET["main"]))
+    skipped = leaf_sample(chain=(RET["outer"], RET["work"], RET["main"]))
     assert oracles(view([leaf_sample()] * 499 + [skipped])) == {"CHAIN"}
     cut = leaf_sample(chain=())
     assert oracles(view([leaf_sample()] * 499 + [cut])) == {"CHAIN"}
     # cut to the depth and said so: right
     assert oracles(view([leaf_sample(chain=(RET["middle"],), truncated=True)] * 500, 2)) == set()
     assert oracles(view([leaf_sample(chain=(RET["middle"],))] * 500, 2)) == {"CHAIN"}
-    too_long = leaf_sample(chain=(RET["middle"], RET["outer"], RET["main"], 1, 2, 3, 4, 5))
+    too_long = leaf_sample(
+        chain=(RET["middle"], RET["outer"], RET["work"], RET["main"], 1, 2, 3, 4)
+    )
     assert oracles(view([too_long])) == {"CHAIN"}
 
 

@@ -77,13 +77,15 @@ def test_workloads_come_from_their_output_files() -> None:
     steps = truth.output_steps((chain, mix))
     results = _results(
         ("pid=71 tid=71 cpu=1 mode=chain",
-         "calls=12 iterations=1 rounds=0 faults=40 begin_ns=1000 end_ns=9000"),
+         "calls=12 iterations=1 rounds=0 faults=40 begin_ns=1000 end_ns=9000", "life_faults=90"),
         ("pid=72 tid=73 cpu=0 mode=mix",
-         "calls=0 iterations=0 rounds=512 faults=41 begin_ns=1100 end_ns=9100"),
+         "calls=0 iterations=0 rounds=512 faults=41 begin_ns=1100 end_ns=9100", "life_faults=91"),
     )  # fmt: skip
     chain_run, mix_run = truth.workloads_of(steps, results)
-    assert chain_run == truth.WorkloadRun("chain", 1, 71, 71, 12, 0, 40, span=(1000, 9000))
-    assert mix_run == truth.WorkloadRun("mix", 0, 72, 73, 0, 512, 41, span=(1100, 9100))
+    assert chain_run == truth.WorkloadRun("chain", 1, 71, 71, 12, 0, 40, span=(1000, 9000),
+                                          life_faults=90)  # fmt: skip
+    assert mix_run == truth.WorkloadRun("mix", 0, 72, 73, 0, 512, 41, span=(1100, 9100),
+                                        life_faults=91)  # fmt: skip
     assert mix_run.threads == {(72, 72), (72, 73)}  # main's thread, and the worker's
     assert (mix_run.during(1100), mix_run.during(9100), mix_run.during(9101)) == (True,) * 2 + (
         False,
@@ -107,8 +109,9 @@ def test_a_workload_knows_the_busy_loops_pinned_beside_it() -> None:
     steps = (profctl.spin_step(1, 900), profctl.spin_step(0, 900), *truth.output_steps((chain,)))
     spins = profctl.parse_output("step=0 op=spin ok=1 pid=80 cpu=1\n"
                                  "step=1 op=spin ok=1 pid=81 cpu=0\n", steps[:2])  # fmt: skip
-    (cat,) = _results(("pid=71 tid=71 cpu=1 mode=chain",
-                       "calls=1 rounds=0 faults=4 begin_ns=1 end_ns=2"))  # fmt: skip
+    lines = ("pid=71 tid=71 cpu=1 mode=chain", "calls=1 rounds=0 faults=4 begin_ns=1 end_ns=2",
+             "life_faults=9")  # fmt: skip
+    (cat,) = _results(lines)
     (run,) = truth.workloads_of(steps, (*spins, cat))
     assert run.neighbours == (80,)
 

@@ -60,7 +60,7 @@ EXACT_QLIMIT = 100_000
 MAX_KIB = 1 << 20
 MAX_TASK = 1_000_000
 BUSY_MS = 1500
-#: The standard run's trace depth at least: leaf, middle, outer, main and beyond.
+#: The standard run's trace depth at least: leaf, middle, outer, work, main and beyond.
 CHAIN_DEPTH = 8
 TRUTH_SLACK_MS = 700
 PROBE_MS = 200

@@ -79,7 +79,9 @@ def _applicable(run: SamplingRun) -> frozenset[str]:
 
 
 def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    return peer_run(agent, spec, SamplingPlan(busy_cpus=cpus, busy_ms=1000))
+    """Busy loops on every CPU, the ground-truth workloads beside them, perf beside the agent."""
+    truth = (TruthLaunch("chain", cpus[-1], 1000), TruthLaunch("mix", cpus[0], 1000))
+    return peer_run(agent, spec, SamplingPlan(busy_cpus=cpus, busy_ms=1000), truth)
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:

@@ -167,12 +167,21 @@ def sampling_run(
     return run_steps(agent, spec, sampling_steps(plan, launches), context)[0]
 
 
-def peer_run(agent: AgentLike, spec: AgentSpec, plan: SamplingPlan) -> SamplingRun:
-    """``plan`` with Linux perf beside the agent (`harness.agent.peer_run`): PEER, PROFILE.
+def peer_run(
+    agent: AgentLike, spec: AgentSpec, plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()
+) -> SamplingRun:
+    """``plan`` (and ``launches``) with Linux perf beside the agent: PEER, PROFILE.
+
+    With the ground-truth workloads launched, user PCs fold to their functions on
+    both sides (`harness.agent.peer_run`), so PROFILE sees a wrong user PC too.
 
     :raise GuestError: perf did not start, stop or read back.
     """
-    return beside(agent, spec, plan.busy_cpus, lambda a, s, _: sampling_run(a, s, plan), PEER_HOOKS)
+
+    def run(a: AgentLike, s: AgentSpec, _: object) -> SamplingRun:
+        return sampling_run(a, s, plan, launches)
+
+    return beside(agent, spec, plan.busy_cpus, run, PEER_HOOKS)
 
 
 def profile_samples(run: SamplingRun) -> tuple[AgentSample, ...]:

@@ -271,6 +271,18 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 		ctx.pid = 0;
 	if (pa_mutant(FLIP_MODE_7TH) && ++this_cpu_ptr(&pa_cpu)->mutant_tick % 7 == 0)
 		ctx.kernel = !ctx.kernel;
+	/* Mutation point (WHO's thread half): the thread group's id written as the tid. */
+	if (pa_mutant(TGID_AS_TID))
+		ctx.tid = ctx.pid;
+	/*
+	 * Mutation point (WHERE's population): a user PC moved 256 bytes down, still a
+	 * user address and, in the workload, still its text: a plausible wrong PC.
+	 */
+	if (pa_mutant(USER_PC_SHIFT) && !ctx.kernel)
+		ctx.pc -= 256;
+	/* Mutation point (PROFILE's pairing): every timestamp 10 s ahead of the clock. */
+	if (pa_mutant(TS_SKEW))
+		ctx.ts_ns += 10 * NSEC_PER_SEC;
 	/*
 	 * Mutation point (WHO's exclusive half): every 5th user sample of a CPU is the
 	 * user state of the wrong task, the parent's (its PC at its last kernel entry,
