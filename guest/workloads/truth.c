@@ -8,6 +8,10 @@
  *   truth chain CPU MS   main -> outer -> middle -> leaf for MS ms; leaf spins
  *                        LEAF_ITERATIONS iterations and calls nothing, middle
  *                        reads the clock (a raw syscall, no vDSO) between calls
+ *   truth zero CPU MS    main -> work -> zero: read(2)s of /dev/zero, ZERO_BLOCK
+ *                        bytes each, into a buffer touched before the phase; the
+ *                        kernel's time lies in its user-copy loop (arm64:
+ *                        __arch_clear_user), reached through read_zero
  *   truth mix CPU MS     a second thread, pinned to CPU too, runs mix while main
  *                        waits for it (tid != pid: WHO tells a tgid from a tid);
  *                        mix -> hot(3 * s), cold(s), again, with s drawn
@@ -21,7 +25,7 @@
  * It pins itself to CPU, then prints "pid=N tid=N cpu=N mode=M" before the work
  * (tid: the thread that does it) and "calls=N iterations=N rounds=N faults=N
  * begin_ns=N end_ns=N" after it (calls: leaf calls, each one return to middle and
- * one clock syscall; faults: the kernel's count of the working thread's page
+ * one clock syscall, or zero's reads, each one read and one clock syscall; faults: the kernel's count of the working thread's page
  * faults during the work itself, outer's or mix's call, from getrusage; begin_ns
  * and end_ns: CLOCK_MONOTONIC just before that call and just after it returned,
  * the phase's span on the clock the agents stamp samples with), one line each,
@@ -30,6 +34,7 @@
  * Exit status: 0 done, 2 usage, 3 could not pin.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -43,6 +48,7 @@
 #define LEAF_ITERATIONS (1UL << 22)
 #define MIX_SLICE (1UL << 12)
 #define MIX_ROUNDS_PER_CLOCK 256
+#define ZERO_BLOCK (1UL << 20)
 #define TRUTH_FN __attribute__((noinline, noclone, used))
 
 volatile unsigned long truth_sink;
@@ -91,6 +97,19 @@ TRUTH_FN void outer(long long end_ns)
 	truth_sink++;	/* keeps middle's call from becoming a tail call */
 }
 
+static char zero_buf[ZERO_BLOCK];
+
+/* Kernel time in a known place: the kernel zeroes ZERO_BLOCK bytes of ours per call. */
+TRUTH_FN void zero(long long end_ns, int fd)
+{
+	while (now_ns() < end_ns) {
+		if (read(fd, zero_buf, ZERO_BLOCK) != (ssize_t)ZERO_BLOCK)
+			break;
+		truth_calls++;
+	}
+	truth_sink++;
+}
+
 TRUTH_FN void mix(long long end_ns)
 {
 	unsigned long state = 0x9e3779b97f4a7c15UL, s;
@@ -118,15 +137,24 @@ TRUTH_FN void *work(void *arg)
 	const struct truth_work *w = arg;
 	struct rusage before, after;
 	long long begin_ns, end_ns;
+	int fd = -1;
 
 	printf("pid=%d tid=%ld cpu=%lu mode=%s\n", (int)getpid(), (long)syscall(SYS_gettid),
 	       w->cpu, w->mode);
 	fflush(stdout);
+	if (w->mode[0] == 'z') {	/* the phase neither faults the buffer in nor opens */
+		memset(zero_buf, 1, sizeof(zero_buf));
+		fd = open("/dev/zero", O_RDONLY);
+		if (fd < 0)
+			return NULL;
+	}
 	getrusage(RUSAGE_THREAD, &before);
 	begin_ns = now_ns();
 	end_ns = begin_ns + (long long)w->ms * 1000000LL;
 	if (w->mode[0] == 'c')
 		outer(end_ns);
+	else if (w->mode[0] == 'z')
+		zero(end_ns, fd);
 	else
 		mix(end_ns);
 	end_ns = now_ns();
@@ -136,6 +164,8 @@ TRUTH_FN void *work(void *arg)
 	       after.ru_minflt + after.ru_majflt - before.ru_minflt - before.ru_majflt, begin_ns,
 	       end_ns);
 	fflush(stdout);
+	if (fd >= 0)
+		close(fd);
 	return NULL;
 }
 
@@ -147,8 +177,9 @@ TRUTH_FN int main(int argc, char **argv)
 	pthread_t thread;
 	cpu_set_t set;
 
-	if (argc != 4 || (strcmp(argv[1], "chain") && strcmp(argv[1], "mix"))) {
-		fprintf(stderr, "usage: truth chain|mix CPU MS\n");
+	if (argc != 4 || (strcmp(argv[1], "chain") && strcmp(argv[1], "mix") &&
+			  strcmp(argv[1], "zero"))) {
+		fprintf(stderr, "usage: truth chain|mix|zero CPU MS\n");
 		return 2;
 	}
 	w.mode = argv[1];
@@ -158,7 +189,7 @@ TRUTH_FN int main(int argc, char **argv)
 	CPU_SET(w.cpu, &set);
 	if (w.cpu >= CPU_SETSIZE || sched_setaffinity(0, sizeof(set), &set))
 		return 3;
-	if (w.mode[0] == 'c') {
+	if (w.mode[0] != 'm') {
 		work(&w);
 	} else if (pthread_attr_init(&attr) ||
 		   pthread_attr_setaffinity_np(&attr, sizeof(set), &set) ||

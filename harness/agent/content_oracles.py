@@ -114,6 +114,9 @@ class ContentView:
     ``chain_depth`` None: the flavour records no call chain (CHAIN not applicable).
     ``module``: the agent's functions at their kernel addresses (None: not read).
     ``isolation``: the CPUs the harness kept for its own tasks (WHO's exclusive half).
+    ``kernel``: the core kernel functions the zero workload's kernel time lies in;
+    ``kernel_pids``: the flavour's kernel samples carry the task's pid (kprof's do not:
+    WHERE's kernel half is then not applicable).
     """
 
     samples: tuple[Sample, ...]
@@ -122,16 +125,23 @@ class ContentView:
     chain_depth: int | None = None
     module: FunctionTable | None = None
     isolation: tuple[Isolation, ...] = ()
+    kernel: FunctionTable | None = None
+    kernel_pids: bool = True
 
 
 def view_of(
-    samples: Sequence[Sample], evidence: truth.TruthEvidence | None, chain_depth: int | None
+    samples: Sequence[Sample],
+    evidence: truth.TruthEvidence | None,
+    chain_depth: int | None,
+    *,
+    kernel_pids: bool = True,
 ) -> ContentView:
     """The content view of a run's samples and the ground truth it kept (None: none)."""
     if evidence is None:
-        return ContentView(tuple(samples), (), None, chain_depth)
+        return ContentView(tuple(samples), (), None, chain_depth, kernel_pids=kernel_pids)
     return ContentView(tuple(samples), evidence.workloads, evidence.image, chain_depth,
-                       evidence.module, evidence.isolation)  # fmt: skip
+                       evidence.module, evidence.isolation, evidence.kernel,
+                       kernel_pids)  # fmt: skip
 
 
 def oracles_for(chains: bool) -> tuple[tuple[str, str], ...]:
@@ -297,6 +307,31 @@ def population(view: ContentView, workload: truth.WorkloadRun) -> list[Sample]:
             and (s.time_ns is None or workload.during(s.time_ns))]  # fmt: skip
 
 
+def kernel_population(view: ContentView, workload: truth.WorkloadRun) -> list[Sample] | None:
+    """WHERE's kernel half for a zero workload: its kernel samples, by pid, CPU and time.
+
+    Every kernel sample with its pid on its CPU inside its phase (its whole life where
+    samples carry no time); None where it cannot be chosen so: the kernel's functions
+    were not read, or the flavour's kernel samples carry no pid (kprof).
+    """
+    if workload.mode != "zero" or view.kernel is None or not view.kernel_pids:
+        return None
+    return [s for s in view.samples
+            if not s.user and s.pid == workload.pid and s.cpu == workload.cpu
+            and (s.time_ns is None or workload.during(s.time_ns))]  # fmt: skip
+
+
+def zero_bound(n: int) -> int:
+    """WHERE's lower bound on zero's kernel samples in `truth.KERNEL_ZERO`, of ``n``."""
+    return max(0, n - binomial_upper(n, truth.KERNEL_OUT_SHARE, ALPHA))
+
+
+def _in_zero(view: ContentView, samples: Sequence[Sample]) -> int:
+    assert view.kernel is not None
+    loop = view.kernel.named(truth.KERNEL_ZERO)
+    return sum(1 for s in samples if loop.holds(s.pc))
+
+
 def _life(view: ContentView, workload: truth.WorkloadRun) -> tuple[int, int]:
     """(instructions, exceptions) of a workload's life outside its phase, where untimed.
 
@@ -356,6 +391,15 @@ def check_where(view: ContentView) -> list[Violation]:
     for w in view.workloads:
         chosen, life = population(view, w), _life(view, w)
         names, n = _counts(view, chosen), len(chosen)
+        if w.mode == "zero":
+            kernel = kernel_population(view, w)
+            if kernel is not None:
+                out += at_least("WHERE", w.cpu, f"kernel samples in {truth.KERNEL_ZERO} (of "
+                                f"{len(kernel)} of pid {w.pid} in {span})",
+                                bound=zero_bound(len(kernel)), got=_in_zero(view, kernel),
+                                detail=f"model: at most {truth.KERNEL_OUT_SHARE:.0%} outside "
+                                f"the kernel's zeroing loop; {w.calls} reads")  # fmt: skip
+            continue
         if w.mode == "chain":
             out += at_least("WHERE", w.cpu, f"samples in leaf (of {n} of pid {w.pid} in {span})",
                             bound=leaf_bound(n, w, life), got=names["leaf"],
@@ -388,7 +432,13 @@ def judge_content(view: ContentView) -> list[Judged]:
         span = "its phase" if timed(view) else "its whole life"
         found += [Judged("WHERE", len(population(view, w)), f"user samples of pid {w.pid} on "
                          f"CPU {w.cpu} in {span}", why="none recorded", part=w.mode)
-                  for w in view.workloads]  # fmt: skip
+                  for w in view.workloads if w.mode != "zero"]  # fmt: skip
+        for w in view.workloads:
+            kernel = kernel_population(view, w)
+            if kernel is not None:
+                found.append(Judged("WHERE", len(kernel), f"kernel samples of pid {w.pid} on "
+                                    f"CPU {w.cpu} in {span}", why="none recorded",
+                                    part="zero"))  # fmt: skip
     if "CHAIN" in applicable:
         leaf, probe = chain_checked(view)
         found.append(Judged("CHAIN", len(view.samples), "chains (depth)", part="depth",
@@ -492,7 +542,13 @@ def content_numbers(view: ContentView) -> dict[str, int]:
         numbers |= {f"{key}.population": len(chosen),
                     f"{key}.in_text": sum(1 for s in chosen if _in_text(view, s)),
                     f"{key}.worker": len(worker_samples(view, w))}  # fmt: skip
-        if w.mode == "chain":
+        if w.mode == "zero":
+            kernel = kernel_population(view, w)
+            if kernel is not None:
+                numbers[f"{key}.kernel_population"] = len(kernel)
+                numbers[f"{key}.in_zeroing"] = _in_zero(view, kernel)
+                numbers[f"{key}.zeroing_bound"] = zero_bound(len(kernel))
+        elif w.mode == "chain":
             numbers[f"{key}.leaf"] = names["leaf"]
             numbers[f"{key}.leaf_bound"] = leaf_bound(len(chosen), w, life)
         else:
@@ -527,7 +583,16 @@ def format_content(view: ContentView) -> str:
         head = (f"truth {w.mode} on CPU {w.cpu} (pid {w.pid}, worker tid {w.tid}): {n} user "
                 f"samples of its pid there in {span}, {numbers[f'{key}.in_text']} in its text, "
                 f"{worker} in worker-only code")  # fmt: skip
-        if w.mode == "chain":
+        if w.mode == "zero":
+            if f"{key}.kernel_population" not in numbers:
+                why = "kernel samples carry no pid" if not view.kernel_pids else "not read"
+                lines.append(f"{head}; kernel half not applicable: {why}")
+                continue
+            k, z = numbers[f"{key}.kernel_population"], numbers[f"{key}.in_zeroing"]
+            lines.append(f"{head}; {w.calls} reads; {k} kernel samples of its pid there, {z} in "
+                         f"{truth.KERNEL_ZERO} ({100 * z / max(k, 1):.1f} %), model bound "
+                         f"{numbers[f'{key}.zeroing_bound']}")  # fmt: skip
+        elif w.mode == "chain":
             leaf = numbers[f"{key}.leaf"]
             lines.append(f"{head}, {leaf} in leaf ({100 * leaf / max(n, 1):.1f} %), model "
                          f"bound {numbers[f'{key}.leaf_bound']}")  # fmt: skip

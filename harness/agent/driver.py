@@ -117,6 +117,14 @@ class Agent:
         lines = self._kallsyms or self._read_kallsyms()
         return truth.place_module(read_functions(self.build.ko.read_bytes()), lines)
 
+    def kernel_functions(self, names: Sequence[str]) -> FunctionTable:
+        """Core kernel functions by name where ``/proc/kallsyms`` puts them (`truth.place_kernel`).
+
+        :raise InfraError: kallsyms lists one of them not, or hides its address.
+        """
+        found = self.shell.run(truth.kernel_lines_command(names), check=False)
+        return truth.place_kernel(found.stdout.splitlines(), names)
+
     def _read_kallsyms(self) -> tuple[str, ...]:
         """The loaded module's ``/proc/kallsyms`` lines, read in the guest now."""
         found = self.shell.run("grep '\\[profagent\\]$' /proc/kallsyms", check=False)

@@ -110,6 +110,9 @@ class AgentLike(Protocol):
     def module_functions(self) -> FunctionTable:
         """The loaded module's functions at their kernel addresses (``/proc/kallsyms``)."""
 
+    def kernel_functions(self, names: Sequence[str]) -> FunctionTable:
+        """Core kernel functions by name at their addresses (``/proc/kallsyms``)."""
+
 
 class AgentRun(Protocol):
     """One run of any flavour, as the shared machinery reads it."""

@@ -25,6 +25,9 @@ CHAIN_FLAVOURS = ("kprof", "hwpmc", "dt")
 #: those whose PROFILE compares paired samples (`harness.agent.profile.paired`).
 TID_FLAVOURS = ("tprof", "hwpmc", "dt")
 PAIRED_FLAVOURS = ("dt", "hwpmc")
+#: Flavours whose kernel samples carry the task's pid (kprof's kernel traces do not), so
+#: WHERE's kernel half can choose the zero workload's kernel samples.
+KERNEL_PID_FLAVOURS = ("tprof", "hwpmc", "dt")
 
 
 def unjudged_token(oracle: str) -> str:
@@ -78,6 +81,8 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            flavours=TID_FLAVOURS),
     Mutant("user_pc_shift", "every user sample's PC lies 256 bytes below where the task was",
            ("WHERE",), flavours=CONTENT_FLAVOURS),
+    Mutant("kernel_pc_shift", "every kernel sample's PC lies 256 bytes above where it was",
+           ("WHERE",), flavours=KERNEL_PID_FLAVOURS),
     # A verdict on nothing is the catch: no sample pairs with perf's (PROFILE UNJUDGED).
     Mutant("ts_skew", "every sample's timestamp is 10 s ahead of the clock",
            (unjudged_token("PROFILE"),), case="peer", flavours=PAIRED_FLAVOURS),

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from harness.agent import profctl
-from harness.agent.elfsyms import FunctionTable, executable_span, read_functions
+from harness.agent.elfsyms import Function, FunctionTable, executable_span, read_functions
 from harness.agent.isolation import Isolation
 from harness.agent.steps import GUEST_DIR
 from harness.agent.truth_build import BINARY_NAME
@@ -50,7 +50,21 @@ MIX_HOT_PARTS, MIX_COLD_PARTS = 3, 1
 #: The code mix mode runs in its phase: mix, hot, cold, the clock read and syscall().
 MIX_PHASE = ("mix", "hot", "cold", "now_ns", "syscall")
 #: Functions only the thread that does a mode's work runs (WHO judges its tid there).
-WORKER_ONLY = {"chain": ("leaf", "middle", "outer"), "mix": ("mix", "hot", "cold")}
+WORKER_ONLY = {"chain": ("leaf", "middle", "outer"), "mix": ("mix", "hot", "cold"),
+               "zero": ("zero",)}  # fmt: skip
+#: Where zero mode's kernel time lies: the kernel's loop that zeroes a user buffer
+#: (arm64 6.1 and 6.12: ``__arch_clear_user``, 4 instructions per 8 bytes, called by
+#: read_zero once a 4 KiB page), read from ``/proc/kallsyms`` with the symbol after it.
+KERNEL_ZERO = "__arch_clear_user"
+#: WHERE's kernel half: the share of zero mode's kernel samples outside KERNEL_ZERO is
+#: at most this. Per 4 KiB page the loop runs 2048 instructions; read_zero's page
+#: loop, clear_user's user-access toggles, the syscall's entry and exit and vfs_read
+#: add about 60 per page (15 000 per 1 MiB read, 256 pages): 3 % of the loop's, so up
+#: to a cost ratio of 30 against the hot loop's instructions a kernel sample lies
+#: outside it with probability at most 1/2. Timer and IPI handlers on that CPU (HZ
+#: 250) and, over a whole life (tprof), exec and exit add kernel work there too; the
+#: measured share in the loop is in each run's report line.
+KERNEL_OUT_SHARE = 0.5
 #: Mix mode's user instructions per round outside hot and cold, an upper bound: the
 #: xorshift step, the slice and two calls (about 20), and one clock read (now_ns and
 #: syscall(), about 40) every MIX_ROUNDS_PER_CLOCK rounds.
@@ -72,7 +86,8 @@ MIX_ROUNDS_PER_CLOCK = 256
 LIFE_INSNS = 100_000
 LIFE_SYSCALLS = 64
 
-Mode = Literal["chain", "mix"]
+Mode = Literal["chain", "mix", "zero"]
+MODES: tuple[Mode, ...] = ("chain", "mix", "zero")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +151,17 @@ class TruthEvidence:
 
     ``module``: the agent's functions at their kernel addresses (None: not read; only
     flavours that record kernel call chains need them). ``isolation``: the CPUs the
-    harness kept for its own tasks (`harness.agent.isolation.isolated`).
+    harness kept for its own tasks (`harness.agent.isolation.isolated`). ``kernel``:
+    the core kernel's functions the zero workload's kernel time lies in.
     """
 
     workloads: tuple[WorkloadRun, ...] = ()
     image: TruthImage | None = None
     module: FunctionTable | None = None
     isolation: tuple[Isolation, ...] = ()
+    #: Core kernel functions a workload's kernel time lies in (zero mode: `KERNEL_ZERO`),
+    #: where ``/proc/kallsyms`` puts them; None: no such workload ran.
+    kernel: FunctionTable | None = None
 
 
 def read_image(profctl_binary: Path) -> TruthImage:
@@ -156,6 +175,12 @@ def read_image(profctl_binary: Path) -> TruthImage:
     data = truth.read_bytes()
     return TruthImage(read_functions(data), executable_span(data),
                       executable_span(profctl_binary.read_bytes()))  # fmt: skip
+
+
+def standard_launches(cpus: Sequence[int], ms: int) -> tuple[TruthLaunch, ...]:
+    """The standard runs' workloads: chain and zero on the last CPU, mix on the first."""
+    return (TruthLaunch("chain", cpus[-1], ms), TruthLaunch("mix", cpus[0], ms),
+            TruthLaunch("zero", cpus[-1], ms))  # fmt: skip
 
 
 def launch_steps(launches: Sequence[TruthLaunch]) -> tuple[str, ...]:
@@ -197,7 +222,9 @@ def workloads_of(
         pairs = _pairs(result.lines)
         if not {"pid", "calls", "begin_ns", "end_ns", "life_faults"} <= pairs.keys():
             raise InfraError(f"the ground-truth workload said {result.lines!r} in {step}")
-        mode: Mode = "chain" if pairs["mode"] == "chain" else "mix"
+        mode = next((m for m in MODES if m == pairs["mode"]), None)
+        if mode is None:
+            raise InfraError(f"the ground-truth workload ran mode {pairs['mode']!r} in {step}")
         cpu = int(pairs["cpu"])
         runs.append(WorkloadRun(mode, cpu, int(pairs["pid"]), int(pairs["tid"]),
                                 int(pairs["calls"]), int(pairs["rounds"]), int(pairs["faults"]),
@@ -227,12 +254,47 @@ def place_module(module: FunctionTable, kallsyms: Sequence[str]) -> FunctionTabl
     return FunctionTable(tuple(sorted(placed, key=lambda f: f.start)))
 
 
+def kernel_lines_command(names: Sequence[str]) -> str:
+    """A guest command printing ``NAME START NEXT`` per core kernel symbol in ``names``.
+
+    ``NEXT`` is the address of the symbol ``/proc/kallsyms`` lists after it (the core
+    kernel's are in address order): the function's end.
+    """
+    wanted = " ".join(names)
+    return (
+        "awk -v want='" + wanted + "' 'BEGIN { n = split(want, w, \" \"); "
+        "for (i = 1; i <= n; i++) W[w[i]] = 1 } "
+        'held != "" { print held, $1; held = "" } '
+        'NF == 3 && ($3 in W) { held = $3 " " $1 }\' /proc/kallsyms'
+    )
+
+
+def place_kernel(lines: Sequence[str], names: Sequence[str]) -> FunctionTable:
+    """Core kernel functions from `kernel_lines_command`'s output: ``[START, NEXT)`` each.
+
+    :raise InfraError: a name is missing, or its address is 0 (``kptr_restrict``).
+    """
+    found: dict[str, Function] = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) == 3:
+            start, end = int(fields[1], 16), int(fields[2], 16)
+            if start and end > start:
+                found[fields[0]] = Function(fields[0], start, end, (start, start))
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise InfraError(f"/proc/kallsyms places no {', '.join(missing)} ({len(lines)} lines)")
+    return FunctionTable(tuple(sorted(found.values(), key=lambda f: f.start)))
+
+
 class _Launcher(Protocol):
     """What `evidence_of` asks of the agent (`harness.agent.driver.Agent`)."""
 
     def truth_image(self) -> TruthImage: ...
 
     def module_functions(self) -> FunctionTable: ...
+
+    def kernel_functions(self, names: Sequence[str]) -> FunctionTable: ...
 
 
 def evidence_of(
@@ -251,4 +313,6 @@ def evidence_of(
     if not workloads:
         return None
     module = agent.module_functions() if chains else None
-    return TruthEvidence(workloads, agent.truth_image(), module)
+    zero = any(w.mode == "zero" for w in workloads)
+    kernel = agent.kernel_functions((KERNEL_ZERO,)) if zero else None
+    return TruthEvidence(workloads, agent.truth_image(), module, kernel=kernel)

@@ -15,7 +15,7 @@ from harness.agent.samples import Sample
 from harness.agent.truth import TruthImage, WorkloadRun
 
 BASE = 0x5100_0000
-NAMES = ("main", "outer", "middle", "leaf", "hot", "cold", "mix", "work")
+NAMES = ("main", "outer", "middle", "leaf", "hot", "cold", "mix", "work", "zero")
 F = {name: Function(name, BASE + 0x100 * i, BASE + 0x100 * i + 0x40,
                     (BASE + 0x100 * i + 8, BASE + 0x100 * i + 0x30))
      for i, name in enumerate(NAMES)}  # fmt: skip
@@ -253,3 +253,41 @@ def test_every_content_oracle_says_how_much_it_compared() -> None:
     assert "mix: 0 user samples of pid 72 on CPU 0 in its phase: none recorded" in line
     nothing = replace(v, samples=())
     assert "UNJUDGED  MODE" in co.content_report(nothing, co.check_content(nothing))
+
+
+# --- WHERE's kernel half: the zero workload's kernel time in the zeroing loop ----------
+
+ZERO_FN = Function(truth.KERNEL_ZERO, KBASE + 0x10000, KBASE + 0x100A0, (KBASE + 0x10000,) * 2)
+ZERO = WorkloadRun("zero", 1, 74, 74, calls=400, rounds=0, faults=0, span=SPAN)
+
+
+def zero_view(kernel_pcs: list[int], *, kernel_pids: bool = True) -> co.ContentView:
+    base = view([leaf_sample()] * 500)
+    zero = [Sample(1, pc, 74, 74, False, time_ns=AT) for pc in kernel_pcs]
+    return replace(base, samples=(*base.samples, *zero), workloads=(*base.workloads, ZERO),
+                   kernel=FunctionTable((ZERO_FN,)), kernel_pids=kernel_pids)  # fmt: skip
+
+
+def test_the_zero_workloads_kernel_samples_lie_in_the_zeroing_loop() -> None:
+    inside, outside = ZERO_FN.start + 0x20, KBASE + 0x20000
+    v = zero_view([inside] * 150 + [outside] * 50)
+    assert co.check_content(v) == []
+    numbers = co.content_numbers(v)
+    assert (numbers["content.zero.cpu1.kernel_population"],
+            numbers["content.zero.cpu1.in_zeroing"]) == (200, 150)  # fmt: skip
+    assert [j.n for j in co.judge_content(v) if j.part == "zero"] == [200]
+    # every kernel PC moved 256 bytes up: out of the loop, still kernel, still its pid's
+    moved = zero_view([inside + 256] * 150 + [outside] * 50)
+    assert oracles(moved) == {"WHERE"}
+    # kernel samples of other pids or outside the phase are not the population
+    others = replace(
+        v, samples=(*v.samples, *[Sample(1, outside, 75, 75, False, time_ns=AT)] * 500)
+    )
+    assert co.check_content(others) == []
+
+
+def test_kernel_samples_without_a_pid_leave_the_kernel_half_not_applicable() -> None:
+    v = zero_view([KBASE + 0x20000] * 100, kernel_pids=False)
+    assert co.check_content(v) == []
+    assert not [j for j in co.judge_content(v) if j.part == "zero"]
+    assert "kernel half not applicable: kernel samples carry no pid" in co.format_content(v)

@@ -105,14 +105,15 @@ def test_the_quick_set_leaves_out_the_guest_ending_and_debug_mutants() -> None:
                             "double_count", "lose_at_swap", "publish_early",
                             "no_nest_guard",
                             "handler_pc", "pid_zero_2nd", "flip_mode_7th",
-                            "parent_sample_5th", "tgid_as_tid", "user_pc_shift"}  # fmt: skip
+                            "parent_sample_5th", "tgid_as_tid", "user_pc_shift",
+                            "kernel_pc_shift"}  # fmt: skip
     assert {m.name for m in planned("dt", full=False)} == core | {
         "skip_canary", "drop_uncounted", "ring_holds_14", "gstats_skips_cpu0",
         "recursion_as_drop", "skiptick_short", "retry_get", "producer_skips_open",
         "skiptick_pmu_lost",
         "handler_pc", "pid_zero_2nd", "flip_mode_7th",
         "chain_skip_frame", "chain_cut_silent", "chain_wrong_task", "parent_sample_5th",
-        "tgid_as_tid", "user_pc_shift",
+        "tgid_as_tid", "user_pc_shift", "kernel_pc_shift",
     }  # fmt: skip
     assert {m.name for m in planned("dt", full=False, case="readers")} == {
         "no_reader_mutex", "fault_loses_copied"

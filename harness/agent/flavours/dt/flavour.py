@@ -35,7 +35,7 @@ from harness.agent.report import CellRow
 from harness.agent.results import Judged, Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
-from harness.agent.truth import TruthLaunch
+from harness.agent.truth import standard_launches
 
 MAX_SKIP = 2**32 - 1  # the hook's count is a u32; several add up (DT-D9 needs > 2^32)
 MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
@@ -79,7 +79,7 @@ def _busy(
     agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], probe: tuple[str, ...]
 ) -> AgentRun:
     """The standard run's body, with ``probe`` (the IRQ-off probe's step, or none)."""
-    truth = (TruthLaunch("chain", cpus[-1], BUSY_MS), TruthLaunch("mix", cpus[0], BUSY_MS))
+    truth = standard_launches(cpus, BUSY_MS)
     body = (*(profctl.spin_step(cpu, BUSY_MS) for cpu in cpus), *probe)
     plan = DtPlan(body=body, read_size=DT_EVT.size * 16, background_reader=True, truth=truth,
                   background_pause_ms=READER_PAUSE_MS)  # fmt: skip

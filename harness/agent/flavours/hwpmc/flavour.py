@@ -61,7 +61,7 @@ from harness.agent.report import CellRow
 from harness.agent.results import Judged, Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import probe_step
-from harness.agent.truth import TruthLaunch, launch_steps, output_steps
+from harness.agent.truth import launch_steps, output_steps, standard_launches
 from harness.errors import ConfigError, InfraError
 
 #: The standard run's ground-truth workloads and IRQ-off probe (content oracles).
@@ -83,7 +83,7 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     output is read after STOP.
     """
     plan = standard_plan(cpus)
-    launches = (TruthLaunch("chain", cpus[-1], TRUTH_MS), TruthLaunch("mix", cpus[0], TRUTH_MS))
+    launches = standard_launches(cpus, TRUTH_MS)
     body = (*((s, "") for s in launch_steps(launches)), *plan.body,
             (probe_step(cpus[-1], PROBE_MS), ""))  # fmt: skip
     after = (*plan.after_stop, *((s, "") for s in output_steps(launches)))

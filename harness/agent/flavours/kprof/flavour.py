@@ -47,7 +47,7 @@ from harness.agent.report import CellRow
 from harness.agent.results import Judged, Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import inject_step, probe_step
-from harness.agent.truth import TruthLaunch, launch_steps, output_steps
+from harness.agent.truth import launch_steps, output_steps, standard_launches
 from harness.errors import ConfigError, InfraError
 
 #: Kernel PCs the exact run writes to kpdata: while tracing, and before ``start``.
@@ -84,8 +84,7 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     The workloads end `TRUTH_SLACK_MS` before the sleep does, so their output is
     complete when it is read (no ``wait``: the background reader ends only at stop).
     """
-    launches = (TruthLaunch("chain", cpus[-1], BUSY_MS - TRUTH_SLACK_MS),
-                TruthLaunch("mix", cpus[0], BUSY_MS - TRUTH_SLACK_MS))  # fmt: skip
+    launches = standard_launches(cpus, BUSY_MS - TRUTH_SLACK_MS)
     body = (*launch_steps(launches), *(profctl.spin_step(cpu, BUSY_MS) for cpu in cpus),
             probe_step(cpus[-1], PROBE_MS), profctl.sleep_step(BUSY_MS + 200 - PROBE_MS),
             *output_steps(launches))  # fmt: skip

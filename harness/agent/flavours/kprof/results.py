@@ -137,7 +137,7 @@ class KprofRun:
                 samples.append(Sample(r.cpu, pcs[0], r.pid, None, user=r.type == 2,
                                       chain=pcs[1:], truncated=len(pcs) == depth,
                                       time_ns=r.ts_ns))  # fmt: skip
-        return view_of(samples, self.truth, chain_depth=depth)
+        return view_of(samples, self.truth, chain_depth=depth, kernel_pids=False)
 
     def records(self) -> Sequence[KprofRecord]:
         """The decoded trace records, in stream order."""

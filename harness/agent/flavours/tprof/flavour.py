@@ -50,7 +50,7 @@ from harness.agent.report import CellRow
 from harness.agent.results import Judged, Violation
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan, inject_step, kick_step
-from harness.agent.truth import TruthLaunch
+from harness.agent.truth import TruthLaunch, standard_launches
 
 #: Calls nested in one task-context producer call in the exact run (TP-D5).
 NESTED = 7
@@ -65,7 +65,7 @@ def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],), busy_ms=1000)
-    truth = (TruthLaunch("chain", cpus[-1], 1000), TruthLaunch("mix", cpus[0], 1000))
+    truth = standard_launches(cpus, 1000)
     return isolated(agent, isolation_cpu(cpus, cpus[-1]),
                     lambda: sampling_run(agent, spec, plan, truth))  # fmt: skip
 

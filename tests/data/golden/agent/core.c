@@ -280,6 +280,9 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 	 */
 	if (pa_mutant(USER_PC_SHIFT) && !ctx.kernel)
 		ctx.pc -= 256;
+	/* Mutation point (WHERE's kernel half): a kernel PC moved 256 bytes up, still kernel. */
+	if (pa_mutant(KERNEL_PC_SHIFT) && ctx.kernel)
+		ctx.pc += 256;
 	/* Mutation point (PROFILE's pairing): every timestamp 10 s ahead of the clock. */
 	if (pa_mutant(TS_SKEW))
 		ctx.ts_ns += 10 * NSEC_PER_SEC;

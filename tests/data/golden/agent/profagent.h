@@ -95,6 +95,7 @@ enum pa_mutant {
 	PA_MUTANT_PARENT_SAMPLE_5TH,	/* every 5th user sample of a CPU is its parent task's PC, pid, tid */
 	PA_MUTANT_TGID_AS_TID,	/* every sample's tid is its thread group's id (the pid) */
 	PA_MUTANT_USER_PC_SHIFT,	/* every user sample's PC lies 256 bytes below where the task was */
+	PA_MUTANT_KERNEL_PC_SHIFT,	/* every kernel sample's PC lies 256 bytes above where it was */
 	PA_MUTANT_TS_SKEW,	/* every sample's timestamp is 10 s ahead of the clock */
 	PA_MUTANT_SELF_THROTTLE,	/* every 50th overflow stops its own event as perf throttling does */
 	PA_MUTANT_NMI_SPINLOCK,	/* the producer path takes a spinlock in NMI context */
