@@ -74,6 +74,7 @@ from dataclasses import dataclass
 
 from harness.agent import truth
 from harness.agent.elfsyms import FunctionTable
+from harness.agent.frames import FrameVerdict, judge_frames
 from harness.agent.isolation import Isolation
 from harness.agent.laws import at_least, zero
 from harness.agent.report import verdict_lines
@@ -316,8 +317,36 @@ def chain_checked(view: ContentView) -> tuple[list[Sample], list[Sample]]:
     return leaf, probe
 
 
+def frame_verdict(view: ContentView) -> FrameVerdict:
+    """CHAIN's general law (`harness.agent.frames`) on every chain whose code is known.
+
+    Kernel samples against the module's functions at their kernel addresses; user
+    samples of the workloads' pids (picked by pid, which the harness knows) against
+    the workload's image. Frames elsewhere are counted as not judged.
+    """
+    pids = {w.pid for w in view.workloads}
+    user: tuple[FunctionTable, ...] = (view.image.functions,) if view.image else ()
+    kernel: tuple[FunctionTable, ...] = (view.module,) if view.module else ()
+    judged = [s for s in view.samples if s.chain
+              and ((s.user and s.pid in pids and user) or (not s.user and kernel))]  # fmt: skip
+    return judge_frames(judged, lambda s: user if s.user else kernel)
+
+
+def check_frames(view: ContentView) -> list[Violation]:
+    """CHAIN's general law: every judged return address follows a call to the frame below."""
+    faults = frame_verdict(view).faults
+    out = []
+    for cpu, n in sorted(Counter(f.sample.cpu for f in faults).items()):
+        first = next(f for f in faults if f.sample.cpu == cpu)
+        mode = "user" if first.sample.user else "kernel"
+        out += zero("CHAIN", cpu, "return addresses not after a call to the frame below", got=n,
+                    detail=f"first: {mode} pc {first.sample.pc:#x}, caller {first.index + 1}: "
+                    f"{first.why}")  # fmt: skip
+    return out
+
+
 def check_chain(view: ContentView) -> list[Violation]:
-    """CHAIN: depth and truncation honest; leaf and probe samples carry their callers."""
+    """CHAIN: depth and truncation honest; every frame a call; leaf and probe paths."""
     depth = view.chain_depth
     assert depth is not None
     too_long = Counter(s.cpu for s in view.samples if len(s.chain) + 1 > depth)
@@ -338,7 +367,7 @@ def check_chain(view: ContentView) -> list[Violation]:
             out += zero("CHAIN", cpu, f"samples in {want[0]}'s callee without {', '.join(want)}",
                         got=n, detail=f"first: {', '.join(_names(table, first.chain))}"
                         f"{' (truncated)' if first.truncated else ''}")  # fmt: skip
-    return out
+    return out + check_frames(view)
 
 
 def content_numbers(view: ContentView) -> dict[str, int]:
@@ -366,9 +395,14 @@ def content_numbers(view: ContentView) -> dict[str, int]:
     if view.chain_depth is not None:
         leaf, probe = chain_checked(view)
         cut = sum(1 for s in view.samples if s.truncated)
+        frames = frame_verdict(view)
         numbers |= {"content.chain.leaf_checked": len(leaf),
                     "content.chain.probe_checked": len(probe),
-                    "content.chain.truncated": cut}  # fmt: skip
+                    "content.chain.truncated": cut,
+                    "content.chain.frames_samples": frames.samples,
+                    "content.chain.frames": frames.frames,
+                    "content.chain.frames_targets": frames.targets,
+                    "content.chain.frames_unknown": frames.unknown}  # fmt: skip
     return numbers
 
 
@@ -406,7 +440,12 @@ def format_content(view: ContentView) -> str:
         lines.append(f"chains (depth {view.chain_depth}): "
                      f"{numbers['content.chain.leaf_checked']} leaf samples checked, "
                      f"{numbers['content.chain.probe_checked']} probe samples checked, "
-                     f"{numbers['content.chain.truncated']} truncated")  # fmt: skip
+                     f"{numbers['content.chain.truncated']} truncated; "
+                     f"{numbers['content.chain.frames']} return addresses of "
+                     f"{numbers['content.chain.frames_samples']} samples judged as calls, "
+                     f"{numbers['content.chain.frames_targets']} of them direct calls to the "
+                     f"frame below, {numbers['content.chain.frames_unknown']} in unknown "
+                     "code not judged")  # fmt: skip
     else:
         lines.append("chains: not recorded by this flavour (CHAIN not applicable)")
     return "\n".join(lines)

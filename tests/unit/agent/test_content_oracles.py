@@ -7,21 +7,28 @@ from dataclasses import replace
 import pytest
 
 from harness.agent import content_oracles as co
-from harness.agent.elfsyms import Function, FunctionTable
+from harness.agent.elfsyms import Call, Function, FunctionTable
 from harness.agent.isolation import Isolation
 from harness.agent.samples import Sample
 from harness.agent.truth import TruthImage, WorkloadRun
 
 BASE = 0x5100_0000
-F = {name: Function(name, BASE + 0x100 * i, BASE + 0x100 * i + 0x40,
-                    (BASE + 0x100 * i + 8, BASE + 0x100 * i + 0x30))
+#: Each function calls the next one inward with a BL returning to its start + 0x20.
+CALLS = {"main": "outer", "outer": "middle", "middle": "leaf", "pa_probe_outer": "pa_probe_middle",
+         "pa_probe_middle": "pa_probe_spin"}  # fmt: skip
+
+
+def _function(name: str, start: int) -> Function:
+    calls = (Call(0x20, True, CALLS[name]),) if name in CALLS else ()
+    return Function(name, start, start + 0x40, (start + 8, start + 0x30), calls=calls)
+
+
+F = {name: _function(name, BASE + 0x100 * i)
      for i, name in enumerate(("main", "outer", "middle", "leaf", "hot", "cold"))}  # fmt: skip
 IMAGE = TruthImage(FunctionTable(tuple(F.values())), (BASE, BASE + 0x1000), (0x400000, 0x480000))
 KBASE = 0xFFFF_8000_0800_0000
-MODULE = FunctionTable(tuple(
-    Function(name, KBASE + 0x100 * i, KBASE + 0x100 * i + 0x40,
-             (KBASE + 0x100 * i + 8, KBASE + 0x100 * i + 0x30))
-    for i, name in enumerate(co.PROBE_PATH)))  # fmt: skip
+MODULE = FunctionTable(tuple(_function(name, KBASE + 0x100 * i)
+                             for i, name in enumerate(co.PROBE_PATH)))  # fmt: skip
 CHAIN = WorkloadRun("chain", 1, 71, 71, calls=3, rounds=0, faults=10)
 MIX = WorkloadRun("mix", 0, 72, 72, calls=0, rounds=64, faults=10)
 RET = {name: F[name].start + 0x20 for name in F}  # a return address inside each function
@@ -56,6 +63,11 @@ def test_a_true_profile_passes_every_oracle() -> None:
     assert numbers["content.chain.cpu1.leaf"] == 500
     assert numbers["content.chain.leaf_checked"] == 500
     assert numbers["content.chain.probe_checked"] == 1
+    # every chain's frames: 3 return addresses of each leaf sample and 2 of the probe's,
+    # each a call to the frame below; each leaf chain's 0x1234 lies in no known code
+    assert (numbers["content.chain.frames_samples"], numbers["content.chain.frames"],
+            numbers["content.chain.frames_targets"],
+            numbers["content.chain.frames_unknown"]) == (501, 1502, 1502, 500)  # fmt: skip
     assert numbers["content.mix.cpu0.hot"] == 300
 
 
@@ -74,7 +86,7 @@ def test_pid_zero_fails_who() -> None:
 
 
 def test_samples_away_from_leaf_fail_the_model_bound() -> None:
-    elsewhere = leaf_sample(pc=F["outer"].start + 0x10)
+    elsewhere = leaf_sample(pc=F["outer"].start + 0x10, chain=(RET["main"],))
     assert oracles(view([leaf_sample()] * 400 + [elsewhere] * 100)) == {"WHERE"}
     # a few are within the model: 2 x (calls + 1 + startup syscalls + faults) EL changes
     assert oracles(view([leaf_sample()] * 480 + [elsewhere] * 20)) == set()
@@ -90,6 +102,20 @@ def test_chain_sabotage_is_caught() -> None:
     assert oracles(view([leaf_sample(chain=(RET["middle"],))] * 500, 2)) == {"CHAIN"}
     too_long = leaf_sample(chain=(RET["middle"], RET["outer"], RET["main"], 1, 2, 3, 4, 5))
     assert oracles(view([too_long])) == {"CHAIN"}
+
+
+def test_every_frame_of_every_chain_is_judged() -> None:
+    # a hot sample's chain (not leaf's path) with two callers swapped: only the law sees it
+    swapped = Sample(0, F["hot"].start + 0x10, 72, 72, True, (RET["outer"], RET["middle"]))
+    found = co.check_content(view([leaf_sample()] * 500 + [swapped]))
+    assert [(v.oracle, v.cpu) for v in found] == [("CHAIN", 0)]
+    assert "not after a call to the frame below = 2" in found[0].observed  # both callers
+    # leaf's frames 2 and 3 swapped (the mutant frame_order_swapped)
+    mutant = leaf_sample(chain=(RET["middle"], RET["main"], RET["outer"]))
+    assert oracles(view([leaf_sample()] * 499 + [mutant])) == {"CHAIN"}
+    # a kernel sample's return address that follows no call
+    wrong = Sample(1, KBASE + 0x110, 0, 0, False, (KBASE + 0x218,))
+    assert oracles(view([leaf_sample()] * 500 + [wrong])) == {"CHAIN"}
 
 
 def test_chain_is_not_applicable_without_chains() -> None:
