@@ -47,6 +47,8 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            flavours=CHAIN_FLAVOURS),
     Mutant("chain_cut_silent", "every call chain is cut to its PC, not said to be", ("CHAIN",),
            flavours=CHAIN_FLAVOURS),
+    Mutant("chain_swap_frames", "every call chain has its second and third callers swapped",
+           ("CHAIN",), flavours=CHAIN_FLAVOURS),
     Mutant("chain_wrong_task", "a user walk starts from the parent task's frame pointer",
            ("CHAIN",), flavours=CHAIN_FLAVOURS),
     Mutant("parent_sample_5th", "every 5th user sample of a CPU is its parent task's PC, pid, tid",

@@ -384,6 +384,9 @@ unsigned int pa_chain(const struct pa_sample_ctx *ctx, bool user, u64 *out,
 		memmove(out + 1, out + 2, (n - 2) * sizeof(*out));
 		n--;
 	}
+	/* Mutation point: the second and third callers swapped (frames 2 and 3). */
+	if (pa_mutant(CHAIN_SWAP_FRAMES) && n > 3)
+		swap(out[2], out[3]);
 	/* Mutation point: every chain cut to its PC, and not said to be. */
 	if (pa_mutant(CHAIN_CUT_SILENT) && n > 1) {
 		n = 1;
