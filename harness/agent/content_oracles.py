@@ -80,6 +80,7 @@ from harness.agent.laws import at_least, zero
 from harness.agent.report import verdict_lines
 from harness.agent.results import Violation
 from harness.agent.samples import Sample, kernel_address, user_address
+from harness.agent.walks import WALKED, CoreWalks, check_walks, frames_of, walk_numbers
 
 CONTENT_ORACLES: tuple[tuple[str, str], ...] = (
     ("MODE", "every sample's user/kernel flag matches its PC's address space"),
@@ -100,6 +101,8 @@ class ContentView:
     ``chain_depth`` None: the flavour records no call chain (CHAIN not applicable).
     ``module``: the agent's functions at their kernel addresses (None: not read).
     ``isolation``: the CPUs the harness kept for its own tasks (WHO's exclusive half).
+    ``walks``: the core's per-CPU walk counters (CHAIN's stop-cause law,
+    `harness.agent.walks`; empty: the flavour's records carry no stop cause).
     """
 
     samples: tuple[Sample, ...]
@@ -108,16 +111,20 @@ class ContentView:
     chain_depth: int | None = None
     module: FunctionTable | None = None
     isolation: tuple[Isolation, ...] = ()
+    walks: tuple[CoreWalks, ...] = ()
 
 
 def view_of(
-    samples: Sequence[Sample], evidence: truth.TruthEvidence | None, chain_depth: int | None
+    samples: Sequence[Sample],
+    evidence: truth.TruthEvidence | None,
+    chain_depth: int | None,
+    walks: tuple[CoreWalks, ...] = (),
 ) -> ContentView:
     """The content view of a run's samples and the ground truth it kept (None: none)."""
     if evidence is None:
-        return ContentView(tuple(samples), (), None, chain_depth)
+        return ContentView(tuple(samples), (), None, chain_depth, walks=walks)
     return ContentView(tuple(samples), evidence.workloads, evidence.image, chain_depth,
-                       evidence.module, evidence.isolation)  # fmt: skip
+                       evidence.module, evidence.isolation, walks)  # fmt: skip
 
 
 def oracles_for(chains: bool) -> tuple[tuple[str, str], ...]:
@@ -349,12 +356,19 @@ def check_chain(view: ContentView) -> list[Violation]:
     """CHAIN: depth and truncation honest; every frame a call; leaf and probe paths."""
     depth = view.chain_depth
     assert depth is not None
-    too_long = Counter(s.cpu for s in view.samples if len(s.chain) + 1 > depth)
-    false_cut = Counter(s.cpu for s in view.samples if s.truncated and len(s.chain) + 1 != depth)
+    too_long = Counter(s.cpu for s in view.samples if frames_of(s) > depth)
+    false_cut = Counter(s.cpu for s in view.samples if s.truncated and frames_of(s) != depth)
+    # a walk that wrote depth frames stopped there (pa_chain_walk checks the depth first)
+    false_end = Counter(s.cpu for s in view.samples if s.stop in WALKED
+                        and not s.truncated and frames_of(s) == depth)  # fmt: skip
     out = [v for cpu, n in sorted(too_long.items()) for v in zero(
         "CHAIN", cpu, f"chains longer than {depth} frames", got=n, detail="")]  # fmt: skip
     out += [v for cpu, n in sorted(false_cut.items()) for v in zero(
         "CHAIN", cpu, "chains marked truncated below the depth", got=n, detail="")]  # fmt: skip
+    out += [v for cpu, n in sorted(false_end.items()) for v in zero(
+        "CHAIN", cpu, "chains of the depth whose walk says it ended", got=n,
+        detail="the record's stop cause")]  # fmt: skip
+    out += check_walks(view.samples, view.walks)
     leaf, probe = chain_checked(view)
     for samples, table, want in ((leaf, view.image.functions if view.image else None,
                                   truth.CHAIN_PATH[1:]),
@@ -403,6 +417,7 @@ def content_numbers(view: ContentView) -> dict[str, int]:
                     "content.chain.frames": frames.frames,
                     "content.chain.frames_targets": frames.targets,
                     "content.chain.frames_unknown": frames.unknown}  # fmt: skip
+        numbers |= walk_numbers(view.samples, view.walks)
     return numbers
 
 
@@ -445,7 +460,9 @@ def format_content(view: ContentView) -> str:
                      f"{numbers['content.chain.frames_samples']} samples judged as calls, "
                      f"{numbers['content.chain.frames_targets']} of them direct calls to the "
                      f"frame below, {numbers['content.chain.frames_unknown']} in unknown "
-                     "code not judged")  # fmt: skip
+                     "code not judged; "
+                     f"{numbers['content.chain.walks.records']} records' stop causes against "
+                     f"{numbers['content.chain.walks.core']} walks the core counted")  # fmt: skip
     else:
         lines.append("chains: not recorded by this flavour (CHAIN not applicable)")
     return "\n".join(lines)
