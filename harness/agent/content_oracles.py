@@ -101,6 +101,7 @@ class ContentView:
     ``chain_depth`` None: the flavour records no call chain (CHAIN not applicable).
     ``module``: the agent's functions at their kernel addresses (None: not read).
     ``isolation``: the CPUs the harness kept for its own tasks (WHO's exclusive half).
+    ``kernel``: the guest kernel's functions (vmlinux; None: not known).
     ``walks``: the core's per-CPU walk counters (CHAIN's stop-cause law,
     `harness.agent.walks`; empty: the flavour's records carry no stop cause).
     """
@@ -112,6 +113,7 @@ class ContentView:
     module: FunctionTable | None = None
     isolation: tuple[Isolation, ...] = ()
     walks: tuple[CoreWalks, ...] = ()
+    kernel: FunctionTable | None = None
 
 
 def view_of(
@@ -124,7 +126,7 @@ def view_of(
     if evidence is None:
         return ContentView(tuple(samples), (), None, chain_depth, walks=walks)
     return ContentView(tuple(samples), evidence.workloads, evidence.image, chain_depth,
-                       evidence.module, evidence.isolation, walks)  # fmt: skip
+                       evidence.module, evidence.isolation, walks, evidence.kernel)  # fmt: skip
 
 
 def oracles_for(chains: bool) -> tuple[tuple[str, str], ...]:
@@ -327,13 +329,14 @@ def chain_checked(view: ContentView) -> tuple[list[Sample], list[Sample]]:
 def frame_verdict(view: ContentView) -> FrameVerdict:
     """CHAIN's general law (`harness.agent.frames`) on every chain whose code is known.
 
-    Kernel samples against the module's functions at their kernel addresses; user
+    Kernel samples against the module's functions at their kernel addresses and the
+    kernel's own (vmlinux, where known); user
     samples of the workloads' pids (picked by pid, which the harness knows) against
     the workload's image. Frames elsewhere are counted as not judged.
     """
     pids = {w.pid for w in view.workloads}
     user: tuple[FunctionTable, ...] = (view.image.functions,) if view.image else ()
-    kernel: tuple[FunctionTable, ...] = (view.module,) if view.module else ()
+    kernel = tuple(t for t in (view.module, view.kernel) if t is not None)
     judged = [s for s in view.samples if s.chain
               and ((s.user and s.pid in pids and user) or (not s.user and kernel))]  # fmt: skip
     return judge_frames(judged, lambda s: user if s.user else kernel)
@@ -460,12 +463,17 @@ def format_content(view: ContentView) -> str:
                      f"{numbers['content.chain.frames_samples']} samples judged as calls, "
                      f"{numbers['content.chain.frames_targets']} of them direct calls to the "
                      f"frame below, {numbers['content.chain.frames_unknown']} in unknown "
-                     "code not judged; "
-                     f"{numbers['content.chain.walks.records']} records' stop causes against "
-                     f"{numbers['content.chain.walks.core']} walks the core counted")  # fmt: skip
+                     f"code not judged; {_walks_text(view, numbers)}")  # fmt: skip
     else:
         lines.append("chains: not recorded by this flavour (CHAIN not applicable)")
     return "\n".join(lines)
+
+
+def _walks_text(view: ContentView, numbers: dict[str, int]) -> str:
+    if not view.walks:
+        return "the records carry no stop cause (stop causes not judged)"
+    return (f"{numbers['content.chain.walks.records']} records' stop causes against "
+            f"{numbers['content.chain.walks.core']} walks the core counted")  # fmt: skip
 
 
 def _exclusive_line(view: ContentView, iso: Isolation, numbers: dict[str, int]) -> str:

@@ -100,9 +100,16 @@ class Function:
 
 @dataclass(frozen=True, slots=True)
 class FunctionTable:
-    """Functions sorted by start address."""
+    """Functions sorted by start address.
+
+    ``entry_text``: a kernel's exception entry code (``.entry.text``; (0, 0): none).
+    A return address there is the entry's call of its handler, and the frame record
+    above it is the exception's (arm64 ``kernel_entry``: pt_regs' stackframe holds the
+    interrupted x29 and PC), so the next address of a walk is an interrupted PC.
+    """
 
     functions: tuple[Function, ...]
+    entry_text: tuple[int, int] = (0, 0)
     _starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _names: Mapping[str, Function] = field(init=False, repr=False, compare=False, hash=False)
 
@@ -122,6 +129,10 @@ class FunctionTable:
         if found is None:
             raise InfraError(f"no function {name!r} in the symbol table")
         return found
+
+    def in_entry(self, address: int) -> bool:
+        """Whether ``address`` lies in the kernel's exception entry code."""
+        return self.entry_text[0] <= address < self.entry_text[1]
 
     def find(self, name: str) -> Function | None:
         """The function called ``name``, if any."""
@@ -290,4 +301,15 @@ def read_functions(data: bytes) -> FunctionTable:
         code = b"" if section["sh_type"] == "SHT_NOBITS" else section.data()
         sections[shndx] = (section["sh_addr"], code)
     functions = [_function(s, sections, resolver) for s in symbols]
-    return FunctionTable(tuple(sorted(functions, key=lambda f: (f.start, f.name))))
+    return FunctionTable(tuple(sorted(functions, key=lambda f: (f.start, f.name))),
+                         _entry_text(elf))  # fmt: skip
+
+
+def _entry_text(elf: ELFFile) -> tuple[int, int]:
+    """A kernel's exception entry code: vmlinux's linker symbols around it, else (0, 0)."""
+    symtab = elf.get_section_by_name(".symtab")
+    assert isinstance(symtab, SymbolTableSection)
+    found = [symtab.get_symbol_by_name(n) for n in ("__entry_text_start", "__entry_text_end")]
+    if not found[0] or not found[1]:
+        return (0, 0)
+    return (found[0][0]["st_value"], found[1][0]["st_value"])

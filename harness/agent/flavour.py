@@ -109,6 +109,9 @@ class AgentLike(Protocol):
     def module_functions(self) -> FunctionTable:
         """The loaded module's functions at their kernel addresses (``/proc/kallsyms``)."""
 
+    def kernel_functions(self) -> FunctionTable | None:
+        """The guest kernel's functions from its vmlinux (None: not known)."""
+
 
 class AgentRun(Protocol):
     """One run of any flavour, as the shared machinery reads it."""

@@ -35,6 +35,12 @@ What is not judged, and why:
   return address above the tail-callee's frame. So the target half also holds when the
   BL's target branches with a B (outside itself) to the start of the frame below's
   function: one hop, as `Function.tails` lists them.
+* *Exceptions.* A return address in a kernel's exception entry code
+  (`FunctionTable.entry_text`) is the entry's call of its C handler; the frame record
+  above it is the exception's, so the next address is the PC the exception
+  interrupted: it is looked up at itself and treated as a sampled PC (its own
+  framed span decides whether the target half of the next caller is judged). Both
+  are counted as not judged.
 * *Relocatable code.* A module's BL to another object's function is an R_AARCH64_CALL26
   relocation against that symbol (elfsyms names it); the target is looked up by name in
   the caller's own table first, then in the others given.
@@ -90,6 +96,12 @@ def _lookup(tables: Tables, address: int) -> _Found | None:
     return next(((t, f) for t in tables if (f := t.at(address)) is not None), None)
 
 
+def _framed_at(tables: Tables, pc: int) -> Function | None:
+    """The function of ``pc`` if its frame record is in place there (else the walk skipped)."""
+    found = _lookup(tables, pc)
+    return found[1] if found is not None and found[1].holds_framed(pc) else None
+
+
 def _named(tables: Tables, name: str, home: FunctionTable) -> _Found | None:
     return next(((t, f) for t in (home, *tables) if (f := t.find(name)) is not None), None)
 
@@ -110,9 +122,17 @@ def judge_chain(sample: Sample, tables: Tables) -> tuple[list[FrameFault], _Coun
     """The law on one sample's chain against ``tables``; its faults and what it judged."""
     faults: list[FrameFault] = []
     frames = targets = unknown = 0
-    found = _lookup(tables, sample.pc)
-    below = found[1] if found is not None and found[1].holds_framed(sample.pc) else None
+    below = _framed_at(tables, sample.pc)
+    interrupted = False
     for index, address in enumerate(sample.chain):
+        if interrupted:  # the PC an exception interrupted, not a return address
+            unknown += 1
+            below, interrupted = _framed_at(tables, address), False
+            continue
+        if any(t.in_entry(address - 1) for t in tables):
+            unknown += 1
+            below, interrupted = None, True
+            continue
         here = _lookup(tables, address - 1)
         if here is None:
             unknown += 1

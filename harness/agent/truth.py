@@ -98,13 +98,16 @@ class TruthEvidence:
 
     ``module``: the agent's functions at their kernel addresses (None: not read; only
     flavours that record kernel call chains need them). ``isolation``: the CPUs the
-    harness kept for its own tasks (`harness.agent.isolation.isolated`).
+    harness kept for its own tasks (`harness.agent.isolation.isolated`). ``kernel``:
+    the guest kernel's functions from its vmlinux (None: not known; the guest kernel
+    does not randomize its base, so link addresses are run addresses).
     """
 
     workloads: tuple[WorkloadRun, ...] = ()
     image: TruthImage | None = None
     module: FunctionTable | None = None
     isolation: tuple[Isolation, ...] = ()
+    kernel: FunctionTable | None = None
 
 
 def read_image(profctl_binary: Path) -> TruthImage:
@@ -194,6 +197,8 @@ class _Launcher(Protocol):
 
     def module_functions(self) -> FunctionTable: ...
 
+    def kernel_functions(self) -> FunctionTable | None: ...
+
 
 def evidence_of(
     agent: _Launcher,
@@ -211,4 +216,5 @@ def evidence_of(
     if not workloads:
         return None
     module = agent.module_functions() if chains else None
-    return TruthEvidence(workloads, agent.truth_image(), module)
+    kernel = agent.kernel_functions() if chains else None
+    return TruthEvidence(workloads, agent.truth_image(), module, kernel=kernel)

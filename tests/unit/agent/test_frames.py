@@ -86,6 +86,17 @@ def test_unknown_code_is_counted_and_cuts_the_target_half() -> None:
     assert judge(0x50).samples == 0
 
 
+def test_after_the_exception_entry_comes_the_interrupted_pc() -> None:
+    kernel = FunctionTable(TABLE.functions, entry_text=(0x5000, 0x5100))
+    interrupted = BASE + 0x110  # outer's framed body, not after a call: the exception's PC
+    chain = (RET["middle"], 0x5010, interrupted, RET["main"])
+    verdict = frames.judge_frames([Sample(0, LEAF_PC, 0, 0, False, chain)], lambda _: (kernel,))
+    # middle's and main's calls judged (main's of outer, the interrupted function)
+    assert (verdict.faults, verdict.frames, verdict.targets, verdict.unknown) == ((), 2, 2, 2)
+    # without the entry text, the interrupted PC is a return address after no call
+    assert len(judge(LEAF_PC, *chain).faults) == 1
+
+
 # --- against real code: the ground-truth workload and a relocatable object -----------------
 
 
