@@ -46,15 +46,20 @@ class Call:
     """One call instruction of a function: where it returns to and what it calls.
 
     ``offset``: the return address (the instruction after the call) from the
-    function's start. ``direct``: a BL (immediate target); False for a BLR.
-    ``target``: the name of the function a direct call enters (its start), or None
-    where it enters no function start this file names (a PLT, IPLT or veneer stub,
-    or an indirect call).
+    function's start; for a tail call (`Function.tails`), the B's own offset.
+    ``direct``: a BL or B (immediate target); False for a BLR. ``target``: the name of
+    the function a direct call enters (its start), or None where it enters no
+    function start this file names (a PLT, IPLT or veneer stub, or an indirect
+    call). ``delta``: where the branch goes, from the function's start, when the
+    file itself says (no relocation, or one against its own section): the target
+    is then found by address, not by a name that static functions of several
+    objects share (``__raw_spin_lock_irqsave.constprop.0``).
     """
 
     offset: int
     direct: bool
     target: str | None = None
+    delta: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +70,8 @@ class Function:
     function's frame record in x29, so a frame-pointer walk from the interrupted
     registers finds its caller next. Outside it (prologue, epilogue) the walk skips
     the caller, as Linux perf's does. (start, start) when no frame record was found.
-    ``calls``: its BL and BLR instructions, by return address. ``tails``: the
-    functions it branches to with a B outside itself (a tail call), by name.
+    ``calls``: its BL and BLR instructions, by return address. ``tails``: its B
+    instructions to another function's start (tail calls).
     """
 
     name: str
@@ -75,7 +80,7 @@ class Function:
     framed: tuple[int, int]
     section: int = 0
     calls: tuple[Call, ...] = ()
-    tails: tuple[str, ...] = ()
+    tails: tuple[Call, ...] = ()
 
     def holds(self, address: int) -> bool:
         """Whether ``address`` lies in the function."""
@@ -215,14 +220,17 @@ class _Resolver:
     starts: Mapping[tuple[int, int], str]  # (section index, start) → name
     relocations: Mapping[tuple[int, int], str | tuple[int, int]]  # (section, at) → target
 
-    def target(self, section: int, insn: _Insn) -> str | None:
+    def target(self, section: int, insn: _Insn) -> tuple[str | None, int | None]:
+        """The branch's target: its name (None: no function start) and address, if known."""
         where = self.relocations.get((section, insn.address))
         if isinstance(where, str):
-            return where
+            return where, None
         if where is not None:
-            return self.starts.get(where)
+            return self.starts.get(where), where[1] if where[0] == section else None
         address = insn.branch_target()
-        return None if address is None else self.starts.get((section, address))
+        if address is None:
+            return None, None
+        return self.starts.get((section, address)), address
 
 
 def _relocations(elf: ELFFile) -> dict[tuple[int, int], str | tuple[int, int]]:
@@ -252,21 +260,18 @@ def _function(symbol: Any, sections: Mapping[int, tuple[int, bytes]],
     insns = _decode(data[value - base : value - base + size], value)
     calls, tails = [], []
     for insn in insns:
-        if insn.mnemonic in ("bl", "blr"):
-            direct = insn.mnemonic == "bl"
-            target = resolver.target(shndx, insn) if direct else None
-            calls.append(Call(insn.address + 4 - value, direct, target))
-        elif insn.mnemonic == "b":
-            address = insn.branch_target()  # meaningless where a relocation fills it in
-            outside = (shndx, insn.address) in resolver.relocations or (
-                address is not None and not value <= address < value + size
-            )
-            target = resolver.target(shndx, insn)
-            if outside and target is not None and target != symbol.name:
-                tails.append(target)
+        if insn.mnemonic == "blr":
+            calls.append(Call(insn.address + 4 - value, False))
+        elif insn.mnemonic in ("bl", "b"):
+            name, address = resolver.target(shndx, insn)
+            delta = None if address is None else address - value
+            if insn.mnemonic == "bl":
+                calls.append(Call(insn.address + 4 - value, True, name, delta))
+            elif name is not None and (delta is None or not 0 <= delta < size):
+                tails.append(Call(insn.address - value, True, name, delta))
     framed = _framed(insns, value) if insns else (value, value)
     return Function(symbol.name, value, value + size, framed, shndx, tuple(calls),
-                    tuple(dict.fromkeys(tails)))  # fmt: skip
+                    tuple(tails))  # fmt: skip
 
 
 def _function_symbols(elf: ELFFile) -> Iterable[Any]:

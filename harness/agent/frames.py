@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness.agent.elfsyms import Function, FunctionTable
+from harness.agent.elfsyms import Call, Function, FunctionTable
 from harness.agent.samples import Sample
 
 Tables = tuple[FunctionTable, ...]
@@ -106,6 +106,19 @@ def _named(tables: Tables, name: str, home: FunctionTable) -> _Found | None:
     return next(((t, f) for t in (home, *tables) if (f := t.find(name)) is not None), None)
 
 
+def callee(tables: Tables, home: FunctionTable, caller: Function, call: Call) -> _Found | None:
+    """The function a direct branch of ``caller`` enters, if this code names it.
+
+    By address where the file gave one (``Call.delta``): the function starting
+    there, else none (a stub); else by the relocation's name.
+    """
+    if call.delta is not None:
+        address = caller.start + call.delta
+        found = home.at(address)
+        return (home, found) if found is not None and found.start == address else None
+    return _named(tables, call.target, home) if call.target is not None else None
+
+
 def enters(tables: Tables, called: _Found, below: Function) -> bool:
     """Whether a call of ``called`` can leave ``below`` as the frame under it.
 
@@ -114,8 +127,8 @@ def enters(tables: Tables, called: _Found, below: Function) -> bool:
     home, function = called
     if function.start == below.start:
         return True
-    return any((t := _named(tables, tail, home)) is not None and t[1].start == below.start
-               for tail in function.tails)  # fmt: skip
+    return any((t := callee(tables, home, function, tail)) is not None
+               and t[1].start == below.start for tail in function.tails)  # fmt: skip
 
 
 def judge_chain(sample: Sample, tables: Tables) -> tuple[list[FrameFault], _Count]:
@@ -145,7 +158,7 @@ def judge_chain(sample: Sample, tables: Tables) -> tuple[list[FrameFault], _Coun
             faults.append(FrameFault(sample, index, f"{address:#x} in {caller.name} does not "
                                      "follow a call instruction"))  # fmt: skip
         elif call.direct and call.target is not None and below is not None:
-            called = _named(tables, call.target, home)
+            called = callee(tables, home, caller, call)
             targets += called is not None
             if called is not None and not enters(tables, called, below):
                 why = f"{caller.name} calls {call.target} at {address:#x}, the frame below is "

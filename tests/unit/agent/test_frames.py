@@ -18,7 +18,7 @@ BASE = 0x1000
 
 
 def fn(
-    name: str, start: int, calls: tuple[Call, ...] = (), tails: tuple[str, ...] = ()
+    name: str, start: int, calls: tuple[Call, ...] = (), tails: tuple[Call, ...] = ()
 ) -> Function:
     return Function(name, start, start + 0x40, (start + 8, start + 0x30), 1, calls, tails)
 
@@ -29,7 +29,7 @@ TABLE = FunctionTable((
     fn("main", BASE, (Call(0x20, True, "outer"), Call(0x28, True, None), Call(0x30, False))),
     fn("outer", BASE + 0x100, (Call(0x20, True, "middle"),)),
     fn("middle", BASE + 0x200, (Call(0x20, True, "jump"),)),
-    fn("jump", BASE + 0x300, tails=("leaf",)),
+    fn("jump", BASE + 0x300, tails=(Call(0x8, True, "leaf"),)),
     fn("leaf", BASE + 0x400),
 ))  # fmt: skip
 RET = {f.name: f.start + 0x20 for f in TABLE.functions}
@@ -97,6 +97,17 @@ def test_after_the_exception_entry_comes_the_interrupted_pc() -> None:
     assert len(judge(LEAF_PC, *chain).faults) == 1
 
 
+def test_a_call_by_address_finds_the_right_one_of_two_static_namesakes() -> None:
+    # two objects' static "dup"; caller calls the second (delta from its start)
+    table = FunctionTable((fn("caller", BASE, (Call(0x20, True, "dup", 0x200),)),
+                           fn("dup", BASE + 0x100), fn("dup", BASE + 0x200)))  # fmt: skip
+    sample = Sample(0, BASE + 0x210, 1, 1, True, (RET["main"],))
+    verdict = frames.judge_frames([sample], lambda _: (table,))
+    assert (verdict.faults, verdict.targets) == ((), 1)
+    wrong = Sample(0, BASE + 0x110, 1, 1, True, (RET["main"],))  # the first dup below
+    assert len(frames.judge_frames([wrong], lambda _: (table,)).faults) == 1
+
+
 # --- against real code: the ground-truth workload and a relocatable object -----------------
 
 
@@ -154,5 +165,9 @@ def test_a_relocatable_names_its_calls_by_their_relocations(tmp_path: Path) -> N
     table = read_functions(out.read_bytes())
     targets = [c.target for c in table.named("caller").calls]
     assert targets == ["local", "external", "tail"]
-    assert table.named("tail").tails == ("external",)  # B external: R_AARCH64_JUMP26
+    # B external: R_AARCH64_JUMP26, by name
+    assert table.named("tail").tails == (Call(0, True, "external"),)
+    # the static function by address (no relocation): its start from caller's
+    local = table.named("caller").calls[0]
+    assert table.named("caller").start + (local.delta or 0) == table.named("local").start
     assert table.named("caller").framed[0] > table.named("caller").start
