@@ -62,7 +62,13 @@ and a frame-pointer walk skips one frame there, as Linux perf's does) carries
 ``middle, outer, main`` next (as far as the depth allows, truncated when it cuts
 them); a kernel sample inside ``pa_probe_spin``'s framed body carries
 ``pa_probe_middle, pa_probe_outer`` next. Return addresses are looked up at
-address - 1 (the call instruction's function).
+address - 1 (the call instruction's function). Every frame of every chain whose code
+is known (`harness.agent.frames`: user samples of the workloads' pids against the
+workload, kernel samples against the module and vmlinux): each return address follows
+a call, a direct one to the frame below's function. Where the record holds the walk's
+frame count and stop cause (dt, hwpmc), those decide "longer than the depth" and
+"truncated", and the records' stop causes stay within the core's per-CPU counts
+(`harness.agent.walks`).
 """
 
 from __future__ import annotations
