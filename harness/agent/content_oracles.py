@@ -345,6 +345,10 @@ def frame_verdict(view: ContentView) -> FrameVerdict:
     kernel = tuple(t for t in (view.module, view.kernel) if t is not None)
     judged = [s for s in view.samples if s.chain
               and ((s.user and s.pid in pids and user) or (not s.user and kernel))]  # fmt: skip
+    # a kernel sample's user stack (dt): the task's user PC at its kernel entry, callers
+    judged += [Sample(s.cpu, s.user_walk[0], s.pid, s.tid, True, s.user_walk[1:])
+               for s in view.samples
+               if len(s.user_walk) > 1 and s.pid in pids and user]  # fmt: skip
     return judge_frames(judged, lambda s: user if s.user else kernel)
 
 

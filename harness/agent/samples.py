@@ -13,6 +13,9 @@ the depth asked for, not because the stack ended. ``frames`` and ``stop``: the w
 frame count (PC included) and stop cause (enum pa_chain_stop) where the record holds
 them beside its PCs (dt, hwpmc); None where it does not (the count is then the
 chain's length), so a record claiming more frames than its PCs can still be judged.
+``user_walk`` and ``user_stop``: a kernel sample's user stack where the record holds
+one beside its kernel chain (dt's ustack: the task's user PC at its kernel entry,
+then its callers) and why that walk stopped.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class Sample:
     truncated: bool = False
     frames: int | None = None
     stop: int | None = None
+    user_walk: tuple[int, ...] = ()
+    user_stop: int | None = None
 
 
 def kernel_address(address: int) -> bool:

@@ -21,8 +21,9 @@ The laws, per CPU:
   can stop at (every cause but ``no_regs``, which a flavour also writes for chains
   it never walked: hwpmc's pending entries), the records that say it are at most the
   walks the core counted with it, and the frames of those records at most the frames
-  the core counted. At most, not equal: records can be dropped or left unread, and
-  dt keeps a kernel event's user walk apart from its sample. A flavour that marks a
+  the core counted (a dt kernel event's user walk is one more record). At most, not
+  equal: records can be dropped or left unread, and a dt user event's kernel walk
+  (no registers) is not kept. A flavour that marks a
   chain truncated the core's walk ended, or records more frames than were walked,
   breaks it once it does so more often than the core walked that way.
 
@@ -74,7 +75,7 @@ def check_walks(samples: Sequence[Sample], walks: Sequence[CoreWalks]) -> list[V
     """The stop-cause law on the samples that carry a stop cause (empty: it holds)."""
     out: list[Violation] = []
     for core in walks:
-        mine = [s for s in samples if s.cpu == core.cpu and s.stop in WALKED]
+        mine = [s for s in _walked(samples) if s.cpu == core.cpu and s.stop in WALKED]
         out += equal("CHAIN", core.cpu, "x_chain_walks (the sum of the stop causes)",
                      want=sum(core.causes), got=core.walks,
                      detail="the core's own bookkeeping")  # fmt: skip
@@ -90,8 +91,17 @@ def check_walks(samples: Sequence[Sample], walks: Sequence[CoreWalks]) -> list[V
     return out
 
 
+def _walked(samples: Sequence[Sample]) -> list[Sample]:
+    """Each walk a record holds, as a sample: its own, and a kernel sample's user walk."""
+    found = list(samples)
+    found += [Sample(s.cpu, s.user_walk[0] if s.user_walk else 0, s.pid, s.tid, True,
+                     s.user_walk[1:], frames=len(s.user_walk), stop=s.user_stop)
+              for s in samples if s.user_stop is not None]  # fmt: skip
+    return found
+
+
 def walk_numbers(samples: Sequence[Sample], walks: Sequence[CoreWalks]) -> dict[str, int]:
     """The law's counts (``content.chain.walks.…``): records judged and walks counted."""
-    judged = [s for s in samples if s.stop in WALKED]
+    judged = [s for s in _walked(samples) if s.stop in WALKED]
     return {"content.chain.walks.records": len(judged),
             "content.chain.walks.core": sum(w.walks for w in walks)}  # fmt: skip

@@ -118,6 +118,16 @@ def test_every_frame_of_every_chain_is_judged() -> None:
     assert oracles(view([leaf_sample()] * 500 + [wrong])) == {"CHAIN"}
 
 
+def test_a_kernel_samples_user_walk_is_judged_too() -> None:
+    kernel = Sample(1, KBASE + 0x10, 71, 71, False, (KBASE + 0x120, KBASE + 0x220))  # the probe
+    right = replace(kernel, user_walk=(F["leaf"].start + 0x10, RET["middle"], RET["outer"]))
+    v = view([leaf_sample()] * 500 + [right])
+    assert co.check_content(v) == []
+    assert co.content_numbers(v)["content.chain.frames"] == 1502 + 2 + 2
+    swapped = replace(right, user_walk=(F["leaf"].start + 0x10, RET["outer"], RET["middle"]))
+    assert oracles(view([leaf_sample()] * 500 + [swapped])) == {"CHAIN"}
+
+
 def test_chain_is_not_applicable_without_chains() -> None:
     v = view([leaf_sample(chain=())] * 500, depth=None)
     assert co.applicable_content(v) == {"MODE", "WHO", "WHERE"}

@@ -75,9 +75,10 @@ def test_a_kernel_event_decodes_into_its_kernel_chain(tmp_path: Path) -> None:
 def test_dt_runs_judge_chains_at_the_seeds_depth() -> None:
     full = tuple(KERNEL_PC + 16 * i for i in range(DT_STACK_MAX))
     honest = replace(BASE.events[0], kstack_n=19, kstack=full, kstack_stop=CHAIN_TRUNCATED)
-    # the core counted one walk on CPU 0: cut at the depth, 19 frames
-    walked = {0: {**BASE.core[0], "x_chain_walks": 1, "x_chain_frames": 19,
-                  "x_chain_truncated": 1}}  # fmt: skip
+    # the core counted two walks on CPU 0: the kernel's, cut at the depth (19 frames),
+    # and the kernel event's user walk, ended (none)
+    walked = {0: {**BASE.core[0], "x_chain_walks": 2, "x_chain_frames": 19,
+                  "x_chain_truncated": 1, "x_chain_end": 1}}  # fmt: skip
     run = replace(BASE, core=walked)
     view = replace(run, events=(honest,)).content()
     assert (view.chain_depth, check_chain(view)) == (DT_STACK_MAX, [])
@@ -98,11 +99,12 @@ def test_dt_records_against_the_cores_walk_counts() -> None:
     full = tuple(KERNEL_PC + 16 * i for i in range(DT_STACK_MAX))
     honest = replace(BASE.events[0], kstack_n=19, kstack=full, kstack_stop=CHAIN_TRUNCATED)
     # two records cut at the depth, one walk the core counted so: more than were walked
-    one = {0: {**BASE.core[0], "x_chain_walks": 2, "x_chain_frames": 60,
-               "x_chain_truncated": 1, "x_chain_end": 1}}  # fmt: skip
+    # (each event's user walk ended: x_chain_end holds them)
+    one = {0: {**BASE.core[0], "x_chain_walks": 4, "x_chain_frames": 60,
+               "x_chain_truncated": 1, "x_chain_end": 3}}  # fmt: skip
     found = check_chain(replace(BASE, core=one, events=(honest, honest)).content())
     assert [v.observed for v in found] == ["records whose walk stopped at truncated = 2"]
     # the core's stop causes must add up to its walks
-    lost = {0: {**one[0], "x_chain_walks": 4, "x_chain_truncated": 2}}  # 3 causes
+    lost = {0: {**one[0], "x_chain_walks": 6, "x_chain_truncated": 2}}  # 5 causes
     found = check_chain(replace(BASE, core=lost, events=(honest, honest)).content())
-    assert [v.expected for v in found] == ["x_chain_walks (the sum of the stop causes) = 3"]
+    assert [v.expected for v in found] == ["x_chain_walks (the sum of the stop causes) = 5"]
