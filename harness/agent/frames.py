@@ -33,8 +33,8 @@ What is not judged, and why:
   are judged only as "a call".
 * *Tail calls.* A function that ends in a B to another (a tail call) leaves its caller's
   return address above the tail-callee's frame. So the target half also holds when the
-  BL's target branches with a B (outside itself) to the start of the frame below's
-  function: one hop, as `Function.tails` lists them.
+  frame below's function is reached from the BL's target by B's to function starts
+  (`Function.tails`), through any number of them.
 * *Exceptions.* A return address in a kernel's exception entry code
   (`FunctionTable.entry_text`) is the entry's call of its C handler; the frame record
   above it is the exception's, so the next address is the PC the exception
@@ -122,13 +122,21 @@ def callee(tables: Tables, home: FunctionTable, caller: Function, call: Call) ->
 def enters(tables: Tables, called: _Found, below: Function) -> bool:
     """Whether a call of ``called`` can leave ``below`` as the frame under it.
 
-    ``below`` is the called function itself, or one it tail-calls (one hop).
+    ``below`` is the called function itself, or one it reaches by tail calls (any
+    number of B's: glibc's ``_dl_add_to_namespace_list`` branches to
+    ``__pthread_mutex_unlock``, which branches to ``__pthread_mutex_unlock_usercnt``).
     """
-    home, function = called
-    if function.start == below.start:
-        return True
-    return any((t := callee(tables, home, function, tail)) is not None
-               and t[1].start == below.start for tail in function.tails)  # fmt: skip
+    todo, seen = [called], {called[1].start}
+    while todo:
+        home, function = todo.pop()
+        if function.start == below.start:
+            return True
+        for tail in function.tails:
+            found = callee(tables, home, function, tail)
+            if found is not None and found[1].start not in seen:
+                seen.add(found[1].start)
+                todo.append(found)
+    return False
 
 
 def judge_chain(sample: Sample, tables: Tables) -> tuple[list[FrameFault], _Count]:

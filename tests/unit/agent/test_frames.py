@@ -59,9 +59,22 @@ def test_a_call_to_another_function_than_the_frame_below_fails() -> None:
         (1, "main calls outer"), (2, "outer calls middle")]  # fmt: skip
     skipped = judge(LEAF_PC, RET["outer"], RET["main"])
     assert [f.index for f in skipped.faults] == [0]
-    # a tail call reaches one hop only: outer's call of middle cannot leave leaf below
+    # tail calls are followed from the call's target only: outer calls middle, which
+    # calls (not tail-calls) jump: jump cannot be below outer's frame
     assert judge(BASE + 0x210, RET["outer"]).faults == ()  # middle's framed body
     assert [f.index for f in judge(BASE + 0x310, RET["outer"]).faults] == [0]  # jump's
+
+
+def test_tail_calls_are_followed_through_any_number_of_branches() -> None:
+    # main calls a, which branches to b, which branches to c (glibc's unlock path)
+    table = FunctionTable((fn("main", BASE, (Call(0x20, True, "a"),)),
+                           fn("a", BASE + 0x100, tails=(Call(0x8, True, "b"),)),
+                           fn("b", BASE + 0x200, tails=(Call(0x8, True, "c"),)),
+                           fn("c", BASE + 0x300, tails=(Call(0x8, True, "a"),)),
+                           fn("d", BASE + 0x400)))  # fmt: skip
+    for below, faults in ((0x310, 0), (0x210, 0), (0x110, 0), (0x410, 1)):
+        sample = Sample(0, BASE + below, 1, 1, True, (RET["main"],))
+        assert len(frames.judge_frames([sample], lambda _: (table,)).faults) == faults
 
 
 def test_outside_the_frame_record_the_first_target_is_not_judged() -> None:
