@@ -110,7 +110,7 @@ def test_the_quick_set_leaves_out_the_guest_ending_and_debug_mutants() -> None:
         "skiptick_pmu_lost",
         "handler_pc", "pid_zero_2nd", "flip_mode_7th",
         "chain_skip_frame", "chain_cut_silent", "chain_swap_frames", "chain_wrong_task",
-        "parent_sample_5th",
+        "chain_end_unsaid", "parent_sample_5th",
     }  # fmt: skip
     assert {m.name for m in planned("dt", full=False, case="readers")} == {
         "no_reader_mutex", "fault_loses_copied"
