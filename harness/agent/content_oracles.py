@@ -77,7 +77,13 @@ and a frame-pointer walk skips one frame there, as Linux perf's does) carries
 ``middle, outer, work, main`` next (as far as the depth allows, truncated when it cuts
 them); a kernel sample inside ``pa_probe_spin``'s framed body carries
 ``pa_probe_middle, pa_probe_outer`` next. Return addresses are looked up at
-address - 1 (the call instruction's function).
+address - 1 (the call instruction's function). Every frame of every chain whose code
+is known (`harness.agent.frames`: user samples of the workloads' pids against the
+workload, kernel samples against the module and vmlinux): each return address follows
+a call, a direct one to the frame below's function. Where the record holds the walk's
+frame count and stop cause (dt, hwpmc), those decide "longer than the depth" and
+"truncated", and the records' stop causes stay within the core's per-CPU counts
+(`harness.agent.walks`).
 """
 
 from __future__ import annotations
@@ -89,11 +95,13 @@ from dataclasses import dataclass
 
 from harness.agent import truth
 from harness.agent.elfsyms import FunctionTable
+from harness.agent.frames import FrameVerdict, judge_frames
 from harness.agent.isolation import Isolation
 from harness.agent.laws import at_least, zero
 from harness.agent.report import verdict_lines
 from harness.agent.results import Judged, Violation
 from harness.agent.samples import Sample, kernel_address, user_address
+from harness.agent.walks import WALKED, CoreWalks, check_walks, frames_of, walk_numbers
 
 CONTENT_ORACLES: tuple[tuple[str, str], ...] = (
     ("MODE", "every sample's user/kernel flag matches its PC's address space"),
@@ -114,7 +122,10 @@ class ContentView:
     ``chain_depth`` None: the flavour records no call chain (CHAIN not applicable).
     ``module``: the agent's functions at their kernel addresses (None: not read).
     ``isolation``: the CPUs the harness kept for its own tasks (WHO's exclusive half).
-    ``kernel``: the core kernel functions the zero workload's kernel time lies in;
+    ``kernel``: the guest kernel's functions (vmlinux; None: not known).
+    ``walks``: the core's per-CPU walk counters (CHAIN's stop-cause law,
+    `harness.agent.walks`; empty: the flavour's records carry no stop cause).
+    ``zeroing``: the core kernel functions the zero workload's kernel time lies in;
     ``kernel_pids``: the flavour's kernel samples carry the task's pid (kprof's do not:
     WHERE's kernel half is then not applicable).
     """
@@ -125,7 +136,9 @@ class ContentView:
     chain_depth: int | None = None
     module: FunctionTable | None = None
     isolation: tuple[Isolation, ...] = ()
+    walks: tuple[CoreWalks, ...] = ()
     kernel: FunctionTable | None = None
+    zeroing: FunctionTable | None = None
     kernel_pids: bool = True
 
 
@@ -134,14 +147,16 @@ def view_of(
     evidence: truth.TruthEvidence | None,
     chain_depth: int | None,
     *,
+    walks: tuple[CoreWalks, ...] = (),
     kernel_pids: bool = True,
 ) -> ContentView:
     """The content view of a run's samples and the ground truth it kept (None: none)."""
     if evidence is None:
-        return ContentView(tuple(samples), (), None, chain_depth, kernel_pids=kernel_pids)
+        return ContentView(tuple(samples), (), None, chain_depth, walks=walks,
+                           kernel_pids=kernel_pids)  # fmt: skip
     return ContentView(tuple(samples), evidence.workloads, evidence.image, chain_depth,
-                       evidence.module, evidence.isolation, evidence.kernel,
-                       kernel_pids)  # fmt: skip
+                       evidence.module, evidence.isolation, walks, evidence.kernel,
+                       evidence.zeroing, kernel_pids)  # fmt: skip
 
 
 def oracles_for(chains: bool) -> tuple[tuple[str, str], ...]:
@@ -314,7 +329,7 @@ def kernel_population(view: ContentView, workload: truth.WorkloadRun) -> list[Sa
     samples carry no time); None where it cannot be chosen so: the kernel's functions
     were not read, or the flavour's kernel samples carry no pid (kprof).
     """
-    if workload.mode != "zero" or view.kernel is None or not view.kernel_pids:
+    if workload.mode != "zero" or view.zeroing is None or not view.kernel_pids:
         return None
     return [s for s in view.samples
             if not s.user and s.pid == workload.pid and s.cpu == workload.cpu
@@ -327,8 +342,8 @@ def zero_bound(n: int) -> int:
 
 
 def _in_zero(view: ContentView, samples: Sequence[Sample]) -> int:
-    assert view.kernel is not None
-    loop = view.kernel.named(truth.KERNEL_ZERO)
+    assert view.zeroing is not None
+    loop = view.zeroing.named(truth.KERNEL_ZERO)
     return sum(1 for s in samples if loop.holds(s.pc))
 
 
@@ -494,16 +509,56 @@ def chain_checked(view: ContentView) -> tuple[list[Sample], list[Sample]]:
     return leaf, probe
 
 
+def frame_verdict(view: ContentView) -> FrameVerdict:
+    """CHAIN's general law (`harness.agent.frames`) on every chain whose code is known.
+
+    Kernel samples against the module's functions at their kernel addresses and the
+    kernel's own (vmlinux, where known); user
+    samples of the workloads' pids (picked by pid, which the harness knows) against
+    the workload's image. Frames elsewhere are counted as not judged.
+    """
+    pids = {w.pid for w in view.workloads}
+    user: tuple[FunctionTable, ...] = (view.image.functions,) if view.image else ()
+    kernel = tuple(t for t in (view.module, view.kernel) if t is not None)
+    judged = [s for s in view.samples if s.chain
+              and ((s.user and s.pid in pids and user) or (not s.user and kernel))]  # fmt: skip
+    # a kernel sample's user stack (dt): the task's user PC at its kernel entry, callers
+    judged += [Sample(s.cpu, s.user_walk[0], s.pid, s.tid, True, s.user_walk[1:])
+               for s in view.samples
+               if len(s.user_walk) > 1 and s.pid in pids and user]  # fmt: skip
+    return judge_frames(judged, lambda s: user if s.user else kernel)
+
+
+def check_frames(view: ContentView) -> list[Violation]:
+    """CHAIN's general law: every judged return address follows a call to the frame below."""
+    faults = frame_verdict(view).faults
+    out = []
+    for cpu, n in sorted(Counter(f.sample.cpu for f in faults).items()):
+        first = next(f for f in faults if f.sample.cpu == cpu)
+        mode = "user" if first.sample.user else "kernel"
+        out += zero("CHAIN", cpu, "return addresses not after a call to the frame below", got=n,
+                    detail=f"first: {mode} pc {first.sample.pc:#x}, caller {first.index + 1}: "
+                    f"{first.why}")  # fmt: skip
+    return out
+
+
 def check_chain(view: ContentView) -> list[Violation]:
-    """CHAIN: depth and truncation honest; leaf and probe samples carry their callers."""
+    """CHAIN: depth and truncation honest; every frame a call; leaf and probe paths."""
     depth = view.chain_depth
     assert depth is not None
-    too_long = Counter(s.cpu for s in view.samples if len(s.chain) + 1 > depth)
-    false_cut = Counter(s.cpu for s in view.samples if s.truncated and len(s.chain) + 1 != depth)
+    too_long = Counter(s.cpu for s in view.samples if frames_of(s) > depth)
+    false_cut = Counter(s.cpu for s in view.samples if s.truncated and frames_of(s) != depth)
+    # a walk that wrote depth frames stopped there (pa_chain_walk checks the depth first)
+    false_end = Counter(s.cpu for s in view.samples if s.stop in WALKED
+                        and not s.truncated and frames_of(s) == depth)  # fmt: skip
     out = [v for cpu, n in sorted(too_long.items()) for v in zero(
         "CHAIN", cpu, f"chains longer than {depth} frames", got=n, detail="")]  # fmt: skip
     out += [v for cpu, n in sorted(false_cut.items()) for v in zero(
         "CHAIN", cpu, "chains marked truncated below the depth", got=n, detail="")]  # fmt: skip
+    out += [v for cpu, n in sorted(false_end.items()) for v in zero(
+        "CHAIN", cpu, "chains of the depth whose walk says it ended", got=n,
+        detail="the record's stop cause")]  # fmt: skip
+    out += check_walks(view.samples, view.walks)
     leaf, probe = chain_checked(view)
     for samples, table, want in ((leaf, view.image.functions if view.image else None,
                                   truth.CHAIN_PATH[1:]),
@@ -516,7 +571,7 @@ def check_chain(view: ContentView) -> list[Violation]:
             out += zero("CHAIN", cpu, f"samples in {want[0]}'s callee without {', '.join(want)}",
                         got=n, detail=f"first: {', '.join(_names(table, first.chain))}"
                         f"{' (truncated)' if first.truncated else ''}")  # fmt: skip
-    return out
+    return out + check_frames(view)
 
 
 def content_numbers(view: ContentView) -> dict[str, int]:
@@ -557,9 +612,15 @@ def content_numbers(view: ContentView) -> dict[str, int]:
     if view.chain_depth is not None:
         leaf, probe = chain_checked(view)
         cut = sum(1 for s in view.samples if s.truncated)
+        frames = frame_verdict(view)
         numbers |= {"content.chain.leaf_checked": len(leaf),
                     "content.chain.probe_checked": len(probe),
-                    "content.chain.truncated": cut}  # fmt: skip
+                    "content.chain.truncated": cut,
+                    "content.chain.frames_samples": frames.samples,
+                    "content.chain.frames": frames.frames,
+                    "content.chain.frames_targets": frames.targets,
+                    "content.chain.frames_unknown": frames.unknown}  # fmt: skip
+        numbers |= walk_numbers(view.samples, view.walks)
     return numbers
 
 
@@ -613,10 +674,22 @@ def format_content(view: ContentView) -> str:
         lines.append(f"chains (depth {view.chain_depth}): "
                      f"{numbers['content.chain.leaf_checked']} leaf samples checked, "
                      f"{numbers['content.chain.probe_checked']} probe samples checked, "
-                     f"{numbers['content.chain.truncated']} truncated")  # fmt: skip
+                     f"{numbers['content.chain.truncated']} truncated; "
+                     f"{numbers['content.chain.frames']} return addresses of "
+                     f"{numbers['content.chain.frames_samples']} samples judged as calls, "
+                     f"{numbers['content.chain.frames_targets']} of them direct calls to the "
+                     f"frame below, {numbers['content.chain.frames_unknown']} in unknown "
+                     f"code not judged; {_walks_text(view, numbers)}")  # fmt: skip
     else:
         lines.append("chains: not recorded by this flavour (CHAIN not applicable)")
     return "\n".join(lines)
+
+
+def _walks_text(view: ContentView, numbers: dict[str, int]) -> str:
+    if not view.walks:
+        return "the records carry no stop cause (stop causes not judged)"
+    return (f"{numbers['content.chain.walks.records']} records' stop causes against "
+            f"{numbers['content.chain.walks.core']} walks the core counted")  # fmt: skip
 
 
 def _exclusive_line(view: ContentView, iso: Isolation, numbers: dict[str, int]) -> str:

@@ -61,6 +61,12 @@ class AgentShell(CommandShell, Protocol):
         """Copy guest path ``remote`` to ``local``."""
 
 
+@functools.cache
+def _kernel_table(vmlinux: Path) -> FunctionTable:
+    """The functions of ``vmlinux``, read once per process (a cache entry never changes)."""
+    return read_functions(vmlinux.read_bytes())
+
+
 # ---- the shell: one agent in one guest ---------------------------------------------
 
 
@@ -78,6 +84,7 @@ class Agent:
         pmu_irq_label: str,
         cycles_per_ns: float | None = None,
         timeouts: Timeouts | None = None,
+        vmlinux: Path | None = None,
     ) -> None:
         self.shell = shell
         self.pmu_irq_label = pmu_irq_label  # the arch's /proc/interrupts name of the PMU IRQ
@@ -92,6 +99,7 @@ class Agent:
         self._kallsyms: tuple[str, ...] = ()  # the loaded module's kallsyms lines
         #: A profctl sequence's default budget: the command budget (scaled).
         self.timeouts = timeouts or Timeouts.from_env()
+        self.vmlinux = vmlinux  # the guest kernel's, unstripped (None: frames not judged)
 
     def deploy(self) -> None:
         """Copy the module and profctl into the guest."""
@@ -117,13 +125,23 @@ class Agent:
         lines = self._kallsyms or self._read_kallsyms()
         return truth.place_module(read_functions(self.build.ko.read_bytes()), lines)
 
-    def kernel_functions(self, names: Sequence[str]) -> FunctionTable:
+    def kallsyms_functions(self, names: Sequence[str]) -> FunctionTable:
         """Core kernel functions by name where ``/proc/kallsyms`` puts them (`truth.place_kernel`).
 
         :raise InfraError: kallsyms lists one of them not, or hides its address.
         """
         found = self.shell.run(truth.kernel_lines_command(names), check=False)
         return truth.place_kernel(found.stdout.splitlines(), names)
+
+    def kernel_functions(self) -> FunctionTable | None:
+        """The guest kernel's functions from its vmlinux (None: none was given).
+
+        Its link addresses are its run addresses: the kernel is built without
+        CONFIG_RANDOMIZE_BASE (no KASLR). Read once per process (about 15 s).
+
+        :raise InfraError: the file is not an unstripped ELF64 vmlinux.
+        """
+        return _kernel_table(self.vmlinux) if self.vmlinux is not None else None
 
     def _read_kallsyms(self) -> tuple[str, ...]:
         """The loaded module's ``/proc/kallsyms`` lines, read in the guest now."""

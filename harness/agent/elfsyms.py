@@ -1,45 +1,77 @@
-"""Function symbols of an ELF64 little-endian file, read from its symbol table.
+"""Function symbols and call sites of an arm64 ELF file, read with pyelftools and capstone.
 
 Pure (bytes in, values out): the content oracles learn where every function of
 the ground-truth workload (a static, non-PIE executable) and of the agent (a
-relocatable ``.ko``) lies, and where each function's frame record is in place,
-without pyelftools::
+relocatable ``.ko``) lies, where each function's frame record is in place, and
+where it calls whom (`harness.agent.frames` judges call chains with them)::
 
     table = read_functions(Path("truth").read_bytes())
     table.named("leaf")                 # Function(name='leaf', start=..., end=..., ...)
     table.at(0x51000868).name           # 'leaf'
     table.named("leaf").framed          # (start, end): the frame record is set up
+    table.named("middle").call_at(ret)  # Call(offset=..., direct=True, target='leaf')
 
 Addresses are link addresses: a static executable's are its run-time addresses; a
 module's are offsets into their section (`Function.section`), to which the run
 adds where the kernel put the function (``/proc/kallsyms``).
+
+The ELF structure (sections, symbols, segments, relocations) is pyelftools', the
+instructions capstone's (arm64, little-endian): the bench proves ports right and
+should not first have to prove its own ELF reader and opcode masks right.
 """
 
 from __future__ import annotations
 
 import bisect
-import struct
-from dataclasses import dataclass
+import io
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import capstone
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
+from elftools.elf.sections import SymbolTableSection
 
 from harness.errors import InfraError
 
-_SHT_SYMTAB = 2
-_PT_LOAD, _PF_X = 1, 1
-_STT_FUNC = 2
-#: ``mov x29, sp``: the frame record of the function now is x29 (arm64).
-_MOV_FP_SP = 0x910003FD
-#: ``ldp x29, x30, [sp], #imm`` (any imm): the caller's frame record is back in x29.
-_LDP_FP_LR_POST, _LDP_FP_LR_MASK = 0xA8C07BFD, 0xFFC07FFF
+#: R_AARCH64_CALL26 and R_AARCH64_JUMP26: a BL / B to a symbol the linker resolves.
+_CALL26, _JUMP26 = 283, 282
+_PF_X = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call instruction of a function: where it returns to and what it calls.
+
+    ``offset``: the return address (the instruction after the call) from the
+    function's start; for a tail call (`Function.tails`), the B's own offset.
+    ``direct``: a BL or B (immediate target); False for a BLR. ``target``: the name of
+    the function a direct call enters (its start), or None where it enters no
+    function start this file names (a PLT, IPLT or veneer stub, or an indirect
+    call). ``delta``: where the branch goes, from the function's start, when the
+    file itself says (no relocation, or one against its own section): the target
+    is then found by address, not by a name that static functions of several
+    objects share (``__raw_spin_lock_irqsave.constprop.0``).
+    """
+
+    offset: int
+    direct: bool
+    target: str | None = None
+    delta: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Function:
-    """One function symbol: ``[start, end)`` and where its frame record holds.
+    """One function symbol: ``[start, end)``, where its frame record holds, what it calls.
 
     ``framed`` is ``[after mov x29, sp, first ldp x29, x30)``: a PC there has this
     function's frame record in x29, so a frame-pointer walk from the interrupted
     registers finds its caller next. Outside it (prologue, epilogue) the walk skips
     the caller, as Linux perf's does. (start, start) when no frame record was found.
+    ``calls``: its BL and BLR instructions, by return address. ``tails``: its B
+    instructions to another function's start (tail calls).
     """
 
     name: str
@@ -47,6 +79,8 @@ class Function:
     end: int
     framed: tuple[int, int]
     section: int = 0
+    calls: tuple[Call, ...] = ()
+    tails: tuple[Call, ...] = ()
 
     def holds(self, address: int) -> bool:
         """Whether ``address`` lies in the function."""
@@ -56,34 +90,62 @@ class Function:
         """Whether ``address`` lies where the function's frame record is set up."""
         return self.framed[0] <= address < self.framed[1]
 
+    def call_at(self, return_address: int) -> Call | None:
+        """The call instruction returning to ``return_address``, if there is one."""
+        offset = return_address - self.start
+        return next((c for c in self.calls if c.offset == offset), None)
+
     def moved(self, base: int) -> Function:
         """The same function loaded at ``base`` (a module's kallsyms address)."""
         delta = base - self.start
         low, high = self.framed
         return Function(self.name, base, self.end + delta, (low + delta, high + delta),
-                        self.section)  # fmt: skip
+                        self.section, self.calls, self.tails)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class FunctionTable:
-    """Functions sorted by start address."""
+    """Functions sorted by start address.
+
+    ``entry_text``: a kernel's exception entry code (``.entry.text``; (0, 0): none).
+    A return address there is the entry's call of its handler, and the frame record
+    above it is the exception's (arm64 ``kernel_entry``: pt_regs' stackframe holds the
+    interrupted x29 and PC), so the next address of a walk is an interrupted PC.
+    """
 
     functions: tuple[Function, ...]
+    entry_text: tuple[int, int] = (0, 0)
+    _starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _names: Mapping[str, Function] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_starts", tuple(f.start for f in self.functions))
+        names: dict[str, Function] = {}
+        for function in self.functions:
+            names.setdefault(function.name, function)
+        object.__setattr__(self, "_names", names)
 
     def named(self, name: str) -> Function:
         """The function called ``name``.
 
         :raise InfraError: there is none (a stale or stripped binary).
         """
-        for function in self.functions:
-            if function.name == name:
-                return function
-        raise InfraError(f"no function {name!r} in the symbol table")
+        found = self.find(name)
+        if found is None:
+            raise InfraError(f"no function {name!r} in the symbol table")
+        return found
+
+    def in_entry(self, address: int) -> bool:
+        """Whether ``address`` lies in the kernel's exception entry code."""
+        return self.entry_text[0] <= address < self.entry_text[1]
+
+    def find(self, name: str) -> Function | None:
+        """The function called ``name``, if any."""
+        return self._names.get(name)
 
     def at(self, address: int) -> Function | None:
         """The function holding ``address``, if any."""
-        starts = [f.start for f in self.functions]
-        index = bisect.bisect_right(starts, address) - 1
+        index = bisect.bisect_right(self._starts, address) - 1
         if index >= 0 and self.functions[index].holds(address):
             return self.functions[index]
         return None
@@ -94,17 +156,14 @@ class FunctionTable:
         return (min(f.start for f in self.functions), max(f.end for f in self.functions))
 
 
-def _sections(data: bytes) -> list[tuple[int, int, int, int, int, int]]:
-    """(type, flags, addr, offset, size, link) per section header."""
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+def _elf(data: bytes) -> ELFFile:
+    try:
+        elf = ELFFile(io.BytesIO(data))
+    except ELFError as exc:
+        raise InfraError(f"not an ELF64 little-endian file: {exc}") from exc
+    if elf.elfclass != 64 or not elf.little_endian:
         raise InfraError("not an ELF64 little-endian file")
-    (shoff,) = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
-    headers = []
-    for index in range(shnum):
-        fields = struct.unpack_from("<IIQQQQII", data, shoff + index * shentsize)
-        headers.append((fields[1], fields[2], fields[3], fields[4], fields[5], fields[6]))
-    return headers
+    return elf
 
 
 def executable_span(data: bytes) -> tuple[int, int]:
@@ -114,51 +173,148 @@ def executable_span(data: bytes) -> tuple[int, int]:
 
     :raise InfraError: not ELF64 little-endian, or no executable segment.
     """
-    _sections(data)  # validates the header
-    (phoff,) = struct.unpack_from("<Q", data, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
-    spans = []
-    for index in range(phnum):
-        kind, flags, _, vaddr, _, _, memsz = struct.unpack_from(
-            "<IIQQQQQ", data, phoff + index * phentsize
-        )
-        if kind == _PT_LOAD and flags & _PF_X:
-            spans.append((vaddr, vaddr + memsz))
+    spans = [(s["p_vaddr"], s["p_vaddr"] + s["p_memsz"]) for s in _elf(data).iter_segments()
+             if s["p_type"] == "PT_LOAD" and s["p_flags"] & _PF_X]  # fmt: skip
     if not spans:
         raise InfraError("the ELF file has no executable segment")
     return (min(s[0] for s in spans), max(s[1] for s in spans))
 
 
-def _framed(code: bytes, start: int) -> tuple[int, int]:
-    """Where the frame record holds in ``code`` (a function's bytes at ``start``)."""
-    words = [struct.unpack_from("<I", code, i)[0] for i in range(0, len(code) - 3, 4)]
-    if _MOV_FP_SP not in words:
+@dataclass(frozen=True, slots=True)
+class _Insn:
+    address: int
+    mnemonic: str
+    operands: str
+
+    def branch_target(self) -> int | None:
+        """A BL's or B's immediate target (capstone prints it as ``#0x…``)."""
+        text = self.operands
+        try:
+            return int(text[1:], 0) if text.startswith("#") else None
+        except ValueError:
+            return None
+
+
+def _decode(code: bytes, start: int) -> list[_Insn]:
+    disassembler = capstone.Cs(capstone.CS_ARCH_ARM64, capstone.CS_MODE_ARM)
+    decoded = disassembler.disasm_lite(code, start)
+    return [_Insn(address, mnemonic, operands) for address, _, mnemonic, operands in decoded]
+
+
+def _framed(insns: list[_Insn], start: int) -> tuple[int, int]:
+    """Where the frame record holds: after ``mov x29, sp``, before ``ldp x29, x30, [sp], #…``."""
+    setup = next((i for i, n in enumerate(insns)
+                  if n.mnemonic == "mov" and n.operands == "x29, sp"), None)  # fmt: skip
+    if setup is None:
         return (start, start)
-    first = words.index(_MOV_FP_SP) + 1
-    last = next((i for i in range(first, len(words))
-                 if words[i] & _LDP_FP_LR_MASK == _LDP_FP_LR_POST), len(words))  # fmt: skip
-    return (start + 4 * first, start + 4 * last)
+    restore = next((n.address for n in insns[setup + 1 :] if n.mnemonic == "ldp"
+                    and n.operands.startswith("x29, x30, [sp], #")), None)  # fmt: skip
+    end = restore if restore is not None else insns[-1].address + 4
+    return (insns[setup].address + 4, end)
+
+
+@dataclass(frozen=True, slots=True)
+class _Resolver:
+    """Names the function a branch enters: by relocation (a ``.ko``) or by address."""
+
+    starts: Mapping[tuple[int, int], str]  # (section index, start) → name
+    relocations: Mapping[tuple[int, int], str | tuple[int, int]]  # (section, at) → target
+
+    def target(self, section: int, insn: _Insn) -> tuple[str | None, int | None]:
+        """The branch's target: its name (None: no function start) and address, if known."""
+        where = self.relocations.get((section, insn.address))
+        if isinstance(where, str):
+            return where, None
+        if where is not None:
+            return self.starts.get(where), where[1] if where[0] == section else None
+        address = insn.branch_target()
+        if address is None:
+            return None, None
+        return self.starts.get((section, address)), address
+
+
+def _relocations(elf: ELFFile) -> dict[tuple[int, int], str | tuple[int, int]]:
+    """Each CALL26/JUMP26 relocation: (section, offset) → symbol name, or (section, addend)."""
+    found: dict[tuple[int, int], str | tuple[int, int]] = {}
+    for rela in elf.iter_sections():
+        if not isinstance(rela, RelocationSection) or not rela["sh_info"]:
+            continue
+        symbols = elf.get_section(rela["sh_link"])
+        assert isinstance(symbols, SymbolTableSection)
+        for reloc in rela.iter_relocations():
+            if reloc["r_info_type"] not in (_CALL26, _JUMP26):
+                continue
+            symbol = symbols.get_symbol(reloc["r_info_sym"])
+            at = (rela["sh_info"], reloc["r_offset"])
+            if symbol["st_info"]["type"] == "STT_SECTION":
+                found[at] = (symbol["st_shndx"], reloc["r_addend"])
+            else:
+                found[at] = symbol.name
+    return found
+
+
+def _function(symbol: Any, sections: Mapping[int, tuple[int, bytes]],
+              resolver: _Resolver) -> Function:  # fmt: skip
+    shndx, value, size = symbol["st_shndx"], symbol["st_value"], symbol["st_size"]
+    base, data = sections[shndx]
+    insns = _decode(data[value - base : value - base + size], value)
+    calls, tails = [], []
+    for insn in insns:
+        if insn.mnemonic == "blr":
+            calls.append(Call(insn.address + 4 - value, False))
+        elif insn.mnemonic in ("bl", "b"):
+            name, address = resolver.target(shndx, insn)
+            delta = None if address is None else address - value
+            if insn.mnemonic == "bl":
+                calls.append(Call(insn.address + 4 - value, True, name, delta))
+            elif name is not None and (delta is None or not 0 <= delta < size):
+                tails.append(Call(insn.address - value, True, name, delta))
+    framed = _framed(insns, value) if insns else (value, value)
+    return Function(symbol.name, value, value + size, framed, shndx, tuple(calls),
+                    tuple(tails))  # fmt: skip
+
+
+def _function_symbols(elf: ELFFile) -> Iterable[Any]:
+    symtab = elf.get_section_by_name(".symtab")
+    if not isinstance(symtab, SymbolTableSection):
+        raise InfraError("the ELF file has no symbol table (stripped?)")
+    count = elf.num_sections()
+    for symbol in symtab.iter_symbols():
+        shndx = symbol["st_shndx"]
+        if (symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_size"]
+                and isinstance(shndx, int) and 0 < shndx < count):  # fmt: skip
+            yield symbol
 
 
 def read_functions(data: bytes) -> FunctionTable:
-    """Every defined, sized function symbol of the ELF file ``data``.
+    """Every defined, sized function symbol of the ELF file ``data``, with its call sites.
+
+    A direct call's target is named by its relocation where the file has one (a
+    ``.ko``: a BL to another object's function is an R_AARCH64_CALL26 against that
+    symbol, resolved when the module is loaded, through a PLT or veneer if out of
+    range), else by the function starting at its immediate target.
 
     :raise InfraError: not ELF64 little-endian, or no symbol table (stripped).
     """
-    sections = _sections(data)
-    symtabs = [s for s in sections if s[0] == _SHT_SYMTAB]
-    if not symtabs:
-        raise InfraError("the ELF file has no symbol table (stripped?)")
-    _, _, _, sym_off, sym_size, link = symtabs[0]
-    str_off = sections[link][3]
-    functions = []
-    for offset in range(sym_off, sym_off + sym_size, 24):
-        name_at, info, _, shndx, value, size = struct.unpack_from("<IBBHQQ", data, offset)
-        if info & 0xF != _STT_FUNC or not size or not 0 < shndx < len(sections):
-            continue
-        name = data[str_off + name_at : data.index(b"\0", str_off + name_at)].decode()
-        _, _, addr, sec_off, _, _ = sections[shndx]
-        file_at = sec_off + (value - addr)
-        framed = _framed(data[file_at : file_at + size], value)
-        functions.append(Function(name, value, value + size, framed, shndx))
-    return FunctionTable(tuple(sorted(functions, key=lambda f: (f.start, f.name))))
+    elf = _elf(data)
+    symbols = list(_function_symbols(elf))
+    starts = {(s["st_shndx"], s["st_value"]): s.name for s in symbols}
+    resolver = _Resolver(starts, _relocations(elf))
+    sections = {}
+    for shndx in {s["st_shndx"] for s in symbols}:
+        section = elf.get_section(shndx)
+        code = b"" if section["sh_type"] == "SHT_NOBITS" else section.data()
+        sections[shndx] = (section["sh_addr"], code)
+    functions = [_function(s, sections, resolver) for s in symbols]
+    return FunctionTable(tuple(sorted(functions, key=lambda f: (f.start, f.name))),
+                         _entry_text(elf))  # fmt: skip
+
+
+def _entry_text(elf: ELFFile) -> tuple[int, int]:
+    """A kernel's exception entry code: vmlinux's linker symbols around it, else (0, 0)."""
+    symtab = elf.get_section_by_name(".symtab")
+    assert isinstance(symtab, SymbolTableSection)
+    found = [symtab.get_symbol_by_name(n) for n in ("__entry_text_start", "__entry_text_end")]
+    if not found[0] or not found[1]:
+        return (0, 0)
+    return (found[0][0]["st_value"], found[1][0]["st_value"])

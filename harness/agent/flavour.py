@@ -110,8 +110,11 @@ class AgentLike(Protocol):
     def module_functions(self) -> FunctionTable:
         """The loaded module's functions at their kernel addresses (``/proc/kallsyms``)."""
 
-    def kernel_functions(self, names: Sequence[str]) -> FunctionTable:
+    def kallsyms_functions(self, names: Sequence[str]) -> FunctionTable:
         """Core kernel functions by name at their addresses (``/proc/kallsyms``)."""
+
+    def kernel_functions(self) -> FunctionTable | None:
+        """The guest kernel's functions from its vmlinux (None: not known)."""
 
 
 class AgentRun(Protocol):

@@ -73,6 +73,11 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            flavours=CHAIN_FLAVOURS),
     Mutant("chain_cut_silent", "every call chain is cut to its PC, not said to be", ("CHAIN",),
            flavours=CHAIN_FLAVOURS),
+    Mutant("chain_swap_frames", "every call chain has its second and third callers swapped",
+           ("CHAIN",), flavours=CHAIN_FLAVOURS),
+    # Only where the record keeps the stop cause (kprof's does not).
+    Mutant("chain_end_unsaid", "a walk cut at the depth is counted so but says it ended",
+           ("CHAIN",), flavours=("hwpmc", "dt")),
     Mutant("chain_wrong_task", "a user walk starts from the parent task's frame pointer",
            ("CHAIN",), flavours=CHAIN_FLAVOURS),
     Mutant("parent_sample_5th", "every 5th user sample of a CPU is its parent task's PC, pid, tid",

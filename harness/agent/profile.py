@@ -210,32 +210,46 @@ def parse_kallsyms(text: str) -> KernelSymbols:
     return KernelSymbols(starts, tuple(best[a] for a in starts))
 
 
+def _at(index: int) -> int:
+    """How far before a frame's address its function is looked up (`agent_stack`)."""
+    return 1 if index else 0
+
+
 def agent_stack(sample: ProfileSample, symbols: Symboliser) -> tuple[str, ...]:
-    """``sample``'s frames named, root first (its chain shares its PC's mode)."""
+    """``sample``'s frames named, root first (its chain shares its PC's mode).
+
+    The PC is named at the PC, each caller at its return address - 1: the call's
+    own function (after a call that never returns, the return address is the next
+    function's first instruction: CPU 0's idle would read ``start_kernel →
+    arch_post_acpi_subsys_init``).
+    """
     frames = (sample.pc, *sample.chain)
-    return _one_user(symbols.frame(pc, user=sample.user) for pc in reversed(frames))
+    named = (symbols.frame(pc - _at(i), user=sample.user) for i, pc in enumerate(frames))
+    return _one_user(reversed(tuple(named)))
 
 
 def perf_stack(sample: PerfSample, symbols: Symboliser) -> tuple[str, ...]:
-    """A perf sample's frames named by ``symbols``, root first.
+    """A perf sample's frames named by ``symbols``, root first, callers at address - 1.
 
-    Kernel frames by their address; user frames in the workload's binary by
-    perf's own symbol, or where perf has none by the workload's symbols at the
-    frame's address (perf prints it relative to the mapping: plus ``base``);
-    any other user frame is ``[user]``.
+    Kernel frames by their address (callers' at - 1, as `agent_stack`'s); user
+    frames in the workload's binary by the workload's symbols (perf prints their
+    address relative to the mapping: plus ``base``), or where those name none by
+    perf's own symbol (perf's is at the address itself, so only a leaf's agrees with
+    ours at a function's first instruction); any other user frame is ``[user]``.
     """
     names = []
     user = symbols.user
-    for frame in reversed(sample.frames):
+    for index, frame in enumerate(sample.frames):
+        ip = frame.ip - _at(index)
         if frame.ip >= KERNEL_TOP_BIT:
-            names.append(symbols.kernel.name(frame.ip))
+            names.append(symbols.kernel.name(ip))
         elif user is None or frame.dso.rsplit("/", 1)[-1] != user.binary:
             names.append(USER)
-        elif frame.sym != "[unknown]":
-            names.append(frame.sym.split("+", 1)[0])
         else:
-            names.append(user.name(frame.ip + user.base) or USER)
-    return _one_user(names)
+            own = user.name(ip + user.base)
+            perf = frame.sym.split("+", 1)[0] if frame.sym != "[unknown]" else None
+            names.append(own or perf or USER)
+    return _one_user(reversed(names))
 
 
 def _one_user(names: Iterable[str]) -> tuple[str, ...]:

@@ -152,16 +152,19 @@ class TruthEvidence:
     ``module``: the agent's functions at their kernel addresses (None: not read; only
     flavours that record kernel call chains need them). ``isolation``: the CPUs the
     harness kept for its own tasks (`harness.agent.isolation.isolated`). ``kernel``:
-    the core kernel's functions the zero workload's kernel time lies in.
+    the guest kernel's functions from its vmlinux (None: not known; the guest kernel
+    does not randomize its base, so link addresses are run addresses). ``zeroing``:
+    the core kernel's functions the zero workload's kernel time lies in (`KERNEL_ZERO`).
     """
 
     workloads: tuple[WorkloadRun, ...] = ()
     image: TruthImage | None = None
     module: FunctionTable | None = None
     isolation: tuple[Isolation, ...] = ()
+    kernel: FunctionTable | None = None
     #: Core kernel functions a workload's kernel time lies in (zero mode: `KERNEL_ZERO`),
     #: where ``/proc/kallsyms`` puts them; None: no such workload ran.
-    kernel: FunctionTable | None = None
+    zeroing: FunctionTable | None = None
 
 
 def read_image(profctl_binary: Path) -> TruthImage:
@@ -294,7 +297,9 @@ class _Launcher(Protocol):
 
     def module_functions(self) -> FunctionTable: ...
 
-    def kernel_functions(self, names: Sequence[str]) -> FunctionTable: ...
+    def kallsyms_functions(self, names: Sequence[str]) -> FunctionTable: ...
+
+    def kernel_functions(self) -> FunctionTable | None: ...
 
 
 def evidence_of(
@@ -313,6 +318,7 @@ def evidence_of(
     if not workloads:
         return None
     module = agent.module_functions() if chains else None
+    kernel = agent.kernel_functions() if chains else None
     zero = any(w.mode == "zero" for w in workloads)
-    kernel = agent.kernel_functions((KERNEL_ZERO,)) if zero else None
-    return TruthEvidence(workloads, agent.truth_image(), module, kernel=kernel)
+    zeroing = agent.kallsyms_functions((KERNEL_ZERO,)) if zero else None
+    return TruthEvidence(workloads, agent.truth_image(), module, kernel=kernel, zeroing=zeroing)

@@ -8,23 +8,29 @@ import pytest
 
 from harness.agent import content_oracles as co
 from harness.agent import truth
-from harness.agent.elfsyms import Function, FunctionTable
+from harness.agent.elfsyms import Call, Function, FunctionTable
 from harness.agent.isolation import Isolation
 from harness.agent.report import unjudged
 from harness.agent.samples import Sample
 from harness.agent.truth import TruthImage, WorkloadRun
 
 BASE = 0x5100_0000
+#: Each function calls the next one inward with a BL returning to its start + 0x20.
+CALLS = {"main": "work", "work": "outer", "outer": "middle", "middle": "leaf",
+         "pa_probe_outer": "pa_probe_middle", "pa_probe_middle": "pa_probe_spin"}  # fmt: skip
+
+
+def _function(name: str, start: int) -> Function:
+    calls = (Call(0x20, True, CALLS[name]),) if name in CALLS else ()
+    return Function(name, start, start + 0x40, (start + 8, start + 0x30), calls=calls)
+
+
 NAMES = ("main", "outer", "middle", "leaf", "hot", "cold", "mix", "work", "zero")
-F = {name: Function(name, BASE + 0x100 * i, BASE + 0x100 * i + 0x40,
-                    (BASE + 0x100 * i + 8, BASE + 0x100 * i + 0x30))
-     for i, name in enumerate(NAMES)}  # fmt: skip
+F = {name: _function(name, BASE + 0x100 * i) for i, name in enumerate(NAMES)}
 IMAGE = TruthImage(FunctionTable(tuple(F.values())), (BASE, BASE + 0x1000), (0x400000, 0x480000))
 KBASE = 0xFFFF_8000_0800_0000
-MODULE = FunctionTable(tuple(
-    Function(name, KBASE + 0x100 * i, KBASE + 0x100 * i + 0x40,
-             (KBASE + 0x100 * i + 8, KBASE + 0x100 * i + 0x30))
-    for i, name in enumerate(co.PROBE_PATH)))  # fmt: skip
+MODULE = FunctionTable(tuple(_function(name, KBASE + 0x100 * i)
+                             for i, name in enumerate(co.PROBE_PATH)))  # fmt: skip
 #: Phases from 1000 to 2000 ns on the guest clock; samples are stamped inside them (`AT`).
 SPAN, AT = (1000, 2000), 1500
 CHAIN = WorkloadRun("chain", 1, 71, 71, calls=3, rounds=0, faults=10, span=SPAN)
@@ -61,6 +67,11 @@ def test_a_true_profile_passes_every_oracle() -> None:
     assert numbers["content.chain.cpu1.leaf"] == 500
     assert numbers["content.chain.leaf_checked"] == 500
     assert numbers["content.chain.probe_checked"] == 1
+    # every chain's frames: 4 return addresses of each leaf sample and 2 of the probe's,
+    # each a call to the frame below; each leaf chain's 0x1234 lies in no known code
+    assert (numbers["content.chain.frames_samples"], numbers["content.chain.frames"],
+            numbers["content.chain.frames_targets"],
+            numbers["content.chain.frames_unknown"]) == (501, 2002, 2002, 500)  # fmt: skip
     assert numbers["content.mix.cpu0.hot"] == 300
 
 
@@ -79,7 +90,7 @@ def test_pid_zero_fails_who() -> None:
 
 
 def test_samples_away_from_leaf_fail_the_model_bound() -> None:
-    elsewhere = leaf_sample(pc=F["outer"].start + 0x10)
+    elsewhere = leaf_sample(pc=F["outer"].start + 0x10, chain=(RET["work"], RET["main"]))
     assert oracles(view([leaf_sample()] * 400 + [elsewhere] * 100)) == {"WHERE"}
     # a few are within the model: 2 x (calls + 1 + startup syscalls + faults) EL changes
     assert oracles(view([leaf_sample()] * 480 + [elsewhere] * 20)) == set()
@@ -97,6 +108,30 @@ def test_chain_sabotage_is_caught() -> None:
         chain=(RET["middle"], RET["outer"], RET["work"], RET["main"], 1, 2, 3, 4)
     )
     assert oracles(view([too_long])) == {"CHAIN"}
+
+
+def test_every_frame_of_every_chain_is_judged() -> None:
+    # a hot sample's chain (not leaf's path) with two callers swapped: only the law sees it
+    swapped = Sample(0, F["hot"].start + 0x10, 72, 73, True, (RET["outer"], RET["middle"]))
+    found = co.check_content(view([leaf_sample()] * 500 + [swapped]))
+    assert [(v.oracle, v.cpu) for v in found] == [("CHAIN", 0)]
+    assert "not after a call to the frame below = 2" in found[0].observed  # both callers
+    # leaf's frames 2 and 3 swapped (the mutant frame_order_swapped)
+    mutant = leaf_sample(chain=(RET["middle"], RET["work"], RET["outer"], RET["main"]))
+    assert oracles(view([leaf_sample()] * 499 + [mutant])) == {"CHAIN"}
+    # a kernel sample's return address that follows no call
+    wrong = Sample(1, KBASE + 0x110, 0, 0, False, (KBASE + 0x218,))
+    assert oracles(view([leaf_sample()] * 500 + [wrong])) == {"CHAIN"}
+
+
+def test_a_kernel_samples_user_walk_is_judged_too() -> None:
+    kernel = Sample(1, KBASE + 0x10, 71, 71, False, (KBASE + 0x120, KBASE + 0x220))  # the probe
+    right = replace(kernel, user_walk=(F["leaf"].start + 0x10, RET["middle"], RET["outer"]))
+    v = view([leaf_sample()] * 500 + [right])
+    assert co.check_content(v) == []
+    assert co.content_numbers(v)["content.chain.frames"] == 2002 + 2 + 2
+    swapped = replace(right, user_walk=(F["leaf"].start + 0x10, RET["outer"], RET["middle"]))
+    assert oracles(view([leaf_sample()] * 500 + [swapped])) == {"CHAIN"}
 
 
 def test_chain_is_not_applicable_without_chains() -> None:
@@ -177,15 +212,16 @@ def test_a_cpu_that_is_not_exclusive_is_not_judged_and_the_report_says_why(
 def test_a_pc_moved_within_the_workloads_text_fails_where() -> None:
     """Moved out of the chain phase's code, the samples stay in WHERE's population."""
     moved = [leaf_sample(pc=F["main"].start + 0x10)] * 500
-    assert oracles(view(moved)) == {"WHERE"}
+    assert oracles(view(moved, depth=None)) == {"WHERE"}  # CHAIN's frames law aside
+    assert oracles(view(moved)) == {"WHERE", "CHAIN"}
     assert co.content_numbers(view(moved))["content.chain.cpu1.population"] == 500
     # moved into profctl's text (user, the same pid): still WHERE's
-    assert "WHERE" in oracles(view([leaf_sample(pc=0x401000)] * 500))
+    assert "WHERE" in oracles(view([leaf_sample(pc=0x401000)] * 500, depth=None))
 
 
 def test_a_phase_is_chosen_by_the_workloads_own_clock_readings() -> None:
     before = leaf_sample(pc=F["main"].start + 0x10, time_ns=SPAN[0] - 1)
-    v = view([leaf_sample()] * 500 + [before] * 100)
+    v = view([leaf_sample()] * 500 + [before] * 100, depth=None)
     assert co.check_content(v) == []  # main's start-up, before the phase, is not judged
     assert co.content_numbers(v)["content.chain.cpu1.population"] == 500
     # every sample stamped outside the phase: WHERE compared nothing there
@@ -205,7 +241,9 @@ def test_untimed_samples_are_judged_over_the_workloads_whole_life() -> None:
     busy = replace(CHAIN, calls=30)
     moved = [leaf_sample(time_ns=None, pc=F["main"].start + 0x10)] * 500
     assert co.leaf_bound(n, busy, life) > 0
-    assert oracles(replace(view([]), samples=tuple(moved), workloads=(busy,))) == {"WHERE"}
+    assert oracles(replace(view([], depth=None), samples=tuple(moved), workloads=(busy,))) == {
+        "WHERE"
+    }
 
 
 def test_the_mix_population_must_lie_in_hot_or_cold() -> None:
@@ -265,7 +303,7 @@ def zero_view(kernel_pcs: list[int], *, kernel_pids: bool = True) -> co.ContentV
     base = view([leaf_sample()] * 500)
     zero = [Sample(1, pc, 74, 74, False, time_ns=AT) for pc in kernel_pcs]
     return replace(base, samples=(*base.samples, *zero), workloads=(*base.workloads, ZERO),
-                   kernel=FunctionTable((ZERO_FN,)), kernel_pids=kernel_pids)  # fmt: skip
+                   zeroing=FunctionTable((ZERO_FN,)), kernel_pids=kernel_pids)  # fmt: skip
 
 
 def test_the_zero_workloads_kernel_samples_lie_in_the_zeroing_loop() -> None:

@@ -112,8 +112,8 @@ def test_the_quick_set_leaves_out_the_guest_ending_and_debug_mutants() -> None:
         "recursion_as_drop", "skiptick_short", "retry_get", "producer_skips_open",
         "skiptick_pmu_lost",
         "handler_pc", "pid_zero_2nd", "flip_mode_7th",
-        "chain_skip_frame", "chain_cut_silent", "chain_wrong_task", "parent_sample_5th",
-        "tgid_as_tid", "user_pc_shift", "kernel_pc_shift",
+        "chain_skip_frame", "chain_cut_silent", "chain_swap_frames", "chain_wrong_task",
+        "chain_end_unsaid", "parent_sample_5th", "tgid_as_tid", "user_pc_shift", "kernel_pc_shift",
     }  # fmt: skip
     assert {m.name for m in planned("dt", full=False, case="readers")} == {
         "no_reader_mutex", "fault_loses_copied"

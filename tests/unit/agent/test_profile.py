@@ -74,6 +74,24 @@ def test_agent_and_perf_stacks_fold_root_first_with_the_same_names() -> None:
     assert perf_stack(user, SYMBOLS) == ("[user]", "leaf")  # a run of [user] is one frame
 
 
+def test_callers_are_named_at_their_return_address_minus_one() -> None:
+    # gic_handle_irq's call never returns: its return address is __irqentry_text_end's start
+    ret = 0xFFFFFFC00801028C
+    agent = AgentSample(0, 0xFFFFFFC008012000, user=False, chain=(ret,))
+    kernel = "[kernel.kallsyms]"
+    perf = PerfSample(0, 1, (PerfFrame(0xFFFFFFC008012000, "cpu_do_idle", kernel),
+                             PerfFrame(ret, "__irqentry_text_end", kernel)))  # fmt: skip
+    want = ("gic_handle_irq", "cpu_do_idle")  # the PC itself at the PC: cpu_do_idle's start
+    assert agent_stack(agent, SYMBOLS) == perf_stack(perf, SYMBOLS) == want
+    # a user caller whose return address is the next function's start: perf names the next
+    ranges = ((0x400100, 0x400140, "leaf"), (0x400140, 0x400180, "next"))
+    user = Symboliser(SYMBOLS.kernel, UserSymbols("truth", ranges))
+    perf_user = PerfSample(0, 1, (PerfFrame(0x400144, "next", "/bin/truth"),
+                                  PerfFrame(0x400140, "next", "/bin/truth")))  # fmt: skip
+    assert perf_stack(perf_user, user) == ("leaf", "next")
+    assert agent_stack(AgentSample(0, 0x400144, True, (0x400140,)), user) == ("leaf", "next")
+
+
 def test_folded_text_is_one_line_per_stack_most_frequent_first() -> None:
     profile = fold([("a", "b"), ("a", "c"), ("a", "b"), ("d",)])
     assert profile.folded() == "a;b 2\na;c 1\nd 1\n"

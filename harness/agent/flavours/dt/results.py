@@ -20,6 +20,7 @@ from harness.agent.results import flat_numbers
 from harness.agent.samples import Sample
 from harness.agent.spec import AgentSpec
 from harness.agent.truth import TruthEvidence
+from harness.agent.walks import walks_of
 
 #: enum pa_chain_stop's PA_CHAIN_TRUNCATED (profagent.h): the walk reached the depth.
 CHAIN_TRUNCATED = 1
@@ -54,8 +55,11 @@ class DtEvent:
         user = not self.flags & 1
         n, pcs, stop = ((self.ustack_n, self.ustack, self.ustack_stop) if user
                         else (self.kstack_n, self.kstack, self.kstack_stop))  # fmt: skip
-        return Sample(self.cpu, self.pc, self.pid, self.tid, user=user, chain=tuple(pcs[1:n]),
-                      truncated=stop == CHAIN_TRUNCATED, time_ns=self.ts_ns)  # fmt: skip
+        return Sample(self.cpu, self.pc, self.pid, self.tid, user=user,
+                      chain=tuple(pcs[1:n]), truncated=stop == CHAIN_TRUNCATED,
+                      time_ns=self.ts_ns, frames=n, stop=stop,
+                      user_walk=() if user else self.ustack[: self.ustack_n],
+                      user_stop=None if user else self.ustack_stop)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +128,8 @@ class DtRun:
 
     def content(self) -> ContentView:
         """Its events as samples for the content oracles (chains of `DT_STACK_MAX` PCs)."""
-        return view_of([e.sample() for e in self.events], self.truth, chain_depth=DT_STACK_MAX)
+        return view_of([e.sample() for e in self.events], self.truth, chain_depth=DT_STACK_MAX,
+                       walks=walks_of(self.core))  # fmt: skip
 
     def records(self) -> Sequence[DtEvent]:
         """The decoded events, in read order."""

@@ -21,6 +21,7 @@ from harness.agent.results import AgentSnapshot, flat_numbers
 from harness.agent.samples import Sample
 from harness.agent.spec import AgentSpec
 from harness.agent.truth import TruthEvidence
+from harness.agent.walks import walks_of
 
 Table = Mapping[int, Mapping[str, int]]
 Kind = Literal["standard", "exact", "independence", "control", "script", "counting"]
@@ -188,10 +189,12 @@ class HwRun:
         """The log's records as samples for the content oracles (chains of callchaindepth)."""
         samples = tuple(
             Sample(r.cpu, r.pc, 0 if r.pid == PID_NONE else r.pid, r.tid, user=bool(r.flags & 1),
-                   chain=r.callers, truncated=r.chain_stop == CHAIN_TRUNCATED, time_ns=r.ts_ns)
+                   chain=r.callers, truncated=r.chain_stop == CHAIN_TRUNCATED,
+                   time_ns=r.ts_ns, frames=r.depth, stop=r.chain_stop)
             for r in self.log
         )  # fmt: skip
-        return view_of(samples, self.truth, chain_depth=self.spec.param("callchaindepth"))
+        return view_of(samples, self.truth, chain_depth=self.spec.param("callchaindepth"),
+                       walks=walks_of(self.snapshot.core))  # fmt: skip
 
     def records(self) -> Sequence[LogRecord]:
         """The log's records, in log order."""

@@ -399,6 +399,9 @@ unsigned int pa_chain(const struct pa_sample_ctx *ctx, bool user, u64 *out,
 		memmove(out + 1, out + 2, (n - 2) * sizeof(*out));
 		n--;
 	}
+	/* Mutation point: the second and third callers swapped (frames 2 and 3). */
+	if (pa_mutant(CHAIN_SWAP_FRAMES) && n > 3)
+		swap(out[2], out[3]);
 	/* Mutation point: every chain cut to its PC, and not said to be. */
 	if (pa_mutant(CHAIN_CUT_SILENT) && n > 1) {
 		n = 1;
@@ -407,6 +410,9 @@ unsigned int pa_chain(const struct pa_sample_ctx *ctx, bool user, u64 *out,
 	this_cpu_inc(pa_cpu.stat[PA_X_CHAIN_WALKS]);
 	this_cpu_add(pa_cpu.stat[PA_X_CHAIN_FRAMES], n);
 	this_cpu_inc(pa_cpu.stat[cause[*why]]);
+	/* Mutation point: a walk cut at the depth, counted so, tells its caller it ended. */
+	if (pa_mutant(CHAIN_END_UNSAID) && *why == PA_CHAIN_TRUNCATED)
+		*why = PA_CHAIN_END;
 	return n;
 }
 

@@ -91,6 +91,8 @@ enum pa_mutant {
 	PA_MUTANT_FLIP_MODE_7TH,	/* every 7th sample of a CPU has its mode flag inverted */
 	PA_MUTANT_CHAIN_SKIP_FRAME,	/* every call chain skips its first caller */
 	PA_MUTANT_CHAIN_CUT_SILENT,	/* every call chain is cut to its PC, not said to be */
+	PA_MUTANT_CHAIN_SWAP_FRAMES,	/* every call chain has its second and third callers swapped */
+	PA_MUTANT_CHAIN_END_UNSAID,	/* a walk cut at the depth is counted so but says it ended */
 	PA_MUTANT_CHAIN_WRONG_TASK,	/* a user walk starts from the parent task's frame pointer */
 	PA_MUTANT_PARENT_SAMPLE_5TH,	/* every 5th user sample of a CPU is its parent task's PC, pid, tid */
 	PA_MUTANT_TGID_AS_TID,	/* every sample's tid is its thread group's id (the pid) */

@@ -60,7 +60,8 @@ def test_a_user_event_decodes_into_its_user_chain(tmp_path: Path) -> None:
     (event,) = decode(packed((USER_PC, *CALLERS), END, (), NO_REGS), tmp_path)
     assert (event.ustack_n, event.kstack_n, event.kstack_stop) == (4, 0, NO_REGS)
     assert event.ustack[:5] == (USER_PC, *CALLERS, 0)
-    assert event.sample() == Sample(1, USER_PC, 212, 213, user=True, chain=CALLERS, time_ns=1000)
+    assert event.sample() == Sample(1, USER_PC, 212, 213, user=True, chain=CALLERS, frames=4,
+                                    stop=END, time_ns=1000)  # fmt: skip
 
 
 def test_a_kernel_event_decodes_into_its_kernel_chain(tmp_path: Path) -> None:
@@ -74,8 +75,36 @@ def test_a_kernel_event_decodes_into_its_kernel_chain(tmp_path: Path) -> None:
 def test_dt_runs_judge_chains_at_the_seeds_depth() -> None:
     full = tuple(KERNEL_PC + 16 * i for i in range(DT_STACK_MAX))
     honest = replace(BASE.events[0], kstack_n=19, kstack=full, kstack_stop=CHAIN_TRUNCATED)
-    view = replace(BASE, events=(honest,)).content()
+    # the core counted two walks on CPU 0: the kernel's, cut at the depth (19 frames),
+    # and the kernel event's user walk, ended (none)
+    walked = {0: {**BASE.core[0], "x_chain_walks": 2, "x_chain_frames": 19,
+                  "x_chain_truncated": 1, "x_chain_end": 1}}  # fmt: skip
+    run = replace(BASE, core=walked)
+    view = replace(run, events=(honest,)).content()
     assert (view.chain_depth, check_chain(view)) == (DT_STACK_MAX, [])
     # A walk cut below the depth that says it reached the depth: CHAIN fails it.
     cut = replace(honest, kstack_n=5)
-    assert [v.oracle for v in check_chain(replace(BASE, events=(cut,)).content())] == ["CHAIN"]
+    assert [v.oracle for v in check_chain(replace(run, events=(cut,)).content())] == ["CHAIN"]
+    # A record that claims more frames than the depth (its PCs cannot hold them): fails.
+    long = replace(honest, kstack_n=25)
+    found = check_chain(replace(run, events=(long,)).content())
+    assert any("longer than 19 frames" in v.observed for v in found)
+    # A walk that wrote the depth's frames and says it ended there: fails.
+    ended = replace(honest, kstack_stop=0)
+    found = check_chain(replace(run, events=(ended,)).content())
+    assert any("whose walk says it ended" in v.observed for v in found)
+
+
+def test_dt_records_against_the_cores_walk_counts() -> None:
+    full = tuple(KERNEL_PC + 16 * i for i in range(DT_STACK_MAX))
+    honest = replace(BASE.events[0], kstack_n=19, kstack=full, kstack_stop=CHAIN_TRUNCATED)
+    # two records cut at the depth, one walk the core counted so: more than were walked
+    # (each event's user walk ended: x_chain_end holds them)
+    one = {0: {**BASE.core[0], "x_chain_walks": 4, "x_chain_frames": 60,
+               "x_chain_truncated": 1, "x_chain_end": 3}}  # fmt: skip
+    found = check_chain(replace(BASE, core=one, events=(honest, honest)).content())
+    assert [v.observed for v in found] == ["records whose walk stopped at truncated = 2"]
+    # the core's stop causes must add up to its walks
+    lost = {0: {**one[0], "x_chain_walks": 6, "x_chain_truncated": 2}}  # 5 causes
+    found = check_chain(replace(BASE, core=lost, events=(honest, honest)).content())
+    assert [v.expected for v in found] == ["x_chain_walks (the sum of the stop causes) = 5"]

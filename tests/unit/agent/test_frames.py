@@ -1,0 +1,186 @@
+"""CHAIN's general law: every return address follows a call to the frame below."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import arches
+from harness.agent import frames, truth
+from harness.agent.elfsyms import Call, Function, FunctionTable, read_functions
+from harness.agent.samples import Sample
+from harness.agent.truth_build import compile_truth
+from harness.process import tool_version
+
+BASE = 0x1000
+
+
+def fn(
+    name: str, start: int, calls: tuple[Call, ...] = (), tails: tuple[Call, ...] = ()
+) -> Function:
+    return Function(name, start, start + 0x40, (start + 8, start + 0x30), 1, calls, tails)
+
+
+# main calls outer (BL, returns to +0x20) and a stub (+0x28) and through a pointer (+0x30);
+# outer calls middle; middle calls jump, which tail-calls leaf; leaf has a frame record.
+TABLE = FunctionTable((
+    fn("main", BASE, (Call(0x20, True, "outer"), Call(0x28, True, None), Call(0x30, False))),
+    fn("outer", BASE + 0x100, (Call(0x20, True, "middle"),)),
+    fn("middle", BASE + 0x200, (Call(0x20, True, "jump"),)),
+    fn("jump", BASE + 0x300, tails=(Call(0x8, True, "leaf"),)),
+    fn("leaf", BASE + 0x400),
+))  # fmt: skip
+RET = {f.name: f.start + 0x20 for f in TABLE.functions}
+LEAF_PC = BASE + 0x410  # inside leaf's framed span
+
+
+def judge(pc: int, *chain: int) -> frames.FrameVerdict:
+    return frames.judge_frames([Sample(0, pc, 1, 1, True, chain)], lambda _: (TABLE,))
+
+
+def test_a_right_chain_holds_and_says_what_it_judged() -> None:
+    verdict = judge(LEAF_PC, RET["middle"], RET["outer"], RET["main"], 0x99)
+    assert verdict.faults == ()
+    # middle's call of jump reaches leaf by jump's tail call
+    assert (verdict.samples, verdict.frames, verdict.targets, verdict.unknown) == (1, 3, 3, 1)
+
+
+def test_a_return_address_after_no_call_fails() -> None:
+    (fault,) = judge(LEAF_PC, RET["middle"] + 4).faults
+    assert fault.index == 0
+    assert "does not follow a call instruction" in fault.why
+
+
+def test_a_call_to_another_function_than_the_frame_below_fails() -> None:
+    swapped = judge(LEAF_PC, RET["middle"], RET["main"], RET["outer"])
+    assert [(f.index, f.why.split(" at ")[0]) for f in swapped.faults] == [
+        (1, "main calls outer"), (2, "outer calls middle")]  # fmt: skip
+    skipped = judge(LEAF_PC, RET["outer"], RET["main"])
+    assert [f.index for f in skipped.faults] == [0]
+    # tail calls are followed from the call's target only: outer calls middle, which
+    # calls (not tail-calls) jump: jump cannot be below outer's frame
+    assert judge(BASE + 0x210, RET["outer"]).faults == ()  # middle's framed body
+    assert [f.index for f in judge(BASE + 0x310, RET["outer"]).faults] == [0]  # jump's
+
+
+def test_tail_calls_are_followed_through_any_number_of_branches() -> None:
+    # main calls a, which branches to b, which branches to c (glibc's unlock path)
+    table = FunctionTable((fn("main", BASE, (Call(0x20, True, "a"),)),
+                           fn("a", BASE + 0x100, tails=(Call(0x8, True, "b"),)),
+                           fn("b", BASE + 0x200, tails=(Call(0x8, True, "c"),)),
+                           fn("c", BASE + 0x300, tails=(Call(0x8, True, "a"),)),
+                           fn("d", BASE + 0x400)))  # fmt: skip
+    for below, faults in ((0x310, 0), (0x210, 0), (0x110, 0), (0x410, 1)):
+        sample = Sample(0, BASE + below, 1, 1, True, (RET["main"],))
+        assert len(frames.judge_frames([sample], lambda _: (table,)).faults) == faults
+
+
+def test_outside_the_frame_record_the_first_target_is_not_judged() -> None:
+    # leaf's prologue: the walk skipped middle, its first return address is in outer
+    verdict = judge(BASE + 0x404, RET["outer"], RET["main"])
+    assert (verdict.faults, verdict.frames, verdict.targets) == ((), 2, 1)
+    # ... but that return address must still follow a call
+    assert len(judge(BASE + 0x404, RET["outer"] + 4).faults) == 1
+
+
+def test_stubs_and_indirect_calls_are_judged_only_as_calls() -> None:
+    for offset in (0x28, 0x30):
+        verdict = judge(LEAF_PC, BASE + offset)
+        assert (verdict.faults, verdict.frames, verdict.targets) == ((), 1, 0)
+
+
+def test_unknown_code_is_counted_and_cuts_the_target_half() -> None:
+    verdict = judge(0x50, RET["outer"])  # a PC no table holds: outer's target not judged
+    assert (verdict.faults, verdict.frames, verdict.targets, verdict.unknown) == ((), 1, 0, 0)
+    verdict = judge(LEAF_PC, 0x77, RET["outer"])
+    assert (verdict.faults, verdict.frames, verdict.targets, verdict.unknown) == ((), 1, 0, 1)
+    assert judge(0x50).samples == 0
+
+
+def test_after_the_exception_entry_comes_the_interrupted_pc() -> None:
+    kernel = FunctionTable(TABLE.functions, entry_text=(0x5000, 0x5100))
+    interrupted = BASE + 0x110  # outer's framed body, not after a call: the exception's PC
+    chain = (RET["middle"], 0x5010, interrupted, RET["main"])
+    verdict = frames.judge_frames([Sample(0, LEAF_PC, 0, 0, False, chain)], lambda _: (kernel,))
+    # middle's and main's calls judged (main's of outer, the interrupted function)
+    assert (verdict.faults, verdict.frames, verdict.targets, verdict.unknown) == ((), 2, 2, 2)
+    # without the entry text, the interrupted PC is a return address after no call
+    assert len(judge(LEAF_PC, *chain).faults) == 1
+
+
+def test_a_call_by_address_finds_the_right_one_of_two_static_namesakes() -> None:
+    # two objects' static "dup"; caller calls the second (delta from its start)
+    table = FunctionTable((fn("caller", BASE, (Call(0x20, True, "dup", 0x200),)),
+                           fn("dup", BASE + 0x100), fn("dup", BASE + 0x200)))  # fmt: skip
+    sample = Sample(0, BASE + 0x210, 1, 1, True, (RET["main"],))
+    verdict = frames.judge_frames([sample], lambda _: (table,))
+    assert (verdict.faults, verdict.targets) == ((), 1)
+    wrong = Sample(0, BASE + 0x110, 1, 1, True, (RET["main"],))  # the first dup below
+    assert len(frames.judge_frames([wrong], lambda _: (table,)).faults) == 1
+
+
+# --- against real code: the ground-truth workload and a relocatable object -----------------
+
+
+def _compiler() -> str:
+    compiler = f"{arches.get('arm64').cross_compile}gcc"
+    if not tool_version(compiler):
+        pytest.skip(f"{compiler} is not installed")
+    return compiler
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> FunctionTable:
+    out = tmp_path_factory.mktemp("truth")
+    return read_functions(compile_truth(out, _compiler(), timeout_s=120).read_bytes())
+
+
+def _return_to(table: FunctionTable, caller: str, callee: str) -> int:
+    function = table.named(caller)
+    (call,) = (c for c in function.calls if c.target == callee)
+    return function.start + call.offset
+
+
+def test_the_workloads_chain_holds_and_a_swap_fails(image: FunctionTable) -> None:
+    leaf = image.named("leaf")
+    chain = tuple(_return_to(image, caller, callee) for callee, caller
+                  in zip(truth.CHAIN_PATH, truth.CHAIN_PATH[1:], strict=False))  # fmt: skip
+    pc = leaf.framed[0]
+    right = frames.judge_frames([Sample(0, pc, 1, 1, True, chain)], lambda _: (image,))
+    assert (right.faults, right.frames, right.targets) == ((), 4, 4)
+    swapped = (chain[0], chain[2], chain[1], chain[3])
+    wrong = frames.judge_frames([Sample(0, pc, 1, 1, True, swapped)], lambda _: (image,))
+    assert [f.index for f in wrong.faults] == [1, 2, 3]  # work and outer swapped: 3 calls off
+
+
+def test_main_is_called_through_a_pointer_and_libc_starts_it(image: FunctionTable) -> None:
+    start_call_main = image.named("__libc_start_call_main")
+    assert any(not c.direct for c in start_call_main.calls)  # main(argc, argv, env): BLR
+    assert any(c.target == "__libc_start_call_main" for c in image.named("__libc_start_main").calls)
+
+
+RELOCATABLE = r"""
+extern void external(void);
+__attribute__((noinline)) static void local(void) { asm volatile(""); }
+__attribute__((noinline)) void tail(void) { external(); }
+void caller(void) { local(); external(); tail(); asm volatile(""); }
+"""
+
+
+def test_a_relocatable_names_its_calls_by_their_relocations(tmp_path: Path) -> None:
+    source = tmp_path / "calls.c"
+    source.write_text(RELOCATABLE)
+    out = tmp_path / "calls.o"
+    subprocess.run([_compiler(), "-O2", "-fno-omit-frame-pointer", "-c", "-o", str(out),
+                    str(source)], check=True, timeout=60)  # fmt: skip
+    table = read_functions(out.read_bytes())
+    targets = [c.target for c in table.named("caller").calls]
+    assert targets == ["local", "external", "tail"]
+    # B external: R_AARCH64_JUMP26, by name
+    assert table.named("tail").tails == (Call(0, True, "external"),)
+    # the static function by address (no relocation): its start from caller's
+    local = table.named("caller").calls[0]
+    assert table.named("caller").start + (local.delta or 0) == table.named("local").start
+    assert table.named("caller").framed[0] > table.named("caller").start
