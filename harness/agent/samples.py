@@ -9,7 +9,7 @@ Each flavour turns its own records into `Sample` values (its ``samples`` hook on
 ``chain`` holds the callers' return addresses, innermost first, after the sampled PC
 (not including it); a flavour that records no call chain leaves it empty and its
 run says so (`chain_depth` None). ``truncated``: the walk stopped because it reached
-the depth asked for, not because the stack ended. ``frames`` and ``stop``: the walk's
+the depth asked for, not because the stack ended. ``length`` and ``stop``: the walk's
 frame count (PC included) and stop cause (enum pa_chain_stop) where the record holds
 them beside its PCs (dt, hwpmc); None where it does not (the count is then the
 chain's length), so a record claiming more frames than its PCs can still be judged.
@@ -37,7 +37,7 @@ class Sample:
     user: bool
     chain: tuple[int, ...] = ()
     truncated: bool = False
-    frames: int | None = None
+    length: int | None = None
     stop: int | None = None
     user_walk: tuple[int, ...] = ()
     user_stop: int | None = None
