@@ -101,7 +101,7 @@ from harness.agent.laws import at_least, zero
 from harness.agent.report import verdict_lines
 from harness.agent.results import Judged, Violation
 from harness.agent.samples import Sample, kernel_address, user_address
-from harness.agent.walks import WALKED, CoreWalks, check_walks, frames_of, walk_numbers
+from harness.agent.walks import WALKED, CoreWalks, check_walks, length_of, walk_numbers
 
 CONTENT_ORACLES: tuple[tuple[str, str], ...] = (
     ("MODE", "every sample's user/kernel flag matches its PC's address space"),
@@ -546,11 +546,11 @@ def check_chain(view: ContentView) -> list[Violation]:
     """CHAIN: depth and truncation honest; every frame a call; leaf and probe paths."""
     depth = view.chain_depth
     assert depth is not None
-    too_long = Counter(s.cpu for s in view.samples if frames_of(s) > depth)
-    false_cut = Counter(s.cpu for s in view.samples if s.truncated and frames_of(s) != depth)
+    too_long = Counter(s.cpu for s in view.samples if length_of(s) > depth)
+    false_cut = Counter(s.cpu for s in view.samples if s.truncated and length_of(s) != depth)
     # a walk that wrote depth frames stopped there (pa_chain_walk checks the depth first)
     false_end = Counter(s.cpu for s in view.samples if s.stop in WALKED
-                        and not s.truncated and frames_of(s) == depth)  # fmt: skip
+                        and not s.truncated and length_of(s) == depth)  # fmt: skip
     out = [v for cpu, n in sorted(too_long.items()) for v in zero(
         "CHAIN", cpu, f"chains longer than {depth} frames", got=n, detail="")]  # fmt: skip
     out += [v for cpu, n in sorted(false_cut.items()) for v in zero(

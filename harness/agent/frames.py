@@ -40,11 +40,10 @@ What is not judged, and why:
   above it is the exception's, so the next address is the PC the exception
   interrupted: it is looked up at itself and treated as a sampled PC (its own
   framed span decides whether the target half of the next caller is judged). Both
-  are counted as not judged. A sampled PC in the entry code is taken the same way:
-  past kernel_entry's frame record the first address is the interrupted PC, before it
-  a return address of the interrupted function, which cannot be told apart, so it is
-  not judged (seen once in dt's run on 2 vCPUs: a sample in ``el1h_64_irq`` after its
-  handler returned, then the idle loop's interrupted PC in ``arch_cpu_idle``).
+  are counted as not judged. A PC sampled in the entry code itself is followed by
+  the interrupted PC once ``kernel_entry`` has pointed x29 at the exception's record,
+  by a return address before that (or once ``kernel_exit`` restored x29): that first
+  address is not judged, nor the target half of the caller after it.
 * *Relocatable code.* A module's BL to another object's function is an R_AARCH64_CALL26
   relocation against that symbol (elfsyms names it); the target is looked up by name in
   the caller's own table first, then in the others given.
@@ -148,13 +147,15 @@ def judge_chain(sample: Sample, tables: Tables) -> tuple[list[FrameFault], _Coun
     faults: list[FrameFault] = []
     frames = targets = unknown = 0
     below = _framed_at(tables, sample.pc)
-    # A PC in the entry code itself: once the entry has built the exception's frame record
-    # (kernel_entry, before its C handler) the first address is the PC it interrupted.
-    interrupted = any(t.in_entry(sample.pc) for t in tables)
+    interrupted, unsure = False, any(t.in_entry(sample.pc) for t in tables)
     for index, address in enumerate(sample.chain):
         if interrupted:  # the PC an exception interrupted, not a return address
             unknown += 1
             below, interrupted = _framed_at(tables, address), False
+            continue
+        if unsure:  # sampled in the entry code: the interrupted PC or a return address
+            unknown += 1
+            below, unsure = None, False
             continue
         if any(t.in_entry(address - 1) for t in tables):
             unknown += 1

@@ -11,7 +11,7 @@ Each flavour turns its own records into `Sample` values (its ``samples`` hook on
 run says so (`chain_depth` None). ``truncated``: the walk stopped because it reached
 the depth asked for, not because the stack ended. ``time_ns``: the record's own
 timestamp (``ktime_get_mono_fast_ns``), which the content oracles use only to choose
-the samples of a workload's phase, never as a value under test. ``frames`` and ``stop``: the walk's
+the samples of a workload's phase, never as a value under test. ``length`` and ``stop``: the walk's
 frame count (PC included) and stop cause (enum pa_chain_stop) where the record holds
 them beside its PCs (dt, hwpmc); None where it does not (the count is then the
 chain's length), so a record claiming more frames than its PCs can still be judged.
@@ -41,7 +41,7 @@ class Sample:
     truncated: bool = False
     #: When it was taken, guest CLOCK_MONOTONIC ns; None: the record carries no time (tprof).
     time_ns: int | None = None
-    frames: int | None = None
+    length: int | None = None
     stop: int | None = None
     user_walk: tuple[int, ...] = ()
     user_stop: int | None = None

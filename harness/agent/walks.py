@@ -66,9 +66,9 @@ def walks_of(core: Mapping[int, Mapping[str, int]]) -> tuple[CoreWalks, ...]:
     return tuple(found)
 
 
-def frames_of(sample: Sample) -> int:
+def length_of(sample: Sample) -> int:
     """The frames a sample's walk wrote, PC included, as its record says."""
-    return sample.frames if sample.frames is not None else len(sample.chain) + 1
+    return sample.length if sample.length is not None else len(sample.chain) + 1
 
 
 def check_walks(samples: Sequence[Sample], walks: Sequence[CoreWalks]) -> list[Violation]:
@@ -86,7 +86,7 @@ def check_walks(samples: Sequence[Sample], walks: Sequence[CoreWalks]) -> list[V
                            bound=core.causes[stop], got=recorded,
                            detail=f"the core's x_chain_{name}")  # fmt: skip
         out += at_most("CHAIN", core.cpu, "frames of the walked records",
-                       bound=core.frames, got=sum(frames_of(s) for s in mine),
+                       bound=core.frames, got=sum(length_of(s) for s in mine),
                        detail="the core counted x_chain_frames")  # fmt: skip
     return out
 
@@ -95,7 +95,7 @@ def _walked(samples: Sequence[Sample]) -> list[Sample]:
     """Each walk a record holds, as a sample: its own, and a kernel sample's user walk."""
     found = list(samples)
     found += [Sample(s.cpu, s.user_walk[0] if s.user_walk else 0, s.pid, s.tid, True,
-                     s.user_walk[1:], frames=len(s.user_walk), stop=s.user_stop)
+                     s.user_walk[1:], length=len(s.user_walk), stop=s.user_stop)
               for s in samples if s.user_stop is not None]  # fmt: skip
     return found
 

@@ -116,7 +116,7 @@ def test_every_frame_of_every_chain_is_judged() -> None:
     found = co.check_content(view([leaf_sample()] * 500 + [swapped]))
     assert [(v.oracle, v.cpu) for v in found] == [("CHAIN", 0)]
     assert "not after a call to the frame below = 2" in found[0].observed  # both callers
-    # leaf's frames 2 and 3 swapped (the mutant frame_order_swapped)
+    # leaf's frames 2 and 3 swapped (the mutant chain_swap_frames)
     mutant = leaf_sample(chain=(RET["middle"], RET["work"], RET["outer"], RET["main"]))
     assert oracles(view([leaf_sample()] * 499 + [mutant])) == {"CHAIN"}
     # a kernel sample's return address that follows no call

@@ -108,10 +108,12 @@ def test_after_the_exception_entry_comes_the_interrupted_pc() -> None:
     assert (verdict.faults, verdict.frames, verdict.targets, verdict.unknown) == ((), 2, 2, 2)
     # without the entry text, the interrupted PC is a return address after no call
     assert len(judge(LEAF_PC, *chain).faults) == 1
-    # a sample in the entry code itself: its first address is the interrupted PC
-    in_entry = Sample(0, 0x5020, 0, 0, False, (interrupted, RET["main"]))
-    verdict = frames.judge_frames([in_entry], lambda _: (kernel,))
-    assert (verdict.faults, verdict.frames, verdict.unknown) == ((), 1, 1)
+    # sampled in the entry code: the next address may be the interrupted PC (kprof's
+    # false alarm: do_select's PC after no call), or a return address; not judged
+    for first in (interrupted, RET["outer"]):
+        sample = Sample(0, 0x5020, 0, 0, False, (first, RET["main"]))
+        verdict = frames.judge_frames([sample], lambda _: (kernel,))
+        assert (verdict.faults, verdict.frames, verdict.targets, verdict.unknown) == ((), 1, 0, 1)
 
 
 def test_a_call_by_address_finds_the_right_one_of_two_static_namesakes() -> None:

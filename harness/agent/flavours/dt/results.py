@@ -57,7 +57,7 @@ class DtEvent:
                         else (self.kstack_n, self.kstack, self.kstack_stop))  # fmt: skip
         return Sample(self.cpu, self.pc, self.pid, self.tid, user=user,
                       chain=tuple(pcs[1:n]), truncated=stop == CHAIN_TRUNCATED,
-                      time_ns=self.ts_ns, frames=n, stop=stop,
+                      time_ns=self.ts_ns, length=n, stop=stop,
                       user_walk=() if user else self.ustack[: self.ustack_n],
                       user_stop=None if user else self.ustack_stop)  # fmt: skip
 

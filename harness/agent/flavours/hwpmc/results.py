@@ -190,7 +190,7 @@ class HwRun:
         samples = tuple(
             Sample(r.cpu, r.pc, 0 if r.pid == PID_NONE else r.pid, r.tid, user=bool(r.flags & 1),
                    chain=r.callers, truncated=r.chain_stop == CHAIN_TRUNCATED,
-                   time_ns=r.ts_ns, frames=r.depth, stop=r.chain_stop)
+                   time_ns=r.ts_ns, length=r.depth, stop=r.chain_stop)
             for r in self.log
         )  # fmt: skip
         return view_of(samples, self.truth, chain_depth=self.spec.param("callchaindepth"),

@@ -60,7 +60,7 @@ def test_a_user_event_decodes_into_its_user_chain(tmp_path: Path) -> None:
     (event,) = decode(packed((USER_PC, *CALLERS), END, (), NO_REGS), tmp_path)
     assert (event.ustack_n, event.kstack_n, event.kstack_stop) == (4, 0, NO_REGS)
     assert event.ustack[:5] == (USER_PC, *CALLERS, 0)
-    assert event.sample() == Sample(1, USER_PC, 212, 213, user=True, chain=CALLERS, frames=4,
+    assert event.sample() == Sample(1, USER_PC, 212, 213, user=True, chain=CALLERS, length=4,
                                     stop=END, time_ns=1000)  # fmt: skip
 
 
