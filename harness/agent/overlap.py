@@ -46,7 +46,7 @@ SPIN_REPEAT = 50
 
 
 def spinner_script(cpu: int) -> str:
-    """Shell commands that write ``cpu``'s spinner and start it, detached from the channel.
+    """Shell commands that write ``cpu``'s spinner and start it, detached (setsid: no nohup).
 
     profctl's ``exec`` step starts the loop pinned to ``cpu``; the loop's profctl
     processes inherit that mask and never pin themselves, so a run that isolates a CPU
@@ -58,14 +58,14 @@ def spinner_script(cpu: int) -> str:
     loop = (f"n=0; while [ ! -e {SPIN_DIR}/stop ]; do {GUEST_DIR}/profctl -f {out}.steps "
             f"> /dev/null 2>&1; n=\\$((n+1)); done; echo \\$n > {out}.passes")  # fmt: skip
     return (f"printf '{steps}\\n' > {out}.steps && printf '%s\\n' \"{loop}\" > {out}.sh && "
-            f"nohup {GUEST_DIR}/profctl exec:{cpu}:{out}.log:/bin/sh {out}.sh "
+            f"setsid {GUEST_DIR}/profctl 'exec:{cpu}:{out}.log:/bin/sh {out}.sh' "
             "< /dev/null > /dev/null 2>&1 &")  # fmt: skip
 
 
 def start_spinners(shell: CommandShell, cpus: tuple[int, ...], budget_s: float) -> None:
     """A spinner on each of ``cpus`` (profctl deployed), running until `stop_spinners`."""
-    scripts = " ".join(spinner_script(cpu) for cpu in cpus)
-    shell.run(f"rm -rf {SPIN_DIR} && mkdir -p {SPIN_DIR} && {scripts}", timeout_s=budget_s)
+    scripts = " ".join(spinner_script(cpu) for cpu in cpus)  # each ends in '&'
+    shell.run(f"rm -rf {SPIN_DIR}; mkdir -p {SPIN_DIR}; {scripts}", timeout_s=budget_s)
 
 
 def stop_spinners(shell: CommandShell, cpus: tuple[int, ...], budget_s: float) -> int:

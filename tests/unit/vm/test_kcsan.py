@@ -79,7 +79,7 @@ def test_the_overlap_model() -> None:
 
 def test_a_spinner_is_pinned_once_and_stops_on_its_file() -> None:
     script = spinner_script(1)
-    assert "profctl exec:1:" in script  # pinned by profctl's exec, its loop inherits it
+    assert "profctl 'exec:1:" in script  # pinned by profctl's exec, its loop inherits it
     assert "pin:" not in script  # never re-pinned: a run's isolation of a CPU holds
     assert f"[ ! -e {SPIN_DIR}/stop ]" in script
     assert script.endswith("&")  # detached: the SSH command returns at once

@@ -200,11 +200,38 @@ DT = FlavourInfo(
             case="racing_reader",
             quick=False,  # a race: caught in most runs, not all (it survived one CI run)
         ),
-        # Issue 25's plain-index class. KCSAN (GCC) treats a plain aligned write as
-        # atomic and sets watchpoints on plain reads only, so a ring index with one
-        # plain writer and a marked reader is never reported (`plain_ring_index`, the
-        # producer's index published and read plainly, survived twice). The count every
-        # CPU's NMI reads and writes is one it sees (`KCSAN_MUTANT_SKIP_WATCH`).
+        # The LKMM classes, on the strict kcsan kernel, in its overlap case (a spinner on
+        # every CPU reading every CPU's indices and counters while the producers
+        # publish: harness.agent.overlap; the model in harness.vm.kcsan).
+        Mutant(
+            "plain_ring_index",
+            "the producer publishes its ring's write index with a plain store, not a release",
+            ("KCSAN",),
+            case="kcsan",
+            quick=False,
+        ),
+        Mutant(
+            "publish_no_release",
+            "the producer publishes its write index with WRITE_ONCE: marked, but no release "
+            "orders the slot's contents before it",
+            ("KCSAN",),
+            case="kcsan",
+            quick=False,
+        ),
+        Mutant(
+            "plain_index_load",
+            "every reader of another CPU's write index (events, wait, stats) loads it plainly",
+            ("KCSAN",),
+            case="kcsan",
+            quick=False,
+        ),
+        Mutant(
+            "plain_stats_read",
+            "the per-CPU counters other CPUs' producers change are read plainly",
+            ("KCSAN",),
+            case="kcsan",
+            quick=False,
+        ),
         Mutant(
             "plain_event_count",
             "the readable-event count, an atomic every CPU's producer raises and the reader "

@@ -132,7 +132,8 @@ static const bool dt_seed_stat[DT_PC_NSTATS] = {
  */
 static u64 dt_stat_read(struct dt_cpu *dc, int i)
 {
-	u64 value = READ_ONCE(dc->stat[i]);
+	/* Mutation point: a counter other CPUs' producers change, read plainly. */
+	u64 value = pa_mutant(PLAIN_STATS_READ) ? dc->stat[i] : READ_ONCE(dc->stat[i]);
 
 	return pa_quirk(DT_QUIRK_DT_D9) && dt_seed_stat[i] ? (u32)value : value;
 }
@@ -216,6 +217,28 @@ static void dt_fill(struct dt_open *op, struct dt_evt *ev, const struct pa_sampl
 }
 
 /*
+ * The write index that publishes the slots before it: a release store, so a reader
+ * that loads it with acquire (dt_load_cons) sees the slots filled.
+ */
+static void dt_publish(struct dt_cpu *dc, u32 cons)
+{
+	if (pa_mutant(PLAIN_RING_INDEX))	/* Mutation point: a plain store publishes */
+		dc->cons = cons;
+	else if (pa_mutant(PUBLISH_NO_RELEASE))	/* Mutation point: marked, but no release */
+		WRITE_ONCE(dc->cons, cons);
+	else
+		smp_store_release(&dc->cons, cons);
+}
+
+/* Another CPU's write index, as every reader of it loads it (events, wait, stats). */
+static u32 dt_load_cons(struct dt_cpu *dc)
+{
+	if (pa_mutant(PLAIN_INDEX_LOAD))	/* Mutation point: a plain load of it */
+		return dc->cons;
+	return smp_load_acquire(&dc->cons);	/* the slots before it are filled */
+}
+
+/*
  * Publish the slot taken by dt_get, then wake the reader through irq_work.
  * DT-D5 fixed: the count goes up before the slot is visible, so a reader that
  * subtracts what it copied never takes it below zero.
@@ -240,7 +263,7 @@ static void dt_consume(struct dt_open *op)
 			op->evtcnt.counter++;
 		else
 			atomic_inc(&op->evtcnt);	/* the release below orders it first */
-		smp_store_release(&dc->cons, (dc->cons + 1) % DT_RING);
+		dt_publish(dc, (dc->cons + 1) % DT_RING);
 	}
 	this_cpu_inc(op->cpu->stat[DT_PC_X_COMMITTED]);
 	barrier();
@@ -309,7 +332,7 @@ static void dt_wakeup(struct irq_work *work)
 static u32 dt_reader_cons(struct dt_cpu *dc)
 {
 	if (!pa_quirk(DT_QUIRK_DT_D3))
-		return smp_load_acquire(&dc->cons);	/* the slots before it are filled */
+		return dt_load_cons(dc);
 	smp_rmb();
 	return READ_ONCE(dc->cons);
 }
@@ -390,7 +413,7 @@ static bool dt_readable(struct dt_open *op)
 	for_each_possible_cpu(cpu) {
 		struct dt_cpu *dc = per_cpu_ptr(op->cpu, cpu);
 
-		if (smp_load_acquire(&dc->cons) != READ_ONCE(dc->prod))
+		if (dt_load_cons(dc) != READ_ONCE(dc->prod))
 			return true;
 	}
 	return false;
@@ -537,7 +560,7 @@ static void dt_pcpu_values(struct dt_open *op, unsigned int cpu, u64 *values)
 
 	for (i = 0; i < DT_PC_NSTATS; i++)
 		values[i] = dt_stat_read(dc, i);
-	values[DT_PC_X_INRING] = (READ_ONCE(dc->cons) + DT_RING - READ_ONCE(dc->prod)) % DT_RING;
+	values[DT_PC_X_INRING] = (dt_load_cons(dc) + DT_RING - READ_ONCE(dc->prod)) % DT_RING;
 }
 
 /* The header, then nr_cpu_ids x DT_PC_NSTATS values, then DT_OP_NSTATS. */
