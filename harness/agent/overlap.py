@@ -3,8 +3,8 @@
 KCSAN sees a race only when the two sides meet inside a watch's stall
 (`harness.vm.kcsan`). A flavour's own reader reads a CPU's ring index only after a
 publish woke it, so on its own it almost never overlaps the producer's next store.
-The kcsan case (`overlap_case`) runs the flavour's runs with a spinner pinned to every
-CPU that reads the module's ``stats_percpu``, ``nmi`` and ``state`` in a loop for the
+The kcsan case (`overlap_case`) runs the flavour's runs with a spinner for every CPU
+that reads the module's ``stats_percpu``, ``nmi`` and ``state`` in a loop for the
 whole of them: every flavour's ``show_stats_percpu`` reads each CPU's ring indices,
 published counts and statistics, ``nmi`` the core's per-CPU counters the NMI raises,
 ``state`` the flags the control path sets: the reader's side of every pair the port
@@ -15,8 +15,10 @@ counters are read before and after::
     runs, watch = overlap_case(where, "dt kcsan", lambda: [run(...) for run in runs])
     watch.describe()      # "KCSAN dt kcsan: 812 watchpoints set, 0 found a racing access..."
 
-Each spinner is a shell loop of profctl processes, each ``cat``-ing the two files
-`SPIN_REPEAT` times, until a stop file appears; it writes how many passes it made.
+Each spinner is a shell loop of profctl processes, each ``cat``-ing the files
+`SPIN_REPEAT` times, until a stop file appears; it writes how many passes it made. An
+open debugfs file holds the module, so the agent's unload pauses them
+(`unload_command`).
 """
 
 from __future__ import annotations
@@ -41,31 +43,52 @@ SPIN_DIR = f"{GUEST_DIR}/spin"
 #: The files every spinner reads each pass: each CPU's indices, counts and statistics
 #: (the flavour's), the core's per-CPU ground-truth counters (``nmi``), the state flags.
 SPIN_FILES = (f"{DEBUGFS}/stats_percpu", f"{DEBUGFS}/nmi", f"{DEBUGFS}/state")
-#: Passes one profctl process makes (in-process: no fork between passes).
-SPIN_REPEAT = 50
+#: The spinners' own copy of profctl: each run deploys profctl again, and a binary being
+#: executed cannot be overwritten (SFTP: "Failure", ETXTBSY).
+SPIN_PROFCTL = f"{SPIN_DIR}/profctl"
+#: Passes one profctl process makes (in-process: no fork between passes): few, so a
+#: spinner sees `SPIN_PAUSE` soon.
+SPIN_REPEAT = 10
+#: While this file exists the spinners open nothing of the module (`unload_command`).
+SPIN_PAUSE = f"{GUEST_DIR}/spin-pause"
+#: 0.1 s where busybox's sleep takes fractions, else 1 s.
+SHORT_SLEEP = "sleep 0.1 2>/dev/null || sleep 1"
 
 
-def spinner_script(cpu: int) -> str:
-    """Shell commands that write ``cpu``'s spinner and start it, detached (setsid: no nohup).
+def spinner_script(index: int) -> str:
+    """Shell commands that write spinner ``index`` and start it, detached (setsid: no nohup).
 
-    profctl's ``exec`` step starts the loop pinned to ``cpu``; the loop's profctl
-    processes inherit that mask and never pin themselves, so a run that isolates a CPU
-    (moving every user task off it) keeps its spinner off it too, until it restores it.
+    Not pinned: one spinner a CPU, placed by the scheduler beside the runs' pinned busy
+    loops; a run that isolates a CPU (moving every user task off it) can move them, and
+    a task pinned to that one CPU could not be moved. While `SPIN_PAUSE` exists the
+    spinner opens no file of the module, so that it can be unloaded (`pause_command`).
     """
-    out = f"{SPIN_DIR}/{cpu}"
+    out = f"{SPIN_DIR}/{index}"
     steps = "\\n".join((f"repeat:{SPIN_REPEAT}:{len(SPIN_FILES)}",
                          *(f"cat:{path}" for path in SPIN_FILES)))  # fmt: skip
-    loop = (f"n=0; while [ ! -e {SPIN_DIR}/stop ]; do {GUEST_DIR}/profctl -f {out}.steps "
-            f"> /dev/null 2>&1; n=\\$((n+1)); done; echo \\$n > {out}.passes")  # fmt: skip
+    loop = (f"n=0; while [ ! -e {SPIN_DIR}/stop ]; do if [ -e {SPIN_PAUSE} ]; then "
+            f"{SHORT_SLEEP}; continue; fi; {SPIN_PROFCTL} -f {out}.steps > /dev/null 2>&1; "
+            f"n=\\$((n+1)); done; echo \\$n > {out}.passes")  # fmt: skip
     return (f"printf '{steps}\\n' > {out}.steps && printf '%s\\n' \"{loop}\" > {out}.sh && "
-            f"setsid {GUEST_DIR}/profctl 'exec:{cpu}:{out}.log:/bin/sh {out}.sh' "
-            "< /dev/null > /dev/null 2>&1 &")  # fmt: skip
+            f"setsid /bin/sh {out}.sh < /dev/null > /dev/null 2>&1 &")  # fmt: skip
+
+
+def unload_command(module: str) -> str:
+    """``rmmod module`` while spinners may hold its debugfs files open (each open holds it).
+
+    Pauses the spinners, retries until their last open closed (at most about 20 s), then
+    lets them go on; exits with rmmod's status. Harmless where no spinner runs.
+    """
+    return (f"touch {SPIN_PAUSE}; i=0; until rmmod {module} 2>/dev/null; do i=$((i+1)); "
+            f"if [ $i -ge 200 ]; then rmmod {module}; s=$?; rm -f {SPIN_PAUSE}; exit $s; fi; "
+            f"{SHORT_SLEEP}; done; rm -f {SPIN_PAUSE}")  # fmt: skip
 
 
 def start_spinners(shell: CommandShell, cpus: tuple[int, ...], budget_s: float) -> None:
-    """A spinner on each of ``cpus`` (profctl deployed), running until `stop_spinners`."""
-    scripts = " ".join(spinner_script(cpu) for cpu in cpus)  # each ends in '&'
-    shell.run(f"rm -rf {SPIN_DIR}; mkdir -p {SPIN_DIR}; {scripts}", timeout_s=budget_s)
+    """A spinner for each of ``cpus`` (profctl deployed), running until `stop_spinners`."""
+    scripts = " ".join(spinner_script(index) for index in range(len(cpus)))  # each ends in &
+    shell.run(f"rm -rf {SPIN_DIR} {SPIN_PAUSE}; mkdir -p {SPIN_DIR}; "
+              f"cp {GUEST_DIR}/profctl {SPIN_PROFCTL}; {scripts}", timeout_s=budget_s)  # fmt: skip
 
 
 def stop_spinners(shell: CommandShell, cpus: tuple[int, ...], budget_s: float) -> int:
@@ -75,7 +98,7 @@ def stop_spinners(shell: CommandShell, cpus: tuple[int, ...], budget_s: float) -
     ``budget_s`` (each command, and the wait).
     """
     shell.run(f"touch {SPIN_DIR}/stop", timeout_s=budget_s)
-    files = " ".join(f"{SPIN_DIR}/{cpu}.passes" for cpu in cpus)
+    files = " ".join(f"{SPIN_DIR}/{index}.passes" for index in range(len(cpus)))
 
     def counted() -> int | None:
         out = shell.run(f"cat {files} 2>/dev/null", timeout_s=budget_s, check=False).stdout.split()

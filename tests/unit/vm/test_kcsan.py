@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.agent.overlap import SPIN_DIR, spinner_script
+from harness.agent.overlap import SPIN_DIR, SPIN_PAUSE, spinner_script, unload_command
 from harness.vm.kcsan import (
     OVERLAP,
     KcsanCounts,
@@ -77,9 +77,13 @@ def test_the_overlap_model() -> None:
     assert p_seen(1000, 300, shorter, in_nmi=False) == base  # a task's stall is udelay_task
 
 
-def test_a_spinner_is_pinned_once_and_stops_on_its_file() -> None:
+def test_a_spinner_is_movable_pauses_for_an_unload_and_stops_on_its_file() -> None:
     script = spinner_script(1)
-    assert "profctl 'exec:1:" in script  # pinned by profctl's exec, its loop inherits it
-    assert "pin:" not in script  # never re-pinned: a run's isolation of a CPU holds
+    assert "pin:" not in script  # not pinned: a run's isolation can move it
+    assert "exec:" not in script
     assert f"[ ! -e {SPIN_DIR}/stop ]" in script
+    assert f"if [ -e {SPIN_PAUSE} ]" in script
     assert script.endswith("&")  # detached: the SSH command returns at once
+    unload = unload_command("profagent")
+    assert unload.startswith(f"touch {SPIN_PAUSE}; ")
+    assert unload.endswith(f"rm -f {SPIN_PAUSE}")
