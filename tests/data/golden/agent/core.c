@@ -497,11 +497,14 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 	if (READ_ONCE(pc->burst_busy))	/* the burst is out (or the injector took it back) */
 		smp_store_release(&pc->burst_busy, 0);
 
-	/* Overflow handlers never nest on one CPU: plain per-CPU updates are safe. */
+	/*
+	 * Overflow handlers never nest on one CPU, but the nmi file reads these from other
+	 * CPUs: this_cpu ops (marked on arm64), not __this_cpu's plain C, for the LKMM.
+	 */
 	took = ktime_get_mono_fast_ns() - start;
-	__this_cpu_add(pa_cpu.stat[PA_X_NMI_SUM_NS], took);
-	if (took > __this_cpu_read(pa_cpu.stat[PA_X_NMI_MAX_NS]))
-		__this_cpu_write(pa_cpu.stat[PA_X_NMI_MAX_NS], took);
+	this_cpu_add(pa_cpu.stat[PA_X_NMI_SUM_NS], took);
+	if (took > this_cpu_read(pa_cpu.stat[PA_X_NMI_MAX_NS]))
+		this_cpu_write(pa_cpu.stat[PA_X_NMI_MAX_NS], took);
 }
 
 /* ---- stopping a source on purpose (hwpmc's hardware stall) ----------------- */

@@ -213,7 +213,7 @@ static void dt_fill(struct dt_open *op, struct dt_evt *ev, const struct pa_sampl
 	/* Mutation point: every 10th event of a CPU goes out without its canary. */
 	if (!(pa_mutant(SKIP_CANARY) && seq % 10 == 0))
 		ev->canary = DT_CANARY ^ (u32)seq;	/* last: a torn copy misses it */
-	dc->stat[DT_PC_X_SEQ] = seq;
+	WRITE_ONCE(dc->stat[DT_PC_X_SEQ], seq);	/* other CPUs' stats readers load it */
 }
 
 /*
@@ -381,7 +381,8 @@ static int dt_read_cpu(struct dt_open *op, unsigned int cpu, char __user *ubuf, 
 		copied++;
 	}
 	dt_reader_free(dc, prod);
-	dc->stat[DT_PC_DC_READEVT] += copied;
+	/* One reader writes it (the reader mutex); other CPUs' stats readers load it. */
+	WRITE_ONCE(dc->stat[DT_PC_DC_READEVT], dc->stat[DT_PC_DC_READEVT] + copied);
 	if (pa_mutant(PLAIN_EVENT_COUNT))
 		op->evtcnt.counter -= copied;
 	else

@@ -242,7 +242,7 @@ static void tp_produce(const struct pa_sample_ctx *ctx)
 	}
 	used = buf->used;
 	if (used >= buf->capacity) {
-		buf->overflow++;
+		WRITE_ONCE(buf->overflow, buf->overflow + 1);	/* stats_percpu reads it */
 		goto out;
 	}
 	if (unlikely(READ_ONCE(tc->nest_hold)) && !ctx->nmi && in_task())
