@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.agent.overlap import SPIN_DIR, SPIN_PAUSE, spinner_script, unload_command
+from harness.agent.overlap import (
+    SPIN_DIR,
+    SPIN_HOOK,
+    SPIN_PAUSE,
+    spinner_script,
+    unload_command,
+)
 from harness.vm.kcsan import (
     OVERLAP,
     KcsanCounts,
@@ -79,11 +85,12 @@ def test_the_overlap_model() -> None:
 
 def test_a_spinner_is_movable_pauses_for_an_unload_and_stops_on_its_file() -> None:
     script = spinner_script(1)
-    assert "pin:" not in script  # not pinned: a run's isolation can move it
+    assert script.startswith("printf 'repeat:")  # no pin step: a run's isolation can move it
     assert "exec:" not in script
     assert f"[ ! -e {SPIN_DIR}/stop ]" in script
     assert f"if [ -e {SPIN_PAUSE} ]" in script
     assert script.endswith("&")  # detached: the SSH command returns at once
+    assert f"write:{SPIN_HOOK}:count=" in script  # the module's spinner hook
     unload = unload_command("profagent")
     assert unload.startswith(f"touch {SPIN_PAUSE}; ")
     assert unload.endswith(f"rm -f {SPIN_PAUSE}")
