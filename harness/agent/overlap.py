@@ -49,6 +49,17 @@ SPIN_DIR = f"{GUEST_DIR}/spin"
 SPIN_HOOK = f"{DEBUGFS}/spin"
 #: Passes one write of the hook makes.
 SPIN_COUNT = 200
+#: The kcsan overlap run of a flavour (its ``overlap`` run): the PMU's period, in cycles
+#: (QEMU's 1 GHz: 250 us, 4000 producer calls a second a CPU where none fold), and how
+#: long every CPU samples with no busy loop: the spinners have the CPUs to themselves,
+#: and TCG's cycle counter runs on idle vCPUs too. At skip_watch 100 and a 100 us stall
+#: in NMI a producer's store is watched 2n/100 times, each met by a spinner reading its
+#: address at r a second with probability r x 50 us: about 0.002 r n (model in
+#: harness.vm.kcsan). In dt's and tprof's standard runs the spinners shared the vCPUs
+#: with a busy loop each and met the producers only in its 1 s: plain_ring_index
+#: survived there (52000 spinner passes, 248301 watchpoints, 0 races).
+OVERLAP_PERIOD = 250_000
+OVERLAP_MS = 5000
 #: The spinners' own copy of profctl: each run deploys profctl again, and a binary being
 #: executed cannot be overwritten (SFTP: "Failure", ETXTBSY).
 SPIN_PROFCTL = f"{SPIN_DIR}/profctl"

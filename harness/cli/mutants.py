@@ -434,14 +434,20 @@ def _sanitizer_case(bench: _Bench, guest: Guest, images: GuestImages, flavour: F
 
     The runs: standard, exact and the flavour's extra runs (kprof's offline run takes
     CPUs down, where the hotplug mutant shows). With ``sanitizer.overlap`` they run
-    beside a spinner on every CPU, and KCSAN's counters over them are a note; a case
-    that could not have seen a race (`harness.vm.kcsan.KcsanWatch`) is unjudged.
+    beside a spinner on every CPU (only the flavour's ``overlap`` run, where it has
+    one), and KCSAN's counters over them are a note; a case that could not have seen a
+    race (`harness.vm.kcsan.KcsanWatch`) is unjudged.
     """
     start = len(guest.vm.console_text().splitlines())
     failed, notes = set(), []
 
+    # The kcsan case: the flavour's overlap run where it has one (every CPU sampling
+    # fast beside the spinners: harness.agent.overlap), else every run.
+    own = ("overlap",) if sanitizer.overlap and "overlap" in flavour.runs else ()
+    cases = own or (*CASES, *flavour.extra_runs)
+
     def runs() -> None:
-        for case in (*CASES, *flavour.extra_runs):
+        for case in cases:
             failed.update(_case(bench, guest, images, flavour, mutant, case))
 
     unjudged = False

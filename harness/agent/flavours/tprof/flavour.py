@@ -39,6 +39,7 @@ from harness.agent.flavours.tprof.run import (
     scripted_run,
 )
 from harness.agent.isolation import isolated, isolation_cpu
+from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
 from harness.agent.peer_run import profile_report
 from harness.agent.report import CellRow
 from harness.agent.results import Violation
@@ -74,6 +75,15 @@ def _applicable(run: SamplingRun) -> frozenset[str]:
 
 def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     return peer_run(agent, spec, SamplingPlan(busy_cpus=cpus, busy_ms=1000))
+
+
+def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    """The kcsan case's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
+
+    Every CPU samples; the spinners beside it read every CPU's fill index.
+    """
+    plan = SamplingPlan(busy_cpus=(), busy_ms=0, idle_ms=OVERLAP_MS)
+    return sampling_run(agent, replace(spec, period=OVERLAP_PERIOD), plan)
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -136,6 +146,7 @@ FLAVOUR = Flavour(
         "stop_kick": stop_kick_run,
         "online": online_run,
         "burst_timeout": burst_timeout_run,
+        "overlap": overlap_run,  # the kcsan case's (harness.agent.overlap)
     },
     budget_scenario=Path(__file__).with_name("tprof-budgets.toml"),  # C-3, TP-O10
     bench=TPROF_BENCH,
