@@ -220,7 +220,8 @@ DT = FlavourInfo(
         ),
         Mutant(
             "plain_index_load",
-            "every reader of another CPU's write index (events, wait, stats) loads it plainly",
+            "the reader loads another CPU's write index plainly, not with acquire (the "
+            "event reader and its wait)",
             ("KCSAN",),
             case="kcsan",
             quick=False,

@@ -125,7 +125,7 @@ enum pa_mutant {
 	PA_MUTANT_SEED_COUNT_ORDER,	/* the seed's DT-D5: a slot published 500 us before the readable count rises, and the reader waits on the count */
 	PA_MUTANT_PLAIN_RING_INDEX,	/* the producer publishes its ring's write index with a plain store, not a release */
 	PA_MUTANT_PUBLISH_NO_RELEASE,	/* the producer publishes its write index with WRITE_ONCE: marked, but no release orders the slot's contents before it */
-	PA_MUTANT_PLAIN_INDEX_LOAD,	/* every reader of another CPU's write index (events, wait, stats) loads it plainly */
+	PA_MUTANT_PLAIN_INDEX_LOAD,	/* the reader loads another CPU's write index plainly, not with acquire (the event reader and its wait) */
 	PA_MUTANT_PLAIN_STATS_READ,	/* the per-CPU counters other CPUs' producers change are read plainly */
 	PA_MUTANT_PLAIN_EVENT_COUNT,	/* the readable-event count, an atomic every CPU's producer raises and the reader lowers, is a plain int: increments from two CPUs' NMIs race */
 	PA_MUTANT_ACCEPT_OVER_LIMIT,	/* qpass accepts a full block while qlen < qlimit + one block */
