@@ -1199,15 +1199,18 @@ DEFINE_SHOW_ATTRIBUTE(pa_state);
 /*
  * `count=<n>`: read every CPU's indices, counts and state n times as the stats files
  * do (the flavour's show_stats_percpu, the core's nmi, show_state), into a buffer
- * nobody reads. The kcsan overlap case's spinners (harness.agent.overlap): a reader
- * that meets the other CPUs' producers thousands of times a second, where one cat of
- * the files a pass reached about 30 passes a second under KCSAN.
+ * nobody reads, after PA_SPIN_FAST reads of the flavour's own spin op where it has one
+ * (the same loads, unformatted). The kcsan overlap case's spinners
+ * (harness.agent.overlap): a reader that meets the other CPUs' producers thousands of
+ * times a second, where one cat of the files a pass reached about 30 passes a second.
  */
+#define PA_SPIN_FAST 16	/* the flavour's unformatted reads per pass (its spin op) */
+
 static ssize_t pa_spin_write(struct file *file, const char __user *ubuf, size_t len,
 			     loff_t *ppos)
 {
 	struct seq_file m = {};
-	unsigned long count, i;
+	unsigned long count, i, j;
 	char line[32];
 	long err;
 
@@ -1221,6 +1224,8 @@ static ssize_t pa_spin_write(struct file *file, const char __user *ubuf, size_t 
 	if (!m.buf)
 		return -ENOMEM;
 	for (i = 0; i < count && !fatal_signal_pending(current); i++) {
+		for (j = 0; pa_fl->spin && j < PA_SPIN_FAST; j++)
+			pa_fl->spin();
 		m.count = 0;
 		pa_fl->show_stats_percpu(&m);
 		m.count = 0;

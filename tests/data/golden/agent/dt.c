@@ -851,6 +851,20 @@ static void dt_show_state(struct seq_file *m)
 	mutex_unlock(&dt_mutex);
 }
 
+/* The kcsan spinners' read: every open's every CPU's values, as DTIOC_X_PCPUSTATS. */
+static void dt_spin(void)
+{
+	u64 values[DT_PC_NSTATS];
+	struct dt_open *op;
+	unsigned int cpu;
+
+	mutex_lock(&dt_mutex);
+	list_for_each_entry(op, &dt_all, all_link)
+		for_each_possible_cpu(cpu)
+			dt_pcpu_values(op, cpu, values);
+	mutex_unlock(&dt_mutex);
+}
+
 static int dt_kick(unsigned int cpu)
 {
 	return 0;	/* dt has no drain: the reader empties the rings */
@@ -883,5 +897,6 @@ struct pa_flavour pa_flavour_dt = {
 	.show_stats = dt_show_stats,
 	.show_stats_percpu = dt_show_stats_percpu,
 	.show_state = dt_show_state,
+	.spin = dt_spin,
 	.debugfs = dt_debugfs,
 };

@@ -188,6 +188,11 @@ struct pa_flavour {
 	void (*show_stats)(struct seq_file *m);
 	void (*show_stats_percpu)(struct seq_file *m);
 	void (*show_state)(struct seq_file *m);
+	/*
+	 * Optional: read every CPU's indices and counters as the stats do, without
+	 * formatting them (the kcsan spinners' fast read, core's `spin` hook).
+	 */
+	void (*spin)(void);
 	void (*debugfs)(struct dentry *dir);	/* optional: flavour-specific files */
 };
 
