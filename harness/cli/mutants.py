@@ -458,6 +458,8 @@ def _sanitizer_case(bench: _Bench, guest: Guest, images: GuestImages, flavour: F
         notes.append(watch.describe())
         LOG.info("%s", watch.describe())
         unjudged = bool(watch.unjudged_reason())
+        if watch.races:  # KCSAN's own count: a race it may not have printed
+            failed.add("KCSAN")
     else:
         runs()
     for report in parse_reports(guest.vm.console_text(), start_line=start):

@@ -83,6 +83,8 @@ def test_flavour_runs_clean_under_the_sanitizers(
         request.node.user_properties.append(("profagent-report", watch.describe()))
         if why := watch.unjudged_reason():
             problems.append(f"{name} KCSAN UNJUDGED: {why}")
+        if watch.races:  # KCSAN's own count, printed or not
+            problems.append(f"{name}: KCSAN counted {watch.races} race(s): {watch.describe()}")
     else:
         runs()
     for line in crash_defects(name, agent, topology.cpus):

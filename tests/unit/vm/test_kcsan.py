@@ -94,3 +94,9 @@ def test_a_spinner_is_movable_pauses_for_an_unload_and_stops_on_its_file() -> No
     unload = unload_command("profagent")
     assert unload.startswith(f"touch {SPIN_PAUSE}; ")
     assert unload.endswith(f"rm -f {SPIN_PAUSE}")
+
+
+def test_counted_races_are_data_races_and_races_of_unknown_origin() -> None:
+    counts = KcsanCounts(enabled=1, setup_watchpoints=9, data_races=2, races_unknown_origin=3)
+    assert KcsanWatch("dt x", OVERLAP, counts, 10).races == 5
+    assert watch(300).races == 0
