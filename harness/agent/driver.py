@@ -30,6 +30,7 @@ from typing import Protocol
 from harness.agent import profctl, truth, truth_build
 from harness.agent.build import AgentBuild
 from harness.agent.elfsyms import FunctionTable, read_functions
+from harness.agent.overlap import unload_command
 from harness.agent.results import AgentSnapshot
 from harness.agent.spec import AgentSpec, event_available
 from harness.agent.steps import (
@@ -223,7 +224,7 @@ class Agent:
     def unload(self) -> None:
         """Unload the module if it is loaded."""
         if "profagent " in self.shell.run("cat /proc/modules").stdout:
-            self.shell.run("rmmod profagent")
+            self.shell.run(unload_command("profagent"))  # kcsan's spinners may hold it
         self.loaded = None
         self._kallsyms = ()
 

@@ -47,8 +47,8 @@ class MutantRow:
         survival either: the host decided it, not the agent (the table's notes say how
         much the emulator folded).
         """
-        if self.mutant == NONE:
-            return "clean" if not self.failed else "BROKEN"
+        if self.mutant == NONE:  # a control that could judge nothing is no clean control
+            return "BROKEN" if self.failed else ("unjudged" if self.unjudged else "clean")
         caught = bool(self.expected) and set(self.expected) <= set(self.failed)
         if caught:
             return "caught"

@@ -36,6 +36,7 @@ from harness.agent.evidence import kmemleak_command, module_leaks
 from harness.agent.flavour import AgentRun, Flavour, behaviour
 from harness.agent.info import Mutant
 from harness.agent.mutation import MutantRow, merge
+from harness.agent.overlap import OverlapCase, overlap_case
 from harness.agent.peer import PeerEvidence, peer_range, stretch_margin
 from harness.agent.profctl import build_profctl
 from harness.agent.profile import unjudgeable
@@ -55,7 +56,7 @@ from harness.vm.console import scan_console
 from harness.vm.guest import Guest
 from harness.vm.perf import PerfCpu
 from harness.vm.record import new_run_dir
-from harness.vm.sanitizer import known_race_functions, parse_reports
+from harness.vm.sanitizer import parse_reports
 from harness.vm.topology import default_topology
 
 LOG = logging.getLogger(__name__)
@@ -351,48 +352,26 @@ def _debug_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
 
 @dataclass(frozen=True, slots=True)
 class SanitizerCase:
-    """The kernel a sanitizer case runs on, and how its guest is set up and judged.
+    """The kernel a sanitizer case runs on, and how its guest is set up.
 
-    ``setup``: shell commands after boot, before the first run. ``kernel_reports``:
-    whether a report with no agent frame fails the row (``<tool>-KERNEL``) or is a note.
+    ``setup``: shell commands after boot, before the first run. ``overlap``: the runs
+    go with a spinner on every CPU and KCSAN's own counters judged (`harness.agent.overlap`).
+    Every report is a finding: with an agent frame anywhere ``<tool>``, else
+    ``<tool>-KERNEL``; nothing is filtered, in the guest or here.
     """
 
     variant: Variant
     boot_args: tuple[str, ...] = ()
     setup: tuple[str, ...] = ()
-    kernel_reports: bool = True
+    overlap: bool = False
 
-
-#: KCSAN's sampling in the mutant guest: one access in about 50 is watched, not one in
-#: about 2000 (skip_watch 4000, randomised). A mutation point's race, in runs of
-#: seconds, is otherwise seldom watched: `plain_event_count` gave no report in three
-#: runs at the default (debugfs data_races unchanged) and four in its standard run at
-#: 100. The kernel's own benign races then show too (seen: tick_nohz_idle_got_tick,
-#: __kstat_incr_irqs_this_cpu, _find_next_and_bit), so here they are notes; the guest
-#: tier's kcsan runs, at the default rate, fail on them.
-KCSAN_MUTANT_SKIP_WATCH = 100
-
-#: Kernel functions whose known races (`harness.vm.sanitizer`) KCSAN need not print in the
-#: mutant guest: it prints a report holding its report lock, and a report due in a PMU
-#: NMI on that CPU then waits on the lock forever. At `KCSAN_MUTANT_SKIP_WATCH` the kcsan
-#: guest hung so, mid-report, under plain_event_count (its console cut off after twelve
-#: reports of ktime_get_mono_fast_ns's latch, pa_produce's clock in NMI). A function
-#: KCSAN cannot name is skipped (``|| true``).
-KCSAN_MUTANT_QUIET = known_race_functions()
 
 #: The sanitizer cases. KASAN reports only its first bug unless told to go on (a
-#: control and several mutants share one guest).
+#: control and several mutants share one guest). KCSAN's watch rate and stalls are set
+#: by the overlap case (`harness.vm.kcsan.OVERLAP`, from its model).
 SANITIZER_CASES: dict[str, SanitizerCase] = {
     "kasan": SanitizerCase("debug", boot_args=("kasan_multi_shot",)),
-    "kcsan": SanitizerCase(
-        "kcsan",
-        setup=(
-            f"for f in {' '.join(KCSAN_MUTANT_QUIET)}; do "
-            'echo "!$f" > /sys/kernel/debug/kcsan 2>/dev/null || true; done',
-            f"echo {KCSAN_MUTANT_SKIP_WATCH} > /sys/module/kcsan/parameters/skip_watch",
-        ),
-        kernel_reports=False,
-    ),
+    "kcsan": SanitizerCase("kcsan", overlap=True),
 }
 
 
@@ -421,9 +400,10 @@ def _sanitizer_group(bench: _Bench, kernel: KernelChoice, *, chosen: tuple[str, 
                 for name, found in plans.items():
                     flavour = behaviour(name)
                     for mutant in (None, *found):
-                        failed, notes = _sanitizer_case(bench, guest, images, flavour, mutant,
-                                                        sanitizer)  # fmt: skip
-                        mine.append(_row(flavour, mutant, [(case, failed)], notes))
+                        failed, notes, unjudged = _sanitizer_case(bench, guest, images, flavour,
+                                                                  mutant, sanitizer)  # fmt: skip
+                        mine.append(_row(flavour, mutant, [(case, failed)], notes,
+                                         unjudged=unjudged))  # fmt: skip
         except GuestError as exc:  # leaving it: the console holds the mutants' reports
             mine = _after_guest_error(mine, plans, case, f"the {case} guest: {exc.reason[:300]}")
         rows += mine
@@ -450,27 +430,43 @@ def _after_guest_error(rows: list[MutantRow], plans: dict[str, tuple[Mutant, ...
 
 def _sanitizer_case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
                     mutant: Mutant | None,
-                    sanitizer: SanitizerCase) -> tuple[set[str], list[str]]:  # fmt: skip
-    """Every run's failed oracles and the sanitizer reports the runs caused; notes.
+                    sanitizer: SanitizerCase) -> tuple[set[str], list[str], bool]:  # fmt: skip
+    """Every run's failed oracles and the sanitizer reports the runs caused; notes; unjudged.
 
     The runs: standard, exact and the flavour's extra runs (kprof's offline run takes
-    CPUs down, where the hotplug mutant shows).
+    CPUs down, where the hotplug mutant shows). With ``sanitizer.overlap`` they run
+    beside a spinner on every CPU (only the flavour's ``overlap`` run, where it has
+    one), and KCSAN's counters over them are a note; a case that could not have seen a
+    race (`harness.vm.kcsan.KcsanWatch`) is unjudged.
     """
     start = len(guest.vm.console_text().splitlines())
     failed, notes = set(), []
-    for case in (*CASES, *flavour.extra_runs):
-        failed |= _case(bench, guest, images, flavour, mutant, case)
+
+    # The kcsan case: the flavour's overlap run where it has one (every CPU sampling
+    # fast beside the spinners: harness.agent.overlap), else every run.
+    own = ("overlap",) if sanitizer.overlap and "overlap" in flavour.runs else ()
+    cases = own or (*CASES, *flavour.extra_runs)
+
+    def runs() -> None:
+        for case in cases:
+            failed.update(_case(bench, guest, images, flavour, mutant, case))
+
+    unjudged = False
+    if sanitizer.overlap:
+        _agent(bench, guest, images, flavour.name, mutant)  # profctl deployed for the spinners
+        where = OverlapCase(guest.shell, bench.cpus, bench.timeouts.command_s)
+        _, watch = overlap_case(where, f"{flavour.name} {_name(mutant)}", runs)
+        notes.append(watch.describe())
+        LOG.info("%s", watch.describe())
+        unjudged = bool(watch.unjudged_reason())
+        if watch.races:  # KCSAN's own count: a race it may not have printed
+            failed.add("KCSAN")
+    else:
+        runs()
     for report in parse_reports(guest.vm.console_text(), start_line=start):
-        if report.known:  # kernel code the bench accepts (sanitizer.KNOWN_KERNEL_RACES)
-            continue
         LOG.info("mutant %s, %s: %s", _name(mutant), flavour.name, report.describe())
-        if report.in_agent:
-            failed.add(report.tool)
-        elif sanitizer.kernel_reports:
-            failed.add(f"{report.tool}-KERNEL")
-        else:
-            notes.append(f"not judged here, kernel code: {report.describe()}")
-    return failed, notes
+        failed.add(report.tool if report.in_agent else f"{report.tool}-KERNEL")
+    return failed, notes, unjudged
 
 
 def _case(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,

@@ -90,8 +90,6 @@ def scan_console(text: str, *, start_line: int = 0) -> list[ConsoleFinding]:
             continue
         if index <= covered_until and kind in covered_kinds | {"warning", "bug"}:
             continue
-        if kind == "kcsan" and _known_race(lines, index):
-            continue
         after = _SANITIZER_CONTEXT_AFTER if kind in SANITIZER_KINDS else _CONTEXT_AFTER
         context = "\n".join(lines[max(0, index - 2) : index + after])
         findings.append(ConsoleFinding(kind, index + 1, lines[index], context))
@@ -100,12 +98,6 @@ def scan_console(text: str, *, start_line: int = 0) -> list[ConsoleFinding]:
         covered_until = index + _CONTEXT_AFTER
         covered_kinds.add(kind)
     return findings
-
-
-def _known_race(lines: list[str], index: int) -> bool:
-    """Whether the KCSAN report at ``index`` is correct kernel code (KNOWN_KERNEL_RACES)."""
-    reports = parse_reports("\n".join(lines[index : index + _SANITIZER_CONTEXT_AFTER]))
-    return bool(reports) and reports[0].known is not None
 
 
 def _kind_of(line: str) -> str | None:

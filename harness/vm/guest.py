@@ -42,6 +42,7 @@ from harness.vm.preflight import (
     FACTS_COMMAND,
     GuestFacts,
     check_facts,
+    check_variant_facts,
     parse_facts,
     split_sections,
 )
@@ -257,6 +258,7 @@ class Guest:
         :raise EnvironmentMismatch: naming every difference.
         """
         problems = check_facts(self.spec, self.facts)
+        problems += check_variant_facts(self.images.variant, self.facts)
         problems += check_qmp_topology(self.spec.topology, self.vm.qmp.execute("query-cpus-fast"))
         if problems:
             raise EnvironmentMismatch(f"{self.name} is not the guest that was asked for", problems)

@@ -42,6 +42,12 @@ _X86_PMU = re.compile(r"Performance Events: (.*?)(?:, )?(\w+) PMU driver")
 _X86_COUNTERS = re.compile(r"\.\.\. generic registers:\s+(\d+)")
 _SOFTWARE_ONLY = "using software events only"
 _PSEUDO_NMI = "Pseudo-NMIs enabled"
+#: KCSAN's boot line (kernel/kcsan/core.c): "kcsan: strict mode configured" or
+#: "kcsan: non-strict mode configured - use CONFIG_KCSAN_STRICT=y to see all data races".
+_KCSAN_MODE = re.compile(r"kcsan: (?P<mode>(?:non-)?strict) mode configured")
+#: The KCSAN mode each variant's guest must boot in (None: no KCSAN). Strict follows the
+#: LKMM: only there is a plain store of a published index watched at all.
+VARIANT_KCSAN_MODE: dict[str, str | None] = {"default": None, "debug": None, "kcsan": "strict"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +63,7 @@ class GuestFacts:
     pseudo_nmi: bool  # arm64 GICv3 pseudo-NMI enabled
     software_events_only: bool  # the kernel said so (x86 under TCG)
     places: tuple[CpuPlace, ...]
+    kcsan_mode: str | None = None  # "strict", "non-strict", None: KCSAN printed no mode
 
     def as_record(self) -> dict[str, object]:
         """JSON-ready form for run.json (topology places summarised)."""
@@ -102,6 +109,7 @@ def parse_facts(text: str) -> GuestFacts:
         pseudo_nmi=_PSEUDO_NMI in dmesg,
         software_events_only=_SOFTWARE_ONLY in dmesg,
         places=parse_sysfs_topology(sections.get("topology", "")),
+        kcsan_mode=kcsan["mode"] if (kcsan := _KCSAN_MODE.search(dmesg)) else None,
     )
 
 
@@ -126,3 +134,18 @@ def check_facts(spec: MachineSpec, facts: GuestFacts) -> list[str]:
             if not spec.nmi and (facts.pseudo_nmi or facts.pmu_uses_nmi):
                 problems.append("NMI mode is off but the guest enabled pseudo-NMI")
     return problems
+
+
+def check_variant_facts(variant: str, facts: GuestFacts) -> list[str]:
+    """Differences between the kernel ``variant`` (e.g. "kcsan") promises and the guest's boot.
+
+    The kcsan variant must have booted KCSAN in strict mode (`VARIANT_KCSAN_MODE`): a
+    non-strict kernel never watches a plain aligned write, so it could not see the class
+    of race its runs are for.
+    """
+    want = VARIANT_KCSAN_MODE.get(variant)
+    if want is None or facts.kcsan_mode == want:
+        return []
+    seen = f"{facts.kcsan_mode} mode" if facts.kcsan_mode else "no KCSAN mode line"
+    return [f"the {variant} kernel booted with {seen}; expected 'kcsan: {want} mode "
+            "configured' (guest/kconfig/kcsan.config: CONFIG_KCSAN_STRICT=y)"]  # fmt: skip

@@ -7,10 +7,14 @@ run are judged by its oracles as on any kernel; kprof's and hwpmc's crash-defect
 these kernels is the console's: the ``guest`` fixture scans it after each test, and a
 ``BUG: KASAN:``, ``BUG: KCSAN:`` or ``UBSAN:`` report fails the test with a
 `harness.errors.SanitizerFailure` naming the report, its first agent frame (or that
-the code is the kernel's) and this test's id. On ``debug`` (which also has lockdep,
-atomic-sleep checks and kmemleak) kmemleak is scanned at the end of each flavour's test,
-while its module is loaded so that a leak's backtrace can name it: no object the agent
-allocated may be left unreferenced.
+the code is the kernel's) and this test's id. On ``kcsan`` (strict: the LKMM's rules) the
+two runs go beside a spinner on every CPU that reads every CPU's ring indices, counts
+and statistics (`harness.agent.overlap`), with KCSAN's watch rate and stalls set from a
+stated model (`harness.vm.kcsan`); KCSAN's counters over them are reported, and a case
+that set no watchpoint fails as UNJUDGED: its clean console proved nothing. On ``debug``
+(which also has lockdep, atomic-sleep checks and kmemleak) kmemleak is scanned at the end
+of each flavour's test, while its module is loaded so that a leak's backtrace can name it:
+no object the agent allocated may be left unreferenced.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from harness.agent import flavours
 from harness.agent.driver import Agent
 from harness.agent.evidence import KMEMLEAK, kmemleak_command, module_leaks
 from harness.agent.flavour import behaviour
+from harness.agent.overlap import OverlapCase, overlap_case
 from harness.agent.spec import AgentSpec
 from harness.vm.topology import CpuTopology
 from tests.guest import crash_defects as cd
@@ -62,10 +67,26 @@ def test_flavour_runs_clean_under_the_sanitizers(
     if variant == "debug":  # what earlier tests and the boot left is reported and forgotten
         agent.shell.run(f"echo scan > {KMEMLEAK} && echo clear > {KMEMLEAK}",
                         timeout_s=agent.timeouts.command_s * 5)  # fmt: skip
-    problems = []
-    for case in ("standard", "exact"):
-        run = flavour.runs[case](agent, AgentSpec(flavour=name), cpus)
-        problems += [f"{name} {case}: {v}" for v in flavour.check(run)]
+    problems: list[str] = []
+
+    # On kcsan also the flavour's overlap run, where it has one (harness.agent.overlap).
+    cases = ("standard", "exact", *(("overlap",) if "overlap" in flavour.runs else ()))
+
+    def runs() -> None:
+        for case in cases if variant == "kcsan" else ("standard", "exact"):
+            run = flavour.runs[case](agent, AgentSpec(flavour=name), cpus)
+            problems.extend(f"{name} {case}: {v}" for v in flavour.check(run))
+
+    if variant == "kcsan":
+        where = OverlapCase(agent.shell, cpus, agent.timeouts.command_s)
+        _, watch = overlap_case(where, f"{name} {'+'.join(cases)}", runs)
+        request.node.user_properties.append(("profagent-report", watch.describe()))
+        if why := watch.unjudged_reason():
+            problems.append(f"{name} KCSAN UNJUDGED: {why}")
+        if watch.races:  # KCSAN's own count, printed or not
+            problems.append(f"{name}: KCSAN counted {watch.races} race(s): {watch.describe()}")
+    else:
+        runs()
     for line in crash_defects(name, agent, topology.cpus):
         request.node.user_properties.append(("profagent-report", f"{line} ({variant} kernel)"))
     problems += leaks(agent, variant, name, request)

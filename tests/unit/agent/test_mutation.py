@@ -53,6 +53,15 @@ def test_a_mutant_no_run_could_judge_is_reported_neither_caught_nor_survived() -
     assert tally([]) == "no rows"
 
 
+def test_a_control_that_could_judge_nothing_is_not_clean() -> None:
+    # A kcsan case that set no watchpoint: its clean console proves nothing.
+    control = merge("none", "dt", (), [("kcsan", set())], ("KCSAN set no watchpoint",),
+                    unjudged=True)  # fmt: skip
+    assert (control.verdict, control.ok) == ("unjudged", True)
+    broken = merge("none", "dt", (), [("kcsan", {"KCSAN"})], unjudged=True)
+    assert broken.verdict == "BROKEN"
+
+
 def test_the_table_names_each_mutant_and_its_notes() -> None:
     rows = [
         MutantRow("none", "tprof", (), (), ("standard", "exact")),

@@ -4,7 +4,14 @@ from dataclasses import replace
 
 from harness import arches
 from harness.vm.argv import MachineSpec
-from harness.vm.preflight import FACTS_COMMAND, GuestFacts, check_facts, parse_facts, split_sections
+from harness.vm.preflight import (
+    FACTS_COMMAND,
+    GuestFacts,
+    check_facts,
+    check_variant_facts,
+    parse_facts,
+    split_sections,
+)
 from harness.vm.topology import CpuTopology
 from tests.unit.golden import LOGS_DIR
 
@@ -265,3 +272,29 @@ def test_the_pmu_line_of_linux_612_is_read_too() -> None:
             "7 (0,8000003f) counters available, using NMIs")  # fmt: skip
     facts = parse_facts(arm64_output().replace(PMU_LINE + ", using NMIs", line))
     assert (facts.pmu_driver, facts.pmu_counters, facts.pmu_uses_nmi) == ("armv8_pmuv3", 7, True)
+
+
+STRICT = "[    0.000000] kcsan: strict mode configured"
+NON_STRICT = (
+    "[    0.000000] kcsan: non-strict mode configured - use CONFIG_KCSAN_STRICT=y to see all "
+    "data races"
+)
+
+
+def with_dmesg_line(line: str) -> str:
+    return arm64_output().replace("### topology", f"{line}\n### topology")
+
+
+def test_kcsan_mode_is_read_from_the_boot_line() -> None:
+    assert parse_facts(with_dmesg_line(STRICT)).kcsan_mode == "strict"
+    assert parse_facts(with_dmesg_line(NON_STRICT)).kcsan_mode == "non-strict"
+    assert parse_facts(arm64_output()).kcsan_mode is None
+
+
+def test_the_kcsan_variant_must_boot_strict() -> None:
+    assert check_variant_facts("kcsan", parse_facts(with_dmesg_line(STRICT))) == []
+    (non_strict,) = check_variant_facts("kcsan", parse_facts(with_dmesg_line(NON_STRICT)))
+    assert "booted with non-strict mode" in non_strict
+    (missing,) = check_variant_facts("kcsan", parse_facts(arm64_output()))
+    assert "no KCSAN mode line" in missing
+    assert check_variant_facts("default", parse_facts(arm64_output())) == []

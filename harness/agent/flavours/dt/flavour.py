@@ -29,6 +29,7 @@ from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
 from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
 from harness.agent.isolation import isolated, isolation_cpu
+from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
 from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
 from harness.agent.profile import PAIR_WITHIN_NS, AgentSample
 from harness.agent.report import CellRow
@@ -145,6 +146,20 @@ def racing_reader_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) 
     return dt_run(agent, spec, plan)
 
 
+def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    """The kcsan case's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
+
+    Every CPU samples, and a reader reads again at once.
+    The spinners beside it read every CPU's write index and counters; the reader loads
+    every CPU's index and copies its published slots. Judged by dt's oracles as any run.
+    """
+    fast = replace(spec, period=OVERLAP_PERIOD)
+    plan = DtPlan(body=(profctl.sleep_step(OVERLAP_MS),), read_size=DT_EVT.size * 16,
+                  period_ns=OVERLAP_PERIOD, background_reader=True,
+                  background_s=OVERLAP_MS // 1000 + 1)  # fmt: skip
+    return dt_run(agent, fast, plan)
+
+
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     read_size = script.op_counts.get("read-size", {}).get(0, DT_EVT.size * 64)
     plan = DtPlan(body=script.body, injected=script.injected or None,
@@ -237,7 +252,11 @@ FLAVOUR = Flavour(
     },
     op_steps={"nest": nest_step, "skip": skip_step, "read-size": _read_size_step},
     refused_ops={"kick": "dt has no drain; its reader empties the rings"},
-    extra_runs={"readers": readers_run, "racing_reader": racing_reader_run},
+    extra_runs={
+        "readers": readers_run,
+        "racing_reader": racing_reader_run,
+        "overlap": overlap_run,
+    },
     budget_scenario=Path(__file__).with_name("dt-budgets.toml"),  # C-3
     samples=lambda run: narrow(run, DtRun).content().samples,
 )

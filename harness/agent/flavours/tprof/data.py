@@ -229,6 +229,16 @@ TPROF = FlavourInfo(
             ("CALLS",),
             case="burst_timeout",  # 10 s a run: in the quick set, so CI proves inject's contract
         ),
+        # The LKMM's plain-index class on the strict kcsan kernel, in its overlap case
+        # (harness.agent.overlap): the spinners' READ_ONCE of every CPU's cur->used.
+        Mutant(
+            "plain_used_publish",
+            "the producer publishes its buffer's fill index (used) with a plain store, "
+            "which other CPUs' stats readers load",
+            ("KCSAN",),
+            case="kcsan",
+            quick=False,
+        ),
         Mutant(
             "online_arm_first",
             "a CPU coming online is armed 100 ms before its flavour's per-CPU set-up",

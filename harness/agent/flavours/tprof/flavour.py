@@ -45,6 +45,7 @@ from harness.agent.flavours.tprof.run import (
     scripted_run,
 )
 from harness.agent.isolation import isolated, isolation_cpu
+from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
 from harness.agent.peer_run import profile_report
 from harness.agent.report import CellRow
 from harness.agent.results import Judged, Violation
@@ -82,6 +83,15 @@ def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     """Busy loops on every CPU, the ground-truth workloads beside them, perf beside the agent."""
     truth = (TruthLaunch("chain", cpus[-1], 1000), TruthLaunch("mix", cpus[0], 1000))
     return peer_run(agent, spec, SamplingPlan(busy_cpus=cpus, busy_ms=1000), truth)
+
+
+def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    """The kcsan case's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
+
+    Every CPU samples; the spinners beside it read every CPU's fill index.
+    """
+    plan = SamplingPlan(busy_cpus=(), busy_ms=0, idle_ms=OVERLAP_MS)
+    return sampling_run(agent, replace(spec, period=OVERLAP_PERIOD), plan)
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -149,6 +159,7 @@ FLAVOUR = Flavour(
         "stop_kick": stop_kick_run,
         "online": online_run,
         "burst_timeout": burst_timeout_run,
+        "overlap": overlap_run,  # the kcsan case's (harness.agent.overlap)
     },
     budget_scenario=Path(__file__).with_name("tprof-budgets.toml"),  # C-3, TP-O10
     bench=TPROF_BENCH,

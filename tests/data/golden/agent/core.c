@@ -518,11 +518,14 @@ static void pa_overflow(struct perf_event *event, struct perf_sample_data *data,
 	if (READ_ONCE(pc->burst_busy))	/* the burst is out (or the injector took it back) */
 		smp_store_release(&pc->burst_busy, 0);
 
-	/* Overflow handlers never nest on one CPU: plain per-CPU updates are safe. */
+	/*
+	 * Overflow handlers never nest on one CPU, but the nmi file reads these from other
+	 * CPUs: this_cpu ops (marked on arm64), not __this_cpu's plain C, for the LKMM.
+	 */
 	took = ktime_get_mono_fast_ns() - start;
-	__this_cpu_add(pa_cpu.stat[PA_X_NMI_SUM_NS], took);
-	if (took > __this_cpu_read(pa_cpu.stat[PA_X_NMI_MAX_NS]))
-		__this_cpu_write(pa_cpu.stat[PA_X_NMI_MAX_NS], took);
+	this_cpu_add(pa_cpu.stat[PA_X_NMI_SUM_NS], took);
+	if (took > this_cpu_read(pa_cpu.stat[PA_X_NMI_MAX_NS]))
+		this_cpu_write(pa_cpu.stat[PA_X_NMI_MAX_NS], took);
 }
 
 /* ---- stopping a source on purpose (hwpmc's hardware stall) ----------------- */
@@ -1214,6 +1217,52 @@ static int pa_state_show(struct seq_file *m, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(pa_state);
 
+/*
+ * `count=<n>`: read every CPU's indices, counts and state n times as the stats files
+ * do (the flavour's show_stats_percpu, the core's nmi, show_state), into a buffer
+ * nobody reads, after PA_SPIN_FAST reads of the flavour's own spin op where it has one
+ * (the same loads, unformatted). The kcsan overlap case's spinners
+ * (harness.agent.overlap): a reader that meets the other CPUs' producers thousands of
+ * times a second, where one cat of the files a pass reached about 30 passes a second.
+ */
+#define PA_SPIN_FAST 16	/* the flavour's unformatted reads per pass (its spin op) */
+
+static ssize_t pa_spin_write(struct file *file, const char __user *ubuf, size_t len,
+			     loff_t *ppos)
+{
+	struct seq_file m = {};
+	unsigned long count, i, j;
+	char line[32];
+	long err;
+
+	err = pa_user_line(ubuf, len, line, sizeof(line));
+	if (err)
+		return err;
+	if (sscanf(line, "count=%lu", &count) != 1 || count > 1000000)
+		return -EINVAL;
+	m.size = 2 * PAGE_SIZE;
+	m.buf = kmalloc(m.size, GFP_KERNEL);
+	if (!m.buf)
+		return -ENOMEM;
+	for (i = 0; i < count && !fatal_signal_pending(current); i++) {
+		for (j = 0; pa_fl->spin && j < PA_SPIN_FAST; j++)
+			pa_fl->spin();
+		m.count = 0;
+		pa_fl->show_stats_percpu(&m);
+		m.count = 0;
+		pa_nmi_show(&m, NULL);
+		m.count = 0;
+		pa_state_show(&m, NULL);
+		cond_resched();
+	}
+	kfree(m.buf);
+	return len;
+}
+
+static const struct file_operations pa_spin_fops = {
+	.owner = THIS_MODULE, .write = pa_spin_write, .llseek = noop_llseek,
+};
+
 static const struct file_operations pa_inject_fops = {
 	.owner = THIS_MODULE, .write = pa_inject_write, .llseek = noop_llseek,
 };
@@ -1239,6 +1288,7 @@ static void pa_create_debugfs(void)
 	debugfs_create_file("inject", 0200, pa_dir, NULL, &pa_inject_fops);
 	debugfs_create_file("probe", 0200, pa_dir, NULL, &pa_probe_fops);
 	debugfs_create_file("kick", 0200, pa_dir, NULL, &pa_kick_fops);
+	debugfs_create_file("spin", 0200, pa_dir, NULL, &pa_spin_fops);
 	debugfs_create_file("fault", 0200, pa_dir, NULL, &pa_fault_fops);
 	if (pa_fl->debugfs)
 		pa_fl->debugfs(pa_dir);

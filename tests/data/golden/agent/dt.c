@@ -132,7 +132,8 @@ static const bool dt_seed_stat[DT_PC_NSTATS] = {
  */
 static u64 dt_stat_read(struct dt_cpu *dc, int i)
 {
-	u64 value = READ_ONCE(dc->stat[i]);
+	/* Mutation point: a counter other CPUs' producers change, read plainly. */
+	u64 value = pa_mutant(PLAIN_STATS_READ) ? dc->stat[i] : READ_ONCE(dc->stat[i]);
 
 	return pa_quirk(DT_QUIRK_DT_D9) && dt_seed_stat[i] ? (u32)value : value;
 }
@@ -212,7 +213,29 @@ static void dt_fill(struct dt_open *op, struct dt_evt *ev, const struct pa_sampl
 	/* Mutation point: every 10th event of a CPU goes out without its canary. */
 	if (!(pa_mutant(SKIP_CANARY) && seq % 10 == 0))
 		ev->canary = DT_CANARY ^ (u32)seq;	/* last: a torn copy misses it */
-	dc->stat[DT_PC_X_SEQ] = seq;
+	WRITE_ONCE(dc->stat[DT_PC_X_SEQ], seq);	/* other CPUs' stats readers load it */
+}
+
+/*
+ * The write index that publishes the slots before it: a release store, so a reader
+ * that loads it with acquire (dt_load_cons) sees the slots filled.
+ */
+static void dt_publish(struct dt_cpu *dc, u32 cons)
+{
+	if (pa_mutant(PLAIN_RING_INDEX))	/* Mutation point: a plain store publishes */
+		dc->cons = cons;
+	else if (pa_mutant(PUBLISH_NO_RELEASE))	/* Mutation point: marked, but no release */
+		WRITE_ONCE(dc->cons, cons);
+	else
+		smp_store_release(&dc->cons, cons);
+}
+
+/* Another CPU's write index, as the reader loads it before the slots (events, wait). */
+static u32 dt_load_cons(struct dt_cpu *dc)
+{
+	if (pa_mutant(PLAIN_INDEX_LOAD))	/* Mutation point: a plain load of it */
+		return dc->cons;
+	return smp_load_acquire(&dc->cons);	/* the slots before it are filled */
 }
 
 /*
@@ -240,7 +263,7 @@ static void dt_consume(struct dt_open *op)
 			op->evtcnt.counter++;
 		else
 			atomic_inc(&op->evtcnt);	/* the release below orders it first */
-		smp_store_release(&dc->cons, (dc->cons + 1) % DT_RING);
+		dt_publish(dc, (dc->cons + 1) % DT_RING);
 	}
 	this_cpu_inc(op->cpu->stat[DT_PC_X_COMMITTED]);
 	barrier();
@@ -309,7 +332,7 @@ static void dt_wakeup(struct irq_work *work)
 static u32 dt_reader_cons(struct dt_cpu *dc)
 {
 	if (!pa_quirk(DT_QUIRK_DT_D3))
-		return smp_load_acquire(&dc->cons);	/* the slots before it are filled */
+		return dt_load_cons(dc);
 	smp_rmb();
 	return READ_ONCE(dc->cons);
 }
@@ -358,7 +381,8 @@ static int dt_read_cpu(struct dt_open *op, unsigned int cpu, char __user *ubuf, 
 		copied++;
 	}
 	dt_reader_free(dc, prod);
-	dc->stat[DT_PC_DC_READEVT] += copied;
+	/* One reader writes it (the reader mutex); other CPUs' stats readers load it. */
+	WRITE_ONCE(dc->stat[DT_PC_DC_READEVT], dc->stat[DT_PC_DC_READEVT] + copied);
 	if (pa_mutant(PLAIN_EVENT_COUNT))
 		op->evtcnt.counter -= copied;
 	else
@@ -390,7 +414,7 @@ static bool dt_readable(struct dt_open *op)
 	for_each_possible_cpu(cpu) {
 		struct dt_cpu *dc = per_cpu_ptr(op->cpu, cpu);
 
-		if (smp_load_acquire(&dc->cons) != READ_ONCE(dc->prod))
+		if (dt_load_cons(dc) != READ_ONCE(dc->prod))
 			return true;
 	}
 	return false;
@@ -537,6 +561,10 @@ static void dt_pcpu_values(struct dt_open *op, unsigned int cpu, u64 *values)
 
 	for (i = 0; i < DT_PC_NSTATS; i++)
 		values[i] = dt_stat_read(dc, i);
+	/*
+	 * A snapshot, no ordering: READ_ONCE, which KCSAN sees (arm64's smp_load_acquire
+	 * is inline asm that KCSAN does not instrument: it would find no watchpoint).
+	 */
 	values[DT_PC_X_INRING] = (READ_ONCE(dc->cons) + DT_RING - READ_ONCE(dc->prod)) % DT_RING;
 }
 
@@ -823,6 +851,20 @@ static void dt_show_state(struct seq_file *m)
 	mutex_unlock(&dt_mutex);
 }
 
+/* The kcsan spinners' read: every open's every CPU's values, as DTIOC_X_PCPUSTATS. */
+static void dt_spin(void)
+{
+	u64 values[DT_PC_NSTATS];
+	struct dt_open *op;
+	unsigned int cpu;
+
+	mutex_lock(&dt_mutex);
+	list_for_each_entry(op, &dt_all, all_link)
+		for_each_possible_cpu(cpu)
+			dt_pcpu_values(op, cpu, values);
+	mutex_unlock(&dt_mutex);
+}
+
 static int dt_kick(unsigned int cpu)
 {
 	return 0;	/* dt has no drain: the reader empties the rings */
@@ -855,5 +897,6 @@ struct pa_flavour pa_flavour_dt = {
 	.show_stats = dt_show_stats,
 	.show_stats_percpu = dt_show_stats_percpu,
 	.show_state = dt_show_state,
+	.spin = dt_spin,
 	.debugfs = dt_debugfs,
 };

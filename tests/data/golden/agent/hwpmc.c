@@ -335,6 +335,12 @@ static void hw_capture_chain(struct hw_cpu *hc, struct hw_entry *e,
 	e->chain_stop = why;
 }
 
+/*
+ * A per-CPU counter of this CPU's NMI or timer, which stats_percpu reads from other
+ * CPUs: a marked store (one writer context at a time on this CPU), for the LKMM.
+ */
+#define hw_stat_inc(hc, i) WRITE_ONCE((hc)->stat[i], (hc)->stat[i] + 1)
+
 /* The seed's pmc_process_interrupt for the CPU's sampling PMC. */
 static void hw_process(struct hw_cpu *hc, struct hw_pmc *pmc, const struct pa_sample_ctx *ctx)
 {
@@ -347,12 +353,12 @@ static void hw_process(struct hw_cpu *hc, struct hw_pmc *pmc, const struct pa_sa
 	     READ_ONCE(hc->ring[(hc->write + 1) % hw_ring_size()].state) != HW_FREE)) {
 		/* Mutation point: a full-ring call that counts nothing. */
 		if (!(pa_mutant(SKIP_BUFFERFULL_COUNT) && ++hc->mutant_tick % 5 == 0)) {
-			hc->stat[HW_PC_X_BUFFERFULL]++;
+			hw_stat_inc(hc, HW_PC_X_BUFFERFULL);
 			hw_count(HW_ST_INTR_BUFFERFULL);
 		}
 		if (!READ_ONCE(*stalled)) {
 			WRITE_ONCE(*stalled, 1);
-			hc->stat[HW_PC_X_STALL_EVENTS]++;
+			hw_stat_inc(hc, HW_PC_X_STALL_EVENTS);
 			hw_stop_counter(hc);
 		}
 		hw_mark(hc, ctx->cpu);
@@ -374,10 +380,11 @@ static void hw_process(struct hw_cpu *hc, struct hw_pmc *pmc, const struct pa_sa
 	} else {
 		smp_store_release(&e->state, HW_VALID);
 	}
-	hc->write = (hc->write + 1) % hw_ring_size();
+	/* Read by this CPU's sweep (hard IRQ, which this NMI interrupts) and by state. */
+	WRITE_ONCE(hc->write, (hc->write + 1) % hw_ring_size());
 	/* Mutation point: every 11th entry goes into the ring uncounted. */
 	if (!(pa_mutant(UNCOUNTED_ENTRY) && ++hc->mutant_tick % 11 == 0))
-		hc->stat[HW_PC_X_RECORDED]++;
+		hw_stat_inc(hc, HW_PC_X_RECORDED);
 	hw_mark(hc, ctx->cpu);
 }
 
@@ -387,13 +394,13 @@ static void hw_produce(const struct pa_sample_ctx *ctx)
 	struct hw_pmc *pmc = READ_ONCE(hc->rows[HW_ROW_SAMPLING]);
 
 	if (!pmc || READ_ONCE(pmc->state) != HW_RUNNING || !hc->ring) {
-		hc->stat[HW_PC_X_IGNORED]++;
+		hw_stat_inc(hc, HW_PC_X_IGNORED);
 		hw_count(HW_ST_INTR_IGNORED);
 		return;
 	}
 	hw_count(HW_ST_INTR_PROCESSED);
 	if (READ_ONCE(hc->soft_stopped)) {	/* soft stall: the counter "stands" */
-		hc->stat[HW_PC_X_STALLED_NMI]++;
+		hw_stat_inc(hc, HW_PC_X_STALLED_NMI);
 		return;
 	}
 	hw_process(hc, pmc, ctx);
@@ -462,18 +469,18 @@ static void hw_sweep_entry(struct hw_cpu *hc, struct hw_entry *e, unsigned int c
 
 	if (READ_ONCE(pmc->state) != HW_RUNNING) {
 		if (!hw_q(HW_QUIRK_HW_D7))
-			hc->stat[HW_PC_X_DISCARDED_STOPPED]++;
+			hw_stat_inc(hc, HW_PC_X_DISCARDED_STOPPED);
 	} else if (pa_mutant(LOSE_SWEPT_ENTRY) && hc->stat[HW_PC_X_SWEPT] % 9 == 8) {
 		/* Mutation point: the entry is freed, neither logged nor counted as lost. */
 	} else if (hw_log_append(e, cpu)) {
-		hc->stat[HW_PC_X_LOGGED]++;
+		hw_stat_inc(hc, HW_PC_X_LOGGED);
 	} else if (pa_mutant(LOG_FAIL_AS_DISCARD)) {
 		/* Mutation point: a refused write counted as a discard, not as a failure. */
-		hc->stat[HW_PC_X_DISCARDED_STOPPED]++;
+		hw_stat_inc(hc, HW_PC_X_DISCARDED_STOPPED);
 	} else {
-		hc->stat[HW_PC_X_LOG_FAILED]++;
+		hw_stat_inc(hc, HW_PC_X_LOG_FAILED);
 	}
-	hc->stat[HW_PC_X_SWEPT]++;
+	hw_stat_inc(hc, HW_PC_X_SWEPT);
 	hc->stat[HW_PC_X_SWEEP_LAT_SUM_NS] += lat;
 	if (lat > hc->stat[HW_PC_X_SWEEP_LAT_MAX_NS])
 		hc->stat[HW_PC_X_SWEEP_LAT_MAX_NS] = lat;
@@ -493,7 +500,7 @@ static void hw_maybe_restart(struct hw_cpu *hc, unsigned int cpu, u32 processed)
 
 	if (!pmc || READ_ONCE(pmc->state) != HW_RUNNING)
 		return;
-	if (hw_q(HW_QUIRK_HW_D3) ? processed == 0 : READ_ONCE(hc->ring[hc->write].state) != HW_FREE)
+	if (hw_q(HW_QUIRK_HW_D3) ? processed == 0 : READ_ONCE(hc->ring[READ_ONCE(hc->write)].state) != HW_FREE)
 		return;
 	stalled = hw_stall_flag(hc, pmc);
 	if (!READ_ONCE(*stalled))
@@ -502,7 +509,7 @@ static void hw_maybe_restart(struct hw_cpu *hc, unsigned int cpu, u32 processed)
 	/* Mutation point: the flag is cleared, the counter never restarted. */
 	if (pa_mutant(NO_RESTART))
 		return;
-	hc->stat[HW_PC_X_RESTARTS]++;
+	hw_stat_inc(hc, HW_PC_X_RESTARTS);
 	hw_start_counter(hc);
 }
 
@@ -516,7 +523,7 @@ static void hw_sweep(unsigned int cpu, bool force)
 	u16 state;
 
 	lockdep_assert_irqs_disabled();
-	hc->stat[HW_PC_X_SWEEPS]++;
+	hw_stat_inc(hc, HW_PC_X_SWEEPS);
 	hw_count(HW_ST_LOG_SWEEPS);
 	if (!hc->ring)
 		return;
@@ -537,14 +544,14 @@ static void hw_sweep(unsigned int cpu, bool force)
 		    READ_ONCE(hc->ring[(hc->read + 1) % hw_ring_size()].state) == HW_FREE)
 			break;
 		if (state == HW_PENDING && hw_q(HW_QUIRK_HW_D3) && !force) {
-			hc->stat[HW_PC_X_INUSE_BLOCKED_SWEEPS]++;
+			hw_stat_inc(hc, HW_PC_X_INUSE_BLOCKED_SWEEPS);
 			hw_mark(hc, cpu);	/* rescan next tick: head-of-line blocking */
 			break;
 		}
 		if (state == HW_PENDING)	/* never captured: keep its PC, depth 1 */
-			hc->stat[HW_PC_X_PENDING_RESOLVED]++;
+			hw_stat_inc(hc, HW_PC_X_PENDING_RESOLVED);
 		hw_sweep_entry(hc, e, cpu, now);
-		hc->read = (hc->read + 1) % hw_ring_size();
+		WRITE_ONCE(hc->read, (hc->read + 1) % hw_ring_size());	/* state reads it */
 		processed++;
 	}
 	hw_maybe_restart(hc, cpu, processed);
@@ -555,7 +562,7 @@ static enum hrtimer_restart hw_tick(struct hrtimer *timer)
 	struct hw_cpu *hc = container_of(timer, struct hw_cpu, tick);
 	unsigned int cpu = smp_processor_id();
 
-	hc->stat[HW_PC_X_TICKS]++;
+	hw_stat_inc(hc, HW_PC_X_TICKS);
 	if (!READ_ONCE(hc->suppressed)) {
 		WRITE_ONCE(hc->live_ticks, hc->live_ticks + 1);	/* read by hw_release */
 		if (!pa_drain_manual() && hw_take_mark(hc, cpu))
@@ -1301,8 +1308,9 @@ static void hw_show_state(struct seq_file *m)
 		struct hw_cpu *hc = per_cpu_ptr(&hw_cpu, cpu);
 
 		seq_printf(m, "cpu %u read %u write %u stalled %d soft_stopped %d source_stopped %d suppressed %d\n",
-			   cpu, hc->read, hc->write, hc->stalled, hc->soft_stopped,
-			   pa_source_stopped(cpu), hc->suppressed);
+			   cpu, READ_ONCE(hc->read), READ_ONCE(hc->write), READ_ONCE(hc->stalled),
+			   READ_ONCE(hc->soft_stopped),
+			   pa_source_stopped(cpu), READ_ONCE(hc->suppressed));
 	}
 }
 

@@ -384,8 +384,12 @@ static void kp_commit(struct kp_cpu *kc, const struct pa_sample_ctx *ctx)
 		}
 	}
 	memcpy(cur->data + cur->used, rec, len);
-	cur->used += len;	/* the actual length, not the reservation */
-	cur->records++;
+	/*
+	 * The actual length, not the reservation. Marked: stats_percpu reads both through
+	 * an IPI on this CPU, which a task-context call (an injection) lets in here.
+	 */
+	WRITE_ONCE(cur->used, cur->used + len);
+	WRITE_ONCE(cur->records, cur->records + 1);
 	cur->last_len = len;
 	/* Mutation point: every 13th record of a block is committed uncounted. */
 	if (!(pa_mutant(UNCOUNTED_COMMIT) && cur->records % 13 == 0))

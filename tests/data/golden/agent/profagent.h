@@ -115,6 +115,7 @@ enum pa_mutant {
 	PA_MUTANT_FREE_OUTSIDE_LOCK,	/* STOP frees an offline CPU's published buffer outside tp.lock and clears the pointer 200 ms later; a stats_percpu reader reads the freed buffer */
 	PA_MUTANT_KICK_AFTER_STOP,	/* a kick past its running check when STOP began swaps after STOP (tp_swap no longer refuses it; the window held open), installing a buffer nothing frees */
 	PA_MUTANT_BURST_TAKE_PLAIN,	/* an overflow reads a burst, produces it and clears it 1 ms later with plain accesses and no busy flag: an inject whose wait ends meanwhile takes it back */
+	PA_MUTANT_PLAIN_USED_PUBLISH,	/* the producer publishes its buffer's fill index (used) with a plain store, which other CPUs' stats readers load */
 	PA_MUTANT_ONLINE_ARM_FIRST,	/* a CPU coming online is armed 100 ms before its flavour's per-CPU set-up */
 	PA_MUTANT_SKIP_CANARY,	/* every 10th event of a CPU is published without its canary */
 	PA_MUTANT_DROP_UNCOUNTED,	/* every 3rd drop on a full ring goes uncounted */
@@ -128,6 +129,10 @@ enum pa_mutant {
 	PA_MUTANT_NO_READER_MUTEX,	/* DT-D6's fix removed: readers are not serialised, and a copy sleeps 1 ms after each event as the seed's copy-out may on a page fault */
 	PA_MUTANT_FAULT_LOSES_COPIED,	/* DT-D7's fix removed: a copy-out fault returns EFAULT although events were copied, consumed and counted before it */
 	PA_MUTANT_SEED_COUNT_ORDER,	/* the seed's DT-D5: a slot published 500 us before the readable count rises, and the reader waits on the count */
+	PA_MUTANT_PLAIN_RING_INDEX,	/* the producer publishes its ring's write index with a plain store, not a release */
+	PA_MUTANT_PUBLISH_NO_RELEASE,	/* the producer publishes its write index with WRITE_ONCE: marked, but no release orders the slot's contents before it */
+	PA_MUTANT_PLAIN_INDEX_LOAD,	/* the reader loads another CPU's write index plainly, not with acquire (the event reader and its wait) */
+	PA_MUTANT_PLAIN_STATS_READ,	/* the per-CPU counters other CPUs' producers change are read plainly */
 	PA_MUTANT_PLAIN_EVENT_COUNT,	/* the readable-event count, an atomic every CPU's producer raises and the reader lowers, is a plain int: increments from two CPUs' NMIs race */
 	PA_MUTANT_ACCEPT_OVER_LIMIT,	/* qpass accepts a full block while qlen < qlimit + one block */
 	PA_MUTANT_EARLY_HANDOFF,	/* a block is handed off one record early (the reservation is 20 + L bytes larger) */
@@ -189,6 +194,11 @@ struct pa_flavour {
 	void (*show_stats)(struct seq_file *m);
 	void (*show_stats_percpu)(struct seq_file *m);
 	void (*show_state)(struct seq_file *m);
+	/*
+	 * Optional: read every CPU's indices and counters as the stats do, without
+	 * formatting them (the kcsan spinners' fast read, core's `spin` hook).
+	 */
+	void (*spin)(void);
 	void (*debugfs)(struct dentry *dir);	/* optional: flavour-specific files */
 };
 

@@ -242,7 +242,7 @@ static void tp_produce(const struct pa_sample_ctx *ctx)
 	}
 	used = buf->used;
 	if (used >= buf->capacity) {
-		buf->overflow++;
+		WRITE_ONCE(buf->overflow, buf->overflow + 1);	/* stats_percpu reads it */
 		goto out;
 	}
 	if (unlikely(READ_ONCE(tc->nest_hold)) && !ctx->nmi && in_task())
@@ -263,7 +263,10 @@ static void tp_produce(const struct pa_sample_ctx *ctx)
 	if (pa_mutant(PUBLISH_EARLY))
 		goto out;
 	barrier();		/* the record before the index that publishes it */
-	WRITE_ONCE(buf->used, used + 1);
+	if (pa_mutant(PLAIN_USED_PUBLISH))	/* Mutation point: a plain store publishes */
+		buf->used = used + 1;
+	else
+		WRITE_ONCE(buf->used, used + 1);
 	/* Mutation point: every 100th recorded sample also counted as a nested drop. */
 	if (pa_mutant(DOUBLE_COUNT) && ++tc->mutant_tick % 100 == 0)
 		this_cpu_inc(tp_cpu.stat[TP_PC_X_NESTED_DROP]);

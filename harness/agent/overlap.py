@@ -1,0 +1,171 @@
+"""Spinners that read every CPU's indices and state while a flavour's runs produce.
+
+KCSAN sees a race only when the two sides meet inside a watch's stall
+(`harness.vm.kcsan`). A flavour's own reader reads a CPU's ring index only after a
+publish woke it, so on its own it almost never overlaps the producer's next store.
+The kcsan case (`overlap_case`) runs the flavour's runs with a spinner for every CPU
+that reads, in a loop for the whole of them, what the module's ``stats_percpu``, ``nmi``
+and ``state`` show: every flavour's ``show_stats_percpu`` reads each CPU's ring
+indices, published counts and statistics, ``nmi`` the core's per-CPU counters the NMI
+raises, ``state`` the flags the control path sets: the reader's side of every pair the
+port rests on, against the producers' publishes. KCSAN's
+counters are read before and after::
+
+    where = OverlapCase(guest.shell, cpus=(0, 1), budget_s=60)
+    runs, watch = overlap_case(where, "dt kcsan", lambda: [run(...) for run in runs])
+    watch.describe()      # "KCSAN dt kcsan: 812 watchpoints set, 0 found a racing access..."
+
+Each spinner is a shell loop of profctl processes, each writing the module's spinner
+hook (`SPIN_HOOK`) `SPIN_REPEAT` times, until a stop file appears; it writes how many
+processes' writes all succeeded. An
+open debugfs file holds the module, so the agent's unload pauses them
+(`unload_command`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from harness.agent.steps import DEBUGFS, GUEST_DIR
+from harness.timeouts import wait_until
+from harness.vm.kcsan import (
+    KCSAN_DEBUGFS,
+    OVERLAP,
+    KcsanSettings,
+    KcsanWatch,
+    parse_kcsan_stats,
+)
+from harness.vm.shell import CommandShell
+
+T = TypeVar("T")
+SPIN_DIR = f"{GUEST_DIR}/spin"
+#: The module's spinner hook: ``count=N`` reads, N times in the kernel, what the stats
+#: files show (each CPU's indices, counts and statistics through the flavour's
+#: show_stats_percpu, the core's per-CPU ground-truth counters as ``nmi``, the state
+#: flags as ``state``). Measured under KCSAN: one cat of those three files a pass made
+#: about 30 passes a second a spinner, too few to meet a producer's store (the model).
+SPIN_HOOK = f"{DEBUGFS}/spin"
+#: Passes one write of the hook makes.
+SPIN_COUNT = 200
+#: The kcsan overlap run of a flavour (its ``overlap`` run): the PMU's period, in cycles
+#: (QEMU's 1 GHz: 250 us, 4000 producer calls a second a CPU where none fold), and how
+#: long every CPU samples with no busy loop: the spinners have the CPUs to themselves,
+#: and TCG's cycle counter runs on idle vCPUs too. At skip_watch 100 and a 100 us stall
+#: in NMI a producer's store is watched 2n/100 times, each met by a spinner reading its
+#: address at r a second with probability r x 50 us: about 0.002 r n (model in
+#: harness.vm.kcsan). In dt's and tprof's standard runs the spinners shared the vCPUs
+#: with a busy loop each and met the producers only in its 1 s: plain_ring_index
+#: survived there (52000 spinner passes, 248301 watchpoints, 0 races).
+OVERLAP_PERIOD = 250_000
+OVERLAP_MS = 5000
+#: The spinners' own copy of profctl: each run deploys profctl again, and a binary being
+#: executed cannot be overwritten (SFTP: "Failure", ETXTBSY).
+SPIN_PROFCTL = f"{SPIN_DIR}/profctl"
+#: Writes of the hook one profctl process makes (no fork between them): few, so a
+#: spinner sees `SPIN_PAUSE` soon.
+SPIN_REPEAT = 5
+#: While this file exists the spinners open nothing of the module (`unload_command`).
+SPIN_PAUSE = f"{GUEST_DIR}/spin-pause"
+#: 0.1 s where busybox's sleep takes fractions, else 1 s.
+SHORT_SLEEP = "sleep 0.1 2>/dev/null || sleep 1"
+
+
+def spinner_script(index: int) -> str:
+    """Shell commands that write spinner ``index`` and start it, detached (setsid: no nohup).
+
+    Not pinned: one spinner a CPU, placed by the scheduler beside the runs' pinned busy
+    loops; a run that isolates a CPU (moving every user task off it) can move them, and
+    a task pinned to that one CPU could not be moved. While `SPIN_PAUSE` exists the
+    spinner opens no file of the module, so that it can be unloaded (`pause_command`).
+    """
+    out = f"{SPIN_DIR}/{index}"
+    steps = f"repeat:{SPIN_REPEAT}:1\\nwrite:{SPIN_HOOK}:count={SPIN_COUNT}"
+    # Counted only when every write of the process succeeded (the module was loaded).
+    loop = (f"n=0; while [ ! -e {SPIN_DIR}/stop ]; do if [ -e {SPIN_PAUSE} ]; then "
+            f"{SHORT_SLEEP}; continue; fi; o=\\$({SPIN_PROFCTL} -f {out}.steps 2>&1); "
+            f"case \\$o in *failed=0*ok=1*) n=\\$((n+1));; esac; done; "
+            f"echo \\$n > {out}.passes")  # fmt: skip
+    return (f"printf '{steps}\\n' > {out}.steps && printf '%s\\n' \"{loop}\" > {out}.sh && "
+            f"setsid /bin/sh {out}.sh < /dev/null > /dev/null 2>&1 &")  # fmt: skip
+
+
+def unload_command(module: str) -> str:
+    """``rmmod module`` while spinners may hold its debugfs files open (each open holds it).
+
+    Pauses the spinners, retries until their last open closed (at most about 20 s), then
+    lets them go on; exits with rmmod's status. Harmless where no spinner runs.
+    """
+    return (f"touch {SPIN_PAUSE}; i=0; until rmmod {module} 2>/dev/null; do i=$((i+1)); "
+            f"if [ $i -ge 200 ]; then rmmod {module}; s=$?; rm -f {SPIN_PAUSE}; exit $s; fi; "
+            f"{SHORT_SLEEP}; done; rm -f {SPIN_PAUSE}")  # fmt: skip
+
+
+def spinner_count(cpus: tuple[int, ...]) -> int:
+    """Spinners for ``cpus``: one a vCPU, at most one a host core.
+
+    Two vCPUs meet only while both their threads hold a host core, so spinners beyond
+    the host's cores add no meeting, only load: an 8-vCPU kcsan guest with 8 spinners on
+    2 host cores lost its SSH connection in tprof's and dt's first runs (no report, no
+    panic on its console).
+    """
+    return max(1, min(len(cpus), os.cpu_count() or 1))
+
+
+def start_spinners(shell: CommandShell, cpus: tuple[int, ...], budget_s: float) -> None:
+    """`spinner_count` spinners (profctl deployed), running until `stop_spinners`."""
+    scripts = " ".join(spinner_script(index) for index in range(spinner_count(cpus)))
+    shell.run(f"rm -rf {SPIN_DIR} {SPIN_PAUSE}; mkdir -p {SPIN_DIR}; "
+              f"cp {GUEST_DIR}/profctl {SPIN_PROFCTL}; {scripts}", timeout_s=budget_s)  # fmt: skip
+
+
+def stop_spinners(shell: CommandShell, cpus: tuple[int, ...], budget_s: float) -> int:
+    """Stop the spinners; the passes they made while the module was loaded, in all.
+
+    Blocks until every spinner wrote its count (its profctl's last pass ended), at most
+    ``budget_s`` (each command, and the wait).
+    """
+    shell.run(f"touch {SPIN_DIR}/stop", timeout_s=budget_s)
+    files = " ".join(f"{SPIN_DIR}/{index}.passes" for index in range(spinner_count(cpus)))
+
+    def counted() -> int | None:
+        out = shell.run(f"cat {files} 2>/dev/null", timeout_s=budget_s, check=False).stdout.split()
+        done = len(out) == spinner_count(cpus)
+        return sum(map(int, out)) * SPIN_REPEAT * SPIN_COUNT if done else None
+
+    return wait_until(counted, timeout_s=budget_s, what="the spinners to stop", interval_s=0.5)
+
+
+def read_kcsan(shell: CommandShell, budget_s: float) -> str:
+    """KCSAN's debugfs file as text."""
+    return shell.run(f"cat {KCSAN_DEBUGFS}", timeout_s=budget_s).stdout
+
+
+@dataclass(frozen=True, slots=True)
+class OverlapCase:
+    """Where an overlap case runs: the guest's shell (profctl deployed), its CPUs, a budget."""
+
+    shell: CommandShell
+    cpus: tuple[int, ...]
+    budget_s: float  # each guest command's, and the spinners' stop
+    settings: KcsanSettings = OVERLAP
+
+
+def overlap_case(where: OverlapCase, case: str, runs: Callable[[], T]) -> tuple[T, KcsanWatch]:
+    """``runs()`` with a spinner on every CPU; its result and what KCSAN did meanwhile.
+
+    KCSAN's knobs are set first (`OverlapCase.settings`); the spinners are stopped
+    however ``runs`` ends.
+    """
+    for command in where.settings.commands():
+        where.shell.run(command, timeout_s=where.budget_s)
+    before = parse_kcsan_stats(read_kcsan(where.shell, where.budget_s))
+    start_spinners(where.shell, where.cpus, where.budget_s)
+    try:
+        result = runs()
+    finally:
+        reads = stop_spinners(where.shell, where.cpus, where.budget_s)
+    after = parse_kcsan_stats(read_kcsan(where.shell, where.budget_s))
+    return result, KcsanWatch(case, where.settings, before.until(after), reads)

@@ -1,0 +1,158 @@
+"""KCSAN's own counters and knobs in a kcsan guest, and whether a case could have seen a race.
+
+KCSAN finds a race only when two accesses meet: one CPU's plain access is *watched*
+(KCSAN picks one instrumented access in about ``skip_watch / 2``, then stalls it for
+up to ``udelay_task`` µs in a task or ``udelay_interrupt`` µs in an interrupt or NMI)
+and another CPU touches the same bytes inside that stall, or changes them (a race "at
+unknown origin"). A marked access (``READ_ONCE``, ``smp_load_acquire``) never sets a
+watchpoint; it only finds one. A run that set no watchpoint could not have seen any
+race: its clean console proves nothing. `KcsanWatch` says so::
+
+    before = parse_kcsan_stats(shell.run(f"cat {KCSAN_DEBUGFS}").stdout)
+    ...                                         # the case's runs, spinners beside
+    watch = KcsanWatch("dt kcsan", OVERLAP, before.until(after), spinner_reads=4000)
+    watch.unjudged_reason()                      # '' when it could have seen a race
+
+**The overlap model** (`OVERLAP`). A racy access executed ``n`` times is watched
+``W = 2n / skip_watch`` times; each watch lasts ``D/2`` on average (the delay is
+randomised down from ``D``); the other side, touching the same address ``r`` times a
+second, falls inside one with probability ``q = 1 - exp(-r D / 2)``; the race is seen
+with probability ``1 - (1 - q)^W`` (`p_seen`); the expected number of meetings is about
+``n r D / skip_watch``. That is an upper bound here: under TCG two vCPUs run at the
+same instant only while both their threads hold a host core, and on 2 host cores shared
+with other guests that is a fraction of the time. Measured in dt's overlap run with
+the spinners' plain reads watched (mutant plain_stats_read, 40000 spinner passes):
+8 meetings with a producer's store, where the model, with about 1600 watched reads and
+a store every 250 to 500 us, gives hundreds. What bounds the
+settings is the stall: a producer call of about 100 instrumented accesses is watched
+twice at skip_watch 100, 100 us of a 250 us period; while a run is stall-bound the
+meetings grow with the spinners' rate ``r`` only, whatever ``skip_watch`` and ``D``,
+so the spinners read in the kernel (`harness.agent.overlap`).
+
+Two limits measured on arm64 (6.1): ``smp_load_acquire`` and the store of
+``smp_store_release`` are inline asm that KCSAN does not instrument, so they never find
+a watchpoint: a plain store is seen only by a ``READ_ONCE`` (or plain) reader, a plain
+load only through the value a release store changes. A case's counters
+(``setup_watchpoints``, ``data_races``, ``races_unknown_origin``) and its spinner passes
+are reported beside its verdict.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, fields
+
+#: KCSAN's debugfs file: "enabled: 1", then one "name: value" line per counter.
+KCSAN_DEBUGFS = "/sys/kernel/debug/kcsan"
+#: KCSAN's runtime knobs (kernel/kcsan/core.c's module_param_named).
+KCSAN_PARAMS = "/sys/module/kcsan/parameters"
+_LINE = re.compile(r"^(?P<name>\w+): (?P<value>-?\d+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class KcsanSettings:
+    """KCSAN's watch rate and stalls for a case (module parameters, writable at run time)."""
+
+    skip_watch: int  # one watched access in about skip_watch / 2 (randomised)
+    udelay_task_us: int  # a watch's stall in a task
+    udelay_interrupt_us: int  # a watch's stall in an interrupt or NMI
+
+    def commands(self) -> tuple[str, ...]:
+        """Shell commands that set them in the guest."""
+        return tuple(
+            f"echo {value} > {KCSAN_PARAMS}/{name}"
+            for name, value in (("skip_watch", self.skip_watch),
+                                ("udelay_task", self.udelay_task_us),
+                                ("udelay_interrupt", self.udelay_interrupt_us))
+        )  # fmt: skip
+
+
+#: The mutant guest's and the kcsan tier's overlap cases (see the module's model).
+OVERLAP = KcsanSettings(skip_watch=100, udelay_task_us=200, udelay_interrupt_us=100)
+
+
+def p_seen(executions: int, rate_hz: float, settings: KcsanSettings, *, in_nmi: bool) -> float:
+    """The model's chance that a race of an access run ``executions`` times is seen.
+
+    The other side touches the address from another CPU at ``rate_hz`` for the whole run.
+    """
+    delay_s = (settings.udelay_interrupt_us if in_nmi else settings.udelay_task_us) * 1e-6
+    watched = 2 * executions / settings.skip_watch
+    hit = 1 - math.exp(-rate_hz * delay_s / 2)
+    return float(1 - (1 - hit) ** watched)
+
+
+@dataclass(frozen=True, slots=True)
+class KcsanCounts:
+    """KCSAN's counters (kernel/kcsan/debugfs.c), or the change of each over a case."""
+
+    enabled: int = 0
+    used_watchpoints: int = 0
+    setup_watchpoints: int = 0
+    data_races: int = 0
+    assert_failures: int = 0
+    no_capacity: int = 0
+    report_races: int = 0
+    races_unknown_origin: int = 0
+    unencodable_accesses: int = 0
+    encoding_false_positives: int = 0
+
+    def until(self, later: KcsanCounts) -> KcsanCounts:
+        """Each counter's change from this reading to ``later`` (``enabled``: later's)."""
+        values = {f.name: getattr(later, f.name) - getattr(self, f.name) for f in fields(self)}
+        values["enabled"] = later.enabled
+        return KcsanCounts(**values)
+
+
+def parse_kcsan_stats(text: str) -> KcsanCounts:
+    """``cat /sys/kernel/debug/kcsan`` → `KcsanCounts` (unknown names are ignored).
+
+    :raise ValueError: the text holds no counter (not KCSAN's file).
+    """
+    known = {f.name for f in fields(KcsanCounts)}
+    values = {m["name"]: int(m["value"]) for m in _LINE.finditer(text) if m["name"] in known}
+    if "setup_watchpoints" not in values:
+        raise ValueError(f"no KCSAN counters in {text[:200]!r}")
+    return KcsanCounts(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class KcsanWatch:
+    """What KCSAN did over one case: its settings, counters, and the spinners' reads."""
+
+    case: str
+    settings: KcsanSettings
+    counts: KcsanCounts  # the change over the case
+    spinner_reads: int  # passes over every CPU's indices and state (harness.agent.overlap)
+
+    @property
+    def races(self) -> int:
+        """Races KCSAN counted (a watchpoint consumed, or a value changed under it).
+
+        Only the agent is instrumented, so every one has the agent's access on a side.
+        Counted races are a finding even where no report reached the console (seen:
+        dt's plain_ring_index, data_races 2 and no report printed).
+        """
+        return self.counts.data_races + self.counts.races_unknown_origin
+
+    def unjudged_reason(self) -> str:
+        """Why this case could not have seen a race ('' when it could)."""
+        if not self.counts.enabled:
+            return "KCSAN was disabled (debugfs 'enabled: 0')"
+        if self.counts.setup_watchpoints <= 0:
+            return "KCSAN set no watchpoint: no access of the agent was watched"
+        if self.spinner_reads <= 0:
+            return "no spinner read the indices: no reader overlapped the producers"
+        return ""
+
+    def describe(self) -> str:
+        """One line: the case, its watchpoints and races, its settings."""
+        c, s = self.counts, self.settings
+        why = self.unjudged_reason()
+        verdict = f"UNJUDGED ({why})" if why else "could see a race"
+        return (f"KCSAN {self.case}: {c.setup_watchpoints} watchpoints set, "
+                f"{c.data_races} found a racing access ({c.races_unknown_origin} of unknown "
+                f"origin), {c.no_capacity} without capacity; {self.spinner_reads} spinner "
+                f"reads; skip_watch {s.skip_watch}, udelay_task {s.udelay_task_us} us, "
+                f"udelay_interrupt {s.udelay_interrupt_us} us: {verdict}")  # fmt: skip
