@@ -89,8 +89,9 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
     Mutant("kernel_pc_shift", "every kernel sample's PC lies 256 bytes above where it was",
            ("WHERE",), flavours=KERNEL_PID_FLAVOURS),
     # A verdict on nothing is the catch: no sample pairs with perf's (PROFILE UNJUDGED).
+    # Not quick: two peer runs (about 90 s each) for a catch that follows from pairing.
     Mutant("ts_skew", "every sample's timestamp is 10 s ahead of the clock",
-           (unjudged_token("PROFILE"),), case="peer", flavours=PAIRED_FLAVOURS),
+           (unjudged_token("PROFILE"),), case="peer", quick=False, flavours=PAIRED_FLAVOURS),
     Mutant("self_throttle", "every 50th overflow stops its own event as perf throttling does",
            ("THROTTLE",)),
     Mutant("nmi_spinlock", "the producer path takes a spinlock in NMI context",

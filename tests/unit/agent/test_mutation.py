@@ -136,8 +136,10 @@ def test_every_flavour_runs_the_peer_mutants_beside_perf() -> None:
     for name in flavours.names():
         assert behaviour(name).peer_run is not None, name  # PEER and PROFILE can fail there
         peer = {m.name for m in planned(name, full=False, case="peer")}
+        assert peer == {"stretched_period", "fixed_pc_3rd"}, name
         paired = {"ts_skew"} if name in PAIRED_FLAVOURS else set()  # PROFILE pairs by time
-        assert peer == {"stretched_period", "fixed_pc_3rd"} | paired, name
+        full = {m.name for m in planned(name, full=True, case="peer")}
+        assert full == {"stretched_period", "fixed_pc_3rd"} | paired, name
         assert not peer & {m.name for m in planned(name, full=False)}, name
 
 
