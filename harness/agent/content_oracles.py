@@ -404,9 +404,7 @@ def check_where(view: ContentView) -> list[Violation]:
         detail="neither the workload's text nor profctl's (before exec)")]  # fmt: skip
     span = "its whole life" if not timed(view) else "its phase"
     for w in view.workloads:
-        chosen, life = population(view, w), _life(view, w)
-        names, n = _counts(view, chosen), len(chosen)
-        if w.mode == "zero":
+        if w.mode == "zero":  # its kernel half only: its user code runs a few calls a read
             kernel = kernel_population(view, w)
             if kernel is not None:
                 out += at_least("WHERE", w.cpu, f"kernel samples in {truth.KERNEL_ZERO} (of "
@@ -415,6 +413,8 @@ def check_where(view: ContentView) -> list[Violation]:
                                 detail=f"model: at most {truth.KERNEL_OUT_SHARE:.0%} outside "
                                 f"the kernel's zeroing loop; {w.calls} reads")  # fmt: skip
             continue
+        chosen, life = population(view, w), _life(view, w)
+        names, n = _counts(view, chosen), len(chosen)
         if w.mode == "chain":
             out += at_least("WHERE", w.cpu, f"samples in leaf (of {n} of pid {w.pid} in {span})",
                             bound=leaf_bound(n, w, life), got=names["leaf"],
