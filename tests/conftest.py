@@ -303,7 +303,7 @@ def agent(
         nmi_expected=guest.spec.nmi,
         pmu_irq_label=guest.spec.arch.pmu_interrupt_label,
         cycles_per_ns=guest.spec.arch.cycles_per_ns(guest.spec.accel),
-        vmlinux=guest.images.kernel_build / "vmlinux",
+        vmlinux=guest.images.vmlinux,
     )
     deployed_in = request.config.stash.setdefault(DEPLOYED, set())
     this_guest = f"{guest.workdir}:{guest.vm.pid}"  # a re-booted guest keeps its workdir

@@ -513,9 +513,10 @@ def frame_verdict(view: ContentView) -> FrameVerdict:
     """CHAIN's general law (`harness.agent.frames`) on every chain whose code is known.
 
     Kernel samples against the module's functions at their kernel addresses and the
-    kernel's own (vmlinux, where known); user
-    samples of the workloads' pids (picked by pid, which the harness knows) against
-    the workload's image. Frames elsewhere are counted as not judged.
+    kernel's own (vmlinux, where known: without it the exception entries are not
+    known, and no address after an unknown frame is judged); user samples of the
+    workloads' pids (picked by pid, which the harness knows) against the workload's
+    image. Frames elsewhere are counted as not judged.
     """
     pids = {w.pid for w in view.workloads}
     user: tuple[FunctionTable, ...] = (view.image.functions,) if view.image else ()
@@ -526,7 +527,8 @@ def frame_verdict(view: ContentView) -> FrameVerdict:
     judged += [Sample(s.cpu, s.user_walk[0], s.pid, s.tid, True, s.user_walk[1:])
                for s in view.samples
                if len(s.user_walk) > 1 and s.pid in pids and user]  # fmt: skip
-    return judge_frames(judged, lambda s: user if s.user else kernel)
+    return judge_frames(judged, lambda s: user if s.user else kernel,
+                        entry_known=lambda s: s.user or view.kernel is not None)  # fmt: skip
 
 
 def check_frames(view: ContentView) -> list[Violation]:

@@ -98,6 +98,7 @@ class Agent:
         self._runs = 0
         self._pmu: tuple[frozenset[str], bool] | None = None
         self._kallsyms: tuple[str, ...] = ()  # the loaded module's kallsyms lines
+        self._kernel_lines: tuple[str, ...] = ()  # truth.KERNEL_NAMES' kallsyms lines
         #: A profctl sequence's default budget: the command budget (scaled).
         self.timeouts = timeouts or Timeouts.from_env()
         self.vmlinux = vmlinux  # the guest kernel's, unstripped (None: frames not judged)
@@ -129,8 +130,13 @@ class Agent:
     def kallsyms_functions(self, names: Sequence[str]) -> FunctionTable:
         """Core kernel functions by name where ``/proc/kallsyms`` puts them (`truth.place_kernel`).
 
+        Names among `truth.KERNEL_NAMES` come from the lines read at load, before any
+        profctl sequence (an input-free guest answers only the commands before it).
+
         :raise InfraError: kallsyms lists one of them not, or hides its address.
         """
+        if self._kernel_lines and set(names) <= set(truth.KERNEL_NAMES):
+            return truth.place_kernel(self._kernel_lines, names)
         found = self.shell.run(truth.kernel_lines_command(names), check=False)
         return truth.place_kernel(found.stdout.splitlines(), names)
 
@@ -180,6 +186,8 @@ class Agent:
         # Read where the module landed now, before any profctl sequence: an input-free
         # guest (harness.scenarios.inputfree) answers only the commands before it.
         self._kallsyms = self._read_kallsyms()
+        found = self.shell.run(truth.kernel_lines_command(truth.KERNEL_NAMES), check=False)
+        self._kernel_lines = tuple(found.stdout.splitlines())
         LOG.info("agent loaded: %s", " ".join(spec.module_params()))
 
     @property
@@ -226,7 +234,7 @@ class Agent:
         if "profagent " in self.shell.run("cat /proc/modules").stdout:
             self.shell.run(unload_command("profagent"))  # kcsan's spinners may hold it
         self.loaded = None
-        self._kallsyms = ()
+        self._kallsyms = self._kernel_lines = ()
 
     def set_throttling(self, *, disabled: bool, max_sample_rate: int | None = None) -> None:
         """Switch the perf core's interrupt throttling off (exact counts) or back on.

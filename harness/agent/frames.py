@@ -43,7 +43,10 @@ What is not judged, and why:
   are counted as not judged. A PC sampled in the entry code itself is followed by
   the interrupted PC once ``kernel_entry`` has pointed x29 at the exception's record,
   by a return address before that (or once ``kernel_exit`` restored x29): that first
-  address is not judged, nor the target half of the caller after it.
+  address is not judged, nor the target half of the caller after it. Where the kernel's
+  entry code is not known (no vmlinux: ``entry_known`` false), an unknown frame may be
+  it, so the address after an unknown one (or after an unknown sampled PC) is not
+  judged either: it may be an interrupted PC (an interrupt taken in ``dt_read``).
 * *Relocatable code.* A module's BL to another object's function is an R_AARCH64_CALL26
   relocation against that symbol (elfsyms names it); the target is looked up by name in
   the caller's own table first, then in the others given.
@@ -142,20 +145,27 @@ def enters(tables: Tables, called: _Found, below: Function) -> bool:
     return False
 
 
-def judge_chain(sample: Sample, tables: Tables) -> tuple[list[FrameFault], _Count]:
-    """The law on one sample's chain against ``tables``; its faults and what it judged."""
+def judge_chain(
+    sample: Sample, tables: Tables, *, entry_known: bool = True
+) -> tuple[list[FrameFault], _Count]:
+    """The law on one sample's chain against ``tables``; its faults and what it judged.
+
+    ``entry_known``: whether ``tables`` know every exception entry the chain can cross
+    (a kernel chain's, when vmlinux is among them; a user chain's always).
+    """
     faults: list[FrameFault] = []
     frames = targets = unknown = 0
     below = _framed_at(tables, sample.pc)
     interrupted, unsure = False, any(t.in_entry(sample.pc) for t in tables)
+    unsure = unsure or (not entry_known and _lookup(tables, sample.pc) is None)
     for index, address in enumerate(sample.chain):
         if interrupted:  # the PC an exception interrupted, not a return address
             unknown += 1
             below, interrupted = _framed_at(tables, address), False
             continue
-        if unsure:  # sampled in the entry code: the interrupted PC or a return address
+        if unsure:  # after entry code (or an unknown frame): interrupted PC or return address
             unknown += 1
-            below, unsure = None, False
+            below, unsure = None, not entry_known and _lookup(tables, address - 1) is None
             continue
         if any(t.in_entry(address - 1) for t in tables):
             unknown += 1
@@ -164,7 +174,7 @@ def judge_chain(sample: Sample, tables: Tables) -> tuple[list[FrameFault], _Coun
         here = _lookup(tables, address - 1)
         if here is None:
             unknown += 1
-            below = None
+            below, unsure = None, not entry_known
             continue
         frames += 1
         home, caller = here
@@ -182,12 +192,17 @@ def judge_chain(sample: Sample, tables: Tables) -> tuple[list[FrameFault], _Coun
     return faults, _Count(frames, targets, unknown)
 
 
-def judge_frames(samples: Sequence[Sample], tables_of: Callable[[Sample], Tables]) -> FrameVerdict:
+def judge_frames(
+    samples: Sequence[Sample],
+    tables_of: Callable[[Sample], Tables],
+    *,
+    entry_known: Callable[[Sample], bool] = lambda _sample: True,
+) -> FrameVerdict:
     """The law over ``samples``, each against the tables ``tables_of`` gives it."""
     faults: list[FrameFault] = []
     judged = frames = targets = unknown = 0
     for sample in samples:
-        found, count = judge_chain(sample, tables_of(sample))
+        found, count = judge_chain(sample, tables_of(sample), entry_known=entry_known(sample))
         faults += found
         judged += count.frames > 0
         frames, targets = frames + count.frames, targets + count.targets

@@ -56,6 +56,8 @@ WORKER_ONLY = {"chain": ("leaf", "middle", "outer"), "mix": ("mix", "hot", "cold
 #: (arm64 6.1 and 6.12: ``__arch_clear_user``, 4 instructions per 8 bytes, called by
 #: read_zero once a 4 KiB page), read from ``/proc/kallsyms`` with the symbol after it.
 KERNEL_ZERO = "__arch_clear_user"
+#: The core kernel functions the truth names, read from /proc/kallsyms at every load.
+KERNEL_NAMES = (KERNEL_ZERO,)
 #: WHERE's kernel half: the share of zero mode's kernel samples outside KERNEL_ZERO is
 #: at most this. Per 4 KiB page the loop runs 2048 instructions; read_zero's page
 #: loop, clear_user's user-access toggles, the syscall's entry and exit and vfs_read

@@ -71,6 +71,11 @@ class GuestImages:
     kernel_origin: Origin = ()
 
     @property
+    def vmlinux(self) -> Path:
+        """The guest kernel unstripped, with its symbols (frames and kernel truth)."""
+        return self.kernel_build / "vmlinux"
+
+    @property
     def kernel_name(self) -> str:
         """How reports name the kernel: ``6.12 (linux-source-6.12 6.12.117-1~deb12u1)``."""
         return kernel_name(self.kernel_version, self.kernel_origin)

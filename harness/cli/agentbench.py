@@ -79,7 +79,8 @@ def measure_agents(
             agent = Agent(guest.shell, build_agent(AgentSpec(flavour=name), images, cache),
                           profctl, workdir / name, nmi_expected=spec.nmi,
                           pmu_irq_label=arch.pmu_interrupt_label,
-                          cycles_per_ns=arch.cycles_per_ns("tcg"))  # fmt: skip
+                          cycles_per_ns=arch.cycles_per_ns("tcg"),
+                          vmlinux=images.vmlinux)  # fmt: skip
             agent.deploy()
             if name == default.flavour:
                 run = flavour.standard_run(agent, default, cpus)

@@ -531,7 +531,7 @@ def _agent(bench: _Bench, guest: Guest, images: GuestImages, flavour: str,
     agent = Agent(guest.shell, build, build_profctl(bench.arch, bench.cache), workdir,
                   nmi_expected=True, pmu_irq_label=bench.arch.pmu_interrupt_label,
                   cycles_per_ns=bench.arch.cycles_per_ns("tcg"),
-                  timeouts=bench.timeouts, vmlinux=images.kernel_build / "vmlinux")  # fmt: skip
+                  timeouts=bench.timeouts, vmlinux=images.vmlinux)  # fmt: skip
     agent.deploy()
     return agent
 

@@ -142,7 +142,7 @@ def agent_for(
     return Agent(shell, setup.build, setup.profctl, workdir, nmi_expected=setup.spec.nmi,
                  pmu_irq_label=arch.pmu_interrupt_label,
                  cycles_per_ns=arch.cycles_per_ns(setup.spec.accel),
-                 timeouts=setup.timeouts)  # fmt: skip
+                 timeouts=setup.timeouts, vmlinux=setup.vmlinux)  # fmt: skip
 
 
 def plan_guest(setup: DeterministicSetup, workdir: Path) -> GuestPlan:

@@ -120,7 +120,7 @@ def _setup(scenario: Scenario, spec: MachineSpec, images: GuestImages, cache: Ca
     """Build the agent and profctl, plan the guest's commands, write the extra cpio."""
     build = export_agent(scenario.agent, images, cache, bundle / "agent", mutant=mutant)
     draft = DeterministicSetup(scenario=scenario, spec=spec, kernel=images.files.kernel,
-                               vmlinux=images.kernel_build / "vmlinux",
+                               vmlinux=images.vmlinux,
                                initrd=bundle / "guest" / "initrd.cpio", plan=GuestPlan(()),
                                script=input_free_script(scenario), build=build,
                                profctl=build_profctl(spec.arch, cache),

@@ -239,7 +239,8 @@ def _attempt(
                        snapshots=snapshots) as guest:  # fmt: skip
         agent = Agent(guest.shell, build, build_profctl(spec.arch, cache), workdir,
                       nmi_expected=spec.nmi, pmu_irq_label=spec.arch.pmu_interrupt_label,
-                      cycles_per_ns=spec.arch.cycles_per_ns(spec.accel))  # fmt: skip
+                      cycles_per_ns=spec.arch.cycles_per_ns(spec.accel),
+                      vmlinux=images.vmlinux)  # fmt: skip
         agent.deploy()
         try:
             run = _run(scenario, agent, guest)

@@ -69,6 +69,7 @@ def booted_agent(
             pmu_irq_label=spec.arch.pmu_interrupt_label,
             cycles_per_ns=spec.arch.cycles_per_ns(spec.accel),
             timeouts=timeouts,
+            vmlinux=images.vmlinux,
         )
         agent.deploy()
         yield agent

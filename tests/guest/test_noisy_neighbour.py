@@ -57,7 +57,7 @@ def test_every_oracle_holds_beside_a_guest_burning_both_cores(
                               nmi_expected=spec.nmi,
                               pmu_irq_label=spec.arch.pmu_interrupt_label,
                               cycles_per_ns=spec.arch.cycles_per_ns(spec.accel),
-                              timeouts=slow)  # fmt: skip
+                              timeouts=slow, vmlinux=images.vmlinux)  # fmt: skip
                 agent.workdir.mkdir(parents=True, exist_ok=True)
                 agent.deploy()
                 flavour, cpus = behaviour(name), tuple(range(8))

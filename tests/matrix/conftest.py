@@ -133,7 +133,8 @@ class CellGuests:
         workdir.mkdir(parents=True, exist_ok=True)
         self._agent = Agent(guest.shell, agent_build, profctl, workdir, nmi_expected=spec.nmi,
                             pmu_irq_label=arch.pmu_interrupt_label,
-                            cycles_per_ns=arch.cycles_per_ns(accel))  # fmt: skip
+                            cycles_per_ns=arch.cycles_per_ns(accel),
+                            vmlinux=images.vmlinux)  # fmt: skip
         self._agent.deploy()
 
     def close(self) -> None:

@@ -116,6 +116,28 @@ def test_after_the_exception_entry_comes_the_interrupted_pc() -> None:
         assert (verdict.faults, verdict.frames, verdict.targets, verdict.unknown) == ((), 1, 0, 1)
 
 
+def test_without_the_entry_code_no_address_after_an_unknown_frame_is_judged() -> None:
+    # The module alone (no vmlinux): an interrupt taken in outer's body, handled in
+    # unknown kernel code, leaves outer's interrupted PC after unknown frames
+    # (CI's noisy-neighbour run: dt_read's PC after no call)
+    interrupted = BASE + 0x110
+    for pc, chain in (
+        (0x9000, (0x9100, interrupted, RET["main"])),
+        (LEAF_PC, (RET["middle"], 0x9100, 0x9200, interrupted, RET["main"])),
+    ):
+        sample = Sample(0, pc, 0, 0, False, chain)
+        blind = frames.judge_frames([sample], lambda _: (TABLE,), entry_known=lambda _: False)
+        assert blind.faults == ()
+        assert blind.frames == (2 if pc == LEAF_PC else 1)  # main's call, middle's
+        # told the entry code is known, that PC is judged as a return address, and fails
+        known = frames.judge_frames([sample], lambda _: (TABLE,))
+        assert [f.index for f in known.faults] == [len(chain) - 2]
+    # after a known frame, a return address after no call still fails
+    sample = Sample(0, 0x9000, 0, 0, False, (0x9100, RET["outer"], RET["middle"] + 4))
+    blind = frames.judge_frames([sample], lambda _: (TABLE,), entry_known=lambda _: False)
+    assert [f.index for f in blind.faults] == [2]
+
+
 def test_a_call_by_address_finds_the_right_one_of_two_static_namesakes() -> None:
     # two objects' static "dup"; caller calls the second (delta from its start)
     table = FunctionTable((fn("caller", BASE, (Call(0x20, True, "dup", 0x200),)),
