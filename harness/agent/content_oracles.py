@@ -140,6 +140,7 @@ class ContentView:
     kernel: FunctionTable | None = None
     zeroing: FunctionTable | None = None
     kernel_pids: bool = True
+    unmodelled: str = ""  # why the zero workload's kernel model does not hold ("": it does)
 
 
 def view_of(
@@ -156,7 +157,7 @@ def view_of(
                            kernel_pids=kernel_pids)  # fmt: skip
     return ContentView(tuple(samples), evidence.workloads, evidence.image, chain_depth,
                        evidence.module, evidence.isolation, walks, evidence.kernel,
-                       evidence.zeroing, kernel_pids)  # fmt: skip
+                       evidence.zeroing, kernel_pids, evidence.unmodelled)  # fmt: skip
 
 
 def oracles_for(chains: bool) -> tuple[tuple[str, str], ...]:
@@ -327,9 +328,11 @@ def kernel_population(view: ContentView, workload: truth.WorkloadRun) -> list[Sa
 
     Every kernel sample with its pid on its CPU inside its phase (its whole life where
     samples carry no time); None where it cannot be chosen so: the kernel's functions
-    were not read, or the flavour's kernel samples carry no pid (kprof).
+    were not read, the flavour's kernel samples carry no pid (kprof), or the model does
+    not hold in this guest (``view.unmodelled``: a sanitizer kernel).
     """
-    if workload.mode != "zero" or view.zeroing is None or not view.kernel_pids:
+    if (workload.mode != "zero" or view.zeroing is None or not view.kernel_pids
+            or view.unmodelled):  # fmt: skip
         return None
     return [s for s in view.samples
             if not s.user and s.pid == workload.pid and s.cpu == workload.cpu
@@ -453,6 +456,9 @@ def judge_content(view: ContentView) -> list[Judged]:
             if kernel is not None:
                 found.append(Judged("WHERE", len(kernel), f"kernel samples of pid {w.pid} on "
                                     f"CPU {w.cpu} in {span}", why="none recorded",
+                                    part="zero"))  # fmt: skip
+            elif w.mode == "zero" and view.unmodelled and view.kernel_pids:
+                found.append(Judged("WHERE", 0, "kernel samples", why=view.unmodelled,
                                     part="zero"))  # fmt: skip
     if "CHAIN" in applicable:
         leaf, probe = chain_checked(view)

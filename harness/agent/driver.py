@@ -150,6 +150,17 @@ class Agent:
         """
         return _kernel_table(self.vmlinux) if self.vmlinux is not None else None
 
+    def kernel_sanitizers(self) -> tuple[str, ...]:
+        """`truth.KERNEL_SANITIZERS` the guest kernel was built with.
+
+        Read from the ``.config`` beside the vmlinux (none known without a vmlinux).
+        """
+        config = self.vmlinux.parent / ".config" if self.vmlinux is not None else None
+        if config is None or not config.is_file():
+            return ()
+        lines = set(config.read_text().splitlines())
+        return tuple(name for name in truth.KERNEL_SANITIZERS if f"{name}=y" in lines)
+
     def _read_kallsyms(self) -> tuple[str, ...]:
         """The loaded module's ``/proc/kallsyms`` lines, read in the guest now."""
         found = self.shell.run("grep '\\[profagent\\]$' /proc/kallsyms", check=False)

@@ -116,6 +116,9 @@ class AgentLike(Protocol):
     def kernel_functions(self) -> FunctionTable | None:
         """The guest kernel's functions from its vmlinux (None: not known)."""
 
+    def kernel_sanitizers(self) -> tuple[str, ...]:
+        """The sanitizers the guest kernel was built with (``CONFIG_KASAN``, ...)."""
+
 
 class AgentRun(Protocol):
     """One run of any flavour, as the shared machinery reads it."""

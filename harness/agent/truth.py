@@ -68,6 +68,9 @@ KERNEL_NAMES = (KERNEL_ZERO,)
 #: vCPUs, 35-51 % on 8 (2s2cl1c2t, this host quiet); so a bound of 3/4, which leaves
 #: the 8-vCPU runs' bound near 0 (their 65-94 samples): the half bites on 1 and 2 vCPUs.
 KERNEL_OUT_SHARE = 0.75
+#: Kernel options that lengthen the read path beyond that model (their instrumentation,
+#: their runtimes): on a kernel built with one, WHERE's kernel half is not judged.
+KERNEL_SANITIZERS = ("CONFIG_KASAN", "CONFIG_UBSAN", "CONFIG_KCSAN")
 #: Mix mode's user instructions per round outside hot and cold, an upper bound: the
 #: xorshift step, the slice and two calls (about 20), and one clock read (now_ns and
 #: syscall(), about 40) every MIX_ROUNDS_PER_CLOCK rounds.
@@ -168,6 +171,8 @@ class TruthEvidence:
     #: Core kernel functions a workload's kernel time lies in (zero mode: `KERNEL_ZERO`),
     #: where ``/proc/kallsyms`` puts them; None: no such workload ran.
     zeroing: FunctionTable | None = None
+    #: Why the zero workload's kernel model does not hold in this guest ("": it holds).
+    unmodelled: str = ""
 
 
 def read_image(profctl_binary: Path) -> TruthImage:
@@ -304,6 +309,8 @@ class _Launcher(Protocol):
 
     def kernel_functions(self) -> FunctionTable | None: ...
 
+    def kernel_sanitizers(self) -> tuple[str, ...]: ...
+
 
 def evidence_of(
     agent: _Launcher,
@@ -324,4 +331,8 @@ def evidence_of(
     kernel = agent.kernel_functions() if chains else None
     zero = any(w.mode == "zero" for w in workloads)
     zeroing = agent.kallsyms_functions((KERNEL_ZERO,)) if zero else None
-    return TruthEvidence(workloads, agent.truth_image(), module, kernel=kernel, zeroing=zeroing)
+    sanitizers = agent.kernel_sanitizers() if zero else ()
+    unmodelled = (f"the guest kernel is built with {', '.join(sanitizers)}: its read path is "
+                  "not the one KERNEL_OUT_SHARE models") if sanitizers else ""  # fmt: skip
+    return TruthEvidence(workloads, agent.truth_image(), module, kernel=kernel, zeroing=zeroing,
+                         unmodelled=unmodelled)  # fmt: skip

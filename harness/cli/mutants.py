@@ -23,7 +23,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +74,8 @@ class MutationRequest:
     out: Path | None = None
     flavours: tuple[str, ...] = ()  # only these flavours' runs (empty: every flavour)
     only: tuple[str, ...] = ()  # only these mutants beside the control (empty: all)
+    #: CI's share of the quick set: one mutant per oracle (`per_oracle`), not every one
+    per_oracle: bool = False
     kernel: KernelChoice = DEFAULT_KERNEL  # --kernel / --kernel-src
 
 
@@ -113,9 +115,13 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
     chosen = tuple(flavours.get(name).name for name in request.flavours) or flavours.names()
     for name in request.only:
         mutants.get(name)  # an unknown name is refused before any guest boots
-    rows = _default_group(bench, images, full=request.full, chosen=chosen, only=request.only)
+    only = {name: request.only for name in chosen}
+    if request.per_oracle:
+        only = per_oracle(chosen, full=request.full)
+        chosen = tuple(name for name in chosen if only[name])
+    rows = _default_group(bench, images, full=request.full, chosen=chosen, only=only)
     rows += _deterministic_group(bench, request.kernel, full=request.full, chosen=chosen,
-                                 only=request.only)  # fmt: skip
+                                 only=only)  # fmt: skip
     if request.full:
         # With --mutant, only the groups of the named mutants boot their guests.
         if not request.only or "leave_event_armed" in request.only:
@@ -131,6 +137,35 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
     return MutationResult(tuple(rows), out, elapsed)
 
 
+def per_oracle(chosen: Sequence[str], *, full: bool = False) -> dict[str, tuple[str, ...]]:
+    """Per flavour, the mutants of the set that show each oracle failing once (CI's share).
+
+    In flavour order, a mutant joins when one of the oracles that must catch it is
+    caught by none before it: the shared oracles (IRQ, WHERE, PEER, ...) on the first
+    flavour that has a mutant for them, each flavour's own on that flavour. ``invoke
+    mutants`` runs the whole set, where every flavour shows every oracle.
+    """
+    seen: set[str] = set()
+    picks: dict[str, tuple[str, ...]] = {}
+    for name in chosen:
+        mine = []
+        for mutant in mutants.for_flavour(name):
+            wanted = set(mutant.caught_by) - seen
+            if wanted and _runs(mutant, full=full) and mutant.case not in FULL_ONLY_CASES:
+                mine.append(mutant.name)
+                seen |= wanted
+        picks[name] = tuple(mine)
+    return picks
+
+
+#: The cases only the full set runs (their groups boot the debug and sanitizer kernels).
+FULL_ONLY_CASES = ("debug", "kasan", "kcsan")
+
+
+def _runs(mutant: Mutant, *, full: bool) -> bool:
+    return (mutant.quick or full) and mutant.name != "leave_event_armed"
+
+
 def planned(
     flavour: str, *, full: bool, case: str = "standard", only: tuple[str, ...] = ()
 ) -> tuple[Mutant, ...]:
@@ -141,8 +176,7 @@ def planned(
     """
     return tuple(
         m for m in mutants.for_flavour(flavour)
-        if m.case == case and (m.quick or full) and m.name != "leave_event_armed"
-        and (not only or m.name in only)
+        if m.case == case and _runs(m, full=full) and (not only or m.name in only)
     )  # fmt: skip
 
 
@@ -152,7 +186,7 @@ def _default_group(
     *,
     full: bool,
     chosen: tuple[str, ...],
-    only: tuple[str, ...] = (),
+    only: Mapping[str, tuple[str, ...]],
 ) -> list[MutantRow]:
     """The control and the standard mutants through CASES, the others through their case.
 
@@ -162,7 +196,7 @@ def _default_group(
     build. ``chosen``: the flavours run.
     """
     rows = []
-    plans = {name: _flavour_plan(name, full=full, only=only) for name in chosen}
+    plans = {name: _flavour_plan(name, full=full, only=only[name]) for name in chosen}
     prebuild(bench, images, [(name, mutant) for name, (plan, peer) in plans.items()
                              for mutant in (*(m for m, _ in plan), *peer)])  # fmt: skip
     with _guest(bench, images, "default") as guest:
@@ -289,7 +323,7 @@ def _armed_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
 
 def _deterministic_group(bench: _Bench, kernel: KernelChoice, *, full: bool,
                          chosen: tuple[str, ...],
-                         only: tuple[str, ...]) -> list[MutantRow]:  # fmt: skip
+                         only: Mapping[str, tuple[str, ...]]) -> list[MutantRow]:  # fmt: skip
     """The control and the ``deterministic`` mutants: the flavour's budget scenario, input-free.
 
     Their oracles (the core's C-3, tprof's TP-O10) judge time, which only a guest whose clock
@@ -300,7 +334,7 @@ def _deterministic_group(bench: _Bench, kernel: KernelChoice, *, full: bool,
     rows = []
     for name in chosen:
         flavour = behaviour(name)
-        found = planned(name, full=full, case="deterministic", only=only)
+        found = planned(name, full=full, case="deterministic", only=only[name])
         if not found or flavour.budget_scenario is None:
             continue
         scenario = load_scenario(flavour.budget_scenario)

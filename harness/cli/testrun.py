@@ -55,23 +55,25 @@ CI_IMAGES: tuple[tuple[str, Variant, str], ...] = (
 #: long again; nor the other topologies, which `invoke test --kernel 6.12` and the full
 #: matrix run.
 CI_NEWER_KERNEL = GuestRequest(cpus=2, kernel="6.12")
-#: The guest tier's layouts on every commit: 1, 2, 4 and 8 vCPUs (8 as 2s2cl1c2t, which
-#: spans sockets, clusters and SMT threads). Not the second 8-vCPU layout of the full
-#: set (1s2cl2c2t, two cores per cluster): 303 s of a CI worker's time in the CI trial
-#: of 9363899 for what 2s2cl1c2t shows; `invoke test` with no --cpus and the full
-#: matrix run it.
-CI_TIER_CPUS = (1, 2, 4, 8)
+#: The guest tier's layouts on every commit: 1 vCPU and 8 (2s2cl1c2t, which spans
+#: sockets, clusters and SMT threads); the tests that need two CPUs or more run on the 8.
+#: Not 2 and 4 vCPUs, nor the second 8-vCPU layout (1s2cl2c2t): CI's run of 7cfa0b2,
+#: with 1, 2, 4 and 8, spent 2023 s in this tier and did not finish in its 90 minutes;
+#: `invoke test` with no --cpus and the full matrix run them all.
+CI_TIER_CPUS = (1, 8)
 CI_NEWER_KERNEL_TESTS = "agent"
 #: The sanitizer share (issue 25): every flavour's standard, exact-count and crash-defect
-#: runs (tests/guest/test_sanitizers.py) on the KASAN + UBSAN kernel (``debug``) and the
-#: KCSAN kernel, each on 2 and 8 vCPUs; a report on the console fails its flavour's test.
+#: runs (tests/guest/test_sanitizers.py) on the KASAN + UBSAN kernel (``debug``) on 2
+#: vCPUs and the KCSAN kernel on 8, where more CPUs race; a report on the console fails
+#: its flavour's test. `invoke test --variant debug|kcsan --cpus N` runs the others.
 #: On kcsan (strict) the runs go beside the overlap spinners, plus dt's and tprof's
 #: overlap run (harness.agent.overlap). Measured on a host busy with two other
 #: engineers' guests: 4 flavours on 2 vCPUs 160 s wall; on 8 vCPUs (2 spinners, one a
 #: host core) dt and tprof 220 s, kprof and hwpmc 284 s, every flavour clean.
 CI_SANITIZER_TESTS = "tests/guest/test_sanitizers.py"
-CI_SANITIZER_RUNS: tuple[GuestRequest, ...] = tuple(
-    GuestRequest(cpus=cpus, variant=variant) for variant in ("debug", "kcsan") for cpus in (2, 8)
+CI_SANITIZER_RUNS: tuple[GuestRequest, ...] = (
+    GuestRequest(cpus=2, variant="debug"),
+    GuestRequest(cpus=8, variant="kcsan"),
 )
 
 
@@ -222,8 +224,12 @@ def run_sanitizer_tier() -> int:
 
 
 def run_quick_mutants(cache: Cache) -> int:
-    """The quick mutation set (`harness.cli.mutants`): 0 when every mutant was caught."""
-    result = run_mutants(MutationRequest(full=False), cache)
+    """CI's share of the quick mutation set: one mutant per oracle (`mutants.per_oracle`).
+
+    0 when every mutant was caught and every control clean. CI's run of 7cfa0b2 timed
+    out in the whole quick set (123 rows, 2940 s on a busy host); `invoke mutants` runs it.
+    """
+    result = run_mutants(MutationRequest(full=False, per_oracle=True), cache)
     table = format_table(result.rows)
     for line in table.splitlines():
         LOG.info("mutants: %s", line)

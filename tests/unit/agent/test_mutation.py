@@ -8,7 +8,7 @@ from harness.agent.mutants import PAIRED_FLAVOURS
 from harness.agent.mutation import MutantRow, format_table, merge, survivors, tally
 from harness.agent.render import render_agent
 from harness.agent.spec import AgentSpec
-from harness.cli.mutants import planned
+from harness.cli.mutants import FULL_ONLY_CASES, per_oracle, planned
 from harness.errors import ConfigError
 
 
@@ -157,3 +157,23 @@ def test_every_oracle_of_every_flavour_has_a_mutant_it_must_catch() -> None:
     for name in flavours.names():
         caught = {oracle for m in mutants.for_flavour(name) for oracle in m.caught_by}
         assert set(behaviour(name).oracle_names) <= caught, name
+
+
+def test_cis_share_shows_every_oracle_of_the_quick_set_failing_once() -> None:
+    names = flavours.names()
+    picks = per_oracle(names)
+    quick = {
+        (n, m.name): m
+        for n in names
+        for m in mutants.for_flavour(n)
+        if m.quick and m.case not in FULL_ONLY_CASES and m.name != "leave_event_armed"
+    }
+    chosen = [quick[(n, m)] for n, ms in picks.items() for m in ms]  # only quick ones
+    wanted = {o for m in quick.values() for o in m.caught_by}
+    assert {o for m in chosen for o in m.caught_by} == wanted
+    # each pick adds an oracle no earlier pick shows; shared ones only on the first flavour
+    assert len(chosen) < len(quick) / 2
+    assert "drop_7th_overflow" in picks["tprof"]
+    assert "drop_7th_overflow" not in picks["dt"]
+    assert "no_reader_mutex" in picks["dt"]  # an extra run's (dt's readers) own oracle
+    assert all(picks[n] for n in names)  # every flavour shows its own oracles

@@ -23,6 +23,5 @@ def test_the_newer_kernel_tier_boots_612_and_every_kernel_it_boots_is_built() ->
     assert booted <= set(CI_IMAGES)
 
 
-def test_ci_runs_both_sanitizer_kernels_on_2_and_8_vcpus() -> None:
-    assert {(r.variant, r.cpus) for r in CI_SANITIZER_RUNS} == {
-        ("debug", 2), ("debug", 8), ("kcsan", 2), ("kcsan", 8)}  # fmt: skip
+def test_ci_runs_kasan_on_2_vcpus_and_kcsan_on_8() -> None:
+    assert {(r.variant, r.cpus) for r in CI_SANITIZER_RUNS} == {("debug", 2), ("kcsan", 8)}
