@@ -59,10 +59,11 @@ EXACT = AgentSpec(drain="manual", pmu_produce=False, period=200_000)
 
 
 def assert_oracles(
-    run: SamplingRun, request: pytest.FixtureRequest, relied: tuple[str, ...] = ()
+    run: SamplingRun, request: pytest.FixtureRequest, relied: tuple[str, ...] | None = None
 ) -> None:
-    """Every applicable oracle holds, each of ``relied`` compared something; the table and
-    verdicts (with what each compared) go into the summary."""
+    """Every applicable oracle holds, each of ``relied`` (None: every applicable one)
+    compared something; the table and verdicts (with what each compared) go into the
+    summary."""
     violations = check_sampling(run)
     judged = judge_sampling(run)
     verdicts = format_verdicts(violations, applicable_oracles(run), judged)

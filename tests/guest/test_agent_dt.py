@@ -20,7 +20,7 @@ from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavours.dt.data import DT, DT_EVT, DT_PCPU_HDR, DT_PCPU_MAX
 from harness.agent.flavours.dt.flavour import readers_run
-from harness.agent.flavours.dt.oracles import applicable_dt_oracles, check_dt
+from harness.agent.flavours.dt.oracles import applicable_dt_oracles, check_dt, judge_dt
 from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
 from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import (
@@ -34,6 +34,7 @@ from harness.agent.flavours.dt.run import (
     record_step,
     skip_step,
 )
+from harness.agent.report import unjudged
 from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEVICE, host_action_steps, inject_step
 from harness.timeouts import Timeouts, wait_until
@@ -48,10 +49,14 @@ SZ = DT_EVT.size
 
 
 def assert_dt_oracles(run: DtRun, request: pytest.FixtureRequest) -> None:
-    violations = check_dt(run)
-    report = f"{format_dt_table(run)}\n{format_dt_verdicts(violations, applicable_dt_oracles(run))}"
+    """Every applicable oracle holds and compared something (else UNJUDGED fails it)."""
+    violations, judged = check_dt(run), judge_dt(run)
+    verdicts = format_dt_verdicts(violations, applicable_dt_oracles(run), judged)
+    report = f"{format_dt_table(run)}\n{verdicts}"
     request.node.user_properties.append((AGENT_REPORT, report))
     assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    missing = unjudged(judged)
+    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
 
 
 def test_dt_exact_counts_on_every_cpu(

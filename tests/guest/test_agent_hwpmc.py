@@ -15,7 +15,11 @@ import pytest
 from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavours.hwpmc.data import HWPMC
-from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
+from harness.agent.flavours.hwpmc.oracles import (
+    applicable_hw_oracles,
+    check_hwpmc,
+    judge_hwpmc,
+)
 from harness.agent.flavours.hwpmc.plans import (
     FILL_EXTRA,
     control_plan,
@@ -32,7 +36,7 @@ from harness.agent.flavours.hwpmc.plans import (
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
 from harness.agent.flavours.hwpmc.results import Counting, HwRun
 from harness.agent.flavours.hwpmc.run import PmcSpec, hw_run, pmc_step, sweep_step
-from harness.agent.report import SeedDefect
+from harness.agent.report import SeedDefect, unjudged
 from harness.agent.steps import DEVICE
 from harness.vm.ssh import GuestCommandTimeout
 from harness.vm.topology import CpuTopology
@@ -50,13 +54,14 @@ SEED_HW_D1 = SeedDefect("HW-D1", frozenset({"HW-O6", "HW-O7"}))
 def judged(
     run: HwRun, request: pytest.FixtureRequest, reproduces: SeedDefect | None = None
 ) -> list[str]:
-    """The run's violations (as text), its report attached to the test (a quirk run's
-    defect shows there as XFAIL; an oracle it must break that held, as FAIL)."""
-    violations = check_hwpmc(run)
-    verdicts = format_hw_verdicts(violations, applicable_hw_oracles(run), reproduces)
+    """The run's violations and UNJUDGED oracles (as text), its report attached to the
+    test (a quirk run's defect shows there as XFAIL; an oracle it must break that held,
+    as FAIL)."""
+    violations, found = check_hwpmc(run), judge_hwpmc(run)
+    verdicts = format_hw_verdicts(violations, applicable_hw_oracles(run), reproduces, found)
     report = f"{format_hw_table(run)}\n{verdicts}"
     request.node.user_properties.append((AGENT_REPORT, report))
-    return [f"{v}\n\n{report}" for v in violations]
+    return [f"{v}\n\n{report}" for v in (*violations, *unjudged(found))]
 
 
 def test_hwpmc_standard_run(

@@ -29,7 +29,11 @@ from harness.agent.flavours.kprof.flavour import (
     exact_plan,
     offline_run,
 )
-from harness.agent.flavours.kprof.oracles import applicable_kprof_oracles, check_kprof
+from harness.agent.flavours.kprof.oracles import (
+    applicable_kprof_oracles,
+    check_kprof,
+    judge_kprof,
+)
 from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import (
@@ -39,6 +43,7 @@ from harness.agent.flavours.kprof.run import (
     ctl_step,
     kprof_run,
 )
+from harness.agent.report import unjudged
 from harness.agent.spec import AgentSpec
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
@@ -59,11 +64,15 @@ KP_D3 = KPROF.quirk_bit("KP-D3")
 
 
 def assert_kprof_oracles(run: KprofRun, request: pytest.FixtureRequest) -> None:
-    violations = check_kprof(run)
+    """Every applicable oracle holds and compared something (else UNJUDGED fails it)."""
+    violations, judged = check_kprof(run), judge_kprof(run)
     applicable = applicable_kprof_oracles(run)
-    report = f"{format_kprof_table(run)}\n{format_kprof_verdicts(violations, applicable)}"
+    verdicts = format_kprof_verdicts(violations, applicable, judged)
+    report = f"{format_kprof_table(run)}\n{verdicts}"
     request.node.user_properties.append((AGENT_REPORT, report))
     assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    missing = unjudged(judged)
+    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
 
 
 @pytest.mark.parametrize("quirks", [0, KP_D11 | KP_D3], ids=["fixed", "quirk-KP-D11-D3"])
