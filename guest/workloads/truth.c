@@ -19,6 +19,12 @@
  *                        a regular sampling clock could alias with); hot and cold
  *                        have the same loop body, so hot runs 3/4 of their
  *                        instructions in every window longer than a few rounds
+ *   truth lanes CPU MS L one thread per CPU of the comma list L (at most
+ *                        LANES_MAX), each pinned to its CPU before it runs, and
+ *                        thread k spinning in its own function lanek (lane0,
+ *                        lane1, ...) while main waits for them on CPU; each
+ *                        prints "lane=k lane_tid=N lane_cpu=N" before it spins
+ *                        (WHO: a sample in lanek carries that tid, on that CPU)
  *
  * Built with -fno-ipa-icf so hot and cold stay two functions.
  *
@@ -49,6 +55,8 @@
 #define MIX_SLICE (1UL << 12)
 #define MIX_ROUNDS_PER_CLOCK 256
 #define ZERO_BLOCK (1UL << 20)
+#define LANES_MAX 8
+#define LANE_SPIN (1UL << 16)
 #define TRUTH_FN __attribute__((noinline, noclone, used))
 
 volatile unsigned long truth_sink;
@@ -126,6 +134,70 @@ TRUTH_FN void mix(long long end_ns)
 	truth_sink++;
 }
 
+/* lane0 .. lane7: one function per thread, so a sample's PC names its thread. */
+static volatile unsigned long lane_sink[LANES_MAX];
+#define TRUTH_LANE(k)							\
+TRUTH_FN void lane##k(long long end_ns)					\
+{									\
+	while (now_ns() < end_ns)					\
+		for (unsigned long i = 0; i < LANE_SPIN; i++)		\
+			lane_sink[k] += i;				\
+}
+TRUTH_LANE(0) TRUTH_LANE(1) TRUTH_LANE(2) TRUTH_LANE(3)
+TRUTH_LANE(4) TRUTH_LANE(5) TRUTH_LANE(6) TRUTH_LANE(7)
+static void (*const lane_fns[LANES_MAX])(long long) = {
+	lane0, lane1, lane2, lane3, lane4, lane5, lane6, lane7,
+};
+
+struct truth_lane {
+	unsigned long k, cpu;
+	long long end_ns;
+};
+
+TRUTH_FN void *lane_main(void *arg)
+{
+	const struct truth_lane *l = arg;
+
+	printf("lane=%lu lane_tid=%ld lane_cpu=%lu\n", l->k, (long)syscall(SYS_gettid), l->cpu);
+	fflush(stdout);
+	lane_fns[l->k](l->end_ns);
+	return NULL;
+}
+
+/* lanes: a thread per CPU of ``list``, each pinned before it starts; 0 or -1. */
+static int lanes(const char *list, unsigned long ms, long long *begin_ns, long long *end_ns)
+{
+	struct truth_lane l[LANES_MAX];
+	pthread_t thread[LANES_MAX];
+	unsigned long n = 0, k;
+	pthread_attr_t attr;
+	cpu_set_t set;
+	char *end;
+
+	*begin_ns = now_ns();
+	while (*list && n < LANES_MAX) {
+		l[n].k = n;
+		l[n].cpu = strtoul(list, &end, 10);
+		l[n].end_ns = *begin_ns + (long long)ms * 1000000LL;
+		if (end == list || l[n].cpu >= CPU_SETSIZE)
+			return -1;
+		list = *end == ',' ? end + 1 : end;
+		n++;
+	}
+	for (k = 0; k < n; k++) {
+		CPU_ZERO(&set);
+		CPU_SET(l[k].cpu, &set);
+		if (pthread_attr_init(&attr) ||
+		    pthread_attr_setaffinity_np(&attr, sizeof(set), &set) ||
+		    pthread_create(&thread[k], &attr, lane_main, &l[k]))
+			return -1;
+	}
+	for (k = 0; k < n; k++)
+		pthread_join(thread[k], NULL);
+	*end_ns = now_ns();
+	return 0;
+}
+
 struct truth_work {
 	unsigned long cpu, ms;
 	const char *mode;
@@ -177,9 +249,27 @@ TRUTH_FN int main(int argc, char **argv)
 	pthread_t thread;
 	cpu_set_t set;
 
+	long long begin_ns, end_ns;
+
+	if (argc == 5 && !strcmp(argv[1], "lanes")) {
+		w.cpu = strtoul(argv[2], NULL, 10);
+		CPU_ZERO(&set);
+		CPU_SET(w.cpu, &set);
+		if (w.cpu >= CPU_SETSIZE || sched_setaffinity(0, sizeof(set), &set))
+			return 3;
+		printf("pid=%d tid=%d cpu=%lu mode=lanes\n", (int)getpid(), (int)getpid(), w.cpu);
+		fflush(stdout);
+		if (lanes(argv[4], strtoul(argv[3], NULL, 10), &begin_ns, &end_ns))
+			return 3;
+		getrusage(RUSAGE_SELF, &life);
+		printf("calls=0 iterations=0 rounds=0 faults=0 begin_ns=%lld end_ns=%lld\n"
+		       "life_faults=%ld\n", begin_ns, end_ns, life.ru_minflt + life.ru_majflt);
+		fflush(stdout);
+		return 0;
+	}
 	if (argc != 4 || (strcmp(argv[1], "chain") && strcmp(argv[1], "mix") &&
 			  strcmp(argv[1], "zero"))) {
-		fprintf(stderr, "usage: truth chain|mix|zero CPU MS\n");
+		fprintf(stderr, "usage: truth chain|mix|zero CPU MS | truth lanes CPU MS L\n");
 		return 2;
 	}
 	w.mode = argv[1];

@@ -24,7 +24,11 @@ carries the pid and the tid of a thread of a workload pinned to that CPU (main's
 = pid, or its worker's). *Thread half* (flavours that record a tid): a sample of the
 workload's pid in code only its working thread runs (`truth.WORKER_ONLY`: mix runs in
 a second thread, tid ≠ pid) carries that thread's tid, as the workload printed it
-(population: pid and PC, never the tid judged). *Exclusive half*: on a CPU the harness
+(population: pid and PC, never the tid judged). *Lanes half* (three CPUs or more): a
+sample of the lanes workload's pid in ``lane{k}``, the function only its thread k runs,
+was taken on the CPU that thread was pinned to and carries its tid, as the thread
+printed them (population: pid and PC; kprof records no tid: its CPU is still judged).
+*Exclusive half*: on a CPU the harness
 kept for its own tasks (`harness.agent.isolation`: every other user task moved off it
 before the run, profctl included, and every live user task's Cpus_allowed_list read
 after it), every user sample carries the pid (and tid, where recorded) of a task the
@@ -105,7 +109,11 @@ from harness.agent.walks import WALKED, CoreWalks, check_walks, length_of, walk_
 
 CONTENT_ORACLES: tuple[tuple[str, str], ...] = (
     ("MODE", "every sample's user/kernel flag matches its PC's address space"),
-    ("WHO", "user samples in the workload's text carry its pid, worker code its worker's tid"),
+    (
+        "WHO",
+        "user samples in the workload's text carry its pid, worker code its worker's tid, "
+        "each lane's code its thread's tid and CPU",
+    ),
     ("WHERE", "workload samples lie in its text; in leaf at least as the model allows"),
     ("CHAIN", "leaf samples carry middle, outer, work, main; probe samples its frames; depth"),
 )
@@ -211,7 +219,7 @@ def _in_text(view: ContentView, sample: Sample) -> bool:
 
 def _owned(view: ContentView, sample: Sample) -> bool:
     """Whether a thread of a workload pinned to the sample's CPU has its pid (and tid)."""
-    return any(w.cpu == sample.cpu and _harness_owned(w.threads, sample) for w in view.workloads)
+    return any(_harness_owned(w.threads_on(sample.cpu), sample) for w in view.workloads)
 
 
 def worker_samples(view: ContentView, workload: truth.WorkloadRun) -> list[Sample]:
@@ -243,13 +251,53 @@ def check_who(view: ContentView) -> list[Violation]:
                         f"{w.tid}", got=len(wrong),
                         detail=f"first: pid {first.pid} tid {first.tid} pc {first.pc:#x}; "
                         f"the worker printed tid {w.tid}, its process pid {w.pid}")  # fmt: skip
-    return out + check_exclusive(view)
+    return out + check_lanes(view) + check_exclusive(view)
+
+
+def lane_samples(view: ContentView, workload: truth.WorkloadRun) -> list[tuple[int, Sample]]:
+    """WHO's lanes half: (k, sample) for each user sample of the pid in ``lane{k}``.
+
+    Chosen by pid and PC (the function only thread k runs), never by the tid or CPU
+    it judges.
+    """
+    assert view.image is not None
+    found = []
+    for k in range(len(workload.lanes)):
+        lane = view.image.functions.named(f"lane{k}")
+        found += [(k, s) for s in view.samples
+                  if s.user and s.pid == workload.pid and lane.holds(s.pc)]  # fmt: skip
+    return found
+
+
+def check_lanes(view: ContentView) -> list[Violation]:
+    """WHO's lanes half: a sample in ``lane{k}`` ran on lane k's CPU, in lane k's thread.
+
+    Where the flavour records no tid (kprof), its CPU (and, by the population, its
+    pid) is still judged.
+    """
+    out: list[Violation] = []
+    for w in view.workloads:
+        wrong = [
+            (k, s)
+            for k, s in lane_samples(view, w)
+            if s.cpu != w.lanes[k][0] or (s.tid is not None and s.tid != w.lanes[k][1])
+        ]
+        if wrong:
+            k, first = wrong[0]
+            cpu, tid = w.lanes[k]
+            out += zero("WHO", first.cpu, "samples in a lane's function off its thread or CPU",
+                        got=len(wrong), detail=f"first: lane{k} sampled on CPU {first.cpu} "
+                        f"tid {first.tid}; lane {k} printed CPU {cpu} tid {tid}")  # fmt: skip
+    return out
 
 
 def harness_tasks(view: ContentView, cpu: int) -> frozenset[tuple[int, int]]:
     """(pid, tid) of each task the harness pinned to ``cpu``: workloads' threads, busy loops."""
-    return frozenset((p, t) for w in view.workloads if w.cpu == cpu
-                     for p, t in (*w.threads, *((n, n) for n in w.neighbours)))  # fmt: skip
+    return frozenset(
+        (p, t)
+        for w in view.workloads
+        for p, t in (*w.threads_on(cpu), *((n, n) for n in (w.neighbours if w.cpu == cpu else ())))
+    )
 
 
 def _harness_owned(tasks: frozenset[tuple[int, int]], sample: Sample) -> bool:
@@ -416,6 +464,8 @@ def check_where(view: ContentView) -> list[Violation]:
                                 detail=f"model: at most {truth.KERNEL_OUT_SHARE:.0%} outside "
                                 f"the kernel's zeroing loop; {w.calls} reads")  # fmt: skip
             continue
+        if w.mode == "lanes":  # judged by WHO's lanes half: who ran there, not how much
+            continue
         chosen, life = population(view, w), _life(view, w)
         names, n = _counts(view, chosen), len(chosen)
         if w.mode == "chain":
@@ -450,7 +500,7 @@ def judge_content(view: ContentView) -> list[Judged]:
         span = "its phase" if timed(view) else "its whole life"
         found += [Judged("WHERE", len(population(view, w)), f"user samples of pid {w.pid} on "
                          f"CPU {w.cpu} in {span}", why="none recorded", part=w.mode)
-                  for w in view.workloads if w.mode != "zero"]  # fmt: skip
+                  for w in view.workloads if w.mode in ("chain", "mix")]  # fmt: skip
         for w in view.workloads:
             kernel = kernel_population(view, w)
             if kernel is not None:
@@ -478,6 +528,13 @@ def _judge_who(view: ContentView) -> list[Judged]:
         workers = sum(len(worker_samples(view, w)) for w in view.workloads)
         found.append(Judged("WHO", workers, "samples in worker-only code (tid)", part="threads",
                             why="no sample where only a worker thread runs"))  # fmt: skip
+    if any(w.lanes for w in view.workloads):
+        lanes = sum(len(lane_samples(view, w)) for w in view.workloads)
+        what = "samples in a lane's own function (" + (
+            "tid, CPU)" if any(s.tid is not None for s in view.samples) else "CPU; no tid)"
+        )
+        found.append(Judged("WHO", lanes, what, part="lanes",
+                            why="no sample in any lane's function"))  # fmt: skip
     for iso in view.isolation:
         if iso.exclusive:
             user, _ = exclusive_samples(view, iso.cpu)
@@ -614,6 +671,10 @@ def content_numbers(view: ContentView) -> dict[str, int]:
         elif w.mode == "chain":
             numbers[f"{key}.leaf"] = names["leaf"]
             numbers[f"{key}.leaf_bound"] = leaf_bound(len(chosen), w, life)
+        elif w.mode == "lanes":
+            found = Counter(k for k, _ in lane_samples(view, w))
+            numbers |= {f"content.lanes.lane{k}.cpu{cpu}": found[k]
+                        for k, (cpu, _) in enumerate(w.lanes)}  # fmt: skip
         else:
             numbers[f"{key}.hot"], numbers[f"{key}.cold"] = names["hot"], names["cold"]
             numbers[f"{key}.hot_or_cold_bound"] = mix_bound(len(chosen), w, life)
@@ -665,6 +726,12 @@ def format_content(view: ContentView) -> str:
             leaf = numbers[f"{key}.leaf"]
             lines.append(f"{head}, {leaf} in leaf ({100 * leaf / max(n, 1):.1f} %), model "
                          f"bound {numbers[f'{key}.leaf_bound']}")  # fmt: skip
+        elif w.mode == "lanes":
+            each = ", ".join(f"lane{k} (CPU {cpu}, tid {tid}) "
+                             f"{numbers[f'content.lanes.lane{k}.cpu{cpu}']}"
+                             for k, (cpu, tid) in enumerate(w.lanes))  # fmt: skip
+            lines.append(f"truth lanes (pid {w.pid}, main on CPU {w.cpu}): samples in each "
+                         f"lane's function: {each}")  # fmt: skip
         else:
             hot, cold = numbers[f"{key}.hot"], numbers[f"{key}.cold"]
             low, high = mix_interval(hot + cold)

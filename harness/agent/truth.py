@@ -51,7 +51,7 @@ MIX_HOT_PARTS, MIX_COLD_PARTS = 3, 1
 MIX_PHASE = ("mix", "hot", "cold", "now_ns", "syscall")
 #: Functions only the thread that does a mode's work runs (WHO judges its tid there).
 WORKER_ONLY = {"chain": ("leaf", "middle", "outer"), "mix": ("mix", "hot", "cold"),
-               "zero": ("zero",)}  # fmt: skip
+               "zero": ("zero",), "lanes": ()}  # fmt: skip
 #: Where zero mode's kernel time lies: the kernel's loop that zeroes a user buffer
 #: (arm64 6.1 and 6.12: ``__arch_clear_user``, 4 instructions per 8 bytes, called by
 #: read_zero once a 4 KiB page), read from ``/proc/kallsyms`` with the symbol after it.
@@ -92,17 +92,29 @@ MIX_ROUNDS_PER_CLOCK = 256
 LIFE_INSNS = 100_000
 LIFE_SYSCALLS = 64
 
-Mode = Literal["chain", "mix", "zero"]
-MODES: tuple[Mode, ...] = ("chain", "mix", "zero")
+Mode = Literal["chain", "mix", "zero", "lanes"]
+MODES: tuple[Mode, ...] = ("chain", "mix", "zero", "lanes")
+#: Lanes mode's threads, at most (truth.c LANES_MAX): thread k spins in ``lane{k}``.
+LANES_MAX = 8
 
 
 @dataclass(frozen=True, slots=True)
 class TruthLaunch:
-    """One run of the workload: its mode, pinned to ``cpu``, for ``ms``."""
+    """One run of the workload: its mode, pinned to ``cpu``, for ``ms``.
+
+    ``lanes``: lanes mode's CPUs, one thread each (main waits on ``cpu``).
+    """
 
     mode: Mode
     cpu: int
     ms: int
+    lanes: tuple[int, ...] = ()
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """The workload's command line."""
+        lanes = (",".join(map(str, self.lanes)),) if self.mode == "lanes" else ()
+        return (GUEST_PATH, self.mode, str(self.cpu), str(self.ms), *lanes)
 
     @property
     def output(self) -> str:
@@ -127,11 +139,18 @@ class WorkloadRun:
     span: tuple[int, int] = (0, 0)
     #: Page faults of the whole process since profctl forked it (exec keeps the count).
     life_faults: int = 0
+    #: Lanes mode: (CPU, tid) of thread k at index k, each spinning in ``lane{k}``.
+    lanes: tuple[tuple[int, int], ...] = ()
 
     @property
     def threads(self) -> frozenset[tuple[int, int]]:
-        """(pid, tid) of its threads: main's (tid = pid) and the one that does the work."""
+        """(pid, tid) of its threads on its CPU: main's (tid = pid), the worker's."""
         return frozenset({(self.pid, self.pid), (self.pid, self.tid)})
+
+    def threads_on(self, cpu: int) -> frozenset[tuple[int, int]]:
+        """(pid, tid) of its threads pinned to ``cpu``: `threads` there, and its lanes'."""
+        lanes = frozenset((self.pid, tid) for at, tid in self.lanes if at == cpu)
+        return (self.threads if cpu == self.cpu else frozenset()) | lanes
 
     def during(self, time_ns: int) -> bool:
         """Whether ``time_ns`` (guest CLOCK_MONOTONIC) lies in its phase."""
@@ -189,17 +208,20 @@ def read_image(profctl_binary: Path) -> TruthImage:
 
 
 def standard_launches(cpus: Sequence[int], ms: int) -> tuple[TruthLaunch, ...]:
-    """The standard runs' workloads: chain and zero on the last CPU, mix on the first."""
+    """The standard runs' workloads: chain and zero on the last CPU, mix on the first.
+
+    With three CPUs or more, lanes on the CPUs between (at most `LANES_MAX`): a thread
+    each, so WHO judges the tid and CPU of several threads of one process at once.
+    """
+    middle = tuple(cpus[1:-1])[:LANES_MAX]
+    lanes = (TruthLaunch("lanes", middle[0], ms, middle),) if middle else ()
     return (TruthLaunch("chain", cpus[-1], ms), TruthLaunch("mix", cpus[0], ms),
-            TruthLaunch("zero", cpus[-1], ms))  # fmt: skip
+            TruthLaunch("zero", cpus[-1], ms), *lanes)  # fmt: skip
 
 
 def launch_steps(launches: Sequence[TruthLaunch]) -> tuple[str, ...]:
     """One ``exec`` step per launch (forked from its CPU, output to its file)."""
-    return tuple(
-        profctl.exec_step(w.cpu, w.output, (GUEST_PATH, w.mode, str(w.cpu), str(w.ms)))
-        for w in launches
-    )
+    return tuple(profctl.exec_step(w.cpu, w.output, w.argv) for w in launches)
 
 
 def output_steps(launches: Sequence[TruthLaunch]) -> tuple[str, ...]:
@@ -241,8 +263,23 @@ def workloads_of(
                                 int(pairs["calls"]), int(pairs["rounds"]), int(pairs["faults"]),
                                 busy.get(cpu, ()),
                                 (int(pairs["begin_ns"]), int(pairs["end_ns"])),
-                                int(pairs["life_faults"])))  # fmt: skip
+                                int(pairs["life_faults"]), _lanes(result.lines, step)))  # fmt: skip
     return tuple(runs)
+
+
+def _lanes(lines: Sequence[str], step: str) -> tuple[tuple[int, int], ...]:
+    """Lanes mode's ``lane=k lane_tid=N lane_cpu=N`` lines: (CPU, tid) by k.
+
+    :raise InfraError: the lanes are not numbered 0, 1, ... (one did not start).
+    """
+    found = {}
+    for line in lines:
+        if line.startswith("lane="):
+            pairs = _pairs([line])
+            found[int(pairs["lane"])] = (int(pairs["lane_cpu"]), int(pairs["lane_tid"]))
+    if sorted(found) != list(range(len(found))):
+        raise InfraError(f"the lanes of {step} said {sorted(found)}: one did not start")
+    return tuple(found[k] for k in range(len(found)))
 
 
 def place_module(module: FunctionTable, kallsyms: Sequence[str]) -> FunctionTable:

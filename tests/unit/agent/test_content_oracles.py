@@ -339,3 +339,43 @@ def test_on_a_sanitizer_kernel_the_kernel_half_is_unjudged_with_why() -> None:
     (zero,) = [j for j in co.judge_content(v) if j.part == "zero"]
     assert (zero.n, zero.why) == (0, why)
     assert oracles(zero_view([KBASE + 0x20000] * 100)) == {"WHERE"}  # the same, modelled
+
+
+# --- WHO's lanes half: several threads of one process, each on its own CPU ---------------
+
+LANE_NAMES = tuple(f"lane{k}" for k in range(2))
+LANE_FN = {name: _function(name, BASE + 0x2000 + 0x100 * k) for k, name in enumerate(LANE_NAMES)}
+LANES = WorkloadRun("lanes", 2, 90, 90, calls=0, rounds=0, faults=0, span=SPAN,
+                    lanes=((2, 91), (3, 92)))  # fmt: skip
+
+
+def lanes_view(samples: list[Sample]) -> co.ContentView:
+    base = view([leaf_sample()] * 500)
+    image = TruthImage(FunctionTable((*F.values(), *LANE_FN.values())),
+                       (BASE, BASE + 0x3000), IMAGE.profctl_text)  # fmt: skip
+    return replace(base, samples=(*base.samples, *samples), workloads=(*base.workloads, LANES),
+                   image=image)  # fmt: skip
+
+
+def lane_samples(**changes: object) -> list[Sample]:
+    return [replace(Sample(cpu, LANE_FN[f"lane{k}"].start + 0x10, 90, tid, True, time_ns=AT),
+                    **changes)  # type: ignore[arg-type]
+            for k, (cpu, tid) in enumerate(LANES.lanes) for _ in range(50)]  # fmt: skip
+
+
+def test_every_lane_sample_carries_its_threads_tid_and_cpu() -> None:
+    v = lanes_view(lane_samples())
+    assert co.check_content(v) == []
+    assert {j.part: j.n for j in co.judge_content(v) if j.oracle == "WHO"}["lanes"] == 100
+    assert "lane0 (CPU 2, tid 91) 50, lane1 (CPU 3, tid 92) 50" in co.format_content(v)
+    # tgid_as_tid: every lane sample says tid 90, the process's
+    wrong = co.check_content(lanes_view(lane_samples(tid=90)))
+    assert {x.oracle for x in wrong} == {"WHO"}
+    assert any("off its thread or CPU" in str(x) for x in wrong)
+    # a sample put on another CPU than its thread's
+    moved = lanes_view(lane_samples(cpu=4))
+    assert any("off its thread or CPU" in str(x) for x in co.check_content(moved))
+    # no tid recorded (kprof): the CPU is still judged
+    no_tid = lanes_view(lane_samples(tid=None))
+    assert co.check_content(no_tid) == []
+    assert oracles(lanes_view(lane_samples(tid=None, cpu=4))) == {"WHO"}

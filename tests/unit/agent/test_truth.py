@@ -130,3 +130,32 @@ def test_module_functions_move_to_their_kallsyms_addresses() -> None:
 def test_a_stripped_binary_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InfraError, match="not an ELF64"):
         read_functions(b"#!/bin/sh\n")
+
+
+def test_lanes_run_a_thread_on_each_cpu_between_the_others() -> None:
+    eight = truth.standard_launches(range(8), 900)
+    assert [(w.mode, w.cpu, w.lanes) for w in eight][-1] == ("lanes", 1, (1, 2, 3, 4, 5, 6))
+    assert [w.mode for w in truth.standard_launches((0, 1), 900)] == ["chain", "mix", "zero"]
+    (step,) = truth.launch_steps(eight[-1:])
+    assert step == "exec:1:/tmp/profagent/truth-lanes-1.out:/tmp/profagent/truth lanes 1 900 " \
+        "1,2,3,4,5,6"  # fmt: skip
+    lines = (
+        "pid=80 tid=80 cpu=1 mode=lanes",
+        "lane=1 lane_tid=83 lane_cpu=2",
+        "lane=0 lane_tid=82 lane_cpu=1",
+        "calls=0 iterations=0 rounds=0 faults=0 begin_ns=5 end_ns=9",
+        "life_faults=7",
+    )
+    (run,) = truth.workloads_of(truth.output_steps(eight[-1:]), _results(lines))
+    assert run.lanes == ((1, 82), (2, 83))  # by lane number, as printed in any order
+    assert run.threads_on(2) == {(80, 83)}
+    assert run.threads_on(1) == {(80, 80), (80, 82)}  # main waits there beside lane 0
+    with pytest.raises(InfraError, match="one did not start"):
+        truth.workloads_of(truth.output_steps(eight[-1:]), _results(
+            (lines[0], lines[1], *lines[3:])))  # fmt: skip
+
+
+def test_each_lane_spins_in_a_function_of_its_own(image: FunctionTable) -> None:
+    lanes = [image.named(f"lane{k}") for k in range(truth.LANES_MAX)]
+    assert len({f.start for f in lanes}) == truth.LANES_MAX  # not folded into one
+    assert all(f.framed[0] < f.framed[1] for f in lanes)
