@@ -650,7 +650,7 @@ def content_numbers(view: ContentView) -> dict[str, int]:
                "content.timed": int(timed(view))}  # fmt: skip
     for iso in view.isolation:
         user, foreign = exclusive_samples(view, iso.cpu)
-        own = frozenset(t for w in view.workloads if w.cpu == iso.cpu for t in w.threads)
+        own = frozenset(t for w in view.workloads for t in w.threads_on(iso.cpu))
         key = f"content.exclusive.cpu{iso.cpu}"
         numbers |= {f"{key}.exclusive": int(iso.exclusive), f"{key}.user": len(user),
                     f"{key}.harness": len(user) - len(foreign),
