@@ -543,19 +543,28 @@ static long long now_ms(void)
 	return now.tv_sec * 1000LL + now.tv_nsec / 1000000;
 }
 
+/*
+ * The busy loop itself, entered only once its child is pinned: PLACE judges the
+ * samples whose PC lies here (harness: `elfsyms.symbol_span(..., "spin_loop")`), not
+ * the child's start, which runs where profctl runs until pin_to returns.
+ */
+static __attribute__((noinline)) void spin_loop(long long ms)
+{
+	volatile unsigned long counter = 0;
+
+	for (long long end = now_ms() + ms; now_ms() < end;)
+		for (int k = 0; k < 1000; k++)
+			counter++;
+}
+
 /* Spin's child: user-space work only, on one CPU, for NUM[1] ms. */
 static void spin_child(const struct step *st)
 {
-	volatile unsigned long counter = 0;
-	long long end;
-
 	/* Hold neither the SSH session's pipes nor the agent's device open. */
 	closefrom(0);
 	if (pin_to(st->num[0]))
 		_exit(3);
-	for (end = now_ms() + (long long)st->num[1]; now_ms() < end;)
-		for (int k = 0; k < 1000; k++)
-			counter++;
+	spin_loop((long long)st->num[1]);
 	_exit(0);
 }
 

@@ -29,7 +29,7 @@ from typing import Protocol
 
 from harness.agent import profctl, truth, truth_build
 from harness.agent.build import AgentBuild
-from harness.agent.elfsyms import FunctionTable, read_functions
+from harness.agent.elfsyms import FunctionTable, read_functions, symbol_span
 from harness.agent.overlap import unload_command
 from harness.agent.results import AgentSnapshot
 from harness.agent.spec import AgentSpec, event_available
@@ -63,6 +63,12 @@ class AgentShell(CommandShell, Protocol):
 
 
 @functools.cache
+@functools.cache
+def _spin_loop(profctl_binary: Path) -> tuple[int, int]:
+    """The ``spin_loop`` of profctl, read once per process (a cache entry never changes)."""
+    return symbol_span(profctl_binary.read_bytes(), "spin_loop")
+
+
 def _kernel_table(vmlinux: Path) -> FunctionTable:
     """The functions of ``vmlinux``, read once per process (a cache entry never changes)."""
     return read_functions(vmlinux.read_bytes())
@@ -118,6 +124,13 @@ class Agent:
         :raise InfraError: the workload is missing or stripped.
         """
         return truth.read_image(self.profctl_binary)
+
+    def spin_loop(self) -> tuple[int, int]:
+        """Where profctl's busy loop runs once its child is pinned (``spin_loop``).
+
+        :raise InfraError: profctl has no such function (a stale or stripped build).
+        """
+        return _spin_loop(self.profctl_binary)
 
     def module_functions(self) -> FunctionTable:
         """The loaded module's functions where the kernel put them (``/proc/kallsyms``).

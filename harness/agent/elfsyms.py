@@ -180,6 +180,19 @@ def executable_span(data: bytes) -> tuple[int, int]:
     return (min(s[0] for s in spans), max(s[1] for s in spans))
 
 
+def symbol_span(data: bytes, name: str) -> tuple[int, int]:
+    """``[start, end)`` of the function symbol ``name`` (its ``st_size``), link addresses.
+
+    :raise InfraError: not ELF64 little-endian, no symbol table, or no such function.
+    """
+    symtab = _elf(data).get_section_by_name(".symtab")
+    found = symtab.get_symbol_by_name(name) if isinstance(symtab, SymbolTableSection) else None
+    function = next((s for s in found or () if s["st_info"]["type"] == "STT_FUNC"), None)
+    if function is None or not function["st_size"]:
+        raise InfraError(f"the ELF file has no function {name}")
+    return (function["st_value"], function["st_value"] + function["st_size"])
+
+
 @dataclass(frozen=True, slots=True)
 class _Insn:
     address: int

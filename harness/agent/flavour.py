@@ -107,6 +107,9 @@ class AgentLike(Protocol):
     def truth_image(self) -> TruthImage:
         """The ground-truth workload's functions and profctl's text (`harness.agent.truth`)."""
 
+    def spin_loop(self) -> tuple[int, int]:
+        """Where profctl's busy loop runs once pinned: ``spin_loop``'s link addresses."""
+
     def module_functions(self) -> FunctionTable:
         """The loaded module's functions at their kernel addresses (``/proc/kallsyms``)."""
 

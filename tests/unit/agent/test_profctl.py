@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness import arches
+from harness.agent.elfsyms import symbol_span
 from harness.agent.profctl import (
     MAX_CHUNK,
     MAX_COMMAND,
@@ -296,6 +297,9 @@ def test_arm64_build_is_a_static_aarch64_elf(tmp_path: Path) -> None:
         pytest.skip(f"{arch.cross_compile}gcc is not installed")
     binary = build_profctl(arch, Cache(tmp_path))
     assert _elf_machine_and_interp(binary) == (EM_AARCH64, False)
+    # PLACE judges the busy loops' samples in spin_loop: it is a function of its own
+    low, high = symbol_span(binary.read_bytes(), "spin_loop")
+    assert 0 < high - low < 0x200
 
 
 def test_write_then_cat(host_profctl: Path, tmp_path: Path) -> None:

@@ -9,7 +9,13 @@ import pytest
 
 from harness import arches
 from harness.agent import profctl, truth
-from harness.agent.elfsyms import Function, FunctionTable, executable_span, read_functions
+from harness.agent.elfsyms import (
+    Function,
+    FunctionTable,
+    executable_span,
+    read_functions,
+    symbol_span,
+)
 from harness.agent.truth_build import TEXT_BASE, compile_truth
 from harness.errors import InfraError
 from harness.process import tool_version
@@ -18,12 +24,17 @@ _BL_MASK, _BL = 0xFC000000, 0x94000000
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> FunctionTable:
+def binary(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     compiler = f"{arches.get('arm64').cross_compile}gcc"
     if not tool_version(compiler):
         pytest.skip(f"{compiler} is not installed")
     out = tmp_path_factory.mktemp("truth")
-    return read_functions(compile_truth(out, compiler, timeout_s=120).read_bytes())
+    return compile_truth(out, compiler, timeout_s=120).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def image(binary: bytes) -> FunctionTable:
+    return read_functions(binary)
 
 
 def _words(binary: bytes, table: FunctionTable, name: str) -> list[int]:
@@ -159,3 +170,10 @@ def test_each_lane_spins_in_a_function_of_its_own(image: FunctionTable) -> None:
     lanes = [image.named(f"lane{k}") for k in range(truth.LANES_MAX)]
     assert len({f.start for f in lanes}) == truth.LANES_MAX  # not folded into one
     assert all(f.framed[0] < f.framed[1] for f in lanes)
+
+
+def test_a_function_span_comes_from_its_symbol(binary: bytes, image: FunctionTable) -> None:
+    leaf = image.named("leaf")
+    assert symbol_span(binary, "leaf") == (leaf.start, leaf.end)
+    with pytest.raises(InfraError, match="no function"):
+        symbol_span(binary, "truth_sink")  # an object, not a function

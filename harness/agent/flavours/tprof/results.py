@@ -74,6 +74,8 @@ class SamplingRun:
     peer: PeerEvidence | None = None
     #: The ground-truth workloads of the run and their image (None: none launched).
     truth: TruthEvidence | None = None
+    #: Where the busy loops run once pinned (profctl's ``spin_loop``); (0, 0): not known.
+    spin_loop: tuple[int, int] = (0, 0)
 
     def numbers(self) -> dict[str, int]:
         """Every counter under one flat name (see `harness.agent.results.flat_numbers`)."""

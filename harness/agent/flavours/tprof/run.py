@@ -287,6 +287,7 @@ def run_steps(
         injections=injections,
         instruction_clock=context.instruction_clock,
         truth=evidence_of(agent, steps, results, chains=False),
+        spin_loop=agent.spin_loop(),
     )
     agent.save_run(run.record())
     return run, results

@@ -609,3 +609,21 @@ def test_online_a_call_on_a_cpu_without_its_buffer_fails_even_when_counted() -> 
     run = broken(BASE, percpu={1: {"x_not_running": 0, "x_nobuf": 4}},
                  stats={"x_not_running": 0, "x_nobuf": 4})  # fmt: skip
     assert brief(check_sampling(run)) == [("ONLINE", 1, "x_nobuf = 0", "x_nobuf = 4")]
+
+
+def test_place_judges_the_loop_itself_not_the_childs_start() -> None:
+    """The isolated CPU's loop is forked where profctl runs and pins itself: samples of
+    its pid there before the pin (kernel, or outside spin_loop) are its start."""
+    loop = (0x400100, 0x400180)
+    home = tuple(replace(s, flags=0, pc=loop[0] + 8) for s in BASE.samples if s.pid == 101)
+    others = tuple(s for s in BASE.samples if s.pid != 101)
+    start = (
+        replace(home[0], cpu=1, flags=1, pc=0xFFFF0000),  # sched_setaffinity
+        replace(home[0], cpu=1, pc=loop[0] - 4),
+    )  # fork's return, pin_to
+    run = replace(BASE, samples=(*home, *others, *start), spin_loop=loop)
+    assert check_placement(run) == []
+    stray = replace(run, samples=(*run.samples, replace(home[0], cpu=1)))
+    assert [v.oracle for v in check_placement(stray)] == ["PLACE"]
+    # where the loop's code is not known, every sample of the pid is judged
+    assert [v.oracle for v in check_placement(replace(run, spin_loop=(0, 0)))] == ["PLACE"]
