@@ -53,6 +53,13 @@ FIRST_LOGIN_WAITS = (3.0, 3.0, 10.0)
 #: Each failed login stretches them by this factor, up to `LOGIN_STRETCH_MAX` times.
 LOGIN_STRETCH = 1.25
 LOGIN_STRETCH_MAX = 8.0
+#: A later login (a new thread's, a reconnect) is to a guest known to be up: it waits
+#: as long as the most stretched first login at once. A local CI run beside another
+#: guest (load 11-13 on 2 cores) saw a new thread's login miss sshd's banner in 3 s.
+LATER_LOGIN_FAILED = 10
+#: Opening a channel on a live login, in seconds (times `Timeouts.scale`): the same
+#: run saw "Timeout opening channel" at 10 s, twice in a row.
+CHANNEL_OPEN_S = 30.0
 
 
 def login_waits(failed: int) -> tuple[float, float, float]:
@@ -183,7 +190,9 @@ class GuestShell:
         # A fresh guest with a fresh host key on loopback: nothing to verify against.
         client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
         client.set_log_channel(self.probe.open())
-        connect_s, banner_s, auth_s = login_waits(self.probe.attempts)
+        later = self.port is not None  # logged in before: the guest is up
+        connect_s, banner_s, auth_s = login_waits(LATER_LOGIN_FAILED if later
+                                                  else self.probe.attempts)  # fmt: skip
         try:
             client.connect(
                 "127.0.0.1",
@@ -265,6 +274,10 @@ class GuestShell:
             self.reconnects += 1
         return open_one(self._transport())
 
+    @property
+    def _channel_s(self) -> float:
+        return max(self._timeouts.qmp_s, CHANNEL_OPEN_S * self._timeouts.scale)
+
     def _retire(self, channel: paramiko.Channel, why: str) -> None:
         """Set this thread's login aside with ``channel``, whose command may still run.
 
@@ -311,7 +324,7 @@ class GuestShell:
         self._log.debug("guest$ %s", command)
         started = time.monotonic()
         try:
-            channel = self._open(lambda t: t.open_session(timeout=self._timeouts.qmp_s))
+            channel = self._open(lambda t: t.open_session(timeout=self._channel_s))
             channel.exec_command(command)
             stdout, stderr = _collect(channel, deadline=started + budget)
         except (paramiko.SSHException, OSError, EOFError) as exc:
