@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from harness import timing
@@ -21,7 +23,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(timing.time, "monotonic", fake)
+    monkeypatch.setattr(time, "monotonic", fake)
     monkeypatch.setattr(timing, "_totals", dict.fromkeys(timing.STAGES, 0.0))  # not the run's
     return fake
 

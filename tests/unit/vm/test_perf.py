@@ -61,20 +61,23 @@ def test_a_bad_session_is_a_config_error(kwargs: dict[str, object], message: str
 
 
 FAKE_PERF = """\
-import signal, sys, time
+import os, signal, sys, threading, time
 args = sys.argv[1:]
 if "no-such-event" in args:
     print("event syntax error: 'no-such-event'")
     sys.exit(129)
 ctl, ack = next(a for a in args if a.startswith("fifo:"))[5:].split(",")
-stopped = []
+stopped, heard = [], []
 signal.signal(signal.SIGINT, lambda *_: stopped.append(1))
-with open(ctl) as commands:
-    assert commands.readline().strip() == "enable"
-with open(ack, "w") as answer:
-    answer.write("ack\\n")
+def serve():  # as perf does: both FIFOs open read-write, every command acknowledged
+    answer = os.open(ack, os.O_RDWR)
+    for line in os.fdopen(os.open(ctl, os.O_RDWR)):
+        heard.append(line.strip())
+        os.write(answer, b"ack\\n")
+threading.Thread(target=serve, daemon=True).start()
 while not stopped:
     time.sleep(0.01)
+print("control:", " ".join(heard))
 print("[ perf record: Captured and wrote 0.002 MB (3 samples) ]")
 """
 
@@ -118,6 +121,28 @@ def test_start_returns_once_perf_acknowledged_and_stop_waits_for_its_exit(fake_p
     assert "Captured and wrote" in stopped.stdout
     gone = subprocess.run(["kill", "-0", str(pid)], capture_output=True, check=False)
     assert gone.returncode != 0
+
+
+def test_perf_started_off_records_only_between_enable_and_disable(fake_perf: Path) -> None:
+    shell, session = HostShell(), PerfSession(cpus=(0,), period=MS, name="s")
+    start_perf(shell, session, timeout_s=20, enable=False)
+    perf.switch_perf(shell, session, on=True, timeout_s=20)
+    perf.switch_perf(shell, session, on=False, timeout_s=20)
+    stopped = shell.run(perf.stop_command(session, timeout_s=20))
+    assert "control: disable enable disable" in stopped.stdout
+
+
+def test_a_control_word_other_than_enable_or_disable_is_refused() -> None:
+    with pytest.raises(ConfigError, match="'stop' is not enable or disable"):
+        perf.control_command(PerfSession(cpus=(0,), period=MS), "stop")
+
+
+def test_a_perf_that_is_gone_cannot_be_switched(fake_perf: Path) -> None:
+    (fake_perf / "gone.log").write_text("perf exited\n")
+    session = PerfSession(cpus=(0,), period=MS, name="gone")
+    with pytest.raises(GuestError, match="did not enable") as caught:
+        perf.switch_perf(HostShell(), session, on=True, timeout_s=1)
+    assert "perf exited" in caught.value.evidence
 
 
 def test_a_perf_that_never_acknowledges_is_a_guest_error_with_its_log(fake_perf: Path) -> None:
