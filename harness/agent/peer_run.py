@@ -285,6 +285,8 @@ def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
               for c in peer.counts.cpus)  # fmt: skip
     line = "PEER: perf's samples per CPU in the window (the agent's overflows must lie in): "
     line += ", ".join(f"{cpu}: {n} ({r.low}..{r.high})" for cpu, n, r in ranges)
+    if recorded := dict(peer.counts.totals).get("SAMPLE"):  # perf's whole record, for sizing
+        line += f"; of {recorded} samples recorded"
     if peer.profiles is None:
         return f"{line}\n"
     pair = peer.profiles
