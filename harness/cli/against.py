@@ -29,8 +29,8 @@ from typing import Any
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 
-#: Runs ``argv`` in ``cwd``; returns its wall seconds and exit status.
-Runner = Callable[[Sequence[str], Path], tuple[float, int]]
+#: Runs ``argv`` in ``cwd``, its output into the log file; returns wall seconds, exit status.
+Runner = Callable[[Sequence[str], Path, Path], tuple[float, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,8 @@ def compare_test_wall(
     """Time ``invoke test`` in ``tree`` (REV) and in ``here``, alternately, REV first.
 
     Blocks for 2 x ``rounds`` tier runs (minutes each). A failed run is timed too,
-    its exit status kept beside its time.
+    its exit status kept beside its time; each run's output is kept beside ``tree``
+    (``run-N.log``).
     """
     runner = run or _wall
     argv = [sys.executable, "-m", "invoke", "test", "--cpus", str(wall.cpus)]
@@ -83,20 +84,23 @@ def compare_test_wall(
     for _ in range(wall.rounds):
         for name, cwd in ((rev, tree), ("this tree", here)):
             load = [round(x, 2) for x in os.getloadavg()]
-            seconds, status = runner(argv, cwd)
+            log = tree.parent / f"run-{len(runs) + 1}.log"
+            seconds, status = runner(argv, cwd, log)
             times[name].append(round(seconds, 1))
             runs.append({"tree": name, "wall_s": round(seconds, 1), "status": status,
-                         "load_average_before": load})  # fmt: skip
+                         "load_average_before": load, "log": str(log)})  # fmt: skip
     theirs, ours = statistics.median(times[rev]), statistics.median(times["this tree"])
     return {"against": rev, "cpus": wall.cpus, "keyword": wall.keyword, "runs": runs,
             "against_median_s": theirs, "this_median_s": ours,
             "ratio": round(ours / theirs, 3) if theirs else None}  # fmt: skip
 
 
-def _wall(argv: Sequence[str], cwd: Path) -> tuple[float, int]:
-    """Seconds ``argv`` ran in ``cwd`` and its exit status; at most 2 hours."""
+def _wall(argv: Sequence[str], cwd: Path, log: Path) -> tuple[float, int]:
+    """Seconds ``argv`` ran in ``cwd`` (its output into ``log``), its exit status; ≤ 2 hours."""
     started = time.monotonic()
-    done = subprocess.run(list(argv), cwd=cwd, check=False, capture_output=True, timeout=7200)
+    with log.open("w") as out:
+        done = subprocess.run(list(argv), cwd=cwd, check=False, stdout=out,
+                              stderr=subprocess.STDOUT, timeout=7200)  # fmt: skip
     return time.monotonic() - started, done.returncode
 
 

@@ -316,7 +316,7 @@ def format_against(result: dict[str, Any]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)) for row in rows]
     lines += [f"  {r['tree']}: {r['wall_s']} s, exit {r['status']}, load average before "
-              f"{r['load_average_before']}" for r in found["runs"]]  # fmt: skip
+              f"{r['load_average_before']}; output: {r['log']}" for r in found["runs"]]  # fmt: skip
     return "\n".join([*lines, f"JSON: {result['json_path']}"])
 
 

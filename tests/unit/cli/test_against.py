@@ -48,8 +48,9 @@ def test_both_trees_run_alternately_rev_first_each_timed_with_its_status(tmp_pat
     seen: list[tuple[tuple[str, ...], Path]] = []
     walls = iter([(100.0, 0), (30.0, 0), (120.0, 1), (20.0, 0)])
 
-    def run(argv: Sequence[str], cwd: Path) -> tuple[float, int]:
+    def run(argv: Sequence[str], cwd: Path, log: Path) -> tuple[float, int]:
         seen.append((tuple(argv[1:]), cwd))
+        log.write_text(f"{cwd.name}\n")
         return next(walls)
 
     old, new = tmp_path / "old", tmp_path / "new"
@@ -61,5 +62,7 @@ def test_both_trees_run_alternately_rev_first_each_timed_with_its_status(tmp_pat
         ("main", 100.0, 0), ("this tree", 30.0, 0), ("main", 120.0, 1), ("this tree", 20.0, 0)
     ]  # fmt: skip
     assert (found["against_median_s"], found["this_median_s"], found["ratio"]) == (110, 25, 0.227)
+    logs = [Path(r["log"]).read_text() for r in found["runs"]]
+    assert logs == ["old\n", "new\n", "old\n", "new\n"]  # each run's output kept
     assert format_rows(found)[0] == ("invoke test --cpus 8, main", "110.0", "100.0", "120.0")
     assert format_rows(found)[-1] == ("this tree / against", "0.227", "", "")
