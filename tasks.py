@@ -34,6 +34,7 @@ from harness.build.cache import Cache
 from harness.build.images import describe_kernel, prepare_images
 from harness.build.kernel import KernelRequest, build_kernel, check_variant, kernel_key
 from harness.build.keys import ensure_keypair
+from harness.cli import against as againstmod
 from harness.cli import bench as benchmod
 from harness.cli import checks, testrun
 from harness.cli import mutants as mutantsmod
@@ -243,12 +244,22 @@ def shell(c: Context, cpus: str | None = None, topology: str | None = None, arch
             "matrix": "matrix timed with 1 worker and the CPU budget (none: skip)",
             "test_wall": "also time `invoke test --cpus 8` with and without snapshots (minutes)",
             "only_boots": "only cold boot and restore times (and --test-wall)",
+            "against": "time `invoke test` of this tree and of commit REV alternately, side "
+                       "by side (with or without --test-wall; nothing else is measured)",
+            "k": "with --against: the tests to time (pytest -k; default the whole tier)",
+            "rounds": "with --against: REV-then-this-tree rounds",
             "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"]})  # fmt: skip
 @cli
 def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 3,
           matrix: str = "quick", test_wall: bool = False, only_boots: bool = False,
+          against: str | None = None, k: str | None = None, rounds: int = 1,
           kernel: str = "6.1", kernel_src: str | None = None) -> None:  # fmt: skip
     """Measure build, boot, restore, agent and matrix times; write JSON and print a table."""
+    if against is not None:
+        wall = againstmod.TestWall(keyword=k, rounds=rounds)
+        found = benchmod.run_against(against, wall, Path(out) if out else None)
+        print(benchmod.format_against(found))
+        return
     result = benchmod.run_bench(benchmod.BenchRequest(
         out=Path(out) if out else None, cold=cold, repeats=repeats,
         matrix=matrix if matrix != "none" else None, test_wall=test_wall,

@@ -15,11 +15,13 @@ WARNING or BUG the test provoked fails that test.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harness import timing
 from harness.agent.build import AgentBuild, build_agent
 from harness.agent.driver import Agent
 from harness.agent.profctl import build_profctl
@@ -46,6 +48,8 @@ POOLS = pytest.StashKey[list[GuestPool]]()
 SMT_CLUSTER_LAYOUT = "1s2cl2c2t"
 AGENT_REPORT = "profagent-report"
 DEPLOYED = pytest.StashKey[set[str]]()  # guests (workdir:QEMU pid) the agent is copied into
+STAGE_TIMES = "profbench-stages"  # a test's seconds per `harness.timing` stage, as JSON
+_COUNTED = [timing.totals()]  # the stage totals at the last test's end (this process)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -98,12 +102,47 @@ def pytest_terminal_summary(
         for nodeid, text in sorted(reports):
             terminalreporter.write_line(f"\n{nodeid}")
             terminalreporter.write_line(str(text))
+    if budget := timing.format_budget(_test_times(terminalreporter)):
+        terminalreporter.section("time budget")
+        for line in budget:
+            terminalreporter.write_line(line)
     skips = [(r.nodeid, skip_reason(r.longrepr)) for r in terminalreporter.stats.get("skipped", [])]
     if checks := skipped_checks(skips, arch=config.getoption("--arch")):
         terminalreporter.section("checks that did not run")
         rerun = invoke_test_command(_asked_for(config), complete=True)
         for line in format_skipped(checks, rerun=rerun):
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(autouse=True)
+def _stage_times(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A guest test's stage times, from the last test's end to its own (session fixtures too).
+
+    They travel as a user property, so xdist workers' arrive at the controller.
+    """
+    yield
+    spent = timing.since(_COUNTED[0])
+    _COUNTED[0] = timing.totals()
+    if request.node.get_closest_marker("guest") is not None:  # a unit test's are fakes'
+        request.node.user_properties.append((STAGE_TIMES, json.dumps(spent)))
+
+
+def _test_times(terminalreporter: pytest.TerminalReporter) -> list[timing.TimedTest]:
+    """Every test's wall time (setup, call, teardown) and stage times; [] when none had any."""
+    durations: dict[str, float] = {}
+    stages: dict[str, dict[str, float]] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if not isinstance(report, pytest.TestReport):
+                continue
+            durations[report.nodeid] = durations.get(report.nodeid, 0.0) + report.duration
+            for name, value in report.user_properties:
+                if name == STAGE_TIMES and report.when == "teardown":
+                    stages[report.nodeid] = json.loads(str(value))
+    if not any(stages.values()):
+        return []
+    return [timing.TimedTest(nodeid, secs, tuple(stages.get(nodeid, {}).items()))
+            for nodeid, secs in durations.items()]  # fmt: skip
 
 
 def _kernel_label(config: pytest.Config) -> str:

@@ -28,6 +28,7 @@ from harness.agent.spec import AgentSpec
 from harness.build.cache import Cache, content_key, file_sha256
 from harness.build.images import GuestImages
 from harness.build.modules import build_module
+from harness.timing import BUILD, timed
 
 LOG = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ def agent_key(spec: AgentSpec, kernel_key: str, *, mutant: str = NONE) -> str:
     return content_key({"sources": sources, "kernel": kernel_key, "recipe": AGENT_RECIPE})
 
 
+@timed(BUILD)
 def build_agent(
     spec: AgentSpec, images: GuestImages, cache: Cache, *, mutant: str = NONE
 ) -> AgentBuild:

@@ -46,6 +46,7 @@ from harness.agent.steps import (
 )
 from harness.errors import ConfigError, HarnessError, InfraError, ModuleLoadError
 from harness.timeouts import Timeouts, wait_until
+from harness.timing import RUNS, timed
 from harness.vm.shell import CommandShell
 from harness.vm.ssh import GuestCommandTimeout
 
@@ -179,6 +180,7 @@ class Agent:
         found = self.shell.run("grep '\\[profagent\\]$' /proc/kallsyms", check=False)
         return tuple(found.stdout.splitlines())
 
+    @timed(RUNS)
     def load(
         self,
         spec: AgentSpec,
@@ -253,6 +255,7 @@ class Agent:
             why = lines[0].strip() if lines else result.stdout.strip()
             raise ModuleLoadError(f"the agent did not load: {why}", "\n".join(lines[1:]))
 
+    @timed(RUNS)
     def unload(self) -> None:
         """Unload the module if it is loaded."""
         if "profagent " in self.shell.run("cat /proc/modules").stdout:
@@ -284,6 +287,7 @@ class Agent:
             f"echo {percent} > {sysctl}_cpu_time_max_percent; }}"
         )
 
+    @timed(RUNS)
     def steps(
         self, steps: Sequence[str], *, timeout_s: float | None = None
     ) -> tuple[profctl.StepResult, ...]:
@@ -329,6 +333,7 @@ class Agent:
         path.write_text(result.stdout + result.stderr)
         return f"kernel stacks, blocked tasks and CPU backtraces in {path}"
 
+    @timed(RUNS)
     def steps_with_host_actions(
         self,
         steps: Sequence[str],

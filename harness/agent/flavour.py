@@ -32,6 +32,7 @@ from harness.agent.samples import Sample
 from harness.agent.spec import AgentSpec
 from harness.agent.truth import TruthImage
 from harness.timeouts import Timeouts
+from harness.timing import ANALYSIS, timed
 from harness.vm.shell import CommandShell
 
 _R = TypeVar("_R")
@@ -278,8 +279,16 @@ def behaviour(name: str) -> Flavour:
 
 
 def typed(kind: type[_R], judge: Callable[[_R], _T]) -> Callable[[AgentRun], _T]:
-    """``judge`` of a flavour's own run type, as the shared machinery calls it."""
-    return lambda run: judge(narrow(run, kind))
+    """``judge`` of a flavour's own run type, as the shared machinery calls it.
+
+    Its time counts as host analysis (`harness.timing`).
+    """
+
+    @timed(ANALYSIS)
+    def judged(run: AgentRun) -> _T:
+        return judge(narrow(run, kind))
+
+    return judged
 
 
 def narrow(run: AgentRun, kind: type[_R]) -> _R:

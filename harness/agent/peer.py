@@ -7,7 +7,9 @@ lie in `peer_range` of perf's samples over the agent's window::
     session = PerfSession(cpus=(0, 1), period=1_000_000)
     start_perf(shell, session)                      # before the agent enables
     ...                                             # the agent's run
-    counts = stop_perf(shell, session, window=(enabled_ns, disabled_ns))
+    stop_perf(shell, session)                       # after it disarms
+    read = PerfRead(copied, window=(enabled_ns, disabled_ns))  # its file, on the host
+    counts = read_perf_data(HostShell(), session, read)
     check_peer({0: seen0, 1: seen1}, counts)        # [] or Violation("PEER", ...)
 
 The model (QEMU 7.2 TCG, arm64; design.md §2). Every counter of a CPU counts one

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harness.agent.flavour import AgentLike, AgentRun, narrow
 from harness.agent.peer import PeerEvidence, PeerWindow, info_window, peer_range
@@ -42,7 +42,18 @@ from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, parse_pairs
 from harness.agent.truth_build import BINARY_NAME, TEXT_BASE
 from harness.errors import InfraError
-from harness.vm.perf import PerfSession, start_perf, stop_command, stop_perf
+from harness.process import HostShell
+from harness.timing import ANALYSIS, PERF, stage
+from harness.vm.perf import (
+    PerfCounts,
+    PerfRead,
+    PerfSession,
+    read_perf_data,
+    start_perf,
+    stop_command,
+    stop_perf,
+    switch_perf,
+)
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -110,7 +121,7 @@ def peer_run(
     The run type must be a dataclass with fields ``peer`` (`PeerEvidence`) and
     ``kernel`` (`harness.agent.evidence.KernelEvidence`, marked ``pmu_shared``:
     perf's interrupts are in the kernel's counts too). Blocks for the run plus
-    perf's start, stop and read-back (minutes under TCG on 4+ vCPUs).
+    perf's start and stop in the guest, the copy of its file and the host's read.
 
     :raise GuestError: perf did not start, stop or read back.
     """
@@ -120,9 +131,10 @@ def peer_run(
     # Before perf runs: the sysctl writes must not meet a live PMU event (set_throttling);
     # the run's own load then finds them as they must be and writes nothing.
     agent.set_throttling(disabled=True)
-    start_perf(agent.shell, session, timeout_s=budget)
+    start_perf(agent.shell, session, timeout_s=budget, enable=False)
+    recording = RecordingAgent(agent, session)
     try:
-        result = run(agent, spec, cpus)
+        result = run(recording, spec, cpus)
         window = (hooks.window(result, spec.period) if hooks.window is not None
                   else info_window(_info(agent), spec.period))  # fmt: skip
         kallsyms = agent.shell.run("cat /proc/kallsyms", timeout_s=budget).stdout
@@ -131,20 +143,97 @@ def peer_run(
         agent.shell.run(stop_command(session, timeout_s=budget), check=False,
                         timeout_s=budget + 30)  # fmt: skip
         raise
-    keep = agent.workdir / f"perf-{agent.run_count:02d}.txt"
-    counts = stop_perf(agent.shell, session, timeout_s=budget, window=window.inner, keep=keep)
-    symbols = Symboliser(parse_kallsyms(kallsyms), _workload_symbols(agent))
-    drops = hooks.drops(result) if hooks.drops is not None else {}
-    recorded = hooks.recording(result) if hooks.recording is not None else None
-    spans = {cpu: recorded or window.profile_span(cpu) for cpu in {s.cpu for s in counts.stacks}}
-    in_window = (s for s in counts.stacks if spans[s.cpu][0] <= s.time_ns <= spans[s.cpu][1])
-    pair = profile_pair(hooks.samples(result), in_window, symbols, drops,
-                        pair_within_ns=hooks.pair_within_ns)  # fmt: skip
-    _keep(agent, pair, kallsyms)
+    stop_perf(agent.shell, session, timeout_s=budget)
+    with stage(ANALYSIS):
+        counts = _read_perf(agent, session, window.inner, kallsyms)
+        require_recorded(counts, window.outer)
+        symbols = Symboliser(parse_kallsyms(kallsyms), _workload_symbols(agent))
+        drops = hooks.drops(result) if hooks.drops is not None else {}
+        recorded = hooks.recording(result) if hooks.recording is not None else None
+        spans = {c: recorded or window.profile_span(c) for c in {s.cpu for s in counts.stacks}}
+        in_window = (s for s in counts.stacks if spans[s.cpu][0] <= s.time_ns <= spans[s.cpu][1])
+        pair = profile_pair(hooks.samples(result), in_window, symbols, drops,
+                            pair_within_ns=hooks.pair_within_ns)  # fmt: skip
+        _keep(agent, pair)
     evidence = PeerEvidence(dataclasses.replace(counts, stacks=()), window, pair)
     kernel = getattr(result, "kernel", None)
     shared = dataclasses.replace(kernel, pmu_shared=True) if kernel is not None else None
     return dataclasses.replace(result, peer=evidence, kernel=shared)
+
+
+class RecordingAgent:
+    """The agent as the run beside perf uses it: perf's events on only while the agent counts.
+
+    perf records from just before the agent loads (every flavour arms its counters
+    after that) to the run's first copy of its records out of the guest (every
+    flavour's run has disarmed by then: its profctl sequence stops and closes the
+    agent before the harness reads what it recorded). perf started with its events
+    off (`harness.vm.perf.start_perf` without ``enable``). Why: idle vCPUs count
+    cycles too under TCG, so perf samples every CPU at its period for as long as its
+    events are on, and around the agent's window the run spends most of its wall
+    time (isolating a CPU, reading the records back, the host's decoding): on 8 vCPUs,
+    15 % of a tprof peer run's 35 481 samples were in the agent's window, and dt's
+    run recorded 260 522 samples in about 100 s of guest time. Everything else is
+    the agent's own (`__getattr__`); `require_recorded` checks afterwards, from perf's
+    own samples, that the span covered the window.
+    """
+
+    def __init__(self, agent: AgentLike, session: PerfSession) -> None:
+        self._agent = agent
+        self._session = session
+        self._state = "off"  # off (not yet on), on, done (off again for good)
+
+    def __getattr__(self, name: str) -> Any:  # the agent's own members, as they are typed there
+        return getattr(self._agent, name)
+
+    def load(
+        self,
+        spec: AgentSpec,
+        *,
+        throttling_disabled: bool = True,
+        max_sample_rate: int | None = None,
+        burst_wait_ms: int | None = None,
+    ) -> None:
+        """Switch perf's events on (the first time), then the agent's ``load``."""
+        if self._state == "off":
+            switch_perf(self._agent.shell, self._session, on=True, timeout_s=self._budget)
+            self._state = "on"
+        self._agent.load(spec, throttling_disabled=throttling_disabled,
+                         max_sample_rate=max_sample_rate, burst_wait_ms=burst_wait_ms)  # fmt: skip
+
+    def fetch(self, remote: str, name: str) -> bytes:
+        """Switch perf's events off (once, after they went on), then the agent's ``fetch``."""
+        if self._state == "on":
+            switch_perf(self._agent.shell, self._session, on=False, timeout_s=self._budget)
+            self._state = "done"
+        return self._agent.fetch(remote, name)
+
+    @property
+    def _budget(self) -> int:
+        return int(self._agent.timeouts.command_s)
+
+
+def require_recorded(counts: PerfCounts, span: tuple[int, int]) -> None:
+    """Check that perf recorded on every CPU before ``span`` began and after it ended.
+
+    `RecordingAgent` switches perf on and off around the agent's run; a CPU whose
+    first sample came after the agent's window opened, or whose last came before
+    it closed, means perf's events were off for part of it, and its counts there
+    would be short.
+
+    :raise InfraError: a CPU perf watched has no sample before or after ``span``.
+    """
+    times: dict[int, list[int]] = {cpu: [] for cpu in counts.watched}
+    for sample in counts.stacks:
+        times.setdefault(sample.cpu, []).append(sample.time_ns)
+    for cpu, found in sorted(times.items()):
+        if not found or min(found) >= span[0] or max(found) <= span[1]:
+            seen = f"{min(found)}..{max(found)} ns" if found else "none"
+            raise InfraError(
+                f"perf did not record across the agent's window on CPU {cpu}: its samples "
+                f"{seen}, the window {span[0]}..{span[1]} ns (perf's events must be on "
+                "from before the agent loads to after it disarms)"
+            )
 
 
 def _workload_symbols(agent: AgentLike) -> UserSymbols | None:
@@ -162,12 +251,30 @@ def _info(agent: AgentLike) -> dict[str, str]:
     return parse_pairs(text.splitlines())
 
 
-def _keep(agent: AgentLike, pair: ProfilePair, kallsyms: str) -> None:
-    """Both profiles as folded stacks, and the symbols that named them, in the workdir."""
+def _read_perf(
+    agent: AgentLike, session: PerfSession, window: tuple[int, int], kallsyms: str
+) -> PerfCounts:
+    """The guest perf's file, copied to the workdir and read there by the host's perf.
+
+    Kept beside the run's evidence: ``perf-NN.data`` (what perf recorded),
+    ``perf-NN.txt`` (what host perf printed of it) and ``kallsyms.txt`` (the guest
+    kernel's symbols it named kernel frames with).
+    """
+    stem = f"perf-{agent.run_count:02d}"
+    names = agent.workdir / "kallsyms.txt"
+    names.write_text(kallsyms)
+    with stage(PERF):  # the copy out of the guest is perf's cost too
+        agent.fetch(session.path("data"), f"{stem}.data")
+    read = PerfRead(agent.workdir / f"{stem}.data", kallsyms=names, window=window,
+                    keep=agent.workdir / f"{stem}.txt")  # fmt: skip
+    return read_perf_data(HostShell(), session, read)
+
+
+def _keep(agent: AgentLike, pair: ProfilePair) -> None:
+    """Both profiles as folded stacks in the workdir."""
     stem = agent.workdir / f"profile-{agent.run_count:02d}"
     stem.with_name(f"{stem.name}-agent.folded").write_text(pair.agent.folded())
     stem.with_name(f"{stem.name}-perf.folded").write_text(pair.perf.folded())
-    (agent.workdir / "kallsyms.txt").write_text(kallsyms)
 
 
 def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
@@ -178,6 +285,8 @@ def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
               for c in peer.counts.cpus)  # fmt: skip
     line = "PEER: perf's samples per CPU in the window (the agent's overflows must lie in): "
     line += ", ".join(f"{cpu}: {n} ({r.low}..{r.high})" for cpu, n, r in ranges)
+    if recorded := dict(peer.counts.totals).get("SAMPLE"):  # perf's whole record, for sizing
+        line += f"; of {recorded} samples recorded"
     if peer.profiles is None:
         return f"{line}\n"
     pair = peer.profiles

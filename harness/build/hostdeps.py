@@ -74,6 +74,9 @@ def requirements() -> tuple[Requirement, ...]:
         # the unit tier counts the ground-truth workload's instructions and system calls
         # outside its phase under QEMU's user mode (tests/unit/agent/test_truth_model.py)
         Requirement("qemu-aarch64", "qemu-user"),
+        # the peer runs' perf.data is read on the host, off the emulated guest
+        # (harness.vm.perf.read_perf_data): Debian's perf reads any architecture's file
+        Requirement("perf", "linux-perf"),
     )
     return (*per_arch, *common)
 

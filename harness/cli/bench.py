@@ -52,6 +52,7 @@ from harness.build.images import GuestImages, prepare_images
 from harness.build.kernel import DEFAULT_KERNEL, KernelChoice, KernelRequest, build_kernel
 from harness.build.keys import ensure_keypair
 from harness.build.rootfs import build_rootfs
+from harness.cli.against import TestWall, compare_test_wall, export_revision, format_rows
 from harness.cli.agentbench import bench_rows, measure_agents
 from harness.cli.testrun import worker_budget
 from harness.errors import InfraError
@@ -285,6 +286,38 @@ def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, An
     result["json_path"] = str(out)
     out.write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def run_against(rev: str, wall: TestWall, out: Path | None = None) -> dict[str, Any]:
+    """``invoke test`` of this tree and of commit ``rev``, side by side; the JSON's result.
+
+    REV's tree is unpacked under the bench's artifacts, and its runs' artifacts stay
+    there. Blocks for 2 x ``wall.rounds`` tier runs.
+
+    :raise ConfigError: ``rev`` names no commit of this repository.
+    """
+    ensure_host()
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    root = artifacts_root() / "bench"
+    tree = export_revision(rev, root / f"against-{stamp}")
+    result = {"measured_at": dt.datetime.now(dt.UTC).isoformat(), "host": host_facts(),
+              "test_wall_against": compare_test_wall(tree, rev, wall)}  # fmt: skip
+    path = out or root / f"bench-{stamp}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    result["json_path"] = str(path)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_against(result: dict[str, Any]) -> str:
+    """`run_against`'s table, each run with its load average, and where the JSON went."""
+    found = result["test_wall_against"]
+    rows = [("measurement", "median s", "min s", "max s"), *format_rows(found)]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)) for row in rows]
+    lines += [f"  {r['tree']}: {r['wall_s']} s, exit {r['status']}, load average before "
+              f"{r['load_average_before']}; output: {r['log']}" for r in found["runs"]]  # fmt: skip
+    return "\n".join([*lines, f"JSON: {result['json_path']}"])
 
 
 def format_table(result: dict[str, Any]) -> str:

@@ -4,20 +4,38 @@ Debian's ``linux-perf`` is in the guest rootfs (``/usr/bin/perf`` is the binary)
 session samples given CPUs with one event and a fixed period, timestamps in
 CLOCK_MONOTONIC nanoseconds, into a file under /tmp; it starts with its events off
 and switches them on through a control FIFO, so `start_perf` returns only once perf
-counts. `stop_perf` sends SIGINT, waits (bounded) for perf to write its file, reads
-it back with ``perf script`` (and ``perf report -D`` for THROTTLE records) and
-counts SAMPLE, LOST and THROTTLE records per CPU, optionally inside a time window::
+counts. `stop_perf` sends SIGINT and waits (bounded) for perf to write its file. The
+guest only records: the file is copied to the host, where the host's perf reads it
+(`read_perf_data`: ``perf script``, and ``perf report -D`` for THROTTLE records),
+and SAMPLE, LOST and THROTTLE records are counted per CPU, optionally inside a time
+window::
 
     session = PerfSession(cpus=(0, 1), period=1_000_000)   # cycles
     start_perf(guest.shell, session)
     ...                                                     # the workload, the agent
-    counts = stop_perf(guest.shell, session, window=(start_ns, stop_ns))
+    stop_perf(guest.shell, session)
+    guest.shell.get(session.path("data"), local)
+    counts = read_perf_data(HostShell(), session, PerfRead(local, window=(start, stop)))
     counts.cpu(1).samples, counts.cpu(1).lost, counts.cpu(1).throttles
 
-Commands and parsing are pure; `start_perf` and `stop_perf` are the thin shell
-over anything with ``run(command, timeout_s=..., check=...)``
-(`harness.vm.ssh.GuestShell`). `harness.agent.peer` compares these counts with
-the agent's.
+Why on the host. Measured on one perf.data of an 8-vCPU guest (35 198 samples with
+call chains, 7.5 MB; 2 host cores shared with a CI run, load average 9-15): the guest's
+own read (``--stats``, ``perf script`` naming symbols, 32 MB of text) took 332 s; even
+``perf script -F cpu,time,event,ip`` without names took 58 s in the guest. Copying the
+file out over SFTP took 7.1 s, and the host's perf (x86_64, Debian's 6.1.192 as in the
+guest) printed it with names in 0.86 s. perf.data's header says the recording
+machine's architecture, and the host's perf reads its records and frame-pointer chains
+as written (checked against the guest's own reading in `tests/unit/vm/test_perf.py`):
+the same samples, times and frames, except the caller of a user-mode leaf that arm64's
+perf adds from the sampled LR (it needs DWARF unwinding for arm64, which the host's
+perf lacks: "unwind: target platform=arm64 is not supported"). No maintained reader of
+perf.data is on PyPI (the ``perfetto`` package fetches its trace processor from the
+network at run time), so perf itself reads it, on the host.
+
+Commands and parsing are pure; `start_perf`, `stop_perf` and `read_perf_data` are the
+thin shell over anything with ``run(command, timeout_s=..., check=...)``
+(`harness.vm.ssh.GuestShell` in the guest, `harness.process.HostShell` on the host).
+`harness.agent.peer` compares these counts with the agent's.
 """
 
 from __future__ import annotations
@@ -28,6 +46,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import timing
 from harness.errors import ConfigError, GuestError
 from harness.vm.shell import CommandShell
 
@@ -39,9 +58,12 @@ SESSION_DIR = "/tmp"
 #: written file) 1-3 s.
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 120
-#: ``perf script`` and ``--stats`` over a 1.5 s run: 8-20 s on 1-2 vCPUs, about a minute
-#: on 4 vCPUs with the host loaded (load average 9).
-REPORT_TIMEOUT_S = 600
+#: Linux perf on the host (Debian's ``linux-perf``; `harness.build.hostdeps` installs it):
+#: it reads the guest's perf.data after the run, off the emulated guest.
+HOST_PERF = "perf"
+#: Host perf reading a peer run's perf.data (``perf script`` with call chains,
+#: ``--stats``): 0.9 s for 35 198 samples on a loaded host (the module docstring).
+REPORT_TIMEOUT_S = 300
 _SECTION = re.compile(r"^### (\w+)$", re.MULTILINE)
 _SCRIPT_LINE = re.compile(r"^\s*\[(\d+)\]\s+(\d+)\.(\d{9}):\s+(.*?)\s*$")
 _DUMP_LINE = re.compile(r"^(\d+) (\d+) 0x[0-9a-f]+ \[0x[0-9a-f]+\]: PERF_RECORD_(\w+)")
@@ -159,23 +181,47 @@ def record_argv(session: PerfSession) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def start_command(session: PerfSession, *, ack_timeout_s: int = START_TIMEOUT_S) -> str:
+def start_command(
+    session: PerfSession, *, ack_timeout_s: int = START_TIMEOUT_S, enable: bool = True
+) -> str:
     """Start ``perf record`` in the background and return once its events are on.
 
     Prints perf's PID. Exits 1 (with perf's log on stderr) when perf does not
     acknowledge ``enable`` within ``ack_timeout_s``. The control FIFO is opened
-    read-write so writing never blocks on a perf that already died.
+    read-write so writing never blocks on a perf that already died. Without
+    ``enable`` it sends ``disable`` instead: perf acknowledges it once it reads its
+    control FIFO, and its events stay off until `control_command` turns them on.
     """
     p = session.path
     files = " ".join(p(s) for s in ("data", "ctl", "ack", "log", "pid", "stats", "err"))
     record = shlex.join(record_argv(session))
+    word = "enable" if enable else "disable"
     return (
         f"rm -f {files} && mkfifo {p('ctl')} {p('ack')} && "
         f"{{ {record} </dev/null >{p('log')} 2>&1 & echo $! > {p('pid')}; }} && "
-        f"exec 3<>{p('ack')} 4<>{p('ctl')} && echo enable >&4 && "
+        f"exec 3<>{p('ack')} 4<>{p('ctl')} && echo {word} >&4 && "
         f'if read -t {ack_timeout_s} ack <&3 && [ "$ack" = ack ]; then cat {p("pid")}; '
-        f"else echo 'perf record did not acknowledge enable within {ack_timeout_s}s' >&2; "
+        f"else echo 'perf record did not acknowledge {word} within {ack_timeout_s}s' >&2; "
         f"cat {p('log')} >&2; kill -KILL $(cat {p('pid')}) 2>/dev/null; exit 1; fi"
+    )
+
+
+def control_command(
+    session: PerfSession, word: str, *, ack_timeout_s: int = START_TIMEOUT_S
+) -> str:
+    """Send ``word`` (``enable``, ``disable``) to a running perf record; wait for its ack.
+
+    Exits 1 (with perf's log on stderr) when perf does not acknowledge within
+    ``ack_timeout_s``.
+    """
+    if word not in ("enable", "disable"):
+        raise ConfigError(f"perf control: {word!r} is not enable or disable")
+    p = session.path
+    return (
+        f"exec 3<>{p('ack')} 4<>{p('ctl')} && echo {word} >&4 && "
+        f'if read -t {ack_timeout_s} ack <&3 && [ "$ack" = ack ]; then exit 0; '
+        f"else echo 'perf record did not acknowledge {word} within {ack_timeout_s}s' >&2; "
+        f"cat {p('log')} >&2; exit 1; fi"
     )
 
 
@@ -194,27 +240,35 @@ def stop_command(session: PerfSession, *, timeout_s: int = STOP_TIMEOUT_S) -> st
     )
 
 
-def report_command(session: PerfSession) -> str:
-    """Print what `parse_perf_output` reads, in sections.
+def report_command(data: str, *, stacks: bool, perf: str = HOST_PERF,
+                   kallsyms: str | None = None) -> str:  # fmt: skip
+    """Print what `parse_perf_output` reads of the perf file ``data``, in sections.
 
-    ``perf script`` gives CPU and time of every sample and LOST record, and is
-    fast (3.7 s for 22 000 samples under TCG); it cannot show THROTTLE records in
-    perf 6.1, so the raw dump (``perf report -D``, about 8x slower) runs only when
-    ``--stats`` counted any. perf's warnings go to their own section: written to
-    the same stream they land inside sample lines ("Processed 957 samples and
-    lost 37.30%!" did, in a recorded run).
+    Run on the host by host perf (`read_perf_data`): perf.data is the same file
+    on every architecture, and its header says the guest's. ``perf script`` gives
+    CPU and time of every sample and LOST record (and with ``stacks`` every frame's
+    address and, for a user frame, its mapping, with kernel names from the guest's
+    ``kallsyms`` file); it cannot show THROTTLE records in perf 6.1, so the raw dump
+    (``perf report -D``) runs only when ``--stats`` counted any. perf's warnings go
+    to their own section: written to the same stream they land inside sample lines
+    ("Processed 957 samples and lost 37.30%!" did, in a recorded run). The version
+    section names the perf that recorded (from the file's header) and the one that read.
     """
-    data, stats, err = session.path("data"), session.path("stats"), session.path("err")
-    fields = "cpu,time,event,ip,sym,dso" if session.stacks else "cpu,time,event"
+    file, stats, err = (shlex.quote(f"{data}{suffix}") for suffix in ("", ".stats", ".err"))
+    names = f" --kallsyms {shlex.quote(kallsyms)}" if kallsyms is not None else ""
+    fields = "cpu,time,event,ip,sym,dso" if stacks else "cpu,time,event"
     return "; ".join(
         (
-            "echo '### version'", f"{PERF} --version",
-            f"{PERF} report -i {data} --stats >{stats} 2>{err}",
+            "echo '### version'",
+            f"{perf} report -i {file} --header-only 2>/dev/null"
+            " | sed -n 's/^# perf version : /recorded by perf version /p'",
+            f"{perf} --version | sed 's/^/read by /'",
+            f"{perf} report -i {file} --stats >{stats} 2>{err}",
             "echo '### stats'", f"cat {stats}",
             "echo '### script'",
-            f"{PERF} script -i {data} -F {fields} --ns --show-lost-events 2>>{err}",
+            f"{perf} script -i {file}{names} -F {fields} --ns --show-lost-events 2>>{err}",
             "echo '### throttle'",
-            f"if grep -q ' THROTTLE events' {stats}; then {PERF} report -i {data} -D 2>>{err}"
+            f"if grep -q ' THROTTLE events' {stats}; then {perf} report -i {file} -D 2>>{err}"
             " | grep -E 'PERF_RECORD_(UN)?THROTTLE'; fi",
             "echo '### warnings'", f"cat {err}",
         )
@@ -224,47 +278,91 @@ def report_command(session: PerfSession) -> str:
 # --- the thin shell ------------------------------------------------------------------------
 
 
+@timing.timed(timing.PERF)
 def start_perf(
-    shell: CommandShell, session: PerfSession, *, timeout_s: int = START_TIMEOUT_S
+    shell: CommandShell,
+    session: PerfSession,
+    *,
+    timeout_s: int = START_TIMEOUT_S,
+    enable: bool = True,
 ) -> int:
     """Start ``perf record`` for ``session``; return its PID once its events count.
 
-    Blocks up to ``timeout_s`` (plus the SSH round trip).
+    Without ``enable``, once perf reads its control FIFO, its events still off
+    (`switch_perf` turns them on). Blocks up to ``timeout_s`` (plus the SSH round trip).
 
     :raise GuestError: perf did not start or did not acknowledge (its log attached).
     """
-    result = shell.run(start_command(session, ack_timeout_s=timeout_s), check=False,
-                       timeout_s=timeout_s + 30)  # fmt: skip
+    result = shell.run(start_command(session, ack_timeout_s=timeout_s, enable=enable),
+                       check=False, timeout_s=timeout_s + 30)  # fmt: skip
     words = result.stdout.split()
     if result.exit_status != 0 or not words or not words[-1].isdigit():
         raise GuestError(f"perf record for {session.name} did not start", result.stderr[-3000:])
     return int(words[-1])
 
 
+@timing.timed(timing.PERF)
+def switch_perf(
+    shell: CommandShell, session: PerfSession, *, on: bool, timeout_s: int = START_TIMEOUT_S
+) -> None:
+    """Turn a running perf record's events on or off; return once perf acknowledged.
+
+    Blocks up to ``timeout_s`` (plus the SSH round trip).
+
+    :raise GuestError: perf did not acknowledge (its log attached).
+    """
+    word = "enable" if on else "disable"
+    result = shell.run(control_command(session, word, ack_timeout_s=timeout_s), check=False,
+                       timeout_s=timeout_s + 30)  # fmt: skip
+    if result.exit_status != 0:
+        raise GuestError(f"perf record for {session.name} did not {word}", result.stderr[-3000:])
+
+
+@timing.timed(timing.PERF)
 def stop_perf(
-    shell: CommandShell,
-    session: PerfSession,
-    *,
-    window: tuple[int, int] | None = None,
-    timeout_s: int = STOP_TIMEOUT_S,
-    keep: Path | None = None,
-) -> PerfCounts:
-    """Stop ``perf record`` (SIGINT), read its file back, and count, cut to ``window``.
+    shell: CommandShell, session: PerfSession, *, timeout_s: int = STOP_TIMEOUT_S
+) -> None:
+    """Stop ``perf record`` (SIGINT) and wait until it wrote its file and exited.
 
-    Blocks up to ``timeout_s`` for the stop plus `REPORT_TIMEOUT_S` for reading.
-    ``keep``: a host file that receives what was read back (`report_command`'s output).
+    Blocks up to ``timeout_s`` (plus the SSH round trip). The file is then the
+    session's ``data`` path in the guest, for `read_perf_data` once copied out.
 
-    :raise GuestError: perf did not stop in time, or its output cannot be read.
+    :raise GuestError: perf did not stop in time (its log attached).
     """
     stopped = shell.run(stop_command(session, timeout_s=timeout_s), check=False,
                         timeout_s=timeout_s + 30)  # fmt: skip
     if stopped.exit_status != 0:
         raise GuestError(f"perf record for {session.name} did not stop cleanly",
                          (stopped.stdout + stopped.stderr)[-3000:])  # fmt: skip
-    report = shell.run(report_command(session), check=False, timeout_s=REPORT_TIMEOUT_S)
-    if keep is not None:
-        keep.write_text(report.stdout)
-    return parse_perf_output(report.stdout, period=session.period, cpus=session.cpus, window=window)
+
+
+@dataclass(frozen=True, slots=True)
+class PerfRead:
+    """How to read one copied perf.data on the host (`read_perf_data`)."""
+
+    data: Path  # the guest's perf.data, copied to the host
+    kallsyms: Path | None = None  # the guest's /proc/kallsyms, for perf's kernel names
+    window: tuple[int, int] | None = None  # counts cut to [start_ns, stop_ns]
+    keep: Path | None = None  # receives what perf printed (`report_command`'s output)
+
+
+@timing.timed(timing.ANALYSIS)
+def read_perf_data(shell: CommandShell, session: PerfSession, read: PerfRead) -> PerfCounts:
+    """Count ``session``'s records in ``read.data`` with host perf, cut to ``read.window``.
+
+    ``shell`` runs on the host (`harness.process.HostShell`). Nothing of the agent's
+    goes in: perf reads its own file, with the kernel's symbols. Blocks up to
+    `REPORT_TIMEOUT_S`.
+
+    :raise GuestError: perf's output cannot be read (`parse_perf_output`).
+    """
+    kallsyms = str(read.kallsyms) if read.kallsyms is not None else None
+    command = report_command(str(read.data), stacks=session.stacks, kallsyms=kallsyms)
+    report = shell.run(command, check=False, timeout_s=REPORT_TIMEOUT_S)
+    if read.keep is not None:
+        read.keep.write_text(report.stdout)
+    return parse_perf_output(report.stdout, period=session.period, cpus=session.cpus,
+                             window=read.window)  # fmt: skip
 
 
 # --- parsing (pure) -----------------------------------------------------------------------

@@ -36,6 +36,7 @@ from pathlib import Path
 from harness.build.images import GuestImages
 from harness.errors import HarnessError
 from harness.timeouts import Timeouts
+from harness.timing import BOOT, timed
 from harness.vm.argv import MachineSpec
 from harness.vm.baseline import GuestState, read_state, reset
 from harness.vm.guest import Guest
@@ -71,6 +72,7 @@ class GuestPool:
         #: Every guest this pool ever booted, in order (for summaries).
         self.booted: list[Guest] = []
 
+    @timed(BOOT)
     def get(self, topology: CpuTopology) -> Guest:
         """The running guest for ``topology``, as it was at start; starts it on first use.
 

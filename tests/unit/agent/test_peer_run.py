@@ -21,6 +21,7 @@ def test_the_report_gives_each_cpus_range_the_top_symbols_and_the_statistic() ->
     assert lines[0].startswith("PEER: perf's samples per CPU in the window")
     assert "0: 43 (" in lines[0]  # the recorded run's counts
     assert "1: 43 (" in lines[0]
+    assert lines[0].endswith("; of 86 samples recorded")  # perf's whole record: its sizing
     assert lines[1] == "top symbols (leaf): agent 400 samples, perf 400"
     assert lines[3].split() == ["1", "leaf", "75.0%", "leaf", "77.5%"]
     assert lines[-1].startswith("PROFILE: chi2 ")

@@ -1,0 +1,133 @@
+"""Where a test's time goes: the harness's stages, timed where they run, summed per process.
+
+A stage is timed exclusively: time spent in a stage opened inside another counts
+for the inner one only, so the stages of a test add up to at most its duration
+(the rest is pytest, fixtures and everything not marked)::
+
+    with stage(PERF):                      # perf's start, stop and copy in the guest
+        start_perf(shell, session)
+    @timed(BUILD)                          # every call of build_agent counts as a build
+    def build_agent(...): ...
+    before = totals()
+    ...                                    # a test
+    spent = since(before)                  # {"perf": 4.2, "runs": 12.5, ...}
+    lines = format_budget(tests)           # the table `invoke test` prints at its end
+
+The totals live in this process (one per xdist worker); the guest tier's conftest
+carries each test's share to the controller, which prints `format_budget`.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+BOOT = "boot/restore"  # a guest booted cold or restored from its snapshot, and checked
+BUILD = "agent builds"  # rendering and building the agent (or finding it cached)
+RUNS = "runs"  # the agent's load, profctl sequences and unload in the guest
+PERF = "perf"  # Linux perf in the guest (record start and stop) and the copy of its file
+ANALYSIS = "host analysis"  # host perf reading that file, symbolising, folding, judging
+STAGES = (BOOT, BUILD, RUNS, PERF, ANALYSIS)
+OTHER = "other"
+
+_totals: dict[str, float] = dict.fromkeys(STAGES, 0.0)
+_open: list[str] = []  # the stages open now, the innermost last
+_resumed: list[float] = []  # when each began counting again (an inner one closed)
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Count the block's time for ``name`` (none of it for a stage it was opened in).
+
+    :raise ValueError: ``name`` is not one of `STAGES`.
+    """
+    if name not in _totals:
+        raise ValueError(f"unknown stage {name!r}: one of {', '.join(STAGES)}")
+    now = time.monotonic()
+    if _open:
+        _count(now)
+    _open.append(name)
+    _resumed.append(now)
+    try:
+        yield
+    finally:
+        now = time.monotonic()
+        _count(now)
+        _open.pop()
+        _resumed.pop()
+        if _resumed:
+            _resumed[-1] = now  # the enclosing stage counts on from here
+
+
+def timed(name: str) -> Callable[[Callable[_P, _T]], Callable[_P, _T]]:
+    """A decorator: every call of the function counts for stage ``name`` (`stage`)."""
+
+    def wrap(function: Callable[_P, _T]) -> Callable[_P, _T]:
+        @functools.wraps(function)
+        def timed_call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+            with stage(name):
+                return function(*args, **kwargs)
+
+        return timed_call
+
+    return wrap
+
+
+def _count(now: float) -> None:
+    """Add the innermost open stage's time up to ``now``; it counts on from ``now``."""
+    _totals[_open[-1]] += now - _resumed[-1]
+    _resumed[-1] = now
+
+
+def totals() -> dict[str, float]:
+    """Seconds per stage in this process so far (an open stage up to its last change)."""
+    return dict(_totals)
+
+
+def since(before: Mapping[str, float]) -> dict[str, float]:
+    """Seconds per stage since ``before`` (a `totals`), the stages with any time only."""
+    now = totals()
+    return {
+        name: now[name] - before.get(name, 0.0)
+        for name in STAGES
+        if now[name] > before.get(name, 0.0)
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class TimedTest:
+    """One test's wall time (setup, call, teardown) and its stages' share of it."""
+
+    nodeid: str
+    duration_s: float
+    stages: tuple[tuple[str, float], ...]  # (stage, seconds), `STAGES` order
+
+
+def format_budget(tests: list[TimedTest], *, slowest: int = 5) -> list[str]:
+    """The time budget: seconds per stage over ``tests`` and their share, then the slowest.
+
+    "other" is each test's duration less its stages (pytest, fixtures, unmarked work).
+    """
+    total = sum(t.duration_s for t in tests)
+    if not tests or total <= 0:
+        return []
+    spent = {name: sum(dict(t.stages).get(name, 0.0) for t in tests) for name in STAGES}
+    spent[OTHER] = max(0.0, total - sum(spent.values()))
+    lines = [f"{len(tests)} tests, {total:.1f} s of test time"]
+    lines += [
+        f"  {name:<14} {secs:8.1f} s  {100 * secs / total:5.1f} %" for name, secs in spent.items()
+    ]
+    lines.append(f"slowest {min(slowest, len(tests))}:")
+    for test in sorted(tests, key=lambda t: -t.duration_s)[:slowest]:
+        parts = ", ".join(f"{name} {secs:.1f}" for name, secs in test.stages if secs >= 0.05)
+        lines.append(
+            f"  {test.duration_s:7.1f} s  {test.nodeid}" + (f"  ({parts})" if parts else "")
+        )
+    return lines
