@@ -551,7 +551,7 @@ bool pa_source_stop(void)
 	event->pmu->stop(event, 0);
 	pc->stopped_at_ns = ktime_get_mono_fast_ns();
 	WRITE_ONCE(pc->stopped, true);
-	__this_cpu_inc(pa_cpu.stat[PA_X_SOURCE_STOPS]);
+	this_cpu_inc(pa_cpu.stat[PA_X_SOURCE_STOPS]);	/* pa_nmi_show reads it remotely */
 	return true;
 }
 
@@ -569,7 +569,7 @@ bool pa_source_start(void)
 	/* Disabled meanwhile: pa_disarm_cpu settles the stopped time. */
 	if (!event || !pc->stopped || event->state != PERF_EVENT_STATE_ACTIVE)
 		return false;
-	__this_cpu_add(pa_cpu.stat[PA_X_SOURCE_STOPPED_NS],
+	this_cpu_add(pa_cpu.stat[PA_X_SOURCE_STOPPED_NS],
 		       ktime_get_mono_fast_ns() - pc->stopped_at_ns);
 	WRITE_ONCE(pc->stopped, false);
 	event->pmu->start(event, PERF_EF_RELOAD);
@@ -686,7 +686,8 @@ static int pa_arm_cpu(unsigned int cpu)
 		return PTR_ERR(event);
 	}
 	pc->event = event;
-	pc->stat[PA_X_EVENTS_CREATED]++;
+	/* the state file reads every stat marked (pa_nmi_show): no plain write here */
+	WRITE_ONCE(pc->stat[PA_X_EVENTS_CREATED], pc->stat[PA_X_EVENTS_CREATED] + 1);
 	/* It counted from before now; PROFILE folds perf's samples of this CPU from here. */
 	WRITE_ONCE(pc->stat[PA_X_ARMED_AT_NS], ktime_get_ns());
 	WRITE_ONCE(pc->stat[PA_X_DISARMED_AT_NS], 0);

@@ -322,7 +322,7 @@ static struct tp_buf *tp_classify(struct tp_cpu *tc, struct tp_buf *old)
 		tc->stat[TP_PC_X_OVERFLOW] += overflow;
 		tp.stat[TP_BUF]++;
 		list_add_tail(&old->link, &tp.list);
-		tp.nbuf_on_list++;
+		WRITE_ONCE(tp.nbuf_on_list, tp.nbuf_on_list + 1);
 		tp.stat[TP_X_NBUF_ON_LIST_MAX] = max(tp.stat[TP_X_NBUF_ON_LIST_MAX], tp.nbuf_on_list);
 		wake_up_interruptible(&tp.readers);
 		return NULL;
@@ -483,7 +483,7 @@ static void tp_release_backend(void)
 {
 	destroy_workqueue(tp.wq);
 	tp.wq = NULL;
-	tp.backend_busy = false;
+	WRITE_ONCE(tp.backend_busy, false);
 }
 
 static u64 tp_capacity(void)
@@ -515,23 +515,23 @@ static int tp_start(void)
 
 	if (tp.active)
 		return -EBUSY;
-	tp.capacity = tp_capacity();
+	WRITE_ONCE(tp.capacity, tp_capacity());
 	if (tp.capacity == 0 && !pa_quirk(TP_QUIRK_TP_D2))
 		return -EINVAL;	/* TP-D2 fixed: no samples fit */
 	if (tp.backend_busy)
 		return -EBUSY;
-	tp.backend_busy = true;
+	WRITE_ONCE(tp.backend_busy, true);
 	tp.wq = pa_fault_hit(PA_FAULT_WQ_CREATE) ? NULL : alloc_workqueue("profagent_tprof", 0, 0);
 	if (!tp.wq) {
 		if (!pa_quirk(TP_QUIRK_TP_D3))
-			tp.backend_busy = false;	/* TP-D3 fixed: nothing leaks */
+			WRITE_ONCE(tp.backend_busy, false);	/* TP-D3 fixed: nothing leaks */
 		return -ENOMEM;
 	}
 	err = tp_install_buffers();
 	if (err)
 		goto out_backend;
 	WRITE_ONCE(tp.running, true);
-	tp.active = true;
+	WRITE_ONCE(tp.active, true);
 	err = pa_sources_start();
 	if (err)
 		goto out_buffers;
@@ -547,7 +547,7 @@ static int tp_start(void)
 
 out_buffers:
 	WRITE_ONCE(tp.running, false);
-	tp.active = false;
+	WRITE_ONCE(tp.active, false);
 	tp_free_current();
 out_backend:
 	tp_release_backend();
@@ -573,7 +573,7 @@ static void tp_stop(void)
 	tp_free_current();	/* offline CPUs' buffers; normally empty */
 	cpus_read_unlock();
 	tp_release_backend();
-	tp.active = false;
+	WRITE_ONCE(tp.active, false);
 	wake_up_interruptible(&tp.readers);
 }
 
@@ -587,8 +587,8 @@ static void tp_clear(void)
 
 	tp_lock(&flags);
 	list_splice_init(&tp.list, &gone);
-	tp.nbuf_on_list = 0;
-	tp.offset = 0;
+	WRITE_ONCE(tp.nbuf_on_list, 0);
+	WRITE_ONCE(tp.offset, 0);
 	tp.read_kick = false;	/* a hook armed and never used ends with its open */
 	tp.read_kicked = false;
 	tp.read_kick_checked = false;
@@ -612,8 +612,8 @@ static int tp_open(struct inode *inode, struct file *file)
 	if (tp.open) {
 		err = -EBUSY;	/* single owner */
 	} else {
-		tp.open = true;
-		tp.owner = task_tgid_nr(current);
+		WRITE_ONCE(tp.open, true);
+		WRITE_ONCE(tp.owner, task_tgid_nr(current));
 	}
 	mutex_unlock(&tp.ctl);
 	return err ? err : nonseekable_open(inode, file);
@@ -624,8 +624,8 @@ static int tp_release(struct inode *inode, struct file *file)
 	mutex_lock(&tp.ctl);
 	tp_stop();
 	tp_clear();
-	tp.open = false;
-	tp.owner = 0;
+	WRITE_ONCE(tp.open, false);
+	WRITE_ONCE(tp.owner, 0);
 	mutex_unlock(&tp.ctl);
 	return 0;
 }
@@ -710,7 +710,7 @@ static struct tp_buf *tp_reader_take(void)
 
 	if (buf && pa_quirk(TP_QUIRK_TP_D9)) {
 		list_del(&buf->link);
-		tp.nbuf_on_list--;
+		WRITE_ONCE(tp.nbuf_on_list, tp.nbuf_on_list - 1);
 	}
 	return buf;
 }
@@ -720,12 +720,12 @@ static struct tp_buf *tp_reader_put(struct tp_buf *buf, size_t copied)
 {
 	bool quirk = pa_quirk(TP_QUIRK_TP_D9);
 
-	tp.offset += copied;
+	WRITE_ONCE(tp.offset, tp.offset + copied);
 	tp.stat[TP_X_BYTES_READ] += copied;
 	if (tp.offset < buf->used * sizeof(struct tprof_sample)) {
 		if (quirk) {
 			list_add(&buf->link, &tp.list);
-			tp.nbuf_on_list++;
+			WRITE_ONCE(tp.nbuf_on_list, tp.nbuf_on_list + 1);
 			tp.stat[TP_X_NBUF_ON_LIST_MAX] =
 				max(tp.stat[TP_X_NBUF_ON_LIST_MAX], tp.nbuf_on_list);
 		}
@@ -733,9 +733,9 @@ static struct tp_buf *tp_reader_put(struct tp_buf *buf, size_t copied)
 	}
 	if (!quirk) {
 		list_del(&buf->link);
-		tp.nbuf_on_list--;
+		WRITE_ONCE(tp.nbuf_on_list, tp.nbuf_on_list - 1);
 	}
-	tp.offset = 0;
+	WRITE_ONCE(tp.offset, 0);
 	return buf;
 }
 
