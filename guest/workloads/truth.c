@@ -20,9 +20,12 @@
  *                        have the same loop body, so hot runs 3/4 of their
  *                        instructions in every window longer than a few rounds
  *   truth lanes CPU MS L one thread per CPU of the comma list L (at most
- *                        LANES_MAX), each pinned to its CPU before it runs, and
- *                        thread k spinning in its own function lanek (lane0,
- *                        lane1, ...) while main waits for them on CPU; each
+ *                        LANES_MAX), each created by main from its CPU (main
+ *                        moves there first, so the thread never runs anywhere
+ *                        else: glibc pins a thread with an affinity attribute
+ *                        only after it started), thread k spinning in its own
+ *                        function lanek (lane0, lane1, ...) while main waits
+ *                        for them on CPU; each
  *                        prints "lane=k lane_tid=N lane_cpu=N" before it spins
  *                        (WHO: a sample in lanek carries that tid, on that CPU)
  *
@@ -164,14 +167,23 @@ TRUTH_FN void *lane_main(void *arg)
 	return NULL;
 }
 
-/* lanes: a thread per CPU of ``list``, each pinned before it starts; 0 or -1. */
-static int lanes(const char *list, unsigned long ms, long long *begin_ns, long long *end_ns)
+/* Pins the calling thread to ``cpu``; 0 or -1. */
+static int pin(unsigned long cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) ? -1 : 0;
+}
+
+/* lanes: a thread per CPU of ``list``, each created from its CPU; 0 or -1. */
+static int lanes(const char *list, unsigned long home, unsigned long ms, long long *begin_ns,
+		 long long *end_ns)
 {
 	struct truth_lane l[LANES_MAX];
 	pthread_t thread[LANES_MAX];
 	unsigned long n = 0, k;
-	pthread_attr_t attr;
-	cpu_set_t set;
 	char *end;
 
 	*begin_ns = now_ns();
@@ -184,14 +196,11 @@ static int lanes(const char *list, unsigned long ms, long long *begin_ns, long l
 		list = *end == ',' ? end + 1 : end;
 		n++;
 	}
-	for (k = 0; k < n; k++) {
-		CPU_ZERO(&set);
-		CPU_SET(l[k].cpu, &set);
-		if (pthread_attr_init(&attr) ||
-		    pthread_attr_setaffinity_np(&attr, sizeof(set), &set) ||
-		    pthread_create(&thread[k], &attr, lane_main, &l[k]))
+	for (k = 0; k < n; k++)	/* the new thread inherits main's one CPU */
+		if (pin(l[k].cpu) || pthread_create(&thread[k], NULL, lane_main, &l[k]))
 			return -1;
-	}
+	if (pin(home))
+		return -1;
 	for (k = 0; k < n; k++)
 		pthread_join(thread[k], NULL);
 	*end_ns = now_ns();
@@ -259,7 +268,7 @@ TRUTH_FN int main(int argc, char **argv)
 			return 3;
 		printf("pid=%d tid=%d cpu=%lu mode=lanes\n", (int)getpid(), (int)getpid(), w.cpu);
 		fflush(stdout);
-		if (lanes(argv[4], strtoul(argv[3], NULL, 10), &begin_ns, &end_ns))
+		if (lanes(argv[4], w.cpu, strtoul(argv[3], NULL, 10), &begin_ns, &end_ns))
 			return 3;
 		getrusage(RUSAGE_SELF, &life);
 		printf("calls=0 iterations=0 rounds=0 faults=0 begin_ns=%lld end_ns=%lld\n"

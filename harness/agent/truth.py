@@ -148,9 +148,14 @@ class WorkloadRun:
         return frozenset({(self.pid, self.pid), (self.pid, self.tid)})
 
     def threads_on(self, cpu: int) -> frozenset[tuple[int, int]]:
-        """(pid, tid) of its threads pinned to ``cpu``: `threads` there, and its lanes'."""
+        """(pid, tid) of its threads that run on ``cpu``.
+
+        `threads` on its own CPU; a lane's on its CPU, where main runs too, to create
+        it from there (truth.c).
+        """
         lanes = frozenset((self.pid, tid) for at, tid in self.lanes if at == cpu)
-        return (self.threads if cpu == self.cpu else frozenset()) | lanes
+        main = frozenset({(self.pid, self.pid)}) if lanes else frozenset()
+        return (self.threads if cpu == self.cpu else frozenset()) | lanes | main
 
     def during(self, time_ns: int) -> bool:
         """Whether ``time_ns`` (guest CLOCK_MONOTONIC) lies in its phase."""

@@ -379,3 +379,12 @@ def test_every_lane_sample_carries_its_threads_tid_and_cpu() -> None:
     no_tid = lanes_view(lane_samples(tid=None))
     assert co.check_content(no_tid) == []
     assert oracles(lanes_view(lane_samples(tid=None, cpu=4))) == {"WHO"}
+
+
+def test_lanes_main_thread_runs_on_every_lane_cpu_to_create_its_thread_there() -> None:
+    # truth.c creates lane k from lane k's CPU: main's own samples there are its own
+    main = Sample(3, F["main"].start + 0x10, 90, 90, True, time_ns=AT)
+    assert co.check_content(lanes_view([*lane_samples(), main])) == []
+    # a lane thread's sample on another lane's CPU is not (glibc's late pin, fixed)
+    early = Sample(2, F["main"].start + 0x10, 90, 92, True, time_ns=AT)
+    assert oracles(lanes_view([*lane_samples(), early])) == {"WHO"}

@@ -159,7 +159,8 @@ def test_lanes_run_a_thread_on_each_cpu_between_the_others() -> None:
     )
     (run,) = truth.workloads_of(truth.output_steps(eight[-1:]), _results(lines))
     assert run.lanes == ((1, 82), (2, 83))  # by lane number, as printed in any order
-    assert run.threads_on(2) == {(80, 83)}
+    assert run.threads_on(2) == {(80, 83), (80, 80)}  # main creates lane 1 from CPU 2
+    assert run.threads_on(4) == set()
     assert run.threads_on(1) == {(80, 80), (80, 82)}  # main waits there beside lane 0
     with pytest.raises(InfraError, match="one did not start"):
         truth.workloads_of(truth.output_steps(eight[-1:]), _results(
