@@ -65,6 +65,18 @@ class AgentShell(CommandShell, Protocol):
 
 @functools.cache
 @functools.cache
+def _truth_image(profctl_binary: Path) -> truth.TruthImage:
+    """`truth.read_image`, once per process: a cache entry never changes (about 1 s each)."""
+    return truth.read_image(profctl_binary)
+
+
+@functools.cache
+def _module_table(ko: Path) -> FunctionTable:
+    """The module's functions at link addresses, once per process per build."""
+    return read_functions(ko.read_bytes())
+
+
+@functools.cache
 def _spin_loop(profctl_binary: Path) -> tuple[int, int]:
     """The ``spin_loop`` of profctl, read once per process (a cache entry never changes)."""
     return symbol_span(profctl_binary.read_bytes(), "spin_loop")
@@ -124,7 +136,7 @@ class Agent:
 
         :raise InfraError: the workload is missing or stripped.
         """
-        return truth.read_image(self.profctl_binary)
+        return _truth_image(self.profctl_binary)
 
     def spin_loop(self) -> tuple[int, int]:
         """Where profctl's busy loop runs once its child is pinned (``spin_loop``).
@@ -139,7 +151,7 @@ class Agent:
         :raise InfraError: kallsyms lists none of them, or hides their addresses.
         """
         lines = self._kallsyms or self._read_kallsyms()
-        return truth.place_module(read_functions(self.build.ko.read_bytes()), lines)
+        return truth.place_module(_module_table(self.build.ko), lines)
 
     def kallsyms_functions(self, names: Sequence[str]) -> FunctionTable:
         """Core kernel functions by name where ``/proc/kallsyms`` puts them (`truth.place_kernel`).
