@@ -215,7 +215,12 @@ def _decode(code: bytes, start: int) -> list[_Insn]:
 
 
 def _framed(insns: list[_Insn], start: int) -> tuple[int, int]:
-    """Where the frame record holds: after ``mov x29, sp``, before ``ldp x29, x30, [sp], #…``."""
+    """Where the frame record holds: after ``mov x29, sp``, before ``ldp x29, x30, [sp], #…``.
+
+    A shrink-wrapped function sets its record up on one path only: a branch taken
+    before the setup that lands past it (skb_push's fast path, ``b.cs`` over the
+    ``stp``, to a ``ret``) ends the span there, since that code runs without a record.
+    """
     setup = next((i for i, n in enumerate(insns)
                   if n.mnemonic == "mov" and n.operands == "x29, sp"), None)  # fmt: skip
     if setup is None:
@@ -223,7 +228,11 @@ def _framed(insns: list[_Insn], start: int) -> tuple[int, int]:
     restore = next((n.address for n in insns[setup + 1 :] if n.mnemonic == "ldp"
                     and n.operands.startswith("x29, x30, [sp], #")), None)  # fmt: skip
     end = restore if restore is not None else insns[-1].address + 4
-    return (insns[setup].address + 4, end)
+    begin = insns[setup].address + 4
+    skips = [t for n in insns[:setup] if n.mnemonic.startswith(("b", "cb", "tb"))
+             and n.mnemonic not in ("bl", "blr", "br") and (t := n.branch_target()) is not None
+             and begin <= t < end]  # fmt: skip
+    return (begin, min([end, *skips]))
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ import pytest
 
 from harness import arches
 from harness.agent import frames, truth
-from harness.agent.elfsyms import Call, Function, FunctionTable, read_functions
+from harness.agent.elfsyms import Call, Function, FunctionTable, _framed, _Insn, read_functions
 from harness.agent.samples import Sample
 from harness.agent.truth_build import compile_truth
 from harness.process import tool_version
@@ -212,3 +212,13 @@ def test_a_relocatable_names_its_calls_by_their_relocations(tmp_path: Path) -> N
     local = table.named("caller").calls[0]
     assert table.named("caller").start + (local.delta or 0) == table.named("local").start
     assert table.named("caller").framed[0] > table.named("caller").start
+
+
+def test_a_shrink_wrapped_fast_path_runs_without_a_frame_record() -> None:
+    # skb_push on the kcsan kernel: b.cs over the stp to a ret, past mov x29, sp
+    code = [_Insn(0x00, "ldr", "w4, [x0, #0x68]"), _Insn(0x04, "b.hs", "#0x28"),
+            _Insn(0x08, "stp", "x29, x30, [sp, #-0x10]!"), _Insn(0x0C, "mov", "x29, sp"),
+            _Insn(0x10, "bl", "#0x1000"), _Insn(0x14, "b", "#0x10"),
+            _Insn(0x28, "mov", "x0, x2"), _Insn(0x2C, "ret", "")]  # fmt: skip
+    assert _framed(code, 0) == (0x10, 0x28)
+    assert _framed([_Insn(0x0, "bti", "c"), *code[2:]], 0) == (0x10, 0x30)
