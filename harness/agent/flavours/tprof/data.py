@@ -161,11 +161,16 @@ TPROF = FlavourInfo(
     params=TPROF_PARAMS,
     template_context={},  # filled in below, from the values above
     mutants=(
-        Mutant("wrong_cpu", "every 50th sample of a CPU records the next CPU's id", ("TP-O5",)),
+        Mutant(
+            "wrong_cpu", "every 50th sample of a CPU records the next CPU's id", ("TP-O5", "PLACE")
+        ),
         Mutant(
             "skip_kick_swap", "every 3rd kick of the last CPU returns without its swap", ("TP-O2",)
         ),
-        Mutant("shared_pid_cache", "a sample's pid comes from a cache all CPUs share", ("PLACE",)),
+        # WHO, not PLACE: PLACE judges the busy loops' samples in spin_loop only (their
+        # start runs on profctl's CPU), and on 2 vCPUs the one loop's samples take the
+        # workload's pid, which no loop has (the local CI run of fb9bb64: WHERE, WHO)
+        Mutant("shared_pid_cache", "a sample's pid comes from a cache all CPUs share", ("WHO",)),
         # The window is the core's, judged by tprof's PROBE (dt runs no probe).
         Mutant(
             "probe_masks_nmi", "the IRQ-off probe window masks pseudo-NMIs too (DAIF.I)", ("PROBE",)
