@@ -262,9 +262,7 @@ TRUTH_FN int main(int argc, char **argv)
 
 	if (argc == 5 && !strcmp(argv[1], "lanes")) {
 		w.cpu = strtoul(argv[2], NULL, 10);
-		CPU_ZERO(&set);
-		CPU_SET(w.cpu, &set);
-		if (w.cpu >= CPU_SETSIZE || sched_setaffinity(0, sizeof(set), &set))
+		if (w.cpu >= CPU_SETSIZE || pin(w.cpu))
 			return 3;
 		printf("pid=%d tid=%d cpu=%lu mode=lanes\n", (int)getpid(), (int)getpid(), w.cpu);
 		fflush(stdout);

@@ -164,10 +164,7 @@ class Agent:
         :raise InfraError: kallsyms lists one of them not, or hides its address.
         """
         if set(names) <= set(truth.KERNEL_NAMES):
-            if not self._kernel_lines:
-                found = self.shell.run(truth.kernel_lines_command(truth.KERNEL_NAMES),
-                                       check=False)  # fmt: skip
-                self._kernel_lines = tuple(found.stdout.splitlines())
+            self._kernel_lines = self._kernel_lines or self._read_kernel_lines()
             return truth.place_kernel(self._kernel_lines, names)
         found = self.shell.run(truth.kernel_lines_command(names), check=False)
         return truth.place_kernel(found.stdout.splitlines(), names)
@@ -192,6 +189,11 @@ class Agent:
             return ()
         lines = set(config.read_text().splitlines())
         return tuple(name for name in truth.KERNEL_SANITIZERS if f"{name}=y" in lines)
+
+    def _read_kernel_lines(self) -> tuple[str, ...]:
+        """`truth.KERNEL_NAMES`' ``/proc/kallsyms`` lines (`truth.kernel_lines_command`)."""
+        found = self.shell.run(truth.kernel_lines_command(truth.KERNEL_NAMES), check=False)
+        return tuple(found.stdout.splitlines())
 
     def _read_kallsyms(self) -> tuple[str, ...]:
         """The loaded module's ``/proc/kallsyms`` lines, read in the guest now."""
@@ -231,8 +233,7 @@ class Agent:
         # guest (harness.scenarios.inputfree) answers only the commands before it.
         self._kallsyms = self._read_kallsyms()
         if getattr(self.shell, "input_free", False):  # it answers nothing after profctl
-            found = self.shell.run(truth.kernel_lines_command(truth.KERNEL_NAMES), check=False)
-            self._kernel_lines = tuple(found.stdout.splitlines())
+            self._kernel_lines = self._read_kernel_lines()
         LOG.info("agent loaded: %s", " ".join(spec.module_params()))
 
     @property
