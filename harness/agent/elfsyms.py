@@ -71,7 +71,8 @@ class Function:
     registers finds its caller next. Outside it (prologue, epilogue) the walk skips
     the caller, as Linux perf's does. (start, start) when no frame record was found.
     ``calls``: its BL and BLR instructions, by return address. ``tails``: its B
-    instructions to another function's start (tail calls).
+    instructions out of itself (tail calls): to another function's start, or into one
+    past its start (glibc's ``_setjmp`` branches to ``__sigsetjmp + 4``, past a nop).
     """
 
     name: str
@@ -289,7 +290,7 @@ def _function(symbol: Any, sections: Mapping[int, tuple[int, bytes]],
             delta = None if address is None else address - value
             if insn.mnemonic == "bl":
                 calls.append(Call(insn.address + 4 - value, True, name, delta))
-            elif name is not None and (delta is None or not 0 <= delta < size):
+            elif name is not None if delta is None else not 0 <= delta < size:  # leaves it
                 tails.append(Call(insn.address - value, True, name, delta))
     framed = _framed(insns, value) if insns else (value, value)
     return Function(symbol.name, value, value + size, framed, shndx, tuple(calls),

@@ -33,8 +33,9 @@ What is not judged, and why:
   are judged only as "a call".
 * *Tail calls.* A function that ends in a B to another (a tail call) leaves its caller's
   return address above the tail-callee's frame. So the target half also holds when the
-  frame below's function is reached from the BL's target by B's to function starts
-  (`Function.tails`), through any number of them.
+  frame below's function is reached from the BL's target by B's out of a function
+  (`Function.tails`: to its start or past it, as glibc's ``_setjmp`` enters
+  ``__sigsetjmp + 4``), through any number of them.
 * *Exceptions.* A return address in a kernel's exception entry code
   (`FunctionTable.entry_text`) is the entry's call of its C handler; the frame record
   above it is the exception's, so the next address is the PC the exception
@@ -112,16 +113,20 @@ def _named(tables: Tables, name: str, home: FunctionTable) -> _Found | None:
     return next(((t, f) for t in (home, *tables) if (f := t.find(name)) is not None), None)
 
 
-def callee(tables: Tables, home: FunctionTable, caller: Function, call: Call) -> _Found | None:
+def callee(
+    tables: Tables, home: FunctionTable, caller: Function, call: Call, *, tail: bool = False
+) -> _Found | None:
     """The function a direct branch of ``caller`` enters, if this code names it.
 
     By address where the file gave one (``Call.delta``): the function starting
-    there, else none (a stub); else by the relocation's name.
+    there, else none (a stub); a ``tail`` call (a B) may also enter a function past
+    its start. Else by the relocation's name.
     """
     if call.delta is not None:
         address = caller.start + call.delta
         found = home.at(address)
-        return (home, found) if found is not None and found.start == address else None
+        entered = found is not None and (found.start == address or tail)
+        return (home, found) if found is not None and entered else None
     return _named(tables, call.target, home) if call.target is not None else None
 
 
@@ -138,7 +143,7 @@ def enters(tables: Tables, called: _Found, below: Function) -> bool:
         if function.start == below.start:
             return True
         for tail in function.tails:
-            found = callee(tables, home, function, tail)
+            found = callee(tables, home, function, tail, tail=True)
             if found is not None and found[1].start not in seen:
                 seen.add(found[1].start)
                 todo.append(found)

@@ -77,6 +77,19 @@ def test_tail_calls_are_followed_through_any_number_of_branches() -> None:
         assert len(frames.judge_frames([sample], lambda _: (table,)).faults) == faults
 
 
+def test_a_tail_call_past_a_function_start_is_followed() -> None:
+    # glibc's _setjmp: `b __sigsetjmp+4` (past a nop), and __sigsetjmp tail-calls
+    # __sigjmp_save: a sample there under main's call of _setjmp holds the law.
+    table = FunctionTable((fn("main", BASE, (Call(0x20, True, "setjmp", 0x100),)),
+                           fn("setjmp", BASE + 0x100, tails=(Call(0x8, True, None, 0x104),)),
+                           fn("sigsetjmp", BASE + 0x200, tails=(Call(0x8, True, "save", 0x100),)),
+                           fn("save", BASE + 0x300),
+                           fn("other", BASE + 0x400)))  # fmt: skip
+    for below, faults in ((0x310, 0), (0x210, 0), (0x410, 1)):
+        sample = Sample(0, BASE + below, 1, 1, True, (RET["main"],))
+        assert len(frames.judge_frames([sample], lambda _: (table,)).faults) == faults
+
+
 def test_outside_the_frame_record_the_first_target_is_not_judged() -> None:
     # leaf's prologue: the walk skipped middle, its first return address is in outer
     verdict = judge(BASE + 0x404, RET["outer"], RET["main"])

@@ -237,6 +237,7 @@ static DEFINE_PER_CPU(struct hw_cpu, hw_cpu);
 static DEFINE_MUTEX(hw_mutex);		/* the seed's sx lock, always exclusive (HW-D5) */
 static atomic64_t hw_stat[HW_NSTATS];
 static atomic_t hw_mask32;		/* quirk HW-D1: the seed's 32-bit pmc_cpumask */
+/* Written under hw_mutex, read lock-free by the state file: marked stores. */
 static unsigned int hw_running;		/* running sampling PMCs: the sources are on */
 static unsigned int hw_pmcs;		/* PMCs allocated, all owners */
 static bool hw_hw_stall;		/* the last stall stopped the counter for real */
@@ -328,7 +329,7 @@ static void hw_capture_chain(struct hw_cpu *hc, struct hw_entry *e,
 	enum pa_chain_stop why = PA_CHAIN_NO_REGS;
 	unsigned int n = 0;
 
-	if (!hc->leave_pending)
+	if (!READ_ONCE(hc->leave_pending))
 		n = pa_chain(ctx, !ctx->kernel, e->chain, depth, &why);
 	e->chain[0] = ctx->pc;	/* the sample's PC as the core took it */
 	e->depth = max(n, 1U);
@@ -374,8 +375,8 @@ static void hw_process(struct hw_cpu *hc, struct hw_pmc *pmc, const struct pa_sa
 	e->ts_ns = ctx->ts_ns;
 	hw_capture_chain(hc, e, ctx);
 	/* The state publishes the entry; the sweep runs on this CPU: program order. */
-	if (hc->leave_pending) {
-		hc->leave_pending = 0;
+	if (READ_ONCE(hc->leave_pending)) {	/* set by the hook on another CPU */
+		WRITE_ONCE(hc->leave_pending, 0);
 		smp_store_release(&e->state, HW_PENDING);
 	} else {
 		smp_store_release(&e->state, HW_VALID);
@@ -481,9 +482,9 @@ static void hw_sweep_entry(struct hw_cpu *hc, struct hw_entry *e, unsigned int c
 		hw_stat_inc(hc, HW_PC_X_LOG_FAILED);
 	}
 	hw_stat_inc(hc, HW_PC_X_SWEPT);
-	hc->stat[HW_PC_X_SWEEP_LAT_SUM_NS] += lat;
+	WRITE_ONCE(hc->stat[HW_PC_X_SWEEP_LAT_SUM_NS], hc->stat[HW_PC_X_SWEEP_LAT_SUM_NS] + lat);
 	if (lat > hc->stat[HW_PC_X_SWEEP_LAT_MAX_NS])
-		hc->stat[HW_PC_X_SWEEP_LAT_MAX_NS] = lat;
+		WRITE_ONCE(hc->stat[HW_PC_X_SWEEP_LAT_MAX_NS], lat);
 	rel = smp_load_acquire(&pmc->rel);
 	if (rel)	/* ticks on this CPU since the RELEASE: its own, whatever the host */
 		rel[nr_cpu_ids + cpu] = READ_ONCE(hc->live_ticks) - rel[cpu];
@@ -712,7 +713,7 @@ static int hw_allocate(struct hw_owner *ow, struct pmc_op *op)
 	for_each_cpu(cpu, &pmc->cpus)
 		WRITE_ONCE(per_cpu_ptr(&hw_cpu, cpu)->rows[row], pmc);
 	list_add_tail(&pmc->link, &ow->pmcs);
-	hw_pmcs++;
+	WRITE_ONCE(hw_pmcs, hw_pmcs + 1);
 	op->id = pmc->id;
 	op->row = row;
 	return 0;
@@ -791,7 +792,7 @@ static int hw_start(struct hw_pmc *pmc)
 	for_each_cpu(cpu, &pmc->cpus)
 		pa_on_cpu_irqoff(cpu, hw_counter_on_here, NULL);
 	WRITE_ONCE(pmc->state, HW_RUNNING);
-	hw_running++;
+	WRITE_ONCE(hw_running, hw_running + 1);
 	if (pmc->mode == PMC_MODE_SS)
 		atomic64_inc(&hw_stat[HW_ST_X_SS_RUNNING]);
 	return 0;
@@ -827,7 +828,7 @@ static int hw_stop(struct hw_pmc *pmc, bool release)
 	}
 	if (pmc->mode == PMC_MODE_SS)
 		atomic64_dec(&hw_stat[HW_ST_X_SS_RUNNING]);
-	hw_running--;
+	WRITE_ONCE(hw_running, hw_running - 1);
 	return offline ? -ENXIO : 0;
 }
 
@@ -871,7 +872,7 @@ static void hw_free(struct hw_pmc *pmc)
 	if (pmc->counter)
 		perf_event_release_kernel(pmc->counter);
 	list_del(&pmc->link);
-	hw_pmcs--;
+	WRITE_ONCE(hw_pmcs, hw_pmcs - 1);
 	kfree(pmc->rel);
 	kfree(pmc);
 }
@@ -1302,7 +1303,7 @@ static void hw_show_state(struct seq_file *m)
 {
 	unsigned int cpu;
 
-	seq_printf(m, "pmcs %u\nrunning %u\nmask32 %#x\n", hw_pmcs, hw_running,
+	seq_printf(m, "pmcs %u\nrunning %u\nmask32 %#x\n", READ_ONCE(hw_pmcs), READ_ONCE(hw_running),
 		   atomic_read(&hw_mask32));
 	for_each_possible_cpu(cpu) {
 		struct hw_cpu *hc = per_cpu_ptr(&hw_cpu, cpu);
