@@ -352,8 +352,7 @@ def agent(
     yield deployed
     if guest.vm.exitcode() is None:
         try:
-            deployed.unload()
-            guest.shell.run("rm -f /tmp/profagent/samples.bin")
+            deployed.unload(then="rm -f /tmp/profagent/samples.bin")
         except HarnessError:
             pool.discard(topology)  # e.g. a hung profctl holds the module: a fresh guest
             raise

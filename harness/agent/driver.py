@@ -44,13 +44,46 @@ from harness.agent.steps import (
     _marker_paths,
     snapshot_of,
 )
-from harness.errors import ConfigError, HarnessError, InfraError, ModuleLoadError
+from harness.errors import (
+    ConfigError,
+    GuestCommandError,
+    HarnessError,
+    InfraError,
+    ModuleLoadError,
+)
 from harness.timeouts import Timeouts, wait_until
 from harness.timing import RUNS, timed
 from harness.vm.shell import CommandShell
 from harness.vm.ssh import GuestCommandTimeout
 
 LOG = logging.getLogger(__name__)
+
+#: Unload the agent if it is loaded (kcsan's spinners may hold it: `unload_command`).
+UNLOAD_IF_LOADED = f"if grep -q '^profagent ' /proc/modules; then {unload_command('profagent')}; fi"
+#: `Agent.insmod`'s exit status when a command before the insmod failed (+ its index).
+_BEFORE_INSMOD = 90
+
+
+def throttling_command(*, disabled: bool, max_sample_rate: int | None = None) -> str:
+    """A guest command that switches the perf core's interrupt throttling off or back on.
+
+    On, the perf core allows ``max_sample_rate`` overflows per second and CPU (its
+    default, 100000, when None) and lowers that limit by itself when handlers are
+    slow. Off, the CPU-time limit is 0 and the rate `MAX_SAMPLE_RATE`: the per-tick cap
+    (rate / HZ) holds even then. The limit can only be written while the CPU-time
+    limit is neither 0 nor 100, hence the order, and nothing is written when both
+    already hold: while the limit is being written, any PMU user's slow handler
+    (under TCG: tens of µs, against the 1 ns such a rate leaves) makes the kernel lower
+    the rate, to 1 per tick.
+    """
+    rate = MAX_SAMPLE_RATE if disabled else (max_sample_rate or 100_000)
+    percent = 0 if disabled else 25
+    sysctl = "/proc/sys/kernel/perf"
+    return (f'[ "$(cat {sysctl}_cpu_time_max_percent)" = {percent} ] && '
+            f'[ "$(cat {sysctl}_event_max_sample_rate)" = {rate} ] || '
+            f"{{ echo 25 > {sysctl}_cpu_time_max_percent && "
+            f"echo {rate} > {sysctl}_event_max_sample_rate && "
+            f"echo {percent} > {sysctl}_cpu_time_max_percent; }}")  # fmt: skip
 
 
 class AgentShell(CommandShell, Protocol):
@@ -150,8 +183,8 @@ class Agent:
 
         :raise InfraError: kallsyms lists none of them, or hides their addresses.
         """
-        lines = self._kallsyms or self._read_kallsyms()
-        return truth.place_module(_module_table(self.build.ko), lines)
+        self._kallsyms = self._kallsyms or self._read_kallsyms()
+        return truth.place_module(_module_table(self.build.ko), self._kallsyms)
 
     def kallsyms_functions(self, names: Sequence[str]) -> FunctionTable:
         """Core kernel functions by name where ``/proc/kallsyms`` puts them (`truth.place_kernel`).
@@ -225,14 +258,16 @@ class Agent:
         why = event_available(spec.event, *self.pmu_events())
         if why:
             raise ConfigError(f"agent spec: {why}")
-        self.set_throttling(disabled=throttling_disabled, max_sample_rate=max_sample_rate)
         wait_ms = self.burst_wait_ms if burst_wait_ms is None else burst_wait_ms
-        self.insmod((*spec.module_params(), f"burst_wait_ms={wait_ms}"))
+        throttle = throttling_command(disabled=throttling_disabled, max_sample_rate=max_sample_rate)
+        self.insmod((*spec.module_params(), f"burst_wait_ms={wait_ms}"), before=throttle)
         self.loaded = spec
-        # Read where the module landed now, before any profctl sequence: an input-free
-        # guest (harness.scenarios.inputfree) answers only the commands before it.
-        self._kallsyms = self._read_kallsyms()
-        if getattr(self.shell, "input_free", False):  # it answers nothing after profctl
+        # An input-free guest (harness.scenarios.inputfree) answers only the commands
+        # before its profctl sequence: where the module landed is read now. Over SSH it
+        # is read when a run asks (`module_functions`): a pass over /proc/kallsyms
+        # under TCG took 0.3 to 2.4 s, and most loads launch no workload that needs it.
+        if getattr(self.shell, "input_free", False):
+            self._kallsyms = self._read_kallsyms()
             self._kernel_lines = self._read_kernel_lines()
         LOG.info("agent loaded: %s", " ".join(spec.module_params()))
 
@@ -255,57 +290,47 @@ class Agent:
             self._pmu = (names, bool(names))
         return self._pmu
 
-    def insmod(self, params: Sequence[str]) -> None:
+    def insmod(self, params: Sequence[str], *, before: str = "") -> None:
         """``insmod`` the agent with raw ``params`` (unloading a loaded one first).
 
-        One guest command: dmesg is read back only when insmod fails, and then only
-        the lines it added.
+        One guest command: the unload, ``before`` (a command that must succeed first,
+        such as `throttling_command`), the insmod, and dmesg read back only when insmod
+        fails, and then only the lines it added.
 
+        :raise GuestCommandError: the unload or ``before`` failed.
         :raise ModuleLoadError: insmod failed; carries the dmesg lines it caused.
         """
-        self.unload()
+        self.loaded = None
+        self._kallsyms = self._kernel_lines = ()
         insmod = shlex.join(["insmod", f"{GUEST_DIR}/profagent.ko", *params])
+        first = [UNLOAD_IF_LOADED, *([before] if before else [])]
+        command = "; ".join(f"( {c} ) || exit {_BEFORE_INSMOD + i}" for i, c in enumerate(first))
         result = self.shell.run(
-            f"n=$(dmesg | wc -l); {insmod} || {{ s=$?; dmesg | tail -n +$((n + 1)) >&2; "
-            "exit $s; }",
+            f"{command}; n=$(dmesg | wc -l); {insmod} || {{ s=$?; "
+            "dmesg | tail -n +$((n + 1)) >&2; exit $s; }",
             check=False,
         )
+        if _BEFORE_INSMOD <= result.exit_status < _BEFORE_INSMOD + len(first):
+            failed = first[result.exit_status - _BEFORE_INSMOD]
+            raise GuestCommandError(failed, result.exit_status, result.stdout, result.stderr)
         if result.exit_status != 0:
             lines = result.stderr.splitlines()
             why = lines[0].strip() if lines else result.stdout.strip()
             raise ModuleLoadError(f"the agent did not load: {why}", "\n".join(lines[1:]))
 
     @timed(RUNS)
-    def unload(self) -> None:
-        """Unload the module if it is loaded."""
-        if "profagent " in self.shell.run("cat /proc/modules").stdout:
-            self.shell.run(unload_command("profagent"))  # kcsan's spinners may hold it
+    def unload(self, *, then: str = "") -> None:
+        """Unload the module if it is loaded, then run ``then`` (one guest command).
+
+        :raise GuestCommandError: the unload (or ``then``) failed.
+        """
+        self.shell.run(f"{UNLOAD_IF_LOADED}{f' && {then}' if then else ''}")
         self.loaded = None
         self._kallsyms = self._kernel_lines = ()
 
     def set_throttling(self, *, disabled: bool, max_sample_rate: int | None = None) -> None:
-        """Switch the perf core's interrupt throttling off (exact counts) or back on.
-
-        On, the perf core allows ``max_sample_rate`` overflows per second and
-        CPU (its default, 100000, when None) and lowers that limit by itself
-        when handlers are slow. Off, the CPU-time limit is 0 and the rate
-        `MAX_SAMPLE_RATE`: the per-tick cap (rate / HZ) holds even then. The
-        limit can only be written while the CPU-time limit is neither 0 nor
-        100, hence the order, and nothing is written when both already hold:
-        while the limit is being written, any PMU user's slow handler (under
-        TCG: tens of µs, against the 1 ns such a rate leaves) makes the kernel
-        lower the rate, to 1 per tick.
-        """
-        rate = MAX_SAMPLE_RATE if disabled else (max_sample_rate or 100_000)
-        percent = 0 if disabled else 25
-        sysctl = "/proc/sys/kernel/perf"
-        self.shell.run(
-            f'[ "$(cat {sysctl}_cpu_time_max_percent)" = {percent} ] && '
-            f'[ "$(cat {sysctl}_event_max_sample_rate)" = {rate} ] || '
-            f"{{ echo 25 > {sysctl}_cpu_time_max_percent && "
-            f"echo {rate} > {sysctl}_event_max_sample_rate && "
-            f"echo {percent} > {sysctl}_cpu_time_max_percent; }}"
-        )
+        """Switch the perf core's interrupt throttling off or back on (`throttling_command`)."""
+        self.shell.run(throttling_command(disabled=disabled, max_sample_rate=max_sample_rate))
 
     @timed(RUNS)
     def steps(
