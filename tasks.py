@@ -24,10 +24,10 @@ from invoke.tasks import task as invoke_task
 
 from harness import arches
 from harness.agent import flavours
-from harness.agent.build import export_agent
+from harness.agent.module.build import export_agent
+from harness.agent.module.spec import AgentSpec, parse_params, parse_quirks
 from harness.agent.mutation import format_table as format_mutants
 from harness.agent.mutation import survivors, tally
-from harness.agent.spec import AgentSpec, parse_params, parse_quirks
 from harness.build import hostdeps
 from harness.build import rootfs as rootfsmod
 from harness.build.cache import Cache

@@ -27,12 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from harness.agent import profctl, truth, truth_build
-from harness.agent.build import AgentBuild
-from harness.agent.elfsyms import FunctionTable, read_functions, symbol_span
+from harness.agent import profctl
+from harness.agent.module.build import AgentBuild
+from harness.agent.module.spec import AgentSpec, event_available
+from harness.agent.oracles.results import AgentSnapshot
 from harness.agent.overlap import unload_command
-from harness.agent.results import AgentSnapshot
-from harness.agent.spec import AgentSpec, event_available
 from harness.agent.steps import (
     DEBUGFS,
     FD,
@@ -44,6 +43,9 @@ from harness.agent.steps import (
     _marker_paths,
     snapshot_of,
 )
+from harness.agent.truth import program
+from harness.agent.truth.build import TRUTH_BINARY
+from harness.agent.truth.elfsyms import FunctionTable, read_functions, symbol_span
 from harness.errors import ConfigError, HarnessError, InfraError, ModuleLoadError
 from harness.timeouts import Timeouts, wait_until
 from harness.timing import RUNS, timed
@@ -65,9 +67,9 @@ class AgentShell(CommandShell, Protocol):
 
 @functools.cache
 @functools.cache
-def _truth_image(profctl_binary: Path) -> truth.TruthImage:
+def _truth_image(profctl_binary: Path) -> program.TruthImage:
     """`truth.read_image`, once per process: a cache entry never changes (about 1 s each)."""
-    return truth.read_image(profctl_binary)
+    return program.read_image(profctl_binary)
 
 
 @functools.cache
@@ -117,7 +119,7 @@ class Agent:
         self._runs = 0
         self._pmu: tuple[frozenset[str], bool] | None = None
         self._kallsyms: tuple[str, ...] = ()  # the loaded module's kallsyms lines
-        self._kernel_lines: tuple[str, ...] = ()  # truth.KERNEL_NAMES' kallsyms lines
+        self._kernel_lines: tuple[str, ...] = ()  # program.KERNEL_NAMES' kallsyms lines
         #: A profctl sequence's default budget: the command budget (scaled).
         self.timeouts = timeouts or Timeouts.from_env()
         self.vmlinux = vmlinux  # the guest kernel's, unstripped (None: frames not judged)
@@ -127,11 +129,11 @@ class Agent:
         self.shell.run(f"mkdir -p {GUEST_DIR}")
         self.shell.put(self.build.ko, f"{GUEST_DIR}/profagent.ko")
         self.shell.put(self.profctl_binary, f"{GUEST_DIR}/profctl", mode=0o755)
-        # The ground-truth workload, built beside profctl (harness.agent.truth).
-        self.shell.put(self.profctl_binary.parent / truth_build.BINARY_NAME, truth.GUEST_PATH,
+        # The ground-truth workload, built beside profctl (harness.agent.truth.program).
+        self.shell.put(self.profctl_binary.parent / TRUTH_BINARY, program.GUEST_PATH,
                        mode=0o755)  # fmt: skip
 
-    def truth_image(self) -> truth.TruthImage:
+    def truth_image(self) -> program.TruthImage:
         """The ground-truth workload's functions (host copy, unstripped) and profctl's text.
 
         :raise InfraError: the workload is missing or stripped.
@@ -151,7 +153,7 @@ class Agent:
         :raise InfraError: kallsyms lists none of them, or hides their addresses.
         """
         lines = self._kallsyms or self._read_kallsyms()
-        return truth.place_module(_module_table(self.build.ko), lines)
+        return program.place_module(_module_table(self.build.ko), lines)
 
     def kallsyms_functions(self, names: Sequence[str]) -> FunctionTable:
         """Core kernel functions by name where ``/proc/kallsyms`` puts them (`truth.place_kernel`).
@@ -163,11 +165,11 @@ class Agent:
 
         :raise InfraError: kallsyms lists one of them not, or hides its address.
         """
-        if set(names) <= set(truth.KERNEL_NAMES):
+        if set(names) <= set(program.KERNEL_NAMES):
             self._kernel_lines = self._kernel_lines or self._read_kernel_lines()
-            return truth.place_kernel(self._kernel_lines, names)
-        found = self.shell.run(truth.kernel_lines_command(names), check=False)
-        return truth.place_kernel(found.stdout.splitlines(), names)
+            return program.place_kernel(self._kernel_lines, names)
+        found = self.shell.run(program.kernel_lines_command(names), check=False)
+        return program.place_kernel(found.stdout.splitlines(), names)
 
     def kernel_functions(self) -> FunctionTable | None:
         """The guest kernel's functions from its vmlinux (None: none was given).
@@ -188,11 +190,11 @@ class Agent:
         if config is None or not config.is_file():
             return ()
         lines = set(config.read_text().splitlines())
-        return tuple(name for name in truth.KERNEL_SANITIZERS if f"{name}=y" in lines)
+        return tuple(name for name in program.KERNEL_SANITIZERS if f"{name}=y" in lines)
 
     def _read_kernel_lines(self) -> tuple[str, ...]:
         """`truth.KERNEL_NAMES`' ``/proc/kallsyms`` lines (`truth.kernel_lines_command`)."""
-        found = self.shell.run(truth.kernel_lines_command(truth.KERNEL_NAMES), check=False)
+        found = self.shell.run(program.kernel_lines_command(program.KERNEL_NAMES), check=False)
         return tuple(found.stdout.splitlines())
 
     def _read_kallsyms(self) -> tuple[str, ...]:

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from harness.agent import flavours, profctl
-from harness.agent.elfsyms import FunctionTable
-from harness.agent.info import FlavourInfo
-from harness.agent.report import CellRow
-from harness.agent.results import Judged, Violation
-from harness.agent.samples import Sample
-from harness.agent.spec import AgentSpec
-from harness.agent.truth import TruthImage
+from harness.agent.module.info import FlavourInfo
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.report import CellRow
+from harness.agent.oracles.results import Judged, Violation
+from harness.agent.oracles.samples import Sample
+from harness.agent.truth.elfsyms import FunctionTable
+from harness.agent.truth.program import TruthImage
 from harness.timeouts import Timeouts
 from harness.timing import ANALYSIS, timed
 from harness.vm.shell import CommandShell
@@ -215,7 +215,7 @@ class Flavour:
     oracles: tuple[tuple[str, str], ...]  # (name, what it checks), report order
     check: Callable[[AgentRun], list[Violation]]
     #: What each applicable oracle compared (its table's and the content oracles'): a
-    #: ``PASS`` needs n > 0; n = 0 is ``UNJUDGED`` (`harness.agent.report.unjudged`).
+    #: ``PASS`` needs n > 0; n = 0 is ``UNJUDGED`` (`harness.agent.oracles.report.unjudged`).
     judged: Callable[[AgentRun], tuple[Judged, ...]]
     applicable: Callable[[AgentRun], frozenset[str]]  # the oracles `check` judges for a run
     report: Callable[[AgentRun, Sequence[Violation]], str]
@@ -241,7 +241,7 @@ class Flavour:
     #: A scenario judged input-free, where time budgets are exact: the case of its
     #: ``deterministic`` mutants (`harness.cli.mutants`); None: it has none.
     budget_scenario: Path | None = None
-    #: Its records as generic samples (`harness.agent.samples.Sample`), for the content
+    #: Its records as generic samples (`harness.agent.oracles.samples.Sample`), for the content
     #: oracles; None: the flavour has no adapter yet.
     samples: Callable[[AgentRun], tuple[Sample, ...]] | None = None
 

@@ -13,8 +13,8 @@ are here; a flavour's are in its data (`FlavourInfo.mutants`)::
 from __future__ import annotations
 
 from harness.agent import flavours
-from harness.agent.info import Mutant
-from harness.agent.report import UNJUDGED
+from harness.agent.module.info import Mutant
+from harness.agent.oracles.report import UNJUDGED
 from harness.errors import ConfigError
 
 NONE = "none"  # the unmutated build: every case must pass with it
@@ -22,7 +22,7 @@ NONE = "none"  # the unmutated build: every case must pass with it
 CONTENT_FLAVOURS = ("tprof", "kprof", "hwpmc", "dt")
 CHAIN_FLAVOURS = ("kprof", "hwpmc", "dt")
 #: Flavours whose records carry a thread id (kprof's do not: WHO judges its pids only);
-#: those whose PROFILE compares paired samples (`harness.agent.profile.paired`).
+#: those whose PROFILE compares paired samples (`harness.agent.peer.profile.paired`).
 TID_FLAVOURS = ("tprof", "hwpmc", "dt")
 PAIRED_FLAVOURS = ("dt", "hwpmc")
 #: Flavours whose kernel samples carry the task's pid (kprof's kernel traces do not), so
@@ -34,7 +34,7 @@ def unjudged_token(oracle: str) -> str:
     """How a mutation run names an oracle it relied on that compared nothing.
 
     ``PROFILE:UNJUDGED`` among a run's failures: the guest test that relies on PROFILE
-    fails on it (`harness.agent.report.unjudged`), so a mutant whose sabotage leaves
+    fails on it (`harness.agent.oracles.report.unjudged`), so a mutant whose sabotage leaves
     nothing to compare is caught by it, and a control that shows it is broken.
     """
     return f"{oracle}:{UNJUDGED}"
@@ -61,7 +61,7 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            ("PEER",), case="peer"),
     Mutant("fixed_pc_3rd", "every 3rd sample's PC is replaced by a fixed kernel address",
            ("PROFILE",), case="peer"),
-    # The content oracles' (harness.agent.content_oracles): points in the core's pa_produce
+    # The content oracles' (harness.agent.oracles.content): points in the core's pa_produce
     # and pa_chain, judged where a flavour's records reach them.
     Mutant("handler_pc", "every sample records the handler's own PC (_THIS_IP_)",
            ("MODE", "WHERE"), flavours=CONTENT_FLAVOURS),
@@ -99,7 +99,7 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
     Mutant("leak_at_start", "START allocates an object that nothing frees",
            ("KMEMLEAK",), case="debug", quick=False),
     # Judged where the guest's clock counts instructions: each flavour's budget scenario,
-    # input-free (`Flavour.budget_scenario`, `harness.agent.budgets`).
+    # input-free (`Flavour.budget_scenario`, `harness.agent.oracles.budgets`).
     Mutant("slow_producer", "every producer call spins 500 µs of guest time before it returns",
            ("C-3",), case="deterministic"),
 )  # fmt: skip

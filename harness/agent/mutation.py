@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from harness.agent.mutants import NONE
-from harness.agent.report import align
+from harness.agent.oracles.report import align
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class MutantRow:
     ``failed`` are the oracles that failed in any of ``cases``; ``notes`` hold what
     else happened (a guest that crashed after the verdict, a case that errored).
     ``unjudged``: every run of the mutant was one its oracle could not judge, by a
-    model that reads only the peer's evidence (`harness.agent.peer.stretch_margin`: too
+    model that reads only the peer's evidence (`harness.agent.peer.counts.stretch_margin`: too
     many PMU periods folded by the emulator); the notes give each run's numbers.
     """
 

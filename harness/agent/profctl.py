@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 
-from harness.agent import truth_build
+from harness.agent.truth.build import TRUTH_SOURCE, compile_truth
 from harness.arches import ArchProfile
 from harness.build.cache import Cache, content_key, file_sha256
 from harness.errors import BuildError, ConfigError, GuestCommandError, HostSetupError, InfraError
@@ -406,7 +406,7 @@ def profctl_key(arch: ArchProfile) -> str | None:
 
 
 def _key(text: str, version: str, arch: ArchProfile) -> str:
-    truth_text = truth_build.SOURCE.read_text()
+    truth_text = TRUTH_SOURCE.read_text()
     return content_key({"source": text, "truth": truth_text, "compiler": version,
                         "arch": arch.name, "recipe": RECIPE})  # fmt: skip
 
@@ -422,8 +422,8 @@ def _compile(out: Path, *, source: Path, text: str, compiler: str, version: str)
         raise BuildError(f"{source} changed while {what}; build again")
     if not binary.is_file():
         raise BuildError(f"{what} produced no {binary}", log=out / "build.log")
-    # The ground-truth workload lives in the same entry, unstripped (harness.agent.truth).
-    workload = truth_build.compile_truth(out, compiler, COMPILE_TIMEOUT_S)
+    # The ground-truth workload lives in the same entry, unstripped (harness.agent.truth.program).
+    workload = compile_truth(out, compiler, COMPILE_TIMEOUT_S)
     return {"compiler": version, "sha256": file_sha256(binary),
             "truth_sha256": file_sha256(workload)}  # fmt: skip
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from harness.agent import profctl
-from harness.agent.build import AgentBuild
 from harness.agent.driver import Agent
 from harness.agent.flavours.tprof.data import TPROF, samples_per_buffer
 from harness.agent.flavours.tprof.oracles import (
@@ -39,8 +38,9 @@ from harness.agent.flavours.tprof.run import (
     scripted_run,
     start_steps,
 )
-from harness.agent.report import unjudged
-from harness.agent.spec import AgentSpec
+from harness.agent.module.build import AgentBuild
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.report import unjudged
 from harness.agent.steps import DEVICE, SamplingPlan, inject_step, kick_step
 from harness.build.images import GuestImages
 from harness.build.modules import build_module

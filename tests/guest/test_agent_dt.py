@@ -34,8 +34,8 @@ from harness.agent.flavours.dt.run import (
     record_step,
     skip_step,
 )
-from harness.agent.report import unjudged
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.report import unjudged
 from harness.agent.steps import DEVICE, host_action_steps, inject_step
 from harness.timeouts import Timeouts, wait_until
 from harness.vm.topology import CpuTopology

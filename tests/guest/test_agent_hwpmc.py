@@ -36,7 +36,7 @@ from harness.agent.flavours.hwpmc.plans import (
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
 from harness.agent.flavours.hwpmc.results import Counting, HwRun
 from harness.agent.flavours.hwpmc.run import PmcSpec, hw_run, pmc_step, sweep_step
-from harness.agent.report import SeedDefect, unjudged
+from harness.agent.oracles.report import SeedDefect, unjudged
 from harness.agent.steps import DEVICE
 from harness.vm.ssh import GuestCommandTimeout
 from harness.vm.topology import CpuTopology

@@ -43,8 +43,8 @@ from harness.agent.flavours.kprof.run import (
     ctl_step,
     kprof_run,
 )
-from harness.agent.report import unjudged
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.report import unjudged
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 from tests.guest import crash_defects as cd

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent import content_oracles as co
-from harness.agent import truth
-from harness.agent.elfsyms import Call, Function, FunctionTable
-from harness.agent.isolation import Isolation
-from harness.agent.report import unjudged
-from harness.agent.samples import Sample
-from harness.agent.truth import TruthImage, WorkloadRun
+from harness.agent.oracles import content as co
+from harness.agent.oracles.report import unjudged
+from harness.agent.oracles.samples import Sample
+from harness.agent.truth import program
+from harness.agent.truth.elfsyms import Call, Function, FunctionTable
+from harness.agent.truth.isolation import Isolation
+from harness.agent.truth.program import TruthImage, WorkloadRun
 
 BASE = 0x5100_0000
 #: Each function calls the next one inward with a BL returning to its start + 0x20.
@@ -236,7 +236,7 @@ def test_untimed_samples_are_judged_over_the_workloads_whole_life() -> None:
     v = view(untimed)
     assert not co.timed(replace(v, samples=tuple(untimed)))
     n = 500
-    life = (truth.LIFE_INSNS, truth.LIFE_SYSCALLS)
+    life = (program.LIFE_INSNS, program.LIFE_SYSCALLS)
     assert co.leaf_bound(n, CHAIN, life) < co.leaf_bound(n, CHAIN)  # start-up and exit widen it
     busy = replace(CHAIN, calls=30)
     moved = [leaf_sample(time_ns=None, pc=F["main"].start + 0x10)] * 500
@@ -295,7 +295,7 @@ def test_every_content_oracle_says_how_much_it_compared() -> None:
 
 # --- WHERE's kernel half: the zero workload's kernel time in the zeroing loop ----------
 
-ZERO_FN = Function(truth.KERNEL_ZERO, KBASE + 0x10000, KBASE + 0x100A0, (KBASE + 0x10000,) * 2)
+ZERO_FN = Function(program.KERNEL_ZERO, KBASE + 0x10000, KBASE + 0x100A0, (KBASE + 0x10000,) * 2)
 ZERO = WorkloadRun("zero", 1, 74, 74, calls=400, rounds=0, faults=0, span=SPAN)
 
 

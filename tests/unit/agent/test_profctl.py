@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.agent.elfsyms import symbol_span
 from harness.agent.profctl import (
     MAX_CHUNK,
     MAX_COMMAND,
@@ -42,6 +41,7 @@ from harness.agent.profctl import (
     write_step,
     writefd_step,
 )
+from harness.agent.truth.elfsyms import symbol_span
 from harness.build.cache import Cache, file_sha256
 from harness.errors import BuildError, ConfigError, GuestCommandError, InfraError
 from harness.process import tool_version

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.profile import (
+from harness.agent.peer.profile import (
     ALPHA,
     AgentSample,
     ProfilePair,

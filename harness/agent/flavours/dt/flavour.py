@@ -15,28 +15,28 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.agent import profctl
-from harness.agent.content_oracles import (
-    applicable_content,
-    check_content,
-    content_report,
-    judge_content,
-    oracles_for,
-)
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.dt.data import DT, DT_EVT
 from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt, judge_dt
 from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
 from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
-from harness.agent.isolation import isolated, isolation_cpu
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import (
+    applicable_content,
+    check_content,
+    content_report,
+    judge_content,
+    oracles_for,
+)
+from harness.agent.oracles.report import CellRow
+from harness.agent.oracles.results import Judged, Violation
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
-from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
-from harness.agent.profile import PAIR_WITHIN_NS, AgentSample
-from harness.agent.report import CellRow
-from harness.agent.results import Judged, Violation
-from harness.agent.spec import AgentSpec
+from harness.agent.peer.profile import PAIR_WITHIN_NS, AgentSample
+from harness.agent.peer.run import PeerHooks, beside_perf, profile_report
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
-from harness.agent.truth import standard_launches
+from harness.agent.truth.isolation import isolated, isolation_cpu
+from harness.agent.truth.program import standard_launches
 
 MAX_SKIP = 2**32 - 1  # the hook's count is a u32; several add up (DT-D9 needs > 2^32)
 MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
@@ -203,7 +203,7 @@ def _unprobed(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
 
 #: The peer run: the unprobed run at the spec's period (1 ms) beside Linux perf.
 #: PROFILE pairs each of dt's events with perf's sample of the same PMU interrupt
-#: (`harness.agent.profile`, "Paired profiles"): dt wakes its reader after every
+#: (`harness.agent.peer.profile`, "Paired profiles"): dt wakes its reader after every
 #: event, and perf's sample of a later interrupt lands in that wakeup. Pairs need
 #: the two counters to overflow in one interrupt. TCG notices an overflow at the
 #: guest's own events, so at 1 ms, shorter than the gaps between them (its 4 ms

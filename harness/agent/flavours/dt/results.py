@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.agent.content_oracles import ContentView, content_numbers, view_of
-from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.dt.data import DT_STACK_MAX
-from harness.agent.peer import PeerEvidence
-from harness.agent.results import flat_numbers
-from harness.agent.samples import Sample
-from harness.agent.spec import AgentSpec
-from harness.agent.truth import TruthEvidence
-from harness.agent.walks import walks_of
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import ContentView, content_numbers, view_of
+from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.results import flat_numbers
+from harness.agent.oracles.samples import Sample
+from harness.agent.oracles.walks import walks_of
+from harness.agent.peer.counts import PeerEvidence
+from harness.agent.truth.program import TruthEvidence
 
 #: enum pa_chain_stop's PA_CHAIN_TRUNCATED (profagent.h): the walk reached the depth.
 CHAIN_TRUNCATED = 1

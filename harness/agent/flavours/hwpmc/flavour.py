@@ -16,13 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.agent.content_oracles import (
-    applicable_content,
-    check_content,
-    content_report,
-    judge_content,
-    oracles_for,
-)
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.hwpmc.bench import HWPMC_BENCH
 from harness.agent.flavours.hwpmc.data import HWPMC
@@ -53,15 +46,22 @@ from harness.agent.flavours.hwpmc.run import (
     ss_op_step,
     sweep_step,
 )
-from harness.agent.isolation import isolated, isolation_cpu
-from harness.agent.peer import PeerWindow, bracket_window
-from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
-from harness.agent.profile import PAIR_WITHIN_NS, AgentSample
-from harness.agent.report import CellRow
-from harness.agent.results import Judged, Violation
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import (
+    applicable_content,
+    check_content,
+    content_report,
+    judge_content,
+    oracles_for,
+)
+from harness.agent.oracles.report import CellRow
+from harness.agent.oracles.results import Judged, Violation
+from harness.agent.peer.counts import PeerWindow, bracket_window
+from harness.agent.peer.profile import PAIR_WITHIN_NS, AgentSample
+from harness.agent.peer.run import PeerHooks, beside_perf, profile_report
 from harness.agent.steps import probe_step
-from harness.agent.truth import launch_steps, output_steps, standard_launches
+from harness.agent.truth.isolation import isolated, isolation_cpu
+from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.errors import ConfigError, InfraError
 
 #: The standard run's ground-truth workloads and IRQ-off probe (content oracles).
@@ -218,7 +218,7 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
-    # Paired profiles (`harness.agent.profile`): a stalled or stopped PMC samples
+    # Paired profiles (`harness.agent.peer.profile`): a stalled or stopped PMC samples
     # nothing while perf's counter runs on, and where the CPU is then is no random
     # draw (the 6.1 debug kernel, 8 vCPUs: arch_local_irq_enable 9.2 % of hwpmc's
     # samples against 17.4 % of perf's, chi2 774.6 against 45.3; paired, 0.0).

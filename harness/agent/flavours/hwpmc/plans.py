@@ -28,7 +28,7 @@ from harness.agent.flavours.hwpmc.run import (
     resume_at_release_step,
     sweep_step,
 )
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import inject_step
 
 BUSY_MS = 1500

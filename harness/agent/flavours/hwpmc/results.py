@@ -13,15 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from harness.agent.content_oracles import ContentView, content_numbers, view_of
-from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC
-from harness.agent.peer import PeerEvidence
-from harness.agent.results import AgentSnapshot, flat_numbers
-from harness.agent.samples import Sample
-from harness.agent.spec import AgentSpec
-from harness.agent.truth import TruthEvidence
-from harness.agent.walks import walks_of
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import ContentView, content_numbers, view_of
+from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.results import AgentSnapshot, flat_numbers
+from harness.agent.oracles.samples import Sample
+from harness.agent.oracles.walks import walks_of
+from harness.agent.peer.counts import PeerEvidence
+from harness.agent.truth.program import TruthEvidence
 
 Table = Mapping[int, Mapping[str, int]]
 Kind = Literal["standard", "exact", "independence", "control", "script", "counting"]
@@ -180,7 +180,7 @@ class HwRun:
         return self.snapshot.info.get("stall") == "hardware"
 
     def numbers(self) -> dict[str, int]:
-        """Every counter under one flat name (see `harness.agent.results.flat_numbers`)."""
+        """Every counter under one flat name (see `harness.agent.oracles.results.flat_numbers`)."""
         snap = self.snapshot
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, [r.cpu for r in self.log])
         return flat | content_numbers(self.content())

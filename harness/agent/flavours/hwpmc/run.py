@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent import profctl
-from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.hwpmc.data import (
     CPU_ANY,
@@ -36,7 +35,8 @@ from harness.agent.flavours.hwpmc.results import (
     OpOutcome,
     PmcLine,
 )
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.steps import (
     DEBUGFS,
     DEVICE,
@@ -47,7 +47,7 @@ from harness.agent.steps import (
     parse_percpu,
     snapshot_of,
 )
-from harness.agent.truth import evidence_of
+from harness.agent.truth.program import evidence_of
 from harness.errors import InfraError
 
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)

@@ -20,13 +20,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.agent import profctl
-from harness.agent.content_oracles import (
-    applicable_content,
-    check_content,
-    content_report,
-    judge_content,
-    oracles_for,
-)
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.bench import KPROF_BENCH
@@ -40,14 +33,21 @@ from harness.agent.flavours.kprof.oracles import (
 from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import KPDATA, KprofPlan, ctl_step, kprof_run, snapshot
-from harness.agent.isolation import isolated, isolation_cpu
-from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
-from harness.agent.profile import AgentSample
-from harness.agent.report import CellRow
-from harness.agent.results import Judged, Violation
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import (
+    applicable_content,
+    check_content,
+    content_report,
+    judge_content,
+    oracles_for,
+)
+from harness.agent.oracles.report import CellRow
+from harness.agent.oracles.results import Judged, Violation
+from harness.agent.peer.profile import AgentSample
+from harness.agent.peer.run import PeerHooks, beside_perf, profile_report
 from harness.agent.steps import inject_step, probe_step
-from harness.agent.truth import launch_steps, output_steps, standard_launches
+from harness.agent.truth.isolation import isolated, isolation_cpu
+from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.errors import ConfigError, InfraError
 
 #: Kernel PCs the exact run writes to kpdata: while tracing, and before ``start``.

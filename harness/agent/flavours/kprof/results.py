@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.agent.content_oracles import ContentView, content_numbers, view_of
-from harness.agent.evidence import Injections, KernelEvidence
-from harness.agent.peer import PeerEvidence
-from harness.agent.results import flat_numbers
-from harness.agent.samples import Sample
-from harness.agent.spec import AgentSpec
-from harness.agent.truth import TruthEvidence
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import ContentView, content_numbers, view_of
+from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.results import flat_numbers
+from harness.agent.oracles.samples import Sample
+from harness.agent.peer.counts import PeerEvidence
+from harness.agent.truth.program import TruthEvidence
 
 #: Snapshot names a run may hold, in the order they are taken.
 VISIBLE_BEFORE = "visible_before"  # exact run: R records on the first CPU, no flush

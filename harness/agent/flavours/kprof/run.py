@@ -19,14 +19,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent import profctl
-from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.kprof.results import KprofRecord, KprofRun, KprofStats
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.steps import DEBUGFS, GUEST_DIR, parse_pairs, parse_percpu, require_names
-from harness.agent.truth import evidence_of
+from harness.agent.truth.program import evidence_of
 from harness.errors import InfraError
 
 KPROF_DIR = f"{DEBUGFS}/kprof"

@@ -12,13 +12,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.agent.content_oracles import (
-    applicable_content,
-    check_content,
-    content_report,
-    judge_content,
-    oracles_for,
-)
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, typed
 from harness.agent.flavours.tprof.bench import TPROF_BENCH
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
@@ -44,14 +37,21 @@ from harness.agent.flavours.tprof.run import (
     sampling_run,
     scripted_run,
 )
-from harness.agent.isolation import isolated, isolation_cpu
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import (
+    applicable_content,
+    check_content,
+    content_report,
+    judge_content,
+    oracles_for,
+)
+from harness.agent.oracles.report import CellRow
+from harness.agent.oracles.results import Judged, Violation
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
-from harness.agent.peer_run import profile_report
-from harness.agent.report import CellRow
-from harness.agent.results import Judged, Violation
-from harness.agent.spec import AgentSpec
+from harness.agent.peer.run import profile_report
 from harness.agent.steps import SamplingPlan, inject_step, kick_step
-from harness.agent.truth import TruthLaunch, standard_launches
+from harness.agent.truth.isolation import isolated, isolation_cpu
+from harness.agent.truth.program import TruthLaunch, standard_launches
 
 #: Calls nested in one task-context producer call in the exact run (TP-D5).
 NESTED = 7

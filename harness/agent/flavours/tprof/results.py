@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.agent.content_oracles import ContentView, content_numbers, view_of
-from harness.agent.evidence import Injections, KernelEvidence
-from harness.agent.peer import PeerEvidence
-from harness.agent.results import AgentSnapshot, flat_numbers
-from harness.agent.samples import Sample as GenericSample
-from harness.agent.spec import AgentSpec
-from harness.agent.truth import TruthEvidence
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import ContentView, content_numbers, view_of
+from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.results import AgentSnapshot, flat_numbers
+from harness.agent.oracles.samples import Sample as GenericSample
+from harness.agent.peer.counts import PeerEvidence
+from harness.agent.truth.program import TruthEvidence
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ class SamplingRun:
     spin_loop: tuple[int, int] = (0, 0)
 
     def numbers(self) -> dict[str, int]:
-        """Every counter under one flat name (see `harness.agent.results.flat_numbers`)."""
+        """Every counter under one flat name (see `harness.agent.oracles.results.flat_numbers`)."""
         snap = self.snapshot
         cpus = [s.cpu for s in self.samples]
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, cpus)

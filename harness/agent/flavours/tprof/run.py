@@ -16,21 +16,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from harness.agent import profctl
-from harness.agent.evidence import (
+from harness.agent.flavour import AgentLike
+from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
+from harness.agent.flavours.tprof.results import Sample, SamplingRun
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import (
     IDLE_MS,
     PROC_INTERRUPTS,
     injections_of,
     interrupt_reads,
     is_injection,
 )
-from harness.agent.flavour import AgentLike
-from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
-from harness.agent.flavours.tprof.results import Sample, SamplingRun
-from harness.agent.peer import PeerWindow, info_window
-from harness.agent.peer_run import PeerHooks
-from harness.agent.peer_run import peer_run as beside
-from harness.agent.profile import AgentSample
-from harness.agent.spec import AgentSpec
+from harness.agent.peer.counts import PeerWindow, info_window
+from harness.agent.peer.profile import AgentSample
+from harness.agent.peer.run import PeerHooks
+from harness.agent.peer.run import peer_run as beside
 from harness.agent.steps import (
     DEBUGFS,
     DEVICE,
@@ -47,7 +47,7 @@ from harness.agent.steps import (
     snapshot_of,
     workload_steps,
 )
-from harness.agent.truth import (
+from harness.agent.truth.program import (
     TruthLaunch,
     evidence_of,
     launch_steps,
@@ -113,7 +113,7 @@ def judged_steps(body: Sequence[str], after_stop: Sequence[str] = ()) -> tuple[s
     """START, ``body``, STOP, ``after_stop`` and collect, bracketed by the kernel's evidence.
 
     The kernel's PMU interrupt counts are read before START, right after STOP and
-    `IDLE_MS` later (`harness.agent.evidence`).
+    `IDLE_MS` later (`harness.agent.oracles.evidence`).
     """
     stop, *collect = collect_steps()
     return (IRQ_READ, *start_steps(), *body, stop, IRQ_READ, profctl.sleep_step(IDLE_MS), IRQ_READ,
@@ -124,7 +124,7 @@ def nest_step(cpu: int, count: int) -> str:
     """The next task-context producer call on ``cpu`` holds a burst of ``count`` inside it.
 
     The call reads its index, then waits until the burst's calls ran nested in it,
-    then publishes (TP-D5's collision, on cue). `harness.agent.evidence` counts the
+    then publishes (TP-D5's collision, on cue). `harness.agent.oracles.evidence` counts the
     burst as injected on ``cpu``; inject the task-context call after this step.
     """
     return profctl.write_step(f"{DEBUGFS}/nest", f"cpu={cpu} count={count}")
@@ -173,7 +173,7 @@ def peer_run(
     """``plan`` (and ``launches``) with Linux perf beside the agent: PEER, PROFILE.
 
     With the ground-truth workloads launched, user PCs fold to their functions on
-    both sides (`harness.agent.peer_run`), so PROFILE sees a wrong user PC too.
+    both sides (`harness.agent.peer.run`), so PROFILE sees a wrong user PC too.
 
     :raise GuestError: perf did not start, stop or read back.
     """

@@ -1,6 +1,6 @@
 r"""Content oracles: each sample's mode, owner, place and call chain, against ground truth.
 
-Pure. The ground truth is the workload the harness launched (`harness.agent.truth`:
+Pure. The ground truth is the workload the harness launched (`harness.agent.truth.program`:
 its pid and tid as it printed them, its functions from its own symbol table) and the
 agent's own functions at their kernel addresses (``/proc/kallsyms``), never a number
 the agent derived::
@@ -12,14 +12,14 @@ the agent derived::
 **MODE** (exact, every sample): the user/kernel flag agrees with the PC's half of the
 address space (arm64: top 16 bits clear for user, set for kernel).
 
-Every oracle says what it compared (`judge_content`, `harness.agent.results.Judged`):
+Every oracle says what it compared (`judge_content`, `harness.agent.oracles.results.Judged`):
 ``PASS`` only with n > 0; a half that compared nothing is ``UNJUDGED`` with the reason.
 Each population below is chosen by evidence the agent does not write, or does not
 have judged by the oracle that selects with it: the CPU and pid the workload printed,
 the time span it read on the guest clock, the isolation's task lists.
 
 **WHO** (exact): *text half*: a user sample whose PC lies in the workload's text
-(linked at `truth_build.TEXT_BASE`, where nothing else in the guest maps code)
+(linked at `harness.agent.truth.build.TEXT_BASE`, where nothing else in the guest maps code)
 carries the pid and the tid of a thread of a workload pinned to that CPU (main's, tid
 = pid, or its worker's). *Thread half* (flavours that record a tid): a sample of the
 workload's pid in code only its working thread runs (`truth.WORKER_ONLY`: mix runs in
@@ -29,7 +29,7 @@ sample of the lanes workload's pid in ``lane{k}``, the function only its thread 
 was taken on the CPU that thread was pinned to and carries its tid, as the thread
 printed them (population: pid and PC; kprof records no tid: its CPU is still judged).
 *Exclusive half*: on a CPU the harness
-kept for its own tasks (`harness.agent.isolation`: every other user task moved off it
+kept for its own tasks (`harness.agent.truth.isolation`: every other user task moved off it
 before the run, profctl included, and every live user task's Cpus_allowed_list read
 after it), every user sample carries the pid (and tid, where recorded) of a task the
 harness pinned there: the workload's threads, or a busy loop the flavour's standard
@@ -82,12 +82,12 @@ and a frame-pointer walk skips one frame there, as Linux perf's does) carries
 them); a kernel sample inside ``pa_probe_spin``'s framed body carries
 ``pa_probe_middle, pa_probe_outer`` next. Return addresses are looked up at
 address - 1 (the call instruction's function). Every frame of every chain whose code
-is known (`harness.agent.frames`: user samples of the workloads' pids against the
+is known (`harness.agent.oracles.frames`: user samples of the workloads' pids against the
 workload, kernel samples against the module and vmlinux): each return address follows
 a call, a direct one to the frame below's function. Where the record holds the walk's
 frame count and stop cause (dt, hwpmc), those decide "longer than the depth" and
 "truncated", and the records' stop causes stay within the core's per-CPU counts
-(`harness.agent.walks`).
+(`harness.agent.oracles.walks`).
 """
 
 from __future__ import annotations
@@ -97,15 +97,15 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness.agent import truth
-from harness.agent.elfsyms import FunctionTable
-from harness.agent.frames import FrameVerdict, judge_frames
-from harness.agent.isolation import Isolation
-from harness.agent.laws import at_least, zero
-from harness.agent.report import verdict_lines
-from harness.agent.results import Judged, Violation
-from harness.agent.samples import Sample, kernel_address, user_address
-from harness.agent.walks import WALKED, CoreWalks, check_walks, length_of, walk_numbers
+from harness.agent.oracles.frames import FrameVerdict, judge_frames
+from harness.agent.oracles.laws import at_least, zero
+from harness.agent.oracles.report import verdict_lines
+from harness.agent.oracles.results import Judged, Violation
+from harness.agent.oracles.samples import Sample, kernel_address, user_address
+from harness.agent.oracles.walks import WALKED, CoreWalks, check_walks, length_of, walk_numbers
+from harness.agent.truth import program
+from harness.agent.truth.elfsyms import FunctionTable
+from harness.agent.truth.isolation import Isolation
 
 CONTENT_ORACLES: tuple[tuple[str, str], ...] = (
     ("MODE", "every sample's user/kernel flag matches its PC's address space"),
@@ -132,15 +132,15 @@ class ContentView:
     ``isolation``: the CPUs the harness kept for its own tasks (WHO's exclusive half).
     ``kernel``: the guest kernel's functions (vmlinux; None: not known).
     ``walks``: the core's per-CPU walk counters (CHAIN's stop-cause law,
-    `harness.agent.walks`; empty: the flavour's records carry no stop cause).
+    `harness.agent.oracles.walks`; empty: the flavour's records carry no stop cause).
     ``zeroing``: the core kernel functions the zero workload's kernel time lies in;
     ``kernel_pids``: the flavour's kernel samples carry the task's pid (kprof's do not:
     WHERE's kernel half is then not applicable).
     """
 
     samples: tuple[Sample, ...]
-    workloads: tuple[truth.WorkloadRun, ...]
-    image: truth.TruthImage | None
+    workloads: tuple[program.WorkloadRun, ...]
+    image: program.TruthImage | None
     chain_depth: int | None = None
     module: FunctionTable | None = None
     isolation: tuple[Isolation, ...] = ()
@@ -153,7 +153,7 @@ class ContentView:
 
 def view_of(
     samples: Sequence[Sample],
-    evidence: truth.TruthEvidence | None,
+    evidence: program.TruthEvidence | None,
     chain_depth: int | None,
     *,
     walks: tuple[CoreWalks, ...] = (),
@@ -222,13 +222,13 @@ def _owned(view: ContentView, sample: Sample) -> bool:
     return any(_harness_owned(w.threads_on(sample.cpu), sample) for w in view.workloads)
 
 
-def worker_samples(view: ContentView, workload: truth.WorkloadRun) -> list[Sample]:
+def worker_samples(view: ContentView, workload: program.WorkloadRun) -> list[Sample]:
     """WHO's thread half: samples of ``workload``'s pid in code only its working thread runs.
 
     Its population is chosen by the pid and the PC, never by the tid it judges.
     """
     assert view.image is not None
-    only = [view.image.functions.named(name) for name in truth.WORKER_ONLY[workload.mode]]
+    only = [view.image.functions.named(name) for name in program.WORKER_ONLY[workload.mode]]
     return [s for s in view.samples if s.user and s.pid == workload.pid and s.tid is not None
             and any(f.holds(s.pc) for f in only)]  # fmt: skip
 
@@ -254,7 +254,7 @@ def check_who(view: ContentView) -> list[Violation]:
     return out + check_lanes(view) + check_exclusive(view)
 
 
-def lane_samples(view: ContentView, workload: truth.WorkloadRun) -> list[tuple[int, Sample]]:
+def lane_samples(view: ContentView, workload: program.WorkloadRun) -> list[tuple[int, Sample]]:
     """WHO's lanes half: (k, sample) for each user sample of the pid in ``lane{k}``.
 
     Chosen by pid and PC (the function only thread k runs), never by the tid or CPU
@@ -347,7 +347,7 @@ def binomial_upper(n: int, p: float, alpha: float) -> int:
 
 def mix_interval(m: int) -> tuple[int, int]:
     """WHERE's two-sided interval for hot's samples of ``m`` in hot or cold."""
-    share = truth.MIX_HOT_PARTS / (truth.MIX_HOT_PARTS + truth.MIX_COLD_PARTS)
+    share = program.MIX_HOT_PARTS / (program.MIX_HOT_PARTS + program.MIX_COLD_PARTS)
     high = binomial_upper(m, share, ALPHA / 2)
     low = m - binomial_upper(m, 1 - share, ALPHA / 2)
     return (max(0, low - _FAULT_SLACK), min(m, high + _FAULT_SLACK))
@@ -358,7 +358,7 @@ def timed(view: ContentView) -> bool:
     return any(s.time_ns is not None for s in view.samples)
 
 
-def population(view: ContentView, workload: truth.WorkloadRun) -> list[Sample]:
+def population(view: ContentView, workload: program.WorkloadRun) -> list[Sample]:
     """WHERE's population for ``workload``: its user samples, chosen by pid, CPU and time.
 
     Every user sample with the workload's pid on its CPU, inside its phase's span on
@@ -371,7 +371,7 @@ def population(view: ContentView, workload: truth.WorkloadRun) -> list[Sample]:
             and (s.time_ns is None or workload.during(s.time_ns))]  # fmt: skip
 
 
-def kernel_population(view: ContentView, workload: truth.WorkloadRun) -> list[Sample] | None:
+def kernel_population(view: ContentView, workload: program.WorkloadRun) -> list[Sample] | None:
     """WHERE's kernel half for a zero workload: its kernel samples, by pid, CPU and time.
 
     Every kernel sample with its pid on its CPU inside its phase (its whole life where
@@ -389,44 +389,44 @@ def kernel_population(view: ContentView, workload: truth.WorkloadRun) -> list[Sa
 
 def zero_bound(n: int) -> int:
     """WHERE's lower bound on zero's kernel samples in `truth.KERNEL_ZERO`, of ``n``."""
-    return max(0, n - binomial_upper(n, truth.KERNEL_OUT_SHARE, ALPHA))
+    return max(0, n - binomial_upper(n, program.KERNEL_OUT_SHARE, ALPHA))
 
 
 def _in_zero(view: ContentView, samples: Sequence[Sample]) -> int:
     assert view.zeroing is not None
-    loop = view.zeroing.named(truth.KERNEL_ZERO)
+    loop = view.zeroing.named(program.KERNEL_ZERO)
     return sum(1 for s in samples if loop.holds(s.pc))
 
 
-def _life(view: ContentView, workload: truth.WorkloadRun) -> tuple[int, int]:
+def _life(view: ContentView, workload: program.WorkloadRun) -> tuple[int, int]:
     """(instructions, exceptions) of a workload's life outside its phase, where untimed.
 
     Exceptions: its system calls outside the phase and every page fault of its life.
     """
     if timed(view):
         return (0, 0)
-    return (truth.LIFE_INSNS, truth.LIFE_SYSCALLS + workload.life_faults)
+    return (program.LIFE_INSNS, program.LIFE_SYSCALLS + workload.life_faults)
 
 
-def leaf_bound(n: int, workload: truth.WorkloadRun, life: tuple[int, int] = (0, 0)) -> int:
+def leaf_bound(n: int, workload: program.WorkloadRun, life: tuple[int, int] = (0, 0)) -> int:
     """WHERE's lower bound on samples in leaf, of ``n`` in the chain workload's population.
 
     ``life``: (instructions, syscalls) outside the phase that the population also
     covers (its whole life, where samples carry no time); (0, 0) for the phase alone.
     """
     calls = max(workload.calls, 1)
-    out_insns = truth.OUT_OF_LEAF_INSNS * calls + life[0]
-    p_out = COST_RATIO * out_insns / (calls * truth.LEAF_ITERATIONS * truth.LEAF_LOOP_INSNS)
+    out_insns = program.OUT_OF_LEAF_INSNS * calls + life[0]
+    p_out = COST_RATIO * out_insns / (calls * program.LEAF_ITERATIONS * program.LEAF_LOOP_INSNS)
     el_changes = 2 * (workload.calls + 2 + workload.faults + life[1])
     return max(0, n - el_changes - binomial_upper(n, min(p_out, 1.0), ALPHA))
 
 
-def mix_bound(m: int, workload: truth.WorkloadRun, life: tuple[int, int] = (0, 0)) -> int:
+def mix_bound(m: int, workload: program.WorkloadRun, life: tuple[int, int] = (0, 0)) -> int:
     """WHERE's lower bound on samples in hot or cold, of ``m`` in the mix population."""
     rounds = max(workload.rounds, 1)
-    out_insns = truth.MIX_OUT_INSNS * rounds + life[0]
-    p_out = COST_RATIO * out_insns / (rounds * truth.MIX_ROUND_INSNS)
-    clocks = workload.rounds // truth.MIX_ROUNDS_PER_CLOCK + 2
+    out_insns = program.MIX_OUT_INSNS * rounds + life[0]
+    p_out = COST_RATIO * out_insns / (rounds * program.MIX_ROUND_INSNS)
+    clocks = workload.rounds // program.MIX_ROUNDS_PER_CLOCK + 2
     el_changes = 2 * (clocks + workload.faults + life[1])
     return max(0, m - el_changes - binomial_upper(m, min(p_out, 1.0), ALPHA))
 
@@ -458,10 +458,10 @@ def check_where(view: ContentView) -> list[Violation]:
         if w.mode == "zero":  # its kernel half only: its user code runs a few calls a read
             kernel = kernel_population(view, w)
             if kernel is not None:
-                out += at_least("WHERE", w.cpu, f"kernel samples in {truth.KERNEL_ZERO} (of "
+                out += at_least("WHERE", w.cpu, f"kernel samples in {program.KERNEL_ZERO} (of "
                                 f"{len(kernel)} of pid {w.pid} in {span})",
                                 bound=zero_bound(len(kernel)), got=_in_zero(view, kernel),
-                                detail=f"model: at most {truth.KERNEL_OUT_SHARE:.0%} outside "
+                                detail=f"model: at most {program.KERNEL_OUT_SHARE:.0%} outside "
                                 f"the kernel's zeroing loop; {w.calls} reads")  # fmt: skip
             continue
         if w.mode == "lanes":  # judged by WHO's lanes half: who ran there, not how much
@@ -573,7 +573,7 @@ def chain_checked(view: ContentView) -> tuple[list[Sample], list[Sample]]:
 
 
 def frame_verdict(view: ContentView) -> FrameVerdict:
-    """CHAIN's general law (`harness.agent.frames`) on every chain whose code is known.
+    """CHAIN's general law (`harness.agent.oracles.frames`) on every chain whose code is known.
 
     Kernel samples against the module's functions at their kernel addresses and the
     kernel's own (vmlinux, where known: without it the exception entries are not
@@ -626,7 +626,7 @@ def check_chain(view: ContentView) -> list[Violation]:
     out += check_walks(view.samples, view.walks)
     leaf, probe = chain_checked(view)
     for samples, table, want in ((leaf, view.image.functions if view.image else None,
-                                  truth.CHAIN_PATH[1:]),
+                                  program.CHAIN_PATH[1:]),
                                  (probe, view.module, PROBE_PATH[1:])):  # fmt: skip
         if table is None:
             continue
@@ -720,7 +720,7 @@ def format_content(view: ContentView) -> str:
                 continue
             k, z = numbers[f"{key}.kernel_population"], numbers[f"{key}.in_zeroing"]
             lines.append(f"{head}; {w.calls} reads; {k} kernel samples of its pid there, {z} in "
-                         f"{truth.KERNEL_ZERO} ({100 * z / max(k, 1):.1f} %), model bound "
+                         f"{program.KERNEL_ZERO} ({100 * z / max(k, 1):.1f} %), model bound "
                          f"{numbers[f'{key}.zeroing_bound']}")  # fmt: skip
         elif w.mode == "chain":
             leaf = numbers[f"{key}.leaf"]

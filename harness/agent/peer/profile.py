@@ -20,7 +20,7 @@ chi-square with k - 1 degrees of freedom and the test rejects a right profile wi
 probability `ALPHA` (1 in 1000): that is its false-alarm rate. Here the two are
 not independent but positively correlated: both counters count the same event
 (QEMU's virtual clock) on the same CPU, and one PMU interrupt usually handles both
-(`harness.agent.peer`'s model), so both record the same interrupted PC; only
+(`harness.agent.peer.counts`'s model), so both record the same interrupted PC; only
 split pairs and the window edges draw apart. Positive correlation shrinks the
 difference of the two histograms, so the false-alarm rate is at most `ALPHA`.
 TCG's folding (periods the emulator never raised in time) thins both alike, for
@@ -53,7 +53,7 @@ peer run must not drop for PROFILE to bite. Nor has a run with fewer than
 on its CPU, the peer samples that work and the profiler never can: its own sample
 comes first. dt wakes its reader after every event (the seed's soft interrupt),
 and where perf's overflow of the same period comes a little later (a split pair,
-`harness.agent.peer`) perf samples the wakeup (2 vCPUs: gic_ipi_send_mask 5.7 %
+`harness.agent.peer.counts`) perf samples the wakeup (2 vCPUs: gic_ipi_send_mask 5.7 %
 against the agent's 0.3 %; the unmutated agent failed the whole-profile test in 4
 of 10 runs). Where a profiler's counter stops (hwpmc's stalled PMCs), the peer
 samples on and the times it alone sees are no random draw either. Such a flavour
@@ -91,7 +91,7 @@ ALPHA = 1e-3
 #: 10-74 µs (1831 of 1876 perf samples within 100 µs); hwpmc beside perf on the 6.1
 #: debug kernel (KASAN), 8 vCPUs, 18-123 µs (8127 of 8530 hwpmc records within 200
 #: µs). The two leaf symbols of a pair agreed in all but one pair of each run. A split
-#: pair's second interrupt comes 0.1-5 ms after the first (`harness.agent.peer`).
+#: pair's second interrupt comes 0.1-5 ms after the first (`harness.agent.peer.counts`).
 PAIR_WITHIN_NS = 200_000
 MIN_EXPECTED = 5  # the chi-square approximation's usual floor per cell
 TOP = 20  # at most this many symbols are tested one by one; the rest are "other"

@@ -1,7 +1,7 @@
 """The ground-truth workload: how it is built and launched, and what a run of it was.
 
 ``guest/workloads/truth.c`` is a static arm64 program whose functions and call path
-the harness reads from its own symbol table (`harness.agent.elfsyms`). It is built
+the harness reads from its own symbol table (`harness.agent.truth.elfsyms`). It is built
 with profctl, into the same cache entry (`harness.agent.profctl.build_profctl`), and
 deployed beside it; the host keeps the unstripped binary::
 
@@ -10,7 +10,7 @@ deployed beside it; the host keeps the unstripped binary::
     runs = workloads_of(steps, results)      # (WorkloadRun(mode='chain', pid=..., ...),)
     image = read_image(profctl_binary)       # TruthImage: its functions and profctl's text
 
-It is linked at `harness.agent.truth_build.TEXT_BASE`, far from profctl's and any
+It is linked at `harness.agent.truth.build.TEXT_BASE`, far from profctl's and any
 PIE's addresses, so a user PC in its text is its own whatever process ran it. The
 model numbers the WHERE oracle uses (`LEAF_ITERATIONS`, `LEAF_LOOP_INSNS`,
 `OUT_OF_LEAF_INSNS`) are read off the C and its disassembly;
@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from harness.agent import profctl
-from harness.agent.elfsyms import Function, FunctionTable, executable_span, read_functions
-from harness.agent.isolation import Isolation
 from harness.agent.steps import GUEST_DIR
-from harness.agent.truth_build import BINARY_NAME
+from harness.agent.truth.build import TRUTH_BINARY
+from harness.agent.truth.elfsyms import Function, FunctionTable, executable_span, read_functions
+from harness.agent.truth.isolation import Isolation
 from harness.errors import InfraError
 
 GUEST_PATH = f"{GUEST_DIR}/truth"
@@ -181,7 +181,7 @@ class TruthEvidence:
 
     ``module``: the agent's functions at their kernel addresses (None: not read; only
     flavours that record kernel call chains need them). ``isolation``: the CPUs the
-    harness kept for its own tasks (`harness.agent.isolation.isolated`). ``kernel``:
+    harness kept for its own tasks (`harness.agent.truth.isolation.isolated`). ``kernel``:
     the guest kernel's functions from its vmlinux (None: not known; the guest kernel
     does not randomize its base, so link addresses are run addresses). ``zeroing``:
     the core kernel's functions the zero workload's kernel time lies in (`KERNEL_ZERO`).
@@ -204,7 +204,7 @@ def read_image(profctl_binary: Path) -> TruthImage:
 
     :raise InfraError: a binary is missing or has no symbol table.
     """
-    truth = profctl_binary.parent / BINARY_NAME
+    truth = profctl_binary.parent / TRUTH_BINARY
     if not truth.is_file():
         raise InfraError(f"no ground-truth workload beside {profctl_binary}: a stale build?")
     data = truth.read_bytes()

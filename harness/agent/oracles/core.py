@@ -10,14 +10,14 @@ The chain that makes a flavour's conservation law mean something starts here:
 * RELEASED (C-4): after STOP the PMU stays quiet: every event was released.
 * PEER: where Linux perf sampled the same CPUs with the same event and period
   beside the agent, the overflows the agent saw agree with perf's samples within
-  the bound of `harness.agent.peer`'s model.
+  the bound of `harness.agent.peer.counts`'s model.
 * PROFILE: beside the same perf, the agent's samples folded by leaf symbol are
-  alike perf's (`harness.agent.profile`: chi-square homogeneity, false alarms
+  alike perf's (`harness.agent.peer.profile`: chi-square homogeneity, false alarms
   at most 1 in 1000).
 * THROTTLE: with throttling off, the perf core throttled nothing (its own mark).
 * C-2: no lock taken and no allocation made in NMI context.
 * C-3: the handler's cost within 100 µs per producer call, judged only where the
-  guest's clock counts instructions (`harness.agent.budgets`).
+  guest's clock counts instructions (`harness.agent.oracles.budgets`).
 
 Periods the emulator never raised as an overflow (``x_periods_undelivered``) are
 reported by the tables, with their share; no oracle counts them as accounted::
@@ -38,12 +38,12 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from harness.agent.budgets import check_handler_budget
-from harness.agent.evidence import Injections, KernelEvidence
-from harness.agent.peer import PeerBound, PeerEvidence, check_peer
-from harness.agent.profile import ProfilePair, compare, unjudgeable
-from harness.agent.results import Judged, Violation, per_cpu
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.budgets import check_handler_budget
+from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.results import Judged, Violation, per_cpu
+from harness.agent.peer.counts import PeerBound, PeerEvidence, check_peer
+from harness.agent.peer.profile import ProfilePair, compare, unjudgeable
 from harness.vm.perf import PerfCounts
 
 CORE_ORACLES: tuple[tuple[str, str], ...] = (
@@ -256,7 +256,7 @@ def check_profile(view: CoreView) -> list[Violation]:
         return [Violation("PROFILE", None, f"samples beside perf's {sum(perf.values())}",
                           "no agent sample", left_out.removeprefix("; "))]  # fmt: skip
     if unjudgeable(view.profile):
-        return []  # too few to judge: the report says so (`harness.agent.peer_run`)
+        return []  # too few to judge: the report says so (`harness.agent.peer.run`)
     test = compare(agent, perf)
     if test.passed:
         return []

@@ -4,7 +4,7 @@ perf records the same CPUs, event and period with frame-pointer call chains
 (``perf record -g``), started before the agent's run loads and arms the agent and
 stopped after it disarmed. Its samples are counted in the window where every
 CPU's agent event counted (PEER), and folded by symbol against the agent's own
-samples (PROFILE), both profiles named by one `harness.agent.profile.Symboliser`
+samples (PROFILE), both profiles named by one `harness.agent.peer.profile.Symboliser`
 over the guest's ``/proc/kallsyms`` and the ground-truth workload's ELF symbols
 (user PCs elsewhere are ``[user]``). A flavour says only what differs, in
 `PeerHooks`: how its records become samples, and its window where the agent's
@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harness.agent.flavour import AgentLike, AgentRun, narrow
-from harness.agent.peer import PeerEvidence, PeerWindow, info_window, peer_range
-from harness.agent.profile import (
+from harness.agent.module.spec import AgentSpec
+from harness.agent.peer.counts import PeerEvidence, PeerWindow, info_window, peer_range
+from harness.agent.peer.profile import (
     ProfilePair,
     ProfileSample,
     Symboliser,
@@ -38,9 +39,8 @@ from harness.agent.profile import (
     top_symbols,
     unjudgeable,
 )
-from harness.agent.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, parse_pairs
-from harness.agent.truth_build import BINARY_NAME, TEXT_BASE
+from harness.agent.truth.build import TEXT_BASE, TRUTH_BINARY
 from harness.errors import InfraError
 from harness.process import HostShell
 from harness.timing import ANALYSIS, PERF, stage
@@ -70,19 +70,19 @@ class PeerHooks(Generic[_R]):
     """What a flavour's peer run needs to know of its own run type.
 
     ``samples``: its records as profile samples (an `AgentSample`, or anything with
-    ``pc``, ``user`` and ``chain``, such as `harness.agent.samples.Sample`: a flavour
+    ``pc``, ``user`` and ``chain``, such as `harness.agent.oracles.samples.Sample`: a flavour
     whose records carry call chains folds them into its flame graph). ``window``: where its agent
     events counted, given the period (None: from the agent's debugfs ``info``,
-    read after the run: `harness.agent.peer.info_window`). ``drops``: per CPU, the
+    read after the run: `harness.agent.peer.counts.info_window`). ``drops``: per CPU, the
     samples the agent counted as lost in the run (None: it counts none); PROFILE
-    leaves those CPUs out (`harness.agent.profile`'s docstring says why).
+    leaves those CPUs out (`harness.agent.peer.profile`'s docstring says why).
     ``recording``: the guest-clock span in which the agent recorded samples, where
     that is narrower than its window's outer span (kprof records only between its
     ``start`` and ``stop``, while its counters run from load to unload); PROFILE folds
     perf's samples there (None: each CPU's armed span, else the window's outer span:
     `PeerWindow.profile_span`). ``pair_within_ns``: PROFILE
     compares only the samples of the interrupts both profilers took, paired within
-    this many ns (`harness.agent.profile.paired`; ``samples`` must then give each its
+    this many ns (`harness.agent.peer.profile.paired`; ``samples`` must then give each its
     time), for a flavour whose own overflow sets work going that perf then samples.
     """
 
@@ -119,7 +119,7 @@ def peer_run(
     """``run`` with perf recording beside it; the run with ``peer`` and a shared PMU set.
 
     The run type must be a dataclass with fields ``peer`` (`PeerEvidence`) and
-    ``kernel`` (`harness.agent.evidence.KernelEvidence`, marked ``pmu_shared``:
+    ``kernel`` (`harness.agent.oracles.evidence.KernelEvidence`, marked ``pmu_shared``:
     perf's interrupts are in the kernel's counts too). Blocks for the run plus
     perf's start and stop in the guest, the copy of its file and the host's read.
 
@@ -237,12 +237,12 @@ def require_recorded(counts: PerfCounts, span: tuple[int, int]) -> None:
 
 
 def _workload_symbols(agent: AgentLike) -> UserSymbols | None:
-    """The ground-truth workload's functions (`harness.agent.truth`), if it was built."""
+    """The ground-truth workload's functions (`harness.agent.truth.program`), if it was built."""
     try:
         functions = agent.truth_image().functions.functions
     except InfraError:  # no workload beside profctl: user PCs are "[user]"
         return None
-    return UserSymbols(BINARY_NAME, tuple((f.start, f.end, f.name) for f in functions),
+    return UserSymbols(TRUTH_BINARY, tuple((f.start, f.end, f.name) for f in functions),
                        base=TEXT_BASE)  # fmt: skip
 
 

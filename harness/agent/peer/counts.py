@@ -84,8 +84,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.agent.profile import ProfilePair
-from harness.agent.results import Violation
+from harness.agent.oracles.results import Violation
+from harness.agent.peer.profile import ProfilePair
 from harness.errors import InfraError
 from harness.vm.perf import PerfCounts, PerfCpu
 

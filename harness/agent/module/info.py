@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from harness.agent.layouts import FramedRecord, Ioctl, RecordLayout
+from harness.agent.module.layouts import FramedRecord, Ioctl, RecordLayout
 from harness.errors import ConfigError
 
 #: Per-CPU ground truth the core keeps before any flavour code runs (debugfs `nmi`).

@@ -1,6 +1,6 @@
 """Evidence the agent does not produce: the kernel's interrupt counts and what the harness sent.
 
-The oracles in `harness.agent.core_oracles` balance the agent's counters against
+The oracles in `harness.agent.oracles.core` balance the agent's counters against
 these, never against numbers the agent derived from what is being checked::
 
     before = parse_interrupts(lines, "arm-pmu")      # CPU → PMU interrupts handled so far

@@ -1,0 +1,8 @@
+"""Linux perf beside the agent: the independent peer of its counts and its profile.
+
+Owns the peer run (`run`: any flavour's run with perf recording beside it), the
+PEER law over perf's samples per CPU in the agent's window (`counts`) and the
+PROFILE comparison of both profiles, named by one symboliser (`profile`).
+
+May import: flavour, module, oracles, steps, truth.
+"""
