@@ -68,7 +68,7 @@ class AgentShell(CommandShell, Protocol):
 @functools.cache
 @functools.cache
 def _truth_image(profctl_binary: Path) -> program.TruthImage:
-    """`truth.read_image`, once per process: a cache entry never changes (about 1 s each)."""
+    """`program.read_image`, once per process: a cache entry never changes (about 1 s each)."""
     return program.read_image(profctl_binary)
 
 
@@ -156,9 +156,9 @@ class Agent:
         return program.place_module(_module_table(self.build.ko), lines)
 
     def kallsyms_functions(self, names: Sequence[str]) -> FunctionTable:
-        """Core kernel functions by name where ``/proc/kallsyms`` puts them (`truth.place_kernel`).
+        """Core kernel functions by name where ``/proc/kallsyms`` puts them (`place_kernel`).
 
-        Names among `truth.KERNEL_NAMES` come from the lines read at load, before any
+        Names among `program.KERNEL_NAMES` come from the lines read at load, before any
         profctl sequence, in an input-free guest (it answers only the commands before
         it); a guest over SSH is asked here, once per load (a pass over /proc/kallsyms
         under TCG is not free, and most loads launch no zero workload).
@@ -182,7 +182,7 @@ class Agent:
         return _kernel_table(self.vmlinux) if self.vmlinux is not None else None
 
     def kernel_sanitizers(self) -> tuple[str, ...]:
-        """`truth.KERNEL_SANITIZERS` the guest kernel was built with.
+        """`program.KERNEL_SANITIZERS` the guest kernel was built with.
 
         Read from the ``.config`` beside the vmlinux (none known without a vmlinux).
         """
@@ -193,7 +193,7 @@ class Agent:
         return tuple(name for name in program.KERNEL_SANITIZERS if f"{name}=y" in lines)
 
     def _read_kernel_lines(self) -> tuple[str, ...]:
-        """`truth.KERNEL_NAMES`' ``/proc/kallsyms`` lines (`truth.kernel_lines_command`)."""
+        """`program.KERNEL_NAMES`' ``/proc/kallsyms`` lines (`program.kernel_lines_command`)."""
         found = self.shell.run(program.kernel_lines_command(program.KERNEL_NAMES), check=False)
         return tuple(found.stdout.splitlines())
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from harness.agent.flavours.dt.data import DT_STACK_MAX
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import ContentView, content_numbers, view_of
+from harness.agent.oracles.content import content_numbers
+from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import Injections, KernelEvidence
 from harness.agent.oracles.results import flat_numbers
 from harness.agent.oracles.samples import Sample

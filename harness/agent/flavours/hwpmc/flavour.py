@@ -47,13 +47,8 @@ from harness.agent.flavours.hwpmc.run import (
     sweep_step,
 )
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import (
-    applicable_content,
-    check_content,
-    content_report,
-    judge_content,
-    oracles_for,
-)
+from harness.agent.oracles.content import check_content, content_report, judge_content
+from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.peer.counts import PeerWindow, bracket_window

@@ -15,7 +15,8 @@ from typing import Literal
 
 from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import ContentView, content_numbers, view_of
+from harness.agent.oracles.content import content_numbers
+from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import Injections, KernelEvidence
 from harness.agent.oracles.results import AgentSnapshot, flat_numbers
 from harness.agent.oracles.samples import Sample

@@ -34,13 +34,8 @@ from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import KPDATA, KprofPlan, ctl_step, kprof_run, snapshot
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import (
-    applicable_content,
-    check_content,
-    content_report,
-    judge_content,
-    oracles_for,
-)
+from harness.agent.oracles.content import check_content, content_report, judge_content
+from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.peer.profile import AgentSample

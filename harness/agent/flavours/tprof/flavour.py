@@ -38,13 +38,8 @@ from harness.agent.flavours.tprof.run import (
     scripted_run,
 )
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import (
-    applicable_content,
-    check_content,
-    content_report,
-    judge_content,
-    oracles_for,
-)
+from harness.agent.oracles.content import check_content, content_report, judge_content
+from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD

@@ -14,7 +14,7 @@ from harness.agent.flavours.dt.run import event_from
 from harness.agent.module.layouts import Field, RecordLayout
 from harness.agent.module.render import DECODER, load_decoder, render_agent
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import check_chain
+from harness.agent.oracles.chain import check_chain
 from harness.agent.oracles.samples import Sample
 from tests.unit.agent.flavours.dt.test_oracles import BASE
 
