@@ -52,11 +52,7 @@ from harness.agent.oracles.stats import binomial_upper
 from harness.agent.truth import program
 
 ALPHA = 1e-6
-
-
 COST_RATIO = 100
-
-
 _FAULT_SLACK = 2  # mix: the page faults of hot's and cold's first calls
 
 

@@ -85,7 +85,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.agent.oracles.results import Violation
-from harness.agent.peer.profile import ProfilePair
+from harness.agent.peer.pairing import ProfilePair
 from harness.errors import InfraError
 from harness.vm.perf import PerfCounts, PerfCpu
 

@@ -28,17 +28,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from harness.agent.flavour import AgentLike, AgentRun, narrow
 from harness.agent.module.spec import AgentSpec
 from harness.agent.peer.counts import PeerEvidence, PeerWindow, info_window, peer_range
-from harness.agent.peer.profile import (
-    ProfilePair,
-    ProfileSample,
-    Symboliser,
-    UserSymbols,
-    compare,
-    parse_kallsyms,
-    profile_pair,
-    top_symbols,
-    unjudgeable,
-)
+from harness.agent.peer.pairing import ProfilePair, profile_pair
+from harness.agent.peer.profile import compare, top_symbols, unjudgeable
+from harness.agent.peer.symbols import ProfileSample, Symboliser, UserSymbols, parse_kallsyms
 from harness.agent.steps import DEBUGFS, parse_pairs
 from harness.agent.truth.build import TEXT_BASE, TRUTH_BINARY
 from harness.errors import InfraError

@@ -19,7 +19,9 @@ from harness.agent.oracles.core import (
     profile_judged,
 )
 from harness.agent.oracles.evidence import Injections, KernelEvidence
-from harness.agent.peer.profile import MIN_COMPARED, ProfilePair, fold
+from harness.agent.peer.pairing import ProfilePair
+from harness.agent.peer.profile import MIN_COMPARED
+from harness.agent.peer.symbols import fold
 from harness.vm.perf import PerfCounts, PerfCpu
 
 

@@ -7,22 +7,16 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.peer.profile import (
-    ALPHA,
-    AgentSample,
-    ProfilePair,
+from harness.agent.oracles.stats import chi2_quantile, chi2_sf
+from harness.agent.peer.pairing import AgentSample, ProfilePair, paired, profile_pair
+from harness.agent.peer.profile import ALPHA, compare, top_symbols
+from harness.agent.peer.symbols import (
     Symboliser,
     UserSymbols,
     agent_stack,
-    chi2_quantile,
-    chi2_sf,
-    compare,
     fold,
-    paired,
     parse_kallsyms,
     perf_stack,
-    profile_pair,
-    top_symbols,
 )
 from harness.vm.perf import PerfFrame, PerfSample
 

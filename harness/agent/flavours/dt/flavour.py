@@ -27,7 +27,7 @@ from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
-from harness.agent.peer.profile import PAIR_WITHIN_NS, AgentSample
+from harness.agent.peer.pairing import PAIR_WITHIN_NS, AgentSample
 from harness.agent.peer.run import PeerHooks, beside_perf, profile_report
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu

@@ -38,7 +38,7 @@ from harness.agent.oracles.content import check_content, content_report, judge_c
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
-from harness.agent.peer.profile import AgentSample
+from harness.agent.peer.pairing import AgentSample
 from harness.agent.peer.run import PeerHooks, beside_perf, profile_report
 from harness.agent.steps import inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu

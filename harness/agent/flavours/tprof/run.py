@@ -28,7 +28,7 @@ from harness.agent.oracles.evidence import (
     is_injection,
 )
 from harness.agent.peer.counts import PeerWindow, info_window
-from harness.agent.peer.profile import AgentSample
+from harness.agent.peer.pairing import AgentSample
 from harness.agent.peer.run import PeerHooks
 from harness.agent.peer.run import peer_run as beside
 from harness.agent.steps import (
