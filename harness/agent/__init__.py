@@ -3,8 +3,9 @@
 Where to look first: `harness.agent.driver` (the agent in one booted guest: deploy,
 load, run, collect), `harness.agent.flavour` (what a flavour is to the rest of the
 harness, and `behaviour`, the registry of each flavour's runner, oracles and report),
-`harness.agent.profctl` (the guest tool every run speaks through). The rest is grouped
-by concern, in the order of the data flow::
+`harness.agent.profctl` (the language of the guest tool every run speaks through;
+`profctl_build` compiles it, `profctl_run` runs a sequence). The rest is grouped by
+concern, in the order of the data flow::
 
     module/    the kernel module: spec, layouts, flavour data types, render, build
     truth/     the ground-truth workload: its build, symbols, launches, isolated CPU

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.agent.module.build import agent_key
 from harness.agent.module.spec import AgentSpec
-from harness.agent.profctl import profctl_key
+from harness.agent.profctl_build import profctl_key
 from harness.arches import ARCHES
 from harness.build.cache import Cache, CacheEntry, entry_size_bytes, list_entries, remove_entry
 from harness.build.kernel import VARIANTS, KernelChoice, KernelRequest, kernel_key, source_key

@@ -41,7 +41,7 @@ from harness.agent.oracles.report import unjudged
 from harness.agent.overlap import OverlapCase, overlap_case
 from harness.agent.peer.counts import PeerEvidence, peer_range, stretch_margin
 from harness.agent.peer.profile import unjudgeable
-from harness.agent.profctl import build_profctl
+from harness.agent.profctl_build import build_profctl
 from harness.arches import ArchProfile
 from harness.build.cache import Cache, write_json_atomic
 from harness.build.hostdeps import ensure_host

@@ -25,7 +25,7 @@ from pathlib import Path
 from harness import arches
 from harness.agent.module.build import export_agent
 from harness.agent.mutants import NONE
-from harness.agent.profctl import build_profctl
+from harness.agent.profctl_build import build_profctl
 from harness.agent.truth.build import TRUTH_BINARY
 from harness.build.cache import Cache, file_sha256, write_json_atomic
 from harness.build.images import GuestImages, prepare_images

@@ -24,7 +24,7 @@ from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.flavours.tprof.run import sampling_run
 from harness.agent.module.build import build_agent
 from harness.agent.module.spec import AgentSpec
-from harness.agent.profctl import build_profctl
+from harness.agent.profctl_build import build_profctl
 from harness.agent.steps import SamplingPlan
 from harness.build.cache import Cache
 from harness.build.images import GuestImages, prepare_images

@@ -1,8 +1,8 @@
-"""The ground-truth workload: how it is built and launched, and what a run of it was.
+"""The ground-truth workload: its model, how it is launched, and what a run of it was.
 
 ``guest/workloads/truth.c`` is a static arm64 program whose functions and call path
 the harness reads from its own symbol table (`harness.agent.truth.elfsyms`). It is built
-with profctl, into the same cache entry (`harness.agent.profctl.build_profctl`), and
+with profctl, into the same cache entry (`harness.agent.profctl_build.build_profctl`), and
 deployed beside it; the host keeps the unstripped binary::
 
     launch = TruthLaunch("chain", cpu=1, ms=1000)
@@ -27,7 +27,7 @@ from typing import Literal, Protocol
 from harness.agent import profctl
 from harness.agent.steps import GUEST_DIR
 from harness.agent.truth.build import TRUTH_BINARY
-from harness.agent.truth.elfsyms import Function, FunctionTable, executable_span, read_functions
+from harness.agent.truth.elfsyms import FunctionTable, executable_span, read_functions
 from harness.agent.truth.isolation import Isolation
 from harness.errors import InfraError
 
@@ -285,59 +285,6 @@ def _lanes(lines: Sequence[str], step: str) -> tuple[tuple[int, int], ...]:
     if sorted(found) != list(range(len(found))):
         raise InfraError(f"the lanes of {step} said {sorted(found)}: one did not start")
     return tuple(found[k] for k in range(len(found)))
-
-
-def place_module(module: FunctionTable, kallsyms: Sequence[str]) -> FunctionTable:
-    """The module's functions moved to the addresses ``kallsyms`` lines give them.
-
-    ``kallsyms`` are ``/proc/kallsyms`` lines of the module (``ADDR t NAME [profagent]``);
-    a function the kernel does not list (discarded init code) is left out.
-
-    :raise InfraError: no line names a function of the module, or every address is 0
-        (``kptr_restrict`` hides them).
-    """
-    where: dict[str, int] = {}
-    for line in kallsyms:
-        fields = line.split()
-        if len(fields) >= 3 and fields[1] in "tT":
-            where[fields[2]] = int(fields[0], 16)
-    placed = [f.moved(where[f.name]) for f in module.functions if where.get(f.name)]
-    if not placed:
-        raise InfraError(f"/proc/kallsyms places no function of the module ({len(kallsyms)} lines)")
-    return FunctionTable(tuple(sorted(placed, key=lambda f: f.start)))
-
-
-def kernel_lines_command(names: Sequence[str]) -> str:
-    """A guest command printing ``NAME START NEXT`` per core kernel symbol in ``names``.
-
-    ``NEXT`` is the address of the symbol ``/proc/kallsyms`` lists after it (the core
-    kernel's are in address order): the function's end.
-    """
-    wanted = " ".join(names)
-    return (
-        "awk -v want='" + wanted + "' 'BEGIN { n = split(want, w, \" \"); "
-        "for (i = 1; i <= n; i++) W[w[i]] = 1 } "
-        'held != "" { print held, $1; held = "" } '
-        'NF == 3 && ($3 in W) { held = $3 " " $1 }\' /proc/kallsyms'
-    )
-
-
-def place_kernel(lines: Sequence[str], names: Sequence[str]) -> FunctionTable:
-    """Core kernel functions from `kernel_lines_command`'s output: ``[START, NEXT)`` each.
-
-    :raise InfraError: a name is missing, or its address is 0 (``kptr_restrict``).
-    """
-    found: dict[str, Function] = {}
-    for line in lines:
-        fields = line.split()
-        if len(fields) == 3:
-            start, end = int(fields[1], 16), int(fields[2], 16)
-            if start and end > start:
-                found[fields[0]] = Function(fields[0], start, end, (start, start))
-    missing = [name for name in names if name not in found]
-    if missing:
-        raise InfraError(f"/proc/kallsyms places no {', '.join(missing)} ({len(lines)} lines)")
-    return FunctionTable(tuple(sorted(found.values(), key=lambda f: f.start)))
 
 
 class _Launcher(Protocol):

@@ -18,6 +18,7 @@ from harness.agent.truth.elfsyms import (
     read_functions,
     symbol_span,
 )
+from harness.agent.truth.placement import place_module
 from harness.errors import InfraError
 from harness.process import tool_version
 
@@ -131,12 +132,12 @@ def test_a_workload_knows_the_busy_loops_pinned_beside_it() -> None:
 def test_module_functions_move_to_their_kallsyms_addresses() -> None:
     spin = Function("pa_probe_spin", 0x334, 0x414, (0x33C, 0x40C), 3)
     table = FunctionTable((spin, Function("gone", 0x500, 0x510, (0x500, 0x500), 3)))
-    placed = program.place_module(table, ["ffff800008c10334 t pa_probe_spin\t[profagent]"])
+    placed = place_module(table, ["ffff800008c10334 t pa_probe_spin\t[profagent]"])
     assert placed.functions == (Function("pa_probe_spin", 0xFFFF800008C10334,
                                          0xFFFF800008C10414,
                                          (0xFFFF800008C1033C, 0xFFFF800008C1040C), 3),)  # fmt: skip
     with pytest.raises(InfraError, match="places no function"):
-        program.place_module(table, ["0000000000000000 t pa_probe_spin\t[profagent]"])
+        place_module(table, ["0000000000000000 t pa_probe_spin\t[profagent]"])
 
 
 def test_a_stripped_binary_is_refused(tmp_path: Path) -> None:
