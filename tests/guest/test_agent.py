@@ -33,7 +33,7 @@ from harness.agent.flavours.tprof.run import (
     ioctl_step,
     nest_step,
     partial_read_run,
-    peer_run,
+    sampling_beside_perf,
     sampling_run,
     scripted_run,
     start_steps,
@@ -92,7 +92,7 @@ def test_linux_perf_beside_the_agent_agrees(
 ) -> None:
     """PEER: Debian's perf samples the same CPUs, event and period beside the agent."""
     cpus = tuple(range(topology.cpus))
-    run = peer_run(agent, AgentSpec(), SamplingPlan(busy_cpus=cpus, busy_ms=1000))
+    run = sampling_beside_perf(agent, AgentSpec(), SamplingPlan(busy_cpus=cpus, busy_ms=1000))
     assert run.peer is not None
     peer = run.peer.counts
     assert peer.watched == cpus

@@ -95,13 +95,13 @@ def beside_perf(run: Runner, kind: type[_R], hooks: PeerHooks[_R]) -> Runner:
         return narrow(run(agent, spec, cpus), kind)
 
     def peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-        found: AgentRun = peer_run(agent, spec, cpus, own, hooks)  # type: ignore[assignment]
+        found: AgentRun = run_beside_perf(agent, spec, cpus, own, hooks)  # type: ignore[assignment]
         return found
 
     return peer
 
 
-def peer_run(
+def run_beside_perf(
     agent: AgentLike,
     spec: AgentSpec,
     cpus: tuple[int, ...],

@@ -33,7 +33,7 @@ from harness.agent.flavours.tprof.run import (
     RunContext,
     nest_step,
     partial_read_run,
-    peer_run,
+    sampling_beside_perf,
     sampling_run,
     scripted_run,
 )
@@ -77,7 +77,7 @@ def _applicable(run: SamplingRun) -> frozenset[str]:
 def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     """Busy loops on every CPU, the ground-truth workloads beside them, perf beside the agent."""
     truth = (TruthLaunch("chain", cpus[-1], 1000), TruthLaunch("mix", cpus[0], 1000))
-    return peer_run(agent, spec, SamplingPlan(busy_cpus=cpus, busy_ms=1000), truth)
+    return sampling_beside_perf(agent, spec, SamplingPlan(busy_cpus=cpus, busy_ms=1000), truth)
 
 
 def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:

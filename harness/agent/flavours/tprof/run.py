@@ -29,8 +29,7 @@ from harness.agent.oracles.evidence import (
 )
 from harness.agent.peer.counts import PeerWindow, info_window
 from harness.agent.peer.pairing import AgentSample
-from harness.agent.peer.run import PeerHooks
-from harness.agent.peer.run import peer_run as beside
+from harness.agent.peer.run import PeerHooks, run_beside_perf
 from harness.agent.steps import (
     DEBUGFS,
     DEVICE,
@@ -167,7 +166,7 @@ def sampling_run(
     return run_steps(agent, spec, sampling_steps(plan, launches), context)[0]
 
 
-def peer_run(
+def sampling_beside_perf(
     agent: AgentLike, spec: AgentSpec, plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()
 ) -> SamplingRun:
     """``plan`` (and ``launches``) with Linux perf beside the agent: PEER, PROFILE.
@@ -181,7 +180,7 @@ def peer_run(
     def run(a: AgentLike, s: AgentSpec, _: object) -> SamplingRun:
         return sampling_run(a, s, plan, launches)
 
-    return beside(agent, spec, plan.busy_cpus, run, PEER_HOOKS)
+    return run_beside_perf(agent, spec, plan.busy_cpus, run, PEER_HOOKS)
 
 
 def profile_samples(run: SamplingRun) -> tuple[AgentSample, ...]:
