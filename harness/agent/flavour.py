@@ -26,9 +26,13 @@ from typing import Any, Literal, Protocol, TypeVar
 from harness.agent import flavours, profctl
 from harness.agent.module.info import FlavourInfo
 from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import content_report
+from harness.agent.oracles.content_view import ContentView
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.oracles.samples import Sample
+from harness.agent.peer.counts import PeerEvidence
+from harness.agent.peer.profile import profile_report
 from harness.agent.truth.elfsyms import FunctionTable
 from harness.agent.truth.program import TruthImage
 from harness.timeouts import Timeouts
@@ -139,6 +143,26 @@ class AgentRun(Protocol):
 
     def records(self) -> Sequence[object]:
         """The decoded records the run read (dataclasses with slots), in stream order."""
+
+
+class ReportedRun(Protocol):
+    """What `run_report` reads of a flavour's run besides its own table and verdicts."""
+
+    @property
+    def peer(self) -> PeerEvidence | None:
+        """Linux perf beside the agent (None: no peer ran)."""
+
+    def content(self) -> ContentView:
+        """The run's samples and ground truth, as the content oracles judge them."""
+
+
+def run_report(run: ReportedRun, table: str, verdicts: str, violations: Sequence[Violation]) -> str:
+    """A flavour's report: its per-CPU ``table``, perf beside it, its ``verdicts``, content.
+
+    Every flavour's `Flavour.report` is this, with its own table and verdict lines.
+    """
+    content = content_report(run.content(), violations)
+    return f"{table}\n{profile_report(run.peer)}{verdicts}\n{content}"
 
 
 @dataclass(frozen=True, slots=True)

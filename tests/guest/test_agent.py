@@ -40,14 +40,13 @@ from harness.agent.flavours.tprof.run import (
 )
 from harness.agent.module.build import AgentBuild
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.report import unjudged
 from harness.agent.steps import DEVICE, SamplingPlan, inject_step, kick_step
 from harness.build.images import GuestImages
 from harness.build.modules import build_module
 from harness.errors import BuildError, ConfigError, ModuleLoadError
 from harness.vm.argv import MachineSpec
 from harness.vm.topology import CpuTopology
-from tests.conftest import AGENT_REPORT
+from tests.guest.verdicts import assert_verdicts
 
 pytestmark = pytest.mark.guest
 TP_D1 = TPROF.quirk_bit("TP-D1")
@@ -64,14 +63,9 @@ def assert_oracles(
     """Every applicable oracle holds, each of ``relied`` (None: every applicable one)
     compared something; the table and verdicts (with what each compared) go into the
     summary."""
-    violations = check_sampling(run)
-    judged = judge_sampling(run)
+    violations, judged = check_sampling(run), judge_sampling(run)
     verdicts = format_verdicts(violations, applicable_oracles(run), judged)
-    report = f"{format_cpu_table(run)}\n{verdicts}"
-    request.node.user_properties.append((AGENT_REPORT, report))
-    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
-    missing = unjudged(judged, relied)
-    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
+    assert_verdicts(request, (format_cpu_table(run), verdicts), violations, judged, relied)
 
 
 def test_sampling_workload_every_overflow_accounted(

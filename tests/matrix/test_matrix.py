@@ -18,7 +18,7 @@ from harness.agent.flavour import behaviour
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.report import unjudged
 from harness.agent.peer.counts import PeerEvidence
-from harness.agent.peer.run import profile_summary
+from harness.agent.peer.profile import profile_summary
 from harness.matrix.load import Cell
 from tests.matrix.conftest import record_cell
 

@@ -58,12 +58,13 @@ from harness.agent.oracles.where import (
     zero_bound,
 )
 from harness.agent.oracles.who import (
+    carried_by,
     check_who,
     exclusive_samples,
-    harness_owned,
     judge_who,
     lane_samples,
     worker_samples,
+    workload_threads,
 )
 from harness.agent.truth import program
 from harness.agent.truth.isolation import Isolation
@@ -137,11 +138,11 @@ def content_numbers(view: ContentView) -> dict[str, int]:
                "content.timed": int(timed(view))}  # fmt: skip
     for iso in view.isolation:
         user, foreign = exclusive_samples(view, iso.cpu)
-        own = frozenset(t for w in view.workloads for t in w.threads_on(iso.cpu))
+        own = workload_threads(view, iso.cpu)
         key = f"content.exclusive.cpu{iso.cpu}"
         numbers |= {f"{key}.exclusive": int(iso.exclusive), f"{key}.user": len(user),
                     f"{key}.harness": len(user) - len(foreign),
-                    f"{key}.workload": sum(harness_owned(own, s) for s in user)}  # fmt: skip
+                    f"{key}.workload": sum(carried_by(own, s) for s in user)}  # fmt: skip
     for w in view.workloads if view.image is not None else ():
         chosen, life = population(view, w), life_outside(view, w)
         names = function_counts(view, chosen)

@@ -40,7 +40,7 @@ from typing import Protocol
 
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.budgets import check_handler_budget
-from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.evidence import Injections, KernelEvidence, RunEvidence
 from harness.agent.oracles.results import Judged, Violation, per_cpu
 from harness.agent.peer.counts import PeerBound, PeerEvidence, check_peer
 from harness.agent.peer.pairing import ProfilePair
@@ -269,32 +269,8 @@ def check_profile(view: CoreView) -> list[Violation]:
     return [Violation("PROFILE", None, expected, f"chi2 = {test.statistic:.1f}", detail)]
 
 
-class CoreRun(Protocol):
-    """What every flavour's run carries for the shared oracles (its core counters aside)."""
-
-    @property
-    def spec(self) -> AgentSpec:
-        """The agent build the run loaded."""
-
-    @property
-    def kernel(self) -> KernelEvidence | None:
-        """The guest kernel's own PMU interrupt counts over the run."""
-
-    @property
-    def injections(self) -> Injections:
-        """What the harness injected, per CPU and context."""
-
-    @property
-    def instruction_clock(self) -> bool:
-        """The guest's clocks counted instructions (-icount): C-3 applies."""
-
-    @property
-    def peer(self) -> PeerEvidence | None:
-        """Linux perf beside the agent (None: no peer ran)."""
-
-
 def core_view_of(
-    run: CoreRun, core: Mapping[int, Mapping[str, int]], *, throttling_disabled: bool = True
+    run: RunEvidence, core: Mapping[int, Mapping[str, int]], *, throttling_disabled: bool = True
 ) -> CoreView:
     """What the shared oracles read of a flavour's ``run`` whose core counters are ``core``.
 
@@ -348,6 +324,23 @@ def check_nmi_context(core: Mapping[int, Mapping[str, int]], nmi_expected: bool)
         violations.append(Violation("NMI", None, "x_nmi_ctx_ok > 0 on some CPU",
                                     "x_nmi_ctx_ok = 0 on every CPU", "pseudo-NMI on"))  # fmt: skip
     return violations
+
+
+class NmiRun(Protocol):
+    """What `check_nmi` reads of a flavour's run."""
+
+    @property
+    def core(self) -> Mapping[int, Mapping[str, int]]:
+        """CPU → the core's per-CPU counters (``core_percpu``)."""
+
+    @property
+    def nmi_expected(self) -> bool:
+        """Whether the guest was booted with pseudo-NMI on."""
+
+
+def check_nmi(run: NmiRun) -> list[Violation]:
+    """NMI of a flavour's run: `check_nmi_context` on its core counters."""
+    return check_nmi_context(run.core, run.nmi_expected)
 
 
 def delivered_share(core: Mapping[str, int]) -> float | None:

@@ -34,9 +34,14 @@ from harness.agent.oracles.samples import Sample
 from harness.agent.truth import program
 
 
+def workload_threads(view: ContentView, cpu: int) -> frozenset[tuple[int, int]]:
+    """(pid, tid) of each thread of a workload pinned to ``cpu`` (main's, its worker's, lanes')."""
+    return frozenset(t for w in view.workloads for t in w.threads_on(cpu))
+
+
 def owned(view: ContentView, sample: Sample) -> bool:
     """Whether a thread of a workload pinned to the sample's CPU has its pid (and tid)."""
-    return any(harness_owned(w.threads_on(sample.cpu), sample) for w in view.workloads)
+    return carried_by(workload_threads(view, sample.cpu), sample)
 
 
 def worker_samples(view: ContentView, workload: program.WorkloadRun) -> list[Sample]:
@@ -117,7 +122,7 @@ def harness_tasks(view: ContentView, cpu: int) -> frozenset[tuple[int, int]]:
     )
 
 
-def harness_owned(tasks: frozenset[tuple[int, int]], sample: Sample) -> bool:
+def carried_by(tasks: frozenset[tuple[int, int]], sample: Sample) -> bool:
     """Whether one of ``tasks`` (pid, tid) carries ``sample`` (its pid alone where no tid)."""
     return any(p == sample.pid and (sample.tid is None or t == sample.tid) for p, t in tasks)
 
@@ -126,7 +131,7 @@ def exclusive_samples(view: ContentView, cpu: int) -> tuple[list[Sample], list[S
     """The user samples on ``cpu``, and those of them no harness task there carries."""
     tasks = harness_tasks(view, cpu)
     user = [s for s in view.samples if s.user and s.cpu == cpu]
-    return user, [s for s in user if not harness_owned(tasks, s)]
+    return user, [s for s in user if not carried_by(tasks, s)]
 
 
 def check_exclusive(view: ContentView) -> list[Violation]:

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.agent.oracles.stats import chi2_quantile
+from harness.agent.peer.counts import PeerEvidence, peer_range
 from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.symbols import OTHER, Profile
 
@@ -140,3 +141,42 @@ def _cell(side: Sequence[tuple[str, float]], i: int, width: int) -> str:
         return f"{'':<{width}} {'':>6}"
     name, share = side[i]
     return f"{name:<{width}} {100 * share:5.1f}%"
+
+
+def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
+    """The PEER range of each CPU, the top symbols and PROFILE's statistic ('' without a peer)."""
+    if peer is None:
+        return ""
+    ranges = ((c.cpu, c.samples, peer_range(c, peer.counts, peer.window.bound))
+              for c in peer.counts.cpus)  # fmt: skip
+    line = "PEER: perf's samples per CPU in the window (the agent's overflows must lie in): "
+    line += ", ".join(f"{cpu}: {n} ({r.low}..{r.high})" for cpu, n, r in ranges)
+    if recorded := dict(peer.counts.totals).get("SAMPLE"):  # perf's whole record, for sizing
+        line += f"; of {recorded} samples recorded"
+    if peer.profiles is None:
+        return f"{line}\n"
+    pair = peer.profiles
+    return f"{line}\n{top_symbols(pair, rows)}\n{_test_line(pair)}\n"
+
+
+def profile_summary(peer: PeerEvidence | None) -> dict[str, str]:
+    """Both profiles as folded text and PROFILE's line, for a matrix cell ({} without a peer)."""
+    if peer is None or peer.profiles is None:
+        return {}
+    pair = peer.profiles
+    return {"agent": pair.agent.folded(), "perf": pair.perf.folded(),
+            "test": _test_line(pair)}  # fmt: skip
+
+
+def _test_line(pair: ProfilePair) -> str:
+    agent, perf = pair.agent, pair.perf
+    left_out = f"; {text}" if (text := pair.excluded_text()) else ""
+    if not agent.total or not perf.total:
+        return (f"PROFILE: nothing to compare (agent {agent.total}, perf {perf.total} samples)"
+                f"{left_out}")  # fmt: skip
+    test = compare(agent.leaves(), perf.leaves())
+    verdict = "alike" if test.passed else "APART"
+    if why := unjudgeable(pair):
+        verdict = f"not judged, {why}"
+    return (f"PROFILE: chi2 {test.statistic:.1f} vs {test.critical:.1f} at alpha {test.alpha:g} "
+            f"(df {test.df}, {len(test.categories)} symbols): {verdict}{left_out}")  # fmt: skip

@@ -15,20 +15,29 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.agent import profctl
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
+from harness.agent.flavour import (
+    AgentLike,
+    AgentRun,
+    Flavour,
+    OpRule,
+    Script,
+    narrow,
+    run_report,
+    typed,
+)
 from harness.agent.flavours.dt.data import DT, DT_EVT
 from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt, judge_dt
 from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
 from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import check_content, content_report, judge_content
+from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
 from harness.agent.peer.pairing import PAIR_WITHIN_NS, AgentSample
-from harness.agent.peer.run import PeerHooks, beside_perf, profile_report
+from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import standard_launches
@@ -43,8 +52,7 @@ PROBE_MS = 200  # the IRQ-off probe on the last CPU: kernel ground truth for CHA
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, DtRun)
     verdicts = format_dt_verdicts(violations, applicable_dt_oracles(own), judged=judge_dt(own))
-    content = content_report(own.content(), violations)
-    return f"{format_dt_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
+    return run_report(own, format_dt_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:

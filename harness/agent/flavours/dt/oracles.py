@@ -49,10 +49,10 @@ from harness.agent.oracles.core import (
     CoreView,
     applicable_core,
     check_core,
+    check_nmi,
     core_view_of,
     judge_flavour,
 )
-from harness.agent.oracles.core import check_nmi_context as nmi_context
 from harness.agent.oracles.laws import Law, all_at_most, all_equal, sums_to
 from harness.agent.oracles.results import Judged, Violation
 from harness.errors import ConfigError
@@ -345,11 +345,6 @@ def check_dt_injection(run: DtRun) -> list[Violation]:
     return violations
 
 
-def check_dt_nmi(run: DtRun) -> list[Violation]:
-    """NMI: `harness.agent.oracles.core.check_nmi_context` on the run's core counters."""
-    return nmi_context(run.core, run.nmi_expected)
-
-
 _CHECKS: dict[str, Callable[[DtRun], list[Violation]]] = {
     "DT-O1": check_dt_conservation,
     "DT-O2": check_dt_no_reader,
@@ -360,7 +355,7 @@ _CHECKS: dict[str, Callable[[DtRun], list[Violation]]] = {
     "DT-O8": check_dt_reader,
     "DT-O10": check_dt_readers,
     "DT-INJ": check_dt_injection,
-    "NMI": check_dt_nmi,
+    "NMI": check_nmi,
 }
 
 

@@ -13,15 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent.flavours.dt.data import DT_STACK_MAX
-from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
-from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.evidence import RunEvidence
 from harness.agent.oracles.results import flat_numbers
 from harness.agent.oracles.samples import Sample
 from harness.agent.oracles.walks import walks_of
-from harness.agent.peer.counts import PeerEvidence
-from harness.agent.truth.program import TruthEvidence
 
 #: enum pa_chain_stop's PA_CHAIN_TRUNCATED (profagent.h): the walk reached the depth.
 CHAIN_TRUNCATED = 1
@@ -78,7 +75,7 @@ class DtOpenStats:
 
 
 @dataclass(frozen=True, slots=True)
-class DtRun:
+class DtRun(RunEvidence):
     """One dt open from PRBENABLE to a drained ring, and what the harness did to it.
 
     ``before_read`` is taken after RECORD off, before any read; ``after_read`` once
@@ -93,7 +90,6 @@ class DtRun:
     the agent's `nmi` file at the end.
     """
 
-    spec: AgentSpec
     before_read: DtOpenStats
     after_read: DtOpenStats
     events: tuple[DtEvent, ...]
@@ -110,16 +106,6 @@ class DtRun:
     reader_during_recording: bool = False  # a background reader drained while recording
     #: How the background reader ended (its status file's errno; None: no reader).
     background_errno: str | None = None
-    #: PMU interrupts the guest kernel counted around the run (None: not read).
-    kernel: KernelEvidence | None = None
-    #: What the harness's steps injected, per CPU (the CALLS oracle's evidence).
-    injections: Injections = field(default_factory=Injections)
-    #: The guest's clocks counted instructions (-icount shift=0): C-3 applies.
-    instruction_clock: bool = False
-    #: Linux perf beside the agent (the peer run; None: no peer).
-    peer: PeerEvidence | None = None
-    #: The ground-truth workloads, their image and the module's functions (None: none ran).
-    truth: TruthEvidence | None = None
 
     def numbers(self) -> dict[str, int]:
         """Every counter after the drain, and the content counts, under flat names."""

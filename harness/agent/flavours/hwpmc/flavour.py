@@ -16,7 +16,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
+from harness.agent.flavour import (
+    AgentLike,
+    AgentRun,
+    Flavour,
+    OpRule,
+    Script,
+    narrow,
+    run_report,
+    typed,
+)
 from harness.agent.flavours.hwpmc.bench import HWPMC_BENCH
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import (
@@ -47,13 +56,13 @@ from harness.agent.flavours.hwpmc.run import (
     sweep_step,
 )
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import check_content, content_report, judge_content
+from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.peer.counts import PeerWindow, bracket_window
 from harness.agent.peer.pairing import PAIR_WITHIN_NS, AgentSample
-from harness.agent.peer.run import PeerHooks, beside_perf, profile_report
+from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
@@ -67,8 +76,7 @@ PROBE_MS = 200
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, HwRun)
     verdicts = format_hw_verdicts(violations, applicable_hw_oracles(own), judged=judge_hwpmc(own))
-    content = content_report(own.content(), violations)
-    return f"{format_hw_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
+    return run_report(own, format_hw_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:

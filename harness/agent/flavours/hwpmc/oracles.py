@@ -47,10 +47,10 @@ from harness.agent.oracles.core import (
     CoreView,
     applicable_core,
     check_core,
+    check_nmi,
     core_view_of,
     judge_flavour,
 )
-from harness.agent.oracles.core import check_nmi_context as nmi_context
 from harness.agent.oracles.results import Judged, Violation
 
 HW_ORACLES: tuple[tuple[str, str], ...] = (
@@ -109,11 +109,6 @@ def check_hwpmc(run: HwRun) -> list[Violation]:
 def judge_hwpmc(run: HwRun) -> list[Judged]:
     """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`)."""
     return judge_flavour(core_view(run), applicable_hw_oracles(run))
-
-
-def check_nmi(run: HwRun) -> list[Violation]:
-    """NMI: `harness.agent.oracles.core.check_nmi_context` on the run's core counters."""
-    return nmi_context(run.snapshot.core, run.nmi_expected)
 
 
 _CHECKS: dict[str, Callable[[HwRun], list[Violation]]] = {

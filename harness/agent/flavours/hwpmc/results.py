@@ -14,15 +14,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC
-from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
-from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.evidence import RunEvidence
 from harness.agent.oracles.results import AgentSnapshot, flat_numbers
 from harness.agent.oracles.samples import Sample
 from harness.agent.oracles.walks import walks_of
-from harness.agent.peer.counts import PeerEvidence
-from harness.agent.truth.program import TruthEvidence
 
 Table = Mapping[int, Mapping[str, int]]
 Kind = Literal["standard", "exact", "independence", "control", "script", "counting"]
@@ -114,7 +111,7 @@ class Counting:
 
 
 @dataclass(frozen=True, slots=True)
-class HwRun:
+class HwRun(RunEvidence):
     """One hwpmc run: PMCs allocated, started, driven, stopped, released.
 
     ``stopped`` is the per-CPU table read after STOP and an idle phase of
@@ -128,7 +125,6 @@ class HwRun:
     ``log_faults`` the log writes the harness made fail (the ``hwpmc_log`` fault, HW-O3).
     """
 
-    spec: AgentSpec
     kind: Kind
     snapshot: AgentSnapshot
     online_cpus: tuple[int, ...]
@@ -150,20 +146,17 @@ class HwRun:
     ss_around_offline_start: tuple[int, int] | None = None
     #: RELEASE outcomes, errno names ("ok" when it returned 0).
     releases: tuple[str, ...] = ()
-    kernel: KernelEvidence | None = None
-    injections: Injections = field(default_factory=Injections)
     throttling_disabled: bool = True
-    #: The guest's clocks counted instructions (-icount shift=0): C-3 applies.
-    instruction_clock: bool = False
     counting: Counting | None = None
     log_faults: int = 0
     #: The guest's CLOCK_MONOTONIC (ns) read by the plan's ``clock`` steps, in order
     #: (before and after the STARTs, before and after the STOPs).
     clocks: tuple[int, ...] = ()
-    #: Linux perf beside the agent (the peer run; None: no peer).
-    peer: PeerEvidence | None = None
-    #: The ground-truth workloads, their image and the module's functions (None: none ran).
-    truth: TruthEvidence | None = None
+
+    @property
+    def core(self) -> Mapping[int, Mapping[str, int]]:
+        """CPU → the core's per-CPU counters, as the snapshot read them."""
+        return self.snapshot.core
 
     @property
     def nsamples(self) -> int:

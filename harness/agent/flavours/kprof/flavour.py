@@ -20,7 +20,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.agent import profctl
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
+from harness.agent.flavour import (
+    AgentLike,
+    AgentRun,
+    Flavour,
+    OpRule,
+    Script,
+    narrow,
+    run_report,
+    typed,
+)
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.bench import KPROF_BENCH
 from harness.agent.flavours.kprof.data import KPROF, records_per_block
@@ -34,12 +43,12 @@ from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import KPDATA, KprofPlan, ctl_step, kprof_run, snapshot
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import check_content, content_report, judge_content
+from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.peer.pairing import AgentSample
-from harness.agent.peer.run import PeerHooks, beside_perf, profile_report
+from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
@@ -66,8 +75,7 @@ def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     verdicts = format_kprof_verdicts(
         violations, applicable_kprof_oracles(own), judged=judge_kprof(own)
     )
-    content = content_report(own.content(), violations)
-    return f"{format_kprof_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
+    return run_report(own, format_kprof_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:

@@ -40,10 +40,10 @@ from harness.agent.oracles.core import (
     CoreView,
     applicable_core,
     check_core,
+    check_nmi,
     core_view_of,
     judge_flavour,
 )
-from harness.agent.oracles.core import check_nmi_context as nmi_context
 from harness.agent.oracles.results import Judged, Violation
 from harness.errors import ConfigError
 
@@ -108,11 +108,6 @@ def judge_kprof(run: KprofRun) -> list[Judged]:
     return judge_flavour(core_view(run), applicable_kprof_oracles(run))
 
 
-def check_kp_nmi(run: KprofRun) -> list[Violation]:
-    """NMI: `harness.agent.oracles.core.check_nmi_context` on the run's core counters."""
-    return nmi_context(run.core, run.nmi_expected)
-
-
 _CHECKS: dict[str, Callable[[KprofRun], list[Violation]]] = {
     "KP-O1": check_kp_accounting,
     "KP-O2": check_kp_blocks,
@@ -124,5 +119,5 @@ _CHECKS: dict[str, Callable[[KprofRun], list[Violation]]] = {
     "KP-O8": check_kp_control,
     "KP-O9": check_kp_discard,
     "KP-O10": check_kp_kpdata,
-    "NMI": check_kp_nmi,
+    "NMI": check_nmi,
 }

@@ -12,14 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
-from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.evidence import RunEvidence
 from harness.agent.oracles.results import flat_numbers
 from harness.agent.oracles.samples import Sample
-from harness.agent.peer.counts import PeerEvidence
-from harness.agent.truth.program import TruthEvidence
 
 #: Snapshot names a run may hold, in the order they are taken.
 VISIBLE_BEFORE = "visible_before"  # exact run: R records on the first CPU, no flush
@@ -62,7 +59,7 @@ class KprofRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class KprofRun:
+class KprofRun(RunEvidence):
     """One kprof session from kpctl open to close, and what the harness did to it.
 
     ``snapshots`` maps the names above to the counters taken there; ``core_at``
@@ -75,7 +72,6 @@ class KprofRun:
     KP-O8 probe to its outcome ("ok" or an errno name).
     """
 
-    spec: AgentSpec
     snapshots: Mapping[str, KprofStats]
     trace: tuple[KprofRecord, ...]
     bytes_read: int
@@ -92,14 +88,6 @@ class KprofRun:
     reader_during: bool = False  # a reader drained the queue while tracing
     eof: tuple[str, ...] = ()
     control: Mapping[str, str] = field(default_factory=dict)
-    kernel: KernelEvidence | None = None
-    injections: Injections = field(default_factory=Injections)
-    #: The guest's clocks counted instructions (-icount shift=0): C-3 applies.
-    instruction_clock: bool = False
-    #: Linux perf beside the agent (the peer run; None: no peer).
-    peer: PeerEvidence | None = None
-    #: The ground-truth workloads, their image and the module's functions (None: none ran).
-    truth: TruthEvidence | None = None
     #: Guest clock reads (ns) just before ``start`` and just after ``stop``: every CPU
     #: traced, so recorded, only inside them (None: the run read no clock there).
     tracing_ns: tuple[int, int] | None = None

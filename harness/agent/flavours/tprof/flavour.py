@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, typed
+from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, run_report, typed
 from harness.agent.flavours.tprof.bench import TPROF_BENCH
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.oracles import (
@@ -38,12 +38,11 @@ from harness.agent.flavours.tprof.run import (
     scripted_run,
 )
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import check_content, content_report, judge_content
+from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
-from harness.agent.peer.run import profile_report
 from harness.agent.steps import SamplingPlan, inject_step, kick_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import TruthLaunch, standard_launches
@@ -55,8 +54,7 @@ NESTED = 7
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, SamplingRun)
     verdicts = format_verdicts(violations, applicable_oracles(own), judged=judge_sampling(own))
-    content = content_report(own.content(), violations)
-    return f"{format_cpu_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
+    return run_report(own, format_cpu_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:

@@ -48,10 +48,10 @@ from harness.agent.oracles.core import (
     CoreView,
     applicable_core,
     check_core,
+    check_nmi,
     core_view_of,
     judge_flavour,
 )
-from harness.agent.oracles.core import check_nmi_context as nmi_context
 from harness.agent.oracles.laws import Law, all_equal, at_least, at_most, sums_to, zero
 from harness.agent.oracles.results import Judged, Violation
 from harness.errors import ConfigError
@@ -312,11 +312,6 @@ def check_placement(run: SamplingRun) -> list[Violation]:
     return out
 
 
-def check_nmi_context(run: SamplingRun) -> list[Violation]:
-    """NMI: `harness.agent.oracles.core.check_nmi_context` on the run's core counters."""
-    return nmi_context(run.snapshot.core, run.nmi_expected)
-
-
 def check_probe(run: SamplingRun) -> list[Violation]:
     """PROBE: probe windows ran; overflows landed inside them iff pseudo-NMI is on."""
     out: list[Violation] = []
@@ -382,7 +377,7 @@ _CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
     "TP-O2": check_swaps,
     "TP-O5": check_read,
     "PLACE": check_placement,
-    "NMI": check_nmi_context,
+    "NMI": check_nmi,
     "PROBE": check_probe,
     "TP-O10": check_stop_latency,
     "STOPPED": check_stopped,

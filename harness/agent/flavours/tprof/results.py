@@ -10,16 +10,13 @@ the report only read them, so they can be tested on hand-written values::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
-from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.evidence import RunEvidence
 from harness.agent.oracles.results import AgentSnapshot, flat_numbers
 from harness.agent.oracles.samples import Sample as GenericSample
-from harness.agent.peer.counts import PeerEvidence
-from harness.agent.truth.program import TruthEvidence
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +36,7 @@ class Sample:
 
 
 @dataclass(frozen=True, slots=True)
-class SamplingRun:
+class SamplingRun(RunEvidence):
     """One START…STOP run of the agent and what the harness knows about it.
 
     ``injected`` maps CPU → samples injected in NMI bursts (None: no injection);
@@ -50,7 +47,6 @@ class SamplingRun:
     ``kicks`` is the number of manual drains (None in auto drain mode).
     """
 
-    spec: AgentSpec
     snapshot: AgentSnapshot
     samples: tuple[Sample, ...]
     bytes_read: int
@@ -65,18 +61,13 @@ class SamplingRun:
     #: Events the PMU counts per nanosecond its event is enabled, where that is
     #: a fixed rate (cycles under TCG); None: overflows due cannot be derived.
     ref_events_per_ns: float | None = None
-    #: PMU interrupts the guest kernel counted around the run (None: not read).
-    kernel: KernelEvidence | None = None
-    #: What the harness's steps injected, per CPU (the CALLS oracle's evidence).
-    injections: Injections = field(default_factory=Injections)
-    #: The guest's clocks counted instructions (-icount shift=0): time budgets apply.
-    instruction_clock: bool = False
-    #: Linux perf beside the agent: its counts in the agent's window, both profiles (None: no peer).
-    peer: PeerEvidence | None = None
-    #: The ground-truth workloads of the run and their image (None: none launched).
-    truth: TruthEvidence | None = None
     #: Where the busy loops run once pinned (profctl's ``spin_loop``); (0, 0): not known.
     spin_loop: tuple[int, int] = (0, 0)
+
+    @property
+    def core(self) -> Mapping[int, Mapping[str, int]]:
+        """CPU → the core's per-CPU counters, as the snapshot read them."""
+        return self.snapshot.core
 
     def numbers(self) -> dict[str, int]:
         """Every counter under one flat name (see `harness.agent.oracles.results.flat_numbers`)."""
