@@ -30,7 +30,6 @@ from harness.agent.oracles.content import content_report
 from harness.agent.oracles.content_view import ContentView
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
-from harness.agent.oracles.samples import Sample
 from harness.agent.peer.counts import PeerEvidence
 from harness.agent.peer.profile import profile_report
 from harness.agent.truth.elfsyms import FunctionTable
@@ -265,9 +264,6 @@ class Flavour:
     #: A scenario judged input-free, where time budgets are exact: the case of its
     #: ``deterministic`` mutants (`harness.cli.mutants`); None: it has none.
     budget_scenario: Path | None = None
-    #: Its records as generic samples (`harness.agent.oracles.samples.Sample`), for the content
-    #: oracles; None: the flavour has no adapter yet.
-    samples: Callable[[AgentRun], tuple[Sample, ...]] | None = None
 
     @property
     def name(self) -> str:

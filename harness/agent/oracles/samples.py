@@ -1,7 +1,7 @@
 """One view of a sample, whatever flavour recorded it: what the content oracles read.
 
-Each flavour turns its own records into `Sample` values (its ``samples`` hook on
-`harness.agent.flavour.Flavour`); `harness.agent.oracles.content` judges them::
+Each flavour turns its own records into `Sample` values (its run's ``content()`` view);
+`harness.agent.oracles.content` judges them::
 
     Sample(cpu=1, pc=0x51000878, pid=212, tid=212, user=True,
            chain=(0x51000970, 0x510009AC, 0x510006CC), truncated=False)

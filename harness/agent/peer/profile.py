@@ -78,9 +78,7 @@ class Homogeneity:
         return self.statistic <= self.critical
 
 
-def compare(
-    agent: Mapping[str, int], perf: Mapping[str, int], *, alpha: float = ALPHA
-) -> Homogeneity:
+def compare(agent: Mapping[str, int], perf: Mapping[str, int]) -> Homogeneity:
     """Chi-square homogeneity of two leaf profiles (the module docstring states the model).
 
     :raise ValueError: either profile is empty (nothing to compare).
@@ -96,8 +94,8 @@ def compare(
             expected = side * pooled / (total_a + total_b)
             statistic += (seen - expected) ** 2 / expected
     df = len(categories) - 1
-    critical = chi2_quantile(1 - alpha, df) if df > 0 else 0.0
-    return Homogeneity(statistic, df, critical, alpha, tuple(categories))
+    critical = chi2_quantile(1 - ALPHA, df) if df > 0 else 0.0
+    return Homogeneity(statistic, df, critical, ALPHA, tuple(categories))
 
 
 def _categories(
@@ -143,7 +141,7 @@ def _cell(side: Sequence[tuple[str, float]], i: int, width: int) -> str:
     return f"{name:<{width}} {100 * share:5.1f}%"
 
 
-def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
+def profile_report(peer: PeerEvidence | None) -> str:
     """The PEER range of each CPU, the top symbols and PROFILE's statistic ('' without a peer)."""
     if peer is None:
         return ""
@@ -156,7 +154,7 @@ def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
     if peer.profiles is None:
         return f"{line}\n"
     pair = peer.profiles
-    return f"{line}\n{top_symbols(pair, rows)}\n{_test_line(pair)}\n"
+    return f"{line}\n{top_symbols(pair)}\n{_test_line(pair)}\n"
 
 
 def profile_summary(peer: PeerEvidence | None) -> dict[str, str]:

@@ -261,5 +261,4 @@ FLAVOUR = Flavour(
         "overlap": overlap_run,
     },
     budget_scenario=Path(__file__).with_name("dt-budgets.toml"),  # C-3
-    samples=lambda run: narrow(run, DtRun).content().samples,
 )

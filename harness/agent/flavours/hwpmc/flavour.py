@@ -237,5 +237,4 @@ FLAVOUR = Flavour(
     },
     bench=HWPMC_BENCH,
     budget_scenario=Path(__file__).with_name("hwpmc-budgets.toml"),  # C-3
-    samples=lambda run: narrow(run, HwRun).content().samples,
 )

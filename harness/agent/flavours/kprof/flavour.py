@@ -264,5 +264,4 @@ FLAVOUR = Flavour(
     extra_runs={"offline": offline_run},
     bench=KPROF_BENCH,
     budget_scenario=Path(__file__).with_name("kprof-budgets.toml"),  # C-3
-    samples=lambda run: narrow(run, KprofRun).content().samples,
 )

@@ -156,5 +156,4 @@ FLAVOUR = Flavour(
     },
     budget_scenario=Path(__file__).with_name("tprof-budgets.toml"),  # C-3, TP-O10
     bench=TPROF_BENCH,
-    samples=lambda run: narrow(run, SamplingRun).content().samples,
 )
