@@ -10,7 +10,7 @@ sanitizer ones (``kasan`` on the debug kernel, ``kcsan`` on the kcsan kernel), w
 catch is the report they name::
 
     result = run_mutants(MutationRequest(full=False), Cache.default())
-    print(format_table(result.rows))           # harness.agent.mutation
+    print(format_table(result.rows))           # harness.agent.mutants
     survivors(result.rows)                     # [] when every mutant was caught
 
 Every run's evidence (profctl transcripts, agent runs, the console) stays in
@@ -35,7 +35,7 @@ from harness.agent.flavour import AgentRun, Flavour, behaviour
 from harness.agent.module.build import build_agent
 from harness.agent.module.info import Mutant
 from harness.agent.module.spec import AgentSpec
-from harness.agent.mutation import MutantRow, merge
+from harness.agent.mutants import MutantRow, merge
 from harness.agent.oracles.evidence import kmemleak_command, module_leaks
 from harness.agent.oracles.report import unjudged
 from harness.agent.overlap import OverlapCase, overlap_case
