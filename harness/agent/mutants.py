@@ -35,7 +35,7 @@ NONE = "none"  # the unmutated build: every case must pass with it
 CONTENT_FLAVOURS = ("tprof", "kprof", "hwpmc", "dt")
 CHAIN_FLAVOURS = ("kprof", "hwpmc", "dt")
 #: Flavours whose records carry a thread id (kprof's do not: WHO judges its pids only);
-#: those whose PROFILE compares paired samples (`harness.agent.peer.profile.paired`).
+#: those whose PROFILE compares paired samples (`harness.agent.peer.pairing.paired`).
 TID_FLAVOURS = ("tprof", "hwpmc", "dt")
 PAIRED_FLAVOURS = ("dt", "hwpmc")
 #: Flavours whose kernel samples carry the task's pid (kprof's kernel traces do not), so

@@ -259,7 +259,7 @@ def _peer_row(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour
     run is named in the row's notes with its numbers: for PEER, a perf record with
     too few on-time overflows to see a 1/8 stretch (`harness.agent.peer.counts.stretch_margin`
     ≤ 0); for PROFILE, a run where every CPU was left out of the comparison because
-    the agent dropped samples there (`harness.agent.peer.profile`: a thinned profile is
+    the agent dropped samples there (`harness.agent.peer.pairing`: a thinned profile is
     not compared), so there was nothing to compare.
     """
     notes: list[str] = []
@@ -391,7 +391,9 @@ class SanitizerCase:
     ``setup``: shell commands after boot, before the first run. ``overlap``: the runs
     go with a spinner on every CPU and KCSAN's own counters judged (`harness.agent.overlap`).
     Every report is a finding: with an agent frame anywhere ``<tool>``, else
-    ``<tool>-KERNEL``; nothing is filtered, in the guest or here.
+    ``<tool>-KERNEL``; nothing is filtered, in the guest or here. The kcsan kernel
+    instruments none of its own code (`harness.vm.sanitizer`), so a KCSAN report there
+    has the agent's access on one side even when no agent frame is printed.
     """
 
     variant: Variant
@@ -415,8 +417,7 @@ def _sanitizer_group(bench: _Bench, kernel: KernelChoice, *, chosen: tuple[str, 
 
     Each runs all the flavour's runs (`_sanitizer_case`); what failed is the oracles,
     plus each sanitizer report after the run began: its tool (``KASAN``, ``KCSAN``,
-    ``UBSAN``) when an agent frame is in it, ``<tool>-KERNEL`` (or a note, see
-    `SanitizerCase`) when none is.
+    ``UBSAN``) when an agent frame is in it, ``<tool>-KERNEL`` when none is.
     """
     rows: list[MutantRow] = []
     for case, sanitizer in SANITIZER_CASES.items():

@@ -6,7 +6,10 @@ into the `ProfilePair` that `harness.agent.peer.profile.compare` judges::
     pair = profile_pair(agent_samples, perf_samples, symbols, drops={1: 12})
     pair.excluded                       # ((1, 12),): CPU 1 left out of both
 
-**Thinned CPUs are left out.** A CPU where the agent counted samples it lost in
+**Thinned CPUs are left out**, where a flavour's peer hooks give its drops
+(`harness.agent.peer.run.PeerHooks.drops`). None of the four does today: dt and
+hwpmc compare paired samples (below), and tprof's and kprof's peer runs compare
+every CPU, so they must not drop. A CPU where the agent counted samples it lost in
 the run (a full ring, a recursive get: `ProfilePair.excluded`, from the flavour's
 own drop counters) is not compared, neither its agent samples nor perf's: the
 lost samples are no random subset. They are lost while the agent's reader is

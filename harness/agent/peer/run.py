@@ -4,7 +4,7 @@ perf records the same CPUs, event and period with frame-pointer call chains
 (``perf record -g``), started before the agent's run loads and arms the agent and
 stopped after it disarmed. Its samples are counted in the window where every
 CPU's agent event counted (PEER), and folded by symbol against the agent's own
-samples (PROFILE), both profiles named by one `harness.agent.peer.profile.Symboliser`
+samples (PROFILE), both profiles named by one `harness.agent.peer.symbols.Symboliser`
 over the guest's ``/proc/kallsyms`` and the ground-truth workload's ELF symbols
 (user PCs elsewhere are ``[user]``). A flavour says only what differs, in
 `PeerHooks`: how its records become samples, and its window where the agent's
@@ -66,14 +66,15 @@ class PeerHooks(Generic[_R]):
     events counted, given the period (None: from the agent's debugfs ``info``,
     read after the run: `harness.agent.peer.counts.info_window`). ``drops``: per CPU, the
     samples the agent counted as lost in the run (None: it counts none); PROFILE
-    leaves those CPUs out (`harness.agent.peer.profile`'s docstring says why).
+    leaves those CPUs out (`harness.agent.peer.pairing`'s docstring says why; no
+    flavour passes it today).
     ``recording``: the guest-clock span in which the agent recorded samples, where
     that is narrower than its window's outer span (kprof records only between its
     ``start`` and ``stop``, while its counters run from load to unload); PROFILE folds
     perf's samples there (None: each CPU's armed span, else the window's outer span:
     `PeerWindow.profile_span`). ``pair_within_ns``: PROFILE
     compares only the samples of the interrupts both profilers took, paired within
-    this many ns (`harness.agent.peer.profile.paired`; ``samples`` must then give each its
+    this many ns (`harness.agent.peer.pairing.paired`; ``samples`` must then give each its
     time), for a flavour whose own overflow sets work going that perf then samples.
     """
 

@@ -1,6 +1,6 @@
 """One CPU for the harness's own tasks: every other user task moved off it, and back.
 
-WHO's exclusive half (`harness.agent.oracles.content.check_exclusive`) needs a CPU on
+WHO's exclusive half (`harness.agent.oracles.who.check_exclusive`) needs a CPU on
 which only the ground-truth workload (and the busy loops the harness pinned beside it)
 ran user code. The harness arranges it instead of trusting anything the agent says:
 before the run, profctl's ``isolate`` step moves every user task of the guest (every

@@ -45,8 +45,8 @@ UTRACE = FramedRecord(
     header=RecordLayout(
         c_name="kprof_utrace_hdr",
         py_name="KprofUtraceHdr",
-        doc="kprof type 2, user trace: this header, then n PCs (u64); the port walks no "
-        "user stack in NMI, so n = 1 (padded with zeros to the depth when trace_pad=1).",
+        doc="kprof type 2, user trace: this header, then n PCs (u64): the user PC, then its "
+        "callers by frame pointers (padded with zeros to the depth when trace_pad=1).",
         fields=(
             Field("info", "u64", "the event descriptor (0 for kpdata injections)"),
             Field("ts_ns", "u64", "ktime_get_mono_fast_ns() when the sample was taken"),
