@@ -6,15 +6,29 @@ Each flavour turns its own records into `Sample` values (its run's ``content()``
     Sample(cpu=1, pc=0x51000878, pid=212, tid=212, user=True,
            chain=(0x51000970, 0x510009AC, 0x510006CC), truncated=False)
 
-``chain`` holds the callers' return addresses, innermost first, after the sampled PC
-(not including it); a flavour that records no call chain leaves it empty and its
-run says so (`chain_depth` None). ``truncated``: the walk stopped because it reached
-the depth asked for, not because the stack ended. ``time_ns``: the record's own
+**The chain rule**, the one every decoder and oracle keeps: ``chain`` holds the
+callers' return addresses, innermost first, after the sampled PC (not including it),
+and ``length`` counts the frames *with* the PC. The records hold walks as the core's
+``pa_chain`` writes them, PC first (kprof's ``pcs``, dt's ``kstack``/``ustack``, with
+``*_n`` counting the PC; hwpmc's ``chain`` holds only the callers while its ``depth``
+counts the PC): each decoder splits the PC off with `callers` (or its record's own
+``callers``), here at the edge. A flavour that records no call chain leaves ``chain``
+empty and its run says so (`chain_depth` None).
+
+Other sample types are other things: each flavour's decoded record (tprof's
+``TprofRecord``, dt's events, kprof's trace records, hwpmc's ``LogRecord``) is its wire
+format, turned into `Sample` by its run's ``content()``; `harness.vm.perf.PerfSample` is
+Linux perf's sample (frames with their DSOs and symbols, as perf printed them), which
+PROFILE folds beside the agent's samples.
+
+``truncated``: the walk stopped because it reached the depth asked for, not because
+the stack ended. ``time_ns``: the record's own
 timestamp (``ktime_get_mono_fast_ns``), which the content oracles use only to choose
-the samples of a workload's phase, never as a value under test. ``length`` and ``stop``: the walk's
-frame count (PC included) and stop cause (enum pa_chain_stop) where the record holds
-them beside its PCs (dt, hwpmc); None where it does not (the count is then the
-chain's length), so a record claiming more frames than its PCs can still be judged.
+the samples of a workload's phase, never as a value under test. ``length`` and
+``stop``: the walk's frame count (PC included) and stop cause (enum pa_chain_stop)
+where the record holds them beside its PCs (dt, hwpmc); None where it does not (the
+count is then the chain's length), so a record claiming more frames than its PCs can
+still be judged.
 ``user_walk`` and ``user_stop``: a kernel sample's user stack where the record holds
 one beside its kernel chain (dt's ustack: the task's user PC at its kernel entry,
 then its callers) and why that walk stopped.
@@ -22,6 +36,7 @@ then its callers) and why that walk stopped.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: arm64: user addresses have the top 16 bits clear, kernel addresses all set.
@@ -45,6 +60,11 @@ class Sample:
     stop: int | None = None
     user_walk: tuple[int, ...] = ()
     user_stop: int | None = None
+
+
+def callers(walk: Sequence[int]) -> tuple[int, ...]:
+    """The chain of a walk written PC first (``pa_chain``'s frames): every frame but the PC."""
+    return tuple(walk[1:])
 
 
 def kernel_address(address: int) -> bool:

@@ -54,9 +54,9 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from harness.agent.oracles.samples import Sample
 from harness.agent.peer.symbols import (
     Profile,
-    ProfileSample,
     Symboliser,
     agent_stack,
     fold,
@@ -72,17 +72,6 @@ from harness.vm.perf import PerfSample
 #: µs). The two leaf symbols of a pair agreed in all but one pair of each run. A split
 #: pair's second interrupt comes 0.1-5 ms after the first (`harness.agent.peer.counts`).
 PAIR_WITHIN_NS = 200_000
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSample:
-    """One agent sample as the profile reads it (a flavour's adapter builds these)."""
-
-    cpu: int
-    pc: int
-    user: bool
-    chain: tuple[int, ...] = ()
-    time_ns: int | None = None  # CLOCK_MONOTONIC, as perf's (`paired` needs it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +98,8 @@ class ProfilePair:
 
 
 def paired(
-    agent: Iterable[AgentSample], perf: Iterable[PerfSample], within_ns: int
-) -> list[tuple[AgentSample, PerfSample]]:
+    agent: Iterable[Sample], perf: Iterable[PerfSample], within_ns: int
+) -> list[tuple[Sample, PerfSample]]:
     """The samples of the interrupts both profilers took, as (agent, perf) pairs.
 
     One PMU interrupt handles both counters in the driver's fixed order (it walks
@@ -153,7 +142,7 @@ def paired(
 
 
 def perf_follows(
-    agent: Sequence[AgentSample], times: Mapping[int, Sequence[int]], within_ns: int
+    agent: Sequence[Sample], times: Mapping[int, Sequence[int]], within_ns: int
 ) -> bool:
     """Whether perf's record of a joint interrupt comes after the agent's (`paired`).
 
@@ -169,7 +158,7 @@ def perf_follows(
 
 
 def profile_pair(
-    agent: Iterable[ProfileSample],
+    agent: Iterable[Sample],
     perf: Iterable[PerfSample],
     symbols: Symboliser,
     drops: Mapping[int, int],
@@ -179,15 +168,11 @@ def profile_pair(
     """Both profiles folded, every CPU with drops (CPU → samples lost) left out of both.
 
     With ``pair_within_ns``, only `paired` samples, and no CPU is left out (the
-    module docstring says why); the agent's samples must then be `AgentSample`s
-    with a time.
+    module docstring says why); the agent's samples must then carry
+    a time (`paired` raises otherwise).
     """
     if pair_within_ns is not None:
-        given = list(agent)
-        mine = [s for s in given if isinstance(s, AgentSample)]
-        if len(mine) != len(given):
-            raise ValueError("paired profiles need the agent's samples as timed AgentSamples")
-        theirs = list(perf)
+        mine, theirs = list(agent), list(perf)
         pairs = paired(mine, theirs, pair_within_ns)
         return ProfilePair(
             agent=fold(agent_stack(a, symbols) for a, _ in pairs),

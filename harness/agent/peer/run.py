@@ -10,7 +10,7 @@ over the guest's ``/proc/kallsyms`` and the ground-truth workload's ELF symbols
 `PeerHooks`: how its records become samples, and its window where the agent's
 ``info`` does not give it::
 
-    hooks = PeerHooks(samples=lambda run: [AgentSample(e.cpu, e.pc, not e.flags) ...])
+    hooks = PeerHooks(samples=lambda run: run.content().samples)
     FLAVOUR = Flavour(..., peer_run=beside_perf(_standard, DtRun, hooks))
     run = FLAVOUR.peer_run(agent, spec, cpus)      # run.peer: PeerEvidence
 
@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harness.agent.flavour import AgentLike, AgentRun, narrow
 from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.samples import Sample
 from harness.agent.peer.counts import PeerEvidence, PeerWindow, info_window
 from harness.agent.peer.pairing import ProfilePair, profile_pair
-from harness.agent.peer.symbols import ProfileSample, Symboliser, UserSymbols, parse_kallsyms
+from harness.agent.peer.symbols import Symboliser, UserSymbols, parse_kallsyms
 from harness.agent.steps import DEBUGFS, parse_pairs
 from harness.agent.truth.build import TEXT_BASE, TRUTH_BINARY
 from harness.errors import InfraError
@@ -60,9 +61,9 @@ Runner = Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
 class PeerHooks(Generic[_R]):
     """What a flavour's peer run needs to know of its own run type.
 
-    ``samples``: its records as profile samples (an `AgentSample`, or anything with
-    ``pc``, ``user`` and ``chain``, such as `harness.agent.oracles.samples.Sample`: a flavour
-    whose records carry call chains folds them into its flame graph). ``window``: where its agent
+    ``samples``: its records as samples (`harness.agent.oracles.samples.Sample`, as the
+    content oracles see them: a flavour whose records carry call chains folds them into
+    its flame graph). ``window``: where its agent
     events counted, given the period (None: from the agent's debugfs ``info``,
     read after the run: `harness.agent.peer.counts.info_window`). ``drops``: per CPU, the
     samples the agent counted as lost in the run (None: it counts none); PROFILE
@@ -78,7 +79,7 @@ class PeerHooks(Generic[_R]):
     time), for a flavour whose own overflow sets work going that perf then samples.
     """
 
-    samples: Callable[[_R], Iterable[ProfileSample]]
+    samples: Callable[[_R], Iterable[Sample]]
     window: Callable[[_R, int], PeerWindow] | None = None
     drops: Callable[[_R], Mapping[int, int]] | None = None
     recording: Callable[[_R], tuple[int, int]] | None = None

@@ -18,33 +18,13 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
+from harness.agent.oracles.samples import Sample
 from harness.vm.perf import PerfSample
 
 KERNEL_TOP_BIT = 1 << 63  # arm64 and x86-64 kernel addresses have the top bit set
 KERNEL, USER, OTHER = "[kernel]", "[user]", "other"
 _TEXT_TYPES = frozenset("tTwW")
-
-
-class ProfileSample(Protocol):
-    """What the profile reads of one agent sample (any flavour's record)."""
-
-    @property
-    def cpu(self) -> int:
-        """The CPU it was taken on."""
-
-    @property
-    def pc(self) -> int:
-        """The interrupted PC."""
-
-    @property
-    def user(self) -> bool:
-        """Whether the PC is a user-mode PC."""
-
-    @property
-    def chain(self) -> tuple[int, ...]:
-        """Its callers, innermost first (empty: the profiler walked none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +104,7 @@ def _at(index: int) -> int:
     return 1 if index else 0
 
 
-def agent_stack(sample: ProfileSample, symbols: Symboliser) -> tuple[str, ...]:
+def agent_stack(sample: Sample, symbols: Symboliser) -> tuple[str, ...]:
     """``sample``'s frames named, root first (its chain shares its PC's mode).
 
     The PC is named at the PC, each caller at its return address - 1: the call's

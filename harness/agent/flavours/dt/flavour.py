@@ -35,8 +35,9 @@ from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
+from harness.agent.oracles.samples import Sample
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
-from harness.agent.peer.pairing import PAIR_WITHIN_NS, AgentSample
+from harness.agent.peer.pairing import PAIR_WITHIN_NS
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
@@ -183,10 +184,9 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
     return rows
 
 
-def _samples(run: DtRun) -> list[AgentSample]:
-    """Dt's events as profile samples: the PC, its own stack's callers, its time."""
-    return [AgentSample(e.cpu, e.pc, user=s.user, chain=s.chain, time_ns=e.ts_ns)
-            for e, s in ((e, e.sample()) for e in run.events)]  # fmt: skip
+def _samples(run: DtRun) -> list[Sample]:
+    """Dt's events as samples: the PC, its own stack's callers, its time."""
+    return [e.sample() for e in run.events]
 
 
 def _unprobed(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:

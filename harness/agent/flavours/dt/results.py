@@ -17,11 +17,15 @@ from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
 from harness.agent.oracles.results import flat_numbers
-from harness.agent.oracles.samples import Sample
+from harness.agent.oracles.samples import Sample, callers
 from harness.agent.oracles.walks import walks_of
 
 #: enum pa_chain_stop's PA_CHAIN_TRUNCATED (profagent.h): the walk reached the depth.
 CHAIN_TRUNCATED = 1
+
+
+#: Bit 0 of a dt event's flags: the sampled PC is a kernel address (the seed's format).
+KERNEL_FLAG = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +54,11 @@ class DtEvent:
         A kernel event's chain is its kernel stack after the PC, a user event's its
         user stack after the PC; truncated when that walk stopped at the depth.
         """
-        user = not self.flags & 1
+        user = not self.flags & KERNEL_FLAG
         n, pcs, stop = ((self.ustack_n, self.ustack, self.ustack_stop) if user
                         else (self.kstack_n, self.kstack, self.kstack_stop))  # fmt: skip
         return Sample(self.cpu, self.pc, self.pid, self.tid, user=user,
-                      chain=tuple(pcs[1:n]), truncated=stop == CHAIN_TRUNCATED,
+                      chain=callers(pcs[:n]), truncated=stop == CHAIN_TRUNCATED,
                       time_ns=self.ts_ns, length=n, stop=stop,
                       user_walk=() if user else self.ustack[: self.ustack_n],
                       user_stop=None if user else self.ustack_stop)  # fmt: skip

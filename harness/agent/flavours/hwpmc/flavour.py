@@ -60,8 +60,9 @@ from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
+from harness.agent.oracles.samples import Sample
 from harness.agent.peer.counts import PeerWindow, bracket_window
-from harness.agent.peer.pairing import PAIR_WITHIN_NS, AgentSample
+from harness.agent.peer.pairing import PAIR_WITHIN_NS
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
@@ -184,13 +185,12 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
     return rows
 
 
-def _samples(run: HwRun) -> list[AgentSample]:
-    """Hwpmc's log records as profile samples (flags bit 0: user mode), times and chains.
+def _samples(run: HwRun) -> tuple[Sample, ...]:
+    """Hwpmc's log records as samples, times and chains, as the content oracles see them.
 
     The flame graph draws the chains; PROFILE compares leaves.
     """
-    return [AgentSample(r.cpu, r.pc, user=bool(r.flags & 1), chain=r.callers, time_ns=r.ts_ns)
-            for r in run.log]  # fmt: skip
+    return run.content().samples
 
 
 def _window(run: HwRun, period: int) -> PeerWindow:

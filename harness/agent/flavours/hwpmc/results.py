@@ -41,6 +41,11 @@ PID_NONE = 0xFFFFFFFF
 CHAIN_TRUNCATED = 1
 
 
+#: Bit 0 of a hwpmc log record's flags: user mode (the seed's format; tprof's and dt's
+#: bit 0 says kernel).
+USER_FLAG = 1
+
+
 @dataclass(frozen=True, slots=True)
 class LogRecord:
     """One decoded hwpmc/log record; ``chain``: its callers, 0 past depth."""
@@ -52,7 +57,7 @@ class LogRecord:
     cpu: int
     pid: int
     tid: int
-    flags: int  # bit 0: user mode
+    flags: int  # USER_FLAG: the sampled PC is a user PC
     depth: int
     chain_stop: int = 0  # enum pa_chain_stop: 0 end, 1 depth reached, 2.. cut short
     pad: int = 0
@@ -182,8 +187,9 @@ class HwRun(RunEvidence):
     def content(self) -> ContentView:
         """The log's records as samples for the content oracles (chains of callchaindepth)."""
         samples = tuple(
-            Sample(r.cpu, r.pc, 0 if r.pid == PID_NONE else r.pid, r.tid, user=bool(r.flags & 1),
-                   chain=r.callers, truncated=r.chain_stop == CHAIN_TRUNCATED,
+            Sample(r.cpu, r.pc, 0 if r.pid == PID_NONE else r.pid, r.tid,
+                   user=bool(r.flags & USER_FLAG), chain=r.callers,
+                   truncated=r.chain_stop == CHAIN_TRUNCATED,
                    time_ns=r.ts_ns, length=r.depth, stop=r.chain_stop)
             for r in self.log
         )  # fmt: skip

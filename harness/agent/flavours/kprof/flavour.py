@@ -47,7 +47,7 @@ from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
-from harness.agent.peer.pairing import AgentSample
+from harness.agent.oracles.samples import Sample, callers
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
@@ -205,9 +205,9 @@ def _kpdata_step(cpu: int, count: int) -> str:
     return profctl.write_step(KPDATA, f"{KPDATA_BASE + 8 * count:#x}")
 
 
-def _samples(run: KprofRun) -> list[AgentSample]:
-    """Kprof's traces as profile samples: type 2 is a user trace; PCs after the first: callers."""
-    return [AgentSample(r.cpu, r.pcs[0], user=r.type == 2, chain=r.pcs[1:])
+def _samples(run: KprofRun) -> list[Sample]:
+    """Kprof's traces as samples: type 2 is a user trace; PCs after the first: callers."""
+    return [Sample(r.cpu, r.pcs[0], r.pid, None, user=r.type == 2, chain=callers(r.pcs))
             for r in run.trace if r.pcs]  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
 from harness.agent.oracles.results import flat_numbers
-from harness.agent.oracles.samples import Sample
+from harness.agent.oracles.samples import Sample, callers
 
 #: Snapshot names a run may hold, in the order they are taken.
 VISIBLE_BEFORE = "visible_before"  # exact run: R records on the first CPU, no flush
@@ -124,7 +124,7 @@ class KprofRun(RunEvidence):
             pcs = r.pcs if not self.spec.param("trace_pad") else tuple(p for p in r.pcs if p)
             if pcs:
                 samples.append(Sample(r.cpu, pcs[0], r.pid, None, user=r.type == 2,
-                                      chain=pcs[1:], truncated=len(pcs) == depth,
+                                      chain=callers(pcs), truncated=len(pcs) == depth,
                                       time_ns=r.ts_ns))  # fmt: skip
         return view_of(samples, self.truth, chain_depth=depth, kernel_pids=False)
 

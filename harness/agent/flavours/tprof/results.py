@@ -16,23 +16,26 @@ from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
 from harness.agent.oracles.results import AgentSnapshot, flat_numbers
-from harness.agent.oracles.samples import Sample as GenericSample
+from harness.agent.oracles.samples import Sample
+
+#: Bit 0 of a tprof record's flags: the sampled PC is a kernel address (the seed's format).
+KERNEL_FLAG = 1
 
 
 @dataclass(frozen=True, slots=True)
-class Sample:
+class TprofRecord:
     """One decoded tprof record (24 bytes in the stream)."""
 
     pid: int
     tid: int
     cpu: int
-    flags: int  # bit 0: the sampled PC is a kernel address
+    flags: int  # KERNEL_FLAG: the sampled PC is a kernel address
     pc: int
 
     @property
     def in_kernel(self) -> bool:
-        """Whether the sampled PC was in kernel space (flags bit 0)."""
-        return bool(self.flags & 1)
+        """Whether the sampled PC was in kernel space (`KERNEL_FLAG`)."""
+        return bool(self.flags & KERNEL_FLAG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +51,7 @@ class SamplingRun(RunEvidence):
     """
 
     snapshot: AgentSnapshot
-    samples: tuple[Sample, ...]
+    samples: tuple[TprofRecord, ...]
     bytes_read: int
     online_cpus: tuple[int, ...]
     busy: Mapping[int, tuple[int, ...]]
@@ -79,11 +82,11 @@ class SamplingRun(RunEvidence):
     def content(self) -> ContentView:
         """Its samples and ground truth, for the content oracles (tprof records no chain)."""
         samples = tuple(
-            GenericSample(s.cpu, s.pc, s.pid, s.tid, user=not s.in_kernel) for s in self.samples
+            Sample(s.cpu, s.pc, s.pid, s.tid, user=not s.in_kernel) for s in self.samples
         )
         return view_of(samples, self.truth, chain_depth=None)
 
-    def records(self) -> Sequence[Sample]:
+    def records(self) -> Sequence[TprofRecord]:
         """The decoded samples, in stream order."""
         return self.samples
 

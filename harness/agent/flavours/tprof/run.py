@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from harness.agent import profctl
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
-from harness.agent.flavours.tprof.results import Sample, SamplingRun
+from harness.agent.flavours.tprof.results import SamplingRun, TprofRecord
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import (
     IDLE_MS,
@@ -27,8 +27,8 @@ from harness.agent.oracles.evidence import (
     interrupt_reads,
     is_injection,
 )
+from harness.agent.oracles.samples import Sample
 from harness.agent.peer.counts import PeerWindow, info_window
-from harness.agent.peer.pairing import AgentSample
 from harness.agent.peer.run import PeerHooks, run_beside_perf
 from harness.agent.steps import (
     DEBUGFS,
@@ -183,9 +183,9 @@ def sampling_beside_perf(
     return run_beside_perf(agent, spec, plan.busy_cpus, run, PEER_HOOKS)
 
 
-def profile_samples(run: SamplingRun) -> tuple[AgentSample, ...]:
-    """Tprof's records as profile samples (flags bit 0: a kernel PC; no call chain)."""
-    return tuple(AgentSample(r.cpu, r.pc, user=not r.flags & 1) for r in run.samples)
+def profile_samples(run: SamplingRun) -> tuple[Sample, ...]:
+    """Tprof's records as samples, as the content oracles see them (no call chain)."""
+    return run.content().samples
 
 
 def _window(run: SamplingRun, period: int) -> PeerWindow:
@@ -269,7 +269,7 @@ def run_steps(
     run = SamplingRun(
         spec=spec,
         snapshot=snapshot_of(steps, results),
-        samples=tuple(Sample(**r) for r in agent.decode(TPROF.record.c_name, data)),
+        samples=tuple(TprofRecord(**r) for r in agent.decode(TPROF.record.c_name, data)),
         bytes_read=len(data),
         online_cpus=online,
         busy=busy_of(steps, results),

@@ -17,7 +17,7 @@ from harness.agent.flavours.tprof.oracles import (
     global_name,
 )
 from harness.agent.flavours.tprof.report import throttle_lost
-from harness.agent.flavours.tprof.results import Sample, SamplingRun
+from harness.agent.flavours.tprof.results import SamplingRun, TprofRecord
 from harness.agent.module.info import CORE_PERCPU
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections, KernelEvidence
@@ -48,9 +48,9 @@ def stats(**values: int) -> dict[str, int]:
     return {**dict.fromkeys(TPROF.stat_names, 0), **values}
 
 
-def samples(cpu: int, pid: int, count: int) -> tuple[Sample, ...]:
+def samples(cpu: int, pid: int, count: int) -> tuple[TprofRecord, ...]:
     return tuple(
-        Sample(pid=pid, tid=pid, cpu=cpu, flags=1, pc=0xFFFF0000 + i) for i in range(count)
+        TprofRecord(pid=pid, tid=pid, cpu=cpu, flags=1, pc=0xFFFF0000 + i) for i in range(count)
     )
 
 
