@@ -37,7 +37,6 @@ from harness.agent.oracles.content_view import (
     applicable_content,
     first_wrong,
     in_text,
-    oracles_for,
     timed,
 )
 from harness.agent.oracles.laws import zero
@@ -185,7 +184,7 @@ def content_report(view: ContentView, violations: Sequence[Violation]) -> str:
     """Where the workloads' samples fell, then one verdict line per content oracle."""
     names = {name for name, _ in CONTENT_ORACLES}
     own = [v for v in violations if v.oracle in names]
-    oracles = oracles_for(view.chain_depth is not None)
+    oracles = tuple(o for o in CONTENT_ORACLES if o[0] != "CHAIN" or view.chain_depth is not None)
     verdicts = verdict_lines(own, oracles, applicable_content(view), judged=judge_content(view))
     return f"{format_content(view)}\n{verdicts}"
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from harness.agent.module.info import FlavourInfo
 from harness.agent.oracles.samples import Sample
 from harness.agent.oracles.walks import CoreWalks
 from harness.agent.truth import program
@@ -76,9 +77,9 @@ def view_of(
                        evidence.zeroing, kernel_pids, evidence.unmodelled)  # fmt: skip
 
 
-def oracles_for(chains: bool) -> tuple[tuple[str, str], ...]:
-    """The content oracles of a flavour that records call chains or not."""
-    return tuple(o for o in CONTENT_ORACLES if chains or o[0] != "CHAIN")
+def oracles_for(info: FlavourInfo) -> tuple[tuple[str, str], ...]:
+    """The content oracles of flavour ``info``: CHAIN only where it records call chains."""
+    return tuple(o for o in CONTENT_ORACLES if info.records_chains or o[0] != "CHAIN")
 
 
 def applicable_content(view: ContentView) -> frozenset[str]:

@@ -306,12 +306,13 @@ def evidence_of(
     steps: Sequence[str],
     results: Sequence[profctl.StepResult],
     *,
-    chains: bool = True,
+    chains: bool,
 ) -> TruthEvidence | None:
     """The ground-truth evidence of a run: None when ``steps`` launched no workload.
 
     The workloads, their image and, for a flavour that records call chains
-    (``chains``), the module's functions at their kernel addresses.
+    (``chains``: its `FlavourInfo.records_chains`), the module's functions at their
+    kernel addresses.
     """
     workloads = workloads_of(steps, results)
     if not workloads:

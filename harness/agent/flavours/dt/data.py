@@ -134,6 +134,7 @@ DT_SEED_PERCPU = ("dc_readevt", "dc_dropevt", "dc_skiptick", "dc_recurevt")
 DT = FlavourInfo(
     name="dt",
     flavour_id=2,
+    records_chains=True,
     stats=(
         ("readevt", "events read (DTIOCGSTATS)"),
         ("dropevt", "events dropped because the CPU's ring was full"),

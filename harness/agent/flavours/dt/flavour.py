@@ -238,7 +238,7 @@ def _judged(run: DtRun) -> tuple[Judged, ...]:
 FLAVOUR = Flavour(
     judged=typed(DtRun, _judged),
     info=DT,
-    oracles=(*DT_ORACLES, *oracles_for(chains=True)),
+    oracles=(*DT_ORACLES, *oracles_for(DT)),
     check=typed(DtRun, _check),
     applicable=typed(DtRun, _applicable),
     report=_report,

@@ -268,7 +268,7 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         background_errno=ended,
         kernel=interrupt_reads(reads, agent.pmu_irq_label),
         injections=injections_of(steps, online),
-        truth=evidence_of(agent, steps, results),
+        truth=evidence_of(agent, steps, results, chains=DT.records_chains),
     )
 
 

@@ -110,6 +110,7 @@ DRIVER_STATS: tuple[str, ...] = (
 HWPMC = FlavourInfo(
     name="hwpmc",
     flavour_id=4,
+    records_chains=True,
     stats=(
         ("intr_ignored", "overflows with no running sampling PMC on the CPU"),
         ("intr_processed", "overflows handed to a running sampling PMC"),

@@ -213,7 +213,7 @@ def _judged(run: HwRun) -> tuple[Judged, ...]:
 FLAVOUR = Flavour(
     judged=typed(HwRun, _judged),
     info=HWPMC,
-    oracles=(*HW_ORACLES, *oracles_for(chains=True)),
+    oracles=(*HW_ORACLES, *oracles_for(HWPMC)),
     check=typed(HwRun, _check),
     applicable=typed(HwRun, _applicable),
     report=_report,

@@ -21,6 +21,7 @@ from harness.agent.flavour import AgentLike
 from harness.agent.flavours.hwpmc.data import (
     CPU_ANY,
     DRIVER_STATS,
+    HWPMC,
     HWPMC_LOG_REC,
     PMC_MODES,
     PMC_OP,
@@ -308,7 +309,7 @@ def hw_run(agent: AgentLike, spec: AgentSpec, plan: HwPlan) -> HwRun:
         counting=_counting(plan, by_tag, agent.events_per_ns(spec)),
         clocks=tuple(r.int_value("ns") for r in by_tag.get("clock", ())),
         log_faults=plan.log_faults,
-        truth=evidence_of(agent, steps, results),
+        truth=evidence_of(agent, steps, results, chains=HWPMC.records_chains),
     )
     agent.save_run(run.record())
     return run

@@ -109,6 +109,7 @@ KPROF_GLOBAL: tuple[tuple[str, str], ...] = (
 KPROF = FlavourInfo(
     name="kprof",
     flavour_id=3,
+    records_chains=True,
     stats=(*KPROF_PERCPU, *KPROF_GLOBAL),
     stats_percpu=KPROF_PERCPU,
     quirks=(

@@ -232,7 +232,7 @@ def _judged(run: KprofRun) -> tuple[Judged, ...]:
 FLAVOUR = Flavour(
     judged=typed(KprofRun, _judged),
     info=KPROF,
-    oracles=(*KPROF_ORACLES, *oracles_for(chains=True)),
+    oracles=(*KPROF_ORACLES, *oracles_for(KPROF)),
     check=typed(KprofRun, _check),
     applicable=typed(KprofRun, _applicable),
     report=_report,

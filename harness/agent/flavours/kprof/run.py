@@ -234,7 +234,7 @@ def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
         control=_control_outcomes(steps, results) if plan.control else {},
         kernel=interrupt_reads(irq, agent.pmu_irq_label),
         injections=injections_of(steps, online),
-        truth=evidence_of(agent, steps, results),
+        truth=evidence_of(agent, steps, results, chains=KPROF.records_chains),
         tracing_ns=_tracing_span(steps, results),
     )  # fmt: skip
 

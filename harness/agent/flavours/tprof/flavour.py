@@ -135,7 +135,7 @@ def _judged(run: SamplingRun) -> tuple[Judged, ...]:
 FLAVOUR = Flavour(
     judged=typed(SamplingRun, _judged),
     info=TPROF,
-    oracles=(*ORACLES, *oracles_for(chains=False)),
+    oracles=(*ORACLES, *oracles_for(TPROF)),
     check=typed(SamplingRun, _check),
     applicable=typed(SamplingRun, _applicable),
     report=_report,

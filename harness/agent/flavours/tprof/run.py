@@ -285,7 +285,7 @@ def run_steps(
         else None,
         injections=injections,
         instruction_clock=context.instruction_clock,
-        truth=evidence_of(agent, steps, results, chains=False),
+        truth=evidence_of(agent, steps, results, chains=TPROF.records_chains),
         spin_loop=agent.spin_loop(),
     )
     agent.save_run(run.record())
