@@ -24,10 +24,10 @@ from invoke.tasks import task as invoke_task
 
 from harness import arches
 from harness.agent import flavours
-from harness.agent.build import export_agent
-from harness.agent.mutation import format_table as format_mutants
-from harness.agent.mutation import survivors, tally
-from harness.agent.spec import AgentSpec, parse_params, parse_quirks
+from harness.agent.module.build import export_agent
+from harness.agent.module.spec import AgentSpec, parse_params, parse_quirks
+from harness.agent.mutants import format_table as format_mutants
+from harness.agent.mutants import survivors, tally
 from harness.build import hostdeps
 from harness.build import rootfs as rootfsmod
 from harness.build.cache import Cache
@@ -36,8 +36,7 @@ from harness.build.kernel import KernelRequest, build_kernel, check_variant, ker
 from harness.build.keys import ensure_keypair
 from harness.cli import against as againstmod
 from harness.cli import bench as benchmod
-from harness.cli import checks, testrun
-from harness.cli import mutants as mutantsmod
+from harness.cli import checks, mutantruns, testrun
 from harness.cli.cachelist import format_listing, prune_cache, survey_cache
 from harness.cli.session import (
     GuestRequest,
@@ -436,15 +435,15 @@ def mutants(c: Context, full: bool = False, cpus: int = 2, flavour: list[str] | 
             mutant: list[str] | None = None, kernel: str = "6.1",
             kernel_src: str | None = None) -> None:  # fmt: skip
     """Build each deliberately broken agent and show which oracle catches it."""
-    request = mutantsmod.MutationRequest(full=full, cpus=cpus, flavours=tuple(flavour or ()),
+    request = mutantruns.MutationRequest(full=full, cpus=cpus, flavours=tuple(flavour or ()),
                                          only=tuple(mutant or ()),
                                          kernel=parse_kernel(kernel, kernel_src))  # fmt: skip
-    result = mutantsmod.run_mutants(request, Cache.default())
+    result = mutantruns.run_mutants(request, Cache.default())
     table = format_mutants(result.rows)
     print(f"mutants on Linux {describe_kernel(request.kernel)}")
     print(table)
     print(f"{len(result.rows)} rows ({tally(result.rows)}) in {result.elapsed_s:.0f} s; "
-          f"evidence: {mutantsmod.write_table(result, table).parent}")  # fmt: skip
+          f"evidence: {mutantruns.write_table(result, table).parent}")  # fmt: skip
     if survivors(result.rows):
         raise Exit(code=1)
 

@@ -1,7 +1,8 @@
 /*
  * profctl - a tiny static guest-side tool that runs a sequence of steps.
  *
- * The harness (harness/agent/profctl.py) copies it into the guest and drives it
+ * The harness (harness/agent/profctl.py: the steps; profctl_run.py: a sequence's
+ * run) copies it into the guest and drives it
  * over SSH, one invocation per sequence: open the agent's device, issue ioctls,
  * drain its sample stream into a file, poke debugfs control files and start
  * pinned busy loops, all from one process so that file descriptors survive

@@ -2,7 +2,7 @@
 /*
  * truth: profbench's ground-truth workload, whose functions, call path and
  * instruction mix the harness knows from this binary's symbol table
- * (harness/agent/truth_build.py builds it static, non-PIE, with frame records
+ * (harness/agent/truth/build.py builds it static, non-PIE, with frame records
  * in every function, leaf ones too, and keeps it unstripped).
  *
  *   truth chain CPU MS   main -> outer -> middle -> leaf for MS ms; leaf spins

@@ -18,21 +18,19 @@ drives it through `harness.agent.flavour.AgentLike`. Everything a run produced
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import shlex
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from harness.agent import profctl, truth, truth_build
-from harness.agent.build import AgentBuild
-from harness.agent.elfsyms import FunctionTable, read_functions, symbol_span
+from harness.agent import profctl
+from harness.agent.module.build import AgentBuild
+from harness.agent.module.spec import AgentSpec, event_available
+from harness.agent.oracles.results import AgentSnapshot
 from harness.agent.overlap import unload_command
-from harness.agent.results import AgentSnapshot
-from harness.agent.spec import AgentSpec, event_available
+from harness.agent.profctl_run import hang_evidence, run_profctl, run_with_host_actions
 from harness.agent.steps import (
     DEBUGFS,
     FD,
@@ -40,18 +38,22 @@ from harness.agent.steps import (
     MAX_SAMPLE_RATE,
     PMU_EVENT_DIRS,
     SNAPSHOT_FILES,
-    _failure_of,
-    _marker_paths,
     snapshot_of,
 )
-from harness.errors import (
-    ConfigError,
-    GuestCommandError,
-    HarnessError,
-    InfraError,
-    ModuleLoadError,
+from harness.agent.truth import program
+from harness.agent.truth.build import TRUTH_BINARY
+from harness.agent.truth.elfsyms import FunctionTable
+from harness.agent.truth.placement import (
+    kernel_lines_command,
+    kernel_table,
+    module_table,
+    place_kernel,
+    place_module,
+    spin_loop_of,
+    truth_image_of,
 )
-from harness.timeouts import Timeouts, wait_until
+from harness.errors import ConfigError, GuestCommandError, InfraError, ModuleLoadError
+from harness.timeouts import Timeouts
 from harness.timing import RUNS, timed
 from harness.vm.shell import CommandShell
 from harness.vm.ssh import GuestCommandTimeout
@@ -96,30 +98,6 @@ class AgentShell(CommandShell, Protocol):
         """Copy guest path ``remote`` to ``local``."""
 
 
-@functools.cache
-@functools.cache
-def _truth_image(profctl_binary: Path) -> truth.TruthImage:
-    """`truth.read_image`, once per process: a cache entry never changes (about 1 s each)."""
-    return truth.read_image(profctl_binary)
-
-
-@functools.cache
-def _module_table(ko: Path) -> FunctionTable:
-    """The module's functions at link addresses, once per process per build."""
-    return read_functions(ko.read_bytes())
-
-
-@functools.cache
-def _spin_loop(profctl_binary: Path) -> tuple[int, int]:
-    """The ``spin_loop`` of profctl, read once per process (a cache entry never changes)."""
-    return symbol_span(profctl_binary.read_bytes(), "spin_loop")
-
-
-def _kernel_table(vmlinux: Path) -> FunctionTable:
-    """The functions of ``vmlinux``, read once per process (a cache entry never changes)."""
-    return read_functions(vmlinux.read_bytes())
-
-
 # ---- the shell: one agent in one guest ---------------------------------------------
 
 
@@ -150,7 +128,7 @@ class Agent:
         self._runs = 0
         self._pmu: tuple[frozenset[str], bool] | None = None
         self._kallsyms: tuple[str, ...] = ()  # the loaded module's kallsyms lines
-        self._kernel_lines: tuple[str, ...] = ()  # truth.KERNEL_NAMES' kallsyms lines
+        self._kernel_lines: tuple[str, ...] = ()  # program.KERNEL_NAMES' kallsyms lines
         #: A profctl sequence's default budget: the command budget (scaled).
         self.timeouts = timeouts or Timeouts.from_env()
         self.vmlinux = vmlinux  # the guest kernel's, unstripped (None: frames not judged)
@@ -160,23 +138,23 @@ class Agent:
         self.shell.run(f"mkdir -p {GUEST_DIR}")
         self.shell.put(self.build.ko, f"{GUEST_DIR}/profagent.ko")
         self.shell.put(self.profctl_binary, f"{GUEST_DIR}/profctl", mode=0o755)
-        # The ground-truth workload, built beside profctl (harness.agent.truth).
-        self.shell.put(self.profctl_binary.parent / truth_build.BINARY_NAME, truth.GUEST_PATH,
+        # The ground-truth workload, built beside profctl (harness.agent.truth.program).
+        self.shell.put(self.profctl_binary.parent / TRUTH_BINARY, program.GUEST_PATH,
                        mode=0o755)  # fmt: skip
 
-    def truth_image(self) -> truth.TruthImage:
+    def truth_image(self) -> program.TruthImage:
         """The ground-truth workload's functions (host copy, unstripped) and profctl's text.
 
         :raise InfraError: the workload is missing or stripped.
         """
-        return _truth_image(self.profctl_binary)
+        return truth_image_of(self.profctl_binary)
 
     def spin_loop(self) -> tuple[int, int]:
         """Where profctl's busy loop runs once its child is pinned (``spin_loop``).
 
         :raise InfraError: profctl has no such function (a stale or stripped build).
         """
-        return _spin_loop(self.profctl_binary)
+        return spin_loop_of(self.profctl_binary)
 
     def module_functions(self) -> FunctionTable:
         """The loaded module's functions where the kernel put them (``/proc/kallsyms``).
@@ -184,23 +162,23 @@ class Agent:
         :raise InfraError: kallsyms lists none of them, or hides their addresses.
         """
         self._kallsyms = self._kallsyms or self._read_kallsyms()
-        return truth.place_module(_module_table(self.build.ko), self._kallsyms)
+        return place_module(module_table(self.build.ko), self._kallsyms)
 
     def kallsyms_functions(self, names: Sequence[str]) -> FunctionTable:
-        """Core kernel functions by name where ``/proc/kallsyms`` puts them (`truth.place_kernel`).
+        """Core kernel functions by name where ``/proc/kallsyms`` puts them (`place_kernel`).
 
-        Names among `truth.KERNEL_NAMES` come from the lines read at load, before any
+        Names among `program.KERNEL_NAMES` come from the lines read at load, before any
         profctl sequence, in an input-free guest (it answers only the commands before
         it); a guest over SSH is asked here, once per load (a pass over /proc/kallsyms
         under TCG is not free, and most loads launch no zero workload).
 
         :raise InfraError: kallsyms lists one of them not, or hides its address.
         """
-        if set(names) <= set(truth.KERNEL_NAMES):
+        if set(names) <= set(program.KERNEL_NAMES):
             self._kernel_lines = self._kernel_lines or self._read_kernel_lines()
-            return truth.place_kernel(self._kernel_lines, names)
-        found = self.shell.run(truth.kernel_lines_command(names), check=False)
-        return truth.place_kernel(found.stdout.splitlines(), names)
+            return place_kernel(self._kernel_lines, names)
+        found = self.shell.run(kernel_lines_command(names), check=False)
+        return place_kernel(found.stdout.splitlines(), names)
 
     def kernel_functions(self) -> FunctionTable | None:
         """The guest kernel's functions from its vmlinux (None: none was given).
@@ -210,10 +188,10 @@ class Agent:
 
         :raise InfraError: the file is not an unstripped ELF64 vmlinux.
         """
-        return _kernel_table(self.vmlinux) if self.vmlinux is not None else None
+        return kernel_table(self.vmlinux) if self.vmlinux is not None else None
 
     def kernel_sanitizers(self) -> tuple[str, ...]:
-        """`truth.KERNEL_SANITIZERS` the guest kernel was built with.
+        """`program.KERNEL_SANITIZERS` the guest kernel was built with.
 
         Read from the ``.config`` beside the vmlinux (none known without a vmlinux).
         """
@@ -221,11 +199,11 @@ class Agent:
         if config is None or not config.is_file():
             return ()
         lines = set(config.read_text().splitlines())
-        return tuple(name for name in truth.KERNEL_SANITIZERS if f"{name}=y" in lines)
+        return tuple(name for name in program.KERNEL_SANITIZERS if f"{name}=y" in lines)
 
     def _read_kernel_lines(self) -> tuple[str, ...]:
-        """`truth.KERNEL_NAMES`' ``/proc/kallsyms`` lines (`truth.kernel_lines_command`)."""
-        found = self.shell.run(truth.kernel_lines_command(truth.KERNEL_NAMES), check=False)
+        """`program.KERNEL_NAMES`' ``/proc/kallsyms`` lines (`kernel_lines_command`)."""
+        found = self.shell.run(kernel_lines_command(program.KERNEL_NAMES), check=False)
         return tuple(found.stdout.splitlines())
 
     def _read_kallsyms(self) -> tuple[str, ...]:
@@ -343,11 +321,11 @@ class Agent:
         self._runs += 1
         budget = timeout_s if timeout_s is not None else self.timeouts.command_s
         try:
-            results = profctl.run_profctl(
-                self.shell, f"{GUEST_DIR}/profctl", steps, timeout_s=budget
-            )
+            results = run_profctl(self.shell, f"{GUEST_DIR}/profctl", steps, timeout_s=budget)
         except GuestCommandTimeout as exc:
-            raise GuestCommandTimeout(f"{exc}; {self._hang_evidence()}") from exc
+            hang = self.workdir / f"profctl-{self._runs:02d}.hang.txt"
+            why = hang_evidence(self.shell, hang, timeout_s=self.timeouts.qmp_s * 4)
+            raise GuestCommandTimeout(f"{exc}; {why}") from exc
         log = self.workdir / f"profctl-{self._runs:02d}.txt"
         pairs = zip(steps, results, strict=True)
         log.write_text("".join(f"{s}\n  -> {r.describe()}\n" for s, r in pairs))
@@ -355,28 +333,6 @@ class Agent:
         if first.op == "open" and first.ok and first.int_value("fd") != FD:
             raise InfraError(f"profctl's first open got fd {results[0].values['fd']}, not {FD}")
         return results
-
-    def _hang_evidence(self) -> str:
-        """Keep why a profctl outlived its budget; return where that is kept.
-
-        Where each profctl waits in the kernel, every blocked task and every CPU's
-        backtrace (sysrq w and l), beside the run; then the profctl processes are
-        killed by PID so that the module can be unloaded.
-        """
-        path = self.workdir / f"profctl-{self._runs:02d}.hang.txt"
-        script = (
-            'for p in $(pidof profctl); do echo "== profctl $p: $(cat /proc/$p/wchan)"; '
-            "cat /proc/$p/stack; done; echo w > /proc/sysrq-trigger; "
-            "echo l > /proc/sysrq-trigger; sleep 1; dmesg | tail -n 400; "
-            "for p in $(pidof profctl); do kill -9 $p; done"
-        )
-        try:
-            result = self.shell.run(script, timeout_s=self.timeouts.qmp_s * 4, check=False)
-        except HarnessError as exc:
-            path.write_text(f"no evidence: {exc}\n")
-            return f"the guest did not answer for evidence either: {exc}"
-        path.write_text(result.stdout + result.stderr)
-        return f"kernel stacks, blocked tasks and CPU backtraces in {path}"
 
     @timed(RUNS)
     def steps_with_host_actions(
@@ -386,43 +342,10 @@ class Agent:
         *,
         timeout_s: float | None = None,
     ) -> tuple[profctl.StepResult, ...]:
-        """Run ``steps`` while the host acts at marked points (e.g. QMP ``stop``/``cont``).
-
-        ``actions`` maps a marker name to what the host does there. The sequence must
-        contain `host_action_steps(name)` for each: profctl creates the marker file and
-        waits for a go file; the host sees the marker, acts, then creates the go file.
-        """
-        outcome: list[tuple[profctl.StepResult, ...] | BaseException] = []
+        """Run ``steps`` while the host acts at marked points (`run_with_host_actions`)."""
         budget = timeout_s if timeout_s is not None else self.timeouts.command_s
-
-        def run() -> None:
-            try:
-                outcome.append(self.steps(steps, timeout_s=budget))
-            except BaseException as exc:  # handed to the caller's thread
-                outcome.append(exc)
-
-        worker = threading.Thread(target=run, name="profctl", daemon=True)
-        worker.start()
-        for name, action in actions.items():
-            marker, go = _marker_paths(name)
-            wait_until(
-                functools.partial(self._reached, marker),
-                timeout_s=budget,
-                what=f"the guest sequence to reach {name!r}",
-                interval_s=0.05,
-                abort=functools.partial(_failure_of, outcome),
-            )
-            action()
-            self.shell.run(f"touch {go}")
-        worker.join(budget)
-        if not outcome:
-            raise InfraError(f"profctl did not finish within {budget:.0f}s")
-        if isinstance(outcome[0], BaseException):
-            raise outcome[0]
-        return outcome[0]
-
-    def _reached(self, marker: str) -> bool | None:
-        return True if self.shell.run(f"test -e {marker}", check=False).exit_status == 0 else None
+        return run_with_host_actions(lambda: self.steps(steps, timeout_s=budget), actions,
+                                     self.shell, timeout_s=budget)  # fmt: skip
 
     def snapshot(self) -> AgentSnapshot:
         """Read the debugfs files now."""

@@ -24,13 +24,16 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from harness.agent import flavours, profctl
-from harness.agent.elfsyms import FunctionTable
-from harness.agent.info import FlavourInfo
-from harness.agent.report import CellRow
-from harness.agent.results import Judged, Violation
-from harness.agent.samples import Sample
-from harness.agent.spec import AgentSpec
-from harness.agent.truth import TruthImage
+from harness.agent.module.info import FlavourInfo
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import content_report
+from harness.agent.oracles.content_view import ContentView
+from harness.agent.oracles.report import CellRow
+from harness.agent.oracles.results import Judged, Violation
+from harness.agent.peer.counts import PeerEvidence
+from harness.agent.peer.profile import profile_report
+from harness.agent.truth.elfsyms import FunctionTable
+from harness.agent.truth.program import TruthImage
 from harness.timeouts import Timeouts
 from harness.timing import ANALYSIS, timed
 from harness.vm.shell import CommandShell
@@ -141,6 +144,26 @@ class AgentRun(Protocol):
         """The decoded records the run read (dataclasses with slots), in stream order."""
 
 
+class ReportedRun(Protocol):
+    """What `run_report` reads of a flavour's run besides its own table and verdicts."""
+
+    @property
+    def peer(self) -> PeerEvidence | None:
+        """Linux perf beside the agent (None: no peer ran)."""
+
+    def content(self) -> ContentView:
+        """The run's samples and ground truth, as the content oracles judge them."""
+
+
+def run_report(run: ReportedRun, table: str, verdicts: str, violations: Sequence[Violation]) -> str:
+    """A flavour's report: its per-CPU ``table``, perf beside it, its ``verdicts``, content.
+
+    Every flavour's `Flavour.report` is this, with its own table and verdict lines.
+    """
+    content = content_report(run.content(), violations)
+    return f"{table}\n{profile_report(run.peer)}{verdicts}\n{content}"
+
+
 @dataclass(frozen=True, slots=True)
 class OpRule:
     """The keys a scenario op takes besides ``op``; None: the key is not allowed.
@@ -215,7 +238,7 @@ class Flavour:
     oracles: tuple[tuple[str, str], ...]  # (name, what it checks), report order
     check: Callable[[AgentRun], list[Violation]]
     #: What each applicable oracle compared (its table's and the content oracles'): a
-    #: ``PASS`` needs n > 0; n = 0 is ``UNJUDGED`` (`harness.agent.report.unjudged`).
+    #: ``PASS`` needs n > 0; n = 0 is ``UNJUDGED`` (`harness.agent.oracles.report.unjudged`).
     judged: Callable[[AgentRun], tuple[Judged, ...]]
     applicable: Callable[[AgentRun], frozenset[str]]  # the oracles `check` judges for a run
     report: Callable[[AgentRun, Sequence[Violation]], str]
@@ -239,11 +262,8 @@ class Flavour:
     #: Its own measurements in ``invoke bench``; None: it has none beyond the shared ones.
     bench: FlavourBench | None = None
     #: A scenario judged input-free, where time budgets are exact: the case of its
-    #: ``deterministic`` mutants (`harness.cli.mutants`); None: it has none.
+    #: ``deterministic`` mutants (`harness.cli.mutantruns`); None: it has none.
     budget_scenario: Path | None = None
-    #: Its records as generic samples (`harness.agent.samples.Sample`), for the content
-    #: oracles; None: the flavour has no adapter yet.
-    samples: Callable[[AgentRun], tuple[Sample, ...]] | None = None
 
     @property
     def name(self) -> str:

@@ -1,4 +1,4 @@
-"""Mutation controls: the agent builds each oracle must catch, and where they come from.
+"""Mutation testing: the sabotages compiled into the agent, and which oracles caught them.
 
 A mutant is one named sabotage compiled into the agent (``pa_mutant(NAME)`` in
 the C). Only the harness's mutation runs select one: `AgentSpec` has no such
@@ -8,21 +8,35 @@ are here; a flavour's are in its data (`FlavourInfo.mutants`)::
     names()                 # every mutant, core first, then each flavour's
     get("drop_7th_overflow").caught_by      # ('IRQ',)
     for_flavour("dt")       # the core's mutants and dt's own
+
+A mutation run's verdicts are pure values here too; the runs themselves (guests,
+builds) are `harness.cli.mutantruns`. A mutant is caught when every oracle it names
+(`Mutant.caught_by`) failed in at least one of its cases; the unmutated build
+(``none``) must pass every case, or no catch means anything::
+
+    rows = (MutantRow("drop_7th_overflow", "tprof", ("IRQ",), ("IRQ",), ("standard",)),)
+    print(format_table(rows))
+    survivors(rows)                  # [] when every mutant was caught and the control passed
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
 from harness.agent import flavours
-from harness.agent.info import Mutant
-from harness.agent.report import UNJUDGED
+from harness.agent.module.info import Mutant
+from harness.agent.oracles.report import UNJUDGED, align
 from harness.errors import ConfigError
 
 NONE = "none"  # the unmutated build: every case must pass with it
-#: Flavours whose standard run judges MODE, WHO and WHERE; those that record call chains.
+#: Flavours whose standard run judges MODE, WHO and WHERE; those that record call chains
+#: (`FlavourInfo.records_chains`).
 CONTENT_FLAVOURS = ("tprof", "kprof", "hwpmc", "dt")
-CHAIN_FLAVOURS = ("kprof", "hwpmc", "dt")
+CHAIN_FLAVOURS = tuple(n for n in flavours.names() if flavours.get(n).records_chains)
 #: Flavours whose records carry a thread id (kprof's do not: WHO judges its pids only);
-#: those whose PROFILE compares paired samples (`harness.agent.profile.paired`).
+#: those whose PROFILE compares paired samples (`harness.agent.peer.pairing.paired`).
 TID_FLAVOURS = ("tprof", "hwpmc", "dt")
 PAIRED_FLAVOURS = ("dt", "hwpmc")
 #: Flavours whose kernel samples carry the task's pid (kprof's kernel traces do not), so
@@ -34,7 +48,7 @@ def unjudged_token(oracle: str) -> str:
     """How a mutation run names an oracle it relied on that compared nothing.
 
     ``PROFILE:UNJUDGED`` among a run's failures: the guest test that relies on PROFILE
-    fails on it (`harness.agent.report.unjudged`), so a mutant whose sabotage leaves
+    fails on it (`harness.agent.oracles.report.unjudged`), so a mutant whose sabotage leaves
     nothing to compare is caught by it, and a control that shows it is broken.
     """
     return f"{oracle}:{UNJUDGED}"
@@ -61,7 +75,7 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            ("PEER",), case="peer"),
     Mutant("fixed_pc_3rd", "every 3rd sample's PC is replaced by a fixed kernel address",
            ("PROFILE",), case="peer"),
-    # The content oracles' (harness.agent.content_oracles): points in the core's pa_produce
+    # The content oracles' (harness.agent.oracles.content): points in the core's pa_produce
     # and pa_chain, judged where a flavour's records reach them.
     Mutant("handler_pc", "every sample records the handler's own PC (_THIS_IP_)",
            ("MODE", "WHERE"), flavours=CONTENT_FLAVOURS),
@@ -99,7 +113,7 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
     Mutant("leak_at_start", "START allocates an object that nothing frees",
            ("KMEMLEAK",), case="debug", quick=False),
     # Judged where the guest's clock counts instructions: each flavour's budget scenario,
-    # input-free (`Flavour.budget_scenario`, `harness.agent.budgets`).
+    # input-free (`Flavour.budget_scenario`, `harness.agent.oracles.budgets`).
     Mutant("slow_producer", "every producer call spins 500 µs of guest time before it returns",
            ("C-3",), case="deterministic"),
 )  # fmt: skip
@@ -132,3 +146,93 @@ def for_flavour(flavour: str) -> tuple[Mutant, ...]:
     name = flavours.get(flavour).name
     core = tuple(m for m in CORE_MUTANTS if not m.flavours or name in m.flavours)
     return (*core, *flavours.get(flavour).mutants)
+
+
+@dataclass(frozen=True, slots=True)
+class MutantRow:
+    """One mutant on one flavour: what should catch it, what did, in which cases.
+
+    ``failed`` are the oracles that failed in any of ``cases``; ``notes`` hold what
+    else happened (a guest that crashed after the verdict, a case that errored).
+    ``unjudged``: every run of the mutant was one its oracle could not judge, by a
+    model that reads only the peer's evidence (`harness.agent.peer.counts.stretch_margin`: too
+    many PMU periods folded by the emulator); the notes give each run's numbers.
+    """
+
+    mutant: str
+    flavour: str
+    expected: tuple[str, ...]
+    failed: tuple[str, ...]
+    cases: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    unjudged: bool = False
+
+    @property
+    def verdict(self) -> str:
+        """``caught``, ``SURVIVED`` or ``unjudged`` for a mutant; ``clean``, ``BROKEN``.
+
+        The last two are the control's. ``unjudged`` is never a catch, and never a
+        survival either: the host decided it, not the agent (the table's notes say how
+        much the emulator folded).
+        """
+        if self.mutant == NONE:  # a control that could judge nothing is no clean control
+            return "BROKEN" if self.failed else ("unjudged" if self.unjudged else "clean")
+        caught = bool(self.expected) and set(self.expected) <= set(self.failed)
+        if caught:
+            return "caught"
+        return "unjudged" if self.unjudged else "SURVIVED"
+
+    @property
+    def ok(self) -> bool:
+        """Whether this row is what it must be (an unjudged row is reported, not failed)."""
+        return self.verdict in ("caught", "clean", "unjudged")
+
+    def as_dict(self) -> dict[str, object]:
+        """The row as JSON values."""
+        return {"mutant": self.mutant, "flavour": self.flavour, "expected": list(self.expected),
+                "failed": list(self.failed), "cases": list(self.cases),
+                "notes": list(self.notes), "verdict": self.verdict}  # fmt: skip
+
+
+def merge(
+    mutant: str,
+    flavour: str,
+    expected: Sequence[str],
+    cases: Iterable[tuple[str, Iterable[str]]],
+    notes: Sequence[str] = (),
+    *,
+    unjudged: bool = False,
+) -> MutantRow:
+    """One row from each case's name and the oracles that failed in it."""
+    seen: list[str] = []
+    names: list[str] = []
+    for case, failed in cases:
+        names.append(case)
+        seen += [oracle for oracle in sorted(failed) if oracle not in seen]
+    return MutantRow(mutant, flavour, tuple(expected), tuple(seen), tuple(names), tuple(notes),
+                     unjudged)  # fmt: skip
+
+
+def survivors(rows: Iterable[MutantRow]) -> list[MutantRow]:
+    """Rows that are not what they must be: surviving mutants, a control that failed."""
+    return [row for row in rows if not row.ok]
+
+
+def tally(rows: Iterable[MutantRow]) -> str:
+    """How many rows got each verdict, in a fixed order: ``96 caught, 8 clean, 1 unjudged``."""
+    counted = Counter(row.verdict for row in rows)
+    order = ("caught", "clean", "unjudged", "SURVIVED", "BROKEN")
+    return ", ".join(f"{counted[v]} {v}" for v in order if counted[v]) or "no rows"
+
+
+def format_table(rows: Sequence[MutantRow]) -> str:
+    """mutant, flavour, cases, expected oracle, oracles that failed, verdict."""
+    titles = ("mutant", "flavour", "cases", "must fail", "failed", "verdict")
+    cells = [
+        (row.mutant, row.flavour, "+".join(row.cases), ",".join(row.expected) or "-",
+         ",".join(row.failed) or "-", row.verdict)
+        for row in rows
+    ]  # fmt: skip
+    lines = [line.rstrip() for line in align([titles, *cells])]
+    notes = [f"  {row.mutant}/{row.flavour}: {note}" for row in rows for note in row.notes]
+    return "\n".join([*lines, *(["notes:", *notes] if notes else [])])

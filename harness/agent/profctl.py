@@ -1,13 +1,12 @@
-r"""Drive ``profctl``, the small static guest tool that runs a sequence of steps.
+r"""The language of ``profctl``, the small static guest tool that runs a sequence of steps.
 
 ``profctl`` (``guest/agent/profctl.c``) executes its arguments as steps in one
 process, so a file descriptor opened by one step serves the next, and prints one
 ``step=<i> op=<op> ok=<0|1> [errno=<NAME>] key=value...`` line per step. This
-module builds the step tokens (pure and validated), compiles the binary into the
-cache, runs a sequence through a guest shell and parses what it printed::
+module builds the step tokens (pure and validated) and parses what it printed into
+`StepResult` values; `harness.agent.profctl_build` compiles it and
+`harness.agent.profctl_run` runs a sequence in a guest::
 
-    binary = build_profctl(arches.get("arm64"), Cache.default())
-    shell.put(binary, "/tmp/profagent/profctl", mode=0o755)   # steps.GUEST_DIR
     results = run_profctl(shell, "/tmp/profagent/profctl", (
         open_step("/dev/profagent"),             # fd 3: the lowest free descriptor
         ioctl_step(3, 0x40087401, 8, b"\x01"),
@@ -24,31 +23,16 @@ only 0-2 open. Compare ``results[k].int_value("fd")`` with what later steps assu
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from types import MappingProxyType
 
-from harness.agent import truth_build
-from harness.arches import ArchProfile
-from harness.build.cache import Cache, content_key, file_sha256
-from harness.errors import BuildError, ConfigError, GuestCommandError, HostSetupError, InfraError
-from harness.paths import GUEST_DIR
-from harness.process import run_logged, tool_version
-from harness.vm.shell import CommandShell
+from harness.errors import ConfigError, InfraError
 
 LOG = logging.getLogger(__name__)
 
-PROFCTL_SOURCE = GUEST_DIR / "agent" / "profctl.c"
-BINARY_NAME = "profctl"
-RECIPE = 2  # bump when the compile command changes (2: the truth workload beside it)
-CFLAGS = ("-std=gnu11", "-static", "-O2", "-Wall", "-Wextra", "-Werror")
-COMPILE_TIMEOUT_S = 120.0
-USAGE_EXIT = 2  # profctl rejected a step before running any
 CONTINUATION = "| "  # prefix of the file lines a cat step prints after its step line
 
 # Limits profctl.c enforces (its field_max()); checked here so a bad value is a
@@ -374,104 +358,3 @@ def _with_lines(result: StepResult, lines: list[str]) -> StepResult:
 
 def _malformed(line: str, why: str) -> InfraError:
     return InfraError(f"malformed profctl output ({why}): {line!r}")
-
-
-def build_profctl(arch: ArchProfile, cache: Cache, *, source: Path = PROFCTL_SOURCE) -> Path:
-    """Compile ``source`` statically for ``arch`` into the cache; return the binary.
-
-    Built once per (source text, compiler version, arch). Blocks ≤ 120 s while
-    compiling, longer while another process builds the same entry.
-
-    :raise HostSetupError: ``arch``'s C compiler is not installed.
-    :raise BuildError: the compiler failed (its ``file:line: error:`` lines attached).
-    :raise HarnessTimeout: the compiler or another builder took too long.
-    """
-    compiler = f"{arch.cross_compile}gcc"
-    version = tool_version(compiler)
-    if not version:
-        raise HostSetupError([compiler], f"run `invoke setup` (installs {arch.cross_package})")
-    text = source.read_text()
-    key = _key(text, version, arch)
-    build = functools.partial(
-        _compile, source=source, text=text, compiler=compiler, version=version
-    )
-    entry = cache.obtain(cache.entry("profctl", key), build)
-    return entry.path / BINARY_NAME
-
-
-def profctl_key(arch: ArchProfile) -> str | None:
-    """The cache key `build_profctl` uses for ``arch`` now; None without its compiler."""
-    version = tool_version(f"{arch.cross_compile}gcc")
-    return _key(PROFCTL_SOURCE.read_text(), version, arch) if version else None
-
-
-def _key(text: str, version: str, arch: ArchProfile) -> str:
-    truth_text = truth_build.SOURCE.read_text()
-    return content_key({"source": text, "truth": truth_text, "compiler": version,
-                        "arch": arch.name, "recipe": RECIPE})  # fmt: skip
-
-
-def _compile(out: Path, *, source: Path, text: str, compiler: str, version: str) -> dict[str, str]:
-    """Build into ``out``; the manifest facts."""
-    binary = out / BINARY_NAME
-    argv = [compiler, *CFLAGS, "-o", str(binary), str(source)]
-    what = f"compiling {source.name} with {compiler}"
-    run_logged(argv, log=out / "build.log", what=what, timeout_s=COMPILE_TIMEOUT_S)
-    # The key hashes the text read before compiling: refuse a binary of other text.
-    if source.read_text() != text:
-        raise BuildError(f"{source} changed while {what}; build again")
-    if not binary.is_file():
-        raise BuildError(f"{what} produced no {binary}", log=out / "build.log")
-    # The ground-truth workload lives in the same entry, unstripped (harness.agent.truth).
-    workload = truth_build.compile_truth(out, compiler, COMPILE_TIMEOUT_S)
-    return {"compiler": version, "sha256": file_sha256(binary),
-            "truth_sha256": file_sha256(workload)}  # fmt: skip
-
-
-#: Longest SSH command sent at once: dropbear refuses exec requests over 9000
-#: bytes ("String too long"), which one ioctl step per CPU and PMC reaches on 8 vCPUs.
-MAX_COMMAND = 8000
-
-
-def _steps_file(shell: CommandShell, binary: str, steps: Sequence[str], *, timeout_s: float) -> str:
-    """Write ``steps`` one per line to ``<binary>.steps`` in short commands; profctl's -f line."""
-    if any("\n" in step for step in steps):
-        raise ConfigError("a profctl step holds a newline; it cannot go through a steps file")
-    path = f"{binary}.steps"
-    chunks: list[list[str]] = [[]]
-    for step in steps:
-        if len(shlex.join(chunks[-1] + [step])) > MAX_COMMAND - 100:
-            chunks.append([])
-        chunks[-1].append(step)
-    shell.run(f": > {shlex.quote(path)}", timeout_s=timeout_s)
-    for chunk in chunks:
-        if chunk:
-            line = shlex.join(["printf", "%s\n", *chunk])
-            shell.run(f"{line} >> {shlex.quote(path)}", timeout_s=timeout_s)
-    return shlex.join([binary, "-f", path])
-
-
-def run_profctl(
-    shell: CommandShell, binary: str, steps: Sequence[str], *, timeout_s: float
-) -> tuple[StepResult, ...]:
-    """Run ``steps`` in one profctl process at guest path ``binary``; blocks ≤ ``timeout_s``.
-
-    A failed step is a result with ``ok`` false, not an exception.
-
-    :raise ConfigError: no steps, or profctl rejected one (not built by a ``*_step``).
-    :raise GuestCommandError: profctl exited non-zero otherwise (missing, crashed).
-    :raise InfraError: its output does not match ``steps`` (see `parse_output`).
-    """
-    if not steps:
-        raise ConfigError("profctl needs at least one step")
-    command = shlex.join([binary, *steps])
-    if len(command) > MAX_COMMAND:
-        command = _steps_file(shell, binary, steps, timeout_s=timeout_s)
-    result = shell.run(command, timeout_s=timeout_s, check=False)
-    if result.exit_status == USAGE_EXIT:
-        raise ConfigError(f"profctl rejected its steps: {result.stderr.strip()}")
-    if result.exit_status != 0:
-        raise GuestCommandError(command, result.exit_status, result.stdout, result.stderr)
-    if result.stderr.strip():
-        LOG.warning("profctl wrote to stderr: %s", result.stderr.strip())
-    return parse_output(result.stdout, steps)

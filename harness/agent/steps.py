@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.agent import flavours, profctl
-from harness.agent.results import CORE_NAMES, AgentSnapshot
+from harness.agent.oracles.results import CORE_NAMES, AgentSnapshot
 from harness.errors import InfraError
 
 GUEST_DIR = "/tmp/profagent"
@@ -81,17 +81,14 @@ def workload_steps(plan: SamplingPlan) -> tuple[str, ...]:
     )
 
 
-def _failure_of(outcome: Sequence[object]) -> BaseException | None:
-    return outcome[0] if outcome and isinstance(outcome[0], BaseException) else None
-
-
-def _marker_paths(name: str) -> tuple[str, str]:
+def marker_paths(name: str) -> tuple[str, str]:
+    """The files a sequence held at ``name`` creates (marker) and waits for (go)."""
     return f"{GUEST_DIR}/at-{name}", f"{GUEST_DIR}/go-{name}"
 
 
 def host_action_steps(name: str) -> tuple[str, ...]:
     """Steps that hold the sequence at ``name`` until the host has acted."""
-    marker, go = _marker_paths(name)
+    marker, go = marker_paths(name)
     return (profctl.mark_step(marker), profctl.await_step(go))
 
 

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.agent import flavours
-from harness.agent.build import build_agent
 from harness.agent.driver import Agent
 from harness.agent.flavour import BenchRow, behaviour
-from harness.agent.profctl import build_profctl
-from harness.agent.spec import AgentSpec
+from harness.agent.module.build import build_agent
+from harness.agent.module.spec import AgentSpec
+from harness.agent.profctl_build import build_profctl
 from harness.arches import ArchProfile
 from harness.build.cache import Cache
 from harness.build.images import GuestImages

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.agent.build import agent_key
-from harness.agent.profctl import profctl_key
-from harness.agent.spec import AgentSpec
+from harness.agent.module.build import agent_key
+from harness.agent.module.spec import AgentSpec
+from harness.agent.profctl_build import profctl_key
 from harness.arches import ARCHES
 from harness.build.cache import Cache, CacheEntry, entry_size_bytes, list_entries, remove_entry
 from harness.build.kernel import VARIANTS, KernelChoice, KernelRequest, kernel_key, source_key

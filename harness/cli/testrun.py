@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness import arches
-from harness.agent.mutation import format_table, survivors, tally
+from harness.agent.mutants import format_table, survivors, tally
 from harness.build.cache import Cache
 from harness.build.hostdeps import ensure_host
 from harness.build.images import prepare_images
 from harness.build.kernel import KernelChoice, KernelRequest, Variant, find_kernel
 from harness.cli import checks
-from harness.cli.mutants import MutationRequest, run_mutants, write_table
+from harness.cli.mutantruns import MutationRequest, run_mutants, write_table
 from harness.cli.session import GuestRequest, parse_kernel, resolve
 from harness.cli.skips import images_command, missing_images, tier_images
 from harness.errors import ConfigError

@@ -24,10 +24,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.agent.build import AgentBuild
 from harness.agent.driver import Agent
 from harness.agent.flavour import Script, behaviour
-from harness.agent.spec import PMU_EVENTS
+from harness.agent.module.build import AgentBuild
+from harness.agent.module.spec import PMU_EVENTS
 from harness.agent.steps import GUEST_DIR
 from harness.build.images import BootFiles
 from harness.errors import EnvironmentMismatch, GuestError, HarnessTimeout, InfraError

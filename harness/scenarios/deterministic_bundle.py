@@ -23,10 +23,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness import arches
-from harness.agent import truth_build
-from harness.agent.build import export_agent
+from harness.agent.module.build import export_agent
 from harness.agent.mutants import NONE
-from harness.agent.profctl import build_profctl
+from harness.agent.profctl_build import build_profctl
+from harness.agent.truth.build import TRUTH_BINARY
 from harness.build.cache import Cache, file_sha256, write_json_atomic
 from harness.build.images import GuestImages, prepare_images
 from harness.build.kernel import KernelChoice
@@ -129,7 +129,7 @@ def _setup(scenario: Scenario, spec: MachineSpec, images: GuestImages, cache: Ca
     setup = replace(draft, plan=plan_guest(draft, bundle / "plan"))
     extra = bundle / EXTRA_CPIO
     extra.parent.mkdir(exist_ok=True)
-    truth = setup.profctl.parent / truth_build.BINARY_NAME  # built beside profctl
+    truth = setup.profctl.parent / TRUTH_BINARY  # built beside profctl
     extra.write_bytes(extra_cpio(setup.plan, ko=build.ko.read_bytes(),
                                  profctl=setup.profctl.read_bytes(),
                                  truth=truth.read_bytes()))  # fmt: skip

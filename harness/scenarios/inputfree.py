@@ -93,7 +93,7 @@ class PlanningShell:
     answers are checked against that order later (`CollectedShell`).
     """
 
-    #: An input-free guest: `harness.agent.isolation` moves no task (there is none).
+    #: An input-free guest: `harness.agent.truth.isolation` moves no task (there is none).
     input_free = True
 
     def __init__(self, *, cpus: int, events: Sequence[str], profctl: str) -> None:
@@ -134,7 +134,7 @@ def plan_run(drive: Callable[[PlanningShell], object], shell: PlanningShell) -> 
 class CollectedShell:
     """A guest shell that answers from what an input-free guest ran and wrote."""
 
-    #: An input-free guest: `harness.agent.isolation` moves no task (there is none).
+    #: An input-free guest: `harness.agent.truth.isolation` moves no task (there is none).
     input_free = True
 
     def __init__(self, commands: Sequence[str], collected: Collected) -> None:
@@ -210,7 +210,7 @@ def render_run_script(plan: GuestPlan) -> str:
 def extra_cpio(plan: GuestPlan, *, ko: bytes, profctl: bytes, truth: bytes) -> bytes:
     """The cpio appended to the initramfs: run.sh, the module, profctl, a new inittab.
 
-    ``truth`` is the ground-truth workload (`harness.agent.truth`), which the agent
+    ``truth`` is the ground-truth workload (`harness.agent.truth.program`), which the agent
     puts beside profctl in an ordinary run and standard runs launch.
     """
     stage = STAGE.strip("/")

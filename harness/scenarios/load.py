@@ -23,7 +23,7 @@ from pathlib import Path
 from harness import arches
 from harness.agent import flavours
 from harness.agent.flavour import behaviour
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.build.kernels import DEFAULT_VERSION, get_version
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT

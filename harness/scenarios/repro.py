@@ -27,10 +27,10 @@ from pathlib import Path
 
 from harness import arches
 from harness.agent import profctl
-from harness.agent.build import AgentBuild, export_agent
 from harness.agent.driver import Agent
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, behaviour
-from harness.agent.profctl import build_profctl
+from harness.agent.module.build import AgentBuild, export_agent
+from harness.agent.profctl_build import build_profctl
 from harness.agent.steps import host_action_steps, inject_step, kick_step, probe_step
 from harness.build.cache import Cache, write_json_atomic
 from harness.build.images import GuestImages, prepare_images

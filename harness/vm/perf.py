@@ -35,7 +35,7 @@ network at run time), so perf itself reads it, on the host.
 Commands and parsing are pure; `start_perf`, `stop_perf` and `read_perf_data` are the
 thin shell over anything with ``run(command, timeout_s=..., check=...)``
 (`harness.vm.ssh.GuestShell` in the guest, `harness.process.HostShell` on the host).
-`harness.agent.peer` compares these counts with the agent's.
+`harness.agent.peer.counts` compares these counts with the agent's.
 """
 
 from __future__ import annotations

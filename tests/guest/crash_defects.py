@@ -21,10 +21,10 @@ from functools import partial
 
 from harness.agent import profctl
 from harness.agent.driver import Agent
-from harness.agent.evidence import PROC_INTERRUPTS, parse_interrupts
 from harness.agent.flavours.hwpmc.run import HWPMC_DIR, PmcSpec, pmc_step, sweep_step
 from harness.agent.flavours.kprof.run import CTL_FD, KPCTL, KPTRACE
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import PROC_INTERRUPTS, parse_interrupts
 from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu
 from harness.timeouts import SCALE_ENV, wait_until
 from tests.guest.procs import dmesg_mark, dmesg_since, kill_spins

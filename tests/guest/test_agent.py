@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from harness.agent import profctl
-from harness.agent.build import AgentBuild
 from harness.agent.driver import Agent
 from harness.agent.flavours.tprof.data import TPROF, samples_per_buffer
 from harness.agent.flavours.tprof.oracles import (
@@ -34,20 +33,20 @@ from harness.agent.flavours.tprof.run import (
     ioctl_step,
     nest_step,
     partial_read_run,
-    peer_run,
+    sampling_beside_perf,
     sampling_run,
     scripted_run,
     start_steps,
 )
-from harness.agent.report import unjudged
-from harness.agent.spec import AgentSpec
+from harness.agent.module.build import AgentBuild
+from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import DEVICE, SamplingPlan, inject_step, kick_step
 from harness.build.images import GuestImages
 from harness.build.modules import build_module
 from harness.errors import BuildError, ConfigError, ModuleLoadError
 from harness.vm.argv import MachineSpec
 from harness.vm.topology import CpuTopology
-from tests.conftest import AGENT_REPORT
+from tests.guest.verdicts import assert_verdicts
 
 pytestmark = pytest.mark.guest
 TP_D1 = TPROF.quirk_bit("TP-D1")
@@ -64,14 +63,9 @@ def assert_oracles(
     """Every applicable oracle holds, each of ``relied`` (None: every applicable one)
     compared something; the table and verdicts (with what each compared) go into the
     summary."""
-    violations = check_sampling(run)
-    judged = judge_sampling(run)
+    violations, judged = check_sampling(run), judge_sampling(run)
     verdicts = format_verdicts(violations, applicable_oracles(run), judged)
-    report = f"{format_cpu_table(run)}\n{verdicts}"
-    request.node.user_properties.append((AGENT_REPORT, report))
-    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
-    missing = unjudged(judged, relied)
-    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
+    assert_verdicts(request, (format_cpu_table(run), verdicts), violations, judged, relied)
 
 
 def test_sampling_workload_every_overflow_accounted(
@@ -92,7 +86,7 @@ def test_linux_perf_beside_the_agent_agrees(
 ) -> None:
     """PEER: Debian's perf samples the same CPUs, event and period beside the agent."""
     cpus = tuple(range(topology.cpus))
-    run = peer_run(agent, AgentSpec(), SamplingPlan(busy_cpus=cpus, busy_ms=1000))
+    run = sampling_beside_perf(agent, AgentSpec(), SamplingPlan(busy_cpus=cpus, busy_ms=1000))
     assert run.peer is not None
     peer = run.peer.counts
     assert peer.watched == cpus

@@ -34,12 +34,11 @@ from harness.agent.flavours.dt.run import (
     record_step,
     skip_step,
 )
-from harness.agent.report import unjudged
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import DEVICE, host_action_steps, inject_step
 from harness.timeouts import Timeouts, wait_until
 from harness.vm.topology import CpuTopology
-from tests.conftest import AGENT_REPORT
+from tests.guest.verdicts import assert_verdicts
 
 pytestmark = pytest.mark.guest
 DT_EXACT = AgentSpec(flavour="dt", drain="manual", pmu_produce=False, period=200_000)
@@ -52,11 +51,7 @@ def assert_dt_oracles(run: DtRun, request: pytest.FixtureRequest) -> None:
     """Every applicable oracle holds and compared something (else UNJUDGED fails it)."""
     violations, judged = check_dt(run), judge_dt(run)
     verdicts = format_dt_verdicts(violations, applicable_dt_oracles(run), judged)
-    report = f"{format_dt_table(run)}\n{verdicts}"
-    request.node.user_properties.append((AGENT_REPORT, report))
-    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
-    missing = unjudged(judged)
-    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
+    assert_verdicts(request, (format_dt_table(run), verdicts), violations, judged)
 
 
 def test_dt_exact_counts_on_every_cpu(

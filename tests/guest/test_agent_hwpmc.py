@@ -36,12 +36,13 @@ from harness.agent.flavours.hwpmc.plans import (
 from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
 from harness.agent.flavours.hwpmc.results import Counting, HwRun
 from harness.agent.flavours.hwpmc.run import PmcSpec, hw_run, pmc_step, sweep_step
-from harness.agent.report import SeedDefect, unjudged
+from harness.agent.oracles.report import SeedDefect
 from harness.agent.steps import DEVICE
 from harness.vm.ssh import GuestCommandTimeout
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 from tests.guest import crash_defects as cd
+from tests.guest.verdicts import problems
 
 pytestmark = pytest.mark.guest
 HW = cd.HW
@@ -59,9 +60,7 @@ def judged(
     as FAIL)."""
     violations, found = check_hwpmc(run), judge_hwpmc(run)
     verdicts = format_hw_verdicts(violations, applicable_hw_oracles(run), reproduces, found)
-    report = f"{format_hw_table(run)}\n{verdicts}"
-    request.node.user_properties.append((AGENT_REPORT, report))
-    return [f"{v}\n\n{report}" for v in (*violations, *unjudged(found))]
+    return problems(request, (format_hw_table(run), verdicts), violations, found)
 
 
 def test_hwpmc_standard_run(

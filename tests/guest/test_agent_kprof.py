@@ -43,8 +43,7 @@ from harness.agent.flavours.kprof.run import (
     ctl_step,
     kprof_run,
 )
-from harness.agent.report import unjudged
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 from tests.guest import crash_defects as cd
@@ -56,6 +55,7 @@ from tests.guest.crash_defects import (
     D2_SPINS,
     kp_d2_cycles,
 )
+from tests.guest.verdicts import assert_verdicts
 
 pytestmark = pytest.mark.guest
 KP_EXACT = AgentSpec(flavour="kprof", pmu_produce=False, period=200_000)
@@ -66,13 +66,8 @@ KP_D3 = KPROF.quirk_bit("KP-D3")
 def assert_kprof_oracles(run: KprofRun, request: pytest.FixtureRequest) -> None:
     """Every applicable oracle holds and compared something (else UNJUDGED fails it)."""
     violations, judged = check_kprof(run), judge_kprof(run)
-    applicable = applicable_kprof_oracles(run)
-    verdicts = format_kprof_verdicts(violations, applicable, judged)
-    report = f"{format_kprof_table(run)}\n{verdicts}"
-    request.node.user_properties.append((AGENT_REPORT, report))
-    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
-    missing = unjudged(judged)
-    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
+    verdicts = format_kprof_verdicts(violations, applicable_kprof_oracles(run), judged)
+    assert_verdicts(request, (format_kprof_table(run), verdicts), violations, judged)
 
 
 @pytest.mark.parametrize("quirks", [0, KP_D11 | KP_D3], ids=["fixed", "quirk-KP-D11-D3"])

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.agent.build import build_agent
 from harness.agent.driver import Agent
 from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampling
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts, throttle_lost
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.flavours.tprof.run import sampling_run
-from harness.agent.profctl import build_profctl
-from harness.agent.spec import AgentSpec
+from harness.agent.module.build import build_agent
+from harness.agent.module.spec import AgentSpec
+from harness.agent.profctl_build import build_profctl
 from harness.agent.steps import SamplingPlan
 from harness.build.cache import Cache
 from harness.build.images import GuestImages, prepare_images

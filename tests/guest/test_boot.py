@@ -12,7 +12,7 @@ import pytest
 
 from harness.agent.driver import Agent
 from harness.agent.flavours.tprof.run import sampling_run
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
 from harness.vm.guest import Guest
 from harness.vm.ssh import GuestCommandTimeout

@@ -1,9 +1,9 @@
 """Content oracles in a guest: each wired flavour's standard run against ground truth.
 
-The standard run launches the ground-truth workload (`harness.agent.truth`: chain
+The standard run launches the ground-truth workload (`harness.agent.truth.program`: chain
 mode on the last CPU, which the harness keeps for its own tasks
-(`harness.agent.isolation`), mix mode on CPU 0); MODE, WHO, WHERE and, where the flavour
-records call chains, CHAIN judge every sample (`harness.agent.content_oracles`). The
+(`harness.agent.truth.isolation`), mix mode on CPU 0); MODE, WHO, WHERE and, where the flavour
+records call chains, CHAIN judge every sample (`harness.agent.oracles.content`). The
 report (per-CPU table, verdicts, where the workload's samples fell) goes to the run's
 summary.
 """
@@ -16,9 +16,9 @@ from harness.agent.driver import Agent
 from harness.agent.flavour import AgentRun, behaviour
 from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC
 from harness.agent.flavours.hwpmc.results import HwRun
+from harness.agent.module.spec import AgentSpec
 from harness.agent.mutants import CHAIN_FLAVOURS, CONTENT_FLAVOURS, TID_FLAVOURS
-from harness.agent.report import unjudged
-from harness.agent.spec import AgentSpec
+from harness.agent.oracles.report import unjudged
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 

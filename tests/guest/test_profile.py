@@ -5,7 +5,7 @@ counts); this runs the other flavours' (`Flavour.peer_run`: the standard run wit
 ``perf record -g`` on the same CPUs, event and period), so ``invoke test`` prints
 each flavour's PEER and PROFILE verdicts and the agent's top symbols beside perf's
 (dt's and hwpmc's PROFILE compare the samples of the interrupts both took:
-`harness.agent.profile`, "Paired profiles"). A run whose PROFILE compared too few
+`harness.agent.peer.profile`, "Paired profiles"). A run whose PROFILE compared too few
 samples to judge (`MIN_COMPARED` a side) fails: it judged nothing.
 """
 
@@ -18,10 +18,10 @@ import pytest
 from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
 from harness.agent.flavours import names
-from harness.agent.peer import PeerEvidence
-from harness.agent.profile import unjudgeable
-from harness.agent.report import unjudged
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.report import unjudged
+from harness.agent.peer.counts import PeerEvidence
+from harness.agent.peer.profile import unjudgeable
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT, SMT_CLUSTER_LAYOUT
 

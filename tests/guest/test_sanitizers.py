@@ -23,10 +23,10 @@ import pytest
 
 from harness.agent import flavours
 from harness.agent.driver import Agent
-from harness.agent.evidence import KMEMLEAK, kmemleak_command, module_leaks
 from harness.agent.flavour import behaviour
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import KMEMLEAK, kmemleak_command, module_leaks
 from harness.agent.overlap import OverlapCase, overlap_case
-from harness.agent.spec import AgentSpec
 from harness.vm.topology import CpuTopology
 from tests.guest import crash_defects as cd
 

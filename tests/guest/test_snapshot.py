@@ -22,7 +22,7 @@ import pytest
 
 from harness.agent.driver import Agent
 from harness.agent.flavours.tprof.run import sampling_run
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
 from harness.build.cache import Cache, file_sha256
 from harness.build.images import GuestImages

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.agent.build import build_agent
 from harness.agent.driver import Agent
-from harness.agent.profctl import build_profctl
-from harness.agent.spec import AgentSpec
+from harness.agent.module.build import build_agent
+from harness.agent.module.spec import AgentSpec
+from harness.agent.profctl_build import build_profctl
 from harness.build.cache import Cache
 from harness.build.images import debian_kernel_name, prepare_images
 from harness.build.kernel import KernelChoice

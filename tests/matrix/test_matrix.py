@@ -15,10 +15,10 @@ import pytest
 
 from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
-from harness.agent.peer import PeerEvidence
-from harness.agent.peer_run import profile_summary
-from harness.agent.report import unjudged
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.report import unjudged
+from harness.agent.peer.counts import PeerEvidence
+from harness.agent.peer.profile import profile_summary
 from harness.matrix.load import Cell
 from tests.matrix.conftest import record_cell
 

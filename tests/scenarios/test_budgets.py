@@ -4,7 +4,7 @@ Every flavour's budget scenario (`Flavour.budget_scenario`, in its folder: a bur
 on one vCPU; tprof's adds a kick and STOP) runs ``--deterministic`` with the unmutated
 module, where every budget holds, and with each mutant that breaks one, where exactly
 that one fails: the core's ``slow_producer`` breaks C-3 in every flavour, tprof's
-``stop_waits`` its TP-O10 (`harness.agent.budgets` and
+``stop_waits`` its TP-O10 (`harness.agent.oracles.budgets` and
 `harness.agent.flavours.tprof.budgets` say what the budgets are and why). ``invoke
 mutants`` runs the same cases as its ``deterministic`` group.
 """

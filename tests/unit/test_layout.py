@@ -4,11 +4,17 @@ Stages, in order: the foundation modules at the top of ``harness/`` (errors, pat
 timeouts, ...), then ``build`` → ``vm`` → ``agent`` → ``scenarios`` → ``matrix`` →
 ``cli``. A module may import its own stage and earlier ones, never a later one. Imports
 inside functions count too: a lazy import is still a dependency.
+
+Inside ``harness/agent/``, each sub-package's docstring names the others it may import
+(``May import: truth, steps.``) and its modules import no other; the flavours'
+registry and data import only ``module``; and only a flavour's own folder imports it
+(the registry aside, which imports each flavour's ``data``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from harness.paths import REPO_ROOT
@@ -89,3 +95,77 @@ def test_no_stage_imports_a_later_one() -> None:
         if stage_of(dep) > stage_of(mod)
     ]
     assert backwards == []
+
+
+AGENT = HARNESS / "agent"
+AGENT_PACKAGES = tuple(
+    sorted(p.parent.name for p in AGENT.glob("*/__init__.py") if p.parent.name != "flavours")
+)
+
+
+def agent_unit(module: str) -> str | None:
+    """The part of ``harness.agent`` that ``module`` belongs to (None: outside the agent).
+
+    A sub-package's name; ``flavours`` for the registry and every flavour's data;
+    ``flavours.<name>`` for the rest of a flavour's folder; else the module's own name.
+    """
+    parts = module.split(".")
+    if parts[:2] != ["harness", "agent"]:
+        return None
+    if len(parts) == 2:
+        return "agent"
+    if parts[2] == "flavours":
+        return "flavours" if len(parts) == 3 or parts[4:] == ["data"] else f"flavours.{parts[3]}"
+    return parts[2]
+
+
+def may_import(package: str) -> set[str]:
+    """The units ``package``'s docstring says it may import, besides itself."""
+    doc = ast.get_docstring(ast.parse((AGENT / package / "__init__.py").read_text())) or ""
+    found = re.search(r"May import: ([^.]*)\.", doc)
+    assert found, f"harness.agent.{package}'s docstring does not say what it may import"
+    return {name.strip() for name in found.group(1).replace("\n", " ").split(",")}
+
+
+def test_the_agent_packages_are_found() -> None:
+    assert {"module", "oracles", "peer", "truth"} <= set(AGENT_PACKAGES)
+    assert agent_unit("harness.agent.flavours.dt.data") == "flavours"
+    assert agent_unit("harness.agent.flavours.dt.run") == "flavours.dt"
+    assert agent_unit("harness.agent.oracles.laws") == "oracles"
+
+
+def test_agent_packages_import_what_they_say() -> None:
+    units = {agent_unit(m) for m in GRAPH} - {None}
+    strays = []
+    for package in AGENT_PACKAGES:
+        allowed = may_import(package) | {package}
+        assert allowed - {package} <= units, f"{package} names an unknown part: {allowed - units}"
+        strays += [
+            f"{mod} imports {dep}"
+            for mod, deps in sorted(GRAPH.items())
+            if agent_unit(mod) == package
+            for dep in sorted(deps)
+            if agent_unit(dep) not in allowed | {None, "agent"}
+        ]
+    assert strays == []
+
+
+def test_flavour_data_imports_only_the_module_package() -> None:
+    strays = [
+        f"{mod} imports {dep}"
+        for mod, deps in sorted(GRAPH.items())
+        if agent_unit(mod) == "flavours"
+        for dep in sorted(deps)
+        if agent_unit(dep) not in {None, "flavours", "module"}
+    ]
+    assert strays == []
+
+
+def test_only_a_flavours_folder_imports_it() -> None:
+    strays = [
+        f"{mod} imports {dep}"
+        for mod, deps in sorted(GRAPH.items())
+        for dep in sorted(deps)
+        if (agent_unit(dep) or "").startswith("flavours.") and agent_unit(mod) != agent_unit(dep)
+    ]
+    assert strays == []

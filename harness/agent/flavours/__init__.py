@@ -20,7 +20,7 @@ from harness.agent.flavours.dt.data import DT
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.tprof.data import TPROF
-from harness.agent.info import FlavourInfo
+from harness.agent.module.info import FlavourInfo
 from harness.errors import ConfigError
 
 #: The registry: one entry per flavour, in the order the module's flavour table uses.

@@ -14,8 +14,8 @@ from harness.agent.flavours.tprof.run import (
     sampling_steps,
     start_steps,
 )
-from harness.agent.info import CORE_PERCPU
-from harness.agent.layouts import Ioctl
+from harness.agent.module.info import CORE_PERCPU
+from harness.agent.module.layouts import Ioctl
 from harness.agent.profctl import StepResult
 from harness.agent.steps import (
     SamplingPlan,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.agent.driver import UNLOAD_IF_LOADED, Agent, throttling_command
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import GUEST_DIR
 from harness.errors import GuestCommandError, ModuleLoadError
 

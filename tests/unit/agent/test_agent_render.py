@@ -11,17 +11,18 @@ from types import ModuleType
 
 import pytest
 
-from harness.agent import flavours, render
-from harness.agent.build import AgentBuild
+from harness.agent import flavours
 from harness.agent.flavours.dt.data import DT_EVT, DT_IOCTLS, DT_PCPU_HDR, DT_REQ, DT_STAT
 from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC, PMC_OP
 from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.tprof.data import TPROF as TPROF_INFO
 from harness.agent.flavours.tprof.data import TPROF_IOCTLS, TPROF_PARAM, TPROF_SAMPLE, TPROF_STAT
-from harness.agent.flavours.tprof.results import Sample
-from harness.agent.info import CORE_PERCPU
-from harness.agent.render import DECODER, RenderedAgent, load_decoder, render_agent
-from harness.agent.spec import AgentSpec
+from harness.agent.flavours.tprof.results import TprofRecord
+from harness.agent.module import render
+from harness.agent.module.build import AgentBuild
+from harness.agent.module.info import CORE_PERCPU
+from harness.agent.module.render import DECODER, RenderedAgent, load_decoder, render_agent
+from harness.agent.module.spec import AgentSpec
 from harness.errors import ConfigError
 from tests.unit.golden import check_golden
 
@@ -346,8 +347,8 @@ def test_agent_build_decodes_into_samples(tmp_path: Path) -> None:
     source = DEFAULT.write(tmp_path / "src")
     build = AgentBuild(rendered=DEFAULT, source_dir=source, ko=tmp_path / "profagent.ko", key="k")
     decoded = build.decoder.decode_all(TPROF_SAMPLE.c_name, pack_samples(SAMPLES))
-    samples = tuple(Sample(**s) for s in decoded)
-    assert samples == tuple(Sample(**s) for s in SAMPLES)
+    samples = tuple(TprofRecord(**s) for s in decoded)
+    assert samples == tuple(TprofRecord(**s) for s in SAMPLES)
     assert [s.in_kernel for s in samples] == [True, False, True]
     with pytest.raises(ValueError, match="not a whole number"):
         build.decoder.decode_all(TPROF_SAMPLE.c_name, pack_samples(SAMPLES)[:-1])

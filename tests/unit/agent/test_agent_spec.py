@@ -7,7 +7,7 @@ import pytest
 
 from harness.agent.flavours.tprof.data import MAX_BUFFER_SAMPLES, S_CAP, samples_per_buffer
 from harness.agent.flavours.tprof.data import TPROF as TPROF_INFO
-from harness.agent.spec import (
+from harness.agent.module.spec import (
     MAX_PERIOD,
     MIN_PERIOD,
     AgentSpec,

@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 
 from harness.agent import flavours
-from harness.agent.budgets import check_handler_budget, handler_budget_ns
-from harness.agent.core_oracles import applicable_core, check_core
-from harness.agent.evidence import Injections
 from harness.agent.flavour import behaviour
 from harness.agent.mutants import for_flavour
+from harness.agent.oracles.budgets import check_handler_budget, handler_budget_ns
+from harness.agent.oracles.core import applicable_core, check_core
+from harness.agent.oracles.evidence import Injections
 from harness.scenarios.load import load_scenario
 from tests.unit.agent.test_core_oracles import VIEW, core
 

@@ -6,13 +6,17 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent import content_oracles as co
-from harness.agent import truth
-from harness.agent.elfsyms import Call, Function, FunctionTable
-from harness.agent.isolation import Isolation
-from harness.agent.report import unjudged
-from harness.agent.samples import Sample
-from harness.agent.truth import TruthImage, WorkloadRun
+from harness.agent.oracles import content as co
+from harness.agent.oracles.chain import PROBE_PATH
+from harness.agent.oracles.content_view import ContentView, applicable_content, timed
+from harness.agent.oracles.report import unjudged
+from harness.agent.oracles.samples import Sample
+from harness.agent.oracles.stats import binomial_upper
+from harness.agent.oracles.where import leaf_bound
+from harness.agent.truth import program
+from harness.agent.truth.elfsyms import Call, Function, FunctionTable
+from harness.agent.truth.isolation import Isolation
+from harness.agent.truth.program import TruthImage, WorkloadRun
 
 BASE = 0x5100_0000
 #: Each function calls the next one inward with a BL returning to its start + 0x20.
@@ -30,7 +34,7 @@ F = {name: _function(name, BASE + 0x100 * i) for i, name in enumerate(NAMES)}
 IMAGE = TruthImage(FunctionTable(tuple(F.values())), (BASE, BASE + 0x1000), (0x400000, 0x480000))
 KBASE = 0xFFFF_8000_0800_0000
 MODULE = FunctionTable(tuple(_function(name, KBASE + 0x100 * i)
-                             for i, name in enumerate(co.PROBE_PATH)))  # fmt: skip
+                             for i, name in enumerate(PROBE_PATH)))  # fmt: skip
 #: Phases from 1000 to 2000 ns on the guest clock; samples are stamped inside them (`AT`).
 SPAN, AT = (1000, 2000), 1500
 CHAIN = WorkloadRun("chain", 1, 71, 71, calls=3, rounds=0, faults=10, span=SPAN)
@@ -44,7 +48,7 @@ def leaf_sample(**changes: object) -> Sample:
     return replace(sample, **changes)  # type: ignore[arg-type]
 
 
-def view(samples: list[Sample], depth: int | None = 8) -> co.ContentView:
+def view(samples: list[Sample], depth: int | None = 8) -> ContentView:
     probe = Sample(1, MODULE.named("pa_probe_spin").start + 0x10, 0, 0, False,
                    (MODULE.named("pa_probe_middle").start + 0x20,
                     MODULE.named("pa_probe_outer").start + 0x20), False)  # fmt: skip
@@ -53,10 +57,10 @@ def view(samples: list[Sample], depth: int | None = 8) -> co.ContentView:
     mix = [Sample(0, F["hot"].start + 0x10, 72, 73, True, time_ns=AT)] * 300 + [
         Sample(0, F["cold"].start + 0x10, 72, 73, True, time_ns=AT)
     ] * 100
-    return co.ContentView((*samples, probe, *mix), (CHAIN, MIX), IMAGE, depth, MODULE)
+    return ContentView((*samples, probe, *mix), (CHAIN, MIX), IMAGE, depth, MODULE)
 
 
-def oracles(v: co.ContentView) -> set[str]:
+def oracles(v: ContentView) -> set[str]:
     return {violation.oracle for violation in co.check_content(v)}
 
 
@@ -136,16 +140,16 @@ def test_a_kernel_samples_user_walk_is_judged_too() -> None:
 
 def test_chain_is_not_applicable_without_chains() -> None:
     v = view([leaf_sample(chain=())] * 500, depth=None)
-    assert co.applicable_content(v) == {"MODE", "WHO", "WHERE"}
+    assert applicable_content(v) == {"MODE", "WHO", "WHERE"}
     assert co.check_content(v) == []
     assert "not applicable" in co.format_content(v)
 
 
 @pytest.mark.parametrize(("n", "p"), [(1000, 0.001), (200, 0.25), (50, 0.5)])
 def test_the_binomial_quantile_bounds_its_tail(n: int, p: float) -> None:
-    k = co.binomial_upper(n, p, 1e-6)
+    k = binomial_upper(n, p, 1e-6)
     assert n * p < k <= n
-    assert co.binomial_upper(n, 0.0, 1e-6) == 0
+    assert binomial_upper(n, 0.0, 1e-6) == 0
 
 
 # --- WHO's exclusive half: CPU 1 kept for the harness's tasks --------------------------
@@ -158,7 +162,7 @@ SPIN = Sample(1, 0x401000, 80, 80, True)  # the busy loop, in profctl's text
 PARENT = Sample(1, 0x402000, 60, 60, True)
 
 
-def isolated_view(samples: list[Sample], isolation: Isolation = EXCLUSIVE) -> co.ContentView:
+def isolated_view(samples: list[Sample], isolation: Isolation = EXCLUSIVE) -> ContentView:
     return replace(view(samples, depth=None), workloads=(BUSY, MIX), isolation=(isolation,))
 
 
@@ -234,13 +238,13 @@ def test_a_phase_is_chosen_by_the_workloads_own_clock_readings() -> None:
 def test_untimed_samples_are_judged_over_the_workloads_whole_life() -> None:
     untimed = [leaf_sample(time_ns=None)] * 500
     v = view(untimed)
-    assert not co.timed(replace(v, samples=tuple(untimed)))
+    assert not timed(replace(v, samples=tuple(untimed)))
     n = 500
-    life = (truth.LIFE_INSNS, truth.LIFE_SYSCALLS)
-    assert co.leaf_bound(n, CHAIN, life) < co.leaf_bound(n, CHAIN)  # start-up and exit widen it
+    life = (program.LIFE_INSNS, program.LIFE_SYSCALLS)
+    assert leaf_bound(n, CHAIN, life) < leaf_bound(n, CHAIN)  # start-up and exit widen it
     busy = replace(CHAIN, calls=30)
     moved = [leaf_sample(time_ns=None, pc=F["main"].start + 0x10)] * 500
-    assert co.leaf_bound(n, busy, life) > 0
+    assert leaf_bound(n, busy, life) > 0
     assert oracles(replace(view([], depth=None), samples=tuple(moved), workloads=(busy,))) == {
         "WHERE"
     }
@@ -295,11 +299,11 @@ def test_every_content_oracle_says_how_much_it_compared() -> None:
 
 # --- WHERE's kernel half: the zero workload's kernel time in the zeroing loop ----------
 
-ZERO_FN = Function(truth.KERNEL_ZERO, KBASE + 0x10000, KBASE + 0x100A0, (KBASE + 0x10000,) * 2)
+ZERO_FN = Function(program.KERNEL_ZERO, KBASE + 0x10000, KBASE + 0x100A0, (KBASE + 0x10000,) * 2)
 ZERO = WorkloadRun("zero", 1, 74, 74, calls=400, rounds=0, faults=0, span=SPAN)
 
 
-def zero_view(kernel_pcs: list[int], *, kernel_pids: bool = True) -> co.ContentView:
+def zero_view(kernel_pcs: list[int], *, kernel_pids: bool = True) -> ContentView:
     base = view([leaf_sample()] * 500)
     zero = [Sample(1, pc, 74, 74, False, time_ns=AT) for pc in kernel_pcs]
     return replace(base, samples=(*base.samples, *zero), workloads=(*base.workloads, ZERO),
@@ -349,7 +353,7 @@ LANES = WorkloadRun("lanes", 2, 90, 90, calls=0, rounds=0, faults=0, span=SPAN,
                     lanes=((2, 91), (3, 92)))  # fmt: skip
 
 
-def lanes_view(samples: list[Sample]) -> co.ContentView:
+def lanes_view(samples: list[Sample]) -> ContentView:
     base = view([leaf_sample()] * 500)
     image = TruthImage(FunctionTable((*F.values(), *LANE_FN.values())),
                        (BASE, BASE + 0x3000), IMAGE.profctl_text)  # fmt: skip

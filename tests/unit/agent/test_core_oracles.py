@@ -4,7 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.core_oracles import (
+from harness.agent.module.info import CORE_PERCPU
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.core import (
     CORE_ORACLES,
     CoreView,
     applicable_core,
@@ -16,10 +18,10 @@ from harness.agent.core_oracles import (
     judge_flavour,
     profile_judged,
 )
-from harness.agent.evidence import Injections, KernelEvidence
-from harness.agent.info import CORE_PERCPU
-from harness.agent.profile import MIN_COMPARED, ProfilePair, fold
-from harness.agent.spec import AgentSpec
+from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.peer.pairing import ProfilePair
+from harness.agent.peer.profile import MIN_COMPARED
+from harness.agent.peer.symbols import fold
 from harness.vm.perf import PerfCounts, PerfCpu
 
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from harness.agent import profctl
-from harness.agent.evidence import (
+from harness.agent.flavours.dt.run import nest_step, skip_step
+from harness.agent.oracles.evidence import (
     Injections,
     KernelEvidence,
     injections_of,
@@ -12,7 +13,6 @@ from harness.agent.evidence import (
     module_leaks,
     parse_interrupts,
 )
-from harness.agent.flavours.dt.run import nest_step, skip_step
 from harness.agent.steps import inject_step
 from harness.errors import InfraError
 from tests.unit.golden import LOGS_DIR

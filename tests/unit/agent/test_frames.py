@@ -8,10 +8,18 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.agent import frames, truth
-from harness.agent.elfsyms import Call, Function, FunctionTable, _framed, _Insn, read_functions
-from harness.agent.samples import Sample
-from harness.agent.truth_build import compile_truth
+from harness.agent.oracles import frames
+from harness.agent.oracles.samples import Sample
+from harness.agent.truth import program
+from harness.agent.truth.build import compile_truth
+from harness.agent.truth.elfsyms import (
+    Call,
+    Function,
+    FunctionTable,
+    _framed,
+    _Insn,
+    read_functions,
+)
 from harness.process import tool_version
 
 BASE = 0x1000
@@ -187,7 +195,7 @@ def _return_to(table: FunctionTable, caller: str, callee: str) -> int:
 def test_the_workloads_chain_holds_and_a_swap_fails(image: FunctionTable) -> None:
     leaf = image.named("leaf")
     chain = tuple(_return_to(image, caller, callee) for callee, caller
-                  in zip(truth.CHAIN_PATH, truth.CHAIN_PATH[1:], strict=False))  # fmt: skip
+                  in zip(program.CHAIN_PATH, program.CHAIN_PATH[1:], strict=False))  # fmt: skip
     pc = leaf.framed[0]
     right = frames.judge_frames([Sample(0, pc, 1, 1, True, chain)], lambda _: (image,))
     assert (right.faults, right.frames, right.targets) == ((), 4, 4)

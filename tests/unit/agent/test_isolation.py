@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harness.agent import isolation, profctl, truth
+from harness.agent import profctl
+from harness.agent.truth import isolation, program
 from harness.errors import InfraError
 
-CHAIN = truth.WorkloadRun("chain", 1, 71, 71, 3, 0, 10, neighbours=(80,))
+CHAIN = program.WorkloadRun("chain", 1, 71, 71, 3, 0, 10, neighbours=(80,))
 
 
 def _result(op: str, line: str) -> profctl.StepResult:
@@ -43,7 +44,7 @@ def test_one_cpu_has_none_to_spare() -> None:
 
 @dataclass(frozen=True)
 class _Run:
-    truth: truth.TruthEvidence | None
+    truth: program.TruthEvidence | None
 
 
 @dataclass
@@ -61,7 +62,7 @@ class _Guest:
 
 def test_the_run_lies_inside_the_arrangement_and_carries_its_evidence() -> None:
     guest = _Guest()
-    run = isolation.isolated(guest, 1, lambda: _Run(truth.TruthEvidence((CHAIN,))))
+    run = isolation.isolated(guest, 1, lambda: _Run(program.TruthEvidence((CHAIN,))))
     assert guest.sent == [("isolate:1:/tmp/profagent/isolation-1.masks",),
                           ("masks:1", "restore:1:/tmp/profagent/isolation-1.masks")]  # fmt: skip
     assert run.truth is not None

@@ -4,11 +4,10 @@ import pytest
 
 from harness.agent import flavours, mutants
 from harness.agent.flavour import behaviour
-from harness.agent.mutants import PAIRED_FLAVOURS
-from harness.agent.mutation import MutantRow, format_table, merge, survivors, tally
-from harness.agent.render import render_agent
-from harness.agent.spec import AgentSpec
-from harness.cli.mutants import FULL_ONLY_CASES, per_oracle, planned
+from harness.agent.module.render import render_agent
+from harness.agent.module.spec import AgentSpec
+from harness.agent.mutants import PAIRED_FLAVOURS, MutantRow, format_table, merge, survivors, tally
+from harness.cli.mutantruns import FULL_ONLY_CASES, per_oracle, planned
 from harness.errors import ConfigError
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.peer import (
+from harness.agent.peer.counts import (
     PeerBound,
     armed_spans,
     check_peer,

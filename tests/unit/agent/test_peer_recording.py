@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harness.agent.peer_run import RecordingAgent, require_recorded
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.peer.run import RecordingAgent, require_recorded
 from harness.errors import InfraError
 from harness.timeouts import Timeouts
 from harness.vm.perf import PerfCounts, PerfCpu, PerfSample, PerfSession

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.agent.peer import PeerBound, PeerEvidence, PeerWindow
-from harness.agent.peer_run import profile_report, profile_summary
-from harness.agent.profile import ProfilePair, fold
+from harness.agent.peer.counts import PeerBound, PeerEvidence, PeerWindow
+from harness.agent.peer.pairing import ProfilePair
+from harness.agent.peer.profile import profile_report, profile_summary
+from harness.agent.peer.symbols import fold
 from harness.vm.perf import parse_perf_output
 from tests.unit.golden import LOGS_DIR
 

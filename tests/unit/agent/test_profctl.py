@@ -17,13 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.agent.elfsyms import symbol_span
 from harness.agent.profctl import (
     MAX_CHUNK,
-    MAX_COMMAND,
     MAX_CPU,
     StepResult,
-    build_profctl,
     cat_step,
     clock_step,
     close_step,
@@ -34,7 +31,6 @@ from harness.agent.profctl import (
     read_step,
     readbg_step,
     repeat_step,
-    run_profctl,
     sleep_step,
     spin_step,
     timeout_step,
@@ -42,6 +38,9 @@ from harness.agent.profctl import (
     write_step,
     writefd_step,
 )
+from harness.agent.profctl_build import build_profctl
+from harness.agent.profctl_run import MAX_COMMAND, run_profctl
+from harness.agent.truth.elfsyms import symbol_span
 from harness.build.cache import Cache, file_sha256
 from harness.errors import BuildError, ConfigError, GuestCommandError, InfraError
 from harness.process import tool_version

@@ -7,22 +7,17 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.profile import (
-    ALPHA,
-    AgentSample,
-    ProfilePair,
+from harness.agent.oracles.samples import Sample
+from harness.agent.oracles.stats import chi2_quantile, chi2_sf
+from harness.agent.peer.pairing import ProfilePair, paired, profile_pair
+from harness.agent.peer.profile import ALPHA, compare, top_symbols
+from harness.agent.peer.symbols import (
     Symboliser,
     UserSymbols,
     agent_stack,
-    chi2_quantile,
-    chi2_sf,
-    compare,
     fold,
-    paired,
     parse_kallsyms,
     perf_stack,
-    profile_pair,
-    top_symbols,
 )
 from harness.vm.perf import PerfFrame, PerfSample
 
@@ -57,7 +52,7 @@ def test_a_user_pc_is_named_in_the_workload_else_user() -> None:
 
 
 def test_agent_and_perf_stacks_fold_root_first_with_the_same_names() -> None:
-    agent = AgentSample(0, 0xFFFFFFC008012010, user=False, chain=(0xFFFFFFC008010008,))
+    agent = Sample(0, 0xFFFFFFC008012010, 0, None, user=False, chain=(0xFFFFFFC008010008,))
     perf = PerfSample(0, 1, (PerfFrame(0xFFFFFFC008012010, "cpu_do_idle", "[kernel.kallsyms]"),
                              PerfFrame(0xFFFFFFC008010008, "x", "[kernel.kallsyms]")))  # fmt: skip
     assert (
@@ -77,7 +72,7 @@ def test_agent_and_perf_stacks_fold_root_first_with_the_same_names() -> None:
 def test_callers_are_named_at_their_return_address_minus_one() -> None:
     # gic_handle_irq's call never returns: its return address is __irqentry_text_end's start
     ret = 0xFFFFFFC00801028C
-    agent = AgentSample(0, 0xFFFFFFC008012000, user=False, chain=(ret,))
+    agent = Sample(0, 0xFFFFFFC008012000, 0, None, user=False, chain=(ret,))
     kernel = "[kernel.kallsyms]"
     perf = PerfSample(0, 1, (PerfFrame(0xFFFFFFC008012000, "cpu_do_idle", kernel),
                              PerfFrame(ret, "__irqentry_text_end", kernel)))  # fmt: skip
@@ -89,7 +84,7 @@ def test_callers_are_named_at_their_return_address_minus_one() -> None:
     perf_user = PerfSample(0, 1, (PerfFrame(0x400144, "next", "/bin/truth"),
                                   PerfFrame(0x400140, "next", "/bin/truth")))  # fmt: skip
     assert perf_stack(perf_user, user) == ("leaf", "next")
-    assert agent_stack(AgentSample(0, 0x400144, True, (0x400140,)), user) == ("leaf", "next")
+    assert agent_stack(Sample(0, 0x400144, 0, None, True, (0x400140,)), user) == ("leaf", "next")
 
 
 def test_folded_text_is_one_line_per_stack_most_frequent_first() -> None:
@@ -174,8 +169,8 @@ def test_a_cpu_where_the_agent_dropped_samples_is_left_out_of_both_profiles() ->
     """The lost samples cluster where the reader starved: that CPU is not compared."""
     symbols = Symboliser(parse_kallsyms(KALLSYMS))
     pc = 0xFFFFFFC008010010
-    agent = [AgentSample(0, pc, user=False), AgentSample(1, pc, user=False),
-             AgentSample(1, 0x1000, user=True)]  # fmt: skip
+    agent = [Sample(0, pc, 0, None, user=False), Sample(1, pc, 0, None, user=False),
+             Sample(1, 0x1000, 0, None, user=True)]  # fmt: skip
     frame = (PerfFrame(pc, "gic_handle_irq", "[kernel.kallsyms]"),)
     perf = [PerfSample(0, 1, frame), PerfSample(1, 2, frame), PerfSample(1, 3, frame)]
     pair = profile_pair(agent, perf, symbols, {0: 0, 1: 7})
@@ -195,9 +190,9 @@ def perf_at(cpu: int, time_ns: int, pc: int) -> PerfSample:
 
 
 def test_paired_takes_perf_s_sample_of_the_same_interrupt_once_per_cpu() -> None:
-    agent = [AgentSample(0, IDLE, user=False, time_ns=1_000_040),
-             AgentSample(0, IDLE, user=False, time_ns=5_000_030),
-             AgentSample(1, IDLE, user=False, time_ns=1_000_020)]  # fmt: skip
+    agent = [Sample(0, IDLE, 0, None, user=False, time_ns=1_000_040),
+             Sample(0, IDLE, 0, None, user=False, time_ns=5_000_030),
+             Sample(1, IDLE, 0, None, user=False, time_ns=1_000_020)]  # fmt: skip
     perf = [perf_at(0, 1_000_000, IDLE),  # 40 µs before the agent's: one interrupt
             perf_at(0, 1_000_010, IDLE),  # a second candidate, farther: left unpaired
             perf_at(0, 5_400_000, IRQ),  # 370 µs after: a later interrupt
@@ -206,12 +201,12 @@ def test_paired_takes_perf_s_sample_of_the_same_interrupt_once_per_cpu() -> None
     assert [(a.cpu, a.time_ns, p.time_ns) for a, p in pairs] == [
         (0, 1_000_040, 1_000_010), (1, 1_000_020, 1_000_000)]  # fmt: skip
     with pytest.raises(ValueError, match="without a time"):
-        paired([AgentSample(0, IDLE, user=False)], perf, 100_000)
+        paired([Sample(0, IDLE, 0, None, user=False)], perf, 100_000)
 
 
 def test_paired_keeps_the_run_s_handling_order_and_not_a_later_interrupt() -> None:
     """dt at 4 ms: perf's record came after dt's in one interrupt; perf first was a later one."""
-    agent = [AgentSample(0, IDLE, user=False, time_ns=t) for t in range(0, 10**8, 4 * 10**6)]
+    agent = [Sample(0, IDLE, 0, None, user=False, time_ns=t) for t in range(0, 10**8, 4 * 10**6)]
     perf = [perf_at(0, t + 30_000, IDLE) for t in range(0, 10**8, 8 * 10**6)]  # joint: after
     perf += [perf_at(0, t - 50_000, IRQ) for t in range(4 * 10**6, 10**8, 8 * 10**6)]  # before
     pairs = paired(agent, perf, 200_000)
@@ -226,7 +221,9 @@ def test_paired_keeps_the_run_s_handling_order_and_not_a_later_interrupt() -> No
 def test_a_paired_profile_leaves_out_the_peer_s_later_interrupts_and_no_cpu() -> None:
     """dt's case: perf's split-pair samples land in the agent's own wakeup path."""
     symbols = Symboliser(parse_kallsyms(KALLSYMS))
-    agent = [AgentSample(0, IDLE, user=False, time_ns=t + 30_000) for t in range(0, 10**9, 10**7)]
+    agent = [
+        Sample(0, IDLE, 0, None, user=False, time_ns=t + 30_000) for t in range(0, 10**9, 10**7)
+    ]
     perf = [perf_at(0, t, IDLE) for t in range(0, 10**9, 10**7)]
     perf += [perf_at(0, t + 2_000_000, IRQ) for t in range(0, 10**9, 5 * 10**7)]  # aftermath
     whole = profile_pair(agent, perf, symbols, {})

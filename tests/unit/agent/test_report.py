@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.agent.report import (
+from harness.agent.oracles.report import (
     CellRow,
     OverflowShares,
     SeedDefect,
@@ -14,7 +14,7 @@ from harness.agent.report import (
     unjudged,
     verdict_lines,
 )
-from harness.agent.results import Judged, Violation
+from harness.agent.oracles.results import Judged, Violation
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,15 +8,17 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.agent import profctl, truth
-from harness.agent.elfsyms import (
+from harness.agent import profctl
+from harness.agent.truth import program
+from harness.agent.truth.build import TEXT_BASE, compile_truth
+from harness.agent.truth.elfsyms import (
     Function,
     FunctionTable,
     executable_span,
     read_functions,
     symbol_span,
 )
-from harness.agent.truth_build import TEXT_BASE, compile_truth
+from harness.agent.truth.placement import place_module
 from harness.errors import InfraError
 from harness.process import tool_version
 
@@ -46,7 +48,7 @@ def _words(binary: bytes, table: FunctionTable, name: str) -> list[int]:
 
 
 def test_every_function_of_the_chain_has_a_frame_record(image: FunctionTable) -> None:
-    for name in (*truth.CHAIN_PATH, "hot", "cold", "mix", "now_ns"):
+    for name in (*program.CHAIN_PATH, "hot", "cold", "mix", "now_ns"):
         low, high = image.named(name).framed
         assert image.named(name).start < low < high <= image.named(name).end, name
     assert image.span[0] >= TEXT_BASE
@@ -74,7 +76,7 @@ def test_leaf_calls_nothing_and_its_loop_is_the_modelled_length(
     back = [w for w in words if w & 0xFF00001F == 0x54000001]
     assert len(back) == 1
     imm19 = (back[0] >> 5) & 0x7FFFF
-    assert 0x80000 - imm19 + 1 == truth.LEAF_LOOP_INSNS
+    assert 0x80000 - imm19 + 1 == program.LEAF_LOOP_INSNS
     assert _words(binary, image, "hot")[2:] == _words(binary, image, "cold")[2:]
 
 
@@ -84,58 +86,58 @@ def _results(*lines: tuple[str, ...]) -> tuple[profctl.StepResult, ...]:
 
 
 def test_workloads_come_from_their_output_files() -> None:
-    chain, mix = truth.TruthLaunch("chain", 1, 900), truth.TruthLaunch("mix", 0, 900)
-    steps = truth.output_steps((chain, mix))
+    chain, mix = program.TruthLaunch("chain", 1, 900), program.TruthLaunch("mix", 0, 900)
+    steps = program.output_steps((chain, mix))
     results = _results(
         ("pid=71 tid=71 cpu=1 mode=chain",
          "calls=12 iterations=1 rounds=0 faults=40 begin_ns=1000 end_ns=9000", "life_faults=90"),
         ("pid=72 tid=73 cpu=0 mode=mix",
          "calls=0 iterations=0 rounds=512 faults=41 begin_ns=1100 end_ns=9100", "life_faults=91"),
     )  # fmt: skip
-    chain_run, mix_run = truth.workloads_of(steps, results)
-    assert chain_run == truth.WorkloadRun("chain", 1, 71, 71, 12, 0, 40, span=(1000, 9000),
+    chain_run, mix_run = program.workloads_of(steps, results)
+    assert chain_run == program.WorkloadRun("chain", 1, 71, 71, 12, 0, 40, span=(1000, 9000),
                                           life_faults=90)  # fmt: skip
-    assert mix_run == truth.WorkloadRun("mix", 0, 72, 73, 0, 512, 41, span=(1100, 9100),
+    assert mix_run == program.WorkloadRun("mix", 0, 72, 73, 0, 512, 41, span=(1100, 9100),
                                         life_faults=91)  # fmt: skip
     assert mix_run.threads == {(72, 72), (72, 73)}  # main's thread, and the worker's
     assert (mix_run.during(1100), mix_run.during(9100), mix_run.during(9101)) == (True,) * 2 + (
         False,
     )
     with pytest.raises(InfraError, match="said"):
-        truth.workloads_of(steps[:1], _results(("pid=71 tid=71 cpu=1 mode=chain",)))
+        program.workloads_of(steps[:1], _results(("pid=71 tid=71 cpu=1 mode=chain",)))
     with pytest.raises(InfraError, match="said"):  # a workload from before it printed its phase
-        truth.workloads_of(
+        program.workloads_of(
             steps[:1],
             _results(
                 ("pid=71 tid=71 cpu=1 mode=chain", "calls=12 iterations=1 rounds=0 faults=40")
             ),
         )
-    assert truth.launch_steps((chain,)) == (
+    assert program.launch_steps((chain,)) == (
         "exec:1:/tmp/profagent/truth-chain-1.out:/tmp/profagent/truth chain 1 900",
     )
 
 
 def test_a_workload_knows_the_busy_loops_pinned_beside_it() -> None:
-    chain = truth.TruthLaunch("chain", 1, 900)
-    steps = (profctl.spin_step(1, 900), profctl.spin_step(0, 900), *truth.output_steps((chain,)))
+    chain = program.TruthLaunch("chain", 1, 900)
+    steps = (profctl.spin_step(1, 900), profctl.spin_step(0, 900), *program.output_steps((chain,)))
     spins = profctl.parse_output("step=0 op=spin ok=1 pid=80 cpu=1\n"
                                  "step=1 op=spin ok=1 pid=81 cpu=0\n", steps[:2])  # fmt: skip
     lines = ("pid=71 tid=71 cpu=1 mode=chain", "calls=1 rounds=0 faults=4 begin_ns=1 end_ns=2",
              "life_faults=9")  # fmt: skip
     (cat,) = _results(lines)
-    (run,) = truth.workloads_of(steps, (*spins, cat))
+    (run,) = program.workloads_of(steps, (*spins, cat))
     assert run.neighbours == (80,)
 
 
 def test_module_functions_move_to_their_kallsyms_addresses() -> None:
     spin = Function("pa_probe_spin", 0x334, 0x414, (0x33C, 0x40C), 3)
     table = FunctionTable((spin, Function("gone", 0x500, 0x510, (0x500, 0x500), 3)))
-    placed = truth.place_module(table, ["ffff800008c10334 t pa_probe_spin\t[profagent]"])
+    placed = place_module(table, ["ffff800008c10334 t pa_probe_spin\t[profagent]"])
     assert placed.functions == (Function("pa_probe_spin", 0xFFFF800008C10334,
                                          0xFFFF800008C10414,
                                          (0xFFFF800008C1033C, 0xFFFF800008C1040C), 3),)  # fmt: skip
     with pytest.raises(InfraError, match="places no function"):
-        truth.place_module(table, ["0000000000000000 t pa_probe_spin\t[profagent]"])
+        place_module(table, ["0000000000000000 t pa_probe_spin\t[profagent]"])
 
 
 def test_a_stripped_binary_is_refused(tmp_path: Path) -> None:
@@ -144,10 +146,10 @@ def test_a_stripped_binary_is_refused(tmp_path: Path) -> None:
 
 
 def test_lanes_run_a_thread_on_each_cpu_between_the_others() -> None:
-    eight = truth.standard_launches(range(8), 900)
+    eight = program.standard_launches(range(8), 900)
     assert [(w.mode, w.cpu, w.lanes) for w in eight][-1] == ("lanes", 1, (1, 2, 3, 4, 5, 6))
-    assert [w.mode for w in truth.standard_launches((0, 1), 900)] == ["chain", "mix", "zero"]
-    (step,) = truth.launch_steps(eight[-1:])
+    assert [w.mode for w in program.standard_launches((0, 1), 900)] == ["chain", "mix", "zero"]
+    (step,) = program.launch_steps(eight[-1:])
     assert step == "exec:1:/tmp/profagent/truth-lanes-1.out:/tmp/profagent/truth lanes 1 900 " \
         "1,2,3,4,5,6"  # fmt: skip
     lines = (
@@ -157,19 +159,19 @@ def test_lanes_run_a_thread_on_each_cpu_between_the_others() -> None:
         "calls=0 iterations=0 rounds=0 faults=0 begin_ns=5 end_ns=9",
         "life_faults=7",
     )
-    (run,) = truth.workloads_of(truth.output_steps(eight[-1:]), _results(lines))
+    (run,) = program.workloads_of(program.output_steps(eight[-1:]), _results(lines))
     assert run.lanes == ((1, 82), (2, 83))  # by lane number, as printed in any order
     assert run.threads_on(2) == {(80, 83), (80, 80)}  # main creates lane 1 from CPU 2
     assert run.threads_on(4) == set()
     assert run.threads_on(1) == {(80, 80), (80, 82)}  # main waits there beside lane 0
     with pytest.raises(InfraError, match="one did not start"):
-        truth.workloads_of(truth.output_steps(eight[-1:]), _results(
+        program.workloads_of(program.output_steps(eight[-1:]), _results(
             (lines[0], lines[1], *lines[3:])))  # fmt: skip
 
 
 def test_each_lane_spins_in_a_function_of_its_own(image: FunctionTable) -> None:
-    lanes = [image.named(f"lane{k}") for k in range(truth.LANES_MAX)]
-    assert len({f.start for f in lanes}) == truth.LANES_MAX  # not folded into one
+    lanes = [image.named(f"lane{k}") for k in range(program.LANES_MAX)]
+    assert len({f.start for f in lanes}) == program.LANES_MAX  # not folded into one
     assert all(f.framed[0] < f.framed[1] for f in lanes)
 
 

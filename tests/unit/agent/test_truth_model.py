@@ -2,7 +2,7 @@
 
 ``qemu-aarch64 -singlestep -d nochain,exec`` logs one ``Trace`` line per instruction
 the program executes in user mode, and ``-strace`` one line per system call: exact
-counts of what the model (`harness.agent.truth`) bounds, measured on the binary this
+counts of what the model (`harness.agent.truth.program`) bounds, measured on the binary this
 tree builds, independently of any agent.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.agent import truth
-from harness.agent.truth_build import compile_truth
+from harness.agent.truth import program
+from harness.agent.truth.build import compile_truth
 from harness.process import tool_version
 
 QEMU_USER = "qemu-aarch64"
@@ -55,5 +55,5 @@ def test_a_life_without_a_phase_fits_the_bounds_of_an_untimed_population(
     (setaffinity, open, dup2, execve), which the bounds leave room for.
     """
     insns = _instructions(binary, tmp_path, mode, "0", "0")
-    assert 0 < insns <= truth.LIFE_INSNS - 2_000
-    assert 0 < _syscalls(binary, mode, "0", "0") <= truth.LIFE_SYSCALLS - 4
+    assert 0 < insns <= program.LIFE_INSNS - 2_000
+    assert 0 < _syscalls(binary, mode, "0", "0") <= program.LIFE_SYSCALLS - 4

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.agent import mutants
-from harness.cli.mutants import _caught
+from harness.cli.mutantruns import _caught
 
 HANDLER_PC = mutants.get("handler_pc")  # caught by MODE and WHERE together
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from harness.agent import mutants
 from harness.agent.flavour import behaviour
-from harness.agent.info import SHARED_CASES
+from harness.agent.module.info import SHARED_CASES
 from harness.build.kernels import VARIANT_FRAGMENTS
-from harness.cli.mutants import SANITIZER_CASES, _after_guest_error, _row
+from harness.cli.mutantruns import SANITIZER_CASES, _after_guest_error, _row
 
 #: Which reports each sanitizer kernel can print.
 REPORTS = {"debug": {"KASAN", "UBSAN"}, "kcsan": {"KCSAN"}}

@@ -10,7 +10,7 @@ from typing import cast
 import pytest
 
 from harness import arches
-from harness.agent.build import AgentBuild
+from harness.agent.module.build import AgentBuild
 from harness.build.cache import Cache, file_sha256
 from harness.build.images import BootFiles, GuestImages
 from harness.errors import ConfigError

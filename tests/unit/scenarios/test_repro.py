@@ -9,7 +9,7 @@ import pytest
 
 from harness.agent import profctl
 from harness.agent.flavour import AgentLike, AgentRun, Script, behaviour
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import inject_step, kick_step
 from harness.errors import InfraError
 from harness.paths import REPO_ROOT

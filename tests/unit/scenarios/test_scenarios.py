@@ -9,7 +9,7 @@ import pytest
 from harness.agent import flavours
 from harness.agent.flavour import behaviour
 from harness.agent.flavours.tprof.data import TPROF as TPROF_INFO
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.errors import ConfigError
 from harness.scenarios.load import (
     OPS,

@@ -10,8 +10,8 @@ the decoder and the oracles::
 
 from __future__ import annotations
 
-from harness.agent.info import FlavourInfo, Mutant, Quirk
-from harness.agent.layouts import Field, Ioctl, RecordLayout, ioc_read, ioc_write
+from harness.agent.module.info import FlavourInfo, Mutant, Quirk
+from harness.agent.module.layouts import Field, Ioctl, RecordLayout, ioc_read, ioc_write
 
 #: PCs in each of an event's stacks: OpenBSD's STACKTRACE_MAX (<sys/stacktrace.h>), the
 #: depth of the seed's ``stack`` and ``ustack`` actions (struct stacktrace's st_pc[]).
@@ -134,6 +134,7 @@ DT_SEED_PERCPU = ("dc_readevt", "dc_dropevt", "dc_skiptick", "dc_recurevt")
 DT = FlavourInfo(
     name="dt",
     flavour_id=2,
+    records_chains=True,
     stats=(
         ("readevt", "events read (DTIOCGSTATS)"),
         ("dropevt", "events dropped because the CPU's ring was full"),

@@ -15,28 +15,33 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.agent import profctl
-from harness.agent.content_oracles import (
-    applicable_content,
-    check_content,
-    content_report,
-    judge_content,
-    oracles_for,
+from harness.agent.flavour import (
+    AgentLike,
+    AgentRun,
+    Flavour,
+    OpRule,
+    Script,
+    narrow,
+    run_report,
+    typed,
 )
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.dt.data import DT, DT_EVT
 from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt, judge_dt
 from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
 from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
-from harness.agent.isolation import isolated, isolation_cpu
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import check_content, judge_content
+from harness.agent.oracles.content_view import applicable_content, oracles_for
+from harness.agent.oracles.report import CellRow
+from harness.agent.oracles.results import Judged, Violation
+from harness.agent.oracles.samples import Sample
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
-from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
-from harness.agent.profile import PAIR_WITHIN_NS, AgentSample
-from harness.agent.report import CellRow
-from harness.agent.results import Judged, Violation
-from harness.agent.spec import AgentSpec
+from harness.agent.peer.pairing import PAIR_WITHIN_NS
+from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
-from harness.agent.truth import standard_launches
+from harness.agent.truth.isolation import isolated, isolation_cpu
+from harness.agent.truth.program import standard_launches
 
 MAX_SKIP = 2**32 - 1  # the hook's count is a u32; several add up (DT-D9 needs > 2^32)
 MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
@@ -48,8 +53,7 @@ PROBE_MS = 200  # the IRQ-off probe on the last CPU: kernel ground truth for CHA
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, DtRun)
     verdicts = format_dt_verdicts(violations, applicable_dt_oracles(own), judged=judge_dt(own))
-    content = content_report(own.content(), violations)
-    return f"{format_dt_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
+    return run_report(own, format_dt_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -180,10 +184,9 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
     return rows
 
 
-def _samples(run: DtRun) -> list[AgentSample]:
-    """Dt's events as profile samples: the PC, its own stack's callers, its time."""
-    return [AgentSample(e.cpu, e.pc, user=s.user, chain=s.chain, time_ns=e.ts_ns)
-            for e, s in ((e, e.sample()) for e in run.events)]  # fmt: skip
+def _samples(run: DtRun) -> list[Sample]:
+    """Dt's events as samples: the PC, its own stack's callers, its time."""
+    return [e.sample() for e in run.events]
 
 
 def _unprobed(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -203,7 +206,7 @@ def _unprobed(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
 
 #: The peer run: the unprobed run at the spec's period (1 ms) beside Linux perf.
 #: PROFILE pairs each of dt's events with perf's sample of the same PMU interrupt
-#: (`harness.agent.profile`, "Paired profiles"): dt wakes its reader after every
+#: (`harness.agent.peer.profile`, "Paired profiles"): dt wakes its reader after every
 #: event, and perf's sample of a later interrupt lands in that wakeup. Pairs need
 #: the two counters to overflow in one interrupt. TCG notices an overflow at the
 #: guest's own events, so at 1 ms, shorter than the gaps between them (its 4 ms
@@ -235,7 +238,7 @@ def _judged(run: DtRun) -> tuple[Judged, ...]:
 FLAVOUR = Flavour(
     judged=typed(DtRun, _judged),
     info=DT,
-    oracles=(*DT_ORACLES, *oracles_for(chains=True)),
+    oracles=(*DT_ORACLES, *oracles_for(DT)),
     check=typed(DtRun, _check),
     applicable=typed(DtRun, _applicable),
     report=_report,
@@ -258,5 +261,4 @@ FLAVOUR = Flavour(
         "overlap": overlap_run,
     },
     budget_scenario=Path(__file__).with_name("dt-budgets.toml"),  # C-3
-    samples=lambda run: narrow(run, DtRun).content().samples,
 )

@@ -33,15 +33,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TypeAlias
 
-from harness.agent.core_oracles import (
-    CORE_ORACLES,
-    CoreView,
-    applicable_core,
-    check_core,
-    core_view_of,
-    judge_flavour,
-)
-from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.dt.data import DT, DT_RING_SLOTS
 from harness.agent.flavours.dt.results import DtOpenStats, DtRun
 from harness.agent.flavours.dt.stream import (
@@ -53,8 +44,17 @@ from harness.agent.flavours.dt.stream import (
     event_seqs,
     readers_share,
 )
-from harness.agent.laws import Law, all_at_most, all_equal, sums_to
-from harness.agent.results import Judged, Violation
+from harness.agent.oracles.core import (
+    CORE_ORACLES,
+    CoreView,
+    applicable_core,
+    check_core,
+    check_nmi,
+    core_view_of,
+    judge_flavour,
+)
+from harness.agent.oracles.laws import Law, all_at_most, all_equal, sums_to
+from harness.agent.oracles.results import Judged, Violation
 from harness.errors import ConfigError
 
 __all__ = ["CANARY", "PROBE_PROFILE", "canary_of"]  # re-exported: the stream's constants
@@ -130,12 +130,12 @@ def check_dt(run: DtRun) -> list[Violation]:
 
 
 def judge_dt(run: DtRun) -> list[Judged]:
-    """What each oracle of the table compared in ``run`` (`harness.agent.core_oracles`)."""
+    """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`)."""
     return judge_flavour(core_view(run), applicable_dt_oracles(run))
 
 
 def core_view(run: DtRun) -> CoreView:
-    """What the shared oracles (`harness.agent.core_oracles`) read of a dt run.
+    """What the shared oracles (`harness.agent.oracles.core`) read of a dt run.
 
     PROFILE compares paired samples for dt (`harness.agent.flavours.dt.flavour`'s
     `PAIR_WITHIN_NS`): dt wakes its reader after every event, and perf's samples of
@@ -345,11 +345,6 @@ def check_dt_injection(run: DtRun) -> list[Violation]:
     return violations
 
 
-def check_dt_nmi(run: DtRun) -> list[Violation]:
-    """NMI: `harness.agent.core_oracles.check_nmi_context` on the run's core counters."""
-    return nmi_context(run.core, run.nmi_expected)
-
-
 _CHECKS: dict[str, Callable[[DtRun], list[Violation]]] = {
     "DT-O1": check_dt_conservation,
     "DT-O2": check_dt_no_reader,
@@ -360,7 +355,7 @@ _CHECKS: dict[str, Callable[[DtRun], list[Violation]]] = {
     "DT-O8": check_dt_reader,
     "DT-O10": check_dt_readers,
     "DT-INJ": check_dt_injection,
-    "NMI": check_dt_nmi,
+    "NMI": check_nmi,
 }
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from harness.agent.flavours.dt.data import DT
 from harness.agent.flavours.dt.oracles import DT_ORACLES
 from harness.agent.flavours.dt.results import DtRun
-from harness.agent.report import (
+from harness.agent.oracles.report import (
     OverflowShares,
     align,
     decimal,
@@ -29,7 +29,7 @@ from harness.agent.report import (
     total_row,
     verdict_lines,
 )
-from harness.agent.results import Judged, Violation
+from harness.agent.oracles.results import Judged, Violation
 
 TITLES: tuple[str, ...] = (
     *("cpu", "irq", "seen", "calls", "committed", "read", "dropevt", "recurevt", "skiptick"),

@@ -12,18 +12,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.agent.content_oracles import ContentView, content_numbers, view_of
-from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.dt.data import DT_STACK_MAX
-from harness.agent.peer import PeerEvidence
-from harness.agent.results import flat_numbers
-from harness.agent.samples import Sample
-from harness.agent.spec import AgentSpec
-from harness.agent.truth import TruthEvidence
-from harness.agent.walks import walks_of
+from harness.agent.oracles.content import content_numbers
+from harness.agent.oracles.content_view import ContentView, view_of
+from harness.agent.oracles.evidence import RunEvidence
+from harness.agent.oracles.results import flat_numbers
+from harness.agent.oracles.samples import Sample, callers
+from harness.agent.oracles.walks import walks_of
 
 #: enum pa_chain_stop's PA_CHAIN_TRUNCATED (profagent.h): the walk reached the depth.
 CHAIN_TRUNCATED = 1
+
+
+#: Bit 0 of a dt event's flags: the sampled PC is a kernel address (the seed's format).
+KERNEL_FLAG = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +54,11 @@ class DtEvent:
         A kernel event's chain is its kernel stack after the PC, a user event's its
         user stack after the PC; truncated when that walk stopped at the depth.
         """
-        user = not self.flags & 1
+        user = not self.flags & KERNEL_FLAG
         n, pcs, stop = ((self.ustack_n, self.ustack, self.ustack_stop) if user
                         else (self.kstack_n, self.kstack, self.kstack_stop))  # fmt: skip
         return Sample(self.cpu, self.pc, self.pid, self.tid, user=user,
-                      chain=tuple(pcs[1:n]), truncated=stop == CHAIN_TRUNCATED,
+                      chain=callers(pcs[:n]), truncated=stop == CHAIN_TRUNCATED,
                       time_ns=self.ts_ns, length=n, stop=stop,
                       user_walk=() if user else self.ustack[: self.ustack_n],
                       user_stop=None if user else self.ustack_stop)  # fmt: skip
@@ -77,7 +79,7 @@ class DtOpenStats:
 
 
 @dataclass(frozen=True, slots=True)
-class DtRun:
+class DtRun(RunEvidence):
     """One dt open from PRBENABLE to a drained ring, and what the harness did to it.
 
     ``before_read`` is taken after RECORD off, before any read; ``after_read`` once
@@ -92,7 +94,6 @@ class DtRun:
     the agent's `nmi` file at the end.
     """
 
-    spec: AgentSpec
     before_read: DtOpenStats
     after_read: DtOpenStats
     events: tuple[DtEvent, ...]
@@ -109,16 +110,6 @@ class DtRun:
     reader_during_recording: bool = False  # a background reader drained while recording
     #: How the background reader ended (its status file's errno; None: no reader).
     background_errno: str | None = None
-    #: PMU interrupts the guest kernel counted around the run (None: not read).
-    kernel: KernelEvidence | None = None
-    #: What the harness's steps injected, per CPU (the CALLS oracle's evidence).
-    injections: Injections = field(default_factory=Injections)
-    #: The guest's clocks counted instructions (-icount shift=0): C-3 applies.
-    instruction_clock: bool = False
-    #: Linux perf beside the agent (the peer run; None: no peer).
-    peer: PeerEvidence | None = None
-    #: The ground-truth workloads, their image and the module's functions (None: none ran).
-    truth: TruthEvidence | None = None
 
     def numbers(self) -> dict[str, int]:
         """Every counter after the drain, and the content counts, under flat names."""

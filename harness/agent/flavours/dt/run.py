@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harness.agent import profctl
-from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.dt.data import (
     DT,
@@ -32,9 +31,10 @@ from harness.agent.flavours.dt.data import (
     DT_STAT,
 )
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu, require_ok
-from harness.agent.truth import (
+from harness.agent.truth.program import (
     TruthLaunch,
     evidence_of,
     launch_steps,
@@ -268,7 +268,7 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         background_errno=ended,
         kernel=interrupt_reads(reads, agent.pmu_irq_label),
         injections=injections_of(steps, online),
-        truth=evidence_of(agent, steps, results),
+        truth=evidence_of(agent, steps, results, chains=DT.records_chains),
     )
 
 

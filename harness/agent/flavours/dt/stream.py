@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import Counter
 
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
-from harness.agent.laws import Law, all_equal
-from harness.agent.results import Violation
+from harness.agent.oracles.laws import Law, all_equal
+from harness.agent.oracles.results import Violation
 
 #: The canary of an event with seq 0; each event's is this ^ the low 32 bits of its seq.
 CANARY = 0xD7E7C0DE

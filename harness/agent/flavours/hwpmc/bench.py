@@ -24,7 +24,7 @@ from harness.agent.flavour import AgentLike, BenchRow, FlavourBench
 from harness.agent.flavours.hwpmc.plans import standard_plan
 from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.flavours.hwpmc.run import hw_run
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 
 LOG = logging.getLogger(__name__)
 RUN_MS = 3000

@@ -11,8 +11,8 @@ multiplexed ioctl, ``SP_IOC_PMC_OP``. Read by the C template
 
 from __future__ import annotations
 
-from harness.agent.info import FlavourInfo, Mutant, Param, Quirk
-from harness.agent.layouts import Field, Ioctl, RecordLayout, ioc
+from harness.agent.module.info import FlavourInfo, Mutant, Param, Quirk
+from harness.agent.module.layouts import Field, Ioctl, RecordLayout, ioc
 
 #: PCs a log record holds (the interrupted PC and its callers): the top of
 #: kern.hwpmc.callchaindepth's range (seeds-spec §4.1: default 8, range 1-32). The seed's
@@ -110,6 +110,7 @@ DRIVER_STATS: tuple[str, ...] = (
 HWPMC = FlavourInfo(
     name="hwpmc",
     flavour_id=4,
+    records_chains=True,
     stats=(
         ("intr_ignored", "overflows with no running sampling PMC on the CPU"),
         ("intr_processed", "overflows handed to a running sampling PMC"),

@@ -16,14 +16,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.agent.content_oracles import (
-    applicable_content,
-    check_content,
-    content_report,
-    judge_content,
-    oracles_for,
+from harness.agent.flavour import (
+    AgentLike,
+    AgentRun,
+    Flavour,
+    OpRule,
+    Script,
+    narrow,
+    run_report,
+    typed,
 )
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.hwpmc.bench import HWPMC_BENCH
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import (
@@ -53,15 +55,18 @@ from harness.agent.flavours.hwpmc.run import (
     ss_op_step,
     sweep_step,
 )
-from harness.agent.isolation import isolated, isolation_cpu
-from harness.agent.peer import PeerWindow, bracket_window
-from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
-from harness.agent.profile import PAIR_WITHIN_NS, AgentSample
-from harness.agent.report import CellRow
-from harness.agent.results import Judged, Violation
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import check_content, judge_content
+from harness.agent.oracles.content_view import applicable_content, oracles_for
+from harness.agent.oracles.report import CellRow
+from harness.agent.oracles.results import Judged, Violation
+from harness.agent.oracles.samples import Sample
+from harness.agent.peer.counts import PeerWindow, bracket_window
+from harness.agent.peer.pairing import PAIR_WITHIN_NS
+from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import probe_step
-from harness.agent.truth import launch_steps, output_steps, standard_launches
+from harness.agent.truth.isolation import isolated, isolation_cpu
+from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.errors import ConfigError, InfraError
 
 #: The standard run's ground-truth workloads and IRQ-off probe (content oracles).
@@ -72,8 +77,7 @@ PROBE_MS = 200
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, HwRun)
     verdicts = format_hw_verdicts(violations, applicable_hw_oracles(own), judged=judge_hwpmc(own))
-    content = content_report(own.content(), violations)
-    return f"{format_hw_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
+    return run_report(own, format_hw_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -181,13 +185,12 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
     return rows
 
 
-def _samples(run: HwRun) -> list[AgentSample]:
-    """Hwpmc's log records as profile samples (flags bit 0: user mode), times and chains.
+def _samples(run: HwRun) -> tuple[Sample, ...]:
+    """Hwpmc's log records as samples, times and chains, as the content oracles see them.
 
     The flame graph draws the chains; PROFILE compares leaves.
     """
-    return [AgentSample(r.cpu, r.pc, user=bool(r.flags & 1), chain=r.callers, time_ns=r.ts_ns)
-            for r in run.log]  # fmt: skip
+    return run.content().samples
 
 
 def _window(run: HwRun, period: int) -> PeerWindow:
@@ -210,7 +213,7 @@ def _judged(run: HwRun) -> tuple[Judged, ...]:
 FLAVOUR = Flavour(
     judged=typed(HwRun, _judged),
     info=HWPMC,
-    oracles=(*HW_ORACLES, *oracles_for(chains=True)),
+    oracles=(*HW_ORACLES, *oracles_for(HWPMC)),
     check=typed(HwRun, _check),
     applicable=typed(HwRun, _applicable),
     report=_report,
@@ -218,7 +221,7 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
-    # Paired profiles (`harness.agent.profile`): a stalled or stopped PMC samples
+    # Paired profiles (`harness.agent.peer.profile`): a stalled or stopped PMC samples
     # nothing while perf's counter runs on, and where the CPU is then is no random
     # draw (the 6.1 debug kernel, 8 vCPUs: arch_local_irq_enable 9.2 % of hwpmc's
     # samples against 17.4 % of perf's, chi2 774.6 against 45.3; paired, 0.0).
@@ -234,5 +237,4 @@ FLAVOUR = Flavour(
     },
     bench=HWPMC_BENCH,
     budget_scenario=Path(__file__).with_name("hwpmc-budgets.toml"),  # C-3
-    samples=lambda run: narrow(run, HwRun).content().samples,
 )

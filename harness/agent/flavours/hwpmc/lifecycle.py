@@ -10,8 +10,8 @@ Quiescence after STOP, RELEASE, and the control plane; each check takes an `HwRu
 from __future__ import annotations
 
 from harness.agent.flavours.hwpmc.results import HwRun, cell
-from harness.agent.laws import at_most, equal, zero
-from harness.agent.results import Violation
+from harness.agent.oracles.laws import at_most, equal, zero
+from harness.agent.oracles.results import Violation
 
 # A RELEASE's entries are freed by each CPU's first sweep tick after it began (fixed
 # mode: every recording CPU is marked, nothing pending, the timer sweeps the whole

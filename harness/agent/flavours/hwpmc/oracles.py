@@ -37,21 +37,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.agent.core_oracles import (
-    CORE_ORACLES,
-    CoreView,
-    applicable_core,
-    check_core,
-    core_view_of,
-    judge_flavour,
-)
-from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.hwpmc.conservation import check_interrupts, check_outcomes, check_rings
 from harness.agent.flavours.hwpmc.lifecycle import check_control, check_coverage, check_release
 from harness.agent.flavours.hwpmc.readback import check_counting, check_records
 from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.flavours.hwpmc.stalls import check_fill, check_independence, check_restart
-from harness.agent.results import Judged, Violation
+from harness.agent.oracles.core import (
+    CORE_ORACLES,
+    CoreView,
+    applicable_core,
+    check_core,
+    check_nmi,
+    core_view_of,
+    judge_flavour,
+)
+from harness.agent.oracles.results import Judged, Violation
 
 HW_ORACLES: tuple[tuple[str, str], ...] = (
     *CORE_ORACLES,
@@ -107,13 +107,8 @@ def check_hwpmc(run: HwRun) -> list[Violation]:
 
 
 def judge_hwpmc(run: HwRun) -> list[Judged]:
-    """What each oracle of the table compared in ``run`` (`harness.agent.core_oracles`)."""
+    """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`)."""
     return judge_flavour(core_view(run), applicable_hw_oracles(run))
-
-
-def check_nmi(run: HwRun) -> list[Violation]:
-    """NMI: `harness.agent.core_oracles.check_nmi_context` on the run's core counters."""
-    return nmi_context(run.snapshot.core, run.nmi_expected)
 
 
 _CHECKS: dict[str, Callable[[HwRun], list[Violation]]] = {

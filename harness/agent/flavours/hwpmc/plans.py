@@ -28,7 +28,7 @@ from harness.agent.flavours.hwpmc.run import (
     resume_at_release_step,
     sweep_step,
 )
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import inject_step
 
 BUSY_MS = 1500
@@ -40,6 +40,8 @@ RESUMED = 3  # calls injected after the restarting sweep
 #: stalled after clearing the flag set it again, so A's resumed sweep found it set
 #: and restarted A: the quirk passed HW-O8 (seen on 6.12 in CI, and on 6.1 once).
 PAIR_NSAMPLES = 32
+PAIR_SPIN_MS = 300  # each spin of the pair plan (`independence_plan`)
+D1_SPIN_MS = 2000  # the wide CPU's spin in `d1_plan`
 
 
 def standard_plan(cpus: tuple[int, ...], busy_ms: int = BUSY_MS) -> HwPlan:
@@ -48,14 +50,14 @@ def standard_plan(cpus: tuple[int, ...], busy_ms: int = BUSY_MS) -> HwPlan:
     return HwPlan(kind="standard", pmcs=tuple(PmcSpec("SS", (cpu,)) for cpu in cpus), body=body)
 
 
-def counting_plan(cpu: int, busy_ms: int = BUSY_MS) -> HwPlan:
+def counting_plan(cpu: int) -> HwPlan:
     """One SC PMC on ``cpu`` under a busy loop, and no sampling PMC anywhere (HW-SC).
 
     Alone because QEMU 7.2's TCG PMU corrupts a counting event's count when another
     counter on the same CPU raises overflows: Linux perf shows it too (``perf stat -I``
     beside ``perf record`` on one CPU: jumps of 2^63 and 2^32).
     """
-    body = ((profctl.spin_step(cpu, busy_ms), ""),)
+    body = ((profctl.spin_step(cpu, BUSY_MS), ""),)
     return HwPlan(kind="counting", pmcs=(PmcSpec("SC", (cpu,)),), body=body)
 
 
@@ -105,7 +107,7 @@ def pair_spec(spec: AgentSpec) -> AgentSpec:
     return replace(spec, params=tuple(sorted(params.items())))
 
 
-def independence_plan(a: int, b: int, busy_ms: int = 300) -> HwPlan:
+def independence_plan(a: int, b: int) -> HwPlan:
     """One TS PMC on {A, B}; A's sweeps suppressed while both run, then resumed (HW-O8).
 
     Between A's stall and the resume B runs alone, so B's sweeps surely come after A
@@ -115,14 +117,14 @@ def independence_plan(a: int, b: int, busy_ms: int = 300) -> HwPlan:
     and the quirk passed HW-O8 (seen in CI).
     """
     spins = (
-        (profctl.spin_step(a, busy_ms), ""),
-        (profctl.spin_step(b, busy_ms), ""),
+        (profctl.spin_step(a, PAIR_SPIN_MS), ""),
+        (profctl.spin_step(b, PAIR_SPIN_MS), ""),
         (profctl.wait_step(), ""),
     )
     body = (
         *spins,
         checkpoint("a_stalled"),
-        (profctl.spin_step(b, busy_ms), ""),
+        (profctl.spin_step(b, PAIR_SPIN_MS), ""),
         (profctl.wait_step(), ""),
         (sweep_step(a, True), ""),
         *spins,
@@ -215,8 +217,8 @@ def d1_spec(spec: AgentSpec) -> AgentSpec:
     return replace(spec, period=100_000).with_params(nsamples=32, sweep_us=4000)
 
 
-def d1_plan(cpus: int, busy_ms: int = 2000) -> HwPlan:
+def d1_plan(cpus: int) -> HwPlan:
     """One SS PMC on CPU 33 (or 32) alone, busy; the CPU sharing its bit idles but ticks."""
     cpu = wide_cpu(cpus)
-    body = ((profctl.spin_step(cpu, busy_ms), ""),)
+    body = ((profctl.spin_step(cpu, D1_SPIN_MS), ""),)
     return HwPlan(kind="standard", pmcs=(PmcSpec("SS", (cpu,)),), body=body)

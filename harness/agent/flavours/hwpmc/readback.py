@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 
 from harness.agent.flavours.hwpmc.data import PMC_MODES
-from harness.agent.flavours.hwpmc.results import HwRun
-from harness.agent.results import Violation
+from harness.agent.flavours.hwpmc.results import USER_FLAG, HwRun
+from harness.agent.oracles.results import Violation
 
 KERNEL_PC = 1 << 63  # arm64 and x86-64 kernel addresses have the top bit set
 PID_NONE = 0xFFFFFFFF
@@ -36,7 +36,7 @@ def check_records(run: HwRun) -> list[Violation]:
     bad: Counter[tuple[int, str]] = Counter()
     for r in run.log:
         system = (r.pmcid >> 8) & 0xF in (PMC_MODES["SS"], PMC_MODES["SC"])
-        user = bool(r.flags & 1)
+        user = bool(r.flags & USER_FLAG)
         if system and r.cpu != r.pmcid >> 12:
             bad[(r.cpu, f"cpu ≠ its SS PMC's CPU {r.pmcid >> 12}")] += 1
         if r.cpu not in run.online_cpus:

@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 
 from harness.agent.flavours.hwpmc.oracles import HW_ORACLES
 from harness.agent.flavours.hwpmc.results import HwRun
-from harness.agent.report import (
+from harness.agent.oracles.report import (
     SeedDefect,
     align,
     decimal,
@@ -26,7 +26,7 @@ from harness.agent.report import (
     nmi_percent,
     verdict_lines,
 )
-from harness.agent.results import Judged, Violation
+from harness.agent.oracles.results import Judged, Violation
 
 TITLES: tuple[str, ...] = (
     *("cpu", "irq", "seen", "recorded", "bufferfull", "stalled_nmi", "swept", "logged"),

@@ -13,15 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from harness.agent.content_oracles import ContentView, content_numbers, view_of
-from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC
-from harness.agent.peer import PeerEvidence
-from harness.agent.results import AgentSnapshot, flat_numbers
-from harness.agent.samples import Sample
-from harness.agent.spec import AgentSpec
-from harness.agent.truth import TruthEvidence
-from harness.agent.walks import walks_of
+from harness.agent.oracles.content import content_numbers
+from harness.agent.oracles.content_view import ContentView, view_of
+from harness.agent.oracles.evidence import RunEvidence
+from harness.agent.oracles.results import AgentSnapshot, flat_numbers
+from harness.agent.oracles.samples import Sample
+from harness.agent.oracles.walks import walks_of
 
 Table = Mapping[int, Mapping[str, int]]
 Kind = Literal["standard", "exact", "independence", "control", "script", "counting"]
@@ -43,6 +41,11 @@ PID_NONE = 0xFFFFFFFF
 CHAIN_TRUNCATED = 1
 
 
+#: Bit 0 of a hwpmc log record's flags: user mode (the seed's format; tprof's and dt's
+#: bit 0 says kernel).
+USER_FLAG = 1
+
+
 @dataclass(frozen=True, slots=True)
 class LogRecord:
     """One decoded hwpmc/log record; ``chain``: its callers, 0 past depth."""
@@ -54,7 +57,7 @@ class LogRecord:
     cpu: int
     pid: int
     tid: int
-    flags: int  # bit 0: user mode
+    flags: int  # USER_FLAG: the sampled PC is a user PC
     depth: int
     chain_stop: int = 0  # enum pa_chain_stop: 0 end, 1 depth reached, 2.. cut short
     pad: int = 0
@@ -113,7 +116,7 @@ class Counting:
 
 
 @dataclass(frozen=True, slots=True)
-class HwRun:
+class HwRun(RunEvidence):
     """One hwpmc run: PMCs allocated, started, driven, stopped, released.
 
     ``stopped`` is the per-CPU table read after STOP and an idle phase of
@@ -127,7 +130,6 @@ class HwRun:
     ``log_faults`` the log writes the harness made fail (the ``hwpmc_log`` fault, HW-O3).
     """
 
-    spec: AgentSpec
     kind: Kind
     snapshot: AgentSnapshot
     online_cpus: tuple[int, ...]
@@ -149,20 +151,17 @@ class HwRun:
     ss_around_offline_start: tuple[int, int] | None = None
     #: RELEASE outcomes, errno names ("ok" when it returned 0).
     releases: tuple[str, ...] = ()
-    kernel: KernelEvidence | None = None
-    injections: Injections = field(default_factory=Injections)
     throttling_disabled: bool = True
-    #: The guest's clocks counted instructions (-icount shift=0): C-3 applies.
-    instruction_clock: bool = False
     counting: Counting | None = None
     log_faults: int = 0
     #: The guest's CLOCK_MONOTONIC (ns) read by the plan's ``clock`` steps, in order
     #: (before and after the STARTs, before and after the STOPs).
     clocks: tuple[int, ...] = ()
-    #: Linux perf beside the agent (the peer run; None: no peer).
-    peer: PeerEvidence | None = None
-    #: The ground-truth workloads, their image and the module's functions (None: none ran).
-    truth: TruthEvidence | None = None
+
+    @property
+    def core(self) -> Mapping[int, Mapping[str, int]]:
+        """CPU → the core's per-CPU counters, as the snapshot read them."""
+        return self.snapshot.core
 
     @property
     def nsamples(self) -> int:
@@ -180,7 +179,7 @@ class HwRun:
         return self.snapshot.info.get("stall") == "hardware"
 
     def numbers(self) -> dict[str, int]:
-        """Every counter under one flat name (see `harness.agent.results.flat_numbers`)."""
+        """Every counter under one flat name (see `harness.agent.oracles.results.flat_numbers`)."""
         snap = self.snapshot
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, [r.cpu for r in self.log])
         return flat | content_numbers(self.content())
@@ -188,8 +187,9 @@ class HwRun:
     def content(self) -> ContentView:
         """The log's records as samples for the content oracles (chains of callchaindepth)."""
         samples = tuple(
-            Sample(r.cpu, r.pc, 0 if r.pid == PID_NONE else r.pid, r.tid, user=bool(r.flags & 1),
-                   chain=r.callers, truncated=r.chain_stop == CHAIN_TRUNCATED,
+            Sample(r.cpu, r.pc, 0 if r.pid == PID_NONE else r.pid, r.tid,
+                   user=bool(r.flags & USER_FLAG), chain=r.callers,
+                   truncated=r.chain_stop == CHAIN_TRUNCATED,
                    time_ns=r.ts_ns, length=r.depth, stop=r.chain_stop)
             for r in self.log
         )  # fmt: skip

@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent import profctl
-from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.hwpmc.data import (
     CPU_ANY,
     DRIVER_STATS,
+    HWPMC,
     HWPMC_LOG_REC,
     PMC_MODES,
     PMC_OP,
@@ -36,7 +36,8 @@ from harness.agent.flavours.hwpmc.results import (
     OpOutcome,
     PmcLine,
 )
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.steps import (
     DEBUGFS,
     DEVICE,
@@ -47,7 +48,7 @@ from harness.agent.steps import (
     parse_percpu,
     snapshot_of,
 )
-from harness.agent.truth import evidence_of
+from harness.agent.truth.program import evidence_of
 from harness.errors import InfraError
 
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
@@ -91,9 +92,9 @@ def resume_at_release_step() -> str:
     return profctl.write_step(f"{HWPMC_DIR}/sweep", "cpu=all on=2")
 
 
-def log_fault_step(nth: int = 1) -> str:
-    """The ``nth`` next write to hwpmc/log fails as a full log's would (fault ``hwpmc_log``)."""
-    return profctl.write_step(f"{DEBUGFS}/fault", f"point=hwpmc_log nth={nth}")
+def log_fault_step() -> str:
+    """The next write to hwpmc/log fails as a full log's would (fault ``hwpmc_log``)."""
+    return profctl.write_step(f"{DEBUGFS}/fault", "point=hwpmc_log nth=1")
 
 
 def pending_step(cpu: int) -> str:
@@ -264,12 +265,10 @@ def parse_pmcs(lines: Sequence[str]) -> tuple[PmcLine, ...]:
     return tuple(found)
 
 
-def hw_run(
-    agent: AgentLike, spec: AgentSpec, plan: HwPlan, *, allowed: frozenset[str] = frozenset()
-) -> HwRun:
+def hw_run(agent: AgentLike, spec: AgentSpec, plan: HwPlan) -> HwRun:
     """Load ``spec``, run ``plan`` in one profctl process, collect and decode.
 
-    Steps tagged ``release`` or in ``allowed`` may fail (their errno is kept); any
+    Steps tagged ``release`` or ``resume``, and scenario ops, may fail (their errno is kept); any
     other failed step is the harness's problem.
 
     :raise InfraError: a step that must succeed failed.
@@ -279,7 +278,7 @@ def hw_run(
     tagged = plan_steps(plan, spec)
     steps = tuple(step for step, _ in tagged)
     results = agent.run_steps(steps)
-    by_tag = _by_tag(tagged, results, allowed)
+    by_tag = _by_tag(tagged, results)
     data = agent.fetch(LOG_COPY, f"hwpmc-log-{agent.run_count:02d}.bin")
     run = HwRun(
         spec=spec,
@@ -310,19 +309,19 @@ def hw_run(
         counting=_counting(plan, by_tag, agent.events_per_ns(spec)),
         clocks=tuple(r.int_value("ns") for r in by_tag.get("clock", ())),
         log_faults=plan.log_faults,
-        truth=evidence_of(agent, steps, results),
+        truth=evidence_of(agent, steps, results, chains=HWPMC.records_chains),
     )
     agent.save_run(run.record())
     return run
 
 
 def _by_tag(
-    tagged: Sequence[Tagged], results: Sequence[profctl.StepResult], allowed: frozenset[str]
+    tagged: Sequence[Tagged], results: Sequence[profctl.StepResult]
 ) -> dict[str, list[profctl.StepResult]]:
     """Results grouped by tag; raises on a failed step its tag does not allow to fail."""
     by_tag: dict[str, list[profctl.StepResult]] = {}
     for (_, tag), result in zip(tagged, results, strict=True):
-        may_fail = tag in ("release", "resume") or tag in allowed or tag.startswith("op:")
+        may_fail = tag in ("release", "resume") or tag.startswith("op:")
         if not result.ok and not may_fail:
             raise InfraError(f"hwpmc step failed: {result.describe()}")
         by_tag.setdefault(tag, []).append(result)

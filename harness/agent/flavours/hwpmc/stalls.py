@@ -12,8 +12,8 @@ harness injected and the sweeps it allowed::
 from __future__ import annotations
 
 from harness.agent.flavours.hwpmc.results import HwRun, cell
-from harness.agent.laws import at_least, at_most, equal, zero
-from harness.agent.results import Violation
+from harness.agent.oracles.laws import at_least, at_most, equal, zero
+from harness.agent.oracles.results import Violation
 
 
 def check_fill(run: HwRun) -> list[Violation]:

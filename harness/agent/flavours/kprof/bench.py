@@ -22,7 +22,7 @@ from harness.agent import profctl
 from harness.agent.flavour import AgentLike, BenchRow, FlavourBench
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import KprofPlan, kprof_run
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 
 LOG = logging.getLogger(__name__)
 RUN_MS = 5_000

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.agent.info import FlavourInfo, Mutant, Param, Quirk
-from harness.agent.layouts import Field, FramedRecord, RecordLayout
+from harness.agent.module.info import FlavourInfo, Mutant, Param, Quirk
+from harness.agent.module.layouts import Field, FramedRecord, RecordLayout
 
 #: The seed's worst-case envelope reserved on top of the payload (§2.2 step 3).
 ENVELOPE_RESERVE = 20
@@ -45,8 +45,8 @@ UTRACE = FramedRecord(
     header=RecordLayout(
         c_name="kprof_utrace_hdr",
         py_name="KprofUtraceHdr",
-        doc="kprof type 2, user trace: this header, then n PCs (u64); the port walks no "
-        "user stack in NMI, so n = 1 (padded with zeros to the depth when trace_pad=1).",
+        doc="kprof type 2, user trace: this header, then n PCs (u64): the user PC, then its "
+        "callers by frame pointers (padded with zeros to the depth when trace_pad=1).",
         fields=(
             Field("info", "u64", "the event descriptor (0 for kpdata injections)"),
             Field("ts_ns", "u64", "ktime_get_mono_fast_ns() when the sample was taken"),
@@ -109,6 +109,7 @@ KPROF_GLOBAL: tuple[tuple[str, str], ...] = (
 KPROF = FlavourInfo(
     name="kprof",
     flavour_id=3,
+    records_chains=True,
     stats=(*KPROF_PERCPU, *KPROF_GLOBAL),
     stats_percpu=KPROF_PERCPU,
     quirks=(

@@ -20,14 +20,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.agent import profctl
-from harness.agent.content_oracles import (
-    applicable_content,
-    check_content,
-    content_report,
-    judge_content,
-    oracles_for,
+from harness.agent.flavour import (
+    AgentLike,
+    AgentRun,
+    Flavour,
+    OpRule,
+    Script,
+    narrow,
+    run_report,
+    typed,
 )
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, OpRule, Script, narrow, typed
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.bench import KPROF_BENCH
 from harness.agent.flavours.kprof.data import KPROF, records_per_block
@@ -40,14 +42,16 @@ from harness.agent.flavours.kprof.oracles import (
 from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import KPDATA, KprofPlan, ctl_step, kprof_run, snapshot
-from harness.agent.isolation import isolated, isolation_cpu
-from harness.agent.peer_run import PeerHooks, beside_perf, profile_report
-from harness.agent.profile import AgentSample
-from harness.agent.report import CellRow
-from harness.agent.results import Judged, Violation
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import check_content, judge_content
+from harness.agent.oracles.content_view import applicable_content, oracles_for
+from harness.agent.oracles.report import CellRow
+from harness.agent.oracles.results import Judged, Violation
+from harness.agent.oracles.samples import Sample, callers
+from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import inject_step, probe_step
-from harness.agent.truth import launch_steps, output_steps, standard_launches
+from harness.agent.truth.isolation import isolated, isolation_cpu
+from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.errors import ConfigError, InfraError
 
 #: Kernel PCs the exact run writes to kpdata: while tracing, and before ``start``.
@@ -71,8 +75,7 @@ def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     verdicts = format_kprof_verdicts(
         violations, applicable_kprof_oracles(own), judged=judge_kprof(own)
     )
-    content = content_report(own.content(), violations)
-    return f"{format_kprof_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
+    return run_report(own, format_kprof_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -202,9 +205,9 @@ def _kpdata_step(cpu: int, count: int) -> str:
     return profctl.write_step(KPDATA, f"{KPDATA_BASE + 8 * count:#x}")
 
 
-def _samples(run: KprofRun) -> list[AgentSample]:
-    """Kprof's traces as profile samples: type 2 is a user trace; PCs after the first: callers."""
-    return [AgentSample(r.cpu, r.pcs[0], user=r.type == 2, chain=r.pcs[1:])
+def _samples(run: KprofRun) -> list[Sample]:
+    """Kprof's traces as samples: type 2 is a user trace; PCs after the first: callers."""
+    return [Sample(r.cpu, r.pcs[0], r.pid, None, user=r.type == 2, chain=callers(r.pcs))
             for r in run.trace if r.pcs]  # fmt: skip
 
 
@@ -229,7 +232,7 @@ def _judged(run: KprofRun) -> tuple[Judged, ...]:
 FLAVOUR = Flavour(
     judged=typed(KprofRun, _judged),
     info=KPROF,
-    oracles=(*KPROF_ORACLES, *oracles_for(chains=True)),
+    oracles=(*KPROF_ORACLES, *oracles_for(KPROF)),
     check=typed(KprofRun, _check),
     applicable=typed(KprofRun, _applicable),
     report=_report,
@@ -261,5 +264,4 @@ FLAVOUR = Flavour(
     extra_runs={"offline": offline_run},
     bench=KPROF_BENCH,
     budget_scenario=Path(__file__).with_name("kprof-budgets.toml"),  # C-3
-    samples=lambda run: narrow(run, KprofRun).content().samples,
 )

@@ -22,15 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.agent.core_oracles import (
-    CORE_ORACLES,
-    CoreView,
-    applicable_core,
-    check_core,
-    core_view_of,
-    judge_flavour,
-)
-from harness.agent.core_oracles import check_nmi_context as nmi_context
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.blocks import (
     check_kp_accounting,
@@ -44,7 +35,16 @@ from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.kprof.model import exact
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.stream import check_kp_kpdata, check_kp_stream
-from harness.agent.results import Judged, Violation
+from harness.agent.oracles.core import (
+    CORE_ORACLES,
+    CoreView,
+    applicable_core,
+    check_core,
+    check_nmi,
+    core_view_of,
+    judge_flavour,
+)
+from harness.agent.oracles.results import Judged, Violation
 from harness.errors import ConfigError
 
 KPROF_ORACLES: tuple[tuple[str, str], ...] = (
@@ -104,13 +104,8 @@ def check_kprof(run: KprofRun) -> list[Violation]:
 
 
 def judge_kprof(run: KprofRun) -> list[Judged]:
-    """What each oracle of the table compared in ``run`` (`harness.agent.core_oracles`)."""
+    """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`)."""
     return judge_flavour(core_view(run), applicable_kprof_oracles(run))
-
-
-def check_kp_nmi(run: KprofRun) -> list[Violation]:
-    """NMI: `harness.agent.core_oracles.check_nmi_context` on the run's core counters."""
-    return nmi_context(run.core, run.nmi_expected)
 
 
 _CHECKS: dict[str, Callable[[KprofRun], list[Violation]]] = {
@@ -124,5 +119,5 @@ _CHECKS: dict[str, Callable[[KprofRun], list[Violation]]] = {
     "KP-O8": check_kp_control,
     "KP-O9": check_kp_discard,
     "KP-O10": check_kp_kpdata,
-    "NMI": check_kp_nmi,
+    "NMI": check_nmi,
 }

@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.oracles import KPROF_ORACLES
 from harness.agent.flavours.kprof.results import KprofRun
-from harness.agent.report import (
+from harness.agent.oracles.report import (
     align,
     decimal,
     delivered_percent,
@@ -28,7 +28,7 @@ from harness.agent.report import (
     nmi_percent,
     verdict_lines,
 )
-from harness.agent.results import Judged, Violation
+from harness.agent.oracles.results import Judged, Violation
 
 #: Table columns: (title, per-CPU counter of kprof or None for a computed one).
 COLUMNS: tuple[tuple[str, str], ...] = (

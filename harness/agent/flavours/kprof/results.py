@@ -12,13 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.agent.content_oracles import ContentView, content_numbers, view_of
-from harness.agent.evidence import Injections, KernelEvidence
-from harness.agent.peer import PeerEvidence
-from harness.agent.results import flat_numbers
-from harness.agent.samples import Sample
-from harness.agent.spec import AgentSpec
-from harness.agent.truth import TruthEvidence
+from harness.agent.oracles.content import content_numbers
+from harness.agent.oracles.content_view import ContentView, view_of
+from harness.agent.oracles.evidence import RunEvidence
+from harness.agent.oracles.results import flat_numbers
+from harness.agent.oracles.samples import Sample, callers
 
 #: Snapshot names a run may hold, in the order they are taken.
 VISIBLE_BEFORE = "visible_before"  # exact run: R records on the first CPU, no flush
@@ -61,7 +59,7 @@ class KprofRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class KprofRun:
+class KprofRun(RunEvidence):
     """One kprof session from kpctl open to close, and what the harness did to it.
 
     ``snapshots`` maps the names above to the counters taken there; ``core_at``
@@ -74,7 +72,6 @@ class KprofRun:
     KP-O8 probe to its outcome ("ok" or an errno name).
     """
 
-    spec: AgentSpec
     snapshots: Mapping[str, KprofStats]
     trace: tuple[KprofRecord, ...]
     bytes_read: int
@@ -91,14 +88,6 @@ class KprofRun:
     reader_during: bool = False  # a reader drained the queue while tracing
     eof: tuple[str, ...] = ()
     control: Mapping[str, str] = field(default_factory=dict)
-    kernel: KernelEvidence | None = None
-    injections: Injections = field(default_factory=Injections)
-    #: The guest's clocks counted instructions (-icount shift=0): C-3 applies.
-    instruction_clock: bool = False
-    #: Linux perf beside the agent (the peer run; None: no peer).
-    peer: PeerEvidence | None = None
-    #: The ground-truth workloads, their image and the module's functions (None: none ran).
-    truth: TruthEvidence | None = None
     #: Guest clock reads (ns) just before ``start`` and just after ``stop``: every CPU
     #: traced, so recorded, only inside them (None: the run read no clock there).
     tracing_ns: tuple[int, int] | None = None
@@ -135,7 +124,7 @@ class KprofRun:
             pcs = r.pcs if not self.spec.param("trace_pad") else tuple(p for p in r.pcs if p)
             if pcs:
                 samples.append(Sample(r.cpu, pcs[0], r.pid, None, user=r.type == 2,
-                                      chain=pcs[1:], truncated=len(pcs) == depth,
+                                      chain=callers(pcs), truncated=len(pcs) == depth,
                                       time_ns=r.ts_ns))  # fmt: skip
         return view_of(samples, self.truth, chain_depth=depth, kernel_pids=False)
 

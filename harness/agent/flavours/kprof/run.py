@@ -19,14 +19,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent import profctl
-from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.kprof.results import KprofRecord, KprofRun, KprofStats
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.steps import DEBUGFS, GUEST_DIR, parse_pairs, parse_percpu, require_names
-from harness.agent.truth import evidence_of
+from harness.agent.truth.program import evidence_of
 from harness.errors import InfraError
 
 KPROF_DIR = f"{DEBUGFS}/kprof"
@@ -234,7 +234,7 @@ def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
         control=_control_outcomes(steps, results) if plan.control else {},
         kernel=interrupt_reads(irq, agent.pmu_irq_label),
         injections=injections_of(steps, online),
-        truth=evidence_of(agent, steps, results),
+        truth=evidence_of(agent, steps, results, chains=KPROF.records_chains),
         tracing_ns=_tracing_span(steps, results),
     )  # fmt: skip
 

@@ -20,7 +20,7 @@ from harness.agent.flavour import AgentLike, BenchRow, FlavourBench
 from harness.agent.flavours.tprof.data import TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.flavours.tprof.run import sampling_run
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
 
 LOG = logging.getLogger(__name__)

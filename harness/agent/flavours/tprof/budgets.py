@@ -3,7 +3,7 @@
 seeds-spec §7.1 TP-O10 bounds STOP's latency, "manual mode: STOP returns within 1 s;
 auto mode within p + 1 s". That is a wall-clock figure; it is exact only in an
 input-free run (``-icount shift=0``), where one guest nanosecond is one instruction, as
-`harness.agent.budgets` explains for the core's C-3 (the handler budget every flavour
+`harness.agent.oracles.budgets` explains for the core's C-3 (the handler budget every flavour
 has, tprof's included)::
 
     stop_budget_ns(spec)            # 1 000 000 000 (manual drain)
@@ -20,9 +20,9 @@ budget scenario. Mutant ``stop_waits`` sleeps 1.5 s first: 1 526 116 880 ns.
 from __future__ import annotations
 
 from harness.agent.flavours.tprof.results import SamplingRun
-from harness.agent.laws import at_most
-from harness.agent.results import Violation
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.laws import at_most
+from harness.agent.oracles.results import Violation
 
 #: seeds-spec §7.1 TP-O10: STOP returns within this much guest time (plus the drain period
 #: in auto drain).

@@ -12,14 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.agent.content_oracles import (
-    applicable_content,
-    check_content,
-    content_report,
-    judge_content,
-    oracles_for,
-)
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, typed
+from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, run_report, typed
 from harness.agent.flavours.tprof.bench import TPROF_BENCH
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.oracles import (
@@ -40,18 +33,19 @@ from harness.agent.flavours.tprof.run import (
     RunContext,
     nest_step,
     partial_read_run,
-    peer_run,
+    sampling_beside_perf,
     sampling_run,
     scripted_run,
 )
-from harness.agent.isolation import isolated, isolation_cpu
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import check_content, judge_content
+from harness.agent.oracles.content_view import applicable_content, oracles_for
+from harness.agent.oracles.report import CellRow
+from harness.agent.oracles.results import Judged, Violation
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
-from harness.agent.peer_run import profile_report
-from harness.agent.report import CellRow
-from harness.agent.results import Judged, Violation
-from harness.agent.spec import AgentSpec
 from harness.agent.steps import SamplingPlan, inject_step, kick_step
-from harness.agent.truth import TruthLaunch, standard_launches
+from harness.agent.truth.isolation import isolated, isolation_cpu
+from harness.agent.truth.program import TruthLaunch, standard_launches
 
 #: Calls nested in one task-context producer call in the exact run (TP-D5).
 NESTED = 7
@@ -60,8 +54,7 @@ NESTED = 7
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
     own = narrow(run, SamplingRun)
     verdicts = format_verdicts(violations, applicable_oracles(own), judged=judge_sampling(own))
-    content = content_report(own.content(), violations)
-    return f"{format_cpu_table(own)}\n{profile_report(own.peer)}{verdicts}\n{content}"
+    return run_report(own, format_cpu_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -82,7 +75,7 @@ def _applicable(run: SamplingRun) -> frozenset[str]:
 def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     """Busy loops on every CPU, the ground-truth workloads beside them, perf beside the agent."""
     truth = (TruthLaunch("chain", cpus[-1], 1000), TruthLaunch("mix", cpus[0], 1000))
-    return peer_run(agent, spec, SamplingPlan(busy_cpus=cpus, busy_ms=1000), truth)
+    return sampling_beside_perf(agent, spec, SamplingPlan(busy_cpus=cpus, busy_ms=1000), truth)
 
 
 def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -142,7 +135,7 @@ def _judged(run: SamplingRun) -> tuple[Judged, ...]:
 FLAVOUR = Flavour(
     judged=typed(SamplingRun, _judged),
     info=TPROF,
-    oracles=(*ORACLES, *oracles_for(chains=False)),
+    oracles=(*ORACLES, *oracles_for(TPROF)),
     check=typed(SamplingRun, _check),
     applicable=typed(SamplingRun, _applicable),
     report=_report,
@@ -163,5 +156,4 @@ FLAVOUR = Flavour(
     },
     budget_scenario=Path(__file__).with_name("tprof-budgets.toml"),  # C-3, TP-O10
     bench=TPROF_BENCH,
-    samples=lambda run: narrow(run, SamplingRun).content().samples,
 )

@@ -10,10 +10,10 @@ every applicable one, so a failed law never hides the others::
         ...
 
 The shared oracles (IRQ, CALLS, RELEASED, THROTTLE, C-2 in
-`harness.agent.core_oracles`) run first: they tie the producer calls TP-O1 starts
+`harness.agent.oracles.core`) run first: they tie the producer calls TP-O1 starts
 from to the kernel's own interrupt count and to the injections the harness sent.
 The parsers guarantee every counter name of the flavour's data is present. The
-comparisons themselves are `harness.agent.laws`'s.
+comparisons themselves are `harness.agent.oracles.laws`'s.
 
 Checks removed because they could not fail (issue 23), and what checks the same
 numbers against evidence instead:
@@ -40,20 +40,20 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
-from harness.agent.core_oracles import (
+from harness.agent.flavours.tprof.budgets import check_stop_latency
+from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
+from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.oracles.core import (
     CORE_ORACLES,
     CoreView,
     applicable_core,
     check_core,
+    check_nmi,
     core_view_of,
     judge_flavour,
 )
-from harness.agent.core_oracles import check_nmi_context as nmi_context
-from harness.agent.flavours.tprof.budgets import check_stop_latency
-from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
-from harness.agent.flavours.tprof.results import SamplingRun
-from harness.agent.laws import Law, all_equal, at_least, at_most, sums_to, zero
-from harness.agent.results import Judged, Violation
+from harness.agent.oracles.laws import Law, all_equal, at_least, at_most, sums_to, zero
+from harness.agent.oracles.results import Judged, Violation
 from harness.errors import ConfigError
 
 #: Oracle names and one-line descriptions, in report order.
@@ -127,12 +127,12 @@ def check_sampling(run: SamplingRun) -> list[Violation]:
 
 
 def judge_sampling(run: SamplingRun) -> list[Judged]:
-    """What each oracle of the table compared in ``run`` (`harness.agent.core_oracles`)."""
+    """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`)."""
     return judge_flavour(core_view(run), applicable_oracles(run))
 
 
 def core_view(run: SamplingRun) -> CoreView:
-    """What the shared oracles (`harness.agent.core_oracles`) read of a tprof run."""
+    """What the shared oracles (`harness.agent.oracles.core`) read of a tprof run."""
     return core_view_of(run, run.snapshot.core, throttling_disabled=run.throttling_disabled)
 
 
@@ -312,11 +312,6 @@ def check_placement(run: SamplingRun) -> list[Violation]:
     return out
 
 
-def check_nmi_context(run: SamplingRun) -> list[Violation]:
-    """NMI: `harness.agent.core_oracles.check_nmi_context` on the run's core counters."""
-    return nmi_context(run.snapshot.core, run.nmi_expected)
-
-
 def check_probe(run: SamplingRun) -> list[Violation]:
     """PROBE: probe windows ran; overflows landed inside them iff pseudo-NMI is on."""
     out: list[Violation] = []
@@ -382,7 +377,7 @@ _CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
     "TP-O2": check_swaps,
     "TP-O5": check_read,
     "PLACE": check_placement,
-    "NMI": check_nmi_context,
+    "NMI": check_nmi,
     "PROBE": check_probe,
     "TP-O10": check_stop_latency,
     "STOPPED": check_stopped,

@@ -26,7 +26,7 @@ from harness.agent.flavours.tprof.run import (
     read_kick_step,
     run_steps,
 )
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import DEBUGFS, FD, GUEST_DIR, inject_step, kick_step
 from harness.errors import ConfigError
 

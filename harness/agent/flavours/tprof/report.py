@@ -1,7 +1,7 @@
 """Plain-text and JSON views of one tprof sampling run: the per-CPU table and the verdicts.
 
 Pure rendering of a `SamplingRun` and the violations its oracles found (the shared
-parts are in `harness.agent.report`);
+parts are in `harness.agent.oracles.report`);
 nothing here judges, prints or writes::
 
     violations = check_sampling(run)
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from harness.agent.flavours.tprof.data import TPROF_DROP_CAUSES, samples_per_buffer
 from harness.agent.flavours.tprof.oracles import ORACLES
 from harness.agent.flavours.tprof.results import SamplingRun
-from harness.agent.report import (
+from harness.agent.oracles.report import (
     OverflowShares,
     align,
     decimal,
@@ -34,8 +34,8 @@ from harness.agent.report import (
     format_cpus,
     verdict_lines,
 )
-from harness.agent.report import total_row as all_row
-from harness.agent.results import Judged, Violation
+from harness.agent.oracles.report import total_row as all_row
+from harness.agent.oracles.results import Judged, Violation
 
 #: Drop-cause columns shown even when every CPU has 0.
 ALWAYS_SHOWN: tuple[str, ...] = ("overflow", "dropbuf_sample")
@@ -188,7 +188,7 @@ def format_verdicts(
     applicable: Collection[str] | None = None,
     judged: Sequence[Judged] | None = None,
 ) -> str:
-    """One verdict line per tprof oracle (`harness.agent.report.verdict_lines`)."""
+    """One verdict line per tprof oracle (`harness.agent.oracles.report.verdict_lines`)."""
     return verdict_lines(violations, ORACLES, applicable, judged=judged)
 
 

@@ -10,35 +10,36 @@ the report only read them, so they can be tested on hand-written values::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from harness.agent.content_oracles import ContentView, content_numbers, view_of
-from harness.agent.evidence import Injections, KernelEvidence
-from harness.agent.peer import PeerEvidence
-from harness.agent.results import AgentSnapshot, flat_numbers
-from harness.agent.samples import Sample as GenericSample
-from harness.agent.spec import AgentSpec
-from harness.agent.truth import TruthEvidence
+from harness.agent.oracles.content import content_numbers
+from harness.agent.oracles.content_view import ContentView, view_of
+from harness.agent.oracles.evidence import RunEvidence
+from harness.agent.oracles.results import AgentSnapshot, flat_numbers
+from harness.agent.oracles.samples import Sample
+
+#: Bit 0 of a tprof record's flags: the sampled PC is a kernel address (the seed's format).
+KERNEL_FLAG = 1
 
 
 @dataclass(frozen=True, slots=True)
-class Sample:
+class TprofRecord:
     """One decoded tprof record (24 bytes in the stream)."""
 
     pid: int
     tid: int
     cpu: int
-    flags: int  # bit 0: the sampled PC is a kernel address
+    flags: int  # KERNEL_FLAG: the sampled PC is a kernel address
     pc: int
 
     @property
     def in_kernel(self) -> bool:
-        """Whether the sampled PC was in kernel space (flags bit 0)."""
-        return bool(self.flags & 1)
+        """Whether the sampled PC was in kernel space (`KERNEL_FLAG`)."""
+        return bool(self.flags & KERNEL_FLAG)
 
 
 @dataclass(frozen=True, slots=True)
-class SamplingRun:
+class SamplingRun(RunEvidence):
     """One START…STOP run of the agent and what the harness knows about it.
 
     ``injected`` maps CPU → samples injected in NMI bursts (None: no injection);
@@ -49,9 +50,8 @@ class SamplingRun:
     ``kicks`` is the number of manual drains (None in auto drain mode).
     """
 
-    spec: AgentSpec
     snapshot: AgentSnapshot
-    samples: tuple[Sample, ...]
+    samples: tuple[TprofRecord, ...]
     bytes_read: int
     online_cpus: tuple[int, ...]
     busy: Mapping[int, tuple[int, ...]]
@@ -64,21 +64,16 @@ class SamplingRun:
     #: Events the PMU counts per nanosecond its event is enabled, where that is
     #: a fixed rate (cycles under TCG); None: overflows due cannot be derived.
     ref_events_per_ns: float | None = None
-    #: PMU interrupts the guest kernel counted around the run (None: not read).
-    kernel: KernelEvidence | None = None
-    #: What the harness's steps injected, per CPU (the CALLS oracle's evidence).
-    injections: Injections = field(default_factory=Injections)
-    #: The guest's clocks counted instructions (-icount shift=0): time budgets apply.
-    instruction_clock: bool = False
-    #: Linux perf beside the agent: its counts in the agent's window, both profiles (None: no peer).
-    peer: PeerEvidence | None = None
-    #: The ground-truth workloads of the run and their image (None: none launched).
-    truth: TruthEvidence | None = None
     #: Where the busy loops run once pinned (profctl's ``spin_loop``); (0, 0): not known.
     spin_loop: tuple[int, int] = (0, 0)
 
+    @property
+    def core(self) -> Mapping[int, Mapping[str, int]]:
+        """CPU → the core's per-CPU counters, as the snapshot read them."""
+        return self.snapshot.core
+
     def numbers(self) -> dict[str, int]:
-        """Every counter under one flat name (see `harness.agent.results.flat_numbers`)."""
+        """Every counter under one flat name (see `harness.agent.oracles.results.flat_numbers`)."""
         snap = self.snapshot
         cpus = [s.cpu for s in self.samples]
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, cpus)
@@ -87,11 +82,11 @@ class SamplingRun:
     def content(self) -> ContentView:
         """Its samples and ground truth, for the content oracles (tprof records no chain)."""
         samples = tuple(
-            GenericSample(s.cpu, s.pc, s.pid, s.tid, user=not s.in_kernel) for s in self.samples
+            Sample(s.cpu, s.pc, s.pid, s.tid, user=not s.in_kernel) for s in self.samples
         )
         return view_of(samples, self.truth, chain_depth=None)
 
-    def records(self) -> Sequence[Sample]:
+    def records(self) -> Sequence[TprofRecord]:
         """The decoded samples, in stream order."""
         return self.samples
 

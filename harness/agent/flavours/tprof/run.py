@@ -16,21 +16,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from harness.agent import profctl
-from harness.agent.evidence import (
+from harness.agent.flavour import AgentLike
+from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
+from harness.agent.flavours.tprof.results import SamplingRun, TprofRecord
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import (
     IDLE_MS,
     PROC_INTERRUPTS,
     injections_of,
     interrupt_reads,
     is_injection,
 )
-from harness.agent.flavour import AgentLike
-from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
-from harness.agent.flavours.tprof.results import Sample, SamplingRun
-from harness.agent.peer import PeerWindow, info_window
-from harness.agent.peer_run import PeerHooks
-from harness.agent.peer_run import peer_run as beside
-from harness.agent.profile import AgentSample
-from harness.agent.spec import AgentSpec
+from harness.agent.oracles.samples import Sample
+from harness.agent.peer.counts import PeerWindow, info_window
+from harness.agent.peer.run import PeerHooks, run_beside_perf
 from harness.agent.steps import (
     DEBUGFS,
     DEVICE,
@@ -47,7 +46,7 @@ from harness.agent.steps import (
     snapshot_of,
     workload_steps,
 )
-from harness.agent.truth import (
+from harness.agent.truth.program import (
     TruthLaunch,
     evidence_of,
     launch_steps,
@@ -113,7 +112,7 @@ def judged_steps(body: Sequence[str], after_stop: Sequence[str] = ()) -> tuple[s
     """START, ``body``, STOP, ``after_stop`` and collect, bracketed by the kernel's evidence.
 
     The kernel's PMU interrupt counts are read before START, right after STOP and
-    `IDLE_MS` later (`harness.agent.evidence`).
+    `IDLE_MS` later (`harness.agent.oracles.evidence`).
     """
     stop, *collect = collect_steps()
     return (IRQ_READ, *start_steps(), *body, stop, IRQ_READ, profctl.sleep_step(IDLE_MS), IRQ_READ,
@@ -124,7 +123,7 @@ def nest_step(cpu: int, count: int) -> str:
     """The next task-context producer call on ``cpu`` holds a burst of ``count`` inside it.
 
     The call reads its index, then waits until the burst's calls ran nested in it,
-    then publishes (TP-D5's collision, on cue). `harness.agent.evidence` counts the
+    then publishes (TP-D5's collision, on cue). `harness.agent.oracles.evidence` counts the
     burst as injected on ``cpu``; inject the task-context call after this step.
     """
     return profctl.write_step(f"{DEBUGFS}/nest", f"cpu={cpu} count={count}")
@@ -167,13 +166,13 @@ def sampling_run(
     return run_steps(agent, spec, sampling_steps(plan, launches), context)[0]
 
 
-def peer_run(
+def sampling_beside_perf(
     agent: AgentLike, spec: AgentSpec, plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()
 ) -> SamplingRun:
     """``plan`` (and ``launches``) with Linux perf beside the agent: PEER, PROFILE.
 
     With the ground-truth workloads launched, user PCs fold to their functions on
-    both sides (`harness.agent.peer_run`), so PROFILE sees a wrong user PC too.
+    both sides (`harness.agent.peer.run`), so PROFILE sees a wrong user PC too.
 
     :raise GuestError: perf did not start, stop or read back.
     """
@@ -181,12 +180,12 @@ def peer_run(
     def run(a: AgentLike, s: AgentSpec, _: object) -> SamplingRun:
         return sampling_run(a, s, plan, launches)
 
-    return beside(agent, spec, plan.busy_cpus, run, PEER_HOOKS)
+    return run_beside_perf(agent, spec, plan.busy_cpus, run, PEER_HOOKS)
 
 
-def profile_samples(run: SamplingRun) -> tuple[AgentSample, ...]:
-    """Tprof's records as profile samples (flags bit 0: a kernel PC; no call chain)."""
-    return tuple(AgentSample(r.cpu, r.pc, user=not r.flags & 1) for r in run.samples)
+def profile_samples(run: SamplingRun) -> tuple[Sample, ...]:
+    """Tprof's records as samples, as the content oracles see them (no call chain)."""
+    return run.content().samples
 
 
 def _window(run: SamplingRun, period: int) -> PeerWindow:
@@ -270,7 +269,7 @@ def run_steps(
     run = SamplingRun(
         spec=spec,
         snapshot=snapshot_of(steps, results),
-        samples=tuple(Sample(**r) for r in agent.decode(TPROF.record.c_name, data)),
+        samples=tuple(TprofRecord(**r) for r in agent.decode(TPROF.record.c_name, data)),
         bytes_read=len(data),
         online_cpus=online,
         busy=busy_of(steps, results),
@@ -286,7 +285,7 @@ def run_steps(
         else None,
         injections=injections,
         instruction_clock=context.instruction_clock,
-        truth=evidence_of(agent, steps, results, chains=False),
+        truth=evidence_of(agent, steps, results, chains=TPROF.records_chains),
         spin_loop=agent.spin_loop(),
     )
     agent.save_run(run.record())

@@ -269,7 +269,7 @@ static inline unsigned int kp_encode_kprof_ktrace(u8 *p, const struct kprof_ktra
 	return kp_encode(p, KPROF_KTRACE_TYPE, hdr, sizeof(*hdr), tail, tail_size);
 }
 
-/* Type 2: kprof type 2, user trace: this header, then n PCs (u64); the port walks no user stack in NMI, so n = 1 (padded with zeros to the depth when trace_pad=1). */
+/* Type 2: kprof type 2, user trace: this header, then n PCs (u64): the user PC, then its callers by frame pointers (padded with zeros to the depth when trace_pad=1). */
 static inline unsigned int kp_encode_kprof_utrace(u8 *p, const struct kprof_utrace_hdr *hdr,
 		const void *tail, size_t tail_size)
 {

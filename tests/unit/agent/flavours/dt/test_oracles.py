@@ -5,8 +5,6 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.core_oracles import CORE_ORACLES, applicable_core
-from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.dt.data import DT
 from harness.agent.flavours.dt.oracles import (
     DT_ORACLES,
@@ -21,9 +19,11 @@ from harness.agent.flavours.dt.oracles import (
     reads_whole_events,
 )
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
-from harness.agent.info import CORE_PERCPU
-from harness.agent.results import Violation
-from harness.agent.spec import AgentSpec
+from harness.agent.module.info import CORE_PERCPU
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.core import CORE_ORACLES, applicable_core
+from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.results import Violation
 from harness.errors import ConfigError
 
 Brief = tuple[str, int | None, str, str]

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from harness.agent import profctl
-from harness.agent.evidence import IDLE_MS, PROC_INTERRUPTS
 from harness.agent.flavours.hwpmc.data import PMC_OPS
 from harness.agent.flavours.hwpmc.flavour import peer_spec
 from harness.agent.flavours.hwpmc.plans import counting_plan, exact_plan, standard_plan
 from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, plan_steps, pmc_id
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import IDLE_MS, PROC_INTERRUPTS
 
 
 def test_the_counting_plan_sets_starts_reads_and_brackets_its_sc_pmc() -> None:

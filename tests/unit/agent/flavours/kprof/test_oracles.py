@@ -13,7 +13,6 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.evidence import Injections
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.control import CONTROL_FIXED, CONTROL_KP_D3
 from harness.agent.flavours.kprof.data import KPROF, record_size, records_per_block
@@ -21,7 +20,8 @@ from harness.agent.flavours.kprof.flavour import FLAVOUR
 from harness.agent.flavours.kprof.oracles import applicable_kprof_oracles, check_kprof
 from harness.agent.flavours.kprof.report import format_kprof_table
 from harness.agent.flavours.kprof.results import KprofRecord, KprofRun, KprofStats
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import Injections
 
 R, L, Q = 2183, 30, 100_000
 PC = 0xFFFF_FFFF_8100_0000

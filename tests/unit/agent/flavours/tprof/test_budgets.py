@@ -5,10 +5,10 @@ from typing import Any
 
 import pytest
 
-from harness.agent.evidence import Injections
 from harness.agent.flavours.tprof.budgets import check_stop_latency, stop_budget_ns
 from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampling
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import Injections
 from tests.unit.agent.flavours.tprof.test_oracles import BASE, Brief, brief, broken
 
 #: `BASE` (slowest handlers 8 µs and 12 µs) in a guest whose clock counts instructions.

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from harness.agent.evidence import Injections, KernelEvidence
 from harness.agent.flavours.tprof.data import TPROF
 from harness.agent.flavours.tprof.oracles import (
     ORACLES,
@@ -18,11 +17,12 @@ from harness.agent.flavours.tprof.oracles import (
     global_name,
 )
 from harness.agent.flavours.tprof.report import throttle_lost
-from harness.agent.flavours.tprof.results import Sample, SamplingRun
-from harness.agent.info import CORE_PERCPU
-from harness.agent.report import failed_oracles
-from harness.agent.results import AgentSnapshot, Violation
-from harness.agent.spec import AgentSpec
+from harness.agent.flavours.tprof.results import SamplingRun, TprofRecord
+from harness.agent.module.info import CORE_PERCPU
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.report import failed_oracles
+from harness.agent.oracles.results import AgentSnapshot, Violation
 from harness.errors import ConfigError
 
 PERIOD = 1_000_000
@@ -48,9 +48,9 @@ def stats(**values: int) -> dict[str, int]:
     return {**dict.fromkeys(TPROF.stat_names, 0), **values}
 
 
-def samples(cpu: int, pid: int, count: int) -> tuple[Sample, ...]:
+def samples(cpu: int, pid: int, count: int) -> tuple[TprofRecord, ...]:
     return tuple(
-        Sample(pid=pid, tid=pid, cpu=cpu, flags=1, pc=0xFFFF0000 + i) for i in range(count)
+        TprofRecord(pid=pid, tid=pid, cpu=cpu, flags=1, pc=0xFFFF0000 + i) for i in range(count)
     )
 
 

@@ -15,8 +15,8 @@ from harness.agent.flavours.tprof.report import (
     summary,
     total_row,
 )
-from harness.agent.report import format_cpus
-from harness.agent.results import Violation
+from harness.agent.oracles.report import format_cpus
+from harness.agent.oracles.results import Violation
 from tests.unit.agent.flavours.tprof.test_oracles import (
     BASE,
     broken,

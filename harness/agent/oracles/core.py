@@ -10,14 +10,14 @@ The chain that makes a flavour's conservation law mean something starts here:
 * RELEASED (C-4): after STOP the PMU stays quiet: every event was released.
 * PEER: where Linux perf sampled the same CPUs with the same event and period
   beside the agent, the overflows the agent saw agree with perf's samples within
-  the bound of `harness.agent.peer`'s model.
+  the bound of `harness.agent.peer.counts`'s model.
 * PROFILE: beside the same perf, the agent's samples folded by leaf symbol are
-  alike perf's (`harness.agent.profile`: chi-square homogeneity, false alarms
+  alike perf's (`harness.agent.peer.profile`: chi-square homogeneity, false alarms
   at most 1 in 1000).
 * THROTTLE: with throttling off, the perf core throttled nothing (its own mark).
 * C-2: no lock taken and no allocation made in NMI context.
 * C-3: the handler's cost within 100 µs per producer call, judged only where the
-  guest's clock counts instructions (`harness.agent.budgets`).
+  guest's clock counts instructions (`harness.agent.oracles.budgets`).
 
 Periods the emulator never raised as an overflow (``x_periods_undelivered``) are
 reported by the tables, with their share; no oracle counts them as accounted::
@@ -38,12 +38,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from harness.agent.budgets import check_handler_budget
-from harness.agent.evidence import Injections, KernelEvidence
-from harness.agent.peer import PeerBound, PeerEvidence, check_peer
-from harness.agent.profile import ProfilePair, compare, unjudgeable
-from harness.agent.results import Judged, Violation, per_cpu
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.budgets import check_handler_budget
+from harness.agent.oracles.evidence import Injections, KernelEvidence, RunEvidence
+from harness.agent.oracles.results import Judged, Violation, per_cpu
+from harness.agent.peer.counts import PeerBound, PeerEvidence, check_peer
+from harness.agent.peer.pairing import ProfilePair
+from harness.agent.peer.profile import compare, unjudgeable
 from harness.vm.perf import PerfCounts
 
 CORE_ORACLES: tuple[tuple[str, str], ...] = (
@@ -256,7 +257,7 @@ def check_profile(view: CoreView) -> list[Violation]:
         return [Violation("PROFILE", None, f"samples beside perf's {sum(perf.values())}",
                           "no agent sample", left_out.removeprefix("; "))]  # fmt: skip
     if unjudgeable(view.profile):
-        return []  # too few to judge: the report says so (`harness.agent.peer_run`)
+        return []  # too few to judge: the report says so (`harness.agent.peer.run`)
     test = compare(agent, perf)
     if test.passed:
         return []
@@ -268,32 +269,8 @@ def check_profile(view: CoreView) -> list[Violation]:
     return [Violation("PROFILE", None, expected, f"chi2 = {test.statistic:.1f}", detail)]
 
 
-class CoreRun(Protocol):
-    """What every flavour's run carries for the shared oracles (its core counters aside)."""
-
-    @property
-    def spec(self) -> AgentSpec:
-        """The agent build the run loaded."""
-
-    @property
-    def kernel(self) -> KernelEvidence | None:
-        """The guest kernel's own PMU interrupt counts over the run."""
-
-    @property
-    def injections(self) -> Injections:
-        """What the harness injected, per CPU and context."""
-
-    @property
-    def instruction_clock(self) -> bool:
-        """The guest's clocks counted instructions (-icount): C-3 applies."""
-
-    @property
-    def peer(self) -> PeerEvidence | None:
-        """Linux perf beside the agent (None: no peer ran)."""
-
-
 def core_view_of(
-    run: CoreRun, core: Mapping[int, Mapping[str, int]], *, throttling_disabled: bool = True
+    run: RunEvidence, core: Mapping[int, Mapping[str, int]], *, throttling_disabled: bool = True
 ) -> CoreView:
     """What the shared oracles read of a flavour's ``run`` whose core counters are ``core``.
 
@@ -347,6 +324,23 @@ def check_nmi_context(core: Mapping[int, Mapping[str, int]], nmi_expected: bool)
         violations.append(Violation("NMI", None, "x_nmi_ctx_ok > 0 on some CPU",
                                     "x_nmi_ctx_ok = 0 on every CPU", "pseudo-NMI on"))  # fmt: skip
     return violations
+
+
+class NmiRun(Protocol):
+    """What `check_nmi` reads of a flavour's run."""
+
+    @property
+    def core(self) -> Mapping[int, Mapping[str, int]]:
+        """CPU → the core's per-CPU counters (``core_percpu``)."""
+
+    @property
+    def nmi_expected(self) -> bool:
+        """Whether the guest was booted with pseudo-NMI on."""
+
+
+def check_nmi(run: NmiRun) -> list[Violation]:
+    """NMI of a flavour's run: `check_nmi_context` on its core counters."""
+    return check_nmi_context(run.core, run.nmi_expected)
 
 
 def delivered_share(core: Mapping[str, int]) -> float | None:

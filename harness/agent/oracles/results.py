@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.agent.info import CORE_PERCPU
+from harness.agent.module.info import CORE_PERCPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,7 @@ class AgentSnapshot:
     """The agent's debugfs files, parsed.
 
     ``core`` is the ``nmi`` file: per CPU, the ground truth the core keeps before any
-    flavour code runs (`harness.agent.info.CORE_PERCPU`). ``stats`` and
+    flavour code runs (`harness.agent.module.info.CORE_PERCPU`). ``stats`` and
     ``stats_percpu`` are the flavour's statistics (`FlavourInfo.stats`,
     `FlavourInfo.stats_percpu`). Every CPU that was ever online has an entry in
     ``core`` and ``stats_percpu``.

@@ -1,9 +1,9 @@
 """Every frame of every call chain: each return address follows a call to the frame below.
 
-Pure. CHAIN's general law (`harness.agent.content_oracles.check_chain` calls it), for
+Pure. CHAIN's general law (`harness.agent.oracles.content.check_chain` calls it), for
 kernel and user chains alike, against the instructions of the code they name: the
 ground-truth workload's (user), the agent module's at its kallsyms addresses (kernel),
-read by `harness.agent.elfsyms`::
+read by `harness.agent.truth.elfsyms`::
 
     verdict = judge_frames(samples, lambda s: (image.functions,) if s.user else (module,))
     verdict.faults          # (FrameFault(sample, index=2, why='...'), ...)
@@ -58,8 +58,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness.agent.elfsyms import Call, Function, FunctionTable
-from harness.agent.samples import Sample
+from harness.agent.oracles.samples import Sample
+from harness.agent.truth.elfsyms import Call, Function, FunctionTable
 
 Tables = tuple[FunctionTable, ...]
 

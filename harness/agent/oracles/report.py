@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from harness.agent.results import Judged, Violation
+from harness.agent.oracles.results import Judged, Violation
 
 _Row = TypeVar("_Row")
 #: The verdict of an oracle that held over nothing: it compared no sample, pair or CPU.

@@ -3,7 +3,7 @@
 Pure (bytes in, values out): the content oracles learn where every function of
 the ground-truth workload (a static, non-PIE executable) and of the agent (a
 relocatable ``.ko``) lies, where each function's frame record is in place, and
-where it calls whom (`harness.agent.frames` judges call chains with them)::
+where it calls whom (`harness.agent.oracles.frames` judges call chains with them)::
 
     table = read_functions(Path("truth").read_bytes())
     table.named("leaf")                 # Function(name='leaf', start=..., end=..., ...)

@@ -22,9 +22,9 @@ from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 
+from harness.agent.module.render import DECODER, RenderedAgent, load_decoder, render_agent
+from harness.agent.module.spec import AgentSpec
 from harness.agent.mutants import NONE
-from harness.agent.render import DECODER, RenderedAgent, load_decoder, render_agent
-from harness.agent.spec import AgentSpec
 from harness.build.cache import Cache, content_key, file_sha256
 from harness.build.images import GuestImages
 from harness.build.modules import build_module

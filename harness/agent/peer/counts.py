@@ -84,8 +84,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.agent.profile import ProfilePair
-from harness.agent.results import Violation
+from harness.agent.oracles.results import Violation
+from harness.agent.peer.pairing import ProfilePair
 from harness.errors import InfraError
 from harness.vm.perf import PerfCounts, PerfCpu
 
@@ -139,16 +139,14 @@ def peer_range(cpu: PerfCpu, peer: PerfCounts, bound: PeerBound = PeerBound()) -
 STRETCH = 1 / 8
 
 
-def stretch_margin(
-    peer: PerfCounts, bound: PeerBound = PeerBound(), stretch: float = STRETCH
-) -> int:
-    """How far below `peer_range` an agent whose period is ``stretch`` too long would land.
+def stretch_margin(peer: PerfCounts, bound: PeerBound = PeerBound()) -> int:
+    """How far below `peer_range` an agent whose period is `STRETCH` too long would land.
 
     The largest over the CPUs perf watched; ≤ 0: this run cannot tell such an agent.
     By the model, only overflows handled on time show the period: an interrupt that
     folds periods gives each counter one sample, whatever its period. perf's on-time
-    samples are its samples less its fold interrupts; an agent counting ``1 + stretch``
-    periods per overflow loses ``stretch / (1 + stretch)`` of those, and must lose more
+    samples are its samples less its fold interrupts; an agent counting ``1 + STRETCH``
+    periods per overflow loses ``STRETCH / (1 + STRETCH)`` of those, and must lose more
     than the range's slack to fall outside it.
 
     It wins some back at fold interrupts. Its counter overflows at other times than
@@ -166,7 +164,7 @@ def stretch_margin(
     margins = []
     for cpu in peer.cpus:
         allowed = peer_range(cpu, peer, bound)
-        lost = math.floor((cpu.samples - allowed.folds) * stretch / (1 + stretch))
+        lost = math.floor((cpu.samples - allowed.folds) * STRETCH / (1 + STRETCH))
         margins.append(lost - allowed.folds - (cpu.samples - allowed.low))
     return max(margins, default=0)
 

@@ -10,7 +10,7 @@ sanitizer ones (``kasan`` on the debug kernel, ``kcsan`` on the kcsan kernel), w
 catch is the report they name::
 
     result = run_mutants(MutationRequest(full=False), Cache.default())
-    print(format_table(result.rows))           # harness.agent.mutation
+    print(format_table(result.rows))           # harness.agent.mutants
     survivors(result.rows)                     # [] when every mutant was caught
 
 Every run's evidence (profctl transcripts, agent runs, the console) stays in
@@ -30,18 +30,18 @@ from pathlib import Path
 
 from harness import arches
 from harness.agent import flavours, mutants
-from harness.agent.build import build_agent
 from harness.agent.driver import Agent
-from harness.agent.evidence import kmemleak_command, module_leaks
 from harness.agent.flavour import AgentRun, Flavour, behaviour
-from harness.agent.info import Mutant
-from harness.agent.mutation import MutantRow, merge
+from harness.agent.module.build import build_agent
+from harness.agent.module.info import Mutant
+from harness.agent.module.spec import AgentSpec
+from harness.agent.mutants import MutantRow, merge
+from harness.agent.oracles.evidence import kmemleak_command, module_leaks
+from harness.agent.oracles.report import unjudged
 from harness.agent.overlap import OverlapCase, overlap_case
-from harness.agent.peer import PeerEvidence, peer_range, stretch_margin
-from harness.agent.profctl import build_profctl
-from harness.agent.profile import unjudgeable
-from harness.agent.report import unjudged
-from harness.agent.spec import AgentSpec
+from harness.agent.peer.counts import PeerEvidence, peer_range, stretch_margin
+from harness.agent.peer.profile import unjudgeable
+from harness.agent.profctl_build import build_profctl
 from harness.arches import ArchProfile
 from harness.build.cache import Cache, write_json_atomic
 from harness.build.hostdeps import ensure_host
@@ -257,9 +257,9 @@ def _peer_row(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour
 
     A run that could not judge the mutant neither catches nor clears it; each such
     run is named in the row's notes with its numbers: for PEER, a perf record with
-    too few on-time overflows to see a 1/8 stretch (`harness.agent.peer.stretch_margin`
+    too few on-time overflows to see a 1/8 stretch (`harness.agent.peer.counts.stretch_margin`
     ≤ 0); for PROFILE, a run where every CPU was left out of the comparison because
-    the agent dropped samples there (`harness.agent.profile`: a thinned profile is
+    the agent dropped samples there (`harness.agent.peer.pairing`: a thinned profile is
     not compared), so there was nothing to compare.
     """
     notes: list[str] = []
@@ -391,7 +391,9 @@ class SanitizerCase:
     ``setup``: shell commands after boot, before the first run. ``overlap``: the runs
     go with a spinner on every CPU and KCSAN's own counters judged (`harness.agent.overlap`).
     Every report is a finding: with an agent frame anywhere ``<tool>``, else
-    ``<tool>-KERNEL``; nothing is filtered, in the guest or here.
+    ``<tool>-KERNEL``; nothing is filtered, in the guest or here. The kcsan kernel
+    instruments none of its own code (`harness.vm.sanitizer`), so a KCSAN report there
+    has the agent's access on one side even when no agent frame is printed.
     """
 
     variant: Variant
@@ -415,8 +417,7 @@ def _sanitizer_group(bench: _Bench, kernel: KernelChoice, *, chosen: tuple[str, 
 
     Each runs all the flavour's runs (`_sanitizer_case`); what failed is the oracles,
     plus each sanitizer report after the run began: its tool (``KASAN``, ``KCSAN``,
-    ``UBSAN``) when an agent frame is in it, ``<tool>-KERNEL`` (or a note, see
-    `SanitizerCase`) when none is.
+    ``UBSAN``) when an agent frame is in it, ``<tool>-KERNEL`` when none is.
     """
     rows: list[MutantRow] = []
     for case, sanitizer in SANITIZER_CASES.items():

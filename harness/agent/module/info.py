@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from harness.agent.layouts import FramedRecord, Ioctl, RecordLayout
+from harness.agent.module.layouts import FramedRecord, Ioctl, RecordLayout
 from harness.errors import ConfigError
 
 #: Per-CPU ground truth the core keeps before any flavour code runs (debugfs `nmi`).
@@ -148,6 +148,9 @@ class FlavourInfo:
     mutants: tuple[Mutant, ...] = ()  # this flavour's mutation points
     params: tuple[Param, ...] = ()  # its own integer load parameters
     framed: tuple[FramedRecord, ...] = ()  # varint-framed stream records (kprof)
+    #: Its records carry call chains (the core's ``pa_chain``), so CHAIN judges them and
+    #: the chain mutants apply: the one place that says which flavours record chains.
+    records_chains: bool = False
 
     @property
     def template(self) -> str:

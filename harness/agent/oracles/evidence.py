@@ -1,6 +1,6 @@
 """Evidence the agent does not produce: the kernel's interrupt counts and what the harness sent.
 
-The oracles in `harness.agent.core_oracles` balance the agent's counters against
+The oracles in `harness.agent.oracles.core` balance the agent's counters against
 these, never against numbers the agent derived from what is being checked::
 
     before = parse_interrupts(lines, "arm-pmu")      # CPU → PMU interrupts handled so far
@@ -18,7 +18,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from harness.agent.module.spec import AgentSpec
+from harness.agent.peer.counts import PeerEvidence
 from harness.agent.steps import DEBUGFS
+from harness.agent.truth.program import TruthEvidence
 from harness.errors import InfraError
 
 PROC_INTERRUPTS = "/proc/interrupts"
@@ -74,6 +77,30 @@ class Injections:
     nmi: Mapping[int, int] = field(default_factory=dict)
     bursts: Mapping[int, int] = field(default_factory=dict)
     task: Mapping[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvidence:
+    """What every flavour's run carries beside its own records: its spec, and evidence.
+
+    Each flavour's run type (``harness/agent/flavours/<name>/results.py``) extends it
+    with its records and counters; the shared oracles (`harness.agent.oracles.core`)
+    read only this part. The evidence fields are keyword-only: they come after every
+    flavour's own fields.
+    """
+
+    spec: AgentSpec
+    #: PMU interrupts the guest kernel counted around the run (None: not read).
+    kernel: KernelEvidence | None = field(default=None, kw_only=True)
+    #: What the harness's steps injected, per CPU (the CALLS oracle's evidence).
+    injections: Injections = field(default_factory=Injections, kw_only=True)
+    #: The guest's clocks counted instructions (-icount shift=0): time budgets (C-3) apply.
+    instruction_clock: bool = field(default=False, kw_only=True)
+    #: Linux perf beside the agent: its counts in the agent's window, both profiles
+    #: (None: no peer ran).
+    peer: PeerEvidence | None = field(default=None, kw_only=True)
+    #: The ground-truth workloads, their image and the module's functions (None: none ran).
+    truth: TruthEvidence | None = field(default=None, kw_only=True)
 
 
 def parse_interrupts(lines: Sequence[str], label: str) -> dict[int, int]:

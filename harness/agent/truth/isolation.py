@@ -1,6 +1,6 @@
 """One CPU for the harness's own tasks: every other user task moved off it, and back.
 
-WHO's exclusive half (`harness.agent.content_oracles.check_exclusive`) needs a CPU on
+WHO's exclusive half (`harness.agent.oracles.who.check_exclusive`) needs a CPU on
 which only the ground-truth workload (and the busy loops the harness pinned beside it)
 ran user code. The harness arranges it instead of trusting anything the agent says:
 before the run, profctl's ``isolate`` step moves every user task of the guest (every
@@ -130,7 +130,7 @@ def isolated(agent: _Steps, cpu: int | None, run: Callable[[], R]) -> R:
 
     ``cpu`` None, or an input-free guest: ``run()`` as it is (no CPU to spare, or a
     plan with no room for the steps). The masks are restored after the run, also
-    when it raised. The run's ``truth`` (a `harness.agent.truth.TruthEvidence`)
+    when it raised. The run's ``truth`` (a `harness.agent.truth.program.TruthEvidence`)
     gains the `Isolation`; the tasks the harness pinned to ``cpu`` (its workloads and
     busy loops, by pid and tid) do not count as intruders.
 

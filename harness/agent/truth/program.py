@@ -1,8 +1,8 @@
-"""The ground-truth workload: how it is built and launched, and what a run of it was.
+"""The ground-truth workload: its model, how it is launched, and what a run of it was.
 
 ``guest/workloads/truth.c`` is a static arm64 program whose functions and call path
-the harness reads from its own symbol table (`harness.agent.elfsyms`). It is built
-with profctl, into the same cache entry (`harness.agent.profctl.build_profctl`), and
+the harness reads from its own symbol table (`harness.agent.truth.elfsyms`). It is built
+with profctl, into the same cache entry (`harness.agent.profctl_build.build_profctl`), and
 deployed beside it; the host keeps the unstripped binary::
 
     launch = TruthLaunch("chain", cpu=1, ms=1000)
@@ -10,7 +10,7 @@ deployed beside it; the host keeps the unstripped binary::
     runs = workloads_of(steps, results)      # (WorkloadRun(mode='chain', pid=..., ...),)
     image = read_image(profctl_binary)       # TruthImage: its functions and profctl's text
 
-It is linked at `harness.agent.truth_build.TEXT_BASE`, far from profctl's and any
+It is linked at `harness.agent.truth.build.TEXT_BASE`, far from profctl's and any
 PIE's addresses, so a user PC in its text is its own whatever process ran it. The
 model numbers the WHERE oracle uses (`LEAF_ITERATIONS`, `LEAF_LOOP_INSNS`,
 `OUT_OF_LEAF_INSNS`) are read off the C and its disassembly;
@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from harness.agent import profctl
-from harness.agent.elfsyms import Function, FunctionTable, executable_span, read_functions
-from harness.agent.isolation import Isolation
 from harness.agent.steps import GUEST_DIR
-from harness.agent.truth_build import BINARY_NAME
+from harness.agent.truth.build import TRUTH_BINARY
+from harness.agent.truth.elfsyms import FunctionTable, executable_span, read_functions
+from harness.agent.truth.isolation import Isolation
 from harness.errors import InfraError
 
 GUEST_PATH = f"{GUEST_DIR}/truth"
@@ -181,7 +181,7 @@ class TruthEvidence:
 
     ``module``: the agent's functions at their kernel addresses (None: not read; only
     flavours that record kernel call chains need them). ``isolation``: the CPUs the
-    harness kept for its own tasks (`harness.agent.isolation.isolated`). ``kernel``:
+    harness kept for its own tasks (`harness.agent.truth.isolation.isolated`). ``kernel``:
     the guest kernel's functions from its vmlinux (None: not known; the guest kernel
     does not randomize its base, so link addresses are run addresses). ``zeroing``:
     the core kernel's functions the zero workload's kernel time lies in (`KERNEL_ZERO`).
@@ -204,7 +204,7 @@ def read_image(profctl_binary: Path) -> TruthImage:
 
     :raise InfraError: a binary is missing or has no symbol table.
     """
-    truth = profctl_binary.parent / BINARY_NAME
+    truth = profctl_binary.parent / TRUTH_BINARY
     if not truth.is_file():
         raise InfraError(f"no ground-truth workload beside {profctl_binary}: a stale build?")
     data = truth.read_bytes()
@@ -287,59 +287,6 @@ def _lanes(lines: Sequence[str], step: str) -> tuple[tuple[int, int], ...]:
     return tuple(found[k] for k in range(len(found)))
 
 
-def place_module(module: FunctionTable, kallsyms: Sequence[str]) -> FunctionTable:
-    """The module's functions moved to the addresses ``kallsyms`` lines give them.
-
-    ``kallsyms`` are ``/proc/kallsyms`` lines of the module (``ADDR t NAME [profagent]``);
-    a function the kernel does not list (discarded init code) is left out.
-
-    :raise InfraError: no line names a function of the module, or every address is 0
-        (``kptr_restrict`` hides them).
-    """
-    where: dict[str, int] = {}
-    for line in kallsyms:
-        fields = line.split()
-        if len(fields) >= 3 and fields[1] in "tT":
-            where[fields[2]] = int(fields[0], 16)
-    placed = [f.moved(where[f.name]) for f in module.functions if where.get(f.name)]
-    if not placed:
-        raise InfraError(f"/proc/kallsyms places no function of the module ({len(kallsyms)} lines)")
-    return FunctionTable(tuple(sorted(placed, key=lambda f: f.start)))
-
-
-def kernel_lines_command(names: Sequence[str]) -> str:
-    """A guest command printing ``NAME START NEXT`` per core kernel symbol in ``names``.
-
-    ``NEXT`` is the address of the symbol ``/proc/kallsyms`` lists after it (the core
-    kernel's are in address order): the function's end.
-    """
-    wanted = " ".join(names)
-    return (
-        "awk -v want='" + wanted + "' 'BEGIN { n = split(want, w, \" \"); "
-        "for (i = 1; i <= n; i++) W[w[i]] = 1 } "
-        'held != "" { print held, $1; held = "" } '
-        'NF == 3 && ($3 in W) { held = $3 " " $1 }\' /proc/kallsyms'
-    )
-
-
-def place_kernel(lines: Sequence[str], names: Sequence[str]) -> FunctionTable:
-    """Core kernel functions from `kernel_lines_command`'s output: ``[START, NEXT)`` each.
-
-    :raise InfraError: a name is missing, or its address is 0 (``kptr_restrict``).
-    """
-    found: dict[str, Function] = {}
-    for line in lines:
-        fields = line.split()
-        if len(fields) == 3:
-            start, end = int(fields[1], 16), int(fields[2], 16)
-            if start and end > start:
-                found[fields[0]] = Function(fields[0], start, end, (start, start))
-    missing = [name for name in names if name not in found]
-    if missing:
-        raise InfraError(f"/proc/kallsyms places no {', '.join(missing)} ({len(lines)} lines)")
-    return FunctionTable(tuple(sorted(found.values(), key=lambda f: f.start)))
-
-
 class _Launcher(Protocol):
     """What `evidence_of` asks of the agent (`harness.agent.driver.Agent`)."""
 
@@ -359,12 +306,13 @@ def evidence_of(
     steps: Sequence[str],
     results: Sequence[profctl.StepResult],
     *,
-    chains: bool = True,
+    chains: bool,
 ) -> TruthEvidence | None:
     """The ground-truth evidence of a run: None when ``steps`` launched no workload.
 
     The workloads, their image and, for a flavour that records call chains
-    (``chains``), the module's functions at their kernel addresses.
+    (``chains``: its `FlavourInfo.records_chains`), the module's functions at their
+    kernel addresses.
     """
     workloads = workloads_of(steps, results)
     if not workloads:

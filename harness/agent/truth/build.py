@@ -1,6 +1,6 @@
 """How the ground-truth workload is compiled (beside profctl, in its cache entry).
 
-Kept apart from `harness.agent.truth` so `harness.agent.profctl` can build it
+Kept apart from `harness.agent.truth.program` so `harness.agent.profctl` can build it
 without importing the runner side::
 
     binary = compile_truth(entry_dir, "aarch64-linux-gnu-gcc", timeout_s=120)
@@ -13,8 +13,8 @@ from pathlib import Path
 from harness.paths import GUEST_DIR
 from harness.process import run_logged
 
-SOURCE = GUEST_DIR / "workloads" / "truth.c"
-BINARY_NAME = "truth"
+TRUTH_SOURCE = GUEST_DIR / "workloads" / "truth.c"
+TRUTH_BINARY = "truth"
 #: Where its text starts: no other process of the guest maps anything there, and below
 #: 2 GiB, where x86_64's small code model still links a static binary
 #: (profctl is static at 0x400000, PIEs sit near 0xaaaa..., libraries near 0xffff...).
@@ -30,8 +30,8 @@ def compile_truth(out: Path, compiler: str, timeout_s: float) -> Path:
     :raise BuildError: the compiler failed (its log attached).
     :raise HarnessTimeout: it took longer than ``timeout_s``.
     """
-    binary = out / BINARY_NAME
-    argv = [compiler, *CFLAGS, "-o", str(binary), str(SOURCE)]
-    run_logged(argv, log=out / "truth-build.log", what=f"compiling {SOURCE.name}",
+    binary = out / TRUTH_BINARY
+    argv = [compiler, *CFLAGS, "-o", str(binary), str(TRUTH_SOURCE)]
+    run_logged(argv, log=out / "truth-build.log", what=f"compiling {TRUTH_SOURCE.name}",
                timeout_s=timeout_s)  # fmt: skip
     return binary

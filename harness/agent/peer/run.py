@@ -4,13 +4,13 @@ perf records the same CPUs, event and period with frame-pointer call chains
 (``perf record -g``), started before the agent's run loads and arms the agent and
 stopped after it disarmed. Its samples are counted in the window where every
 CPU's agent event counted (PEER), and folded by symbol against the agent's own
-samples (PROFILE), both profiles named by one `harness.agent.profile.Symboliser`
+samples (PROFILE), both profiles named by one `harness.agent.peer.symbols.Symboliser`
 over the guest's ``/proc/kallsyms`` and the ground-truth workload's ELF symbols
 (user PCs elsewhere are ``[user]``). A flavour says only what differs, in
 `PeerHooks`: how its records become samples, and its window where the agent's
 ``info`` does not give it::
 
-    hooks = PeerHooks(samples=lambda run: [AgentSample(e.cpu, e.pc, not e.flags) ...])
+    hooks = PeerHooks(samples=lambda run: run.content().samples)
     FLAVOUR = Flavour(..., peer_run=beside_perf(_standard, DtRun, hooks))
     run = FLAVOUR.peer_run(agent, spec, cpus)      # run.peer: PeerEvidence
 
@@ -26,21 +26,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harness.agent.flavour import AgentLike, AgentRun, narrow
-from harness.agent.peer import PeerEvidence, PeerWindow, info_window, peer_range
-from harness.agent.profile import (
-    ProfilePair,
-    ProfileSample,
-    Symboliser,
-    UserSymbols,
-    compare,
-    parse_kallsyms,
-    profile_pair,
-    top_symbols,
-    unjudgeable,
-)
-from harness.agent.spec import AgentSpec
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.samples import Sample
+from harness.agent.peer.counts import PeerEvidence, PeerWindow, info_window
+from harness.agent.peer.pairing import ProfilePair, profile_pair
+from harness.agent.peer.symbols import Symboliser, UserSymbols, parse_kallsyms
 from harness.agent.steps import DEBUGFS, parse_pairs
-from harness.agent.truth_build import BINARY_NAME, TEXT_BASE
+from harness.agent.truth.build import TEXT_BASE, TRUTH_BINARY
 from harness.errors import InfraError
 from harness.process import HostShell
 from harness.timing import ANALYSIS, PERF, stage
@@ -69,24 +61,25 @@ Runner = Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
 class PeerHooks(Generic[_R]):
     """What a flavour's peer run needs to know of its own run type.
 
-    ``samples``: its records as profile samples (an `AgentSample`, or anything with
-    ``pc``, ``user`` and ``chain``, such as `harness.agent.samples.Sample`: a flavour
-    whose records carry call chains folds them into its flame graph). ``window``: where its agent
+    ``samples``: its records as samples (`harness.agent.oracles.samples.Sample`, as the
+    content oracles see them: a flavour whose records carry call chains folds them into
+    its flame graph). ``window``: where its agent
     events counted, given the period (None: from the agent's debugfs ``info``,
-    read after the run: `harness.agent.peer.info_window`). ``drops``: per CPU, the
+    read after the run: `harness.agent.peer.counts.info_window`). ``drops``: per CPU, the
     samples the agent counted as lost in the run (None: it counts none); PROFILE
-    leaves those CPUs out (`harness.agent.profile`'s docstring says why).
+    leaves those CPUs out (`harness.agent.peer.pairing`'s docstring says why; no
+    flavour passes it today).
     ``recording``: the guest-clock span in which the agent recorded samples, where
     that is narrower than its window's outer span (kprof records only between its
     ``start`` and ``stop``, while its counters run from load to unload); PROFILE folds
     perf's samples there (None: each CPU's armed span, else the window's outer span:
     `PeerWindow.profile_span`). ``pair_within_ns``: PROFILE
     compares only the samples of the interrupts both profilers took, paired within
-    this many ns (`harness.agent.profile.paired`; ``samples`` must then give each its
+    this many ns (`harness.agent.peer.pairing.paired`; ``samples`` must then give each its
     time), for a flavour whose own overflow sets work going that perf then samples.
     """
 
-    samples: Callable[[_R], Iterable[ProfileSample]]
+    samples: Callable[[_R], Iterable[Sample]]
     window: Callable[[_R, int], PeerWindow] | None = None
     drops: Callable[[_R], Mapping[int, int]] | None = None
     recording: Callable[[_R], tuple[int, int]] | None = None
@@ -103,13 +96,13 @@ def beside_perf(run: Runner, kind: type[_R], hooks: PeerHooks[_R]) -> Runner:
         return narrow(run(agent, spec, cpus), kind)
 
     def peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-        found: AgentRun = peer_run(agent, spec, cpus, own, hooks)  # type: ignore[assignment]
+        found: AgentRun = run_beside_perf(agent, spec, cpus, own, hooks)  # type: ignore[assignment]
         return found
 
     return peer
 
 
-def peer_run(
+def run_beside_perf(
     agent: AgentLike,
     spec: AgentSpec,
     cpus: tuple[int, ...],
@@ -119,7 +112,7 @@ def peer_run(
     """``run`` with perf recording beside it; the run with ``peer`` and a shared PMU set.
 
     The run type must be a dataclass with fields ``peer`` (`PeerEvidence`) and
-    ``kernel`` (`harness.agent.evidence.KernelEvidence`, marked ``pmu_shared``:
+    ``kernel`` (`harness.agent.oracles.evidence.KernelEvidence`, marked ``pmu_shared``:
     perf's interrupts are in the kernel's counts too). Blocks for the run plus
     perf's start and stop in the guest, the copy of its file and the host's read.
 
@@ -237,12 +230,12 @@ def require_recorded(counts: PerfCounts, span: tuple[int, int]) -> None:
 
 
 def _workload_symbols(agent: AgentLike) -> UserSymbols | None:
-    """The ground-truth workload's functions (`harness.agent.truth`), if it was built."""
+    """The ground-truth workload's functions (`harness.agent.truth.program`), if it was built."""
     try:
         functions = agent.truth_image().functions.functions
     except InfraError:  # no workload beside profctl: user PCs are "[user]"
         return None
-    return UserSymbols(BINARY_NAME, tuple((f.start, f.end, f.name) for f in functions),
+    return UserSymbols(TRUTH_BINARY, tuple((f.start, f.end, f.name) for f in functions),
                        base=TEXT_BASE)  # fmt: skip
 
 
@@ -275,42 +268,3 @@ def _keep(agent: AgentLike, pair: ProfilePair) -> None:
     stem = agent.workdir / f"profile-{agent.run_count:02d}"
     stem.with_name(f"{stem.name}-agent.folded").write_text(pair.agent.folded())
     stem.with_name(f"{stem.name}-perf.folded").write_text(pair.perf.folded())
-
-
-def profile_report(peer: PeerEvidence | None, rows: int = 10) -> str:
-    """The PEER range of each CPU, the top symbols and PROFILE's statistic ('' without a peer)."""
-    if peer is None:
-        return ""
-    ranges = ((c.cpu, c.samples, peer_range(c, peer.counts, peer.window.bound))
-              for c in peer.counts.cpus)  # fmt: skip
-    line = "PEER: perf's samples per CPU in the window (the agent's overflows must lie in): "
-    line += ", ".join(f"{cpu}: {n} ({r.low}..{r.high})" for cpu, n, r in ranges)
-    if recorded := dict(peer.counts.totals).get("SAMPLE"):  # perf's whole record, for sizing
-        line += f"; of {recorded} samples recorded"
-    if peer.profiles is None:
-        return f"{line}\n"
-    pair = peer.profiles
-    return f"{line}\n{top_symbols(pair, rows)}\n{_test_line(pair)}\n"
-
-
-def profile_summary(peer: PeerEvidence | None) -> dict[str, str]:
-    """Both profiles as folded text and PROFILE's line, for a matrix cell ({} without a peer)."""
-    if peer is None or peer.profiles is None:
-        return {}
-    pair = peer.profiles
-    return {"agent": pair.agent.folded(), "perf": pair.perf.folded(),
-            "test": _test_line(pair)}  # fmt: skip
-
-
-def _test_line(pair: ProfilePair) -> str:
-    agent, perf = pair.agent, pair.perf
-    left_out = f"; {text}" if (text := pair.excluded_text()) else ""
-    if not agent.total or not perf.total:
-        return (f"PROFILE: nothing to compare (agent {agent.total}, perf {perf.total} samples)"
-                f"{left_out}")  # fmt: skip
-    test = compare(agent.leaves(), perf.leaves())
-    verdict = "alike" if test.passed else "APART"
-    if why := unjudgeable(pair):
-        verdict = f"not judged, {why}"
-    return (f"PROFILE: chi2 {test.statistic:.1f} vs {test.critical:.1f} at alpha {test.alpha:g} "
-            f"(df {test.df}, {len(test.categories)} symbols): {verdict}{left_out}")  # fmt: skip

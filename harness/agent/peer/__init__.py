@@ -1,0 +1,9 @@
+"""Linux perf beside the agent: the independent peer of its counts and its profile.
+
+Owns the peer run (`run`: any flavour's run with perf recording beside it), the
+PEER law over perf's samples per CPU in the agent's window (`counts`), and PROFILE:
+both profilers' samples named by one symboliser and folded (`symbols`), the samples it
+compares (`pairing`), and the chi-square test and table (`profile`).
+
+May import: flavour, module, oracles, steps, truth.
+"""
