@@ -29,16 +29,16 @@ from harness.agent import profctl
 from harness.agent.module.build import AgentBuild
 from harness.agent.module.spec import AgentSpec, event_available
 from harness.agent.oracles.results import AgentSnapshot
-from harness.agent.overlap import unload_command
+from harness.agent.overlap import UNLOAD_IF_LOADED
 from harness.agent.profctl_run import hang_evidence, run_profctl, run_with_host_actions
 from harness.agent.steps import (
     DEBUGFS,
     FD,
     GUEST_DIR,
-    MAX_SAMPLE_RATE,
     PMU_EVENT_DIRS,
     SNAPSHOT_FILES,
     snapshot_of,
+    throttling_command,
 )
 from harness.agent.truth import program
 from harness.agent.truth.build import TRUTH_BINARY
@@ -60,32 +60,8 @@ from harness.vm.ssh import GuestCommandTimeout
 
 LOG = logging.getLogger(__name__)
 
-#: Unload the agent if it is loaded (kcsan's spinners may hold it: `unload_command`).
-UNLOAD_IF_LOADED = f"if grep -q '^profagent ' /proc/modules; then {unload_command('profagent')}; fi"
 #: `Agent.insmod`'s exit status when a command before the insmod failed (+ its index).
 _BEFORE_INSMOD = 90
-
-
-def throttling_command(*, disabled: bool, max_sample_rate: int | None = None) -> str:
-    """A guest command that switches the perf core's interrupt throttling off or back on.
-
-    On, the perf core allows ``max_sample_rate`` overflows per second and CPU (its
-    default, 100000, when None) and lowers that limit by itself when handlers are
-    slow. Off, the CPU-time limit is 0 and the rate `MAX_SAMPLE_RATE`: the per-tick cap
-    (rate / HZ) holds even then. The limit can only be written while the CPU-time
-    limit is neither 0 nor 100, hence the order, and nothing is written when both
-    already hold: while the limit is being written, any PMU user's slow handler
-    (under TCG: tens of µs, against the 1 ns such a rate leaves) makes the kernel lower
-    the rate, to 1 per tick.
-    """
-    rate = MAX_SAMPLE_RATE if disabled else (max_sample_rate or 100_000)
-    percent = 0 if disabled else 25
-    sysctl = "/proc/sys/kernel/perf"
-    return (f'[ "$(cat {sysctl}_cpu_time_max_percent)" = {percent} ] && '
-            f'[ "$(cat {sysctl}_event_max_sample_rate)" = {rate} ] || '
-            f"{{ echo 25 > {sysctl}_cpu_time_max_percent && "
-            f"echo {rate} > {sysctl}_event_max_sample_rate && "
-            f"echo {percent} > {sysctl}_cpu_time_max_percent; }}")  # fmt: skip
 
 
 class AgentShell(CommandShell, Protocol):

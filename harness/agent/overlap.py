@@ -103,6 +103,10 @@ def unload_command(module: str) -> str:
             f"{SHORT_SLEEP}; done; rm -f {SPIN_PAUSE}")  # fmt: skip
 
 
+#: Unload the agent if it is loaded (spinners may hold it: `unload_command`).
+UNLOAD_IF_LOADED = f"if grep -q '^profagent ' /proc/modules; then {unload_command('profagent')}; fi"
+
+
 def spinner_count(cpus: tuple[int, ...]) -> int:
     """Spinners for ``cpus``: one a vCPU, at most one a host core.
 

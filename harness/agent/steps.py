@@ -193,3 +193,25 @@ def require_ok(results: Sequence[profctl.StepResult]) -> None:
     for result in results:
         if not result.ok:
             raise InfraError(f"agent step failed: {result.describe()}")
+
+
+def throttling_command(*, disabled: bool, max_sample_rate: int | None = None) -> str:
+    """A guest command that switches the perf core's interrupt throttling off or back on.
+
+    On, the perf core allows ``max_sample_rate`` overflows per second and CPU (its
+    default, 100000, when None) and lowers that limit by itself when handlers are
+    slow. Off, the CPU-time limit is 0 and the rate `MAX_SAMPLE_RATE`: the per-tick cap
+    (rate / HZ) holds even then. The limit can only be written while the CPU-time
+    limit is neither 0 nor 100, hence the order, and nothing is written when both
+    already hold: while the limit is being written, any PMU user's slow handler
+    (under TCG: tens of µs, against the 1 ns such a rate leaves) makes the kernel lower
+    the rate, to 1 per tick.
+    """
+    rate = MAX_SAMPLE_RATE if disabled else (max_sample_rate or 100_000)
+    percent = 0 if disabled else 25
+    sysctl = "/proc/sys/kernel/perf"
+    return (f'[ "$(cat {sysctl}_cpu_time_max_percent)" = {percent} ] && '
+            f'[ "$(cat {sysctl}_event_max_sample_rate)" = {rate} ] || '
+            f"{{ echo 25 > {sysctl}_cpu_time_max_percent && "
+            f"echo {rate} > {sysctl}_event_max_sample_rate && "
+            f"echo {percent} > {sysctl}_cpu_time_max_percent; }}")  # fmt: skip

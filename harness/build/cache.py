@@ -152,7 +152,7 @@ def holding(entry: CacheEntry, *, timeout_s: float = 600.0) -> Iterator[None]:
 
 def list_entries(cache: Cache) -> list[CacheEntry]:
     """Every entry directory in the cache, finished or not, by kind then key."""
-    kinds = ("source", "kernel", "rootfs", "agent", "profctl", "snapshot")
+    kinds = ("source", "kernel", "rootfs", "agent", "profctl", "snapshot", "functions")
     return [
         cache.entry(kind, path.name)
         for kind in kinds

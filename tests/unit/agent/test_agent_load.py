@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent.driver import UNLOAD_IF_LOADED, Agent, throttling_command
+from harness.agent.driver import Agent
 from harness.agent.module.spec import AgentSpec
-from harness.agent.steps import GUEST_DIR
+from harness.agent.overlap import UNLOAD_IF_LOADED
+from harness.agent.steps import GUEST_DIR, throttling_command
 from harness.errors import GuestCommandError, ModuleLoadError
 
 

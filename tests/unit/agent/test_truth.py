@@ -9,7 +9,7 @@ import pytest
 
 from harness import arches
 from harness.agent import profctl
-from harness.agent.truth import program
+from harness.agent.truth import placement, program
 from harness.agent.truth.build import TEXT_BASE, compile_truth
 from harness.agent.truth.elfsyms import (
     Function,
@@ -180,3 +180,26 @@ def test_a_function_span_comes_from_its_symbol(binary: bytes, image: FunctionTab
     assert symbol_span(binary, "leaf") == (leaf.start, leaf.end)
     with pytest.raises(InfraError, match="no function"):
         symbol_span(binary, "truth_sink")  # an object, not a function
+
+
+def test_a_vmlinux_table_is_read_once_and_kept_by_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROFBENCH_CACHE", str(tmp_path / "cache"))
+    reads: list[bytes] = []
+
+    def read(data: bytes) -> FunctionTable:
+        reads.append(data)
+        return FunctionTable((Function("f", len(data), len(data) + 8, (0, 0)),))
+
+    monkeypatch.setattr(placement, "read_functions", read)
+    vmlinux = tmp_path / "vmlinux"
+    vmlinux.write_bytes(b"one")
+    uncached = placement.kernel_table.__wrapped__  # past the per-process cache
+    first, again = uncached(vmlinux), uncached(vmlinux)
+    assert reads == [b"one"]
+    assert again == first
+    assert again.at(3) is not None  # the lookup state survives the pickle
+    vmlinux.write_bytes(b"other")  # another kernel: another entry
+    assert uncached(vmlinux).functions[0].start == 5
+    assert reads == [b"one", b"other"]
