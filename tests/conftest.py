@@ -26,6 +26,7 @@ from harness.agent.driver import Agent
 from harness.agent.module.build import AgentBuild, build_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.profctl_build import build_profctl
+from harness.agent.steps import throttling_command
 from harness.build.cache import Cache
 from harness.build.images import GuestImages, describe_kernel
 from harness.build.kernel import KernelChoice
@@ -48,6 +49,7 @@ POOLS = pytest.StashKey[list[GuestPool]]()
 SMT_CLUSTER_LAYOUT = "1s2cl2c2t"
 AGENT_REPORT = "profagent-report"
 DEPLOYED = pytest.StashKey[set[str]]()  # guests (workdir:QEMU pid) the agent is copied into
+PMU_EVENTS = pytest.StashKey[dict[str, tuple[frozenset[str], bool]]]()  # by guest, as DEPLOYED
 STAGE_TIMES = "profbench-stages"  # a test's seconds per `harness.timing` stage, as JSON
 _COUNTED = [timing.totals()]  # the stage totals at the last test's end (this process)
 
@@ -332,6 +334,7 @@ def agent(
             "virtualization'); the agent's tests sample the cycles event: they run on "
             "arm64, `invoke test --arch arm64`"
         )
+    this_guest = f"{guest.workdir}:{guest.vm.pid}"  # a re-booted guest keeps its workdir
     workdir = guest.workdir / "agent" / request.node.name.replace("/", "_")
     workdir.mkdir(parents=True, exist_ok=True)
     deployed = Agent(
@@ -343,16 +346,20 @@ def agent(
         pmu_irq_label=guest.spec.arch.pmu_interrupt_label,
         cycles_per_ns=guest.spec.arch.cycles_per_ns(guest.spec.accel),
         vmlinux=guest.images.vmlinux,
+        pmu=request.config.stash.setdefault(PMU_EVENTS, {}).get(this_guest),
     )
     deployed_in = request.config.stash.setdefault(DEPLOYED, set())
-    this_guest = f"{guest.workdir}:{guest.vm.pid}"  # a re-booted guest keeps its workdir
     if this_guest not in deployed_in:  # once per guest: the files do not change
         deployed.deploy()
         deployed_in.add(this_guest)
     yield deployed
     if guest.vm.exitcode() is None:
         try:
-            deployed.unload(then="rm -f /tmp/profagent/samples.bin")
+            request.config.stash[PMU_EVENTS][this_guest] = deployed.pmu_events()  # once a guest
+            # The boot's throttling back too: the pool's reset then finds nothing to put
+            # back, one guest command instead of two a test.
+            deployed.unload(then="rm -f /tmp/profagent/samples.bin && "
+                            + throttling_command(disabled=False))  # fmt: skip
         except HarnessError:
             pool.discard(topology)  # e.g. a hung profctl holds the module: a fresh guest
             raise

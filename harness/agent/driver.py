@@ -92,6 +92,7 @@ class Agent:
         cycles_per_ns: float | None = None,
         timeouts: Timeouts | None = None,
         vmlinux: Path | None = None,
+        pmu: tuple[frozenset[str], bool] | None = None,
     ) -> None:
         self.shell = shell
         self.pmu_irq_label = pmu_irq_label  # the arch's /proc/interrupts name of the PMU IRQ
@@ -102,7 +103,7 @@ class Agent:
         self.cycles_per_ns = cycles_per_ns  # the arch's fixed cycle rate, if it has one
         self.loaded: AgentSpec | None = None
         self._runs = 0
-        self._pmu: tuple[frozenset[str], bool] | None = None
+        self._pmu = pmu  # `pmu_events`, where the guest's caller already read them
         self._kallsyms: tuple[str, ...] = ()  # the loaded module's kallsyms lines
         self._kernel_lines: tuple[str, ...] = ()  # program.KERNEL_NAMES' kallsyms lines
         #: A profctl sequence's default budget: the command budget (scaled).
