@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from harness.agent import profctl
 from harness.agent.flavour import (
     AgentLike,
     AgentRun,
@@ -61,6 +62,7 @@ from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.oracles.samples import Sample
+from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
 from harness.agent.peer.counts import PeerWindow, bracket_window
 from harness.agent.peer.pairing import PAIR_WITHIN_NS
 from harness.agent.peer.run import PeerHooks, beside_perf
@@ -122,6 +124,19 @@ def _check(run: HwRun) -> list[Violation]:
 
 def _applicable(run: HwRun) -> frozenset[str]:
     return applicable_hw_oracles(run) | applicable_content(run.content())
+
+
+def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    """The kcsan case's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
+
+    One SS PMC per CPU; every CPU's timer sweeps its ring into the log while the
+    spinners beside it read every CPU's ring indices, stall flags and counters (the
+    state and per-CPU stats files). Rings sized as the peer run's (`peer_spec`): a
+    stall is no race to look for. Judged by hwpmc's oracles as any run.
+    """
+    fast = peer_spec(replace(spec, period=OVERLAP_PERIOD))
+    plan = replace(standard_plan(cpus), body=((profctl.sleep_step(OVERLAP_MS), ""),))
+    return hw_run(agent, fast, plan)
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -234,6 +249,7 @@ FLAVOUR = Flavour(
         "counting": _counting,
         "independence": _independence,
         "control": _control,
+        "overlap": overlap_run,  # the kcsan case's (harness.agent.overlap)
     },
     bench=HWPMC_BENCH,
     budget_scenario=Path(__file__).with_name("hwpmc-budgets.toml"),  # C-3

@@ -48,6 +48,7 @@ from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.oracles.samples import Sample, callers
+from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
@@ -95,6 +96,18 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     plan = KprofPlan(body=body, background_reader=True)
     deep = spec.with_params(trace_depth=depth)
     return isolated(agent, isolation_cpu(cpus, cpus[-1]), lambda: kprof_run(agent, deep, plan))
+
+
+def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
+    """The kcsan case's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
+
+    Every CPU samples into its block queue while the background reader drains it and
+    the spinners beside it read every CPU's queue, counters and state. Judged by
+    kprof's oracles as any run.
+    """
+    fast = replace(spec, period=OVERLAP_PERIOD)
+    plan = KprofPlan(body=(profctl.sleep_step(OVERLAP_MS),), background_reader=True)
+    return kprof_run(agent, fast, plan)
 
 
 def _check(run: KprofRun) -> list[Violation]:
@@ -261,7 +274,7 @@ FLAVOUR = Flavour(
         "kpdata": _kpdata_step,
         "inject-task": lambda cpu, count: inject_step(cpu, count, ctx="task"),
     },
-    extra_runs={"offline": offline_run},
+    extra_runs={"offline": offline_run, "overlap": overlap_run},  # overlap: the kcsan case's
     bench=KPROF_BENCH,
     budget_scenario=Path(__file__).with_name("kprof-budgets.toml"),  # C-3
 )
