@@ -48,8 +48,16 @@ SPIN_DIR = f"{GUEST_DIR}/spin"
 #: flags as ``state``). Measured under KCSAN: one cat of those three files a pass made
 #: about 30 passes a second a spinner, too few to meet a producer's store (the model).
 SPIN_HOOK = f"{DEBUGFS}/spin"
-#: Passes one write of the hook makes.
-SPIN_COUNT = 200
+#: Passes one write of the hook makes. A spinner looks at `SPIN_PAUSE` only between its
+#: profctl processes (`SPIN_REPEAT` writes each), so these bound how long an unload
+#: waits for it: at 200, hwpmc's kcsan case on 8 vCPUs, with the host's two cores also
+#: running a CI tier, held the module past the 20 s wait (rmmod: EAGAIN). kprof's case
+#: in that run made 8000 passes with 2 spinners over about 56 s of runs, some 14 ms a
+#: pass: a process of 5 x 200 passes took about 14 s, more on a loaded host. At 20 a
+#: process takes about 1.4 s, well inside `UNLOAD_WAIT_S` even ten times slower.
+SPIN_COUNT = 20
+#: How long `unload_command` retries rmmod while a spinner still holds the module.
+UNLOAD_WAIT_S = 60
 #: The kcsan overlap run of a flavour (its ``overlap`` run): the PMU's period, in cycles
 #: (QEMU's 1 GHz: 250 us, 4000 producer calls a second a CPU where none fold), and how
 #: long every CPU samples with no busy loop: the spinners have the CPUs to themselves,
@@ -95,11 +103,12 @@ def spinner_script(index: int) -> str:
 def unload_command(module: str) -> str:
     """``rmmod module`` while spinners may hold its debugfs files open (each open holds it).
 
-    Pauses the spinners, retries until their last open closed (at most about 20 s), then
+    Pauses the spinners, retries until their last open closed (`UNLOAD_WAIT_S`), then
     lets them go on; exits with rmmod's status. Harmless where no spinner runs.
     """
     return (f"touch {SPIN_PAUSE}; i=0; until rmmod {module} 2>/dev/null; do i=$((i+1)); "
-            f"if [ $i -ge 200 ]; then rmmod {module}; s=$?; rm -f {SPIN_PAUSE}; exit $s; fi; "
+            f"if [ $i -ge {UNLOAD_WAIT_S * 10} ]; then rmmod {module}; s=$?; rm -f {SPIN_PAUSE}; "
+            "exit $s; fi; "
             f"{SHORT_SLEEP}; done; rm -f {SPIN_PAUSE}")  # fmt: skip
 
 
