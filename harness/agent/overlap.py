@@ -53,9 +53,10 @@ SPIN_HOOK = f"{DEBUGFS}/spin"
 #: waits for it: at 200, hwpmc's kcsan case on 8 vCPUs, with the host's two cores also
 #: running a CI tier, held the module past the 20 s wait (rmmod: EAGAIN). kprof's case
 #: in that run made 8000 passes with 2 spinners over about 56 s of runs, some 14 ms a
-#: pass: a process of 5 x 200 passes took about 14 s, more on a loaded host. At 20 a
-#: process takes about 1.4 s, well inside `UNLOAD_WAIT_S` even ten times slower.
-SPIN_COUNT = 20
+#: pass: a process of 5 x 200 passes took about 14 s, more on a loaded host. At 20 the
+#: same hwpmc case made 3000 passes, not 6000 (a profctl started for every 100); at 50 a
+#: process takes about 3.5 s, inside `UNLOAD_WAIT_S` even at a sixth of that pace.
+SPIN_COUNT = 50
 #: How long `unload_command` retries rmmod while a spinner still holds the module.
 UNLOAD_WAIT_S = 60
 #: The kcsan overlap run of a flavour (its ``overlap`` run): the PMU's period, in cycles
