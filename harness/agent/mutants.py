@@ -34,7 +34,7 @@ NONE = "none"  # the unmutated build: every case must pass with it
 #: Flavours whose standard run judges MODE, WHO and WHERE; those that record call chains
 #: (`FlavourInfo.records_chains`).
 CONTENT_FLAVOURS = ("tprof", "kprof", "hwpmc", "dt")
-CHAIN_FLAVOURS = tuple(n for n in flavours.names() if flavours.get(n).records_chains)
+CHAIN_FLAVOURS = tuple(n for n, info in flavours.FLAVOURS.items() if info.records_chains)
 #: Flavours whose records carry a thread id (kprof's do not: WHO judges its pids only);
 #: those whose PROFILE compares paired samples (`harness.agent.peer.pairing.paired`).
 TID_FLAVOURS = ("tprof", "hwpmc", "dt")

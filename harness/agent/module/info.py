@@ -154,7 +154,11 @@ class FlavourInfo:
 
     @property
     def template(self) -> str:
-        """The flavour's C template, under ``guest/``."""
+        """An in-tree flavour's C template, under ``guest/``.
+
+        The registry names every flavour's, one outside the tree too
+        (`harness.agent.flavours.discovery.FlavourPackage.template`).
+        """
         return f"agent/flavours/{self.name}/{self.name}.c.j2"
 
     def ioctl(self, name: str) -> Ioctl:
