@@ -29,6 +29,7 @@ from harness.agent.module.build import export_agent
 from harness.agent.module.spec import AgentSpec, parse_params, parse_quirks
 from harness.agent.mutants import format_table as format_mutants
 from harness.agent.mutants import survivors, tally
+from harness.agent.scaffold import new_flavour as scaffold_flavour
 from harness.build import hostdeps
 from harness.build import rootfs as rootfsmod
 from harness.build.cache import Cache
@@ -317,6 +318,21 @@ def agent(c: Context, flavour: str = "tprof", event: str = "cycles", period: int
     print(f"generated sources: {target / 'src'}")
     print(f"module:            {target / build.ko.name}  (for {images.kernel_release})")
     print(f"load it with:      {(target / 'insmod.txt').read_text().strip()}")
+
+
+@task(positional=["name"],
+      help={"name": "the new flavour's name: lower-case letters, digits and _",
+            "out": "the directory to write (new or empty; default ./profbench-NAME)"})  # fmt: skip
+@cli
+def new_flavour(c: Context, name: str, out: str | None = None) -> None:
+    """Write a working flavour package: an NMI-safe port, its laws, tests, a README."""
+    made = scaffold_flavour(name, Path(out) if out else Path(f"profbench-{name}"))
+    for path in made.files:
+        print(f"  {path}")
+    print(f"wrote flavour {made.name} (package {made.package}) into {made.out}")
+    print(f"its unit tests:    python -m pytest {made.out / 'tests'}")
+    print(f"in a guest:        invoke test --cpus 2 --flavour-path {made.out} -k {made.name}")
+    print(f"its mutants:       invoke mutants --flavour-path {made.out} --flavour {made.name}")
 
 
 @task(help={"name": "a matrix in tests/matrix.toml (quick, full)",

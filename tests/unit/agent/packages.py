@@ -125,5 +125,5 @@ def isolated_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     modules = set(sys.modules)
     yield
     for module in set(sys.modules) - modules:
-        if module.startswith("pbt_"):
+        if module.startswith(("pbt_", "profbench_")):  # these packages, and scaffolded ones
             del sys.modules[module]
