@@ -316,6 +316,27 @@ def profctl_binary(
         return build_profctl(base_setup[0].arch, cache)
 
 
+def agent_in(
+    guest: Guest, build: AgentBuild, profctl_binary: Path, request: pytest.FixtureRequest
+) -> Agent:
+    """``build`` as the agent of ``guest`` for this test (its evidence in the test's workdir).
+
+    Not deployed: `Agent.deploy` copies the module in.
+    """
+    workdir = guest.workdir / "agent" / request.node.name.replace("/", "_")
+    workdir.mkdir(parents=True, exist_ok=True)
+    return Agent(
+        guest.shell,
+        build,
+        profctl_binary,
+        workdir,
+        nmi_expected=guest.spec.nmi,
+        pmu_irq_label=guest.spec.arch.pmu_interrupt_label,
+        cycles_per_ns=guest.spec.arch.cycles_per_ns(guest.spec.accel),
+        vmlinux=guest.images.vmlinux,
+    )
+
+
 @pytest.fixture
 def agent(
     guest: Guest,
@@ -332,18 +353,7 @@ def agent(
             "virtualization'); the agent's tests sample the cycles event: they run on "
             "arm64, `invoke test --arch arm64`"
         )
-    workdir = guest.workdir / "agent" / request.node.name.replace("/", "_")
-    workdir.mkdir(parents=True, exist_ok=True)
-    deployed = Agent(
-        guest.shell,
-        agent_build,
-        profctl_binary,
-        workdir,
-        nmi_expected=guest.spec.nmi,
-        pmu_irq_label=guest.spec.arch.pmu_interrupt_label,
-        cycles_per_ns=guest.spec.arch.cycles_per_ns(guest.spec.accel),
-        vmlinux=guest.images.vmlinux,
-    )
+    deployed = agent_in(guest, agent_build, profctl_binary, request)
     deployed_in = request.config.stash.setdefault(DEPLOYED, set())
     this_guest = f"{guest.workdir}:{guest.vm.pid}"  # a re-booted guest keeps its workdir
     if this_guest not in deployed_in:  # once per guest: the files do not change
