@@ -15,19 +15,17 @@ Every file says it was generated (its first line) and that it is the user's to e
 from __future__ import annotations
 
 import keyword
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.agent import flavours
+from harness.agent.flavours.discovery import NAME_PATTERN
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 
 SCAFFOLD_DIR = REPO_ROOT / "scaffold"
 #: The scaffold's own flavour name, replaced in every file name and text.
 STEM = "skel"
-#: What a flavour name may be: it names a C identifier's tail and a module parameter.
-_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 _SKIPPED = ("__pycache__", ".pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 
 
@@ -71,7 +69,7 @@ def new_flavour(name: str, out: Path) -> Scaffolded:
 
 def check_name(name: str) -> None:
     """:raise ConfigError: ``name`` is not a usable flavour name, or an in-tree flavour's."""
-    if not _NAME.match(name) or keyword.iskeyword(name) or name in ("true", "false", "none"):
+    if not NAME_PATTERN.match(name) or keyword.iskeyword(name) or name in ("true", "false", "none"):
         raise ConfigError(
             f"flavour name {name!r}: lower-case letters, digits and _, at most 32, a letter "
             "first, and not a Python keyword (it names a C symbol, a module and a parameter)"

@@ -48,7 +48,7 @@ GROUP = "profbench.flavours"
 PATH_ENV = "PROFBENCH_FLAVOUR_PATH"
 IN_TREE = "in-tree"
 #: A flavour's name is a C identifier's tail (``pa_flavour_<name>``) and a load parameter.
-_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
+NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 _PARTS = "a flavour package holds data.py (INFO), flavour.py (FLAVOUR) and <name>.c.j2"
 
 
@@ -144,7 +144,7 @@ def load_package(
     info = _info(module, origin)
     problem = ""
     template = directory / f"{info.name}.c.j2"
-    if not _NAME.match(info.name):
+    if not NAME_PATTERN.match(info.name):
         problem = (f"its flavour name {info.name!r} is not lower-case letters, digits and _, "
                    "at most 32, a letter first")  # fmt: skip
     elif declared is not None and declared != info.name:

@@ -133,6 +133,8 @@ def _context(spec: AgentSpec) -> dict[str, object]:
         "flavour_params": _flavour_params(spec, infos),
     }
     for info in infos:
+        if info.name in context:
+            raise ConfigError(f"flavour {info.name}'s name is already a template value")
         context[info.name] = info
         clash = set(context) & set(info.template_context)
         if clash:

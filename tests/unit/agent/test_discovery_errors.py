@@ -129,6 +129,14 @@ def test_what_the_core_or_another_flavour_has_is_refused(
     assert says in refused(write_package(tmp_path, fresh_name(), data=data))
 
 
+def test_a_name_the_core_s_templates_use_is_refused(tmp_path: Path) -> None:
+    data = DATA.replace('name="{name}"', 'name="layouts"')
+    package = write_package(tmp_path, "x" + fresh_name(), data=data, template=None)
+    (package / "layouts.c.j2").write_text("/* nothing */\n")
+    text = refused(package)
+    assert "does not render: flavour layouts's name is already a template value" in text
+
+
 def test_a_load_parameter_the_core_has_is_refused(tmp_path: Path) -> None:
     data = DATA.replace(
         "    mutants=", '    params=(Param("period", 1, 0, 9, "x"),),\n    mutants='
