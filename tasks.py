@@ -24,10 +24,12 @@ from invoke.tasks import task as invoke_task
 
 from harness import arches
 from harness.agent import flavours
+from harness.agent.external import use_flavours
 from harness.agent.module.build import export_agent
 from harness.agent.module.spec import AgentSpec, parse_params, parse_quirks
 from harness.agent.mutants import format_table as format_mutants
 from harness.agent.mutants import survivors, tally
+from harness.agent.scaffold import new_flavour as scaffold_flavour
 from harness.build import hostdeps
 from harness.build import rootfs as rootfsmod
 from harness.build.cache import Cache
@@ -133,6 +135,17 @@ def _request(cpus: str | None, topology: str | None, arch: str, variant: str, ac
                         kernel_src=kernel_src)  # fmt: skip
 
 
+FLAVOUR_PATH_HELP = (
+    "a flavour package outside the tree, or the checkout holding one (its pyproject.toml "
+    "declares it), repeatable; exported as PROFBENCH_FLAVOUR_PATH to the tests"
+)
+
+
+def _use_flavours(paths: list[str] | None) -> None:
+    """``--flavour-path``: add those flavours, then check every one from outside the tree."""
+    use_flavours(Path(path) for path in paths or ())
+
+
 @task
 @cli
 def setup(c: Context) -> None:
@@ -196,7 +209,9 @@ def images(c: Context, arch: str = "arm64", variant: str = "default", kernel: st
                       "x86_64), so none skips for want of one",
           "matrix": "run a named matrix from tests/matrix.toml (quick, full) instead",
           "n": "matrix workers: auto (one per host core) or a number",
-          "no_snapshot": "boot guests cold instead of restoring them from snapshots"},
+          "no_snapshot": "boot guests cold instead of restoring them from snapshots",
+          "flavour_path": FLAVOUR_PATH_HELP},
+    iterable=["flavour_path"],
 )  # fmt: skip
 @cli
 def test(c: Context, n: str | None = None, cpus: str | None = None,
@@ -205,8 +220,9 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
          selftests: bool = False, append: str = "", memory: int = 1024,
          matrix: str | None = None, complete: bool = False,
          no_snapshot: bool = False, kernel: str = "6.1",
-         kernel_src: str | None = None) -> None:  # fmt: skip
+         kernel_src: str | None = None, flavour_path: list[str] | None = None) -> None:  # fmt: skip
     """Boot the requested guest and run the guest test tier; or run a matrix."""
+    _use_flavours(flavour_path)
     if matrix:
         status = testrun.run_matrix(matrix, Cache.default(), workers=n or "auto", keyword=k,
                                     snapshot=not no_snapshot)  # fmt: skip
@@ -268,7 +284,8 @@ def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 
 
 
 @task(
-    help={"flavour": "agent flavour: " + ", ".join(flavours.names()),
+    help={"flavour": "agent flavour: " + ", ".join(flavours.FLAVOURS)
+          + ", or one outside the tree (--flavour-path)",
           "event": "cycles, instructions or cpu-clock",
           "period": "events between overflows", "drain": "auto (periodic) or manual (kicks)",
           "drain-ms": "auto drain period", "out": "output directory "
@@ -277,16 +294,18 @@ def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 
           "param": "a flavour's own load parameter, NAME=VALUE, repeatable "
           "(tprof: est_freq, buffer_samples, list_limit; see its data.py)",
           "arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"],
-          "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"]},
-    iterable=["param"],
+          "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"],
+          "flavour_path": FLAVOUR_PATH_HELP},
+    iterable=["param", "flavour_path"],
 )  # fmt: skip
 @cli
 def agent(c: Context, flavour: str = "tprof", event: str = "cycles", period: int = 1_000_000,
           drain: str = "auto", drain_ms: int = 1000, quirks: str = "0",
           param: list[str] | None = None, arch: str = "arm64", variant: str = "default",
-          out: str | None = None, kernel: str = "6.1",
-          kernel_src: str | None = None) -> None:  # fmt: skip
+          out: str | None = None, kernel: str = "6.1", kernel_src: str | None = None,
+          flavour_path: list[str] | None = None) -> None:  # fmt: skip
     """Render and build the profiling agent alone, to read the generated C."""
+    _use_flavours(flavour_path)
     mask = parse_quirks(flavour, quirks)
     spec = AgentSpec(flavour=flavour, event=event, period=period, drain=drain,
                      drain_ms=drain_ms, quirks=mask,
@@ -299,6 +318,21 @@ def agent(c: Context, flavour: str = "tprof", event: str = "cycles", period: int
     print(f"generated sources: {target / 'src'}")
     print(f"module:            {target / build.ko.name}  (for {images.kernel_release})")
     print(f"load it with:      {(target / 'insmod.txt').read_text().strip()}")
+
+
+@task(positional=["name"],
+      help={"name": "the new flavour's name: lower-case letters, digits and _",
+            "out": "the directory to write (new or empty; default ./profbench-NAME)"})  # fmt: skip
+@cli
+def new_flavour(c: Context, name: str, out: str | None = None) -> None:
+    """Write a working flavour package: an NMI-safe port, its laws, tests, a README."""
+    made = scaffold_flavour(name, Path(out) if out else Path(f"profbench-{name}"))
+    for path in made.files:
+        print(f"  {path}")
+    print(f"wrote flavour {made.name} (package {made.package}) into {made.out}")
+    print(f"its unit tests:    python -m pytest {made.out / 'tests'}")
+    print(f"in a guest:        invoke test --cpus 2 --flavour-path {made.out} -k {made.name}")
+    print(f"its mutants:       invoke mutants --flavour-path {made.out} --flavour {made.name}")
 
 
 @task(help={"name": "a matrix in tests/matrix.toml (quick, full)",
@@ -355,13 +389,17 @@ def _print_deterministic(outcome: DeterministicResult) -> None:
                     "and compare every number with the recorded one",
           "gdb": "with --replay: start stopped, with QEMU's gdbstub on a port it prints",
           "no_snapshot": "boot each attempt's guest cold instead of restoring its snapshot "
-                         "(deterministic runs never use snapshots)"},
+                         "(deterministic runs never use snapshots)",
+          "flavour_path": FLAVOUR_PATH_HELP},
+    iterable=["flavour_path"],
 )  # fmt: skip
 @cli
 def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
           dump_memory: bool = False, deterministic: bool = False, record: bool = False,
-          replay: bool = False, gdb: bool = False, no_snapshot: bool = False) -> None:  # fmt: skip
+          replay: bool = False, gdb: bool = False, no_snapshot: bool = False,
+          flavour_path: list[str] | None = None) -> None:  # fmt: skip
     """Run a reproduction scenario into a bundle, or (--bundle DIR) replay a bundle."""
+    _use_flavours(flavour_path)
     if deterministic or record or replay or gdb:
         if deterministic and record:
             raise ConfigError("--record is already deterministic; give one of the two")
@@ -428,13 +466,15 @@ def check(c: Context) -> None:
             "cpus": "vCPUs of the mutation guests (default 2)",
             "flavour": "only this flavour's standard and exact runs (repeatable; default all)",
             "mutant": "only this mutant beside the control (repeatable; default all)",
-            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"]},
-      iterable=["flavour", "mutant"])  # fmt: skip
+            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"],
+            "flavour_path": FLAVOUR_PATH_HELP},
+      iterable=["flavour", "mutant", "flavour_path"])  # fmt: skip
 @cli
 def mutants(c: Context, full: bool = False, cpus: int = 2, flavour: list[str] | None = None,
-            mutant: list[str] | None = None, kernel: str = "6.1",
-            kernel_src: str | None = None) -> None:  # fmt: skip
+            mutant: list[str] | None = None, kernel: str = "6.1", kernel_src: str | None = None,
+            flavour_path: list[str] | None = None) -> None:  # fmt: skip
     """Build each deliberately broken agent and show which oracle catches it."""
+    _use_flavours(flavour_path)
     request = mutantruns.MutationRequest(full=full, cpus=cpus, flavours=tuple(flavour or ()),
                                          only=tuple(mutant or ()),
                                          kernel=parse_kernel(kernel, kernel_src))  # fmt: skip

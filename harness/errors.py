@@ -5,6 +5,8 @@ guest kernel (which may be the very bug a developer is reproducing)::
 
     HarnessError
      +-- ConfigError            bad input: topology, arch, spec, option; says how to fix it
+     |    +-- FlavourPackageError  an out-of-tree flavour cannot join: a name clash, a
+     |                           missing part, a template that does not render; one line
      +-- InfraError             the host side failed; the guest kernel is not to blame
      |    +-- HostSetupError    a tool or package is missing; carries the install command
      |    +-- BuildError        a kernel, rootfs or module build failed; carries the log
@@ -53,6 +55,23 @@ class ConfigError(HarnessError):
     """The user's input is wrong; the message says what and how to fix it."""
 
     exit_status = 2
+
+
+class FlavourPackageError(ConfigError):
+    """A flavour found outside the tree cannot join the registry; one line says why.
+
+    Raised before any guest boots (`harness.agent.flavours`, `harness.agent.external`)
+    and phrased ``flavour package <package> (<where it was found>): <what is wrong>``.
+    """
+
+    def __init__(self, package: str, origin: str, problem: str) -> None:
+        super().__init__(package, origin, problem)
+        self.package = package
+        self.origin = origin
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"flavour package {self.package} ({self.origin}): {self.problem}"
 
 
 class InfraError(HarnessError):

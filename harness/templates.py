@@ -1,27 +1,49 @@
-"""The one jinja2 environment for everything rendered from ``guest/``.
+"""The one jinja2 environment for everything rendered from ``guest/`` (and flavour packages).
 
 Templates only substitute and loop; every decision is made in Python on typed
 values before rendering. Undefined names are errors, not empty strings::
 
     text = render("rootfs/init.j2", {"init": InitConfig(...)})
+
+A flavour that lives outside the tree keeps its C template in its own package;
+the registry adds that package's directory as a root, and its templates are
+named ``<root>:<file>`` (`add_root`)::
+
+    add_root("myport", Path("/src/myport/profbench_myport"))
+    render("myport:myport.c.j2", context)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 
 import jinja2
 
 from harness.errors import ConfigError
 from harness.paths import GUEST_DIR
 
+#: Between an extra root's name and a file in it: ``myport:myport.c.j2``.
+ROOT_SEPARATOR = ":"
+#: Extra template roots by name (`add_root`); the prefix loader reads this dict live.
+_ROOTS: dict[str, jinja2.BaseLoader] = {}
+_ROOT_DIRS: dict[str, Path] = {}
+
 
 @cache
 def environment() -> jinja2.Environment:
-    """The shared environment, loading from ``guest/`` whatever the working directory."""
+    """The shared environment, loading from ``guest/`` whatever the working directory.
+
+    Names with a ``root:`` prefix load from that extra root instead (`add_root`).
+    """
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(GUEST_DIR),
+        loader=jinja2.ChoiceLoader(
+            [
+                jinja2.FileSystemLoader(GUEST_DIR),
+                jinja2.PrefixLoader(_ROOTS, delimiter=ROOT_SEPARATOR),
+            ]
+        ),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         trim_blocks=True,
@@ -30,17 +52,48 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render(name: str, context: Mapping[str, object]) -> str:
-    """Render ``guest/<name>`` with ``context``.
+def add_root(name: str, directory: Path) -> str:
+    """Load templates named ``<name>:<file>`` from ``directory``; the name prefix to use.
 
-    :raise ConfigError: the template is missing or uses a name the context lacks.
+    Adding the same directory again is nothing.
+
+    :raise ConfigError: ``name`` already loads from another directory.
+    """
+    directory = directory.resolve()
+    known = _ROOT_DIRS.get(name)
+    if known is not None and known != directory:
+        raise ConfigError(f"template root {name!r} is {known}, not {directory}")
+    _ROOT_DIRS[name] = directory
+    _ROOTS[name] = jinja2.FileSystemLoader(directory)
+    return f"{name}{ROOT_SEPARATOR}"
+
+
+def render(name: str, context: Mapping[str, object]) -> str:
+    """Render ``guest/<name>`` (or ``<root>:<file>``) with ``context``.
+
+    :raise ConfigError: the template is missing, is not valid jinja2, or uses a name
+        the context lacks.
     """
     try:
         return environment().get_template(name).render(context)
     except jinja2.TemplateNotFound:
-        raise ConfigError(f"template guest/{name} not found under {GUEST_DIR}") from None
+        raise ConfigError(f"template {_shown(name)} not found{_under(name)}") from None
     except jinja2.UndefinedError as exc:
-        raise ConfigError(f"template guest/{name}: {exc}") from exc
+        raise ConfigError(f"template {_shown(name)}: {exc}") from exc
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConfigError(f"template {_shown(name)} line {exc.lineno}: {exc.message}") from exc
+
+
+def _shown(name: str) -> str:
+    """Template ``name`` for a message: ``guest/<name>``, or its path in an extra root."""
+    root, sep, rest = name.partition(ROOT_SEPARATOR)
+    if not sep:
+        return f"guest/{name}"
+    return str(_ROOT_DIRS[root] / rest) if root in _ROOT_DIRS else name
+
+
+def _under(name: str) -> str:
+    return "" if ROOT_SEPARATOR in name else f" under {GUEST_DIR}"
 
 
 def template_source(name: str) -> str:

@@ -318,6 +318,34 @@ def profctl_binary(
         return build_profctl(base_setup[0].arch, cache)
 
 
+def agent_in(
+    guest: Guest,
+    build: AgentBuild,
+    profctl_binary: Path,
+    request: pytest.FixtureRequest,
+    *,
+    pmu: tuple[frozenset[str], bool] | None = None,
+) -> Agent:
+    """``build`` as the agent of ``guest`` for this test (its evidence in the test's workdir).
+
+    Not deployed: `Agent.deploy` copies the module in. ``pmu``: the guest's PMU events,
+    where an earlier test read them (`Agent.pmu_events`).
+    """
+    workdir = guest.workdir / "agent" / request.node.name.replace("/", "_")
+    workdir.mkdir(parents=True, exist_ok=True)
+    return Agent(
+        guest.shell,
+        build,
+        profctl_binary,
+        workdir,
+        nmi_expected=guest.spec.nmi,
+        pmu_irq_label=guest.spec.arch.pmu_interrupt_label,
+        cycles_per_ns=guest.spec.arch.cycles_per_ns(guest.spec.accel),
+        vmlinux=guest.images.vmlinux,
+        pmu=pmu,
+    )
+
+
 @pytest.fixture
 def agent(
     guest: Guest,
@@ -335,19 +363,8 @@ def agent(
             "arm64, `invoke test --arch arm64`"
         )
     this_guest = f"{guest.workdir}:{guest.vm.pid}"  # a re-booted guest keeps its workdir
-    workdir = guest.workdir / "agent" / request.node.name.replace("/", "_")
-    workdir.mkdir(parents=True, exist_ok=True)
-    deployed = Agent(
-        guest.shell,
-        agent_build,
-        profctl_binary,
-        workdir,
-        nmi_expected=guest.spec.nmi,
-        pmu_irq_label=guest.spec.arch.pmu_interrupt_label,
-        cycles_per_ns=guest.spec.arch.cycles_per_ns(guest.spec.accel),
-        vmlinux=guest.images.vmlinux,
-        pmu=request.config.stash.setdefault(PMU_EVENTS, {}).get(this_guest),
-    )
+    pmu = request.config.stash.setdefault(PMU_EVENTS, {}).get(this_guest)
+    deployed = agent_in(guest, agent_build, profctl_binary, request, pmu=pmu)
     deployed_in = request.config.stash.setdefault(DEPLOYED, set())
     if this_guest not in deployed_in:  # once per guest: the files do not change
         deployed.deploy()

@@ -34,6 +34,7 @@ from harness.agent.peer.counts import PeerEvidence
 from harness.agent.peer.profile import profile_report
 from harness.agent.truth.elfsyms import FunctionTable
 from harness.agent.truth.program import TruthImage
+from harness.errors import FlavourPackageError
 from harness.timeouts import Timeouts
 from harness.timing import ANALYSIS, timed
 from harness.vm.shell import CommandShell
@@ -287,15 +288,31 @@ class Flavour:
 def behaviour(name: str) -> Flavour:
     """The behaviour of the flavour called ``name`` (its runner, oracles, report).
 
-    Imported on first use from ``harness.agent.flavours.<name>.flavour``.
+    Imported on first use from its package's ``flavour`` module:
+    ``harness.agent.flavours.<name>.flavour`` in the tree, ``<package>.flavour`` outside
+    (`harness.agent.flavours.package`).
 
     :raise ConfigError: no such flavour.
+    :raise FlavourPackageError: its ``flavour.py`` does not import, has no ``FLAVOUR``
+        that is a `Flavour`, or that flavour's data is not its ``data.py``'s ``INFO``.
     """
-    module = importlib.import_module(f"harness.agent.flavours.{flavours.get(name).name}.flavour")
-    found = module.FLAVOUR
-    if not isinstance(found, Flavour):
-        raise TypeError(f"{module.__name__}.FLAVOUR is a {type(found).__name__}, not a Flavour")
-    return found
+    found = flavours.package(name)
+    try:
+        module = importlib.import_module(f"{found.package}.flavour")
+    except Exception as exc:  # the package's own code: whatever it raises is its problem
+        if not found.outside:
+            raise
+        problem = f"flavour.py does not import: {type(exc).__name__}: {exc}"
+        raise FlavourPackageError(found.package, found.origin, problem) from exc
+    value = getattr(module, "FLAVOUR", None)
+    if not isinstance(value, Flavour):
+        what = "no FLAVOUR" if value is None else f"a FLAVOUR that is a {type(value).__name__}"
+        problem = f"flavour.py has {what}, not a harness.agent.flavour.Flavour"
+        raise FlavourPackageError(found.package, found.origin, problem)
+    if found.outside and value.info != found.info:
+        problem = f"flavour.py's FLAVOUR.info is not data.py's INFO (it names {value.info.name!r})"
+        raise FlavourPackageError(found.package, found.origin, problem)
+    return value
 
 
 def typed(kind: type[_R], judge: Callable[[_R], _T]) -> Callable[[AgentRun], _T]:

@@ -31,17 +31,6 @@ from harness.agent.oracles.report import UNJUDGED, align
 from harness.errors import ConfigError
 
 NONE = "none"  # the unmutated build: every case must pass with it
-#: Flavours whose standard run judges MODE, WHO and WHERE; those that record call chains
-#: (`FlavourInfo.records_chains`).
-CONTENT_FLAVOURS = ("tprof", "kprof", "hwpmc", "dt")
-CHAIN_FLAVOURS = tuple(n for n in flavours.names() if flavours.get(n).records_chains)
-#: Flavours whose records carry a thread id (kprof's do not: WHO judges its pids only);
-#: those whose PROFILE compares paired samples (`harness.agent.peer.pairing.paired`).
-TID_FLAVOURS = ("tprof", "hwpmc", "dt")
-PAIRED_FLAVOURS = ("dt", "hwpmc")
-#: Flavours whose kernel samples carry the task's pid (kprof's kernel traces do not), so
-#: WHERE's kernel half can choose the zero workload's kernel samples.
-KERNEL_PID_FLAVOURS = ("tprof", "hwpmc", "dt")
 
 
 def unjudged_token(oracle: str) -> str:
@@ -76,36 +65,35 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
     Mutant("fixed_pc_3rd", "every 3rd sample's PC is replaced by a fixed kernel address",
            ("PROFILE",), case="peer"),
     # The content oracles' (harness.agent.oracles.content): points in the core's pa_produce
-    # and pa_chain, judged where a flavour's records reach them.
+    # and pa_chain, judged on every flavour's standard run (its samples carry CPU, PC, pid
+    # and mode); those that need more of a sample say so (`Mutant.needs`).
     Mutant("handler_pc", "every sample records the handler's own PC (_THIS_IP_)",
-           ("MODE", "WHERE"), flavours=CONTENT_FLAVOURS),
-    Mutant("pid_zero_2nd", "every second sample of a CPU carries pid 0", ("WHO",),
-           flavours=CONTENT_FLAVOURS),
-    Mutant("flip_mode_7th", "every 7th sample of a CPU has its mode flag inverted", ("MODE",),
-           flavours=CONTENT_FLAVOURS),
+           ("MODE", "WHERE")),
+    Mutant("pid_zero_2nd", "every second sample of a CPU carries pid 0", ("WHO",)),
+    Mutant("flip_mode_7th", "every 7th sample of a CPU has its mode flag inverted", ("MODE",)),
     Mutant("chain_skip_frame", "every call chain skips its first caller", ("CHAIN",),
-           flavours=CHAIN_FLAVOURS),
+           needs=("records_chains",)),
     Mutant("chain_cut_silent", "every call chain is cut to its PC, not said to be", ("CHAIN",),
-           flavours=CHAIN_FLAVOURS),
+           needs=("records_chains",)),
     Mutant("chain_swap_frames", "every call chain has its second and third callers swapped",
-           ("CHAIN",), flavours=CHAIN_FLAVOURS),
+           ("CHAIN",), needs=("records_chains",)),
     # Only where the record keeps the stop cause (kprof's does not).
     Mutant("chain_end_unsaid", "a walk cut at the depth is counted so but says it ended",
-           ("CHAIN",), flavours=("hwpmc", "dt")),
+           ("CHAIN",), needs=("records_chain_stop",)),
     Mutant("chain_wrong_task", "a user walk starts from the parent task's frame pointer",
-           ("CHAIN",), flavours=CHAIN_FLAVOURS),
+           ("CHAIN",), needs=("records_chains",)),
     Mutant("parent_sample_5th", "every 5th user sample of a CPU is its parent task's PC, pid, tid",
-           ("WHO",), flavours=CONTENT_FLAVOURS),
+           ("WHO",)),
     Mutant("tgid_as_tid", "every sample's tid is its thread group's id (the pid)", ("WHO",),
-           flavours=TID_FLAVOURS),
+           needs=("records_tid",)),
     Mutant("user_pc_shift", "every user sample's PC lies 256 bytes below where the task was",
-           ("WHERE",), flavours=CONTENT_FLAVOURS),
+           ("WHERE",)),
     Mutant("kernel_pc_shift", "every kernel sample's PC lies 256 bytes above where it was",
-           ("WHERE",), flavours=KERNEL_PID_FLAVOURS),
+           ("WHERE",), needs=("kernel_pids",)),
     # A verdict on nothing is the catch: no sample pairs with perf's (PROFILE UNJUDGED).
     # Not quick: two peer runs (about 90 s each) for a catch that follows from pairing.
     Mutant("ts_skew", "every sample's timestamp is 10 s ahead of the clock",
-           (unjudged_token("PROFILE"),), case="peer", quick=False, flavours=PAIRED_FLAVOURS),
+           (unjudged_token("PROFILE"),), case="peer", quick=False, needs=("pairs_profile",)),
     Mutant("self_throttle", "every 50th overflow stops its own event as perf throttling does",
            ("THROTTLE",)),
     Mutant("nmi_spinlock", "the producer path takes a spinlock in NMI context",
@@ -142,10 +130,15 @@ def get(name: str) -> Mutant:
 
 
 def for_flavour(flavour: str) -> tuple[Mutant, ...]:
-    """The mutants a run of ``flavour`` can expose: the core's and its own."""
-    name = flavours.get(flavour).name
-    core = tuple(m for m in CORE_MUTANTS if not m.flavours or name in m.flavours)
-    return (*core, *flavours.get(flavour).mutants)
+    """The mutants a run of ``flavour`` can expose: the core's it has what they need, its own.
+
+    The content oracles judge every flavour's standard run (MODE, WHO's pids, WHERE's
+    user half: what every flavour's samples carry), so their mutants apply to every
+    flavour; those that need more (`Mutant.needs`) apply where its data says it has it.
+    """
+    info = flavours.get(flavour)
+    core = tuple(m for m in CORE_MUTANTS if all(info.has(need) for need in m.needs))
+    return (*core, *info.mutants)
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,8 +61,6 @@ from harness.vm.topology import default_topology
 
 LOG = logging.getLogger(__name__)
 CASES = ("standard", "exact")
-#: The debug-kernel mutants run with this flavour: their sabotage is in the core.
-DEBUG_FLAVOUR = "tprof"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +123,10 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
     if request.full:
         # With --mutant, only the groups of the named mutants boot their guests.
         if not request.only or "leave_event_armed" in request.only:
-            rows += _armed_group(bench, images)
+            rows += _armed_group(bench, images, chosen)
         if not request.only or any(mutants.get(n).case == "debug" for n in request.only):
-            rows += _debug_group(bench, prepare_images(arch, "debug", cache,
-                                                       kernel=request.kernel))  # fmt: skip
+            debug = prepare_images(arch, "debug", cache, kernel=request.kernel)
+            rows += _debug_group(bench, debug, chosen[0])
         rows += _sanitizer_group(bench, request.kernel, chosen=chosen, only=request.only)
     elapsed = time.monotonic() - started
     record = {"kernel": images.kernel_name, "full": request.full, "cpus": request.cpus,
@@ -302,14 +300,14 @@ def _folded_share(cpu: PerfCpu, peer: PeerEvidence) -> str:
     return f"{allowed.folded} of {periods} ({share:.0%}), {cpu.samples} samples"
 
 
-def _armed_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
-    """The armed-event mutant, once per flavour, each on a guest of its own.
+def _armed_group(bench: _Bench, images: GuestImages, chosen: Sequence[str]) -> list[MutantRow]:
+    """The armed-event mutant, once per ``chosen`` flavour, each on a guest of its own.
 
     The event outlives its module, so nothing may unload it afterwards.
     """
     rows = []
     armed = mutants.get("leave_event_armed")
-    for name in flavours.names():
+    for name in chosen:
         flavour, notes = behaviour(name), []
         try:
             with _guest(bench, images, f"armed-{name}") as guest:
@@ -362,14 +360,16 @@ def _deterministic_case(bench: _Bench, scenario: Scenario, mutant: Mutant | None
             if item.oracle is not None and not verdict.held}  # fmt: skip
 
 
-def _debug_group(bench: _Bench, images: GuestImages) -> list[MutantRow]:
-    """The control and the debug mutants on the debug kernel.
+def _debug_group(bench: _Bench, images: GuestImages, name: str) -> list[MutantRow]:
+    """The control and the debug mutants on the debug kernel, in flavour ``name``'s runs.
 
-    The lock mutant goes last: lockdep switches itself off after its first report.
+    Their sabotage is in the core, so one flavour carries them: the first one chosen
+    (tprof when every flavour is). The lock mutant goes last: lockdep switches itself off
+    after its first report.
     """
     rows = []
-    flavour = behaviour(DEBUG_FLAVOUR)
-    order = sorted(planned(DEBUG_FLAVOUR, full=True, case="debug"),
+    flavour = behaviour(name)
+    order = sorted(planned(name, full=True, case="debug"),
                    key=lambda m: m.name == "nmi_spinlock")  # fmt: skip
     notes: list[str] = []
     try:

@@ -1,4 +1,4 @@
-"""Content oracles in a guest: each wired flavour's standard run against ground truth.
+"""Content oracles in a guest: every flavour's standard run against ground truth.
 
 The standard run launches the ground-truth workload (`harness.agent.truth.program`: chain
 mode on the last CPU, which the harness keeps for its own tasks
@@ -12,26 +12,25 @@ from __future__ import annotations
 
 import pytest
 
+from harness.agent import flavours
 from harness.agent.driver import Agent
 from harness.agent.flavour import AgentRun, behaviour
 from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC
 from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.module.spec import AgentSpec
-from harness.agent.mutants import CHAIN_FLAVOURS, CONTENT_FLAVOURS, TID_FLAVOURS
 from harness.agent.oracles.report import unjudged
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 
 pytestmark = pytest.mark.guest
 
-#: Flavours whose probe samples may all be dropped, and the per-CPU counter that then
-#: says so. dt's 15-slot ring on the probe's CPU is drained only by a reader that an
-#: irq_work wakes; on one vCPU the reader cannot run during the IRQ-off probe, and
-#: when the other CPUs' wakeups are late a ring already full when the probe began
-#: stays full: every probe sample is a counted drop (dc_dropevt), and CHAIN has no
-#: probe chain to judge. (Seen once in CI with the open's one irq_work pending on the
-#: probe's CPU, dropevt 124 of 155; each CPU now has its own.)
-PROBE_DROPS = {"dt": "dc_dropevt"}
+# A flavour's probe samples may all be dropped, and its data names the per-CPU counter
+# that then says so (`FlavourInfo.probe_drops`). dt's 15-slot ring on the probe's CPU is
+# drained only by a reader that an irq_work wakes; on one vCPU the reader cannot run
+# during the IRQ-off probe, and when the other CPUs' wakeups are late a ring already full
+# when the probe began stays full: every probe sample is a counted drop (dc_dropevt), and
+# CHAIN has no probe chain to judge. (Seen once in CI with the open's one irq_work
+# pending on the probe's CPU, dropevt 124 of 155; each CPU now has its own.)
 
 
 def judged_standard_run(
@@ -55,7 +54,7 @@ def judged_standard_run(
     return run, report
 
 
-@pytest.mark.parametrize("name", CONTENT_FLAVOURS)
+@pytest.mark.parametrize("name", flavours.names())
 def test_every_sample_tells_the_truth(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest, name: str
 ) -> None:
@@ -65,16 +64,17 @@ def test_every_sample_tells_the_truth(
     last = topology.cpus - 1
     assert numbers[f"content.chain.cpu{last}.population"] > 0, report
     assert numbers["content.mix.cpu0.population"] > 0, report
-    if name in TID_FLAVOURS:
+    info = flavours.get(name)
+    if info.records_tid:
         assert numbers["content.mix.cpu0.worker"] > 0, report
     if topology.cpus > 1:  # the chain workload's CPU was kept for the harness's tasks
         key = f"content.exclusive.cpu{topology.cpus - 1}"
         assert numbers[f"{key}.exclusive"] == 1, report
         assert numbers[f"{key}.workload"] > 0, report
-    if name in CHAIN_FLAVOURS:
+    if info.records_chains:
         assert numbers["content.chain.leaf_checked"] > 0, report
         if agent.nmi_expected:  # the probe's samples need pseudo-NMI (IRQs are off there)
-            drops = PROBE_DROPS.get(name)
+            drops = info.probe_drops
             dropped = numbers.get(f"percpu.{topology.cpus - 1}.{drops}", 0) if drops else 0
             assert numbers["content.chain.probe_checked"] > 0 or dropped > 0, report
 

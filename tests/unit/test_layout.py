@@ -106,7 +106,8 @@ AGENT_PACKAGES = tuple(
 def agent_unit(module: str) -> str | None:
     """The part of ``harness.agent`` that ``module`` belongs to (None: outside the agent).
 
-    A sub-package's name; ``flavours`` for the registry and every flavour's data;
+    A sub-package's name; ``flavours`` for the registry (its modules directly in
+    ``flavours/``: discovery) and every flavour's data;
     ``flavours.<name>`` for the rest of a flavour's folder; else the module's own name.
     """
     parts = module.split(".")
@@ -115,7 +116,8 @@ def agent_unit(module: str) -> str | None:
     if len(parts) == 2:
         return "agent"
     if parts[2] == "flavours":
-        return "flavours" if len(parts) == 3 or parts[4:] == ["data"] else f"flavours.{parts[3]}"
+        registry = len(parts) == 3 or (AGENT / "flavours" / f"{parts[3]}.py").is_file()
+        return "flavours" if registry or parts[4:] == ["data"] else f"flavours.{parts[3]}"
     return parts[2]
 
 
@@ -130,6 +132,7 @@ def may_import(package: str) -> set[str]:
 def test_the_agent_packages_are_found() -> None:
     assert {"module", "oracles", "peer", "truth"} <= set(AGENT_PACKAGES)
     assert agent_unit("harness.agent.flavours.dt.data") == "flavours"
+    assert agent_unit("harness.agent.flavours.discovery") == "flavours"
     assert agent_unit("harness.agent.flavours.dt.run") == "flavours.dt"
     assert agent_unit("harness.agent.oracles.laws") == "oracles"
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from harness.agent.module.layouts import FramedRecord, Ioctl, RecordLayout
 from harness.errors import ConfigError
@@ -92,6 +93,14 @@ class Param:
             )
 
 
+#: What a flavour's samples carry, or how they are judged, beyond what every flavour's
+#: must (CPU, PC, pid, user/kernel mode): the `FlavourInfo` fields of the same names. A
+#: core mutant that needs one is built into the runs of the flavours that have it.
+Capability = Literal[
+    "records_tid", "records_chains", "records_chain_stop", "kernel_pids", "pairs_profile"
+]
+
+
 @dataclass(frozen=True, slots=True)
 class Mutant:
     """A deliberately broken agent build, and the oracles that must catch it.
@@ -111,9 +120,10 @@ class Mutant:
     caught_by: tuple[str, ...]
     case: str = "standard"
     quick: bool = True
-    #: A core mutant judged only by these flavours' runs (their oracles catch it); empty:
-    #: every flavour's. The content oracles' mutants name the flavours wired to them.
-    flavours: tuple[str, ...] = ()
+    #: A core mutant judged only by the runs of flavours that have every one of these
+    #: (`FlavourInfo.has`): the oracle that catches it reads what they record. Empty:
+    #: every flavour's.
+    needs: tuple[Capability, ...] = ()
 
 
 #: The mutant cases every flavour has (`Mutant.case`); any other is an extra run's name.
@@ -148,14 +158,42 @@ class FlavourInfo:
     mutants: tuple[Mutant, ...] = ()  # this flavour's mutation points
     params: tuple[Param, ...] = ()  # its own integer load parameters
     framed: tuple[FramedRecord, ...] = ()  # varint-framed stream records (kprof)
+    # What its samples carry beyond CPU, PC, pid and mode, which every flavour's must:
+    # the one place that says it (guest/agent/README.md, "The contract"). The content
+    # oracles read it from each run's samples (`harness.agent.oracles.content_view`);
+    # the core mutants that need it (`Mutant.needs`) and the guest tier read it here.
     #: Its records carry call chains (the core's ``pa_chain``), so CHAIN judges them and
-    #: the chain mutants apply: the one place that says which flavours record chains.
+    #: the chain mutants apply.
     records_chains: bool = False
+    #: Its records carry the interrupted thread's id: WHO judges tids (kprof's do not).
+    records_tid: bool = True
+    #: Its chains carry the walk's frame count and stop cause beside their PCs (dt,
+    #: hwpmc): CHAIN judges them against the core's walk counters.
+    records_chain_stop: bool = False
+    #: Its kernel samples carry the interrupted task's pid (kprof's kernel traces do not):
+    #: WHERE's kernel half can choose the zero workload's kernel samples.
+    kernel_pids: bool = True
+    #: PROFILE compares only the samples of the interrupts both it and Linux perf took
+    #: (`harness.agent.peer.pairing.pair_window`): for a flavour whose own overflow sets
+    #: work going that perf then samples (dt's reader wakeup, hwpmc's stalled PMCs).
+    pairs_profile: bool = False
+    #: The per-CPU counter that says the IRQ-off probe's samples were dropped, where all
+    #: of them can be (dt: a reader that cannot run while the probe masks IRQs leaves a
+    #: full ring full); CHAIN's probe half may then compare nothing. None: never all.
+    probe_drops: str | None = None
 
     @property
     def template(self) -> str:
-        """The flavour's C template, under ``guest/``."""
+        """An in-tree flavour's C template, under ``guest/``.
+
+        The registry names every flavour's, one outside the tree too
+        (`harness.agent.flavours.discovery.FlavourPackage.template`).
+        """
         return f"agent/flavours/{self.name}/{self.name}.c.j2"
+
+    def has(self, capability: Capability) -> bool:
+        """Whether its samples carry (or are judged by) ``capability``."""
+        return bool(getattr(self, capability))
 
     def ioctl(self, name: str) -> Ioctl:
         """The native ioctl called ``name`` (e.g. ``"DTIOCRECORD"``).

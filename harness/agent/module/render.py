@@ -24,7 +24,8 @@ from harness.errors import ConfigError
 from harness.templates import render
 
 #: Rendered file → template under guest/agent/, for the core; each flavour adds
-#: ``<name>.c`` from ``guest/agent/flavours/<name>/<name>.c.j2``.
+#: ``<name>.c`` from ``guest/agent/flavours/<name>/<name>.c.j2`` (one outside the tree:
+#: from ``<name>.c.j2`` in its package, `harness.agent.flavours.discovery`).
 CORE_SOURCES: dict[str, str] = {
     "compat.h": "agent/compat.h.j2",  # every kernel-version shim, and only there
     "profagent_abi.h": "agent/profagent_abi.h.j2",
@@ -38,7 +39,7 @@ DECODER = "profagent_records.py"
 
 def sources() -> dict[str, str]:
     """Every rendered file → its template: the core's, then each flavour's C."""
-    flavour_files = {f"{name}.c": flavours.get(name).template for name in flavours.names()}
+    flavour_files = {f"{name}.c": flavours.package(name).template for name in flavours.names()}
     core = dict(CORE_SOURCES)
     decoder = core.pop(DECODER)
     kbuild = core.pop("Kbuild")
@@ -102,6 +103,16 @@ def render_agent(spec: AgentSpec, *, mutant: str = mutants.NONE) -> RenderedAgen
     return RenderedAgent(spec=spec, files=files, mutant=mutant)
 
 
+def render_flavour(spec: AgentSpec) -> str:
+    """The C of ``spec.flavour``'s own template alone, as `render_agent` renders it.
+
+    :raise ConfigError: the spec is impossible, or the template does not render.
+    """
+    spec.validate()
+    context = {**_context(spec), "mutants": mutants.all_mutants(), "mutant": mutants.NONE}
+    return render(flavours.package(spec.flavour).template, context)
+
+
 def _context(spec: AgentSpec) -> dict[str, object]:
     """What the templates read.
 
@@ -122,6 +133,8 @@ def _context(spec: AgentSpec) -> dict[str, object]:
         "flavour_params": _flavour_params(spec, infos),
     }
     for info in infos:
+        if info.name in context:
+            raise ConfigError(f"flavour {info.name}'s name is already a template value")
         context[info.name] = info
         clash = set(context) & set(info.template_context)
         if clash:

@@ -54,6 +54,7 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from harness.agent.module.info import FlavourInfo
 from harness.agent.oracles.samples import Sample
 from harness.agent.peer.symbols import (
     Profile,
@@ -72,6 +73,15 @@ from harness.vm.perf import PerfSample
 #: µs). The two leaf symbols of a pair agreed in all but one pair of each run. A split
 #: pair's second interrupt comes 0.1-5 ms after the first (`harness.agent.peer.counts`).
 PAIR_WITHIN_NS = 200_000
+
+
+def pair_window(info: FlavourInfo) -> int | None:
+    """How near a sample of flavour ``info`` must be to perf's to pair (`PeerHooks`).
+
+    `PAIR_WITHIN_NS` where its data says PROFILE pairs its samples
+    (`FlavourInfo.pairs_profile`); None where PROFILE folds whole profiles.
+    """
+    return PAIR_WITHIN_NS if info.pairs_profile else None
 
 
 @dataclass(frozen=True, slots=True)

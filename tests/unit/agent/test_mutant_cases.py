@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from harness.agent import flavours, mutants
@@ -26,4 +28,24 @@ def test_whether_a_flavour_records_chains_is_said_once(name: str) -> None:
     """CHAIN, its mutants and the truth's module tables all follow FlavourInfo.records_chains."""
     chains = flavours.get(name).records_chains
     assert ("CHAIN" in behaviour(name).oracle_names) == chains
-    assert (name in mutants.CHAIN_FLAVOURS) == chains
+    chain_mutants = {m.name for m in mutants.for_flavour(name) if "CHAIN" in m.caught_by}
+    assert bool(chain_mutants) == chains
+
+
+def test_a_core_mutant_is_built_where_the_flavour_has_what_it_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a flavour records decides its core mutants (`Mutant.needs`), not its name."""
+    least = replace(flavours.get("tprof"), records_tid=False, kernel_pids=False, mutants=())
+    most = replace(least, records_tid=True, kernel_pids=True, records_chains=True,
+                   records_chain_stop=True, pairs_profile=True)  # fmt: skip
+    monkeypatch.setitem(flavours.FLAVOURS, "tprof", least)
+    few = {m.name for m in mutants.for_flavour("tprof")}
+    monkeypatch.setitem(flavours.FLAVOURS, "tprof", most)
+    every = {m.name for m in mutants.for_flavour("tprof")}
+    assert every == {m.name for m in mutants.CORE_MUTANTS}
+    assert every - few == {
+        "tgid_as_tid", "kernel_pc_shift", "ts_skew", "chain_skip_frame", "chain_cut_silent",
+        "chain_swap_frames", "chain_end_unsaid", "chain_wrong_task",
+    }  # fmt: skip
+    assert {"handler_pc", "pid_zero_2nd", "flip_mode_7th", "user_pc_shift"} <= few

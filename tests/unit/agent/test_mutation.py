@@ -6,7 +6,7 @@ from harness.agent import flavours, mutants
 from harness.agent.flavour import behaviour
 from harness.agent.module.render import render_agent
 from harness.agent.module.spec import AgentSpec
-from harness.agent.mutants import PAIRED_FLAVOURS, MutantRow, format_table, merge, survivors, tally
+from harness.agent.mutants import MutantRow, format_table, merge, survivors, tally
 from harness.cli.mutantruns import FULL_ONLY_CASES, per_oracle, planned
 from harness.errors import ConfigError
 
@@ -136,7 +136,7 @@ def test_every_flavour_runs_the_peer_mutants_beside_perf() -> None:
         assert behaviour(name).peer_run is not None, name  # PEER and PROFILE can fail there
         peer = {m.name for m in planned(name, full=False, case="peer")}
         assert peer == {"stretched_period", "fixed_pc_3rd"}, name
-        paired = {"ts_skew"} if name in PAIRED_FLAVOURS else set()  # PROFILE pairs by time
+        paired = {"ts_skew"} if flavours.get(name).pairs_profile else set()  # pairs by time
         full = {m.name for m in planned(name, full=True, case="peer")}
         assert full == {"stretched_period", "fixed_pc_3rd"} | paired, name
         assert not peer & {m.name for m in planned(name, full=False)}, name

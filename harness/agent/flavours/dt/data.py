@@ -135,6 +135,9 @@ DT = FlavourInfo(
     name="dt",
     flavour_id=2,
     records_chains=True,
+    records_chain_stop=True,  # kstack_n/kstack_stop, ustack_n/ustack_stop
+    pairs_profile=True,  # its overflow wakes the reader, whose run perf then samples
+    probe_drops="dc_dropevt",
     stats=(
         ("readevt", "events read (DTIOCGSTATS)"),
         ("dropevt", "events dropped because the CPU's ring was full"),

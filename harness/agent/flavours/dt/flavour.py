@@ -37,7 +37,7 @@ from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.oracles.samples import Sample
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
-from harness.agent.peer.pairing import PAIR_WITHIN_NS
+from harness.agent.peer.pairing import pair_window
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
@@ -219,7 +219,7 @@ def _unprobed(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
 #: survived). Where the reader still falls behind (`READER_PAUSE_MS`), a lost event
 #: has no pair: drops thin PROFILE's comparison without biasing it; they are DT-O1's
 #: and PEER's to judge.
-_peer = beside_perf(_unprobed, DtRun, PeerHooks(samples=_samples, pair_within_ns=PAIR_WITHIN_NS))
+_peer = beside_perf(_unprobed, DtRun, PeerHooks(samples=_samples, pair_within_ns=pair_window(DT)))
 
 
 def _read_size_step(cpu: int, count: int) -> str:

@@ -111,6 +111,8 @@ HWPMC = FlavourInfo(
     name="hwpmc",
     flavour_id=4,
     records_chains=True,
+    records_chain_stop=True,  # depth, chain_stop
+    pairs_profile=True,  # perf samples on where a stalled PMC does not
     stats=(
         ("intr_ignored", "overflows with no running sampling PMC on the CPU"),
         ("intr_processed", "overflows handed to a running sampling PMC"),

@@ -64,7 +64,7 @@ from harness.agent.oracles.results import Judged, Violation
 from harness.agent.oracles.samples import Sample
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
 from harness.agent.peer.counts import PeerWindow, bracket_window
-from harness.agent.peer.pairing import PAIR_WITHIN_NS
+from harness.agent.peer.pairing import pair_window
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
@@ -241,7 +241,7 @@ FLAVOUR = Flavour(
     # draw (the 6.1 debug kernel, 8 vCPUs: arch_local_irq_enable 9.2 % of hwpmc's
     # samples against 17.4 % of perf's, chi2 774.6 against 45.3; paired, 0.0).
     peer_run=beside_perf(
-        _peer, HwRun, PeerHooks(samples=_samples, window=_window, pair_within_ns=PAIR_WITHIN_NS)
+        _peer, HwRun, PeerHooks(samples=_samples, window=_window, pair_within_ns=pair_window(HWPMC))
     ),
     ops={name: OpRule(cpu="one") for name in OP_STEPS},
     op_steps={name: _ignore_count(step) for name, step in OP_STEPS.items()},

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
@@ -126,7 +127,7 @@ class KprofRun(RunEvidence):
                 samples.append(Sample(r.cpu, pcs[0], r.pid, None, user=r.type == 2,
                                       chain=callers(pcs), truncated=len(pcs) == depth,
                                       time_ns=r.ts_ns))  # fmt: skip
-        return view_of(samples, self.truth, chain_depth=depth, kernel_pids=False)
+        return view_of(samples, self.truth, chain_depth=depth, kernel_pids=KPROF.kernel_pids)
 
     def records(self) -> Sequence[KprofRecord]:
         """The decoded trace records, in stream order."""

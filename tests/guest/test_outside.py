@@ -1,0 +1,154 @@
+"""A flavour that lives outside the tree, the whole round trip, so that it cannot rot.
+
+`invoke new-flavour`'s package is written into the test's own directory, found as
+``--flavour-path`` finds it (`harness.agent.external.use_flavours`), built into the
+agent beside the four in-tree flavours and deployed into the guest. Its standard run
+must pass every shared oracle that applies (IRQ, CALLS, NMI, RELEASED, THROTTLE, C-2,
+MODE, WHO, WHERE, CHAIN) and its own, each having compared something; its exact run
+its conservation law with the numbers known before the run; and its own mutant, a
+drop counted nowhere, must be caught by that law. Linux perf beside it (PEER, PROFILE)
+is the second test. The session's module is put back in the guest afterwards, and the
+registry forgets the flavour: the tests after these see the bench as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.agent import flavours
+from harness.agent.driver import Agent
+from harness.agent.external import use_flavours
+from harness.agent.flavour import AgentRun, Flavour, behaviour
+from harness.agent.flavours.discovery import PATH_ENV
+from harness.agent.module.build import AgentBuild, build_agent
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.report import unjudged
+from harness.agent.scaffold import new_flavour
+from harness.agent.steps import GUEST_DIR
+from harness.build.cache import Cache
+from harness.build.images import GuestImages
+from harness.vm.guest import Guest
+from harness.vm.topology import CpuTopology
+from tests.conftest import AGENT_REPORT, agent_in
+
+pytestmark = pytest.mark.guest
+#: The scaffolded flavour's name: the same in every run, so its build is cached.
+NAME = "outside"
+
+
+@dataclass(frozen=True, slots=True)
+class Outside:
+    """The scaffolded flavour in this test's guest: its behaviour, its agent, the images."""
+
+    flavour: Flavour
+    agent: Agent
+    guest: Guest
+    images: GuestImages
+
+
+@pytest.fixture(scope="session")
+def scaffolded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`invoke new-flavour`'s package for `NAME`, written once per test process.
+
+    Once: its template directory and modules, once found, stay this process's.
+    """
+    return new_flavour(NAME, tmp_path_factory.mktemp("outside") / NAME).out
+
+
+@pytest.fixture
+def outside(
+    guest: Guest,
+    agent_build: AgentBuild,
+    profctl_binary: Path,
+    scaffolded: Path,
+    *,
+    cache: Cache,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Outside]:
+    """Find, build and deploy flavour `NAME`; afterwards the session's module again."""
+    if not guest.facts.pmu_driver:
+        pytest.skip(
+            f"{guest.name} has no PMU (x86 under TCG); the agent's tests sample the cycles "
+            "event: they run on arm64, `invoke test --arch arm64 -k scaffolded_flavour`"
+        )
+    monkeypatch.setattr(flavours, "_OUTSIDE", flavours._Outside())  # forgotten afterwards
+    monkeypatch.delenv(PATH_ENV, raising=False)
+    assert use_flavours([scaffolded]) == (NAME,)
+    build = build_agent(AgentSpec(flavour=NAME), guest.images, cache)
+    agent = agent_in(guest, build, profctl_binary, request)
+    agent.deploy()
+    try:
+        yield Outside(behaviour(NAME), agent, guest, guest.images)
+    finally:
+        if guest.vm.exitcode() is None:
+            agent.unload(then="rm -f /tmp/profagent/samples.bin")
+            guest.shell.put(agent_build.ko, f"{GUEST_DIR}/profagent.ko")  # the session's
+
+
+def held(flavour: Flavour, run: AgentRun, request: pytest.FixtureRequest, title: str) -> str:
+    """Assert every oracle that applies held; the report (kept in the test's summary)."""
+    violations = flavour.check(run)
+    report = flavour.report(run, violations)
+    request.node.user_properties.append((AGENT_REPORT, f"{title}\n{report}"))
+    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    return report
+
+
+def compared(flavour: Flavour, run: AgentRun, report: str, relied: tuple[str, ...] | None) -> None:
+    """Assert each oracle of ``relied`` (None: every applicable one) compared something."""
+    missing = unjudged(flavour.judged(run), relied)
+    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
+
+
+@pytest.mark.limit_s(1200)  # a module build, three runs and a mutant's build
+def test_a_scaffolded_flavour_is_judged_by_every_shared_oracle(
+    outside: Outside, topology: CpuTopology, request: pytest.FixtureRequest, cache: Cache
+) -> None:
+    flavour, agent, cpus = outside.flavour, outside.agent, tuple(range(topology.cpus))
+    run = flavour.standard_run(agent, AgentSpec(flavour=NAME), cpus)
+    report = held(flavour, run, request, f"{NAME} (scaffolded) standard run")
+    compared(flavour, run, report, None)  # every applicable oracle compared something
+    shared = {"IRQ", "CALLS", "RELEASED", "THROTTLE", "C-2", "NMI", "MODE", "WHO", "WHERE"}
+    assert shared | {"CHAIN", "OUTSIDE-O1", "OUTSIDE-O2"} <= flavour.applicable(run), report
+    numbers = run.numbers()
+    assert numbers[f"content.chain.cpu{topology.cpus - 1}.population"] > 0, report
+    assert sum(numbers[f"percpu.{c}.x_recorded"] for c in cpus) > 0, report
+
+    exact = flavour.exact_run(agent, AgentSpec(flavour=NAME), cpus)
+    report = held(flavour, exact, request, f"{NAME} (scaffolded) exact run")
+    compared(flavour, exact, report, ("IRQ", "CALLS", "OUTSIDE-O1", "OUTSIDE-O2", "MODE"))
+    found = exact.numbers()
+    full = {c: found[f"percpu.{c}.x_drop_full"] for c in cpus}
+    assert full == {c: 4 + (3 if c == cpus[0] else 0) for c in cpus}, report  # 20 into 16
+
+    # Broken on purpose: the port's own sabotage, a drop counted nowhere, is caught by its
+    # own law in the same run (20 calls, 16 recorded, the 4 full drops uncounted).
+    broken = build_agent(AgentSpec(flavour=NAME), outside.images, cache,
+                         mutant=f"{NAME}_uncounted_drop")  # fmt: skip
+    agent.unload()
+    outside.guest.shell.put(broken.ko, f"{GUEST_DIR}/profagent.ko")
+    mutated = agent_in(outside.guest, broken, agent.profctl_binary, request)
+    run = flavour.exact_run(mutated, AgentSpec(flavour=NAME), cpus)
+    caught = flavour.check(run)
+    request.node.user_properties.append(
+        (AGENT_REPORT, f"{NAME} (scaffolded) exact run, mutant {broken.rendered.mutant}\n"
+                       f"{flavour.report(run, caught)}")
+    )  # fmt: skip
+    assert {v.oracle for v in caught} == {"OUTSIDE-O1"}, flavour.report(run, caught)
+
+
+@pytest.mark.limit_s(900)  # a module build (cached after the first test) and a peer run
+def test_a_scaffolded_flavour_profiles_like_linux_perf(
+    outside: Outside, topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
+    assert outside.flavour.peer_run is not None
+    run = outside.flavour.peer_run(
+        outside.agent, AgentSpec(flavour=NAME), tuple(range(topology.cpus))
+    )
+    report = held(outside.flavour, run, request, f"{NAME} (scaffolded) beside Linux perf")
+    compared(outside.flavour, run, report, ("PEER", "PROFILE"))
