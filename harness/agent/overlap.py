@@ -69,6 +69,8 @@ UNLOAD_WAIT_S = 60
 #: with a busy loop each and met the producers only in its 1 s: plain_ring_index
 #: survived there (52000 spinner passes, 248301 watchpoints, 0 races).
 OVERLAP_PERIOD = 250_000
+#: The name of that run among a flavour's runs: the kcsan case's own, no scenario's.
+OVERLAP_RUN = "overlap"
 OVERLAP_MS = 5000
 #: The spinners' own copy of profctl: each run deploys profctl again, and a binary being
 #: executed cannot be overwritten (SFTP: "Failure", ETXTBSY).

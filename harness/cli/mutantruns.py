@@ -38,7 +38,7 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.mutants import MutantRow, merge
 from harness.agent.oracles.evidence import kmemleak_command, module_leaks
 from harness.agent.oracles.report import unjudged
-from harness.agent.overlap import OverlapCase, overlap_case
+from harness.agent.overlap import OVERLAP_RUN, OverlapCase, overlap_case
 from harness.agent.peer.counts import PeerEvidence, peer_range, stretch_margin
 from harness.agent.peer.profile import unjudgeable
 from harness.agent.profctl_build import build_profctl
@@ -479,7 +479,7 @@ def _sanitizer_case(bench: _Bench, guest: Guest, images: GuestImages, flavour: F
 
     # The kcsan case: the flavour's overlap run where it has one (every CPU sampling
     # fast beside the spinners: harness.agent.overlap), else every run.
-    own = ("overlap",) if sanitizer.overlap and "overlap" in flavour.runs else ()
+    own = (OVERLAP_RUN,) if sanitizer.overlap and OVERLAP_RUN in flavour.runs else ()
     cases = own or (*CASES, *flavour.extra_runs)
 
     def runs() -> None:

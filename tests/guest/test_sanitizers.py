@@ -26,7 +26,7 @@ from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import KMEMLEAK, kmemleak_command, module_leaks
-from harness.agent.overlap import OverlapCase, overlap_case
+from harness.agent.overlap import OVERLAP_RUN, OverlapCase, overlap_case
 from harness.vm.topology import CpuTopology
 from tests.guest import crash_defects as cd
 
@@ -70,7 +70,7 @@ def test_flavour_runs_clean_under_the_sanitizers(
     problems: list[str] = []
 
     # On kcsan also the flavour's overlap run, where it has one (harness.agent.overlap).
-    cases = ("standard", "exact", *(("overlap",) if "overlap" in flavour.runs else ()))
+    cases = ("standard", "exact", *((OVERLAP_RUN,) if OVERLAP_RUN in flavour.runs else ()))
 
     def runs() -> None:
         for case in cases if variant == "kcsan" else ("standard", "exact"):

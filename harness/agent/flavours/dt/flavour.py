@@ -36,7 +36,7 @@ from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.oracles.samples import Sample
-from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
+from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.pairing import pair_window
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
@@ -258,7 +258,7 @@ FLAVOUR = Flavour(
     extra_runs={
         "readers": readers_run,
         "racing_reader": racing_reader_run,
-        "overlap": overlap_run,
+        OVERLAP_RUN: overlap_run,
     },
     budget_scenario=Path(__file__).with_name("dt-budgets.toml"),  # C-3
 )

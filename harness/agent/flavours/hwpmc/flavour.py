@@ -62,7 +62,7 @@ from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.oracles.samples import Sample
-from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
+from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.counts import PeerWindow, bracket_window
 from harness.agent.peer.pairing import pair_window
 from harness.agent.peer.run import PeerHooks, beside_perf
@@ -249,7 +249,7 @@ FLAVOUR = Flavour(
         "counting": _counting,
         "independence": _independence,
         "control": _control,
-        "overlap": overlap_run,  # the kcsan case's (harness.agent.overlap)
+        OVERLAP_RUN: overlap_run,  # the kcsan case's (harness.agent.overlap)
     },
     bench=HWPMC_BENCH,
     budget_scenario=Path(__file__).with_name("hwpmc-budgets.toml"),  # C-3

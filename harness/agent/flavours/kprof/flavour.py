@@ -48,7 +48,7 @@ from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
 from harness.agent.oracles.samples import Sample, callers
-from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
+from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
@@ -274,7 +274,7 @@ FLAVOUR = Flavour(
         "kpdata": _kpdata_step,
         "inject-task": lambda cpu, count: inject_step(cpu, count, ctx="task"),
     },
-    extra_runs={"offline": offline_run, "overlap": overlap_run},  # overlap: the kcsan case's
+    extra_runs={"offline": offline_run, OVERLAP_RUN: overlap_run},  # overlap: the kcsan case's
     bench=KPROF_BENCH,
     budget_scenario=Path(__file__).with_name("kprof-budgets.toml"),  # C-3
 )

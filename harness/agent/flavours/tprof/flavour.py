@@ -42,7 +42,7 @@ from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.oracles.results import Judged, Violation
-from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD
+from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.steps import SamplingPlan, inject_step, kick_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import TruthLaunch, standard_launches
@@ -152,7 +152,7 @@ FLAVOUR = Flavour(
         "stop_kick": stop_kick_run,
         "online": online_run,
         "burst_timeout": burst_timeout_run,
-        "overlap": overlap_run,  # the kcsan case's (harness.agent.overlap)
+        OVERLAP_RUN: overlap_run,  # the kcsan case's (harness.agent.overlap)
     },
     budget_scenario=Path(__file__).with_name("tprof-budgets.toml"),  # C-3, TP-O10
     bench=TPROF_BENCH,
