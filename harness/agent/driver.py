@@ -255,8 +255,7 @@ class Agent:
         :raise GuestCommandError: the unload or ``before`` failed.
         :raise ModuleLoadError: insmod failed; carries the dmesg lines it caused.
         """
-        self.loaded = None
-        self._kallsyms = self._kernel_lines = ()
+        self._forget()
         insmod = shlex.join(["insmod", f"{GUEST_DIR}/profagent.ko", *params])
         first = [UNLOAD_IF_LOADED, *([before] if before else [])]
         command = "; ".join(f"( {c} ) || exit {_BEFORE_INSMOD + i}" for i, c in enumerate(first))
@@ -280,6 +279,10 @@ class Agent:
         :raise GuestCommandError: the unload (or ``then``) failed.
         """
         self.shell.run(f"{UNLOAD_IF_LOADED}{f' && {then}' if then else ''}")
+        self._forget()
+
+    def _forget(self) -> None:
+        """No module loaded, nor where one landed: the next load reads it anew."""
         self.loaded = None
         self._kallsyms = self._kernel_lines = ()
 
