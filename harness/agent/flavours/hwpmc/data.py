@@ -230,5 +230,17 @@ HWPMC = FlavourInfo(
             "a CPU's first sweep after a RELEASE leaves its entries for the next tick",
             ("HW-O7",),
         ),
+        # The LKMM's plain-index class on the strict kcsan kernel, in hwpmc's overlap run
+        # (harness.agent.overlap): the spinners' READ_ONCE of every CPU's ring indices
+        # (the state file) meets the NMI's watched plain store. dt's and tprof's are the
+        # same class in their rings.
+        Mutant(
+            "plain_write_index",
+            "the producer advances its ring's write index with a plain store, which other "
+            "CPUs' state readers load",
+            ("KCSAN",),
+            case="kcsan",
+            quick=False,
+        ),
     ),
 )

@@ -382,7 +382,10 @@ static void hw_process(struct hw_cpu *hc, struct hw_pmc *pmc, const struct pa_sa
 		smp_store_release(&e->state, HW_VALID);
 	}
 	/* Read by this CPU's sweep (hard IRQ, which this NMI interrupts) and by state. */
-	WRITE_ONCE(hc->write, (hc->write + 1) % hw_ring_size());
+	if (pa_mutant(PLAIN_WRITE_INDEX))	/* Mutation point: a plain store publishes */
+		hc->write = (hc->write + 1) % hw_ring_size();
+	else
+		WRITE_ONCE(hc->write, (hc->write + 1) % hw_ring_size());
 	/* Mutation point: every 11th entry goes into the ring uncounted. */
 	if (!(pa_mutant(UNCOUNTED_ENTRY) && ++hc->mutant_tick % 11 == 0))
 		hw_stat_inc(hc, HW_PC_X_RECORDED);
