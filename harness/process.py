@@ -21,6 +21,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,43 @@ def count_matches(pattern: str, *, total: int | None = None, basis: str = "") ->
     return probe
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so every ``finally`` and ``__exit__`` runs."""
+
+
+#: Set while the builds of a `build_pool` are to stop: each polls it this often.
+_STOP_BUILDS = threading.Event()
+_STOP_POLL_S = 0.5
+
+
+@contextlib.contextmanager
+def build_pool(workers: int) -> Iterator[ThreadPoolExecutor]:
+    """A thread pool for `run_logged` builds that all stop when the block is left early.
+
+    Builds run in sessions of their own, so Ctrl-C reaches only the main thread, and a
+    plain pool's exit would wait for every build queued (a quick mutant set's 80).
+    Leaving the block by an exception (Ctrl-C, SIGTERM, the first build error) makes
+    each running build kill its make group within ``_STOP_POLL_S`` and keeps the
+    queued ones from starting; the exception then goes on. One pool at a time::
+
+        with build_pool(os.cpu_count() or 1) as pool:
+            list(pool.map(build_one, specs))
+    """
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        yield pool
+    except BaseException:
+        _STOP_BUILDS.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        _STOP_BUILDS.clear()
+
+
+class BuildStopped(Terminated):
+    """A `build_pool`'s build stopped because its caller left the pool's block."""
+
+
 def run_logged(
     argv: Sequence[str],
     *,
@@ -85,6 +123,8 @@ def run_logged(
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    if _STOP_BUILDS.is_set():
+        raise BuildStopped(f"{what}: not started, its pool is stopping")
     with log.open("a") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
@@ -157,15 +197,20 @@ def _wait_with_heartbeat(
     progress: ProgressProbe | None,
     heartbeat_s: float,
 ) -> None:
+    beat = started
     while True:
         try:
-            proc.wait(timeout=heartbeat_s)
+            proc.wait(timeout=_STOP_POLL_S)
         except subprocess.TimeoutExpired:
-            elapsed = time.monotonic() - started
-            if elapsed > timeout_s:
-                raise HarnessTimeout(what, elapsed) from None
-            detail = f", {progress(log, elapsed)}" if progress else ""
-            LOG.info("%s: %.0fs elapsed%s; log: %s", what, elapsed, detail, log)
+            if _STOP_BUILDS.is_set():
+                raise BuildStopped(f"{what}: stopped, its pool is stopping") from None
+            now = time.monotonic()
+            if now - started > timeout_s:
+                raise HarnessTimeout(what, now - started) from None
+            if now - beat >= heartbeat_s:
+                beat = now
+                detail = f", {progress(log, now - started)}" if progress else ""
+                LOG.info("%s: %.0fs elapsed%s; log: %s", what, now - started, detail, log)
         else:
             return
 
@@ -211,10 +256,6 @@ def tool_version(binary: str) -> str:
 def package_version(package: str) -> str:
     """The installed version of a Debian package, '' when not installed."""
     return capture(["dpkg-query", "-W", "-f=${Version}", package]).strip()
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, delivered like Ctrl-C so every ``finally`` and ``__exit__`` runs."""
 
 
 def handle_sigterm() -> None:

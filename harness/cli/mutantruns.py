@@ -24,7 +24,6 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +47,7 @@ from harness.build.hostdeps import ensure_host
 from harness.build.images import GuestImages, prepare_images
 from harness.build.kernel import DEFAULT_KERNEL, KernelChoice, Variant
 from harness.errors import ConfigError, GuestError, HarnessError
+from harness.process import build_pool
 from harness.scenarios.deterministic_bundle import run_deterministic
 from harness.scenarios.load import Scenario, load_scenario, on_kernel
 from harness.timeouts import Timeouts
@@ -240,7 +240,7 @@ def prebuild(bench: _Bench, images: GuestImages,
         build_agent(AgentSpec(flavour=build[0]), images, bench.cache, mutant=_name(build[1]))
 
     unique = list(dict.fromkeys(builds))
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    with build_pool(os.cpu_count() or 1) as pool:  # Ctrl-C stops every build
         list(pool.map(one, unique))  # the first build error is raised here
     LOG.info("%d agent builds ready in %.1f s", len(unique), time.monotonic() - started)
 

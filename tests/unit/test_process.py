@@ -82,3 +82,38 @@ def test_an_interrupt_kills_the_command_and_its_children(tmp_path: Path) -> None
     while not process_gone(grandchild) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert process_gone(grandchild), "the command's child outlived the interrupt"
+
+
+def test_an_interrupt_stops_a_build_pool_and_what_it_had_queued(tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    queued = tmp_path / "queued-build-ran"
+    first = f"sleep 300 & echo $! > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; wait"
+    child = harness_child(f"""
+        def build(script):
+            process.run_logged(["sh", "-c", script], log=Path({str(tmp_path)!r}) / "log",
+                               what="build", timeout_s=60)
+        try:
+            with process.build_pool(1) as pool:
+                list(pool.map(build, [{first!r}, "touch {queued}"]))
+        except process.Terminated:
+            print("interrupted", flush=True)
+    """)
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists():
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the first build never started its child"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=30)  # a pool that waited would take 300 s
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert out.splitlines() == ["interrupted"], err
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while not process_gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert process_gone(grandchild), "the running build's child outlived the interrupt"
+    assert not queued.exists(), "a build queued behind the interrupt still ran"
