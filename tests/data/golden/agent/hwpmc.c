@@ -1318,6 +1318,30 @@ static void hw_show_state(struct seq_file *m)
 	}
 }
 
+/*
+ * The kcsan spinners' read (core's spin hook): every CPU's ring indices, flags and
+ * counters, as state and stats_percpu show them, unformatted and from this CPU, so the
+ * reads meet the other CPUs' producers (stats_percpu itself reads a CPU's counters on
+ * that CPU with NMIs masked, where no producer runs).
+ */
+static void hw_spin(void)
+{
+	unsigned int cpu;
+	int i;
+
+	for_each_possible_cpu(cpu) {
+		struct hw_cpu *hc = per_cpu_ptr(&hw_cpu, cpu);
+
+		(void)READ_ONCE(hc->read);
+		(void)READ_ONCE(hc->write);
+		(void)READ_ONCE(hc->stalled);
+		(void)READ_ONCE(hc->soft_stopped);
+		(void)READ_ONCE(hc->has_samples);
+		for (i = 0; i < HW_PC_NSTATS; i++)
+			(void)READ_ONCE(hc->stat[i]);
+	}
+}
+
 /* ---- lifecycle and hotplug --------------------------------------------------------------- */
 
 static int hw_cpu_online(unsigned int cpu)
@@ -1403,5 +1427,6 @@ struct pa_flavour pa_flavour_hwpmc = {
 	.show_stats = hw_show_stats,
 	.show_stats_percpu = hw_show_stats_percpu,
 	.show_state = hw_show_state,
+	.spin = hw_spin,
 	.debugfs = hw_debugfs,
 };
