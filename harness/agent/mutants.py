@@ -89,7 +89,7 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
     Mutant("user_pc_shift", "every user sample's PC lies 256 bytes below where the task was",
            ("WHERE",)),
     Mutant("kernel_pc_shift", "every kernel sample's PC lies 256 bytes above where it was",
-           ("WHERE",), needs=("kernel_pids",)),
+           ("WHERE",)),
     # A verdict on nothing is the catch: no sample pairs with perf's (PROFILE UNJUDGED).
     # Not quick: two peer runs (about 90 s each) for a catch that follows from pairing.
     Mutant("ts_skew", "every sample's timestamp is 10 s ahead of the clock",

@@ -49,6 +49,7 @@ from harness.agent.oracles.where import (
     function_counts,
     in_zeroing,
     kernel_population,
+    kernel_whose,
     leaf_bound,
     life_outside,
     mix_bound,
@@ -110,10 +111,11 @@ def judge_content(view: ContentView) -> list[Judged]:
         for w in view.workloads:
             kernel = kernel_population(view, w)
             if kernel is not None:
-                found.append(Judged("WHERE", len(kernel), f"kernel samples of pid {w.pid} on "
-                                    f"CPU {w.cpu} in {span}", why="none recorded",
+                found.append(Judged("WHERE", len(kernel), f"kernel samples "
+                                    f"{kernel_whose(view, w)} on CPU {w.cpu} in {span}",
+                                    why="none recorded",
                                     part="zero"))  # fmt: skip
-            elif w.mode == "zero" and view.unmodelled and view.kernel_pids:
+            elif w.mode == "zero" and view.unmodelled:
                 found.append(Judged("WHERE", 0, "kernel samples", why=view.unmodelled,
                                     part="zero"))  # fmt: skip
     if "CHAIN" in applicable:
@@ -202,11 +204,16 @@ def format_content(view: ContentView) -> str:
                 f"{worker} in worker-only code")  # fmt: skip
         if w.mode == "zero":
             if f"{key}.kernel_population" not in numbers:
-                why = "kernel samples carry no pid" if not view.kernel_pids else "not read"
+                why = (
+                    "kernel samples carry neither pid nor time"
+                    if not view.kernel_pids
+                    else "not read"
+                )
                 lines.append(f"{head}; kernel half not applicable: {why}")
                 continue
             k, z = numbers[f"{key}.kernel_population"], numbers[f"{key}.in_zeroing"]
-            lines.append(f"{head}; {w.calls} reads; {k} kernel samples of its pid there, {z} in "
+            lines.append(f"{head}; {w.calls} reads; {k} kernel samples "
+                         f"{'of its pid' if view.kernel_pids else 'of any task'} there, {z} in "
                          f"{program.KERNEL_ZERO} ({100 * z / max(k, 1):.1f} %), model bound "
                          f"{numbers[f'{key}.zeroing_bound']}")  # fmt: skip
         elif w.mode == "chain":

@@ -328,11 +328,34 @@ def test_the_zero_workloads_kernel_samples_lie_in_the_zeroing_loop() -> None:
     assert co.check_content(others) == []
 
 
-def test_kernel_samples_without_a_pid_leave_the_kernel_half_not_applicable() -> None:
-    v = zero_view([KBASE + 0x20000] * 100, kernel_pids=False)
+def test_kernel_samples_without_a_pid_are_chosen_by_cpu_and_time() -> None:
+    # kprof's kernel traces carry no pid: every kernel sample on zero's CPU in its phase
+    inside, outside = ZERO_FN.start + 0x20, KBASE + 0x20000
+    v = zero_view([inside] * 150 + [outside] * 50, kernel_pids=False)
+    v = replace(v, samples=tuple(replace(s, pid=0) if not s.user else s for s in v.samples))
     assert co.check_content(v) == []
+    # the 200 and the view's one untimed kernel sample on CPU 1 (pa_probe_spin's)
+    assert [j.n for j in co.judge_content(v) if j.part == "zero"] == [201]
+    assert "201 kernel samples of any task there, 150 in" in co.format_content(v)
+    moved = replace(v, samples=tuple(replace(s, pc=s.pc + 256) if not s.user and s.time_ns
+                                     else s for s in v.samples))  # fmt: skip
+    assert oracles(moved) == {"WHERE"}
+    # another CPU's or another time's kernel samples are not the population
+    elsewhere = [
+        Sample(2, outside, 0, None, False, time_ns=AT),
+        Sample(1, outside, 0, None, False, time_ns=SPAN[1] + 10**9),
+    ] * 500
+    assert co.check_content(replace(v, samples=(*v.samples, *elsewhere))) == []
+
+
+def test_kernel_samples_with_neither_pid_nor_time_leave_the_kernel_half_not_applicable() -> None:
+    v = zero_view([KBASE + 0x20000] * 100, kernel_pids=False)
+    v = replace(v, samples=tuple(replace(s, time_ns=None) for s in v.samples))
     assert not [j for j in co.judge_content(v) if j.part == "zero"]
-    assert "kernel half not applicable: kernel samples carry no pid" in co.format_content(v)
+    assert (
+        "kernel half not applicable: kernel samples carry neither pid nor time"
+        in co.format_content(v)
+    )
 
 
 def test_on_a_sanitizer_kernel_the_kernel_half_is_unjudged_with_why() -> None:
