@@ -67,6 +67,9 @@ KERNEL_NAMES = (KERNEL_ZERO,)
 #: share of its instructions there. Measured outside the loop: 18-34 % on 1 and 2
 #: vCPUs, 35-51 % on 8 (2s2cl1c2t, this host quiet); so a bound of 3/4, which leaves
 #: the 8-vCPU runs' bound near 0 (their 65-94 samples): the half bites on 1 and 2 vCPUs.
+#: kprof's population is every task's kernel samples on that CPU (its kernel traces carry
+#: no pid): 55 % outside on 2 vCPUs (76 samples) and 30 % on 8 (30), on a host loaded
+#: about four times its cores, so the same bound holds it.
 KERNEL_OUT_SHARE = 0.75
 #: Kernel options that lengthen the read path beyond that model (their instrumentation,
 #: their runtimes): on a kernel built with one, WHERE's kernel half is not judged.
