@@ -30,6 +30,36 @@ def harness_child(code: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
+def sleeper(pidfile: Path) -> str:
+    """A shell script that starts a long sleep and writes its pid to ``pidfile``."""
+    return f"sleep 300 & echo $! > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; wait"
+
+
+def interrupt_once_started(child: subprocess.Popen[str], pidfile: Path) -> tuple[list[str], str]:
+    """SIGTERM ``child`` once its build wrote ``pidfile``: its stdout lines and its stderr.
+
+    Then waits until the sleeper ``pidfile`` names is gone, and fails if it outlives that.
+    """
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists():
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the build never started its child"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=30)  # a harness that waited would take 300 s
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while not process_gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert process_gone(grandchild), "the build's child outlived the interrupt"
+    return out.splitlines(), err
+
+
 def test_an_interrupt_while_held_arrives_at_release() -> None:
     child = harness_child("""
         with process._interrupts_held() as release:
@@ -56,64 +86,30 @@ def test_a_logged_command_holds_no_signal_of_ours(tmp_path: Path) -> None:
 
 def test_an_interrupt_kills_the_command_and_its_children(tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
-    script = f"sleep 300 & echo $! > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; wait"
     child = harness_child(f"""
         try:
-            process.run_logged(["sh", "-c", {script!r}], log=Path({str(tmp_path)!r}) / "log",
-                               what="sleeper", timeout_s=60)
+            process.run_logged(["sh", "-c", {sleeper(pidfile)!r}],
+                               log=Path({str(tmp_path)!r}) / "log", what="sleeper", timeout_s=60)
         except process.Terminated:
             print("interrupted", flush=True)
     """)
-    try:
-        deadline = time.monotonic() + 30
-        while not pidfile.exists():
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline, "the command never started its child"
-            time.sleep(0.02)
-        child.send_signal(signal.SIGTERM)
-        out, err = child.communicate(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert out.splitlines() == ["interrupted"], err
-    grandchild = int(pidfile.read_text())
-    deadline = time.monotonic() + 10
-    while not process_gone(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert process_gone(grandchild), "the command's child outlived the interrupt"
+    out, err = interrupt_once_started(child, pidfile)
+    assert out == ["interrupted"], err
 
 
 def test_an_interrupt_stops_a_build_pool_and_what_it_had_queued(tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
     queued = tmp_path / "queued-build-ran"
-    first = f"sleep 300 & echo $! > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; wait"
     child = harness_child(f"""
         def build(script):
             process.run_logged(["sh", "-c", script], log=Path({str(tmp_path)!r}) / "log",
                                what="build", timeout_s=60)
         try:
             with process.build_pool(1) as pool:
-                list(pool.map(build, [{first!r}, "touch {queued}"]))
+                list(pool.map(build, [{sleeper(pidfile)!r}, "touch {queued}"]))
         except process.Terminated:
             print("interrupted", flush=True)
     """)
-    try:
-        deadline = time.monotonic() + 30
-        while not pidfile.exists():
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline, "the first build never started its child"
-            time.sleep(0.02)
-        child.send_signal(signal.SIGTERM)
-        out, err = child.communicate(timeout=30)  # a pool that waited would take 300 s
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert out.splitlines() == ["interrupted"], err
-    grandchild = int(pidfile.read_text())
-    deadline = time.monotonic() + 10
-    while not process_gone(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert process_gone(grandchild), "the running build's child outlived the interrupt"
+    out, err = interrupt_once_started(child, pidfile)
+    assert out == ["interrupted"], err
     assert not queued.exists(), "a build queued behind the interrupt still ran"
