@@ -140,7 +140,7 @@ def select(matrix: Matrix, keyword: str | None) -> tuple[Cell, ...]:
 
 
 def with_flavours(matrix: Matrix, names: tuple[str, ...]) -> Matrix:
-    """``matrix`` narrowed to the flavours ``names`` (``--flavour``); itself when () .
+    """``matrix`` narrowed to the flavours ``names`` (``--flavour``); itself when none.
 
     A flavour the matrix lists keeps its cells, its exclusions holding; one it does
     not list (found outside the tree, or left out) gets a cell on every guest the
