@@ -48,7 +48,7 @@ from harness.cli.session import (
     parse_nmi,
 )
 from harness.errors import ConfigError, HarnessError
-from harness.matrix.load import get_matrix, github_images, github_matrix, select
+from harness.matrix.load import get_matrix, github_images, github_matrix, select, with_flavours
 from harness.process import handle_sigterm
 from harness.scenarios import deterministic_bundle as bundles
 from harness.scenarios import repro as reprolib
@@ -210,8 +210,10 @@ def images(c: Context, arch: str = "arm64", variant: str = "default", kernel: st
           "matrix": "run a named matrix from tests/matrix.toml (quick, full) instead",
           "n": "matrix workers: auto (one per host core) or a number",
           "no_snapshot": "boot guests cold instead of restoring them from snapshots",
+          "flavour": "only this flavour's tests (with --matrix: its cells on the matrix's "
+                     "guests); repeatable, one outside the tree too",
           "flavour_path": FLAVOUR_PATH_HELP},
-    iterable=["flavour_path"],
+    iterable=["flavour", "flavour_path"],
 )  # fmt: skip
 @cli
 def test(c: Context, n: str | None = None, cpus: str | None = None,
@@ -220,12 +222,14 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
          selftests: bool = False, append: str = "", memory: int = 1024,
          matrix: str | None = None, complete: bool = False,
          no_snapshot: bool = False, kernel: str = "6.1",
-         kernel_src: str | None = None, flavour_path: list[str] | None = None) -> None:  # fmt: skip
+         kernel_src: str | None = None, flavour: list[str] | None = None,
+         flavour_path: list[str] | None = None) -> None:  # fmt: skip
     """Boot the requested guest and run the guest test tier; or run a matrix."""
     _use_flavours(flavour_path)
+    chosen = flavours.known(flavour or ())  # an unknown name: one line, before any boot
     if matrix:
-        status = testrun.run_matrix(matrix, Cache.default(), workers=n or "auto", keyword=k,
-                                    snapshot=not no_snapshot)  # fmt: skip
+        status = testrun.run_matrix(matrix, Cache.default(), testrun.MatrixOptions(
+            workers=n or "auto", keyword=k, snapshot=not no_snapshot, flavours=chosen))  # fmt: skip
         if status != 0:
             raise Exit(code=status)
         return
@@ -233,7 +237,8 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
                        kernel_src)  # fmt: skip
     count = testrun.worker_budget(n) if n else workers
     options = testrun.TierOptions(workers=count, keyword=k, selftests=selftests,
-                                  complete=complete, snapshot=not no_snapshot)  # fmt: skip
+                                  complete=complete, snapshot=not no_snapshot,
+                                  flavours=chosen)  # fmt: skip
     status = testrun.run_guest_tier(request, Cache.default(), options)
     if status != 0:
         raise Exit(code=status)
@@ -331,18 +336,31 @@ def new_flavour(c: Context, name: str, out: str | None = None) -> None:
         print(f"  {path}")
     print(f"wrote flavour {made.name} (package {made.package}) into {made.out}")
     print(f"its unit tests:    python -m pytest {made.out / 'tests'}")
-    print(f"in a guest:        invoke test --cpus 2 --flavour-path {made.out} -k {made.name}")
+    print(f"in a guest:        invoke test --cpus 2 --flavour {made.name} "
+          f"--flavour-path {made.out}")  # fmt: skip
     print(f"its mutants:       invoke mutants --flavour-path {made.out} --flavour {made.name}")
 
 
 @task(help={"name": "a matrix in tests/matrix.toml (quick, full)",
             "format": "text (one cell id a line), github (a strategy matrix as JSON) or "
                       "images (the kernels its cells boot, once each, as a strategy matrix)",
-            "k": "only cells whose id contains this"})  # fmt: skip
+            "k": "only cells whose id contains this",
+            "flavour": "only this flavour's cells (repeatable; one outside the tree: a cell "
+                       "on each of the matrix's guests)",
+            "flavour_path": FLAVOUR_PATH_HELP},
+      iterable=["flavour", "flavour_path"])  # fmt: skip
 @cli
-def matrix(c: Context, name: str, format: str = "text", k: str | None = None) -> None:
+def matrix(
+    c: Context,
+    name: str,
+    format: str = "text",
+    k: str | None = None,
+    flavour: list[str] | None = None,
+    flavour_path: list[str] | None = None,
+) -> None:
     """List a matrix's cells, or print it as a GitHub Actions strategy matrix."""
-    chosen = get_matrix(name)
+    _use_flavours(flavour_path)
+    chosen = with_flavours(get_matrix(name), tuple(flavour or ()))
     if format == "github":
         print(json.dumps(github_matrix(chosen, select(chosen, k))))
     elif format == "images":

@@ -3,7 +3,8 @@
 Options (also what ``invoke test`` passes): ``--arch``, ``--cpus N`` and
 ``--topology T`` (both repeatable; with neither, the full set: 1, 2, 4, 8 vCPUs
 and an SMT/cluster layout), ``--variant``, ``--accel``, ``--nmi on|off``,
-``--no-snapshot``.
+``--no-snapshot``; ``--flavour NAME`` (repeatable) keeps only the named flavours' tests
+(`tests.flavoured`).
 
 Guests are restored from their topology's snapshot (saved once, kept in the build
 cache; cold boots with ``--no-snapshot``) once per (xdist worker, topology) and
@@ -41,7 +42,7 @@ from harness.vm.pool import GuestPool
 from harness.vm.record import new_run_dir
 from harness.vm.snapstore import SnapshotStore
 from harness.vm.topology import CpuTopology, default_topology
-from tests import limits
+from tests import flavoured, limits
 from tests.pace import RunPace
 
 FULL_SET_CPUS = (1, 2, 4, 8)
@@ -72,6 +73,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="boot guests cold instead of restoring them from snapshots",
     )
+    group.addoption(
+        flavoured.OPTION,
+        action="append",
+        default=[],
+        help="only this flavour's tests (repeatable; one outside the tree too)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,6 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(limits, "profbench-limits")  # a scaled limit per test
     config.pluginmanager.register(RunPace(config), "profbench-pace")  # progress of long runs
     config.stash[POOLS] = []
+    flavoured.chosen(config)  # an unknown name ends the run here, before any guest boots
 
 
 def pytest_terminal_summary(
@@ -187,11 +195,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("topology", topologies, ids=[t.name for t in topologies])
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group tests by topology (xdist_group) and run each group's tests together.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep ``--flavour``'s tests; group them by topology (xdist_group), each group together.
 
     The pool keeps one guest per worker, so a topology's tests in a row boot it once.
     """
+    flavoured.deselect(config, items)
     ranks: dict[str, int] = {}
     for item in items:
         name = _topology_name(item)

@@ -29,7 +29,7 @@ from harness.cli.mutantruns import MutationRequest, run_mutants, write_table
 from harness.cli.session import GuestRequest, parse_kernel, resolve
 from harness.cli.skips import images_command, missing_images, tier_images
 from harness.errors import ConfigError
-from harness.matrix.load import get_matrix, select
+from harness.matrix.load import get_matrix, select, with_flavours
 from harness.paths import REPO_ROOT
 from harness.process import Terminated, die_with_parent
 from harness.vm.record import new_run_dir
@@ -129,6 +129,7 @@ class TierOptions:
     selftests: bool = False  # also the harness's own failure-path and CLI checks
     complete: bool = False  # first build every image the tier can use (see `tier_images`)
     snapshot: bool = True  # restore a snapshot per test; False: boot cold, reuse guests
+    flavours: tuple[str, ...] = ()  # only these flavours' tests (pytest --flavour); () all
 
 
 def run_guest_tier(
@@ -150,6 +151,7 @@ def run_guest_tier(
         extra += ["-m", "not selftest"]
     if not options.snapshot:
         extra.append("--no-snapshot")
+    extra += [f"--flavour={name}" for name in options.flavours]
     status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=options.workers,
                               extra=[*extra, f"--junitxml={junit}"]))  # fmt: skip
     LOG.info("guest tier %s (exit status %d); JUnit: %s",
@@ -190,7 +192,7 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
     newer_status = run_newer_kernel_tier()  # runs whatever 6.1's tiers said
     sanitizer_status = run_sanitizer_tier()
     status = status or newer_status or sanitizer_status
-    matrix_status = run_matrix("quick", cache, workers=str(workers))  # every commit
+    matrix_status = run_matrix("quick", cache, MatrixOptions(workers=str(workers)))  # each commit
     mutant_status = run_quick_mutants(cache)
     if not static_ok:
         LOG.error("static checks failed (see above)")
@@ -263,29 +265,40 @@ def worker_budget(requested: str, cpus: int | None = None) -> int:
     return min(int(requested), cores)
 
 
-def run_matrix(
-    name: str, cache: Cache, *, workers: str = "auto", keyword: str | None = None,
-    snapshot: bool = True,
-) -> int:  # fmt: skip
+@dataclass(frozen=True, slots=True)
+class MatrixOptions:
+    """How to run a matrix (``invoke test --matrix NAME``)."""
+
+    workers: str = "auto"  # `worker_budget`'s text: auto or a number
+    keyword: str | None = None  # pytest -k, on the cell ids
+    snapshot: bool = True  # restore each cell's guest; False: boot cold, share guests
+    flavours: tuple[str, ...] = ()  # these flavours' cells (`with_flavours`); () the matrix's
+
+
+def run_matrix(name: str, cache: Cache, options: MatrixOptions = MatrixOptions()) -> int:
     """Run matrix ``name`` (tests/matrix.toml) under pytest-xdist; JUnit, JSON and HTML out.
 
     Each cell restores its guest from a snapshot; ``snapshot=False`` boots cold and
-    shares a guest between the cells that can.
+    shares a guest between the cells that can. With ``flavours``, the cells are those
+    flavours' on the matrix's guests (`harness.matrix.load.with_flavours`): one from
+    outside the tree gets a cell on each of them.
 
     Returns pytest's exit status. The report directory is logged.
     """
-    matrix = get_matrix(name)  # bad names fail here, before anything starts
+    # Bad names fail here, before anything starts.
+    matrix = with_flavours(get_matrix(name), options.flavours)
     ensure_host()
-    count = worker_budget(workers)
+    count = worker_budget(options.workers)
     out = new_run_dir("matrix", name)
     extra = ["--matrix", matrix.name, f"--matrix-report={out}", f"--junitxml={out / 'junit.xml'}",
              f"--matrix-workers={count}"]  # fmt: skip
-    if keyword:
-        extra += ["-k", keyword]
-    if not snapshot:
+    extra += [f"--flavour={flavour}" for flavour in options.flavours]
+    if options.keyword:
+        extra += ["-k", options.keyword]
+    if not options.snapshot:
         extra.append("--no-snapshot")
     LOG.info("matrix %s: %d cells, %d worker(s); report in %s", matrix.name,
-             len(select(matrix, keyword)), count, out)  # fmt: skip
+             len(select(matrix, options.keyword)), count, out)  # fmt: skip
     status = _run(pytest_argv(["tests/matrix"], [], workers=count, extra=extra))
     LOG.info("matrix %s %s (exit status %d): %s", matrix.name,
              "passed" if status == 0 else "FAILED", status, out / "report.html")  # fmt: skip

@@ -8,6 +8,7 @@ that cells sharing a guest are adjacent::
     quick = get_matrix("quick")
     [cell.id for cell in quick.cells]   # ['arm64-linux6.1-1s1cl1c1t-dt-nmi_off-tcg-default', ...]
     select(quick, "2s2cl1c2t")          # the cells whose id contains the keyword
+    with_flavours(quick, ("demo",))     # demo's cells on quick's guests (found outside)
     json.dumps(github_matrix(quick))    # {"include": [{"cell": ..., "arch": ...}, ...]}
     github_images(quick)                # each (arch, variant, kernel) the cells boot, once
 
@@ -19,6 +20,7 @@ file, the matrix, the key and the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -135,6 +137,26 @@ def get_matrix(name: str, path: Path = MATRIX_FILE) -> Matrix:
 def select(matrix: Matrix, keyword: str | None) -> tuple[Cell, ...]:
     """The cells whose id contains ``keyword``; all of them when it is None."""
     return tuple(cell for cell in matrix.cells if keyword is None or keyword in cell.id)
+
+
+def with_flavours(matrix: Matrix, names: tuple[str, ...]) -> Matrix:
+    """``matrix`` narrowed to the flavours ``names`` (``--flavour``); itself when none.
+
+    A flavour the matrix lists keeps its cells, its exclusions holding; one it does
+    not list (found outside the tree, or left out) gets a cell on every guest the
+    matrix boots, as a flavour listed there and excluded nowhere would.
+
+    :raise ConfigError: a name no flavour has; the message lists the known ones.
+    """
+    if not names:
+        return matrix
+    chosen = flavours.known(names)
+    listed = {cell.flavour for cell in matrix.cells}
+    guests = {cell.guest_key: cell for cell in matrix.cells}  # one cell per guest
+    cells = [cell for cell in matrix.cells if cell.flavour in chosen]
+    cells += [dataclasses.replace(cell, flavour=name)
+              for name in chosen if name not in listed for cell in guests.values()]  # fmt: skip
+    return dataclasses.replace(matrix, cells=_by_guest(cells))
 
 
 def github_matrix(matrix: Matrix, cells: tuple[Cell, ...] | None = None) -> dict[str, object]:
@@ -296,6 +318,11 @@ def _expand(
         cells.append(cell)
     if not cells:
         raise where.error("exclude", "removes every cell; the matrix would run nothing")
+    return _by_guest(cells)
+
+
+def _by_guest(cells: list[Cell]) -> tuple[Cell, ...]:
+    """``cells`` sorted by guest, then flavour: cells that share a guest are adjacent."""
     return tuple(sorted(cells, key=lambda cell: (cell.guest_key, cell.flavour)))
 
 

@@ -2,7 +2,7 @@
 """skel's unit tests: its C renders, its records decode, its laws catch what they must.
 
 No guest: these run in seconds (``python -m pytest tests``). The guest's turn is
-``invoke test --flavour-path . -k skel`` from the bench's checkout (README.md).
+``invoke test --flavour skel --flavour-path DIR`` from the bench's checkout (README.md).
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ from harness.vm.argv import MachineSpec
 from harness.vm.topology import CpuTopology
 from tests.guest.verdicts import assert_verdicts
 
-pytestmark = pytest.mark.guest
+pytestmark = [pytest.mark.guest, pytest.mark.flavour("tprof")]
 TP_D1 = TPROF.quirk_bit("TP-D1")
 TP_D2 = TPROF.quirk_bit("TP-D2")
 TP_D3 = TPROF.quirk_bit("TP-D3")

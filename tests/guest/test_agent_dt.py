@@ -40,7 +40,7 @@ from harness.timeouts import Timeouts, wait_until
 from harness.vm.topology import CpuTopology
 from tests.guest.verdicts import assert_verdicts
 
-pytestmark = pytest.mark.guest
+pytestmark = [pytest.mark.guest, pytest.mark.flavour("dt")]
 DT_EXACT = AgentSpec(flavour="dt", drain="manual", pmu_produce=False, period=200_000)
 DT_D1 = DT.quirk_bit("DT-D1")
 DT_D2 = DT.quirk_bit("DT-D2")

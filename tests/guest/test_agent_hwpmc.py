@@ -44,7 +44,7 @@ from tests.conftest import AGENT_REPORT
 from tests.guest import crash_defects as cd
 from tests.guest.verdicts import problems
 
-pytestmark = pytest.mark.guest
+pytestmark = [pytest.mark.guest, pytest.mark.flavour("hwpmc")]
 HW = cd.HW
 HW_D2 = HWPMC.quirk_bit("HW-D2")
 #: B's counter may also fill while the shared flag is set: not stopped (HW-O4).

@@ -57,7 +57,7 @@ from tests.guest.crash_defects import (
 )
 from tests.guest.verdicts import assert_verdicts
 
-pytestmark = pytest.mark.guest
+pytestmark = [pytest.mark.guest, pytest.mark.flavour("kprof")]
 KP_EXACT = AgentSpec(flavour="kprof", pmu_produce=False, period=200_000)
 KP_D11 = KPROF.quirk_bit("KP-D11")
 KP_D3 = KPROF.quirk_bit("KP-D3")

@@ -21,6 +21,7 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.report import unjudged
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
+from tests.flavoured import each
 
 pytestmark = pytest.mark.guest
 
@@ -54,7 +55,7 @@ def judged_standard_run(
     return run, report
 
 
-@pytest.mark.parametrize("name", flavours.names())
+@pytest.mark.parametrize("name", each(flavours.names()))
 def test_every_sample_tells_the_truth(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest, name: str
 ) -> None:
@@ -79,6 +80,7 @@ def test_every_sample_tells_the_truth(
             assert numbers["content.chain.probe_checked"] > 0 or dropped > 0, report
 
 
+@pytest.mark.flavour("hwpmc")
 def test_hwpmc_chains_go_as_deep_as_callchaindepth_asks(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
 ) -> None:

@@ -24,11 +24,12 @@ from harness.agent.peer.counts import PeerEvidence
 from harness.agent.peer.profile import unjudgeable
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT, SMT_CLUSTER_LAYOUT
+from tests.flavoured import each
 
 pytestmark = pytest.mark.guest
 
 
-@pytest.mark.parametrize("name", [n for n in names() if n != "tprof"])
+@pytest.mark.parametrize("name", each(n for n in names() if n != "tprof"))
 def test_every_flavour_profiles_like_linux_perf(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest, name: str
 ) -> None:

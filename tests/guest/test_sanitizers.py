@@ -28,6 +28,7 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import KMEMLEAK, kmemleak_command, module_leaks
 from harness.agent.overlap import OVERLAP_RUN, OverlapCase, overlap_case
 from harness.vm.topology import CpuTopology
+from tests.flavoured import each
 from tests.guest import crash_defects as cd
 
 pytestmark = pytest.mark.guest
@@ -51,7 +52,7 @@ def crash_defects(name: str, agent: Agent, cpus: int) -> list[str]:
 
 
 @pytest.mark.limit_s(1800)  # a sanitizer guest is several times slower under TCG
-@pytest.mark.parametrize("name", flavours.names())
+@pytest.mark.parametrize("name", each(flavours.names()))
 def test_flavour_runs_clean_under_the_sanitizers(
     name: str, agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
 ) -> None:

@@ -7,7 +7,9 @@ back to back, and grouped with ``xdist_group`` so they share a worker). Each cel
 gets a fresh guest restored from a snapshot and the agent deployed into it; with
 ``--no-snapshot`` the guest is booted cold once and shared by its cells. Every
 cell reports a JSON summary; the controller writes ``summary.json`` and
-``report.html`` into ``--matrix-report`` when the session ends.
+``report.html`` into ``--matrix-report`` when the session ends. ``--flavour NAME``
+(repeatable) runs those flavours' cells on the matrix's guests, one found outside the
+tree (``--flavour-path``, its entry point) on each of them.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from harness.build.cache import Cache
 from harness.build.images import debian_kernel_name, prepare_images
 from harness.build.kernel import KernelChoice
 from harness.errors import ConfigError, HarnessError
-from harness.matrix.load import Cell, get_matrix, select
+from harness.matrix.load import Cell, Matrix, get_matrix, with_flavours
 from harness.matrix.report import write_html, write_summary
 from harness.timeouts import Timeouts
 from harness.vm.accel import choose_accel
@@ -37,7 +39,7 @@ from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.record import new_run_dir
 from harness.vm.snapstore import SnapshotStore
-from tests import limits
+from tests import flavoured, limits
 
 CELL_SUMMARY = "matrix-cell"
 STARTED = pytest.StashKey[float]()
@@ -54,10 +56,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STARTED] = time.monotonic()
 
 
+def chosen_matrix(config: pytest.Config) -> Matrix:
+    """``--matrix``'s matrix; with ``--flavour``, those flavours' cells (`with_flavours`)."""
+    return with_flavours(get_matrix(config.getoption("--matrix")), flavoured.chosen(config))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "cell" in metafunc.fixturenames:
-        cells = select(get_matrix(metafunc.config.getoption("--matrix")), None)
-        metafunc.parametrize("cell", cells, ids=[cell.id for cell in cells])
+        cells = chosen_matrix(metafunc.config).cells
+        metafunc.parametrize("cell", [pytest.param(cell, marks=pytest.mark.flavour(cell.flavour),
+                                                   id=cell.id) for cell in cells])  # fmt: skip
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -199,7 +207,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         started_at=dt.datetime.now(dt.UTC).isoformat(),
         wall_s=time.monotonic() - config.stash[STARTED],
         workers=config.getoption("--matrix-workers"),
-        kernels=_kernel_names(name, cells),
+        kernels=_kernel_names(chosen_matrix(config), cells),
     )
     html = write_html(json.loads(summary_path.read_text()), out)
     reporter.write_line(f"matrix {name}: summary {summary_path}; report {html}")
@@ -209,7 +217,7 @@ def _cell_summaries(
     config: pytest.Config, reporter: pytest.TerminalReporter
 ) -> list[dict[str, object]]:
     """One summary per cell: from the test's own record, or built from its outcome."""
-    cells = {cell.id: cell for cell in select(get_matrix(config.getoption("--matrix")), None)}
+    cells = {cell.id: cell for cell in chosen_matrix(config).cells}
     summaries: dict[str, dict[str, object]] = {}
     for outcome in ("passed", "failed", "skipped", "error"):
         for report in reporter.stats.get(outcome, []):
@@ -230,9 +238,9 @@ def _cell_summaries(
     return [summaries[cid] for cid in cells if cid in summaries]
 
 
-def _kernel_names(matrix: str, cells: list[dict[str, object]]) -> list[str]:
+def _kernel_names(matrix: Matrix, cells: list[dict[str, object]]) -> list[str]:
     """Each kernel the reported cells booted, as reports name it, in cell order."""
-    by_id = {cell.id: cell for cell in get_matrix(matrix).cells}
+    by_id = {cell.id: cell for cell in matrix.cells}
     versions = dict.fromkeys(by_id[str(c["cell"])].kernel for c in cells if c["cell"] in by_id)
     return [debian_kernel_name(version) for version in versions]
 

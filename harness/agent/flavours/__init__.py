@@ -92,6 +92,14 @@ def package(name: str) -> FlavourPackage:
     raise ConfigError(f"unknown agent flavour {name!r}; known: {known}")
 
 
+def known(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` (``--flavour``), each checked to be a flavour's, in the order given.
+
+    :raise ConfigError: a name no flavour has; the message lists the known ones.
+    """
+    return tuple(package(name).info.name for name in names)
+
+
 def use_paths(directories: Iterable[Path]) -> tuple[str, ...]:
     """Add the flavours of each directory (``--flavour-path``); the names added.
 
