@@ -34,6 +34,17 @@ pytestmark = pytest.mark.guest
 # pending on the probe's CPU, dropevt 124 of 155; each CPU now has its own.)
 
 
+#: Standard runs a test makes while every one of them compared nothing somewhere. The
+#: populations are sized for a host that gives the guest its cores; a host loaded
+#: several times over can starve one phase (measured: dt on 8 vCPUs, host load 7-9,
+#: 11253 of 14045 events dropped, the zero phase's kernel population 0, WHERE's zero
+#: half UNJUDGED; alone, the same test then judged 21). A run with a violation is never
+#: repeated, and an oracle still unjudged after the last attempt fails the test: the
+#: attempts gather evidence, they do not choose a verdict (the population is chosen by
+#: pid, CPU and time, whatever the values judged).
+EVIDENCE_ATTEMPTS = 3
+
+
 def judged_standard_run(
     agent: Agent,
     spec: AgentSpec,
@@ -41,18 +52,25 @@ def judged_standard_run(
     request: pytest.FixtureRequest,
     label: str = "",
 ) -> tuple[AgentRun, str]:
-    """The flavour's standard run on every CPU, every oracle held; the run and its report."""
+    """The flavour's standard run on every CPU, every oracle held; the run and its report.
+
+    Repeated while an applicable oracle compared nothing (`EVIDENCE_ATTEMPTS`); each
+    attempt's report goes into the test's summary.
+    """
     flavour = behaviour(spec.flavour)
-    run = flavour.standard_run(agent, spec, tuple(range(topology.cpus)))
-    violations = flavour.check(run)
-    report = flavour.report(run, violations)
-    title = f"{spec.flavour} standard run{label}"
-    request.node.user_properties.append((AGENT_REPORT, f"{title}\n{report}"))
-    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
-    # Every applicable oracle compared something: none held over nothing.
-    missing = unjudged(flavour.judged(run))
-    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
-    return run, report
+    for attempt in range(1, EVIDENCE_ATTEMPTS + 1):
+        run = flavour.standard_run(agent, spec, tuple(range(topology.cpus)))
+        violations = flavour.check(run)
+        report = flavour.report(run, violations)
+        title = f"{spec.flavour} standard run{label}, attempt {attempt}"
+        request.node.user_properties.append((AGENT_REPORT, f"{title}\n{report}"))
+        assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+        # Every applicable oracle compared something: none held over nothing.
+        missing = unjudged(flavour.judged(run))
+        if not missing:
+            return run, report
+    raise AssertionError(f"after {EVIDENCE_ATTEMPTS} runs\n" + "\n".join(missing)
+                         + "\n\n" + report)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", each(flavours.names()))
