@@ -524,7 +524,10 @@ def _judged(bench: _Bench, guest: Guest, images: GuestImages, flavour: Flavour,
         LOG.warning("mutant %s, %s, %s: the run failed: %s", _name(mutant), flavour.name,
                     case, exc)  # fmt: skip
         return {"RUN-ERROR"}, None
-    failed = {v.oracle for v in flavour.check(run)} | _unjudged(flavour, run, mutant, case)
+    violations = flavour.check(run)
+    failed = {v.oracle for v in violations} | _unjudged(flavour, run, mutant, case)
+    # The run's table and verdicts beside its evidence: what a catch or a survivor rests on.
+    (agent.workdir / f"report-{case}.txt").write_text(flavour.report(run, violations) + "\n")
     LOG.info("mutant %s, %s, %s: failed %s", _name(mutant), flavour.name, case,
              ", ".join(sorted(failed)) or "none")  # fmt: skip
     return failed, run

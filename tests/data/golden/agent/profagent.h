@@ -103,7 +103,7 @@ enum pa_mutant {
 	PA_MUTANT_NMI_SPINLOCK,	/* the producer path takes a spinlock in NMI context */
 	PA_MUTANT_LEAK_AT_START,	/* START allocates an object that nothing frees */
 	PA_MUTANT_SLOW_PRODUCER,	/* every producer call spins 500 µs of guest time before it returns */
-	PA_MUTANT_WRONG_CPU,	/* every 50th sample of a CPU records the next CPU's id */
+	PA_MUTANT_WRONG_CPU,	/* every 10th sample of a CPU records the next CPU's id */
 	PA_MUTANT_SKIP_KICK_SWAP,	/* every 3rd kick of the last CPU returns without its swap */
 	PA_MUTANT_SHARED_PID_CACHE,	/* a sample's pid comes from a cache all CPUs share */
 	PA_MUTANT_PROBE_MASKS_NMI,	/* the IRQ-off probe window masks pseudo-NMIs too (DAIF.I) */

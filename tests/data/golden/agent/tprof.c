@@ -257,7 +257,7 @@ static void tp_produce(const struct pa_sample_ctx *ctx)
 	rec->pid = pa_mutant(SHARED_PID_CACHE) ? xchg(&tp_last_pid, ctx->pid) : ctx->pid;
 	rec->tid = ctx->tid;
 	/* Mutation point: every 50th sample of a CPU claims the next CPU's id. */
-	rec->cpu = pa_mutant(WRONG_CPU) && ++tc->mutant_tick % 50 == 0 ? ctx->cpu + 1 : ctx->cpu;
+	rec->cpu = pa_mutant(WRONG_CPU) && ++tc->mutant_tick % 10 == 0 ? ctx->cpu + 1 : ctx->cpu;
 	rec->flags = ctx->kernel ? 1 : 0;
 	rec->pc = ctx->pc;
 	if (pa_mutant(PUBLISH_EARLY))
