@@ -216,13 +216,11 @@ DT = FlavourInfo(
         # 250 us period: harness.agent.overlap; the model in harness.vm.kcsan). On arm64
         # smp_load_acquire and smp_store_release's store are inline asm KCSAN does not
         # instrument: only a plain access (watched) or READ_ONCE/WRITE_ONCE meets them.
-        # A known blind spot at the rate reached here, measured in dt's overlap run: of
-        # four runs, three survived (0 races in 100213, 113151 and 108638 watchpoints;
-        # 12000-18000 spinner passes) and one had KCSAN count 2 data races it printed no
-        # report for (120174 watchpoints), now a catch (harness.vm.kcsan.KcsanWatch.races).
-        # tprof's same class (plain_used_publish) was caught at once (4 reports): dt's
-        # producer walks two stacks and is stalled far more often a call, so fewer of its
-        # stores are watched, and its spinners queue on dt_mutex.
+        # Caught since the spinners read for 200 us a call (dt_spin): data-race in
+        # dt_consume / dt_pcpu_values, 10 races in 137108 watchpoints, control clean (0 in
+        # 127943), 2 vCPUs. With one read a call it was a blind spot: of four runs three
+        # survived (0 races in 100213, 113151 and 108638 watchpoints) and one had KCSAN
+        # count 2 it printed no report for (harness.vm.kcsan.KcsanWatch.races).
         Mutant(
             "plain_ring_index",
             "the producer publishes its ring's write index with a plain store, not a release",
