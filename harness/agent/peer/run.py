@@ -186,11 +186,14 @@ def _once(
         raise
     stop_perf(agent.shell, session, timeout_s=budget)
     with stage(ANALYSIS):
-        counts = _read_perf(agent, session, window.inner, kallsyms)
+        recorded = hooks.recording(result) if hooks.recording is not None else None
+        outer = window.outer
+        folded = outer if recorded is None else (min(outer[0], recorded[0]),
+                                                 max(outer[1], recorded[1]))  # fmt: skip
+        counts = _read_perf(agent, session, (window.inner, folded), kallsyms)
         require_recorded(counts, window.outer)
         symbols = Symboliser(parse_kallsyms(kallsyms), _workload_symbols(agent))
         drops = hooks.drops(result) if hooks.drops is not None else {}
-        recorded = hooks.recording(result) if hooks.recording is not None else None
         spans = {c: recorded or window.profile_span(c) for c in {s.cpu for s in counts.stacks}}
         in_window = (s for s in counts.stacks if spans[s.cpu][0] <= s.time_ns <= spans[s.cpu][1])
         pair = profile_pair(hooks.samples(result), in_window, symbols, drops,
@@ -293,21 +296,26 @@ def _info(agent: AgentLike) -> dict[str, str]:
 
 
 def _read_perf(
-    agent: AgentLike, session: PerfSession, window: tuple[int, int], kallsyms: str
+    agent: AgentLike,
+    session: PerfSession,
+    spans: tuple[tuple[int, int], tuple[int, int]],
+    kallsyms: str,
 ) -> PerfCounts:
     """The guest perf's file, copied to the workdir and read there by the host's perf.
 
-    Kept beside the run's evidence: ``perf-NN.data`` (what perf recorded),
-    ``perf-NN.txt`` (what host perf printed of it) and ``kallsyms.txt`` (the guest
-    kernel's symbols it named kernel frames with).
+    ``spans``: where perf's counts are cut (PEER's window) and where its samples'
+    frames are read (every span PROFILE folds lies inside). Kept beside the run's
+    evidence: ``perf-NN.data`` (what perf recorded), ``perf-NN.txt`` (what host perf
+    printed of it) and ``kallsyms.txt`` (the guest kernel's symbols it named kernel
+    frames with).
     """
     stem = f"perf-{agent.run_count:02d}"
     names = agent.workdir / "kallsyms.txt"
     names.write_text(kallsyms)
     with stage(PERF):  # the copy out of the guest is perf's cost too
         agent.fetch(session.path("data"), f"{stem}.data")
-    read = PerfRead(agent.workdir / f"{stem}.data", kallsyms=names, window=window,
-                    keep=agent.workdir / f"{stem}.txt")  # fmt: skip
+    read = PerfRead(agent.workdir / f"{stem}.data", kallsyms=names, window=spans[0],
+                    keep=agent.workdir / f"{stem}.txt", stacks_within=spans[1])  # fmt: skip
     return read_perf_data(HostShell(), session, read)
 
 
