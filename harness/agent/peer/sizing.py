@@ -91,11 +91,13 @@ class PeerSize:
     def next_ms(self, ms: int, peer: PeerEvidence | None) -> int:
         """The next round's length after a round of ``ms`` that fell short (0: no more rounds).
 
-        PROFILE short: scaled by NEED over what it compared; PEER short: doubled.
+        PROFILE short: scaled by NEED over what it compared; PEER short: doubled. A
+        profile that compared nothing gives nothing to scale: more of a run in which
+        no sample paired (an agent whose times are off) still pairs none.
         """
-        if ms >= self.cap_ms:
-            return 0
         compared = _compared(peer)
+        if ms >= self.cap_ms or (peer is not None and peer.profiles is not None and not compared):
+            return 0
         scaled = math.ceil(ms * NEED / compared) if compared else self.cap_ms
         return min(self.cap_ms, max(2 * ms, scaled))
 

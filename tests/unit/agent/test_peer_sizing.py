@@ -61,7 +61,7 @@ def test_the_next_round_scales_to_the_need_at_least_doubles_and_stops_at_the_cap
     assert size.next_ms(300, evidence(500)) == 600  # 360 scaled, doubled
     assert size.next_ms(300, evidence(100)) == 1800  # 300 x 600 / 100
     assert size.next_ms(300, evidence(10)) == 4000  # capped
-    assert size.next_ms(300, evidence(0)) == 4000
+    assert size.next_ms(300, evidence(0)) == 0  # nothing paired: more of it pairs nothing
     assert size.next_ms(4000, evidence(10)) == 0  # no round after the cap
 
 
