@@ -27,7 +27,9 @@ asks 300 ms; the floor makes it 500 instead of 1000-1500. The floor is the conte
 oracles', judged in the same run on the ground-truth workloads: at 300 ms on 8
 busy vCPUs (load average 12) dt's peer run had chain 36 and mix 53 user samples,
 but its zero workload, sharing a CPU with chain, read /dev/zero once in its phase
-and left WHERE's kernel half without a sample (at 1000 ms: 23 reads).
+and left WHERE's kernel half without a sample (at 1000 ms: 23 reads). dt's own
+peer run is not sized (its hooks give no ``sized``): at 500 ms its WHO lanes half
+compared nothing in one of two tier runs.
 
 **PEER's need.** PEER's stated power is to see a period 1/8 too long (mutant
 ``stretched_period``, `harness.agent.peer.counts.stretch_margin`). With n samples
