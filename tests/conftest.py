@@ -382,8 +382,8 @@ def agent(
     if guest.vm.exitcode() is None:
         try:
             request.config.stash[PMU_EVENTS][this_guest] = deployed.pmu_events()  # once a guest
-            # The boot's throttling back too: the pool's reset then finds nothing to put
-            # back, one guest command instead of two a test.
+            # The boot's throttling back too, in the unload's round trip: the pool's reset
+            # (one round trip either way) then finds nothing to put back or warn about.
             deployed.unload(then="rm -f /tmp/profagent/samples.bin && "
                             + throttling_command(disabled=False))  # fmt: skip
         except HarnessError:

@@ -2,8 +2,10 @@
 
 A test may offline CPUs (hotplug), change the perf sysctls (throttling) or leave a
 module loaded (the agent). `GuestPool` reads the state once right after boot and,
-before it hands the guest out again, compares it in one SSH round trip; what
-differs is restored in a second, which also reads the state back::
+before it hands the guest out again, puts back what differs in one SSH round trip:
+a script that prints the state, restores each item only where it differs from the
+baseline (every write guarded by a read, in the shell's builtins: no process is
+started for a check under TCG), and prints the state again if it wrote anything::
 
     baseline = read_state(guest.shell)       # right after boot
     ...                                      # a test runs
@@ -14,7 +16,6 @@ differs is restored in a second, which also reads the state back::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.errors import InfraError
@@ -44,6 +45,8 @@ STATE_COMMAND = "; ".join(
         "cat /proc/modules",
     )
 )
+#: Where `reset_script`'s output gives the state after it restored something.
+AFTER = "### after"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,42 +122,6 @@ def _new_modules(baseline: GuestState, now: GuestState) -> list[str]:
     return [name for name in now.modules if name not in baseline.modules]
 
 
-def _write(path: str, value: str) -> str:
-    return f"echo {value} > {path}"
-
-
-def _sysctl_commands(was: Mapping[str, str], is_: Mapping[str, str]) -> list[str]:
-    """Writes that put the sysctls back, in an order the kernel accepts.
-
-    The kernel refuses a new sample rate while the CPU-time limit is 0 or 100
-    (throttling off or unlimited), so the limit goes to 25 first when it must.
-    """
-    commands, percent = [], is_.get(CPU_TIME)
-    if SAMPLE_RATE in was and is_.get(SAMPLE_RATE) != was[SAMPLE_RATE]:
-        if percent in ("0", "100"):
-            commands.append(_write(_proc_path(CPU_TIME), _RATE_WRITABLE_PERCENT))
-            percent = _RATE_WRITABLE_PERCENT
-        commands.append(_write(_proc_path(SAMPLE_RATE), was[SAMPLE_RATE]))
-    if CPU_TIME in was and percent != was[CPU_TIME]:
-        commands.append(_write(_proc_path(CPU_TIME), was[CPU_TIME]))
-    return commands
-
-
-def restore_commands(baseline: GuestState, now: GuestState) -> tuple[str, ...]:
-    """Shell commands that bring ``now`` back to ``baseline``; empty when they agree.
-
-    Modules first (``rmmod`` in /proc/modules order, so users before what they
-    use), then CPUs, then the sysctls. A module that was loaded at boot and is gone
-    cannot be put back here: `differences` still reports it.
-    """
-    commands = [f"rmmod {name}" for name in _new_modules(baseline, now)]
-    cpu = "/sys/devices/system/cpu/cpu{}/online"
-    commands += [_write(cpu.format(n), "1") for n in sorted(baseline.online - now.online)]
-    commands += [_write(cpu.format(n), "0") for n in sorted(now.online - baseline.online)]
-    commands += _sysctl_commands(dict(baseline.sysctls), dict(now.sysctls))
-    return tuple(commands)
-
-
 def read_state(shell: CommandShell) -> GuestState:
     """The guest's state now, in one round trip (≤ the shell's command budget).
 
@@ -163,22 +130,63 @@ def read_state(shell: CommandShell) -> GuestState:
     return parse_state(shell.run(STATE_COMMAND).stdout)
 
 
-def restore_script(commands: Sequence[str]) -> str:
-    """One command: run ``commands`` (their output to stderr), then print the state."""
-    return f"{{ {'; '.join(commands)}; }} >&2; {STATE_COMMAND}"
+def guarded_commands(baseline: GuestState) -> tuple[str, ...]:
+    """Shell commands that put back what differs from ``baseline``, read from the guest.
+
+    Modules first (``rmmod`` in /proc/modules order, so users before what they
+    use), then CPUs (online first), then the sysctls: the kernel refuses a new sample
+    rate while the CPU-time limit is 0 or 100 (throttling off or unlimited), so the
+    limit goes to 25 first when it must. Each write happens only where a read
+    (``read``, a builtin) finds the value different, and sets ``w``. A module that
+    was loaded at boot and is gone cannot be put back here: `differences` still
+    reports it.
+    """
+    modules = " ".join(baseline.modules)
+    online = " ".join(str(n) for n in sorted(baseline.online))
+    cpus = "/sys/devices/system/cpu"
+    commands = [
+        f"while read -r m _; do case ' {modules} ' in *\" $m \"*) ;; *) g=\"$g $m\";; esac; "
+        "done < /proc/modules",
+        'for m in $g; do rmmod "$m" && w=1; done',
+        *(f"for f in {cpus}/cpu[0-9]*/online; do [ -e \"$f\" ] || continue; "
+          f"n=${{f%/online}}; n=${{n##*/cpu}}; case ' {online} ' in *\" $n \"*) v=1;; *) v=0;; "
+          f'esac; read -r c < "$f"; [ "$c" = {want} ] || [ $v != {want} ] || '
+          f'{{ echo {want} > "$f"; w=1; }}; done' for want in (1, 0)),
+    ]  # fmt: skip
+    was = dict(baseline.sysctls)
+    percent, rate = _proc_path(CPU_TIME), _proc_path(SAMPLE_RATE)
+    if SAMPLE_RATE in was:
+        commands.append(
+            f'read -r c < {rate}; if [ "$c" != {was[SAMPLE_RATE]} ]; then read -r c < {percent}; '
+            f'case "$c" in 0|100) echo {_RATE_WRITABLE_PERCENT} > {percent};; esac; '
+            f"echo {was[SAMPLE_RATE]} > {rate}; w=1; fi"
+        )
+    if CPU_TIME in was:
+        commands.append(f'read -r c < {percent}; [ "$c" = {was[CPU_TIME]} ] || '
+                        f"{{ echo {was[CPU_TIME]} > {percent}; w=1; }}")  # fmt: skip
+    return tuple(commands)
+
+
+def reset_script(baseline: GuestState) -> str:
+    """One command: the state, the guarded restore, the state after it if it wrote.
+
+    The restore's own output goes to stderr; the state after it follows `AFTER`.
+    """
+    guarded = "; ".join(guarded_commands(baseline))
+    return (f"w=; g=; {STATE_COMMAND}; {{ {guarded}; }} >&2; "
+            f"[ -z \"$w\" ] || {{ echo '{AFTER}'; {STATE_COMMAND}; }}")  # fmt: skip
 
 
 def reset(shell: CommandShell, baseline: GuestState) -> ResetOutcome:
-    """Compare the guest with ``baseline``; restore what differs and read it back.
+    """Compare the guest with ``baseline``, restore what differs and read it back.
 
-    One round trip when nothing differs, two otherwise; each ≤ the shell's command budget.
+    One round trip (`reset_script`), ≤ the shell's command budget.
 
     :raise HarnessError: SSH failed, or the output does not parse.
     """
-    now = read_state(shell)
-    commands = restore_commands(baseline, now)
-    found = tuple(differences(baseline, now))
-    if not commands:
+    text = shell.run(reset_script(baseline), check=False).stdout
+    before, marked, after = text.partition(f"\n{AFTER}\n")
+    found = tuple(differences(baseline, parse_state(before)))
+    if not marked:
         return ResetOutcome(found=found, left=found)
-    after = parse_state(shell.run(restore_script(commands), check=False).stdout)
-    return ResetOutcome(found=found, left=tuple(differences(baseline, after)))
+    return ResetOutcome(found=found, left=tuple(differences(baseline, parse_state(after))))

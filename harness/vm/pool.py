@@ -13,8 +13,8 @@ A guest whose boot failed is remembered as failed, so every test of that
 topology reports the same boot error instead of booting again and again.
 
 Before a guest is handed out again it is checked against its state at start
-(`harness.vm.baseline`: online CPUs, perf sysctls, loaded modules) in one SSH
-round trip, and what differs is put back in a second, which reads the state back.
+(`harness.vm.baseline`: online CPUs, perf sysctls, loaded modules), and what differs
+is put back and read back, all in one SSH round trip (each write guarded in the guest).
 A guest that cannot be checked or put back (QEMU gone, SSH broken, a CPU that will
 not come back) is stopped and a fresh one started: with a `SnapshotStore` (the
 test tier's default) restored from the topology's snapshot (1.4-2.4 s to SSH on

@@ -16,20 +16,29 @@ over the guest's ``/proc/kallsyms`` and the ground-truth workload's ELF symbols
 
 Each run writes both profiles as folded stacks beside its other evidence:
 ``profile-NN-agent.folded`` and ``profile-NN-perf.folded`` in the agent's workdir.
+
+A flavour that gives ``sized`` (its run for a given workload length), ``usual_ms``
+and ``check`` in its hooks records in rounds, each as long as
+`harness.agent.peer.sizing` says PROFILE and PEER need: short on a quiet host,
+longer where the first round fell short (that module's docstring states the model
+and why the stopping rule cannot bias a verdict).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harness.agent.flavour import AgentLike, AgentRun, narrow
 from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.results import Violation
 from harness.agent.oracles.samples import Sample
 from harness.agent.peer.counts import PeerEvidence, PeerWindow, info_window
 from harness.agent.peer.pairing import ProfilePair, profile_pair
+from harness.agent.peer.sizing import PeerSize, shortfall
 from harness.agent.peer.symbols import Symboliser, UserSymbols, parse_kallsyms
 from harness.agent.steps import DEBUGFS, parse_pairs
 from harness.agent.truth.build import TEXT_BASE, TRUTH_BINARY
@@ -54,6 +63,8 @@ if TYPE_CHECKING:
 else:
     _R = TypeVar("_R")
 
+LOG = logging.getLogger(__name__)
+
 Runner = Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
 
 
@@ -77,6 +88,9 @@ class PeerHooks(Generic[_R]):
     compares only the samples of the interrupts both profilers took, paired within
     this many ns (`harness.agent.peer.pairing.paired`; ``samples`` must then give each its
     time), for a flavour whose own overflow sets work going that perf then samples.
+    ``sized``: the run with its workload lasting the given ms (``usual_ms`` its length
+    before sizing), and ``check``: its violations; with all three the run records in
+    rounds (`harness.agent.peer.sizing`), else once, as ``run``.
     """
 
     samples: Callable[[_R], Iterable[Sample]]
@@ -84,6 +98,9 @@ class PeerHooks(Generic[_R]):
     drops: Callable[[_R], Mapping[int, int]] | None = None
     recording: Callable[[_R], tuple[int, int]] | None = None
     pair_within_ns: int | None = None
+    sized: Callable[[AgentLike, AgentSpec, tuple[int, ...], int], _R] | None = None
+    usual_ms: int = 0
+    check: Callable[[_R], Sequence[Violation]] | None = None
 
 
 def beside_perf(run: Runner, kind: type[_R], hooks: PeerHooks[_R]) -> Runner:
@@ -118,6 +135,37 @@ def run_beside_perf(
 
     :raise GuestError: perf did not start, stop or read back.
     """
+    sized, check = hooks.sized, hooks.check
+    if sized is None or check is None or hooks.usual_ms <= 0:
+        return _once(agent, spec, cpus, run, hooks)
+    size = PeerSize.of(cpus=len(agent.online_cpus()), period=spec.period,
+                       usual_ms=hooks.usual_ms)  # fmt: skip
+    ms = size.first_ms
+    while True:
+        result = _once(agent, spec, cpus, _lasting(sized, ms), hooks)
+        peer: PeerEvidence | None = getattr(result, "peer", None)
+        short = shortfall(peer)
+        longer = size.next_ms(ms, peer) if short else 0
+        if not longer or check(result):  # a round with a violation is the run: never hidden
+            return result
+        LOG.info("peer round of %d ms fell short (%s): another of %d ms", ms, short, longer)
+        ms = longer
+
+
+def _lasting(
+    sized: Callable[[AgentLike, AgentSpec, tuple[int, ...], int], _R], ms: int
+) -> Callable[[AgentLike, AgentSpec, tuple[int, ...]], _R]:
+    return lambda agent, spec, cpus: sized(agent, spec, cpus, ms)
+
+
+def _once(
+    agent: AgentLike,
+    spec: AgentSpec,
+    cpus: tuple[int, ...],
+    run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], _R],
+    hooks: PeerHooks[_R],
+) -> _R:
+    """One round: ``run`` with perf recording beside it (`run_beside_perf`)."""
     session = PerfSession(cpus=agent.online_cpus(), period=spec.period, event=spec.event,
                           stacks=True)  # fmt: skip
     budget = int(agent.timeouts.command_s)
@@ -138,11 +186,14 @@ def run_beside_perf(
         raise
     stop_perf(agent.shell, session, timeout_s=budget)
     with stage(ANALYSIS):
-        counts = _read_perf(agent, session, window.inner, kallsyms)
+        recorded = hooks.recording(result) if hooks.recording is not None else None
+        outer = window.outer
+        folded = outer if recorded is None else (min(outer[0], recorded[0]),
+                                                 max(outer[1], recorded[1]))  # fmt: skip
+        counts = _read_perf(agent, session, (window.inner, folded), kallsyms)
         require_recorded(counts, window.outer)
         symbols = Symboliser(parse_kallsyms(kallsyms), _workload_symbols(agent))
         drops = hooks.drops(result) if hooks.drops is not None else {}
-        recorded = hooks.recording(result) if hooks.recording is not None else None
         spans = {c: recorded or window.profile_span(c) for c in {s.cpu for s in counts.stacks}}
         in_window = (s for s in counts.stacks if spans[s.cpu][0] <= s.time_ns <= spans[s.cpu][1])
         pair = profile_pair(hooks.samples(result), in_window, symbols, drops,
@@ -245,21 +296,26 @@ def _info(agent: AgentLike) -> dict[str, str]:
 
 
 def _read_perf(
-    agent: AgentLike, session: PerfSession, window: tuple[int, int], kallsyms: str
+    agent: AgentLike,
+    session: PerfSession,
+    spans: tuple[tuple[int, int], tuple[int, int]],
+    kallsyms: str,
 ) -> PerfCounts:
     """The guest perf's file, copied to the workdir and read there by the host's perf.
 
-    Kept beside the run's evidence: ``perf-NN.data`` (what perf recorded),
-    ``perf-NN.txt`` (what host perf printed of it) and ``kallsyms.txt`` (the guest
-    kernel's symbols it named kernel frames with).
+    ``spans``: where perf's counts are cut (PEER's window) and where its samples'
+    frames are read (every span PROFILE folds lies inside). Kept beside the run's
+    evidence: ``perf-NN.data`` (what perf recorded), ``perf-NN.txt`` (what host perf
+    printed of it) and ``kallsyms.txt`` (the guest kernel's symbols it named kernel
+    frames with).
     """
     stem = f"perf-{agent.run_count:02d}"
     names = agent.workdir / "kallsyms.txt"
     names.write_text(kallsyms)
     with stage(PERF):  # the copy out of the guest is perf's cost too
         agent.fetch(session.path("data"), f"{stem}.data")
-    read = PerfRead(agent.workdir / f"{stem}.data", kallsyms=names, window=window,
-                    keep=agent.workdir / f"{stem}.txt")  # fmt: skip
+    read = PerfRead(agent.workdir / f"{stem}.data", kallsyms=names, window=spans[0],
+                    keep=agent.workdir / f"{stem}.txt", stacks_within=spans[1])  # fmt: skip
     return read_perf_data(HostShell(), session, read)
 
 

@@ -277,3 +277,17 @@ def test_the_host_read_names_kernel_frames_from_the_guests_kallsyms() -> None:
     command = perf.report_command("/w/test[dt]/perf-03.data", stacks=True, kallsyms="/w/k s.txt")
     assert "script -i '/w/test[dt]/perf-03.data' --kallsyms '/w/k s.txt' -F cpu,time," in command
     assert "--stats >'/w/test[dt]/perf-03.data.stats'" in command
+
+
+def test_frames_are_read_only_inside_the_span_asked_and_every_sample_is_kept() -> None:
+    printed = gzip.decompress((LOGS_DIR / "arm64-perf-small-guest.txt.gz").read_bytes()).decode()
+    every = parse_perf_output(printed, period=MS, cpus=(0, 1))
+    times = sorted(s.time_ns for s in every.stacks)
+    span = (times[300], times[599])
+    some = parse_perf_output(printed, period=MS, cpus=(0, 1), stacks_within=span)
+    assert some.cpus == every.cpus  # the counts do not depend on it
+    assert [s[:2] for s in frames_of(some)] == [s[:2] for s in frames_of(every)]
+    inside = [s for s in every.stacks if span[0] <= s.time_ns <= span[1]]
+    assert len(inside) == 300
+    assert [s for s in some.stacks if s.frames] == inside  # the same frames there
+    assert all(not s.frames for s in some.stacks if s not in inside)

@@ -13,7 +13,7 @@ from harness.errors import GuestError, HarnessError, SnapshotError, TransportErr
 from harness.timeouts import Timeouts
 from harness.vm import pool as pool_module
 from harness.vm.argv import MachineSpec
-from harness.vm.baseline import STATE_COMMAND
+from harness.vm.baseline import STATE_COMMAND, read_state, reset_script
 from harness.vm.pool import GuestPool
 from harness.vm.snapstore import SnapshotStore
 from harness.vm.topology import CpuTopology
@@ -36,6 +36,10 @@ class FakeVm:
     def check_console(self, *, since_line: int = 0, what: str = "") -> None:
         if any("WARNING" in line for line in self.console[since_line:]):
             raise GuestError(f"a WARNING in {what}")
+
+
+#: The pool's check of a guest of four CPUs booted as `FakeGuest` boots: one round trip.
+CHECK = reset_script(read_state(FakeGuestShell(online=set(range(4)))))
 
 
 class BrokenShell(FakeGuestShell):
@@ -89,7 +93,7 @@ def first(pool: GuestPool) -> FakeGuest:
 def test_a_clean_guest_is_reused_after_one_check(pool: GuestPool) -> None:
     guest = first(pool)
     assert get(pool) is guest
-    assert (guest.shell.commands, FakeGuest.booted) == ([STATE_COMMAND] * 2, [guest])
+    assert (guest.shell.commands, FakeGuest.booted) == ([STATE_COMMAND, CHECK], [guest])
 
 
 def test_a_guest_left_dirty_is_restored_and_reused(pool: GuestPool) -> None:
@@ -188,7 +192,7 @@ def test_with_snapshots_the_first_guest_is_restored_and_a_clean_one_reused(
     pool = snapshot_pool(tmp_path, store)
     one = get(pool)
     assert get(pool) is one
-    assert one.shell.commands == [STATE_COMMAND] * 2  # the baseline, then the check
+    assert one.shell.commands == [STATE_COMMAND, CHECK]  # the baseline, then the check
     assert len(store.workdirs) == 1
 
 

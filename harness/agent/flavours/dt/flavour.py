@@ -219,6 +219,10 @@ def _unprobed(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
 #: survived). Where the reader still falls behind (`READER_PAUSE_MS`), a lost event
 #: has no pair: drops thin PROFILE's comparison without biasing it; they are DT-O1's
 #: and PEER's to judge.
+#: Not sized in rounds (`harness.agent.peer.sizing`): dt records about a third of perf's
+#: samples on 8 busy vCPUs (2663 of 7908), so the content oracles judged in this run have
+#: the thinnest populations of any flavour's; at 500 ms its WHO lanes half compared no
+#: sample in one of two tier runs (load average 4), so it keeps `BUSY_MS`.
 _peer = beside_perf(_unprobed, DtRun, PeerHooks(samples=_samples, pair_within_ns=pair_window(DT)))
 
 

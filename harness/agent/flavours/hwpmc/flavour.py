@@ -36,6 +36,7 @@ from harness.agent.flavours.hwpmc.oracles import (
     judge_hwpmc,
 )
 from harness.agent.flavours.hwpmc.plans import (
+    BUSY_MS,
     control_plan,
     counting_plan,
     exact_plan,
@@ -66,6 +67,7 @@ from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.counts import PeerWindow, bracket_window
 from harness.agent.peer.pairing import pair_window
 from harness.agent.peer.run import PeerHooks, beside_perf
+from harness.agent.peer.sizing import MIN_MS
 from harness.agent.steps import probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
@@ -88,8 +90,13 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     The probe spins on the last CPU (kernel ground truth for CHAIN); the workloads'
     output is read after STOP.
     """
-    plan = standard_plan(cpus)
-    launches = standard_launches(cpus, TRUTH_MS)
+    return _standard_for(agent, spec, cpus, BUSY_MS)
+
+
+def _standard_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: int) -> HwRun:
+    """`_standard` with busy loops of ``ms``; the workloads end as much earlier, ≥ `MIN_MS`."""
+    plan = standard_plan(cpus, ms)
+    launches = standard_launches(cpus, max(MIN_MS, ms - (BUSY_MS - TRUTH_MS)))
     body = (*((s, "") for s in launch_steps(launches)), *plan.body,
             (probe_step(cpus[-1], PROBE_MS), ""))  # fmt: skip
     after = (*plan.after_stop, *((s, "") for s in output_steps(launches)))
@@ -116,6 +123,11 @@ def peer_spec(spec: AgentSpec) -> AgentSpec:
 
 def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     return _standard(agent, peer_spec(spec), cpus)
+
+
+def _peer_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: int) -> HwRun:
+    """`_peer` with busy loops of ``ms`` (a peer round: `harness.agent.peer.sizing`)."""
+    return _standard_for(agent, peer_spec(spec), cpus, ms)
 
 
 def _check(run: HwRun) -> list[Violation]:
@@ -241,7 +253,16 @@ FLAVOUR = Flavour(
     # draw (the 6.1 debug kernel, 8 vCPUs: arch_local_irq_enable 9.2 % of hwpmc's
     # samples against 17.4 % of perf's, chi2 774.6 against 45.3; paired, 0.0).
     peer_run=beside_perf(
-        _peer, HwRun, PeerHooks(samples=_samples, window=_window, pair_within_ns=pair_window(HWPMC))
+        _peer,
+        HwRun,
+        PeerHooks(
+            samples=_samples,
+            window=_window,
+            pair_within_ns=pair_window(HWPMC),
+            sized=_peer_for,
+            usual_ms=BUSY_MS,
+            check=_check,
+        ),
     ),
     ops={name: OpRule(cpu="one") for name in OP_STEPS},
     op_steps={name: _ignore_count(step) for name, step in OP_STEPS.items()},

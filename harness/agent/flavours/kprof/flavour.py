@@ -50,6 +50,7 @@ from harness.agent.oracles.results import Judged, Violation
 from harness.agent.oracles.samples import Sample, callers
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.run import PeerHooks, beside_perf
+from harness.agent.peer.sizing import MIN_MS
 from harness.agent.steps import inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
@@ -88,9 +89,20 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     The workloads end `TRUTH_SLACK_MS` before the sleep does, so their output is
     complete when it is read (no ``wait``: the background reader ends only at stop).
     """
-    launches = standard_launches(cpus, BUSY_MS - TRUTH_SLACK_MS)
-    body = (*launch_steps(launches), *(profctl.spin_step(cpu, BUSY_MS) for cpu in cpus),
-            probe_step(cpus[-1], PROBE_MS), profctl.sleep_step(BUSY_MS + 200 - PROBE_MS),
+    return _standard_for(agent, spec, cpus, BUSY_MS)
+
+
+def _standard_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: int) -> KprofRun:
+    """`_standard` with busy loops of ``ms`` (a peer round: `harness.agent.peer.sizing`).
+
+    The workloads last ``ms`` less `TRUTH_SLACK_MS`, at least `MIN_MS` (the sleep then
+    outlasts them by the slack).
+    """
+    truth_ms = max(MIN_MS, ms - TRUTH_SLACK_MS)
+    launches = standard_launches(cpus, truth_ms)
+    sleep_ms = max(ms, truth_ms + TRUTH_SLACK_MS) + 200 - PROBE_MS
+    body = (*launch_steps(launches), *(profctl.spin_step(cpu, ms) for cpu in cpus),
+            probe_step(cpus[-1], PROBE_MS), profctl.sleep_step(sleep_ms),
             *output_steps(launches))  # fmt: skip
     depth = max(spec.param("trace_depth"), CHAIN_DEPTH)
     plan = KprofPlan(body=body, background_reader=True)
@@ -253,7 +265,17 @@ FLAVOUR = Flavour(
     exact_run=_exact,
     run_script=_script,
     cell_rows=_cell_rows,
-    peer_run=beside_perf(_standard, KprofRun, PeerHooks(samples=_samples, recording=_recording)),
+    peer_run=beside_perf(
+        _standard,
+        KprofRun,
+        PeerHooks(
+            samples=_samples,
+            recording=_recording,
+            sized=_standard_for,
+            usual_ms=BUSY_MS,
+            check=_check,
+        ),
+    ),
     ops={
         "reader": OpRule(on=True),  # a background reader draining kpdata
         "kpctl-start": OpRule(),

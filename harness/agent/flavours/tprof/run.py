@@ -18,8 +18,10 @@ from dataclasses import dataclass, field, replace
 from harness.agent import profctl
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
+from harness.agent.flavours.tprof.oracles import check_sampling
 from harness.agent.flavours.tprof.results import SamplingRun, TprofRecord
 from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.content import check_content
 from harness.agent.oracles.evidence import (
     IDLE_MS,
     PROC_INTERRUPTS,
@@ -27,6 +29,7 @@ from harness.agent.oracles.evidence import (
     interrupt_reads,
     is_injection,
 )
+from harness.agent.oracles.results import Violation
 from harness.agent.oracles.samples import Sample
 from harness.agent.peer.counts import PeerWindow, info_window
 from harness.agent.peer.run import PeerHooks, run_beside_perf
@@ -180,7 +183,17 @@ def sampling_beside_perf(
     def run(a: AgentLike, s: AgentSpec, _: object) -> SamplingRun:
         return sampling_run(a, s, plan, launches)
 
-    return run_beside_perf(agent, spec, plan.busy_cpus, run, PEER_HOOKS)
+    def sized(a: AgentLike, s: AgentSpec, _: object, ms: int) -> SamplingRun:
+        lasting = tuple(replace(w, ms=ms) for w in launches)
+        return sampling_run(a, s, replace(plan, busy_ms=ms), lasting)
+
+    hooks = replace(PEER_HOOKS, sized=sized, usual_ms=plan.busy_ms, check=_peer_check)
+    return run_beside_perf(agent, spec, plan.busy_cpus, run, hooks)
+
+
+def _peer_check(run: SamplingRun) -> list[Violation]:
+    """A peer round's violations (tprof's flavour checks the same): one makes it the run."""
+    return check_sampling(run) + check_content(run.content())
 
 
 def profile_samples(run: SamplingRun) -> tuple[Sample, ...]:
