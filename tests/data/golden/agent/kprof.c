@@ -451,7 +451,7 @@ static void kp_qpass(struct kp_cpu *kc, struct kp_queue *q, struct kp_block *b)
 		ok = !q->hungup && !q->dead && q->qlen < limit;
 		if (ok) {
 			list_add_tail(&b->link, &q->blocks);
-			q->qlen += b->used;
+			WRITE_ONCE(q->qlen, q->qlen + b->used);	/* state reads it lock-free */
 		}
 		spin_unlock_irqrestore(&q->lock, flags);
 	}
@@ -478,7 +478,7 @@ static void kp_qibwrite(struct kp_cpu *kc, struct kp_queue *q, struct kp_block *
 		ok = !q->hungup && !q->dead;
 		if (ok) {
 			list_add_tail(&b->link, &q->blocks);
-			q->qlen += b->used;
+			WRITE_ONCE(q->qlen, q->qlen + b->used);	/* state reads it lock-free */
 		}
 		spin_unlock_irqrestore(&q->lock, flags);
 	}
@@ -646,7 +646,7 @@ static ssize_t kp_copy_out(struct kp_queue *q, char __user *ubuf, size_t len)
 		done += n;
 		kp_qlock(q, &flags);
 		b->off += n;
-		q->qlen -= n;
+		WRITE_ONCE(q->qlen, q->qlen - n);	/* state reads it lock-free */
 		kp_gstat[KP_G_X_BYTES_READ] += n;
 		if (b->off == b->used)
 			list_del(&b->link);
@@ -793,7 +793,7 @@ static int kp_emit_status(struct kp_queue *q)
 	rcu_read_unlock();
 	kp_qlock(q, &flags);
 	list_add_tail(&b->link, &q->blocks);	/* no limit check, as the seed */
-	q->qlen += b->used;
+	WRITE_ONCE(q->qlen, q->qlen + b->used);	/* state reads it lock-free */
 	spin_unlock_irqrestore(&q->lock, flags);
 	kp_gstat[KP_G_X_STATUS_BYTES] += b->used;
 	return 0;
@@ -818,8 +818,8 @@ static void kp_queue_kill(struct kp_queue *q)
 	mutex_lock(&q->reader);
 	kp_qlock(q, &flags);
 	list_splice_init(&q->blocks, &gone);
-	q->qlen = 0;
-	q->dead = true;
+	WRITE_ONCE(q->qlen, 0);
+	WRITE_ONCE(q->dead, true);	/* the reader's wait tests it lock-free */
 	spin_unlock_irqrestore(&q->lock, flags);
 	mutex_unlock(&q->reader);
 	wake_up_all(&q->wait);
@@ -899,7 +899,7 @@ static void kp_queue_set_hungup(bool hungup)
 	if (!q)
 		return;
 	kp_qlock(q, &flags);
-	q->hungup = hungup;
+	WRITE_ONCE(q->hungup, hungup);	/* the reader's wait tests it lock-free */
 	if (!hungup)
 		q->eof_reads = 0;
 	spin_unlock_irqrestore(&q->lock, flags);
