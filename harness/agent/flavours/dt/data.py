@@ -216,7 +216,7 @@ DT = FlavourInfo(
         # 250 us period: harness.agent.overlap; the model in harness.vm.kcsan). On arm64
         # smp_load_acquire and smp_store_release's store are inline asm KCSAN does not
         # instrument: only a plain access (watched) or READ_ONCE/WRITE_ONCE meets them.
-        # Caught since the spinners read for 200 us a call (dt_spin): data-race in
+        # Caught since the spinners call dt_spin for PA_SPIN_NS a pass (core.c): data-race in
         # dt_consume / dt_pcpu_values, 10 races in 137108 watchpoints, control clean (0 in
         # 127943), 2 vCPUs. With one read a call it was a blind spot: of four runs three
         # survived (0 races in 100213, 113151 and 108638 watchpoints) and one had KCSAN

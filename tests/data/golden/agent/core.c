@@ -1221,18 +1221,22 @@ DEFINE_SHOW_ATTRIBUTE(pa_state);
 /*
  * `count=<n>`: read every CPU's indices, counts and state n times as the stats files
  * do (the flavour's show_stats_percpu, the core's nmi, show_state), into a buffer
- * nobody reads, after PA_SPIN_FAST reads of the flavour's own spin op where it has one
- * (the same loads, unformatted). The kcsan overlap case's spinners
+ * nobody reads, after PA_SPIN_NS of the flavour's own spin op where it has one (the
+ * same loads, unformatted, called again and again). The kcsan overlap case's spinners
  * (harness.agent.overlap): a reader that meets the other CPUs' producers thousands of
  * times a second, where one cat of the files a pass reached about 30 passes a second.
+ * A producer's watched store stalls at most udelay_interrupt (100 us): 16 single calls
+ * a pass met none of hwpmc's plain_write_index in three overlap runs, and dt's
+ * plain_ring_index in one of four; reading for PA_SPIN_NS caught both.
  */
-#define PA_SPIN_FAST 16	/* the flavour's unformatted reads per pass (its spin op) */
+#define PA_SPIN_NS (16 * 200 * NSEC_PER_USEC)	/* the flavour's unformatted reads per pass */
 
 static ssize_t pa_spin_write(struct file *file, const char __user *ubuf, size_t len,
 			     loff_t *ppos)
 {
 	struct seq_file m = {};
-	unsigned long count, i, j;
+	unsigned long count, i;
+	u64 until;
 	char line[32];
 	long err;
 
@@ -1246,7 +1250,7 @@ static ssize_t pa_spin_write(struct file *file, const char __user *ubuf, size_t 
 	if (!m.buf)
 		return -ENOMEM;
 	for (i = 0; i < count && !fatal_signal_pending(current); i++) {
-		for (j = 0; pa_fl->spin && j < PA_SPIN_FAST; j++)
+		for (until = ktime_get_ns() + PA_SPIN_NS; pa_fl->spin && ktime_get_ns() < until;)
 			pa_fl->spin();
 		m.count = 0;
 		pa_fl->show_stats_percpu(&m);

@@ -851,28 +851,18 @@ static void dt_show_state(struct seq_file *m)
 	mutex_unlock(&dt_mutex);
 }
 
-/*
- * The kcsan spinners' read: every open's every CPU's values, as DTIOC_X_PCPUSTATS, for
- * DT_SPIN_NS at a time. A producer's watched store stalls at most udelay_interrupt
- * (100 us); one read a call met it in one overlap run of four (plain_ring_index), as
- * hwpmc's one read a call met none in three. dt_mutex is held for the whole of it, as
- * for one read: a reader waits at most that long.
- */
-#define DT_SPIN_NS (200 * NSEC_PER_USEC)
-
+/* The kcsan spinners' read (called for PA_SPIN_NS a pass): every open's every CPU's
+ * values, as DTIOC_X_PCPUSTATS. */
 static void dt_spin(void)
 {
-	u64 until = ktime_get_ns() + DT_SPIN_NS;
 	u64 values[DT_PC_NSTATS];
 	struct dt_open *op;
 	unsigned int cpu;
 
 	mutex_lock(&dt_mutex);
-	do {
-		list_for_each_entry(op, &dt_all, all_link)
-			for_each_possible_cpu(cpu)
-				dt_pcpu_values(op, cpu, values);
-	} while (ktime_get_ns() < until);
+	list_for_each_entry(op, &dt_all, all_link)
+		for_each_possible_cpu(cpu)
+			dt_pcpu_values(op, cpu, values);
 	mutex_unlock(&dt_mutex);
 }
 

@@ -1319,35 +1319,28 @@ static void hw_show_state(struct seq_file *m)
 }
 
 /*
- * The kcsan spinners' read (core's spin hook): every CPU's ring indices, flags and
- * counters, as state and stats_percpu show them, unformatted and from this CPU, so the
- * reads meet the other CPUs' producers (stats_percpu itself reads a CPU's counters on
- * that CPU with NMIs masked, where no producer runs). It reads for HW_SPIN_NS at a
- * time: a producer's watched store stalls at most udelay_interrupt (100 us), and one
- * read of each a call (16 calls in a pass of about 20 ms of formatting) met none in
- * three overlap runs (plain_write_index survived 108 946 to 175 431 watchpoints).
+ * The kcsan spinners' read (core's spin hook, called for PA_SPIN_NS a pass): every
+ * CPU's ring indices, flags and counters, as state and stats_percpu show them,
+ * unformatted and from this CPU, so the reads meet the other CPUs' producers
+ * (stats_percpu itself reads a CPU's counters on that CPU with NMIs masked, where no
+ * producer runs).
  */
-#define HW_SPIN_NS (200 * NSEC_PER_USEC)
-
 static void hw_spin(void)
 {
-	u64 until = ktime_get_ns() + HW_SPIN_NS;
 	unsigned int cpu;
 	int i;
 
-	do {
-		for_each_possible_cpu(cpu) {
-			struct hw_cpu *hc = per_cpu_ptr(&hw_cpu, cpu);
+	for_each_possible_cpu(cpu) {
+		struct hw_cpu *hc = per_cpu_ptr(&hw_cpu, cpu);
 
-			(void)READ_ONCE(hc->read);
-			(void)READ_ONCE(hc->write);
-			(void)READ_ONCE(hc->stalled);
-			(void)READ_ONCE(hc->soft_stopped);
-			(void)READ_ONCE(hc->has_samples);
-			for (i = 0; i < HW_PC_NSTATS; i++)
-				(void)READ_ONCE(hc->stat[i]);
-		}
-	} while (ktime_get_ns() < until);
+		(void)READ_ONCE(hc->read);
+		(void)READ_ONCE(hc->write);
+		(void)READ_ONCE(hc->stalled);
+		(void)READ_ONCE(hc->soft_stopped);
+		(void)READ_ONCE(hc->has_samples);
+		for (i = 0; i < HW_PC_NSTATS; i++)
+			(void)READ_ONCE(hc->stat[i]);
+	}
 }
 
 /* ---- lifecycle and hotplug --------------------------------------------------------------- */
