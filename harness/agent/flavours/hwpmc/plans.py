@@ -35,10 +35,9 @@ BUSY_MS = 1500
 FILL_EXTRA = 5  # calls past a full ring in the exact run
 RESUMED = 3  # calls injected after the restarting sweep
 #: The independence run's rings: A's, its sweeps suppressed, fills within 32 of its
-#: 300 ms of overflows; B's, swept every 4 ms, never does. With 4 entries B stalled
-#: again and again, and under the seed's one stall flag per PMC (HW-D2) a B that
-#: stalled after clearing the flag set it again, so A's resumed sweep found it set
-#: and restarted A: the quirk passed HW-O8 (seen on 6.12 in CI, and on 6.1 once).
+#: 300 ms of overflows; B's, swept every 4 ms, fills only when a loaded host delays
+#: B's sweep tick (with 4 entries it stalled again and again). `independence_plan`
+#: says why B's stalls cannot decide HW-O8.
 PAIR_NSAMPLES = 32
 PAIR_SPIN_MS = 300  # each spin of the pair plan (`independence_plan`)
 D1_SPIN_MS = 2000  # the wide CPU's spin in `d1_plan`
@@ -110,24 +109,29 @@ def pair_spec(spec: AgentSpec) -> AgentSpec:
 def independence_plan(a: int, b: int) -> HwPlan:
     """One TS PMC on {A, B}; A's sweeps suppressed while both run, then resumed (HW-O8).
 
-    Between A's stall and the resume B runs alone, so B's sweeps surely come after A
-    stalled: with the seed's one stall flag per PMC (HW-D2) one of them clears A's
-    flag and A is never restarted. Without it a loaded host that filled A's ring only
-    in the last milliseconds of the first spin let A resume before any sweep of B's,
-    and the quirk passed HW-O8 (seen in CI).
+    Under the seed's one stall flag per PMC (HW-D2) A is restarted iff the flag is
+    set when A's own sweep resumes, so the plan fixes who set it last:
+    - B runs alone after A stalled, then a kick sweeps B once more after B's last
+      overflow of that phase: the flag is clear, whatever B's ring did.
+    - After the resume only A runs: B cannot fill its ring and set the flag again.
+      (With B spinning too, a loaded host that delayed B's sweep tick let B stall,
+      and A's sweep found B's flag and restarted A: the quirk passed HW-O8 in CI.)
+    Fixed, A's own flag is set all along and its first sweep restarts it.
     """
-    spins = (
+    both = (
         (profctl.spin_step(a, PAIR_SPIN_MS), ""),
         (profctl.spin_step(b, PAIR_SPIN_MS), ""),
         (profctl.wait_step(), ""),
     )
     body = (
-        *spins,
+        *both,
         checkpoint("a_stalled"),
         (profctl.spin_step(b, PAIR_SPIN_MS), ""),
         (profctl.wait_step(), ""),
+        (kick_step(b), ""),
         (sweep_step(a, True), ""),
-        *spins,
+        (profctl.spin_step(a, PAIR_SPIN_MS), ""),
+        (profctl.wait_step(), ""),
         checkpoint("a_resumed"),
     )
     return HwPlan(

@@ -7,8 +7,20 @@ from dataclasses import replace
 from harness.agent import profctl
 from harness.agent.flavours.hwpmc.data import PMC_OPS
 from harness.agent.flavours.hwpmc.flavour import peer_spec
-from harness.agent.flavours.hwpmc.plans import counting_plan, exact_plan, standard_plan
-from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, plan_steps, pmc_id
+from harness.agent.flavours.hwpmc.plans import (
+    counting_plan,
+    exact_plan,
+    independence_plan,
+    standard_plan,
+)
+from harness.agent.flavours.hwpmc.run import (
+    SC_INITIAL,
+    decode_op,
+    kick_step,
+    plan_steps,
+    pmc_id,
+    sweep_step,
+)
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import IDLE_MS, PROC_INTERRUPTS
 
@@ -69,3 +81,13 @@ OP_NAMES = {code: name for name, code in PMC_OPS.items()}
 def _op(step: str) -> str:
     """The PMC op of an SP_IOC_PMC_OP ioctl step, by name."""
     return OP_NAMES[decode_op(bytes.fromhex(step.split(":")[4]))["op"]]
+
+
+def test_after_a_stalls_b_is_swept_last_and_only_a_runs_once_a_resumes() -> None:
+    """HW-O8 under the seed's one stall flag: nothing of B's may set it after A resumes."""
+    steps = [step for step, _ in independence_plan(2, 5).body]
+    resume = steps.index(sweep_step(2, True))
+    kick = steps.index(kick_step(5))
+    spins_of_b = [k for k, step in enumerate(steps) if step.startswith("spin:5:")]
+    assert steps.index("wait", max(spins_of_b)) < kick < resume
+    assert [s for s in steps[resume:] if s.startswith("spin:")] == ["spin:2:300"]
