@@ -222,6 +222,90 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=30)
 
 
+def _idle_child_setup() -> None:
+    """``preexec_fn`` of `beside`: `_child_setup`, at ``SCHED_IDLE`` (inherited by make, gcc)."""
+    _child_setup()
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+#: How long a `beside` child has to stop on SIGTERM before its group is killed.
+_STOP_GRACE_S = 60.0
+
+
+@contextlib.contextmanager
+def beside(
+    argv: Sequence[str],
+    *,
+    log: Path,
+    what: str,
+    cwd: Path | None = None,
+    heartbeat_s: float = 60.0,
+    timeout_s: float = 7200.0,
+) -> Iterator[Callable[[], int]]:
+    """Run ``argv`` beside the block at ``SCHED_IDLE``, on the CPU time the block leaves.
+
+    It cannot slow the block's own processes but by sharing caches.
+
+    The block is given ``finish``: it waits for the child (a line every ``heartbeat_s``
+    with the log's last line) and returns its exit status. A block left by an
+    exception, or without calling ``finish``, stops the child: SIGTERM (it unwinds, its
+    own builds stop), SIGKILL to its group after `_STOP_GRACE_S`. Output goes to ``log``::
+
+        with beside([sys.executable, "-m", "harness.cli.prebuild"], log=log,
+                    what="the later kernels") as finish:
+            run_the_tier()
+            status = finish()
+
+    :raise HarnessTimeout: ``finish`` waited past ``timeout_s`` from the start.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with log.open("ab") as out:
+        proc = subprocess.Popen(list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_idle_child_setup)  # noqa: PLW1509  # fmt: skip
+    LOG.info("%s: started beside at idle priority (pid %d); log: %s", what, proc.pid, log)
+
+    def finish() -> int:
+        beat = time.monotonic()
+        while proc.poll() is None:
+            now = time.monotonic()
+            if now - started > timeout_s:
+                raise HarnessTimeout(what, now - started)
+            if now - beat >= heartbeat_s:
+                beat = now
+                LOG.info("%s: %.0fs since it started; it says: %s", what, now - started,
+                         _last_line(log))  # fmt: skip
+            time.sleep(_STOP_POLL_S)
+        took = time.monotonic() - started
+        LOG.info("%s: exit status %d after %.0fs", what, proc.returncode, took)
+        return proc.returncode
+
+    try:
+        yield finish
+    finally:
+        _stop(proc, what)
+
+
+def _stop(proc: subprocess.Popen[bytes], what: str) -> None:
+    """SIGTERM ``proc``, then SIGKILL its group if it is not gone in `_STOP_GRACE_S`."""
+    if proc.poll() is not None:
+        return
+    LOG.warning("%s: stopping it (pid %d)", what, proc.pid)
+    proc.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=_STOP_GRACE_S)
+    _kill_group(proc)
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return "(nothing yet)"
+    return lines[-1].strip() if lines else "(nothing yet)"
+
+
 def error_lines(log: Path, limit: int = 40) -> str:
     """Compiler and make error lines of a build log, else its last lines."""
     lines = log.read_text(errors="replace").splitlines()

@@ -31,7 +31,7 @@ from harness.cli.skips import images_command, missing_images, tier_images
 from harness.errors import ConfigError
 from harness.matrix.load import get_matrix, select, with_flavours
 from harness.paths import REPO_ROOT
-from harness.process import Terminated, die_with_parent
+from harness.process import Terminated, beside, die_with_parent
 from harness.vm.record import new_run_dir
 
 LOG = logging.getLogger(__name__)
@@ -75,6 +75,20 @@ CI_SANITIZER_RUNS: tuple[GuestRequest, ...] = (
     GuestRequest(cpus=2, variant="debug"),
     GuestRequest(cpus=8, variant="kcsan"),
 )
+#: The guest test that boots the debug kernel whatever the tier's variant: CI runs it
+#: in the debug run above, not in the first tier, which starts before that kernel is
+#: built (`harness.cli.prebuild` builds it beside the tier; the test skips without it).
+CI_DEBUG_KERNEL_TESTS = "tests/guest/test_variants.py"
+
+
+def sanitizer_workers(request: GuestRequest, workers: int) -> int:
+    """The xdist workers of a sanitizer run: ``workers`` up to 2 vCPUs, else one.
+
+    A 2-vCPU debug guest kept 60 % of the two host cores busy (4 flavours in 381 s,
+    one worker), so two fit; the kcsan run's 8 vCPUs fill both cores alone, and its
+    overlap cases need their CPUs to run at once for races to meet.
+    """
+    return workers if request.cpus is not None and request.cpus <= 2 else 1
 
 
 def guest_options(request: GuestRequest) -> list[str]:
@@ -179,20 +193,35 @@ def build_tier_images(request: GuestRequest, cache: Cache) -> None:
 
 
 def run_ci(cache: Cache, *, workers: int = 2) -> int:
-    """Everything CI checks: lint, types, the unit and guest tiers, the quick matrix."""
+    """Everything CI checks: lint, types, the unit and guest tiers, the quick matrix.
+
+    The first tier needs only the first of `CI_IMAGES`. The others, then the mutant
+    stage's agents, build beside every stage at idle priority (`harness.cli.prebuild`),
+    in the order the stages need them, on the CPU time the stages' guests leave (a
+    2-vCPU guest kept 60 % of the two cores busy); a stage that needs one waits for
+    it (`prepare_images` waits on the cache's lock). A cold run that built the four
+    kernels one after another first spent 36 of its 92 minutes there.
+    """
     ensure_host()
-    for arch, variant, kernel in CI_IMAGES:
-        prepare_images(arches.get(arch), variant, cache, kernel=KernelChoice(kernel))
-    static_ok = checks.run_checks(checks.LINT_CHECKS)
-    junit = new_run_dir("ci", "all") / "junit.xml"
-    layouts = [f"--cpus={cpus}" for cpus in CI_TIER_CPUS]
-    status = _run(pytest_argv(["tests/unit", "tests/guest", "tests/scenarios"], layouts,
-                              workers=workers, extra=[f"--junitxml={junit}"]))  # fmt: skip
-    LOG.info("unit, guest and scenario tiers: exit status %d; JUnit: %s", status, junit)
-    newer_status = run_newer_kernel_tier()  # runs whatever 6.1's tiers said
-    sanitizer_status = run_sanitizer_tier()
-    status = status or newer_status or sanitizer_status
-    matrix_status = run_matrix("quick", cache, MatrixOptions(workers=str(workers)))  # each commit
+    _prepare(CI_IMAGES[0], cache)
+    prebuild = [sys.executable, "-m", "harness.cli.prebuild"]
+    log = new_run_dir("ci", "prebuild") / "prebuild.log"
+    with beside(prebuild, log=log, what="prebuild (later kernels, mutant agents)",
+                cwd=REPO_ROOT) as finish:  # fmt: skip
+        static_ok = checks.run_checks(checks.LINT_CHECKS)
+        junit = new_run_dir("ci", "all") / "junit.xml"
+        layouts = [f"--cpus={cpus}" for cpus in CI_TIER_CPUS]
+        extra = [f"--junitxml={junit}", f"--ignore={CI_DEBUG_KERNEL_TESTS}"]
+        status = _run(pytest_argv(["tests/unit", "tests/guest", "tests/scenarios"], layouts,
+                                  workers=workers, extra=extra))  # fmt: skip
+        LOG.info("unit, guest and scenario tiers: exit status %d; JUnit: %s", status, junit)
+        debug, kcsan = CI_SANITIZER_RUNS  # in CI_IMAGES' order: the order prebuild builds
+        status = run_sanitizer(debug, cache, workers) or status
+        status = run_newer_kernel_tier(cache, workers) or status  # whatever 6.1's said
+        status = run_sanitizer(kcsan, cache, workers) or status
+        matrix_status = run_matrix("quick", cache, MatrixOptions(workers=str(workers)))
+        if finish() != 0:
+            LOG.warning("prebuild failed (log: %s): the mutant stage builds what it left", log)
     mutant_status = run_quick_mutants(cache)
     if not static_ok:
         LOG.error("static checks failed (see above)")
@@ -200,29 +229,60 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
     return status or matrix_status or mutant_status
 
 
-def run_newer_kernel_tier() -> int:
+def _prepare(image: tuple[str, Variant, str], cache: Cache) -> None:
+    """One of `CI_IMAGES`, ready before the pytest that boots it starts.
+
+    It may wait there for prebuild to finish it, a wait no test's timeout should count.
+    """
+    arch, variant, kernel = image
+    prepare_images(arches.get(arch), variant, cache, kernel=KernelChoice(kernel))
+
+
+def _prepare_for(request: GuestRequest, cache: Cache) -> None:
+    """`_prepare` the one of `CI_IMAGES` that ``request`` boots.
+
+    :raise ConfigError: ``request`` boots none of them.
+    """
+    for image in CI_IMAGES:
+        if image == (request.arch, request.variant, request.kernel):
+            _prepare(image, cache)
+            return
+    raise ConfigError(f"CI builds no {request.arch} {request.variant} {request.kernel} kernel")
+
+
+def run_newer_kernel_tier(cache: Cache, workers: int = 1) -> int:
     """`CI_NEWER_KERNEL_TESTS` of the guest tier on `CI_NEWER_KERNEL`: pytest's exit status."""
     request = CI_NEWER_KERNEL
+    _prepare_for(request, cache)
     junit = new_run_dir("ci", f"linux{request.kernel}") / "junit.xml"
     extra = ["-k", CI_NEWER_KERNEL_TESTS, "-m", "not selftest", f"--junitxml={junit}"]
-    status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=1, extra=extra))
+    status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=workers,
+                              extra=extra))  # fmt: skip
     LOG.info("guest tier on Linux %s (-k %s): exit status %d; JUnit: %s", request.kernel,
              CI_NEWER_KERNEL_TESTS, status, junit)  # fmt: skip
     return status
 
 
-def run_sanitizer_tier() -> int:
-    """`CI_SANITIZER_TESTS` on each of `CI_SANITIZER_RUNS`: the first failing exit status."""
-    status = 0
-    for request in CI_SANITIZER_RUNS:
-        junit = new_run_dir("ci", f"{request.variant}-{request.cpus}cpu") / "junit.xml"
-        extra = ["-m", "not selftest", f"--junitxml={junit}"]
-        found = _run(pytest_argv([CI_SANITIZER_TESTS], guest_options(request), workers=1,
-                                 extra=extra))  # fmt: skip
-        LOG.info("sanitizer tier, %s kernel, %d vCPUs: exit status %d; JUnit: %s",
-                 request.variant, request.cpus, found, junit)  # fmt: skip
-        status = status or found
-    return status
+def run_sanitizer(request: GuestRequest, cache: Cache, workers: int = 1) -> int:
+    """`CI_SANITIZER_TESTS` on one of `CI_SANITIZER_RUNS`: pytest's exit status.
+
+    The debug run also takes `CI_DEBUG_KERNEL_TESTS`.
+    """
+    _prepare_for(request, cache)
+    junit = new_run_dir("ci", f"{request.variant}-{request.cpus}cpu") / "junit.xml"
+    paths = [CI_SANITIZER_TESTS]
+    if request.variant == "debug":
+        paths.append(CI_DEBUG_KERNEL_TESTS)  # a selftest: no "-m 'not selftest'" here
+    extra = [f"--junitxml={junit}"]
+    count = sanitizer_workers(request, workers)
+    found = _run(pytest_argv(paths, guest_options(request), workers=count, extra=extra))
+    LOG.info("sanitizer tier, %s kernel, %d vCPUs: exit status %d; JUnit: %s",
+             request.variant, request.cpus, found, junit)  # fmt: skip
+    return found
+
+
+#: CI's mutant stage: one mutant per oracle of the quick set (`mutants.per_oracle`).
+CI_MUTANTS = MutationRequest(full=False, per_oracle=True)
 
 
 def run_quick_mutants(cache: Cache) -> int:
@@ -231,7 +291,7 @@ def run_quick_mutants(cache: Cache) -> int:
     0 when every mutant was caught and every control clean. CI's run of 7cfa0b2 timed
     out in the whole quick set (123 rows, 2940 s on a busy host); `invoke mutants` runs it.
     """
-    result = run_mutants(MutationRequest(full=False, per_oracle=True), cache)
+    result = run_mutants(CI_MUTANTS, cache)
     table = format_table(result.rows)
     for line in table.splitlines():
         LOG.info("mutants: %s", line)

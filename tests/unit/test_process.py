@@ -7,6 +7,7 @@ SIGTERM stands in for Ctrl-C: the harness raises both as KeyboardInterrupt.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -14,7 +15,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from harness.process import run_logged
+import pytest
+
+from harness.process import beside, run_logged
 from tests.guest.procs import process_gone
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,3 +116,37 @@ def test_an_interrupt_stops_a_build_pool_and_what_it_had_queued(tmp_path: Path) 
     out, err = interrupt_once_started(child, pidfile)
     assert out == ["interrupted"], err
     assert not queued.exists(), "a build queued behind the interrupt still ran"
+
+
+def test_a_command_beside_runs_at_idle_priority_and_finish_gives_its_status(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "beside.log"
+    code = "import os; print(os.sched_getscheduler(0)); raise SystemExit(3)"
+    with beside([sys.executable, "-c", code], log=log, what="probe") as finish:
+        assert finish() == 3
+    assert log.read_text().split() == [str(os.SCHED_IDLE)]
+
+
+def test_leaving_the_block_early_stops_the_command_beside(tmp_path: Path) -> None:
+    log = tmp_path / "beside.log"
+    code = "import os, time; print(os.getpid(), flush=True); time.sleep(600)"
+    pids: list[int] = []
+
+    def interrupted_block() -> None:
+        with beside([sys.executable, "-c", code], log=log, what="sleeper"):
+            pids.append(_first_line_number(log))
+            raise KeyboardInterrupt  # Ctrl-C in the block
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupted_block()
+    assert pids
+    assert process_gone(pids[0])
+
+
+def _first_line_number(log: Path, timeout_s: float = 30.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    while not log.read_text().strip():
+        assert time.monotonic() < deadline, f"{log} stayed empty for {timeout_s} s"
+        time.sleep(0.05)
+    return int(log.read_text().split()[0])
