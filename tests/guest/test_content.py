@@ -18,7 +18,7 @@ from harness.agent.flavour import AgentRun, behaviour
 from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC
 from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.report import unjudged
+from harness.agent.oracles.report import unjudged, vcpus_share_cores
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 from tests.flavoured import each
@@ -65,8 +65,10 @@ def judged_standard_run(
         title = f"{spec.flavour} standard run{label}, attempt {attempt}"
         request.node.user_properties.append((AGENT_REPORT, f"{title}\n{report}"))
         assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
-        # Every applicable oracle compared something: none held over nothing.
-        missing = unjudged(flavour.judged(run))
+        # Every applicable oracle compared something: none held over nothing (where the
+        # vCPUs outnumber the host's cores, not the parts whose populations shrink with a
+        # vCPU's share of a core: `Judged.shares_cpu`, WHERE's modelled halves).
+        missing = unjudged(flavour.judged(run), cores_shared=vcpus_share_cores(topology.cpus))
         if not missing:
             return run, report
     raise AssertionError(f"after {EVIDENCE_ATTEMPTS} runs\n" + "\n".join(missing)

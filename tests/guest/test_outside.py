@@ -30,7 +30,7 @@ from harness.agent.flavour import AgentRun, Flavour, behaviour
 from harness.agent.flavours.discovery import PATH_ENV
 from harness.agent.module.build import AgentBuild, build_agent
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.report import unjudged
+from harness.agent.oracles.report import unjudged, vcpus_share_cores
 from harness.agent.scaffold import new_flavour
 from harness.agent.steps import GUEST_DIR
 from harness.build.cache import Cache
@@ -103,9 +103,10 @@ def held(flavour: Flavour, run: AgentRun, request: pytest.FixtureRequest, title:
     return report
 
 
-def compared(flavour: Flavour, run: AgentRun, report: str, relied: tuple[str, ...] | None) -> None:
+def compared(flavour: Flavour, run: AgentRun, report: str, relied: tuple[str, ...] | None,
+             vcpus: int) -> None:  # fmt: skip
     """Assert each oracle of ``relied`` (None: every applicable one) compared something."""
-    missing = unjudged(flavour.judged(run), relied)
+    missing = unjudged(flavour.judged(run), relied, cores_shared=vcpus_share_cores(vcpus))
     assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
 
 
@@ -118,7 +119,7 @@ def test_a_scaffolded_flavour_is_judged_by_every_shared_oracle(
     assert flavour.peer_run is not None
     run = flavour.peer_run(agent, AgentSpec(flavour=NAME), cpus)
     report = held(flavour, run, request, f"{NAME} (scaffolded) beside Linux perf")
-    compared(flavour, run, report, None)  # every applicable oracle compared something
+    compared(flavour, run, report, None, len(cpus))  # every applicable one compared something
     shared = {"IRQ", "CALLS", "THROTTLE", "C-2", "NMI", "MODE", "WHO", "WHERE", "CHAIN"}
     assert shared | {"PEER", "PROFILE", "OUTSIDE-O1", "OUTSIDE-O2"} <= flavour.applicable(run)
     numbers = run.numbers()
@@ -129,7 +130,7 @@ def test_a_scaffolded_flavour_is_judged_by_every_shared_oracle(
     exact = flavour.exact_run(agent, AgentSpec(flavour=NAME), cpus)
     report = held(flavour, exact, request, f"{NAME} (scaffolded) exact run")
     relied = ("IRQ", "CALLS", "RELEASED", "OUTSIDE-O1", "OUTSIDE-O2", "MODE")
-    compared(flavour, exact, report, relied)
+    compared(flavour, exact, report, relied, len(cpus))
     found = exact.numbers()
     full = {c: found[f"percpu.{c}.x_drop_full"] for c in cpus}
     assert full == {c: 4 + (3 if c == cpus[0] else 0) for c in cpus}, report  # 20 into 16

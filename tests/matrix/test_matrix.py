@@ -16,7 +16,7 @@ import pytest
 from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.report import unjudged
+from harness.agent.oracles.report import unjudged, vcpus_share_cores
 from harness.agent.peer.counts import PeerEvidence
 from harness.agent.peer.profile import profile_summary
 from harness.matrix.load import Cell
@@ -41,14 +41,15 @@ def test_cell(cell: Cell, cell_agent: Agent, request: pytest.FixtureRequest) -> 
     run = flavour.standard_run(cell_agent, AgentSpec(flavour=cell.flavour, event=event), cpus)
     violations = [str(v) for v in flavour.check(run)]
     judged = flavour.judged(run)
-    violations += unjudged(judged)  # an oracle that compared nothing fails the cell too
+    shared = vcpus_share_cores(cell.topology.cpus)  # `Judged.shares_cpu` parts: not relied on
+    violations += unjudged(judged, cores_shared=shared)  # nothing compared fails the cell too
     profile: dict[str, str] = {}
     peer_wanted = request.config.getoption("--matrix") in PEER_MATRICES
     if flavour.peer_run is not None and event == "cycles" and peer_wanted:
         peer_run = flavour.peer_run(cell_agent, AgentSpec(flavour=cell.flavour), cpus)
         violations += [f"peer run: {v}" for v in flavour.check(peer_run)]
         peer_judged = flavour.judged(peer_run)
-        violations += [f"peer run: {why}" for why in unjudged(peer_judged)]
+        violations += [f"peer run: {why}" for why in unjudged(peer_judged, cores_shared=shared)]
         judged = (*judged, *peer_judged)
         peer = getattr(peer_run, "peer", None)  # every flavour's run keeps perf's evidence
         profile = profile_summary(peer if isinstance(peer, PeerEvidence) else None)

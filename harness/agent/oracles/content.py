@@ -48,8 +48,8 @@ from harness.agent.oracles.where import (
     check_where,
     function_counts,
     in_zeroing,
+    judge_where,
     kernel_population,
-    kernel_whose,
     leaf_bound,
     life_outside,
     mix_bound,
@@ -104,20 +104,7 @@ def judge_content(view: ContentView) -> list[Judged]:
     found = [Judged("MODE", len(view.samples), "samples", why="the run recorded no sample")]
     if "WHO" in applicable:
         found += judge_who(view)
-        span = "its phase" if timed(view) else "its whole life"
-        found += [Judged("WHERE", len(population(view, w)), f"user samples of pid {w.pid} on "
-                         f"CPU {w.cpu} in {span}", why="none recorded", part=w.mode)
-                  for w in view.workloads if w.mode in ("chain", "mix")]  # fmt: skip
-        for w in view.workloads:
-            kernel = kernel_population(view, w)
-            if kernel is not None:
-                found.append(Judged("WHERE", len(kernel), f"kernel samples "
-                                    f"{kernel_whose(view, w)} on CPU {w.cpu} in {span}",
-                                    why="none recorded",
-                                    part="zero"))  # fmt: skip
-            elif w.mode == "zero" and view.unmodelled:
-                found.append(Judged("WHERE", 0, "kernel samples", why=view.unmodelled,
-                                    part="zero"))  # fmt: skip
+        found += judge_where(view)
     if "CHAIN" in applicable:
         leaf, probe = chain_checked(view)
         found.append(Judged("CHAIN", len(view.samples), "chains (depth)", part="depth",

@@ -18,6 +18,7 @@ A table row mixes in `OverflowShares` for its ``nmi%`` and ``deliv%`` columns.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -101,12 +102,17 @@ def _counted(name: str, judged: Sequence[Judged]) -> tuple[str, str]:
     return ("PASS" if all(part.judged for part in parts) else UNJUDGED), note
 
 
-def unjudged(judged: Sequence[Judged], relied: Iterable[str] | None = None) -> list[str]:
+def unjudged(
+    judged: Sequence[Judged], relied: Iterable[str] | None = None, *, cores_shared: bool = False
+) -> list[str]:
     """Why each oracle of ``relied`` judged nothing in a run ([] when each compared something).
 
     A guest test names the oracles it relies on (None: every oracle ``judged`` names,
     i.e. every applicable one); one that has no count, or a part that compared
-    nothing, fails the test as surely as a violation would.
+    nothing, fails the test as surely as a violation would. ``cores_shared``: the
+    guest's vCPUs outnumber the host's cores (`vcpus_share_cores`), and the parts whose
+    population shrinks with a vCPU's share of a core (`Judged.shares_cpu`) are not
+    relied on.
     """
     names = list(dict.fromkeys(j.oracle for j in judged)) if relied is None else list(relied)
     problems = []
@@ -114,8 +120,14 @@ def unjudged(judged: Sequence[Judged], relied: Iterable[str] | None = None) -> l
         parts = [j for j in judged if j.oracle == name]
         if not parts:
             problems.append(f"{name} UNJUDGED: no count of what it compared")
-        problems += [f"{name} UNJUDGED: {part}" for part in parts if not part.judged]
+        problems += [f"{name} UNJUDGED: {part}" for part in parts
+                     if not part.judged and not (cores_shared and part.shares_cpu)]  # fmt: skip
     return problems
+
+
+def vcpus_share_cores(vcpus: int) -> bool:
+    """Whether a guest of ``vcpus`` has more vCPUs than this host has cores."""
+    return vcpus > (os.cpu_count() or 1)
 
 
 def _verdict(name: str, failed: bool, applicable: Collection[str] | None,

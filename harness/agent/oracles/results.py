@@ -60,7 +60,11 @@ class Judged:
     CPUs) were held against the oracle's evidence. ``n`` = 0 is ``UNJUDGED``, and
     ``why`` says why nothing could be compared (no sample in the phase, every CPU
     left out). ``part`` names one half of an oracle judged on its own population
-    (WHO's ``exclusive`` CPUs, WHERE's ``mix``); "" is the whole oracle.
+    (WHO's ``exclusive`` CPUs, WHERE's ``mix``); "" is the whole oracle. ``shares_cpu``:
+    the part's population is one phase's samples on one vCPU, so it shrinks with that
+    vCPU's share of a host core; a run whose vCPUs outnumber the host's cores does not
+    rely on it (`harness.agent.oracles.report.unjudged`), and it still says PASS or
+    UNJUDGED there.
     """
 
     oracle: str
@@ -68,6 +72,7 @@ class Judged:
     what: str
     why: str = ""
     part: str = ""
+    shares_cpu: bool = False
 
     @property
     def judged(self) -> bool:

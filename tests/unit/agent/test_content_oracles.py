@@ -240,7 +240,7 @@ def test_untimed_samples_are_judged_over_the_workloads_whole_life() -> None:
     v = view(untimed)
     assert not timed(replace(v, samples=tuple(untimed)))
     n = 500
-    life = (program.LIFE_INSNS, program.LIFE_SYSCALLS)
+    life = (program.LIFE_INSNS, program.LIFE_SYSCALLS["chain"])
     assert leaf_bound(n, CHAIN, life) < leaf_bound(n, CHAIN)  # start-up and exit widen it
     busy = replace(CHAIN, calls=30)
     moved = [leaf_sample(time_ns=None, pc=F["main"].start + 0x10)] * 500
@@ -415,3 +415,31 @@ def test_lanes_main_thread_runs_on_every_lane_cpu_to_create_its_thread_there() -
     # a lane thread's sample on another lane's CPU is not (glibc's late pin, fixed)
     early = Sample(2, F["main"].start + 0x10, 90, 92, True, time_ns=AT)
     assert oracles(lanes_view([*lane_samples(), early])) == {"WHO"}
+
+
+def test_a_population_too_small_for_the_model_is_unjudged_not_passed() -> None:
+    """CHAIN's model allows 2 x (3 calls + 2 + 10 faults) = 30 samples at EL changes
+    outside leaf: with 20 samples the bound is 0, nothing could fail, so no PASS."""
+    few = co.judge_content(view([leaf_sample()] * 20))
+    (chain,) = [j for j in few if j.oracle == "WHERE" and j.part == "chain"]
+    assert chain.n == 0
+    assert chain.why.startswith("20 recorded, too few for its model")
+    assert unjudged(few, ("WHERE",))
+    # every one of them elsewhere: the bound is still 0, nothing fails, nothing passes
+    moved = view([leaf_sample(pc=F["main"].start + 0x10)] * 20, depth=None)
+    assert "WHERE" not in oracles(moved)
+    assert unjudged(co.judge_content(moved), ("WHERE",))
+    (judged,) = [j for j in co.judge_content(view([leaf_sample()] * 500)) if j.part == "chain"]
+    assert judged.n == 500
+
+
+def test_where_cores_are_shared_a_where_half_too_small_is_reported_not_relied_on() -> None:
+    few = co.judge_content(view([leaf_sample()] * 20))
+    assert unjudged(few, ("WHERE",))  # 1 or 2 vCPUs: relied on, so the test fails
+    assert not unjudged(few, ("WHERE",), cores_shared=True)  # 8 vCPUs on 2 cores: reported
+    # what is not a one-vCPU phase population is relied on whatever the layout
+    nothing = co.judge_content(view([]))
+    assert unjudged(nothing, ("WHO",), cores_shared=True) == unjudged(nothing, ("WHO",))
+    (chain,) = [j for j in few if j.oracle == "WHERE" and j.part == "chain"]
+    assert chain.shares_cpu
+    assert "20 recorded, too few for its model" in str(chain)

@@ -56,4 +56,4 @@ def test_a_life_without_a_phase_fits_the_bounds_of_an_untimed_population(
     """
     insns = _instructions(binary, tmp_path, mode, "0", "0")
     assert 0 < insns <= program.LIFE_INSNS - 2_000
-    assert 0 < _syscalls(binary, mode, "0", "0") <= program.LIFE_SYSCALLS - 4
+    assert 0 < _syscalls(binary, mode, "0", "0") <= program.LIFE_SYSCALLS[mode] - 4
