@@ -220,7 +220,7 @@ def _run_guest(setup: DeterministicSetup, spec: MachineSpec, workdir: Path,
         # Only a recording performs host actions: rr logs them, and the replay repeats
         # them from the log. See `SKIPPED_ACTIONS` for why a deterministic run does not.
         actions = host_actions(setup.scenario, vm) if run.mode == "record" else {}
-        _await_poweroff(vm, actions, _budget_s(setup.timeouts, run))
+        _await_poweroff(vm, actions, _budget_s(setup.timeouts, run, spec.topology.cpus))
     vm.check_console(what=f"{vm.name} during its input-free run")
     if vm.exitcode() != 0:  # a guest power-off exits 0; e.g. a cut rr log exits 1
         output = vm.qemu_log.read_text(errors="replace").strip()[-2000:]
@@ -229,8 +229,22 @@ def _run_guest(setup: DeterministicSetup, spec: MachineSpec, workdir: Path,
     return vm, time.monotonic() - started
 
 
-def _budget_s(timeouts: Timeouts, run: DeterministicRun) -> float:
-    return GDB_SESSION_S if run.gdb_port is not None else timeouts.boot_s + 2 * timeouts.command_s
+#: vCPUs one command budget covers in an input-free run (see `_budget_s`).
+VCPUS_PER_BUDGET = 8
+
+
+def _budget_s(timeouts: Timeouts, run: DeterministicRun, vcpus: int) -> float:
+    """How long an input-free run may take before it counts as hung.
+
+    One TCG thread runs every vCPU in turn, so a run that keeps each CPU busy costs
+    host time in proportion to its vCPUs: two command budgets per `VCPUS_PER_BUDGET`
+    of them. Measured for hwpmc's standard run on 40 vCPUs: 255, 295 and 348 s on a
+    host with a second guest beside it, and over the flat 360 s (boot + 2 commands)
+    in a cold CI run with kernels compiling beside it.
+    """
+    if run.gdb_port is not None:
+        return GDB_SESSION_S
+    return timeouts.boot_s + 2 * timeouts.command_s * -(-vcpus // VCPUS_PER_BUDGET)
 
 
 def _await_poweroff(vm: GuestVM, actions: Mapping[str, Callable[[], None]],

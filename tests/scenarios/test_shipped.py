@@ -49,6 +49,7 @@ def test_shipped_scenario_reproduces(
 @pytest.mark.parametrize(
     "scenario", [pytest.param(s, id=s.name) for s in SHIPPED if s.guest.topology.cpus > LARGE_CPUS]
 )
+@pytest.mark.limit_s(1800)  # 40 vCPUs on one TCG thread: the run's budget is 5 x 2 commands
 def test_large_scenario_reproduces_input_free(
     scenario: Scenario, cache: Cache, pytestconfig: pytest.Config
 ) -> None:

@@ -13,6 +13,7 @@ from harness.agent import profctl
 from harness.agent.steps import GUEST_DIR, PMU_EVENT_DIRS, host_action_steps
 from harness.build.cpio import read_newc
 from harness.errors import GuestCommandError, InfraError
+from harness.scenarios.deterministic import _budget_s
 from harness.scenarios.inputfree import (
     HEADER,
     PREFIX,
@@ -28,6 +29,8 @@ from harness.scenarios.inputfree import (
     plan_run,
     render_run_script,
 )
+from harness.timeouts import Timeouts
+from harness.vm.argv import DeterministicRun
 
 PROFCTL = f"{GUEST_DIR}/profctl"
 PLAN = GuestPlan(("cat /sys/devices/system/cpu/online", "echo 'it''s' \"quoted\" $HOME",
@@ -205,3 +208,11 @@ def test_the_scripts_own_emitter_produces_what_the_parser_reads(tmp_path: Path) 
     console = subprocess.run(["sh", "-c", shell], capture_output=True, check=True, text=True)
     files = parse_results(console.stdout).files
     assert files == {"/x/s.bin": payload.read_bytes()}
+
+
+def test_an_input_free_runs_budget_grows_with_the_vcpus_one_thread_runs_in_turn() -> None:
+    timeouts, run = Timeouts(), DeterministicRun("deterministic", seed=1)
+    flat = timeouts.boot_s + 2 * timeouts.command_s
+    assert _budget_s(timeouts, run, 1) == _budget_s(timeouts, run, 8) == flat
+    assert _budget_s(timeouts, run, 40) == timeouts.boot_s + 5 * 2 * timeouts.command_s
+    assert _budget_s(timeouts, run, 33) == _budget_s(timeouts, run, 40)
