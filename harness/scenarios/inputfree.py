@@ -9,7 +9,7 @@ profctl sequence that does the work. Those commands, in order, become the guest'
 ``run.sh`` (`render_run_script`), shipped with the module and profctl in a small
 cpio appended to the initramfs (`extra_cpio`), whose ``/etc/inittab`` replaces the
 rootfs's: init runs the script once, the script writes every command's status and
-output and the agent's files to the console, as hex lines, and powers off.
+output and the agent's files to the console, gzip-compressed as hex lines, and powers off.
 
 Afterwards the same runner runs again over a `CollectedShell` that answers every
 command with what the guest printed (refusing any command the guest did not run),
@@ -32,8 +32,10 @@ their sizes, so a kernel line that breaks into one is detected, never misread.
 
 from __future__ import annotations
 
+import gzip
 import shlex
 import time
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,9 +232,11 @@ def parse_results(console: str) -> Collected:
     """The result lines of an input-free guest's console → `Collected`.
 
     Lines that start with `PREFIX` carry the results: ``<prefix> profbench-results 1``,
-    then per item ``<prefix> item NAME SIZE`` and its bytes as ``<prefix> x HEX`` lines
-    (``cmd/<i>/rc|out|err|time``, ``file<guest path>``, ``dmesg``, ``module-text``), then
-    ``<prefix> end``.
+    then per item ``<prefix> zitem NAME SIZE`` and its gzip stream as ``<prefix> x HEX``
+    lines (``item NAME SIZE``: the bytes themselves, as run.sh wrote them before it
+    compressed, so older recordings replay), for ``cmd/<i>/rc|out|err|time``,
+    ``file<guest path>``, ``dmesg`` and ``module-text``; then ``<prefix> end``. SIZE
+    is the item's own size, checked after decompression.
     Every other line (the kernel's own) is skipped.
 
     :raise InfraError: the results are missing, cut short or garbled (a kernel line
@@ -247,21 +251,37 @@ def parse_results(console: str) -> Collected:
         raise InfraError(f"the guest's results end before {PREFIX} end (the run was cut short)")
     items: dict[str, bytearray] = {}
     sizes: dict[str, int] = {}
+    zipped: set[str] = set()
     current = None
     for line in lines[lines.index(HEADER) + 1 : lines.index("end")]:
         kind, _, rest = line.partition(" ")
-        if kind == "item" and len(rest.split()) == 2 and rest.split()[1].isdigit():
+        if kind in ("item", "zitem") and len(rest.split()) == 2 and rest.split()[1].isdigit():
             current = rest.split()[0]
             items[current], sizes[current] = bytearray(), int(rest.split()[1])
+            if kind == "zitem":
+                zipped.add(current)
         elif kind == "x" and current is not None and _is_hex(rest):
             items[current] += bytes.fromhex(rest)
         else:
             raise InfraError(f"a garbled result line on the guest's console: {line!r}")
-    short = [f"{name} ({len(items[name])} of {size} bytes)" for name, size in sizes.items()
-             if len(items[name]) != size]  # fmt: skip
+    data = {name: _unzipped(name, raw) if name in zipped else bytes(raw)
+            for name, raw in items.items()}  # fmt: skip
+    short = [f"{name} ({len(data[name])} of {size} bytes)" for name, size in sizes.items()
+             if len(data[name]) != size]  # fmt: skip
     if short:
         raise InfraError(f"the guest's results are incomplete: {', '.join(short)}")
-    return _collected({name: bytes(data) for name, data in items.items()})
+    return _collected(data)
+
+
+def _unzipped(name: str, stream: bytearray) -> bytes:
+    """An item's gzip stream, decompressed.
+
+    :raise InfraError: the stream is cut short or damaged.
+    """
+    try:
+        return gzip.decompress(bytes(stream))
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InfraError(f"the guest's results are incomplete: {name} ({exc})") from exc
 
 
 def _is_hex(text: str) -> bool:

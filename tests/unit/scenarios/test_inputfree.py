@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import shlex
 import stat
 import subprocess
@@ -149,6 +150,8 @@ def test_a_kernel_line_inside_the_results_is_skipped() -> None:
          r"incomplete: dmesg \(2 of 3 bytes\)"),
         (f"{PREFIX} {HEADER}\n{PREFIX} item dmesg 2\n{PREFIX} x 64[  1.0] 64\n{PREFIX} end\n",
          "garbled"),
+        (f"{PREFIX} {HEADER}\n{PREFIX} zitem dmesg 2\n{PREFIX} x {gzip.compress(b'dd').hex()[:30]}"
+         f"\n{PREFIX} end\n", r"incomplete: dmesg \("),
     ],
 )  # fmt: skip
 def test_damaged_results_are_refused(console: str, message: str) -> None:
@@ -216,3 +219,15 @@ def test_an_input_free_runs_budget_grows_with_the_vcpus_one_thread_runs_in_turn(
     assert _budget_s(timeouts, run, 1) == _budget_s(timeouts, run, 8) == flat
     assert _budget_s(timeouts, run, 40) == timeouts.boot_s + 5 * 2 * timeouts.command_s
     assert _budget_s(timeouts, run, 33) == _budget_s(timeouts, run, 40)
+
+
+def test_a_compressed_item_is_read_back_whole_and_checked_against_its_size() -> None:
+    log = bytes(304 * 100)  # an hwpmc log's empty chain slots: gzip takes them to little
+    stream = gzip.compress(log).hex()
+    console = "\n".join([f"{PREFIX} {HEADER}", f"{PREFIX} zitem file/tmp/l.bin {len(log)}",
+                         *(f"{PREFIX} x {stream[i : i + 64]}" for i in range(0, len(stream), 64)),
+                         f"{PREFIX} end"])  # fmt: skip
+    assert parse_results(console).files == {"/tmp/l.bin": log}
+    assert len(stream) < len(log.hex()) // 50
+    with pytest.raises(InfraError, match=r"incomplete: file/tmp/l.bin \(30400 of 30401"):
+        parse_results(console.replace(f"l.bin {len(log)}", f"l.bin {len(log) + 1}"))
