@@ -150,7 +150,7 @@ def test_a_kernel_line_inside_the_results_is_skipped() -> None:
          r"incomplete: dmesg \(2 of 3 bytes\)"),
         (f"{PREFIX} {HEADER}\n{PREFIX} item dmesg 2\n{PREFIX} x 64[  1.0] 64\n{PREFIX} end\n",
          "garbled"),
-        (f"{PREFIX} {HEADER}\n{PREFIX} zitem dmesg 2\n{PREFIX} x {gzip.compress(b'dd').hex()[:30]}"
+        (f"{PREFIX} {HEADER}\n{PREFIX} zitem dmesg 2\n{PREFIX} x {gzip.compress(b'dd', mtime=0).hex()[:30]}"
          f"\n{PREFIX} end\n", r"incomplete: dmesg \("),
     ],
 )  # fmt: skip
@@ -223,7 +223,7 @@ def test_an_input_free_runs_budget_grows_with_the_vcpus_one_thread_runs_in_turn(
 
 def test_a_compressed_item_is_read_back_whole_and_checked_against_its_size() -> None:
     log = bytes(304 * 100)  # an hwpmc log's empty chain slots: gzip takes them to little
-    stream = gzip.compress(log).hex()
+    stream = gzip.compress(log, mtime=0).hex()
     console = "\n".join([f"{PREFIX} {HEADER}", f"{PREFIX} zitem file/tmp/l.bin {len(log)}",
                          *(f"{PREFIX} x {stream[i : i + 64]}" for i in range(0, len(stream), 64)),
                          f"{PREFIX} end"])  # fmt: skip
