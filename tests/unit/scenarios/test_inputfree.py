@@ -141,6 +141,10 @@ def test_a_kernel_line_inside_the_results_is_skipped() -> None:
     assert parse_results(noisy).outcomes[0].stdout == "x" * 100
 
 
+#: A gzip stream of b"dd" cut short (mtime 0: a test id must not change between workers).
+CUT_GZIP = gzip.compress(b"dd", mtime=0).hex()[:30]
+
+
 @pytest.mark.parametrize(
     ("console", "message"),
     [
@@ -150,8 +154,8 @@ def test_a_kernel_line_inside_the_results_is_skipped() -> None:
          r"incomplete: dmesg \(2 of 3 bytes\)"),
         (f"{PREFIX} {HEADER}\n{PREFIX} item dmesg 2\n{PREFIX} x 64[  1.0] 64\n{PREFIX} end\n",
          "garbled"),
-        (f"{PREFIX} {HEADER}\n{PREFIX} zitem dmesg 2\n{PREFIX} x {gzip.compress(b'dd', mtime=0).hex()[:30]}"
-         f"\n{PREFIX} end\n", r"incomplete: dmesg \("),
+        (f"{PREFIX} {HEADER}\n{PREFIX} zitem dmesg 2\n{PREFIX} x {CUT_GZIP}\n{PREFIX} end\n",
+         r"incomplete: dmesg \("),
     ],
 )  # fmt: skip
 def test_damaged_results_are_refused(console: str, message: str) -> None:
