@@ -21,7 +21,6 @@ from harness.agent.flavours.hwpmc.run import (
     PmcSpec,
     Tagged,
     checkpoint,
-    kick_step,
     log_fault_step,
     pmc_id,
     pmc_step,
@@ -29,7 +28,7 @@ from harness.agent.flavours.hwpmc.run import (
     sweep_step,
 )
 from harness.agent.module.spec import AgentSpec
-from harness.agent.steps import inject_step
+from harness.agent.steps import inject_step, kick_step
 
 BUSY_MS = 1500
 FILL_EXTRA = 5  # calls past a full ring in the exact run

@@ -112,11 +112,6 @@ def pmcs_step() -> str:
     return profctl.cat_step(f"{HWPMC_DIR}/pmcs")
 
 
-def kick_step(cpu: int | str = "all") -> str:
-    """One sweep of ``cpu`` (or every CPU), as the timer would run it."""
-    return profctl.write_step(f"{DEBUGFS}/kick", str(cpu))
-
-
 def checkpoint(name: str) -> Tagged:
     """Read the per-CPU statistics mid-run, kept under ``name``."""
     return profctl.cat_step(f"{DEBUGFS}/stats_percpu"), f"ck:{name}"

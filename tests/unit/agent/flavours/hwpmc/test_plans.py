@@ -16,13 +16,13 @@ from harness.agent.flavours.hwpmc.plans import (
 from harness.agent.flavours.hwpmc.run import (
     SC_INITIAL,
     decode_op,
-    kick_step,
     plan_steps,
     pmc_id,
     sweep_step,
 )
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import IDLE_MS, PROC_INTERRUPTS
+from harness.agent.steps import kick_step
 
 
 def test_the_counting_plan_sets_starts_reads_and_brackets_its_sc_pmc() -> None:
