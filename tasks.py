@@ -202,7 +202,8 @@ def images(c: Context, arch: str = "arm64", variant: str = "default", kernel: st
 
 
 @task(
-    help={**GUEST_HELP, "workers": "pytest-xdist workers (default 1)",
+    help={**GUEST_HELP, "workers": "pytest-xdist workers (default: one per host core, "
+                                    "one for a guest of over 8 vCPUs)",
           "k": "only tests (or matrix cells) matching this pytest -k expression",
           "selftests": "also run the harness's own failure-path and CLI checks",
           "complete": "first build the images the tier's other checks need (debug kernel, "
@@ -218,7 +219,7 @@ def images(c: Context, arch: str = "arm64", variant: str = "default", kernel: st
 @cli
 def test(c: Context, n: str | None = None, cpus: str | None = None,
          topology: str | None = None, arch: str = "arm64", variant: str = "default",
-         accel: str = "auto", nmi: str = "on", workers: int = 1, k: str | None = None,
+         accel: str = "auto", nmi: str = "on", workers: int = 0, k: str | None = None,
          selftests: bool = False, append: str = "", memory: int = 1024,
          matrix: str | None = None, complete: bool = False,
          no_snapshot: bool = False, kernel: str = "6.1",
@@ -235,7 +236,7 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
         return
     request = _request(cpus, topology, arch, variant, accel, nmi, append, memory, kernel,
                        kernel_src)  # fmt: skip
-    count = testrun.worker_budget(n) if n else workers
+    count = testrun.worker_budget(n) if n else (workers or None)  # None: one per core
     options = testrun.TierOptions(workers=count, keyword=k, selftests=selftests,
                                   complete=complete, snapshot=not no_snapshot,
                                   flavours=chosen)  # fmt: skip

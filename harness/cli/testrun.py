@@ -138,7 +138,7 @@ def _run(argv: Sequence[str]) -> int:
 class TierOptions:
     """How to run the guest tier (``invoke test``), beside which guest."""
 
-    workers: int = 1
+    workers: int | None = None  # None: `tier_workers` for the guest asked for
     keyword: str | None = None  # pytest -k
     selftests: bool = False  # also the harness's own failure-path and CLI checks
     complete: bool = False  # first build every image the tier can use (see `tier_images`)
@@ -160,17 +160,56 @@ def run_guest_tier(
     if options.complete:
         build_tier_images(request, cache)
     junit = new_run_dir("test", spec.name) / "junit.xml"
+    workers = options.workers or tier_workers(spec.topology.cpus, request.memory_mib)
     extra = ["-k", options.keyword] if options.keyword else []
     if not options.selftests:
         extra += ["-m", "not selftest"]
     if not options.snapshot:
         extra.append("--no-snapshot")
     extra += [f"--flavour={name}" for name in options.flavours]
-    status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=options.workers,
+    status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=workers,
                               extra=[*extra, f"--junitxml={junit}"]))  # fmt: skip
     LOG.info("guest tier %s (exit status %d); JUnit: %s",
              "passed" if status == 0 else "FAILED", status, junit)  # fmt: skip
     return status
+
+
+#: The most vCPUs of a guest the tier runs beside another by default. CI's tier runs
+#: two 8-vCPU guests at once on two cores and its verdicts hold there; a larger guest's
+#: hang budgets (`harness.timeouts`) assume one TCG guest per host.
+SHARED_HOST_VCPUS = 8
+#: Host memory a guest of ``memory_mib`` takes: its RAM twice (QEMU's translation
+#: cache and its own heap beside the guest's RAM).
+GUEST_MEMORY_FACTOR = 2
+
+
+def tier_workers(vcpus: int, memory_mib: int, *, cores: int | None = None,
+                 available_mib: int | None = None) -> int:  # fmt: skip
+    """The guest tier's xdist workers when ``--workers`` is not given.
+
+    One per host core, as `worker_budget` reasons, where the guest has at most
+    `SHARED_HOST_VCPUS`; as many as the host's free memory holds. Half of a tier's
+    test time is waiting (SSH round trips, host analysis, restores), which a second
+    guest fills: ``invoke test --cpus 8`` took 327 s with one worker and 267 s with
+    two on this 2-core host.
+    """
+    if vcpus > SHARED_HOST_VCPUS:
+        return 1
+    free = _available_mib() if available_mib is None else available_mib
+    fits = max(1, free // (memory_mib * GUEST_MEMORY_FACTOR))
+    return max(1, min(cores or os.cpu_count() or 1, fits))
+
+
+def _available_mib() -> int:
+    """MemAvailable of /proc/meminfo in MiB (a large number where there is none)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 1 << 20
 
 
 def build_tier_images(request: GuestRequest, cache: Cache) -> None:
