@@ -20,6 +20,7 @@ Every run's evidence (profctl transcripts, agent runs, the console) stays in
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import time
@@ -47,6 +48,7 @@ from harness.build.hostdeps import ensure_host
 from harness.build.images import GuestImages, prepare_images
 from harness.build.kernel import DEFAULT_KERNEL, KernelChoice, Variant
 from harness.errors import ConfigError, GuestError, HarnessError
+from harness.lanes import run_lanes
 from harness.process import build_pool
 from harness.scenarios.deterministic_bundle import run_deterministic
 from harness.scenarios.load import Scenario, load_scenario, on_kernel
@@ -61,6 +63,8 @@ from harness.vm.topology import default_topology
 
 LOG = logging.getLogger(__name__)
 CASES = ("standard", "exact")
+#: A flavour's (build, cases) runs, the control first, and its peer mutants.
+_Plan = tuple[list[tuple[Mutant | None, tuple[str, ...]]], tuple[Mutant, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +191,12 @@ def planned(
     )  # fmt: skip
 
 
+#: Guests the default group runs at once, each on its share of the flavours
+#: (`harness.lanes`): alone, one 2-vCPU guest kept the two host cores about 60 % busy
+#: (CI's per-oracle set: 8 min 23 s). Never more than the host's cores.
+LANES = 2
+
+
 def _default_group(
     bench: _Bench,
     images: GuestImages,
@@ -200,17 +210,31 @@ def _default_group(
     Peer mutants run the peer case; those of a flavour's extra run (hwpmc's
     "counting") run that. The control runs the peer and extra cases too where a mutant
     of theirs runs, so a catch there is judged against a clean run of the same case and
-    build. ``chosen``: the flavours run.
+    build. ``chosen``: the flavours run, shared out among `LANES` guests at once; the
+    rows come back in ``chosen``'s order.
     """
-    rows = []
     plans = {name: _flavour_plan(name, full=full, only=only[name]) for name in chosen}
-    prebuild(bench.cache, images, _builds(plans))
-    with _guest(bench, images, "default") as guest:
-        for name, (plan, peer) in plans.items():
-            flavour = behaviour(name)
-            for mutant, names in plan:
+    prebuild(bench.cache, images, _builds(plans))  # before any guest shares the cores
+    shares = _shares(plans, min(LANES, os.cpu_count() or 1))
+    names = ["default"] if len(shares) == 1 else [f"default-{i}" for i in range(len(shares))]
+    jobs = [
+        functools.partial(_lane, bench, images, {n: plans[n] for n in share}, name=name, full=full)
+        for share, name in zip(shares, names, strict=True)
+    ]
+    rows = [row for found in run_lanes(jobs) for row in found]
+    return sorted(rows, key=lambda row: chosen.index(row.flavour))  # stable: plan order kept
+
+
+def _lane(bench: _Bench, images: GuestImages, plans: Mapping[str, _Plan], *, name: str,
+          full: bool) -> list[MutantRow]:  # fmt: skip
+    """``plans``' rows on one guest of their own, called ``name``."""
+    rows = []
+    with _guest(bench, images, name) as guest:
+        for flavour_name, (plan, peer) in plans.items():
+            flavour = behaviour(flavour_name)
+            for mutant, cases_of in plan:
                 cases: list[tuple[str, set[str]]] = []
-                for case in names:
+                for case in cases_of:
                     cases.append((case, _case(bench, guest, images, flavour, mutant, case)))
                     if not full and mutant and _caught(mutant, cases):
                         break  # quick: the exact run of a mutant the standard caught is moot
@@ -219,9 +243,26 @@ def _default_group(
     return rows
 
 
-def _builds(
-    plans: Mapping[str, tuple[list[tuple[Mutant | None, tuple[str, ...]]], tuple[Mutant, ...]]],
-) -> list[tuple[str, Mutant | None]]:
+def _shares(plans: Mapping[str, _Plan], lanes: int) -> list[tuple[str, ...]]:
+    """``plans``' flavours shared out among at most ``lanes`` guests, by the runs each makes.
+
+    The heaviest first, each to the lane with the fewest runs so far (a peer run counts
+    three: it records beside Linux perf in rounds). No lane is empty.
+    """
+
+    def weight(name: str) -> int:
+        plan, peer = plans[name]
+        return sum(len(cases) for _, cases in plan) + 3 * len(peer)
+
+    loads: list[tuple[int, list[str]]] = [(0, []) for _ in range(min(lanes, len(plans)) or 1)]
+    for name in sorted(plans, key=weight, reverse=True):
+        index = min(range(len(loads)), key=lambda i: loads[i][0])
+        loads[index] = (loads[index][0] + weight(name), [*loads[index][1], name])
+    order = list(plans)
+    return [tuple(sorted(names, key=order.index)) for _, names in loads if names]
+
+
+def _builds(plans: Mapping[str, _Plan]) -> list[tuple[str, Mutant | None]]:
     """The (flavour, mutant) agents `_default_group`'s ``plans`` load, the control's too."""
     return [(name, mutant) for name, (plan, peer) in plans.items()
             for mutant in (*(m for m, _ in plan), *peer)]  # fmt: skip
@@ -241,9 +282,7 @@ def build_default_group(request: MutationRequest, cache: Cache) -> int:
     return len(set(builds))
 
 
-def _flavour_plan(
-    name: str, *, full: bool, only: tuple[str, ...]
-) -> tuple[list[tuple[Mutant | None, tuple[str, ...]]], tuple[Mutant, ...]]:
+def _flavour_plan(name: str, *, full: bool, only: tuple[str, ...]) -> _Plan:
     """``name``'s (build, cases) runs, the control first, and its peer mutants."""
     flavour = behaviour(name)
     peer = planned(name, full=full, case="peer", only=only) if flavour.peer_run else ()
