@@ -78,6 +78,9 @@ class MutationRequest:
     only: tuple[str, ...] = ()  # only these mutants beside the control (empty: all)
     #: CI's share of the quick set: one mutant per oracle (`per_oracle`), not every one
     per_oracle: bool = False
+    #: The budget scenarios' cases (`_deterministic_group`); CI leaves them to
+    #: tests/scenarios/test_budgets.py, which runs the same cases in the same CI run
+    deterministic: bool = True
     kernel: KernelChoice = DEFAULT_KERNEL  # --kernel / --kernel-src
 
 
@@ -116,8 +119,9 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
     images = prepare_images(arch, "default", cache, kernel=request.kernel)
     chosen, only = _selection(request)
     rows = _default_group(bench, images, full=request.full, chosen=chosen, only=only)
-    rows += _deterministic_group(bench, request.kernel, full=request.full, chosen=chosen,
-                                 only=only)  # fmt: skip
+    if request.deterministic:
+        rows += _deterministic_group(bench, request.kernel, full=request.full,
+                                     chosen=chosen, only=only)  # fmt: skip
     if request.full:
         # With --mutant, only the groups of the named mutants boot their guests.
         if not request.only or "leave_event_armed" in request.only:

@@ -6,11 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent import flavours
+from harness.agent.flavour import behaviour
+from harness.agent.mutants import NONE
 from harness.build.cache import Cache
 from harness.build.kernel import KernelChoice
 from harness.cli import prebuild
-from harness.cli.mutantruns import MutationRequest
+from harness.cli.mutantruns import MutationRequest, planned
 from harness.cli.testrun import CI_IMAGES, CI_MUTANTS
+from tests.scenarios.test_budgets import CASES
 
 
 def test_prebuild_makes_the_later_images_in_ci_order_then_the_mutant_agents(
@@ -31,3 +35,17 @@ def test_prebuild_makes_the_later_images_in_ci_order_then_the_mutant_agents(
     later = [("images", variant, kernel) for _, variant, kernel in CI_IMAGES[1:]]
     assert made == [*later, ("agents", str(CI_MUTANTS.per_oracle))]
     assert CI_MUTANTS.per_oracle  # the set CI's mutant stage runs
+
+
+def test_ci_leaves_the_budget_cases_to_the_scenario_tier_which_runs_each_of_them() -> None:
+    """CI_MUTANTS runs no deterministic group: test_budgets has every case it would run."""
+    assert not CI_MUTANTS.deterministic
+    would_run = {
+        (name, mutant)
+        for name in flavours.names()
+        if behaviour(name).budget_scenario is not None
+        and (found := planned(name, full=False, case="deterministic"))
+        for mutant in (NONE, *(m.name for m in found))
+    }
+    assert would_run
+    assert would_run <= {(flavour, mutant) for flavour, mutant, _ in CASES}
