@@ -37,7 +37,7 @@ STOP_WAIT_S = 60.0
 def run_lanes(jobs: Sequence[Callable[[], T]]) -> list[T]:
     """Each of ``jobs`` in a forked child at once; their results in ``jobs``' order.
 
-    Blocks until every child ends. One job runs in this process.
+    Blocks until every child ends. A single job runs here, in this process, unforked.
 
     :raise InfraError: a job raised (its traceback in the message).
     """
