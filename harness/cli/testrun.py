@@ -187,7 +187,7 @@ def tier_workers(vcpus: int, memory_mib: int, *, cores: int | None = None,
                  available_mib: int | None = None) -> int:  # fmt: skip
     """The guest tier's xdist workers when ``--workers`` is not given.
 
-    One per host core, as `worker_budget` reasons, where the guest has at most
+    One per host core (`worker_budget`'s ``auto``), where the guest has at most
     `SHARED_HOST_VCPUS`; as many as the host's free memory holds. Half of a tier's
     test time is waiting (SSH round trips, host analysis, restores), which a second
     guest fills: ``invoke test --cpus 8`` took 327 s with one worker and 267 s with
@@ -197,7 +197,7 @@ def tier_workers(vcpus: int, memory_mib: int, *, cores: int | None = None,
         return 1
     free = _available_mib() if available_mib is None else available_mib
     fits = max(1, free // (memory_mib * GUEST_MEMORY_FACTOR))
-    return max(1, min(cores or os.cpu_count() or 1, fits))
+    return min(worker_budget("auto", cores), fits)
 
 
 def _available_mib() -> int:
@@ -321,7 +321,7 @@ def run_sanitizer(request: GuestRequest, cache: Cache, workers: int = 1) -> int:
 
 
 #: CI's mutant stage: one mutant per oracle of the quick set (`mutants.per_oracle`).
-#: CI's mutant stage. The budget scenarios' cases (C-3's ``slow_producer``, TP-O10's
+#: The budget scenarios' cases (C-3's ``slow_producer``, TP-O10's
 #: ``stop_waits``, beside their control) are left to tests/scenarios/test_budgets.py,
 #: which runs the same input-free cases in CI's first tier and asserts that exactly the
 #: mutant's oracle fails: twice was about a minute of CI's two cores.
