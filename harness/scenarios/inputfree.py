@@ -26,14 +26,20 @@ measured on QEMU 7.2, a guest with a ``virtio-serial-pci`` device is not
 deterministic under plain ``-icount`` (1 of 4 identical runs on 4 vCPUs diverged
 at the device's probe; 5 of 5 without it matched byte for byte), while the PL011's
 output is written synchronously by the vCPU. The results follow the run, when the
-kernel is quiet; each line carries a prefix (kernel lines are skipped), items carry
-their sizes, so a kernel line that breaks into one is detected, never misread.
+kernel is quiet; each line carries a prefix (kernel lines are skipped), the archive
+carries its size and gzip its checksum, so a kernel line that breaks into one is
+detected, never misread.
 """
 
 from __future__ import annotations
 
+import binascii
 import gzip
+import io
+import re
 import shlex
+import string
+import tarfile
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -49,11 +55,14 @@ from harness.templates import render
 #: Where the extra cpio puts the run's files (init mounts a tmpfs over /tmp).
 STAGE = "/profbench"
 OUT_DIR = "/tmp/profbench-out"
+#: The guest's archive of its results before they go to the console (on /tmp's tmpfs).
+ARCHIVE = "/tmp/profbench-results.tar.gz"
 HEADER = "profbench-results 1"
 #: Console line prefix of an input-free run (its start, its host actions, its end).
 MARKER = "profbench-run:"
 #: Prefix of the console lines that carry an input-free run's results.
 PREFIX = "PBR"
+BASE64_DIGITS = frozenset(string.ascii_letters + string.digits + "+/=")
 ONLINE = "cat /sys/devices/system/cpu/online"
 
 
@@ -205,7 +214,7 @@ def render_run_script(plan: GuestPlan) -> str:
     return render("inputfree/run.sh.j2", {
         "commands": [shlex.quote(command) for command in plan.commands],
         "prefix": PREFIX, "out_dir": OUT_DIR, "guest_dir": GUEST_DIR, "stage": STAGE,
-        "marker": MARKER, "header": HEADER,
+        "marker": MARKER, "header": HEADER, "archive": ARCHIVE,
     })  # fmt: skip
 
 
@@ -232,12 +241,13 @@ def parse_results(console: str) -> Collected:
     """The result lines of an input-free guest's console → `Collected`.
 
     Lines that start with `PREFIX` carry the results: ``<prefix> profbench-results 1``,
-    then per item ``<prefix> zitem NAME SIZE`` and its gzip stream as ``<prefix> x HEX``
-    lines (``item NAME SIZE``: the bytes themselves, as run.sh wrote them before it
-    compressed, so older recordings replay), for ``cmd/<i>/rc|out|err|time``,
-    ``file<guest path>``, ``dmesg`` and ``module-text``; then ``<prefix> end``. SIZE
-    is the item's own size, checked after decompression.
-    Every other line (the kernel's own) is skipped.
+    then ``<prefix> ztar SIZE`` and ``<prefix> b BASE64`` lines: a gzip-compressed tar of
+    SIZE bytes holding `OUT_DIR` (``<i>.rc|out|err|time`` per command, ``dmesg``,
+    ``module.text``) and the agent's files; then ``<prefix> end``. Older recordings carry
+    one item per result instead, so they replay: ``<prefix> zitem NAME SIZE`` and its gzip
+    stream as ``<prefix> x HEX`` lines (``item NAME SIZE``: the bytes themselves), for
+    ``cmd/<i>/rc|out|err|time``, ``file<guest path>``, ``dmesg`` and ``module-text``,
+    SIZE the item's own size. Every other line (the kernel's own) is skipped.
 
     :raise InfraError: the results are missing, cut short or garbled (a kernel line
         broke into one), naming the item.
@@ -255,33 +265,84 @@ def parse_results(console: str) -> Collected:
     current = None
     for line in lines[lines.index(HEADER) + 1 : lines.index("end")]:
         kind, _, rest = line.partition(" ")
-        if kind in ("item", "zitem") and len(rest.split()) == 2 and rest.split()[1].isdigit():
-            current = rest.split()[0]
-            items[current], sizes[current] = bytearray(), int(rest.split()[1])
-            if kind == "zitem":
+        if kind in ("item", "zitem", "ztar") and _is_size(rest, named=kind != "ztar"):
+            current = rest.split()[0] if kind != "ztar" else ARCHIVE
+            items[current], sizes[current] = bytearray(), int(rest.split()[-1])
+            if kind != "item":
                 zipped.add(current)
-        elif kind == "x" and current is not None and _is_hex(rest):
+        elif kind == "x" and current is not None and current != ARCHIVE and _is_hex(rest):
             items[current] += bytes.fromhex(rest)
+        elif kind == "b" and current == ARCHIVE and _is_base64(rest):
+            items[current] += binascii.a2b_base64(rest)
         else:
             raise InfraError(f"a garbled result line on the guest's console: {line!r}")
-    data = {name: _unzipped(name, raw) if name in zipped else bytes(raw)
+    data = {name: _unzipped(name, raw, sizes[name]) if name in zipped else bytes(raw)
             for name, raw in items.items()}  # fmt: skip
     short = [f"{name} ({len(data[name])} of {size} bytes)" for name, size in sizes.items()
-             if len(data[name]) != size]  # fmt: skip
+             if name not in zipped and len(data[name]) != size]  # fmt: skip
     if short:
         raise InfraError(f"the guest's results are incomplete: {', '.join(short)}")
+    if ARCHIVE in data:
+        data.update(_unpacked(data.pop(ARCHIVE)))
     return _collected(data)
 
 
-def _unzipped(name: str, stream: bytearray) -> bytes:
-    """An item's gzip stream, decompressed.
+def _unzipped(name: str, stream: bytearray, size: int) -> bytes:
+    """An item's gzip stream, decompressed and checked against its size.
+
+    SIZE is the item's own size for a ``zitem``, the stream's for the archive.
 
     :raise InfraError: the stream is cut short or damaged.
     """
+    said = "the results archive" if name == ARCHIVE else name
+    got = len(stream) if name == ARCHIVE else None
     try:
-        return gzip.decompress(bytes(stream))
+        data = gzip.decompress(bytes(stream))
     except (OSError, EOFError, zlib.error) as exc:
-        raise InfraError(f"the guest's results are incomplete: {name} ({exc})") from exc
+        raise InfraError(f"the guest's results are incomplete: {said} ({exc})") from exc
+    got = len(data) if got is None else got
+    if got != size:
+        raise InfraError(f"the guest's results are incomplete: {said} ({got} of {size} bytes)")
+    return data
+
+
+def _is_size(text: str, *, named: bool) -> bool:
+    """``NAME SIZE`` (``named``) or ``SIZE``: an item's header."""
+    words = text.split()
+    return len(words) == (2 if named else 1) and words[-1].isdigit()
+
+
+def _unpacked(archive: bytes) -> dict[str, bytes]:
+    """The results archive as items: ``file<guest path>``, and from `OUT_DIR`.
+
+    From `OUT_DIR`: ``cmd/<i>/<kind>`` for ``<i>.<kind>``, ``dmesg``, ``module-text``.
+
+    :raise InfraError: tar's own structure is damaged (gzip's checksum held).
+    """
+    out = OUT_DIR.strip("/") + "/"
+    items: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            for member in tar:
+                stream = tar.extractfile(member) if member.isfile() else None
+                if stream is not None:
+                    items[_item_name(member.name.removeprefix("./"), out)] = stream.read()
+    except tarfile.TarError as exc:
+        raise InfraError(f"the guest's results archive is damaged ({exc})") from exc
+    return items
+
+
+def _item_name(path: str, out: str) -> str:
+    """The item a file of the results archive is (`parse_results`' names)."""
+    if not path.startswith(out):
+        return f"file/{path}"
+    if command := re.fullmatch(r"(\d+)\.(rc|out|err|time)", path[len(out) :]):
+        return f"cmd/{command[1]}/{command[2]}"
+    return {"dmesg": "dmesg", "module.text": "module-text"}.get(path[len(out) :], f"file/{path}")
+
+
+def _is_base64(text: str) -> bool:
+    return len(text) % 4 == 0 and all(c in BASE64_DIGITS for c in text)
 
 
 def _is_hex(text: str) -> bool:

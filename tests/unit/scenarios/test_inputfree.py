@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
+import io
 import shlex
 import stat
 import subprocess
+import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,8 @@ from harness.errors import GuestCommandError, InfraError
 from harness.scenarios.deterministic import _budget_s
 from harness.scenarios.inputfree import (
     HEADER,
+    MARKER,
+    OUT_DIR,
     PREFIX,
     Collected,
     CollectedShell,
@@ -201,20 +207,70 @@ def test_collected_shell_serves_the_guest_files(tmp_path: Path) -> None:
         shell.get("/tmp/profagent/other", tmp_path / "o.bin")
 
 
-def test_the_scripts_own_emitter_produces_what_the_parser_reads(tmp_path: Path) -> None:
-    """run.sh's ``emit`` (od, tr, fold, sed: the host's here, busybox's in the guest)."""
+def test_the_scripts_own_packer_produces_what_the_parser_reads(tmp_path: Path) -> None:
+    """run.sh's results (tar, gzip, base64, sed: the host's here, busybox's in the guest)."""
     script = render_run_script(PLAN)
-    start = script.index("emit() {")
-    emitter = script[start : script.index("\n}\n", start) + 3]
-    payload = tmp_path / "samples.bin"
-    payload.write_bytes(bytes(range(256)) + b"\n\r tail")
-    empty = tmp_path / "empty"
-    empty.write_bytes(b"")
-    shell = (f"{emitter}echo '{PREFIX} {HEADER}'; emit file/x/s.bin {payload}; "
-             f"emit cmd/0/out {empty}; echo '{PREFIX} end'")  # fmt: skip
-    console = subprocess.run(["sh", "-c", shell], capture_output=True, check=True, text=True)
-    files = parse_results(console.stdout).files
-    assert files == {"/x/s.bin": payload.read_bytes()}
+    packer = script[script.index("\ncd /\n") : script.index(f'echo "{MARKER} done"')]
+    out, agent = tmp_path / OUT_DIR.lstrip("/"), tmp_path / GUEST_DIR.lstrip("/")
+    out.mkdir(parents=True)
+    agent.mkdir(parents=True)
+    payload = bytes(range(256)) + b"\n\r tail"
+    items = {out / "0.rc": b"0\n", out / "0.out": b"", out / "0.err": b"e\n",
+             out / "0.time": b"1.00 0.50\n2.50 0.75\n", out / "dmesg": b"[ 0.1] d\n",
+             out / "module.text": b"0xffffffc000330000\n", agent / "s.bin": payload,
+             agent / "profagent.ko": b"ko", agent / "profctl": b"elf",
+             agent / "truth": b"elf"}  # fmt: skip
+    for path, data in items.items():
+        path.write_bytes(data)
+    packer = packer.replace("\ncd /\n", f"\ncd {tmp_path}\n").replace("> /dev/console", "")
+    console = subprocess.run(["sh", "-c", packer], capture_output=True, check=True, text=True)
+    collected = parse_results("[    0.1] kernel says hello\n" + console.stdout)
+    assert collected.outcomes == (CommandOutcome(0, "", "e\n", 1.5),)
+    assert collected.files == {f"{GUEST_DIR}/s.bin": payload}  # not what the cpio brought
+    assert (collected.dmesg, collected.module_text) == ("[ 0.1] d\n", "0xffffffc000330000")
+    assert sum(line.startswith(f"{PREFIX} b ") for line in console.stdout.splitlines()) > 1
+
+
+def archive_console(files: dict[str, bytes], *, size_delta: int = 0) -> str:
+    """A console with ``files`` (tar member name → bytes) in one ``ztar`` archive."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, data in files.items():
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    stream = gzip.compress(raw.getvalue(), mtime=0)
+    text = base64.b64encode(stream).decode()
+    return "\n".join([f"{PREFIX} {HEADER}", f"{PREFIX} ztar {len(stream) + size_delta}",
+                      *(f"{PREFIX} b {text[i : i + 76]}" for i in range(0, len(text), 76)),
+                      f"{PREFIX} end"])  # fmt: skip
+
+
+def test_an_archive_maps_its_files_to_commands_and_guest_files() -> None:
+    console = archive_console({"tmp/profbench-out/0.rc": b"2\n", "tmp/profbench-out/0.out": b"o",
+                               "tmp/profbench-out/0.err": b"", "tmp/profbench-out/dmesg": b"d",
+                               "tmp/profagent/hwpmc-log.bin": bytes(304 * 100)})  # fmt: skip
+    collected = parse_results(console)
+    assert collected.outcomes == (CommandOutcome(2, "o", ""),)
+    assert collected.files == {"/tmp/profagent/hwpmc-log.bin": bytes(304 * 100)}
+    assert collected.dmesg == "d"
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda c: c.replace("ztar ", "ztar 1"), r"incomplete: the results archive \(\d+ of 1\d+"),
+        (lambda c: "\n".join(c.splitlines()[:-3] + c.splitlines()[-2:]),
+         "incomplete: the results archive"),
+        (lambda c: c.replace(f"{PREFIX} b ", f"{PREFIX} b [  1.0]", 1), "garbled"),
+    ],
+    ids=["size", "a-line-lost", "a-kernel-line-inside"],
+)  # fmt: skip
+def test_a_damaged_archive_is_refused(damage: Callable[[str], str], message: str) -> None:
+    console = archive_console({"tmp/profagent/x.bin": bytes(range(256)) * 40})
+    assert parse_results(console).files
+    with pytest.raises(InfraError, match=message):
+        parse_results(damage(console))
 
 
 def test_an_input_free_runs_budget_grows_with_the_vcpus_one_thread_runs_in_turn() -> None:
