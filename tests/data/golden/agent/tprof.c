@@ -421,6 +421,7 @@ static int tp_cpu_online(unsigned int cpu)
 {
 	struct tp_cpu *tc = per_cpu_ptr(&tp_cpu, cpu);
 	struct tp_buf *fresh;
+	unsigned long flags;
 
 	if (!READ_ONCE(tp.running))
 		return 0;
@@ -428,7 +429,9 @@ static int tp_cpu_online(unsigned int cpu)
 		fresh = tp_buf_alloc();
 		if (!fresh)
 			return -ENOMEM;
+		tp_lock(&flags);	/* as tp_install_buffers: readers of tc->cur hold it */
 		smp_store_release(&tc->cur, fresh);
+		spin_unlock_irqrestore(&tp.lock, flags);
 	}
 	if (!pa_drain_manual())
 		queue_delayed_work_on(cpu, tp.wq, &tc->dwork, msecs_to_jiffies(pa_drain_ms));
@@ -495,6 +498,7 @@ static u64 tp_capacity(void)
 static int tp_install_buffers(void)
 {
 	struct tp_buf *fresh;
+	unsigned long flags;
 	unsigned int cpu;
 
 	for_each_possible_cpu(cpu) {
@@ -503,7 +507,14 @@ static int tp_install_buffers(void)
 			tp_free_current();
 			return -ENOMEM;
 		}
-		per_cpu_ptr(&tp_cpu, cpu)->cur = fresh;
+		/*
+		 * Under tp.lock: stats_percpu and state read tc->cur under it at any time (a plain
+		 * store here raced them: KCSAN, 8 vCPUs, overlap run). Release: the NMI reads it
+		 * without the lock.
+		 */
+		tp_lock(&flags);
+		smp_store_release(&per_cpu_ptr(&tp_cpu, cpu)->cur, fresh);
+		spin_unlock_irqrestore(&tp.lock, flags);
 	}
 	return 0;
 }
