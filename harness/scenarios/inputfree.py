@@ -295,12 +295,11 @@ def _unzipped(name: str, stream: bytearray, size: int) -> bytes:
     :raise InfraError: the stream is cut short or damaged.
     """
     said = "the results archive" if name == ARCHIVE else name
-    got = len(stream) if name == ARCHIVE else None
     try:
         data = gzip.decompress(bytes(stream))
     except (OSError, EOFError, zlib.error) as exc:
         raise InfraError(f"the guest's results are incomplete: {said} ({exc})") from exc
-    got = len(data) if got is None else got
+    got = len(stream) if name == ARCHIVE else len(data)
     if got != size:
         raise InfraError(f"the guest's results are incomplete: {said} ({got} of {size} bytes)")
     return data
