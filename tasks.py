@@ -477,7 +477,7 @@ def cache(c: Context, prune: bool = False) -> None:
 @cli
 def check(c: Context) -> None:
     """Lint, types and the unit tier, in parallel (no guests)."""
-    if not checks.run_checks(checks.STATIC_CHECKS):
+    if not checks.run_checks(checks.static_checks()):
         raise Exit(code=1)
 
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness import arches
+from harness.agent.flavours import child_environment
 from harness.agent.mutants import format_table, survivors, tally
 from harness.build.cache import Cache
 from harness.build.hostdeps import ensure_host
@@ -121,7 +122,8 @@ def pytest_argv(
 
 def _run(argv: Sequence[str]) -> int:
     LOG.info("running: %s", shlex.join(argv))
-    proc = subprocess.Popen(list(argv), cwd=REPO_ROOT, preexec_fn=die_with_parent)  # noqa: PLW1509
+    proc = subprocess.Popen(list(argv), cwd=REPO_ROOT, env=child_environment(),
+                            preexec_fn=die_with_parent)  # noqa: PLW1509  # fmt: skip
     try:
         return proc.wait()
     except BaseException as exc:
@@ -250,13 +252,13 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
     log = new_run_dir("ci", "prebuild") / "prebuild.log"
     with beside(prebuild, log=log, what="prebuild (later kernels, mutant agents)",
                 cwd=REPO_ROOT) as finish:  # fmt: skip
-        static_ok = checks.run_checks(checks.LINT_CHECKS)
+        static_ok = checks.run_checks(checks.static_checks())  # the unit tier shuffled
         junit = new_run_dir("ci", "all") / "junit.xml"
         layouts = [f"--cpus={cpus}" for cpus in CI_TIER_CPUS]
         extra = [f"--junitxml={junit}", f"--ignore={CI_DEBUG_KERNEL_TESTS}"]
-        status = _run(pytest_argv(["tests/unit", "tests/guest", "tests/scenarios"], layouts,
+        status = _run(pytest_argv(["tests/guest", "tests/scenarios"], layouts,
                                   workers=workers, extra=extra))  # fmt: skip
-        LOG.info("unit, guest and scenario tiers: exit status %d; JUnit: %s", status, junit)
+        LOG.info("guest and scenario tiers: exit status %d; JUnit: %s", status, junit)
         debug, kcsan = CI_SANITIZER_RUNS  # in CI_IMAGES' order: the order prebuild builds
         status = run_sanitizer(debug, cache, workers) or status
         status = run_newer_kernel_tier(cache, workers) or status  # whatever 6.1's said

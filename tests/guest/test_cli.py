@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.flavours.discovery import PATH_ENV
 from harness.build.cache import Cache
 from harness.build.images import GuestImages
 from harness.build.kernel import source_key
@@ -29,6 +30,14 @@ from tests.guest.procs import as_if_typed, process_gone
 pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 REPO = Path(__file__).resolve().parents[2]
 INVOKE = [sys.executable, "-m", "invoke"]
+
+
+def typed_environment(**extra: str) -> dict[str, str]:
+    """The environment of a command a person types: this one's, plus ``extra``, without
+    `PATH_ENV`. A command is told its flavours by its own options; it must not depend on
+    which test of this worker ran before (issue 42: a unit test's path broke six)."""
+    env = {key: value for key, value in os.environ.items() if key != PATH_ENV}
+    return {**env, **extra}
 
 
 def read_until(fd: int, marker: bytes, timeout_s: float) -> bytes:
@@ -54,7 +63,7 @@ def read_until(fd: int, marker: bytes, timeout_s: float) -> bytes:
 def test_invoke_shell_gives_a_root_shell_and_stops_the_guest(
     tmp_path: Path, timeouts: Timeouts
 ) -> None:
-    env = {**os.environ, "PROFBENCH_ARTIFACTS": str(tmp_path), "TERM": "dumb"}
+    env = typed_environment(PROFBENCH_ARTIFACTS=str(tmp_path), TERM="dumb")
     pid, fd = pty.fork()
     if pid == 0:  # child: the command a person types
         os.chdir(REPO)
@@ -93,7 +102,8 @@ def test_invoke_shell_gives_a_root_shell_and_stops_the_guest(
 )
 def test_bad_input_gets_one_clear_error(args: list[str], says: str, timeouts: Timeouts) -> None:
     proc = subprocess.run([*INVOKE, "test", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=60 * timeouts.scale, check=False)  # fmt: skip
+                          env=typed_environment(), timeout=60 * timeouts.scale,
+                          check=False)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert says in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -127,7 +137,7 @@ def process_evidence(pid: int) -> str:
 def test_an_interrupted_kernel_build_leaves_no_finished_entry(
     tmp_path: Path, timeouts: Timeouts, cache: Cache
 ) -> None:
-    env = {**os.environ, "PROFBENCH_CACHE": str(tmp_path)}
+    env = typed_environment(PROFBENCH_CACHE=str(tmp_path))
     _share_unpacked_source(cache, Cache(tmp_path))
     build = subprocess.Popen(as_if_typed([*INVOKE, "kernel"]), cwd=REPO, env=env,
                              stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)  # fmt: skip

@@ -12,7 +12,8 @@ name one::
     get("dt").percpu_names                  # data: counters, quirks, records, ioctls
     harness.agent.flavour.behaviour("dt")   # behaviour: runner, oracles, report
     names()                   # ('tprof', 'dt', 'kprof', 'hwpmc', ...): the C flavour table's order
-    use_paths([Path("~/src/myport")])       # ('myport',): found, and exported to children
+    use_paths([Path("~/src/myport")])       # ('myport',): found
+    child_environment()       # os.environ plus PROFBENCH_FLAVOUR_PATH, for a child's Popen
 
 This module holds data only: the agent's spec validates against it, and a
 flavour's runner depends on the spec (`harness.agent.flavour.behaviour` imports
@@ -23,7 +24,7 @@ use; `harness.agent.external` checks them whole before any guest boots.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from harness.agent.flavours.discovery import (
@@ -103,8 +104,9 @@ def known(names: Iterable[str]) -> tuple[str, ...]:
 def use_paths(directories: Iterable[Path]) -> tuple[str, ...]:
     """Add the flavours of each directory (``--flavour-path``); the names added.
 
-    The directories are exported in `PATH_ENV`, so the pytest run the command starts,
-    and its xdist workers, find the same flavours.
+    Nothing is written to this process's environment: a child (the pytest run a
+    command starts, and so its xdist workers) is handed the directories in its own
+    environment at its ``Popen`` (`child_environment`).
 
     :raise FlavourPackageError: a directory holds no usable flavour package, or a name
         that is taken.
@@ -112,7 +114,6 @@ def use_paths(directories: Iterable[Path]) -> tuple[str, ...]:
     before = set(_found())
     for directory in directories:
         _search_path(directory)
-    os.environ[PATH_ENV] = os.pathsep.join(str(p) for p in _OUTSIDE.paths)
     return tuple(name for name in _OUTSIDE.packages if name not in before)
 
 
@@ -120,6 +121,22 @@ def flavour_paths() -> tuple[Path, ...]:
     """The directories searched for flavours so far (``--flavour-path``, `PATH_ENV`)."""
     _found()
     return tuple(_OUTSIDE.paths)
+
+
+def child_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) for a child that finds these flavours.
+
+    `PATH_ENV` names every directory searched so far, or is absent. This is the one
+    place the directories reach a child; `use_paths` never exports them, so a test
+    that adds a path leaves no trace in later children of its process.
+    """
+    env = dict(os.environ if base is None else base)
+    paths = flavour_paths()
+    if paths:
+        env[PATH_ENV] = os.pathsep.join(str(path) for path in paths)
+    else:
+        env.pop(PATH_ENV, None)
+    return env
 
 
 def _found() -> dict[str, FlavourPackage]:

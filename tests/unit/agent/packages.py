@@ -11,6 +11,7 @@ a test in its worker process.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,12 +119,22 @@ def write_distribution(site: Path, entries: dict[str, str]) -> Path:
 
 @pytest.fixture
 def isolated_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A registry that has searched nothing yet; path, modules and environment put back."""
+    """A registry that has searched nothing yet; path, modules and environment put back.
+
+    Put back whatever the code under test did: ``monkeypatch.delenv`` of a variable
+    that was not set records nothing to restore, so the environment is restored here
+    from a copy, not through monkeypatch.
+    """
     monkeypatch.setattr(flavours, "_OUTSIDE", flavours._Outside())
-    monkeypatch.delenv(PATH_ENV, raising=False)
+    environment = dict(os.environ)
+    os.environ.pop(PATH_ENV, None)
     monkeypatch.setattr(sys, "path", list(sys.path))
     modules = set(sys.modules)
-    yield
-    for module in set(sys.modules) - modules:
-        if module.startswith(("pbt_", "profbench_")):  # these packages, and scaffolded ones
-            del sys.modules[module]
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+        for module in set(sys.modules) - modules:
+            if module.startswith(("pbt_", "profbench_")):  # these packages, scaffolded ones
+                del sys.modules[module]

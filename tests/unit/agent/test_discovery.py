@@ -93,8 +93,22 @@ def test_the_environment_names_paths_for_children_and_workers(
     monkeypatch.setenv(PATH_ENV, str(one))  # what a pytest child or xdist worker inherits
     assert flavours.outside() == (first,)
     use_flavours([two])  # the command line adds one: both go to the children
-    assert os.environ[PATH_ENV] == os.pathsep.join((str(one), str(two)))
+    assert flavours.child_environment()[PATH_ENV] == os.pathsep.join((str(one), str(two)))
+    assert os.environ[PATH_ENV] == str(one)  # this process's own is left as it was
     assert flavours.flavour_paths() == (one, two)
+
+
+def test_adding_a_path_writes_nothing_to_this_process_environment(tmp_path: Path) -> None:
+    """Issue 42: an exported path leaked into every later CLI test of an xdist worker."""
+    before = {key: value for key, value in os.environ.items() if key.startswith("PROFBENCH_")}
+    use_flavours([write_package(tmp_path, fresh_name())])
+    after = {key: value for key, value in os.environ.items() if key.startswith("PROFBENCH_")}
+    assert after == before
+
+
+def test_a_child_with_no_paths_searched_gets_no_path_variable(tmp_path: Path) -> None:
+    inherited = {"HOME": str(tmp_path), PATH_ENV: "/a/stale/directory"}
+    assert flavours.child_environment(inherited) == {"HOME": str(tmp_path)}
 
 
 def test_the_same_package_found_twice_is_one_flavour(tmp_path: Path) -> None:
