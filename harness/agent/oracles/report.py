@@ -99,7 +99,8 @@ def _counted(name: str, judged: Sequence[Judged]) -> tuple[str, str]:
     if not parts:
         return UNJUDGED, "no count of what it compared"
     note = "; ".join(str(part) for part in parts)
-    return ("PASS" if all(part.judged for part in parts) else UNJUDGED), note
+    compared = [part for part in parts if not part.unmodelled]  # no model here: not relied on
+    return ("PASS" if compared and all(p.judged for p in compared) else UNJUDGED), note
 
 
 def unjudged(
@@ -112,7 +113,8 @@ def unjudged(
     nothing, fails the test as surely as a violation would. ``cores_shared``: the
     guest's vCPUs outnumber the host's cores (`vcpus_share_cores`), and the parts whose
     population shrinks with a vCPU's share of a core (`Judged.shares_cpu`) are not
-    relied on.
+    relied on. Nor is a part with no model of this guest's kernel (`Judged.unmodelled`),
+    though an oracle all of whose parts are such judged nothing.
     """
     names = list(dict.fromkeys(j.oracle for j in judged)) if relied is None else list(relied)
     problems = []
@@ -121,7 +123,10 @@ def unjudged(
         if not parts:
             problems.append(f"{name} UNJUDGED: no count of what it compared")
         problems += [f"{name} UNJUDGED: {part}" for part in parts
-                     if not part.judged and not (cores_shared and part.shares_cpu)]  # fmt: skip
+                     if not part.judged and not part.unmodelled
+                     and not (cores_shared and part.shares_cpu)]  # fmt: skip
+        if parts and all(part.unmodelled for part in parts):
+            problems.append(f"{name} UNJUDGED: no part has a model of this kernel")
     return problems
 
 

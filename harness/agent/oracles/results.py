@@ -64,7 +64,10 @@ class Judged:
     the part's population is one phase's samples on one vCPU, so it shrinks with that
     vCPU's share of a host core; a run whose vCPUs outnumber the host's cores does not
     rely on it (`harness.agent.oracles.report.unjudged`), and it still says PASS or
-    UNJUDGED there.
+    UNJUDGED there. ``unmodelled``: the part has no model of this guest's kernel (WHERE's
+    kernel half on a sanitizer kernel, whose read path its bound does not describe), so
+    it compares nothing here, ``why`` says so, and no run relies on it: the oracle's
+    other parts must still compare something for a PASS.
     """
 
     oracle: str
@@ -73,6 +76,7 @@ class Judged:
     why: str = ""
     part: str = ""
     shares_cpu: bool = False
+    unmodelled: bool = False
 
     @property
     def judged(self) -> bool:
@@ -83,7 +87,8 @@ class Judged:
         where = f"{self.part}: " if self.part else ""
         if self.judged:
             return f"{where}n={self.n} {self.what}"
-        return f"{where}0 {self.what}: {self.why or 'nothing to compare'}"
+        relied = " (not relied on: no model of this kernel)" if self.unmodelled else ""
+        return f"{where}0 {self.what}: {self.why or 'nothing to compare'}{relied}"
 
 
 def per_cpu(oracles: Iterable[str], cpus: Iterable[int], what: str = "CPUs") -> list[Judged]:

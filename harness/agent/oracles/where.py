@@ -196,7 +196,8 @@ def judge_where(view: ContentView) -> list[Judged]:
             found.append(Judged("WHERE", n if zero_bound(n) > 0 else 0, what, why=why,
                                 part="zero", shares_cpu=True))  # fmt: skip
         elif w.mode == "zero" and view.unmodelled:
-            found.append(Judged("WHERE", 0, "kernel samples", why=view.unmodelled, part="zero"))
+            found.append(Judged("WHERE", 0, "kernel samples", why=view.unmodelled, part="zero",
+                                unmodelled=True))  # fmt: skip
     return found
 
 

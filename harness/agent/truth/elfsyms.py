@@ -216,9 +216,35 @@ def _disassembler() -> capstone.Cs:
     return capstone.Cs(capstone.CS_ARCH_ARM64, capstone.CS_MODE_ARM)
 
 
+#: The mnemonic of a word capstone does not decode (`_decode`); its operand is the word.
+UNDECODED = ".inst"
+_WORD = 4
+
+
 def _decode(code: bytes, start: int) -> list[_Insn]:
-    decoded = _disassembler().disasm_lite(code, start)
-    return [_Insn(address, mnemonic, operands) for address, _, mnemonic, operands in decoded]
+    """Every 4-byte word of ``code`` (linked at ``start``) as an instruction, in order.
+
+    Capstone's ``disasm_lite`` stops at the first word it cannot decode, and capstone
+    5.0 cannot decode an LDTR or STTR whose base and target are one register (``ldtr
+    x25, [x25]``, ``f8400b39``): Linux 6.12's arm64 user accessors (``__get_user``,
+    ``get_user`` in ``pselect6``, ``restore_sigframe``, ...) emit them, 6.1's never
+    did. Stopping there lost every later call of 47 of 6.12's 19 772 functions
+    (``__arm64_sys_pselect6``'s ``bl core_sys_select`` among them), and CHAIN said
+    their return addresses "do not follow a call instruction" (issue 48). arm64 words
+    are fixed-size, so decoding resumes at the next word; the one skipped is kept as
+    `UNDECODED` (never a branch: capstone decodes every B, BL, BR and BLR).
+    """
+    found: list[_Insn] = []
+    offset = 0
+    while offset < len(code):
+        decoded = _disassembler().disasm_lite(code[offset:], start + offset)
+        found += [_Insn(address, mnemonic, operands) for address, _, mnemonic, operands in decoded]
+        offset = found[-1].address + _WORD - start if found else 0
+        if offset < len(code):  # capstone stopped before the end: a word it cannot decode
+            word = int.from_bytes(code[offset : offset + _WORD], "little")
+            found.append(_Insn(start + offset, UNDECODED, f"{word:#010x}"))
+            offset += _WORD
+    return found
 
 
 def _framed(insns: list[_Insn], start: int) -> tuple[int, int]:

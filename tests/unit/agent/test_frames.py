@@ -13,9 +13,11 @@ from harness.agent.oracles.samples import Sample
 from harness.agent.truth import program
 from harness.agent.truth.build import compile_truth
 from harness.agent.truth.elfsyms import (
+    UNDECODED,
     Call,
     Function,
     FunctionTable,
+    _decode,
     _framed,
     _Insn,
     read_functions,
@@ -243,3 +245,60 @@ def test_a_shrink_wrapped_fast_path_runs_without_a_frame_record() -> None:
             _Insn(0x28, "mov", "x0, x2"), _Insn(0x2C, "ret", "")]  # fmt: skip
     assert _framed(code, 0) == (0x10, 0x28)
     assert _framed([_Insn(0x0, "bti", "c"), *code[2:]], 0) == (0x10, 0x30)
+
+
+# --- Linux 6.12's vmlinux: a word capstone cannot decode must not hide the calls after it ---
+
+#: ``__arm64_sys_pselect6`` of the 6.12.118 arm64 vmlinux the bench builds, at its link
+#: address, word by word (``aarch64-linux-gnu-objdump -d``). Its ``ldtr x25, [x25]``
+#: (0xf8400b39, from get_user) is a word capstone 5.0 does not decode.
+PSELECT6_AT = 0xFFFF80008010B548
+PSELECT6 = """
+a9b97bfd 910003fd a90153f3 a9025bf5 a90363f7 a9046bf9 a9424c14 a9405815 a9416017 b40001d3
+b27cbfe0 eb00027f 54000128 9248fa79 52800000 f8400b39 350000a0 91002273 9248fa73 f8400a73
+34000080 928001a0 14000013 d2800019 a9057fff a9067fff b40002b4 aa1403e1 910143e0 97fde8b7
+35fffee0 a9450be1 910183e0 97ffff11 35000360 910183fa aa1303e1 aa1903e0 97fc9a06 34000140
+93407c00 a94153f3 a9425bf5 a94363f7 a9446bf9 a8c77bfd d65f03c0 d280001a 17fffff4 aa1a03e4
+aa1803e3 aa1703e2 aa1603e1 2a1503e0 97ffff1b aa1403e1 2a0003e3 52800042 910183e0 97fffc0b
+17ffffec 928002a0 17ffffeb
+"""
+
+
+def _words(text: str) -> bytes:
+    return b"".join(int(word, 16).to_bytes(4, "little") for word in text.split())
+
+
+def test_a_word_capstone_cannot_decode_is_kept_and_decoding_goes_on() -> None:
+    code = _words(PSELECT6)
+    insns = _decode(code, PSELECT6_AT)
+    assert [i.address for i in insns] == list(range(PSELECT6_AT, PSELECT6_AT + len(code), 4))
+    # The two get_user loads of the 6.12 kernel, each kept as the word it is.
+    assert [(i.address - PSELECT6_AT, i.operands) for i in insns if i.mnemonic == UNDECODED] == [
+        (0x3C, "0xf8400b39"), (0x4C, "0xf8400a73")]  # fmt: skip
+    # The call issue 48 saw condemned: bl core_sys_select at ...b620, returning to ...b624.
+    call = next(i for i in insns if i.address == 0xFFFF80008010B620)
+    assert (call.mnemonic, call.branch_target()) == ("bl", 0xFFFF80008010B28C)
+
+
+def test_on_linux_6_12_a_return_address_after_a_call_is_one(tmp_path: Path) -> None:
+    """Issue 48: CHAIN said ``0xffff80008010b624 in __arm64_sys_pselect6 does not follow a
+    call instruction``; it follows ``bl core_sys_select``. The real words, assembled as a
+    function of a relocatable object, read as any module is."""
+    source = tmp_path / "pselect6.s"
+    insts = "".join(f"  .inst 0x{word}\n" for word in PSELECT6.split())
+    source.write_text("  .text\n  .globl __arm64_sys_pselect6\n  .type __arm64_sys_pselect6, "
+                      "%function\n__arm64_sys_pselect6:\n" + insts
+                      + "  .size __arm64_sys_pselect6, .-__arm64_sys_pselect6\n")  # fmt: skip
+    out = tmp_path / "pselect6.o"
+    subprocess.run([_compiler(), "-c", "-o", str(out), str(source)], check=True, timeout=60)
+    function = read_functions(out.read_bytes()).named("__arm64_sys_pselect6")
+    moved = function.moved(PSELECT6_AT)
+    returns = [moved.start + c.offset for c in moved.calls]
+    assert 0xFFFF80008010B624 in returns  # after bl core_sys_select
+    assert returns == [0xFFFF80008010B5C0, 0xFFFF80008010B5D0, 0xFFFF80008010B5E4,
+                       0xFFFF80008010B624, 0xFFFF80008010B638]  # fmt: skip
+    assert moved.framed == (PSELECT6_AT + 8, 0xFFFF80008010B5FC)
+    table = FunctionTable((moved,))
+    sample = Sample(0, 0xFFFF80008010B28C, 1, 1, False, (0xFFFF80008010B624,))
+    verdict = frames.judge_frames([sample], lambda _: (table,))
+    assert (verdict.faults, verdict.frames) == ((), 1)
