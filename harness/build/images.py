@@ -69,6 +69,10 @@ class GuestImages:
     kernel_version: str = DEFAULT_VERSION  # "6.12"; a tree's Makefile version for --kernel-src
     #: where the kernel came from: package and source, or tree and commit or content hash
     kernel_origin: Origin = ()
+    #: locked rootfs packages Debian no longer serves, and the version used instead
+    #: ("linux-perf: locked 6.1.192-2, Debian now serves 6.1.192-3"): a point release,
+    #: recorded here and in the rootfs manifest, never a warning (`harness.build.rootfs`)
+    rootfs_lock_drift: tuple[str, ...] = ()
 
     @property
     def vmlinux(self) -> Path:
@@ -96,6 +100,7 @@ class GuestImages:
             "rootfs": str(self.files.initrd),
             "rootfs_key": self.rootfs_key,
             "rootfs_sha256": self.rootfs_sha256,
+            "rootfs_lock_drift": list(self.rootfs_lock_drift),
         }
 
 
@@ -161,6 +166,7 @@ def prepare_images(
         rootfs_sha256=rm["sha256"],
         kernel_version=version,
         kernel_origin=origin,
+        rootfs_lock_drift=tuple(rm.get("lock_drift", ())),
     )
     publish(images, label=kernel.label)
     return images

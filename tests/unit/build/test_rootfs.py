@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import stat
 from collections import Counter
 from pathlib import Path, PurePosixPath
@@ -7,8 +8,15 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from harness.build import cpio
+from harness.build.debs import PinnedPackage
 from harness.build.keys import KeyPair
-from harness.build.rootfs import assemble_members, collect_files, load_plan, resolve_in_tree
+from harness.build.rootfs import (
+    _current_pins,
+    assemble_members,
+    collect_files,
+    load_plan,
+    resolve_in_tree,
+)
 from harness.errors import BuildError, ConfigError
 
 ELF = b"\x7fELF\x02\x01\x01"
@@ -264,3 +272,30 @@ def test_programs_are_executable_and_links_kept(members: dict[str, cpio.CpioMemb
 def test_members_make_a_valid_archive(members: dict[str, cpio.CpioMember]) -> None:
     back = cpio.read_newc(cpio.write_newc(members.values()))
     assert {m.path for m in back} == set(members)
+
+
+class _ServedApt:
+    """Debian's lists as a fresh machine sees them after a point release of linux-perf."""
+
+    def has_version(self, name: str, version: str) -> bool:
+        return (name, version) != ("linux-perf", "6.1.192-2")
+
+    def show(self, name: str, version: str | None = None) -> PinnedPackage:
+        return PinnedPackage(name, "6.1.192-3", "ab" * 32)
+
+
+def test_a_point_release_is_recorded_not_warned(caplog: pytest.LogCaptureFixture) -> None:
+    locked = [PinnedPackage("busybox-static", "1:1.35.0-4", "cd" * 32),
+              PinnedPackage("linux-perf", "6.1.192-2", "ef" * 32)]  # fmt: skip
+    with caplog.at_level(logging.INFO):
+        pins, drift = _current_pins(_ServedApt(), locked, strict=False)  # type: ignore[arg-type]
+    assert [p.version for p in pins] == ["1:1.35.0-4", "6.1.192-3"]
+    assert drift == ["linux-perf: locked 6.1.192-2, Debian now serves 6.1.192-3"]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # issue 47
+    assert any("recorded in the rootfs manifest" in r.getMessage() for r in caplog.records)
+
+
+def test_a_strict_build_still_refuses_it_with_the_fix() -> None:
+    locked = [PinnedPackage("linux-perf", "6.1.192-2", "ef" * 32)]
+    with pytest.raises(BuildError, match="invoke rootfs --relock"):
+        _current_pins(_ServedApt(), locked, strict=True)  # type: ignore[arg-type]
