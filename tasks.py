@@ -213,7 +213,9 @@ def images(c: Context, arch: str = "arm64", variant: str = "default", kernel: st
           "no_snapshot": "boot guests cold instead of restoring them from snapshots",
           "flavour": "only this flavour's tests (with --matrix: its cells on the matrix's "
                      "guests); repeatable, one outside the tree too",
-          "flavour_path": FLAVOUR_PATH_HELP},
+          "flavour_path": FLAVOUR_PATH_HELP,
+          "ktap": "print the run's KTAP (also written beside its JUnit as ktap.txt) on "
+                  "standard output instead of pytest's tables"},
     iterable=["flavour", "flavour_path"],
 )  # fmt: skip
 @cli
@@ -224,7 +226,7 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
          matrix: str | None = None, complete: bool = False,
          no_snapshot: bool = False, kernel: str = "6.1",
          kernel_src: str | None = None, flavour: list[str] | None = None,
-         flavour_path: list[str] | None = None) -> None:  # fmt: skip
+         flavour_path: list[str] | None = None, ktap: bool = False) -> None:  # fmt: skip
     """Boot the requested guest and run the guest test tier; or run a matrix."""
     _use_flavours(flavour_path)
     chosen = flavours.known(flavour or ())  # an unknown name: one line, before any boot
@@ -239,7 +241,7 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
     count = testrun.worker_budget(n) if n else (workers or None)  # None: one per core
     options = testrun.TierOptions(workers=count, keyword=k, selftests=selftests,
                                   complete=complete, snapshot=not no_snapshot,
-                                  flavours=chosen)  # fmt: skip
+                                  flavours=chosen, ktap=ktap)  # fmt: skip
     status = testrun.run_guest_tier(request, Cache.default(), options)
     if status != 0:
         raise Exit(code=status)

@@ -10,6 +10,7 @@ starts, so build progress is visible even when xdist hides worker output::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -17,8 +18,9 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from harness import arches
+from harness import arches, ktap
 from harness.agent.flavours import child_environment
 from harness.agent.mutants import format_table, survivors, tally
 from harness.build.cache import Cache
@@ -120,10 +122,31 @@ def pytest_argv(
     return argv
 
 
-def _run(argv: Sequence[str]) -> int:
-    LOG.info("running: %s", shlex.join(argv))
-    proc = subprocess.Popen(list(argv), cwd=REPO_ROOT, env=child_environment(),
-                            preexec_fn=die_with_parent)  # noqa: PLW1509  # fmt: skip
+def write_ktap(junit: Path) -> Path | None:
+    """KTAP version 1 (`harness.ktap`) of a pytest run, beside its JUnit: ``ktap.txt``.
+
+    None when pytest wrote no JUnit (it stopped before its first test).
+    """
+    if not junit.is_file():
+        return None
+    out = junit.with_name(ktap.FILE)
+    out.write_text(ktap.render(ktap.from_junit(junit.read_text())))
+    LOG.info("KTAP: %s (read it with the kernel's parser: kunit.py parse %s)", out, out)
+    return out
+
+
+def _run(argv: Sequence[str], *, log: Path | None = None) -> int:
+    """Run pytest's ``argv``; its output to ``log`` where given, else to this terminal."""
+    LOG.info("running: %s%s", shlex.join(argv), f" (output: {log})" if log else "")
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(log.open("w")) if log is not None else None
+        proc = subprocess.Popen(list(argv), cwd=REPO_ROOT, env=child_environment(),
+                                stdout=out, stderr=subprocess.STDOUT if out else None,
+                                preexec_fn=die_with_parent)  # noqa: PLW1509  # fmt: skip
+        return _wait(proc)
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> int:
     try:
         return proc.wait()
     except BaseException as exc:
@@ -149,6 +172,7 @@ class TierOptions:
     complete: bool = False  # first build every image the tier can use (see `tier_images`)
     snapshot: bool = True  # restore a snapshot per test; False: boot cold, reuse guests
     flavours: tuple[str, ...] = ()  # only these flavours' tests (pytest --flavour); () all
+    ktap: bool = False  # print KTAP on standard output instead of pytest's tables
 
 
 def run_guest_tier(
@@ -172,10 +196,15 @@ def run_guest_tier(
     if not options.snapshot:
         extra.append("--no-snapshot")
     extra += [f"--flavour={name}" for name in options.flavours]
+    log = junit.with_name("pytest.log") if options.ktap else None
     status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=workers,
-                              extra=[*extra, f"--junitxml={junit}"]))  # fmt: skip
+                              extra=[*extra, f"--junitxml={junit}"]), log=log)  # fmt: skip
     LOG.info("guest tier %s (exit status %d); JUnit: %s",
              "passed" if status == 0 else "FAILED", status, junit)  # fmt: skip
+    written = write_ktap(junit)
+    if options.ktap and written is not None:
+        sys.stdout.write(written.read_text())
+        sys.stdout.flush()
     return status
 
 
@@ -259,6 +288,7 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
         status = _run(pytest_argv(["tests/guest", "tests/scenarios"], layouts,
                                   workers=workers, extra=extra))  # fmt: skip
         LOG.info("guest and scenario tiers: exit status %d; JUnit: %s", status, junit)
+        write_ktap(junit)
         debug, kcsan = CI_SANITIZER_RUNS  # in CI_IMAGES' order: the order prebuild builds
         status = run_sanitizer(debug, cache, workers) or status
         status = run_newer_kernel_tier(cache, workers) or status  # whatever 6.1's said
@@ -304,6 +334,7 @@ def run_newer_kernel_tier(cache: Cache, workers: int = 1) -> int:
                               extra=extra))  # fmt: skip
     LOG.info("guest tier on Linux %s (-k %s): exit status %d; JUnit: %s", request.kernel,
              CI_NEWER_KERNEL_TESTS, status, junit)  # fmt: skip
+    write_ktap(junit)
     return status
 
 
@@ -322,6 +353,7 @@ def run_sanitizer(request: GuestRequest, cache: Cache, workers: int = 1) -> int:
     found = _run(pytest_argv(paths, guest_options(request), workers=count, extra=extra))
     LOG.info("sanitizer tier, %s kernel, %d vCPUs: exit status %d; JUnit: %s",
              request.variant, request.cpus, found, junit)  # fmt: skip
+    write_ktap(junit)
     return found
 
 
@@ -408,6 +440,7 @@ def run_matrix(name: str, cache: Cache, options: MatrixOptions = MatrixOptions()
     LOG.info("matrix %s: %d cells, %d worker(s); report in %s", matrix.name,
              len(select(matrix, options.keyword)), count, out)  # fmt: skip
     status = _run(pytest_argv(["tests/matrix"], [], workers=count, extra=extra))
+    write_ktap(out / "junit.xml")
     LOG.info("matrix %s %s (exit status %d): %s", matrix.name,
              "passed" if status == 0 else "FAILED", status, out / "report.html")  # fmt: skip
     return status

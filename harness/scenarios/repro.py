@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import arches
+from harness import arches, ktap
 from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, behaviour
@@ -222,6 +222,8 @@ def run_scenario(
               "deterministic": False, "snapshot": snapshot,
               "across_attempts": compare_numbers([n for _, n in outcomes])}  # fmt: skip
     write_json_atomic(bundle / "bundle.json", record)
+    results = [[(v.expectation, v.held, v.observed) for v in one] for one in verdicts]
+    (bundle / ktap.FILE).write_text(ktap.render(ktap.from_attempts(scenario.name, results)))
     LOG.info("%s: %d of %d attempts reproduced every expectation; bundle %s",
              scenario.name, reproduced, attempts, bundle)  # fmt: skip
     return ReproResult(bundle, attempts, reproduced, verdicts)
