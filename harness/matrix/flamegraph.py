@@ -9,7 +9,14 @@ its name, samples and share (an SVG ``<title>``)::
     svg = render_flamegraph(stacks, title="agent", width_px=560)
 
 Colours are warm hues from a hash of the name, so a symbol has the same colour in
-both graphs; ``[kernel]``, ``[user]`` and ``other`` are grey.
+both graphs; ``[kernel]``, ``[user]`` and ``other`` are grey. A differential graph
+(``against=``) colours each frame by its share against the other profile's instead.
+
+Why drawn here and not by a maintained renderer: the report is one static page with no
+script and no network, opened from a CI artifact; Brendan Gregg's flamegraph.pl (Perl)
+and inferno (Rust) are not Debian 12 packages nor on PyPI, and speedscope is a web
+application. The interactive viewers get the files themselves (speedscope's JSON,
+pprof's proto: `harness.agent.peer.export`), linked from the report.
 """
 
 from __future__ import annotations
@@ -67,10 +74,22 @@ def colour(name: str) -> str:
 
 
 def render_flamegraph(
-    stacks: Iterable[tuple[Sequence[str], int]], *, title: str, width_px: int = 560
+    stacks: Iterable[tuple[Sequence[str], int]],
+    *,
+    title: str,
+    width_px: int = 560,
+    against: Iterable[tuple[Sequence[str], int]] | None = None,
 ) -> str:
-    """An ``<svg>`` flame graph of ``stacks``, root at the bottom, ``title`` on top."""
+    """An ``<svg>`` flame graph of ``stacks``, root at the bottom, ``title`` on top.
+
+    With ``against`` it is a differential flame graph (Brendan Gregg's red/blue): the
+    frames of ``stacks``, each coloured by how its share of ``stacks`` differs from the
+    share the same path (root to that frame) has in ``against``: red where ``stacks``
+    has more, blue where less, full colour at `DIFF_FULL_PP` percentage points, white
+    where they agree; the tooltip gives both shares.
+    """
     root = _tree(stacks)
+    other = _tree(against) if against is not None else None
     if root.count == 0:
         return (f'<svg class="flame" width="{width_px}" height="40" role="img">'
                 f'<text x="4" y="16">{_esc(title)}: no samples</text></svg>')  # fmt: skip
@@ -83,9 +102,21 @@ def render_flamegraph(
         f'aria-label="{_esc(title)}">',
         f'<text x="4" y="12">{_esc(title)} ({root.count} samples{cut})</text>',
     ]
-    _draw(root, 0.0, 0, _Canvas(root.count, width_px / root.count, height), parts)
+    canvas = _Canvas(root.count, width_px / root.count, height, other)
+    _draw(root, 0.0, 0, canvas, parts, other)
     parts.append("</svg>")
     return "".join(parts)
+
+
+#: A differential graph's full red or blue: this many percentage points of difference.
+DIFF_FULL_PP = 10.0
+
+
+def diff_colour(difference_pp: float) -> str:
+    """Red for more (``difference_pp`` > 0), blue for less, white for none; full at 10 pp."""
+    strength = min(abs(difference_pp) / DIFF_FULL_PP, 1.0)
+    fade = round(255 * (1 - strength))
+    return f"rgb(255,{fade},{fade})" if difference_pp > 0 else f"rgb({fade},{fade},255)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +124,11 @@ class _Canvas:
     total: int  # samples in the whole graph
     px: float  # pixels per sample
     height: int
+    against: _Node | None = None  # a differential graph's other profile
 
 
-def _draw(node: _Node, x: float, level: int, canvas: _Canvas, out: list[str]) -> None:
+def _draw(node: _Node, x: float, level: int, canvas: _Canvas, out: list[str],
+          other: _Node | None) -> None:  # fmt: skip
     width = node.count * canvas.px
     if width < MIN_PX or level >= MAX_ROWS:
         return
@@ -104,16 +137,21 @@ def _draw(node: _Node, x: float, level: int, canvas: _Canvas, out: list[str]) ->
     label = node.name if len(node.name) * CHAR_PX < width - 4 else ""
     if not label and width > 5 * CHAR_PX:
         label = node.name[: int((width - 4) / CHAR_PX) - 2] + ".."
+    fill, beside = colour(node.name), ""
+    if canvas.against is not None:
+        theirs = 100 * (other.count if other else 0) / max(canvas.against.count, 1)
+        fill, beside = diff_colour(share - theirs), f" against {theirs:.1f} %"
     out.append(
-        f"<g><title>{_esc(node.name)}: {node.count} samples ({share:.1f} %)</title>"
+        f"<g><title>{_esc(node.name)}: {node.count} samples ({share:.1f} %{beside})</title>"
         f'<rect x="{x:.2f}" y="{y}" width="{width:.2f}" height="{ROW_PX - 1}" '
-        f'fill="{colour(node.name)}" rx="2"/>'
+        f'fill="{fill}" rx="2"/>'
         + (f'<text x="{x + 3:.2f}" y="{y + ROW_PX - 4}">{_esc(label)}</text>' if label else "")
         + "</g>"
     )
     child_x = x
     for child in sorted(node.children.values(), key=lambda c: c.name):
-        _draw(child, child_x, level + 1, canvas, out)
+        mate = other.children.get(child.name) if other is not None else None
+        _draw(child, child_x, level + 1, canvas, out, mate)
         child_x += child.count * canvas.px
 
 

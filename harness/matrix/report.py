@@ -48,6 +48,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.agent.peer.export import pprof, speedscope
+from harness.agent.peer.symbols import Profile
 from harness.matrix.flamegraph import parse_folded, render_flamegraph
 from harness.matrix.plots import OUTCOME_STYLE, outcome_class, render_plots
 
@@ -152,8 +154,40 @@ def write_summary(
 
 
 def write_html(summary: Mapping[str, object], out: Path) -> Path:
-    """Write ``out/report.html`` (creating ``out``) and return its path."""
-    return _write_text(out / "report.html", render_html(summary))
+    """Write ``out/report.html`` (creating ``out``) and return its path.
+
+    Each cell's profiles are written beside it first (`write_profiles`), and linked.
+    """
+    cells = tuple(_parse_cell(_mapping(raw)) for raw in _sequence(summary.get("cells")))
+    return _write_text(out / "report.html", render_html(summary, write_profiles(cells, out)))
+
+
+#: Where a report's profile files go, under its directory.
+PROFILES_DIR = "profiles"
+
+
+def write_profiles(cells: Sequence[_Cell], out: Path) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Each cell's profiles as speedscope's JSON and pprof's proto under ``out/profiles``.
+
+    Returns, by cell anchor, (label, path relative to ``out``) of each file written.
+    """
+    found: dict[str, tuple[tuple[str, str], ...]] = {}
+    for cell in cells:
+        folded = {side: text for side, text in cell.profile if side in ("agent", "perf")}
+        if not folded:
+            continue
+        profiles = {side: Profile(parse_folded(text)) for side, text in folded.items()}
+        stem = f"{PROFILES_DIR}/{_anchor(cell)}"
+        files = [("speedscope (both)", f"{stem}.speedscope.json",
+                  speedscope(profiles, name=cell.cell).encode())]  # fmt: skip
+        files += [(f"pprof ({side})", f"{stem}-{side}.pb.gz", pprof(profile))
+                  for side, profile in profiles.items()]  # fmt: skip
+        for _, relative, data in files:
+            path = out / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        found[_anchor(cell)] = tuple((label, relative) for label, relative, _ in files)
+    return found
 
 
 def rerun_command(matrix: str, cell: str) -> str:
@@ -161,8 +195,13 @@ def rerun_command(matrix: str, cell: str) -> str:
     return shlex.join(["invoke", "test", "--matrix", matrix, "-k", cell])
 
 
-def render_html(summary: Mapping[str, object]) -> str:
-    """The whole report page for a ``summary.json`` document."""
+def render_html(
+    summary: Mapping[str, object], files: Mapping[str, Sequence[tuple[str, str]]] | None = None
+) -> str:
+    """The whole report page for a ``summary.json`` document.
+
+    ``files``: by cell anchor, (label, relative path) of the profile files to link.
+    """
     matrix = str(summary.get("matrix", ""))
     cells = tuple(_parse_cell(_mapping(raw)) for raw in _sequence(summary.get("cells")))
     causes = sorted({cause for cell in cells for cpu in cell.cpus for cause, _ in cpu.drops})
@@ -173,7 +212,7 @@ def render_html(summary: Mapping[str, object]) -> str:
         _summary_table(matrix, cells),
         *(render_plots(topology, group, causes) for topology, group in _by_topology(cells).items()),
         "<h2>Cell details</h2>",
-        *(_details(matrix, cell) for cell in cells),
+        *(_details(matrix, cell, (files or {}).get(_anchor(cell), ())) for cell in cells),
         "</body></html>\n",
     ]
     return "\n".join(body)
@@ -288,7 +327,7 @@ def _summary_row(matrix: str, cell: _Cell, axis_names: Sequence[str]) -> str:
     return f'<tr class="{outcome_class(cell.outcome)}">{"".join(cells)}</tr>'
 
 
-def _details(matrix: str, cell: _Cell) -> str:
+def _details(matrix: str, cell: _Cell, files: Sequence[tuple[str, str]] = ()) -> str:
     causes = list(dict.fromkeys(cause for cpu in cell.cpus for cause, _ in cpu.drops))
     columns = ["cpu", "kernel irq", "overflows", "recorded", *(f"drops: {c}" for c in causes)]
     columns += ["undelivered", "delivered", "nmi share"]
@@ -304,22 +343,35 @@ def _details(matrix: str, cell: _Cell) -> str:
         f"<h3>{_badge(cell.outcome)} {_esc(cell.cell)}</h3>{reason if cell.reason else ''}"
         f"<p>{_esc(axes)} · {cell.duration_s:.1f} s · <code>{_esc(cell.nodeid)}</code></p>"
         f"<p>rerun: <code>{_esc(rerun_command(matrix, cell.cell))}</code></p>"
-        f"{table}{_flames(cell)}<h4>Violations</h4>{violations}</section>"
+        f"{table}{_flames(cell, files)}<h4>Violations</h4>{violations}</section>"
     )
 
 
-def _flames(cell: _Cell) -> str:
-    """The agent's and perf's flame graphs side by side ('' when the cell has no profile)."""
+def _flames(cell: _Cell, files: Sequence[tuple[str, str]] = ()) -> str:
+    """The agent's and perf's flame graphs side by side, and the agent's against perf's.
+
+    '' when the cell has no profile. PROFILE's verdict line heads them; ``files``
+    (label, relative path) are linked under them.
+    """
     found = dict(cell.profile)
     sides = [side for side in ("agent", "perf") if side in found]
     if not sides:
         return ""
+    titles = {"agent": "the agent", "perf": "Linux perf"}
     graphs = "".join(
-        f"<figure>{render_flamegraph(parse_folded(found[side]), title=title)}</figure>"
-        for side, title in zip(sides, ("the agent", "Linux perf"), strict=False)
+        f"<figure>{render_flamegraph(parse_folded(found[side]), title=titles[side])}</figure>"
+        for side in sides
     )
+    if len(sides) == 2:
+        title = "the agent against perf (red: more, blue: less)"
+        diff = render_flamegraph(parse_folded(found["agent"]), title=title,
+                                 against=parse_folded(found["perf"]))  # fmt: skip
+        graphs += f"<figure>{diff}</figure>"
     test = f"<p><code>{_esc(found['test'])}</code></p>" if "test" in found else ""
-    return f'<h4>Profile (agent beside Linux perf)</h4>{test}<div class="flames">{graphs}</div>'
+    links = " · ".join(f'<a href="{_esc(path)}">{_esc(label)}</a>' for label, path in files)
+    opened = f"<p>open in a viewer: {links}</p>" if links else ""
+    return (f'<h4>Profile (agent beside Linux perf)</h4>{test}<div class="flames">{graphs}</div>'
+            f"{opened}")  # fmt: skip
 
 
 def _cpu_row(cpu: _Cpu, causes: Sequence[str]) -> str:

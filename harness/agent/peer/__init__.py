@@ -4,7 +4,8 @@ Owns the peer run (`run`: any flavour's run with perf recording beside it, in ro
 as long as `sizing` says PEER and PROFILE need), the
 PEER law over perf's samples per CPU in the agent's window (`counts`), and PROFILE:
 both profilers' samples named by one symboliser and folded (`symbols`), the samples it
-compares (`pairing`), and the chi-square test and table (`profile`).
+compares (`pairing`), and the chi-square test and table (`profile`); both profiles as
+speedscope's JSON and pprof's proto (`export`).
 
 May import: flavour, module, oracles, steps, truth.
 """

@@ -15,7 +15,8 @@ over the guest's ``/proc/kallsyms`` and the ground-truth workload's ELF symbols
     run = FLAVOUR.peer_run(agent, spec, cpus)      # run.peer: PeerEvidence
 
 Each run writes both profiles as folded stacks beside its other evidence:
-``profile-NN-agent.folded`` and ``profile-NN-perf.folded`` in the agent's workdir.
+``profile-NN-agent.folded`` and ``profile-NN-perf.folded`` in the agent's workdir, with
+the same as speedscope's JSON and pprof's proto (`harness.agent.peer.export`).
 
 A flavour that gives ``sized`` (its run for a given workload length), ``usual_ms``
 and ``check`` in its hooks records in rounds, each as long as
@@ -37,6 +38,7 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.results import Violation
 from harness.agent.oracles.samples import Sample
 from harness.agent.peer.counts import PeerEvidence, PeerWindow, info_window
+from harness.agent.peer.export import pprof, speedscope
 from harness.agent.peer.pairing import ProfilePair, profile_pair
 from harness.agent.peer.sizing import PeerSize, shortfall
 from harness.agent.peer.symbols import Symboliser, UserSymbols, parse_kallsyms
@@ -320,7 +322,16 @@ def _read_perf(
 
 
 def _keep(agent: AgentLike, pair: ProfilePair) -> None:
-    """Both profiles as folded stacks in the workdir."""
+    """Both profiles in the workdir: folded stacks, speedscope's JSON, pprof's proto.
+
+    ``profile-NN-{agent,perf}.folded``, ``profile-NN.speedscope.json`` (both, side by
+    side: open it at speedscope.app or with ``speedscope FILE``) and
+    ``profile-NN-{agent,perf}.pb.gz`` (``go tool pprof -http : FILE``;
+    `harness.agent.peer.export`).
+    """
     stem = agent.workdir / f"profile-{agent.run_count:02d}"
-    stem.with_name(f"{stem.name}-agent.folded").write_text(pair.agent.folded())
-    stem.with_name(f"{stem.name}-perf.folded").write_text(pair.perf.folded())
+    for name, profile in (("agent", pair.agent), ("perf", pair.perf)):
+        stem.with_name(f"{stem.name}-{name}.folded").write_text(profile.folded())
+        stem.with_name(f"{stem.name}-{name}.pb.gz").write_bytes(pprof(profile))
+    both = speedscope({"agent": pair.agent, "perf": pair.perf}, name=stem.name)
+    stem.with_name(f"{stem.name}.speedscope.json").write_text(both)

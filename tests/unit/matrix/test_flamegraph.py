@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
-from harness.matrix.flamegraph import colour, parse_folded, render_flamegraph
-from harness.matrix.report import render_html
+from harness.matrix.flamegraph import colour, diff_colour, parse_folded, render_flamegraph
+from harness.matrix.report import render_html, write_html
 
 FOLDED = "main;outer;middle;leaf 60\nmain;outer;other 20\n[kernel];cpu_do_idle 20\nbad line\n"
 
@@ -82,7 +83,7 @@ def test_the_report_draws_the_agent_and_perf_side_by_side() -> None:
     cell = {"cell": "c1", "outcome": "passed", "axes": {"flavour": "dt"}, "profile": profile}
     page = render_html({"matrix": "quick", "cells": [cell]})
     flames = re.findall(r'<svg class="flame"[^>]*aria-label="([^"]*)"', page)
-    assert flames == ["the agent", "Linux perf"]
+    assert flames == ["the agent", "Linux perf", "the agent against perf (red: more, blue: less)"]
     assert "PROFILE: chi2 0.0 vs 16.3" in page
     assert "<script" not in page.lower()
     assert not re.search(r"""(src|href)=["']?https?:""", page)  # nothing to fetch
@@ -91,3 +92,23 @@ def test_the_report_draws_the_agent_and_perf_side_by_side() -> None:
 def test_a_cell_without_a_profile_draws_no_flame_graph() -> None:
     page = render_html({"matrix": "quick", "cells": [{"cell": "c1", "outcome": "passed"}]})
     assert 'class="flame"' not in page
+
+
+def test_a_differential_graph_colours_by_share_against_the_other() -> None:
+    agent = [(("main", "leaf"), 80), (("main", "cold"), 20)]
+    perf = [(("main", "leaf"), 50), (("main", "cold"), 50)]
+    svg = render_flamegraph(agent, title="diff", against=perf)
+    fills = dict(re.findall(r"<title>(\w+): [^<]*</title><rect [^>]*fill=\"([^\"]+)\"", svg))
+    assert fills["leaf"] == diff_colour(30.0) == "rgb(255,0,0)"  # 80 % against 50 %: red
+    assert fills["cold"] == diff_colour(-30.0) == "rgb(0,0,255)"  # 20 % against 50 %: blue
+    assert fills["main"] == diff_colour(0.0) == "rgb(255,255,255)"  # both 100 %
+    assert "leaf: 80 samples (80.0 % against 50.0 %)" in svg
+
+
+def test_the_report_links_each_cells_profile_files(tmp_path: Path) -> None:
+    profile = {"agent": FOLDED, "perf": FOLDED, "test": "PROFILE: chi2 0.0 vs 16.3"}
+    cell = {"cell": "c1", "outcome": "passed", "axes": {"flavour": "dt"}, "profile": profile}
+    page = write_html({"matrix": "quick", "cells": [cell]}, tmp_path).read_text()
+    links = re.findall(r'<a href="(profiles/[^"]+)"', page)
+    assert len(links) == 3  # speedscope (both), pprof agent, pprof perf
+    assert all((tmp_path / link).is_file() for link in links)
