@@ -39,6 +39,7 @@ from harness.build.keys import ensure_keypair
 from harness.cli import against as againstmod
 from harness.cli import bench as benchmod
 from harness.cli import checks, mutantruns, testrun
+from harness.cli import ci as cimod
 from harness.cli.cachelist import format_listing, prune_cache, survey_cache
 from harness.cli.session import (
     GuestRequest,
@@ -513,6 +514,6 @@ def mutants(c: Context, full: bool = False, cpus: int = 2, flavour: list[str] | 
 @cli
 def ci(c: Context, workers: int = 2) -> None:
     """The project's tests: setup, images, lint, types, unit tier and the full guest tier."""
-    status = testrun.run_ci(Cache.default(), workers=workers)
+    status = cimod.run_ci(Cache.default(), workers=workers)
     if status != 0:
         raise Exit(code=status)

@@ -1,6 +1,6 @@
 """What ``invoke ci`` builds beside its first tier: the later tiers' kernels and agents.
 
-`harness.cli.testrun.run_ci` starts this module at idle priority
+`harness.cli.ci.run_ci` starts this module at idle priority
 (`harness.process.beside`) once the first tier's images are ready, so the debug,
 6.12 and kcsan kernels and the mutant stage's agents compile in the CPU time the
 guest tier leaves idle instead of one after another before it. Every build goes
@@ -20,8 +20,8 @@ from harness import arches
 from harness.build.cache import Cache
 from harness.build.images import prepare_images
 from harness.build.kernel import KernelChoice
+from harness.cli.ci import CI_IMAGES, CI_MUTANTS
 from harness.cli.mutantruns import build_default_group
-from harness.cli.testrun import CI_IMAGES, CI_MUTANTS
 from harness.errors import HarnessError
 from harness.process import handle_sigterm
 

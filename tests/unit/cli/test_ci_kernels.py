@@ -12,14 +12,8 @@ from harness import arches
 from harness.build.cache import Cache
 from harness.build.kernel import KernelChoice
 from harness.build.kernels import VARIANTS, VERSIONS
-from harness.cli import checks, testrun
-from harness.cli.testrun import (
-    CI_DEBUG_KERNEL_TESTS,
-    CI_IMAGES,
-    CI_NEWER_KERNEL,
-    CI_SANITIZER_RUNS,
-    guest_options,
-)
+from harness.cli import checks, ci
+from harness.cli.ci import CI_IMAGES, CI_STAGES, DEBUG_KERNEL_TESTS, TRUTH_TESTS
 from harness.matrix.load import get_matrix
 
 
@@ -29,17 +23,37 @@ def test_ci_builds_known_images_and_the_612_default_kernel() -> None:
     assert len(set(CI_IMAGES)) == len(CI_IMAGES)
 
 
-def test_the_newer_kernel_tier_boots_612_and_every_kernel_it_boots_is_built() -> None:
-    options = guest_options(CI_NEWER_KERNEL)
-    assert options[options.index("--kernel") + 1] == "6.12"
-    booted = {(CI_NEWER_KERNEL.arch, CI_NEWER_KERNEL.variant, CI_NEWER_KERNEL.kernel)}
-    booted |= {(c.arch, c.variant, c.kernel) for c in get_matrix("quick").cells}
-    booted |= {(r.arch, r.variant, r.kernel) for r in CI_SANITIZER_RUNS}
+def test_every_kernel_ci_boots_is_one_it_builds() -> None:
+    booted: set[tuple[str, str, str]] = {(c.arch, c.variant, c.kernel)
+                                         for c in get_matrix("quick").cells}  # fmt: skip
+    booted |= {(s.request.arch, s.request.variant, s.request.kernel) for s in CI_STAGES}
     assert booted <= set(CI_IMAGES)
+    assert ("arm64", "default", "6.12") in booted
 
 
 def test_ci_runs_kasan_on_2_vcpus_and_kcsan_on_8() -> None:
-    assert {(r.variant, r.cpus) for r in CI_SANITIZER_RUNS} == {("debug", 2), ("kcsan", 8)}
+    found = {(s.request.variant, s.request.cpus) for s in CI_STAGES if SANITIZER in s.paths}
+    assert found == {("debug", 2), ("kcsan", 8)}
+
+
+SANITIZER = "tests/guest/test_sanitizers.py"
+
+
+def test_every_kernel_and_variant_runs_the_truth_tests() -> None:
+    """Issue 48: the content, peer and outside tests ran on 6.1 only; each kernel CI
+    ships now runs them (6.1's in the first tier, which runs all of tests/guest)."""
+    truth = {"test_content", "test_profile", "test_outside"}
+    for kernel in CI_IMAGES[1:]:
+        stages = [s for s in CI_STAGES
+                  if (s.request.arch, s.request.variant, s.request.kernel) == kernel]  # fmt: skip
+        chosen = set()
+        for stage in stages:
+            if stage.paths == ("tests/guest",):  # chosen by keyword: each name must match
+                assert stage.keyword is not None
+                chosen |= {name for name in truth if name in stage.keyword}
+            chosen |= {name for name in truth for path in stage.paths if name in path}
+        assert chosen == truth, kernel
+    assert all(path.startswith("tests/guest/") for path in TRUTH_TESTS)
 
 
 def test_ci_runs_the_debug_kernel_test_with_the_debug_kernel_and_builds_beside_every_stage(
@@ -69,19 +83,20 @@ def test_ci_runs_the_debug_kernel_test_with_the_debug_kernel_and_builds_beside_e
     def fake_images(arch: object, variant: str, cache: object, *, kernel: KernelChoice) -> None:
         events.append(f"images {variant} {kernel.version}")
 
-    monkeypatch.setattr(testrun, "ensure_host", lambda: None)
-    monkeypatch.setattr(testrun, "prepare_images", fake_images)
-    monkeypatch.setattr(testrun, "beside", fake_beside)
-    monkeypatch.setattr(testrun, "_run", fake_run)
+    monkeypatch.setattr(ci, "ensure_host", lambda: None)
+    monkeypatch.setattr(ci, "prepare_images", fake_images)
+    monkeypatch.setattr(ci, "beside", fake_beside)
+    monkeypatch.setattr(ci, "_run", fake_run)
     monkeypatch.setattr(checks, "run_checks", lambda _: True)
-    monkeypatch.setattr(testrun, "new_run_dir", lambda *parts: tmp_path)
-    monkeypatch.setattr(testrun, "run_matrix", lambda *a, **k: _noted(events, "matrix"))
-    monkeypatch.setattr(testrun, "run_quick_mutants", lambda _: _noted(events, "mutants"))
-    assert testrun.run_ci(Cache(tmp_path), workers=2) == 0
+    monkeypatch.setattr(ci, "new_run_dir", lambda *parts: tmp_path)
+    monkeypatch.setattr(ci, "run_matrix", lambda *a, **k: _noted(events, "matrix"))
+    monkeypatch.setattr(ci, "run_quick_mutants", lambda _: _noted(events, "mutants"))
+    assert ci.run_ci(Cache(tmp_path), workers=2) == 0
 
-    first, debug, newer, kcsan = runs
-    assert f"--ignore={CI_DEBUG_KERNEL_TESTS}" in first
-    assert CI_DEBUG_KERNEL_TESTS in debug
+    first, debug, newer, kcsan, kcsan_truth = runs
+    assert f"--ignore={DEBUG_KERNEL_TESTS}" in first
+    assert "tests/unit" not in first  # the unit tier runs shuffled with the static checks
+    assert DEBUG_KERNEL_TESTS in debug
     assert "not selftest" not in debug  # the test is a selftest
     assert debug[debug.index("--variant") + 1] == "debug"
     assert debug[debug.index("-n") + 1] == "2"
@@ -89,10 +104,13 @@ def test_ci_runs_the_debug_kernel_test_with_the_debug_kernel_and_builds_beside_e
     assert newer[newer.index("-n") + 1] == "2"
     assert kcsan[kcsan.index("--variant") + 1] == "kcsan"
     assert "-n" not in kcsan  # 8 vCPUs fill both host cores
+    assert kcsan_truth[kcsan_truth.index("--cpus") + 1] == "2"
+    assert kcsan_truth[kcsan_truth.index("-n") + 1] == "2"
+    assert all(path in kcsan_truth and path in debug for path in TRUTH_TESTS)
     later = [f"images {v} {k}" for _, v, k in CI_IMAGES[1:]]
     assert events == [
         "images default 6.1", "beside: -m harness.cli.prebuild", "pytest",
-        later[0], "pytest", later[1], "pytest", later[2], "pytest",
+        later[0], "pytest", later[1], "pytest", later[2], "pytest", later[2], "pytest",
         "matrix", "finish", "mutants",
     ]  # fmt: skip
 

@@ -12,8 +12,8 @@ from harness.agent.mutants import NONE
 from harness.build.cache import Cache
 from harness.build.kernel import KernelChoice
 from harness.cli import prebuild
+from harness.cli.ci import CI_IMAGES, CI_MUTANTS
 from harness.cli.mutantruns import MutationRequest, planned
-from harness.cli.testrun import CI_IMAGES, CI_MUTANTS
 from tests.scenarios.test_budgets import CASES
 
 
