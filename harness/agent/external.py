@@ -4,8 +4,8 @@ The registry (`harness.agent.flavours`, `harness.agent.flavours.discovery`) find
 flavour package and makes sure its parts are there; this makes sure they fit: its
 behaviour imports and is a `harness.agent.flavour.Flavour` over its own data, its C
 template renders beside the core, and nothing it declares is already the core's or
-another flavour's (flavour id, record layouts, ioctls, fault points, load parameters,
-mutants). Each problem is one `FlavourPackageError` line::
+another flavour's (flavour id, record layouts, counters, ioctls, fault points, load
+parameters, mutants). Each problem is one `FlavourPackageError` line::
 
     use_flavours([Path("~/src/myport")])   # --flavour-path: ('myport',), found and checked
     check_outside()                        # what entry points and PROFBENCH_FLAVOUR_PATH found
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.agent import flavours, mutants
 from harness.agent.flavour import behaviour
-from harness.agent.module.info import FlavourInfo
+from harness.agent.module.info import CORE_PERCPU, FlavourInfo
 from harness.agent.module.render import CORE_PARAMS, render_agent, render_flavour
 from harness.agent.module.spec import AgentSpec
 from harness.errors import ConfigError, FlavourPackageError
@@ -80,3 +80,24 @@ def _check_own(info: FlavourInfo, package: str, origin: str) -> None:
             owner = taken.get((what, value))
             if owner is not None:
                 raise FlavourPackageError(package, origin, f"its {what} {value!r} is {owner}'s")
+    _check_counters(info, package, origin)
+
+
+def _check_counters(info: FlavourInfo, package: str, origin: str) -> None:
+    """:raise FlavourPackageError: a counter of ``info`` is the core's or an in-tree seed's.
+
+    A run's numbers name the core's per-CPU counters and the flavour's in one space
+    (``percpu.3.x_producer_calls``), and the oracles read them by name: a port's
+    ``x_producer_calls`` would be read as the core's. A seed's own counter (dt's
+    ``dc_dropevt``, tprof's ``sample``) means that seed's statistic, one word for one
+    meaning. The bench's ``x_`` names (``x_recorded``, ``x_inring``, ``x_bytes_read``)
+    are a vocabulary the flavours share, scaffolded ports included.
+    """
+    taken = {name: "the core" for name, _ in CORE_PERCPU}
+    for name, other in flavours.FLAVOURS.items():
+        taken |= {counter: name for counter in (*other.stat_names, *other.percpu_names)
+                  if not counter.startswith("x_")}  # fmt: skip
+    for counter in (*info.stat_names, *info.percpu_names):
+        if counter in taken:
+            problem = f"its counter {counter!r} is {taken[counter]}'s"
+            raise FlavourPackageError(package, origin, problem)
