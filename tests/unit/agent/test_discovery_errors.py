@@ -120,10 +120,14 @@ def test_a_name_another_package_has_is_refused(tmp_path: Path) -> None:
         (("flavour_id={flavour_id}", "flavour_id=1"), "its flavour id 1 is tprof's"),
         (('"{name}_rec"', '"tprof_sample"'), "its record layout 'tprof_sample' is tprof's"),
         (('"{name}_lose"', '"drop_7th_overflow"'), "its mutant 'drop_7th_overflow' is the core's"),
-        (('("x_recorded", "recorded")', '("x_producer_calls", "calls")'),
-         "its counter 'x_producer_calls' is the core's"),
-        (('("x_recorded", "recorded")', '("dc_dropevt", "dropped")'),
-         "its counter 'dc_dropevt' is dt's"),
+        (
+            ('("x_recorded", "recorded")', '("x_producer_calls", "calls")'),
+            "its counter 'x_producer_calls' is the core's",
+        ),
+        (
+            ('("x_recorded", "recorded")', '("dc_dropevt", "dropped")'),
+            "its counter 'dc_dropevt' is dt's",
+        ),
     ],
 )
 def test_what_the_core_or_another_flavour_has_is_refused(
