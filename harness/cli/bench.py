@@ -29,7 +29,7 @@ Timing is measured here and never asserted in tests::
 
 from __future__ import annotations
 
-import datetime as dt
+import datetime
 import json
 import logging
 import os
@@ -157,7 +157,7 @@ def _start_to_launch(argv: list[str]) -> float:
         records = list(Path(tmp).glob("pytest/**/run.json"))
         if not records:
             raise InfraError(f"{shlex.join(argv)} left no guest run record under {tmp}")
-        began = min(dt.datetime.fromisoformat(json.loads(r.read_text())["started_at"])
+        began = min(datetime.datetime.fromisoformat(json.loads(r.read_text())["started_at"])
                     for r in records)  # fmt: skip
         return began.timestamp() - started
 
@@ -259,7 +259,7 @@ def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, An
     ensure_host()
     arch = arches.get(request.arch)
     result: dict[str, Any] = {
-        "measured_at": dt.datetime.now(dt.UTC).isoformat(),
+        "measured_at": datetime.datetime.now(datetime.UTC).isoformat(),
         "host": host_facts(),
         "qemu": tool_version(arch.qemu_binary),
         "arch": arch.name,
@@ -280,7 +280,7 @@ def run_bench(request: BenchRequest, cache: Cache | None = None) -> dict[str, An
         result["matrix"] = measure_matrix(request.matrix)
     if request.test_wall:
         result["test_wall"] = measure_test_wall()
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = request.out or artifacts_root() / "bench" / f"bench-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     result["json_path"] = str(out)
@@ -297,10 +297,10 @@ def run_against(rev: str, wall: TestWall, out: Path | None = None) -> dict[str, 
     :raise ConfigError: ``rev`` names no commit of this repository.
     """
     ensure_host()
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     root = artifacts_root() / "bench"
     tree = export_revision(rev, root / f"against-{stamp}")
-    result = {"measured_at": dt.datetime.now(dt.UTC).isoformat(), "host": host_facts(),
+    result = {"measured_at": datetime.datetime.now(datetime.UTC).isoformat(), "host": host_facts(),
               "test_wall_against": compare_test_wall(tree, rev, wall)}  # fmt: skip
     path = out or root / f"bench-{stamp}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,9 @@ profctl sequence that does the work. Those commands, in order, become the guest'
 ``run.sh`` (`render_run_script`), shipped with the module and profctl in a small
 cpio appended to the initramfs (`extra_cpio`), whose ``/etc/inittab`` replaces the
 rootfs's: init runs the script once, the script writes every command's status and
-output and the agent's files to the console, gzip-compressed as hex lines, and powers off.
+output and the agent's files to the console as one gzip-compressed tar in base64 lines
+(``PBR ztar SIZE``, then ``PBR b ...``), and powers off. Bundles recorded before carry a
+gzip-compressed item per result as hex lines; `parse_results` still reads them.
 
 Afterwards the same runner runs again over a `CollectedShell` that answers every
 command with what the guest printed (refusing any command the guest did not run),

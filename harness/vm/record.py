@@ -13,7 +13,7 @@ killed leaves what it knew::
 
 from __future__ import annotations
 
-import datetime as dt
+import datetime
 import os
 import platform
 import re
@@ -38,7 +38,7 @@ def artifacts_root() -> Path:
 
 def new_run_dir(kind: str, name: str) -> Path:
     """A fresh, uniquely named directory ``<artifacts>/<kind>/<UTC time>-<name>``."""
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     path = artifacts_root() / kind / f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}"
     path.mkdir(parents=True)
     return path
@@ -110,7 +110,7 @@ class RunRecord:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._data: dict[str, Any] = {
-            "started_at": dt.datetime.now(dt.UTC).isoformat(),
+            "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
             "host": host_facts(),
             "verdict": {"result": "running"},
         }
@@ -128,7 +128,7 @@ class RunRecord:
 
     def finish(self, error: BaseException | None) -> None:
         """Write the verdict."""
-        self._data["finished_at"] = dt.datetime.now(dt.UTC).isoformat()
+        self._data["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat()
         self._data["verdict"] = verdict_of(error)
         self._save()
 

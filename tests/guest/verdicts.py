@@ -1,12 +1,13 @@
 """How a guest test holds a run to its oracles: its report attached, then no violation and
 no relied-on oracle that compared nothing.
 
-Each flavour's tests pass their table and verdict lines (the flavour's own report
-helpers), the violations and what each oracle compared::
+Each flavour's tests pass the run's report (its table and its verdict lines, from the
+flavour's own report helpers), the violations and what each oracle compared::
 
-    violations, judged = check_dt(run), judge_dt(run)
-    verdicts = format_dt_verdicts(violations, applicable_dt_oracles(run), judged)
-    assert_verdicts(request, format_dt_table(run), verdicts, violations, judged)
+    flavour = behaviour("dt")
+    violations, judged = flavour.check(run), flavour.judged(run)
+    report = (table, verdicts)                  # the flavour's table and verdict lines
+    assert_verdicts(request, report, violations, judged, relied=("WHERE", "WHO"))
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ tree (``--flavour-path``, its entry point) on each of them.
 
 from __future__ import annotations
 
-import datetime as dt
+import datetime
 import json
 import time
 from collections.abc import Iterator
@@ -204,7 +204,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         cells,
         out,
         matrix=name,
-        started_at=dt.datetime.now(dt.UTC).isoformat(),
+        started_at=datetime.datetime.now(datetime.UTC).isoformat(),
         wall_s=time.monotonic() - config.stash[STARTED],
         workers=config.getoption("--matrix-workers"),
         kernels=_kernel_names(chosen_matrix(config), cells),

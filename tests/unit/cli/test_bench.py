@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import datetime as dt
+import datetime
 import json
 import types
 from collections.abc import Callable
@@ -27,7 +27,7 @@ def leaving(records: dict[str, float]) -> Callable[..., None]:
         for relative, seconds in records.items():
             path = Path(env[ARTIFACTS_ENV]) / relative / "run.json"
             path.parent.mkdir(parents=True)
-            began = dt.datetime.fromtimestamp(STARTED + seconds, dt.UTC).isoformat()
+            began = datetime.datetime.fromtimestamp(STARTED + seconds, datetime.UTC).isoformat()
             path.write_text(json.dumps({"started_at": began}))
 
     return run
