@@ -30,12 +30,12 @@ from harness.agent.module.spec import AgentSpec, parse_params, parse_quirks
 from harness.agent.mutants import format_table as format_mutants
 from harness.agent.mutants import survivors, tally
 from harness.agent.scaffold import new_flavour as scaffold_flavour
-from harness.build import hostdeps
-from harness.build import rootfs as rootfsmod
-from harness.build.cache import Cache
-from harness.build.images import describe_kernel, prepare_images
-from harness.build.kernel import KernelRequest, build_kernel, check_variant, kernel_key
-from harness.build.keys import ensure_keypair
+from harness.builder import hostdeps
+from harness.builder import rootfs as rootfsmod
+from harness.builder.cache import Cache
+from harness.builder.images import describe_kernel, prepare_images
+from harness.builder.kernel import KernelRequest, build_kernel, check_variant, kernel_key
+from harness.builder.keys import ensure_keypair
 from harness.cli import against as againstmod
 from harness.cli import bench as benchmod
 from harness.cli import checks, mutantruns, testrun

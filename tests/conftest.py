@@ -28,9 +28,9 @@ from harness.agent.module.build import AgentBuild, build_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.profctl_build import build_profctl
 from harness.agent.steps import throttling_command
-from harness.build.cache import Cache
-from harness.build.images import GuestImages, describe_kernel
-from harness.build.kernel import KernelChoice
+from harness.builder.cache import Cache
+from harness.builder.images import GuestImages, describe_kernel
+from harness.builder.kernel import KernelChoice
 from harness.cli.session import GuestRequest, parse_kernel, parse_nmi, resolve
 from harness.cli.skips import format_skipped, invoke_test_command, skip_reason, skipped_checks
 from harness.errors import HarnessError

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.agent.truth.build import TRUTH_SOURCE, compile_truth
 from harness.arches import ArchProfile
-from harness.build.cache import Cache, content_key, file_sha256
+from harness.builder.cache import Cache, content_key, file_sha256
 from harness.errors import BuildError, HostSetupError
 from harness.paths import GUEST_DIR
 from harness.process import run_logged, tool_version

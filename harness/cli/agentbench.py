@@ -31,8 +31,8 @@ from harness.agent.module.build import build_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.profctl_build import build_profctl
 from harness.arches import ArchProfile
-from harness.build.cache import Cache
-from harness.build.images import GuestImages
+from harness.builder.cache import Cache
+from harness.builder.images import GuestImages
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest

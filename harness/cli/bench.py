@@ -46,12 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from harness import arches
-from harness.build.cache import Cache
-from harness.build.hostdeps import ensure_host
-from harness.build.images import GuestImages, prepare_images
-from harness.build.kernel import DEFAULT_KERNEL, KernelChoice, KernelRequest, build_kernel
-from harness.build.keys import ensure_keypair
-from harness.build.rootfs import build_rootfs
+from harness.builder.cache import Cache
+from harness.builder.hostdeps import ensure_host
+from harness.builder.images import GuestImages, prepare_images
+from harness.builder.kernel import DEFAULT_KERNEL, KernelChoice, KernelRequest, build_kernel
+from harness.builder.keys import ensure_keypair
+from harness.builder.rootfs import build_rootfs
 from harness.cli.against import TestWall, compare_test_wall, export_revision, format_rows
 from harness.cli.agentbench import bench_rows, measure_agents
 from harness.cli.testrun import worker_budget

@@ -16,11 +16,11 @@ from harness.agent.module.build import agent_key
 from harness.agent.module.spec import AgentSpec
 from harness.agent.profctl_build import profctl_key
 from harness.arches import ARCHES
-from harness.build.cache import Cache, CacheEntry, entry_size_bytes, list_entries, remove_entry
-from harness.build.kernel import VARIANTS, KernelChoice, KernelRequest, kernel_key, source_key
-from harness.build.kernels import VERSIONS
-from harness.build.keys import ensure_keypair
-from harness.build.rootfs import rootfs_key
+from harness.builder.cache import Cache, CacheEntry, entry_size_bytes, list_entries, remove_entry
+from harness.builder.kernel import VARIANTS, KernelChoice, KernelRequest, kernel_key, source_key
+from harness.builder.kernels import VERSIONS
+from harness.builder.keys import ensure_keypair
+from harness.builder.rootfs import rootfs_key
 from harness.process import tool_version
 
 

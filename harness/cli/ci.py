@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from harness import arches
 from harness.agent.mutants import format_table, survivors, tally
-from harness.build.cache import Cache
-from harness.build.hostdeps import ensure_host
-from harness.build.images import prepare_images
-from harness.build.kernel import KernelChoice, Variant
+from harness.builder.cache import Cache
+from harness.builder.hostdeps import ensure_host
+from harness.builder.images import prepare_images
+from harness.builder.kernel import KernelChoice, Variant
 from harness.cli import checks
 from harness.cli.mutantruns import MutationRequest, run_mutants, write_table
 from harness.cli.session import GuestRequest

@@ -43,10 +43,10 @@ from harness.agent.peer.counts import PeerEvidence, peer_range, stretch_margin
 from harness.agent.peer.profile import unjudgeable
 from harness.agent.profctl_build import build_profctl
 from harness.arches import ArchProfile
-from harness.build.cache import Cache, write_json_atomic
-from harness.build.hostdeps import ensure_host
-from harness.build.images import GuestImages, prepare_images
-from harness.build.kernel import DEFAULT_KERNEL, KernelChoice, Variant
+from harness.builder.cache import Cache, write_json_atomic
+from harness.builder.hostdeps import ensure_host
+from harness.builder.images import GuestImages, prepare_images
+from harness.builder.kernel import DEFAULT_KERNEL, KernelChoice, Variant
 from harness.errors import ConfigError, GuestError, HarnessError
 from harness.lanes import run_lanes
 from harness.process import build_pool

@@ -17,9 +17,9 @@ import logging
 import sys
 
 from harness import arches
-from harness.build.cache import Cache
-from harness.build.images import prepare_images
-from harness.build.kernel import KernelChoice
+from harness.builder.cache import Cache
+from harness.builder.images import prepare_images
+from harness.builder.kernel import KernelChoice
 from harness.cli.ci import CI_IMAGES, CI_MUTANTS
 from harness.cli.mutantruns import build_default_group
 from harness.errors import HarnessError

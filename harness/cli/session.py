@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import arches
-from harness.build.cache import Cache
-from harness.build.hostdeps import ensure_host
-from harness.build.images import GuestImages, prepare_images
-from harness.build.kernel import KernelChoice, check_variant
-from harness.build.kernels import DEFAULT_VERSION, get_version
+from harness.builder.cache import Cache
+from harness.builder.hostdeps import ensure_host
+from harness.builder.images import GuestImages, prepare_images
+from harness.builder.kernel import KernelChoice, check_variant
+from harness.builder.kernels import DEFAULT_VERSION, get_version
 from harness.errors import ConfigError
 from harness.timeouts import Timeouts
 from harness.vm.accel import choose_accel

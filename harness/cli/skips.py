@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from harness import arches
-from harness.build.kernel import VARIANTS, Variant, check_variant
+from harness.builder.kernel import VARIANTS, Variant, check_variant
 from harness.cli.session import GuestRequest
 
 Image = tuple[str, Variant]

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from harness import arches, ktap
 from harness.agent.flavours import child_environment
-from harness.build.cache import Cache
-from harness.build.hostdeps import ensure_host
-from harness.build.images import prepare_images
-from harness.build.kernel import KernelChoice, KernelRequest, Variant, find_kernel
+from harness.builder.cache import Cache
+from harness.builder.hostdeps import ensure_host
+from harness.builder.images import prepare_images
+from harness.builder.kernel import KernelChoice, KernelRequest, Variant, find_kernel
 from harness.cli.session import GuestRequest, parse_kernel, resolve
 from harness.cli.skips import images_command, missing_images, tier_images
 from harness.errors import ConfigError

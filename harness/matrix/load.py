@@ -29,8 +29,8 @@ from pathlib import Path
 from harness import arches
 from harness.agent import flavours
 from harness.arches import ACCELS, Accel
-from harness.build.kernel import Variant, check_variant
-from harness.build.kernels import DEFAULT_VERSION, get_version
+from harness.builder.kernel import Variant, check_variant
+from harness.builder.kernels import DEFAULT_VERSION, get_version
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 from harness.tomlfile import read_toml
@@ -57,7 +57,7 @@ class Cell:
     nmi: bool
     accel: Accel
     variant: Variant
-    kernel: str = DEFAULT_VERSION  # a Debian kernel version (harness.build.kernels.VERSIONS)
+    kernel: str = DEFAULT_VERSION  # a Debian kernel version (harness.builder.kernels.VERSIONS)
 
     @property
     def id(self) -> str:

@@ -30,8 +30,8 @@ from harness.agent.flavour import OpRule, behaviour
 from harness.agent.module.info import FlavourInfo
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.results import CORE_NAMES
-from harness.build.kernel import check_variant
-from harness.build.kernels import DEFAULT_VERSION, get_version
+from harness.builder.kernel import check_variant
+from harness.builder.kernels import DEFAULT_VERSION, get_version
 from harness.errors import ConfigError
 from harness.scenarios.types import (
     ACCEL_CHOICES,

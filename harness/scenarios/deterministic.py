@@ -29,7 +29,7 @@ from harness.agent.flavour import Script, behaviour
 from harness.agent.module.build import AgentBuild
 from harness.agent.module.spec import PMU_EVENTS
 from harness.agent.steps import GUEST_DIR
-from harness.build.images import BootFiles
+from harness.builder.images import BootFiles
 from harness.errors import EnvironmentMismatch, GuestError, HarnessTimeout, InfraError
 from harness.process import run_logged
 from harness.scenarios.identity import NumberRow

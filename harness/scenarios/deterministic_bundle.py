@@ -27,9 +27,9 @@ from harness.agent.module.build import export_agent
 from harness.agent.mutants import NONE
 from harness.agent.profctl_build import build_profctl
 from harness.agent.truth.build import TRUTH_BINARY
-from harness.build.cache import Cache, file_sha256, write_json_atomic
-from harness.build.images import GuestImages, prepare_images
-from harness.build.kernel import KernelChoice
+from harness.builder.cache import Cache, file_sha256, write_json_atomic
+from harness.builder.images import GuestImages, prepare_images
+from harness.builder.kernel import KernelChoice
 from harness.errors import ConfigError, InfraError
 from harness.scenarios.deterministic import (
     SKIPPED_ACTIONS,

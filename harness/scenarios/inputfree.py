@@ -50,7 +50,7 @@ from pathlib import Path
 
 from harness.agent import profctl
 from harness.agent.steps import GUEST_DIR, PMU_EVENT_DIRS
-from harness.build import cpio
+from harness.builder import cpio
 from harness.errors import GuestCommandError, InfraError
 from harness.templates import render
 

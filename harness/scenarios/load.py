@@ -24,7 +24,7 @@ from harness import arches
 from harness.agent import flavours
 from harness.agent.flavour import behaviour
 from harness.agent.module.spec import AgentSpec
-from harness.build.kernels import DEFAULT_VERSION, get_version
+from harness.builder.kernels import DEFAULT_VERSION, get_version
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 from harness.scenarios.checks import (

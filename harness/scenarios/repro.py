@@ -32,9 +32,9 @@ from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, behaviou
 from harness.agent.module.build import AgentBuild, export_agent
 from harness.agent.profctl_build import build_profctl
 from harness.agent.steps import host_action_steps, inject_step, kick_step, probe_step
-from harness.build.cache import Cache, write_json_atomic
-from harness.build.images import GuestImages, prepare_images
-from harness.build.kernel import KernelChoice
+from harness.builder.cache import Cache, write_json_atomic
+from harness.builder.images import GuestImages, prepare_images
+from harness.builder.kernel import KernelChoice
 from harness.errors import ConfigError, GuestError, InfraError
 from harness.scenarios.load import (
     Expectation,

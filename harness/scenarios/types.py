@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from harness.agent.flavour import OpRule
-from harness.build.kernel import Variant
+from harness.builder.kernel import Variant
 from harness.vm.accel import AccelChoice
 from harness.vm.topology import CpuTopology
 
@@ -44,7 +44,7 @@ class GuestSetup:
     variant: Variant
     nmi: bool
     kernel_args: tuple[str, ...]
-    kernel: str = "6.1"  # Debian kernel version (harness.build.kernels.VERSIONS)
+    kernel: str = "6.1"  # Debian kernel version (harness.builder.kernels.VERSIONS)
 
 
 @dataclass(frozen=True, slots=True)

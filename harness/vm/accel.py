@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from harness.arches import Accel, ArchProfile
-from harness.build.cache import Cache, content_key, write_json_atomic
+from harness.builder.cache import Cache, content_key, write_json_atomic
 from harness.errors import ConfigError
 from harness.process import die_with_parent, tool_version
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from harness.arches import Accel, ArchProfile
-from harness.build.images import BootFiles
+from harness.builder.images import BootFiles
 from harness.errors import ConfigError
 from harness.vm.topology import CpuTopology
 

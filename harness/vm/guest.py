@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from harness.build.images import GuestImages
-from harness.build.rootfs import GUEST_INIT
+from harness.builder.images import GuestImages
+from harness.builder.rootfs import GUEST_INIT
 from harness.errors import (
     BootHang,
     EnvironmentMismatch,

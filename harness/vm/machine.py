@@ -28,7 +28,7 @@ from enum import Enum
 from pathlib import Path
 from types import TracebackType
 
-from harness.build.images import BootFiles
+from harness.builder.images import BootFiles
 from harness.errors import (
     ConfigError,
     HarnessError,

@@ -58,7 +58,7 @@ SESSION_DIR = "/tmp"
 #: written file) 1-3 s.
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 120
-#: Linux perf on the host (Debian's ``linux-perf``; `harness.build.hostdeps` installs it):
+#: Linux perf on the host (Debian's ``linux-perf``; `harness.builder.hostdeps` installs it):
 #: it reads the guest's perf.data after the run, off the emulated guest.
 HOST_PERF = "perf"
 #: Host perf reading a peer run's perf.data (``perf script`` with call chains,

@@ -33,7 +33,7 @@ import logging
 import statistics
 from pathlib import Path
 
-from harness.build.images import GuestImages
+from harness.builder.images import GuestImages
 from harness.errors import HarnessError
 from harness.timeouts import Timeouts
 from harness.timing import BOOT, timed

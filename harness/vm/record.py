@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harness.build.cache import write_json_atomic
+from harness.builder.cache import write_json_atomic
 from harness.errors import ConfigError, GuestError, HarnessError, InfraError
 from harness.paths import REPO_ROOT
 from harness.process import capture, tool_version

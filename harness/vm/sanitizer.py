@@ -15,7 +15,7 @@ failure says whether the agent or the rest of the kernel is at fault::
     #   first agent frame tp_stop+0x84/0x120 [profagent]
 
 Every report is a finding: no list accepts one. The kcsan kernel instruments none of
-its own code (``KCSAN_SANITIZE=n``, `harness.build.kernels.VARIANT_MAKE_VARS`), so a
+its own code (``KCSAN_SANITIZE=n``, `harness.builder.kernels.VARIANT_MAKE_VARS`), so a
 KCSAN report there has the agent's access on at least one side; the accept-lists of
 kernel races the bench once kept (seen while the kernel was instrumented) could only
 have hidden a race of the agent with the kernel.

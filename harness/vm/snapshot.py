@@ -25,8 +25,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from harness.build.cache import content_key
-from harness.build.images import BootFiles, GuestImages
+from harness.builder.cache import content_key
+from harness.builder.images import BootFiles, GuestImages
 from harness.vm.argv import MachineSpec, build_argv
 
 #: Bump when what a snapshot holds or how it is restored changes.

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.build.cache import Cache, CacheEntry, file_sha256, remove_entry
-from harness.build.images import GuestImages
+from harness.builder.cache import Cache, CacheEntry, file_sha256, remove_entry
+from harness.builder.images import GuestImages
 from harness.errors import SnapshotError
 from harness.process import tool_version
 from harness.timeouts import Timeouts, wait_until

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.build.cache import Cache
+from harness.builder.cache import Cache
 from harness.cli.session import GuestRequest, resolve
 from harness.process import handle_sigterm
 from harness.timeouts import Timeouts

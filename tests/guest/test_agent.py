@@ -41,8 +41,8 @@ from harness.agent.flavours.tprof.run import (
 from harness.agent.module.build import AgentBuild
 from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import DEVICE, SamplingPlan, inject_step, kick_step
-from harness.build.images import GuestImages
-from harness.build.modules import build_module
+from harness.builder.images import GuestImages
+from harness.builder.modules import build_module
 from harness.errors import BuildError, ConfigError, ModuleLoadError
 from harness.vm.argv import MachineSpec
 from harness.vm.topology import CpuTopology

@@ -26,9 +26,9 @@ from harness.agent.module.build import build_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.profctl_build import build_profctl
 from harness.agent.steps import SamplingPlan
-from harness.build.cache import Cache
-from harness.build.images import GuestImages, prepare_images
-from harness.build.kernel import KernelRequest, find_kernel
+from harness.builder.cache import Cache
+from harness.builder.images import GuestImages, prepare_images
+from harness.builder.kernel import KernelRequest, find_kernel
 from harness.errors import ConfigError
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec

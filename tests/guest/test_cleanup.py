@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.images import GuestImages
+from harness.builder.images import GuestImages
 from harness.errors import BootHang, GuestCrash, InfraError
 from harness.timeouts import Timeouts, wait_until
 from harness.vm.argv import MachineSpec

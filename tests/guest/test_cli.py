@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from harness.agent.flavours.discovery import PATH_ENV
-from harness.build.cache import Cache
-from harness.build.images import GuestImages
-from harness.build.kernel import source_key
+from harness.builder.cache import Cache
+from harness.builder.images import GuestImages
+from harness.builder.kernel import source_key
 from harness.errors import VmLaunchError
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec

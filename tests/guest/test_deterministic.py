@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.cache import Cache
+from harness.builder.cache import Cache
 from harness.scenarios.deterministic import DeterministicResult
 from harness.scenarios.deterministic_bundle import replay_deterministic, run_deterministic
 from harness.scenarios.identity import differing

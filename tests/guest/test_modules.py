@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.images import GuestImages
-from harness.build.modules import build_module
+from harness.builder.images import GuestImages
+from harness.builder.modules import build_module
 from harness.errors import BuildError
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest

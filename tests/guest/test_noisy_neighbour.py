@@ -22,8 +22,8 @@ from harness.agent.flavour import behaviour
 from harness.agent.module.build import build_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.profctl_build import build_profctl
-from harness.build.cache import Cache
-from harness.build.images import GuestImages
+from harness.builder.cache import Cache
+from harness.builder.images import GuestImages
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest

@@ -33,8 +33,8 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.report import unjudged, vcpus_share_cores
 from harness.agent.scaffold import new_flavour
 from harness.agent.steps import GUEST_DIR
-from harness.build.cache import Cache
-from harness.build.images import GuestImages
+from harness.builder.cache import Cache
+from harness.builder.images import GuestImages
 from harness.vm.guest import Guest
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT, agent_in

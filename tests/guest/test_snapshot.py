@@ -24,8 +24,8 @@ from harness.agent.driver import Agent
 from harness.agent.flavours.tprof.run import sampling_run
 from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
-from harness.build.cache import Cache, file_sha256
-from harness.build.images import GuestImages
+from harness.builder.cache import Cache, file_sha256
+from harness.builder.images import GuestImages
 from harness.errors import SnapshotError
 from harness.timeouts import Timeouts, wait_until
 from harness.vm.argv import MachineSpec

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.build.cache import Cache
-from harness.build.images import prepare_images
-from harness.build.kernel import KernelRequest, find_kernel
+from harness.builder.cache import Cache
+from harness.builder.images import prepare_images
+from harness.builder.kernel import KernelRequest, find_kernel
 from harness.timeouts import Timeouts
 from harness.vm.accel import boot_probe
 from harness.vm.argv import MachineSpec

@@ -27,9 +27,9 @@ from harness.agent.driver import Agent
 from harness.agent.module.build import build_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.profctl_build import build_profctl
-from harness.build.cache import Cache
-from harness.build.images import debian_kernel_name, prepare_images
-from harness.build.kernel import KernelChoice
+from harness.builder.cache import Cache
+from harness.builder.images import debian_kernel_name, prepare_images
+from harness.builder.kernel import KernelChoice
 from harness.errors import ConfigError, HarnessError
 from harness.matrix.load import Cell, Matrix, get_matrix, with_flavours
 from harness.matrix.report import write_html, write_summary

@@ -16,7 +16,7 @@ import pytest
 from harness.agent import flavours
 from harness.agent.flavour import behaviour
 from harness.agent.mutants import NONE
-from harness.build.cache import Cache
+from harness.builder.cache import Cache
 from harness.scenarios.deterministic_bundle import run_deterministic
 from harness.scenarios.load import load_scenario, on_kernel
 

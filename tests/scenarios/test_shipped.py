@@ -14,7 +14,7 @@ import pytest
 
 from harness.agent.flavour import behaviour
 from harness.agent.overlap import OVERLAP_RUN
-from harness.build.cache import Cache
+from harness.builder.cache import Cache
 from harness.scenarios.deterministic_bundle import run_deterministic
 from harness.scenarios.load import Scenario, load_all, on_kernel
 from harness.scenarios.repro import ReproResult, run_scenario

@@ -13,8 +13,8 @@ import pytest
 from harness import ktap
 from harness.agent.oracles.report import verdict_lines
 from harness.agent.oracles.results import Judged, Violation
-from harness.build.cache import Cache
-from harness.build.kernel import ensure_source
+from harness.builder.cache import Cache
+from harness.builder.kernel import ensure_source
 from harness.cli.testrun import write_ktap
 from harness.errors import ConfigError
 

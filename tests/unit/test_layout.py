@@ -1,7 +1,7 @@
 """The harness's layout is its data flow: no import cycle, and no stage imports a later one.
 
 Stages, in order: the foundation modules at the top of ``harness/`` (errors, paths,
-timeouts, ...), then ``build`` → ``vm`` → ``agent`` → ``scenarios`` → ``matrix`` →
+timeouts, ...), then ``builder`` → ``vm`` → ``agent`` → ``scenarios`` → ``matrix`` →
 ``cli``. A module may import its own stage and earlier ones, never a later one. Imports
 inside functions count too: a lazy import is still a dependency.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.paths import REPO_ROOT
 
-STAGES = ("", "build", "vm", "agent", "scenarios", "matrix", "cli")
+STAGES = ("", "builder", "vm", "agent", "scenarios", "matrix", "cli")
 HARNESS = REPO_ROOT / "harness"
 
 
@@ -75,7 +75,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_is_read() -> None:
     assert "harness.vm.machine" in GRAPH["harness.vm.guest"]
-    assert "harness.build.cache" in GRAPH["harness.build.images"]
+    assert "harness.builder.cache" in GRAPH["harness.builder.images"]
 
 
 def test_no_import_cycle() -> None:

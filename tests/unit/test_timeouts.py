@@ -5,7 +5,7 @@ from collections.abc import Callable
 import pytest
 
 from harness import timeouts as timeouts_module
-from harness.build.kernels import VARIANT_FRAGMENTS
+from harness.builder.kernels import VARIANT_FRAGMENTS
 from harness.errors import ConfigError, HarnessTimeout
 from harness.timeouts import VARIANT_SCALE, Timeouts, wait_until
 

@@ -25,9 +25,9 @@ from types import ModuleType
 from harness.agent.module.render import DECODER, RenderedAgent, load_decoder, render_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.mutants import NONE
-from harness.build.cache import Cache, content_key, file_sha256
-from harness.build.images import GuestImages
-from harness.build.modules import build_module
+from harness.builder.cache import Cache, content_key, file_sha256
+from harness.builder.images import GuestImages
+from harness.builder.modules import build_module
 from harness.timing import BUILD, timed
 
 LOG = logging.getLogger(__name__)

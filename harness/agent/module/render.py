@@ -19,7 +19,7 @@ from types import ModuleType
 from harness.agent import flavours, mutants
 from harness.agent.module.info import CORE_PERCPU, FlavourInfo, Param
 from harness.agent.module.spec import AgentSpec
-from harness.build.cache import content_key
+from harness.builder.cache import content_key
 from harness.errors import ConfigError
 from harness.templates import render
 

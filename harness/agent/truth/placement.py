@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.agent.truth import elfsyms, program
 from harness.agent.truth.elfsyms import Function, FunctionTable, read_functions, symbol_span
-from harness.build.cache import Cache, content_key, file_sha256
+from harness.builder.cache import Cache, content_key, file_sha256
 from harness.errors import InfraError
 
 #: The reader of a kept table (`kernel_table`): its source is part of the cache key.

@@ -41,7 +41,7 @@ from harness.agent.profctl import (
 from harness.agent.profctl_build import build_profctl
 from harness.agent.profctl_run import MAX_COMMAND, run_profctl
 from harness.agent.truth.elfsyms import symbol_span
-from harness.build.cache import Cache, file_sha256
+from harness.builder.cache import Cache, file_sha256
 from harness.errors import BuildError, ConfigError, GuestCommandError, InfraError
 from harness.process import tool_version
 from harness.vm.shell import CommandShell

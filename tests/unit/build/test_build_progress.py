@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.cache import Cache
-from harness.build.kernel import (
+from harness.builder.cache import Cache
+from harness.builder.kernel import (
     STEP_PATTERN,
     TYPICAL_STEPS,
     PastBuild,
@@ -16,7 +16,7 @@ from harness.build.kernel import (
     expected_steps,
     past_builds,
 )
-from harness.build.rootfs import TYPICAL_ROOTFS_S, expected_build_s
+from harness.builder.rootfs import TYPICAL_ROOTFS_S, expected_build_s
 from harness.process import count_in_log, count_matches
 
 LOG_TEXT = """$ make -j2 Image modules_prepare

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.cache import Cache, content_key
+from harness.builder.cache import Cache, content_key
 from harness.paths import REPO_ROOT
 
 
@@ -36,7 +36,7 @@ def test_content_key_is_short_hex() -> None:
 
 def test_content_key_is_stable_across_processes() -> None:
     parts = {"kernel": "6.1", "fragments": ["base.config", "debug.config"], "n": 3}
-    code = f"from harness.build.cache import content_key; print(content_key({parts!r}))"
+    code = f"from harness.builder.cache import content_key; print(content_key({parts!r}))"
     other = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from harness.build.cpio import (
+from harness.builder.cpio import (
     CpioMember,
     char_device,
     directory,

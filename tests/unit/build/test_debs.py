@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from harness.build.debs import PinnedPackage, deb_file_name, parse_readelf
+from harness.builder.debs import PinnedPackage, deb_file_name, parse_readelf
 
 # `readelf -W -l -d usr/sbin/dropbear` from an arm64 Debian package (abridged by hand).
 DYNAMIC = """

@@ -7,8 +7,8 @@ from typing import NoReturn
 
 import pytest
 
-from harness.build import hostdeps
-from harness.build.hostdeps import Requirement, ensure_host
+from harness.builder import hostdeps
+from harness.builder.hostdeps import Requirement, ensure_host
 from harness.errors import HostSetupError
 
 MISSING = Requirement("profbench-no-such-program", "profbench-fake-package")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.build.kconfig import (
+from harness.builder.kconfig import (
     MergedConfig,
     apply_fragment,
     merge_fragments,

@@ -9,10 +9,10 @@ from typing import get_args
 import pytest
 
 from harness import arches
-from harness.build import kernel as kernelmod
-from harness.build.cache import Cache
-from harness.build.images import BootFiles, GuestImages, kernel_identity, kernel_name, publish
-from harness.build.kernel import (
+from harness.builder import kernel as kernelmod
+from harness.builder.cache import Cache
+from harness.builder.images import BootFiles, GuestImages, kernel_identity, kernel_name, publish
+from harness.builder.kernel import (
     KCONFIG_DIR,
     KernelChoice,
     KernelRequest,
@@ -20,7 +20,7 @@ from harness.build.kernel import (
     kernel_key,
     past_builds,
 )
-from harness.build.kernels import (
+from harness.builder.kernels import (
     VARIANT_FRAGMENTS,
     VARIANT_MAKE_VARS,
     VERSION_FRAGMENTS,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.cache import Cache
-from harness.build.kerneltree import (
+from harness.builder.cache import Cache
+from harness.builder.kerneltree import (
     check_buildable,
     missing_options,
     tree_identity,

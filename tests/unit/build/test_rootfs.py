@@ -7,10 +7,10 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from harness.build import cpio
-from harness.build.debs import PinnedPackage
-from harness.build.keys import KeyPair
-from harness.build.rootfs import (
+from harness.builder import cpio
+from harness.builder.debs import PinnedPackage
+from harness.builder.keys import KeyPair
+from harness.builder.rootfs import (
     _current_pins,
     assemble_members,
     collect_files,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.build.cache import Cache
+from harness.builder.cache import Cache
 from harness.cli.cachelist import _tree_kernel_current
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.cache import Cache
+from harness.builder.cache import Cache
 from harness.cli import cachelist as images
 from harness.process import tool_version
 

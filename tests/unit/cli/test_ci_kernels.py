@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.build.cache import Cache
-from harness.build.kernel import KernelChoice
-from harness.build.kernels import VARIANTS, VERSIONS
+from harness.builder.cache import Cache
+from harness.builder.kernel import KernelChoice
+from harness.builder.kernels import VARIANTS, VERSIONS
 from harness.cli import checks, ci
 from harness.cli.ci import CI_IMAGES, CI_STAGES, DEBUG_KERNEL_TESTS, TRUTH_TESTS
 from harness.matrix.load import get_matrix

@@ -9,8 +9,8 @@ import pytest
 from harness.agent import flavours
 from harness.agent.flavour import behaviour
 from harness.agent.mutants import NONE
-from harness.build.cache import Cache
-from harness.build.kernel import KernelChoice
+from harness.builder.cache import Cache
+from harness.builder.kernel import KernelChoice
 from harness.cli import prebuild
 from harness.cli.ci import CI_IMAGES, CI_MUTANTS
 from harness.cli.mutantruns import MutationRequest, planned

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.agent import mutants
 from harness.agent.flavour import behaviour
 from harness.agent.module.info import SHARED_CASES
-from harness.build.kernels import VARIANT_FRAGMENTS
+from harness.builder.kernels import VARIANT_FRAGMENTS
 from harness.cli.mutantruns import SANITIZER_CASES, _after_guest_error, _row
 
 #: Which reports each sanitizer kernel can print.

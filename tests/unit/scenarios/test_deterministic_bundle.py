@@ -11,8 +11,8 @@ import pytest
 
 from harness import arches
 from harness.agent.module.build import AgentBuild
-from harness.build.cache import Cache, file_sha256
-from harness.build.images import BootFiles, GuestImages
+from harness.builder.cache import Cache, file_sha256
+from harness.builder.images import BootFiles, GuestImages
 from harness.errors import ConfigError
 from harness.scenarios.deterministic import (
     DeterministicAttempt,

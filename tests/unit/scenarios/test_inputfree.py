@@ -16,7 +16,7 @@ import pytest
 
 from harness.agent import profctl
 from harness.agent.steps import GUEST_DIR, PMU_EVENT_DIRS, host_action_steps
-from harness.build.cpio import read_newc
+from harness.builder.cpio import read_newc
 from harness.errors import GuestCommandError, InfraError
 from harness.scenarios.deterministic import _budget_s
 from harness.scenarios.inputfree import (

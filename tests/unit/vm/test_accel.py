@@ -9,7 +9,7 @@ from typing import NoReturn
 import pytest
 
 from harness import arches
-from harness.build.cache import Cache
+from harness.builder.cache import Cache
 from harness.errors import ConfigError
 from harness.vm import accel
 from harness.vm.accel import choose_accel, kvm_probe

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.build.images import BootFiles
+from harness.builder.images import BootFiles
 from harness.errors import ConfigError
 from harness.vm.argv import MachineSpec, build_argv, parse_usernet_ssh_port
 from harness.vm.topology import CpuTopology, default_topology

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.build.images import BootFiles
+from harness.builder.images import BootFiles
 from harness.errors import ConfigError
 from harness.vm.argv import DeterministicRun, MachineSpec, build_argv
 from harness.vm.topology import CpuTopology, default_topology

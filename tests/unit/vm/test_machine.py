@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.build.images import BootFiles
+from harness.builder.images import BootFiles
 from harness.errors import ConfigError, HostSetupError, VmLaunchError
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec

@@ -8,7 +8,7 @@ from typing import cast
 import pytest
 
 from harness import arches
-from harness.build.images import GuestImages
+from harness.builder.images import GuestImages
 from harness.errors import GuestError, HarnessError, SnapshotError, TransportError
 from harness.timeouts import Timeouts
 from harness.vm import pool as pool_module

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import arches
-from harness.build.images import BootFiles, GuestImages
+from harness.builder.images import BootFiles, GuestImages
 from harness.vm.argv import (
     MachineSpec,
     build_argv,

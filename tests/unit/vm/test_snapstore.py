@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness.build.cache import Cache, file_sha256, remove_entry
-from harness.build.images import GuestImages
+from harness.builder.cache import Cache, file_sha256, remove_entry
+from harness.builder.images import GuestImages
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.snapshot import FACTS_FILE, SNAPSHOT_FORMAT, STATE_FILE

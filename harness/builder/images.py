@@ -22,21 +22,21 @@ from pathlib import Path
 from typing import Any
 
 from harness.arches import ArchProfile
-from harness.build.cache import (
+from harness.builder.cache import (
     Cache,
     write_json_atomic,
 )
-from harness.build.kernel import (
+from harness.builder.kernel import (
     DEFAULT_KERNEL,
     KernelChoice,
     KernelRequest,
     Variant,
     build_kernel,
 )
-from harness.build.kernels import DEFAULT_VERSION, get_version
-from harness.build.kerneltree import tree_version_text
-from harness.build.keys import ensure_keypair
-from harness.build.rootfs import ROOTFS_FILE, build_rootfs
+from harness.builder.kernels import DEFAULT_VERSION, get_version
+from harness.builder.kerneltree import tree_version_text
+from harness.builder.keys import ensure_keypair
+from harness.builder.rootfs import ROOTFS_FILE, build_rootfs
 from harness.paths import IMAGES_DIR
 from harness.process import package_version
 
@@ -71,7 +71,7 @@ class GuestImages:
     kernel_origin: Origin = ()
     #: locked rootfs packages Debian no longer serves, and the version used instead
     #: ("linux-perf: locked 6.1.192-2, Debian now serves 6.1.192-3"): a point release,
-    #: recorded here and in the rootfs manifest, never a warning (`harness.build.rootfs`)
+    #: recorded here and in the rootfs manifest, never a warning (`harness.builder.rootfs`)
     rootfs_lock_drift: tuple[str, ...] = ()
 
     @property

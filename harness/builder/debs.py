@@ -10,7 +10,7 @@ nothing is installed::
     paths = apt.download(pinned, into=workdir)      # verified against SHA256
     extract(paths, root=workdir / "root")
 
-Only the thin shell lives here; what to fetch is decided in `harness.build.rootfs`.
+Only the thin shell lives here; what to fetch is decided in `harness.builder.rootfs`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.cache import file_sha256
+from harness.builder.cache import file_sha256
 from harness.errors import BuildError
 
 LOG = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ and mode all equal)::
     release = tree_release(tree)                   # (6, 12)
     problems = missing_options(tree, merged.options)   # refuse before building
 
-The build itself is `harness.build.kernel.build_tree`, the same as Debian's.
+The build itself is `harness.builder.kernel.build_tree`, the same as Debian's.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.cache import Cache, write_json_atomic
+from harness.builder.cache import Cache, write_json_atomic
 from harness.errors import ConfigError
 
 LOG = logging.getLogger(__name__)

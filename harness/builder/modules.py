@@ -16,7 +16,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from harness.build.images import GuestImages
+from harness.builder.images import GuestImages
 from harness.errors import BuildError
 from harness.process import run_logged
 

@@ -35,10 +35,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.arches import ArchProfile
-from harness.build import cpio
-from harness.build.cache import Cache, CacheEntry, content_key, file_sha256, list_entries
-from harness.build.debs import PinnedPackage, PrivateApt, elf_needs, extract
-from harness.build.keys import KeyPair
+from harness.builder import cpio
+from harness.builder.cache import Cache, CacheEntry, content_key, file_sha256, list_entries
+from harness.builder.debs import PinnedPackage, PrivateApt, elf_needs, extract
+from harness.builder.keys import KeyPair
 from harness.errors import BuildError, ConfigError
 from harness.paths import GUEST_DIR
 from harness.progress import Progress, format_progress

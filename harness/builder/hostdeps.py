@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.arches import ARCHES
-from harness.build.kernels import VERSIONS
+from harness.builder.kernels import VERSIONS
 from harness.errors import HostSetupError
 
 LOG = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class Requirement:
 def requirements() -> tuple[Requirement, ...]:
     """Everything the bench needs: QEMU and compilers for every arch, kernel build tools.
 
-    The kernel sources are every version of `harness.build.kernels.VERSIONS`.
+    The kernel sources are every version of `harness.builder.kernels.VERSIONS`.
     """
     per_arch = [
         req

@@ -1,7 +1,7 @@
 """Build the guest kernel from a Debian ``linux-source-X.Y`` package, cached by content.
 
 ``tinyconfig`` plus the fragments in ``guest/kconfig/`` (base, the arch's own,
-the arch's PMU/NMI options, the version's own (`harness.build.kernels`), and the
+the arch's PMU/NMI options, the version's own (`harness.builder.kernels`), and the
 variant's, e.g. ``debug.config``); after ``olddefconfig`` every requested option
 is verified. The build tree is kept in the cache because the profiling agent is
 built against it::
@@ -14,7 +14,7 @@ built against it::
 The key covers the source package's version (``6.1.192-2``, ``6.12.117-1~deb12u1``:
 it names the kernel version), every fragment's text, the compiler's version, the
 arch, the variant and this recipe's version. A developer's own tree
-(``KernelChoice(tree=...)``) is keyed by its content instead (`harness.build.kerneltree`).
+(``KernelChoice(tree=...)``) is keyed by its content instead (`harness.builder.kerneltree`).
 
 The compile step reports a fraction and the time left: its total is the step
 count (``CC`` lines) of the newest earlier build of the same arch, variant and
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.arches import ArchProfile
-from harness.build.cache import (
+from harness.builder.cache import (
     Cache,
     CacheEntry,
     content_key,
@@ -40,8 +40,8 @@ from harness.build.cache import (
     holding,
     list_entries,
 )
-from harness.build.kconfig import apply_fragment, merge_fragments, verify
-from harness.build.kernels import (
+from harness.builder.kconfig import apply_fragment, merge_fragments, verify
+from harness.builder.kernels import (
     DEFAULT_VERSION,
     VARIANT_MAKE_VARS,
     VARIANTS,
@@ -51,7 +51,7 @@ from harness.build.kernels import (
     fragment_names,
     get_version,
 )
-from harness.build.kerneltree import (
+from harness.builder.kerneltree import (
     TreeIdentity,
     check_buildable,
     missing_options,
@@ -92,7 +92,7 @@ TYPICAL_STEPS: dict[tuple[str, Variant], int] = {
 class KernelChoice:
     """Which kernel source: a Debian package's version, or (``tree``) a developer's tree."""
 
-    version: str = DEFAULT_VERSION  # a key of harness.build.kernels.VERSIONS
+    version: str = DEFAULT_VERSION  # a key of harness.builder.kernels.VERSIONS
     tree: Path | None = None  # --kernel-src: this tree instead of the package
 
     @property
@@ -177,7 +177,7 @@ def kernel_key(request: KernelRequest, cache: Cache | None = None) -> str:
     """Cache key of ``request``; cheap (no hashing of the source tarball).
 
     A developer's tree is keyed by its content instead of a package version
-    (`harness.build.kerneltree`; ``cache`` keeps its stat cache).
+    (`harness.builder.kerneltree`; ``cache`` keeps its stat cache).
 
     :raise ConfigError: unknown kernel version.
     """
