@@ -19,7 +19,6 @@ from harness.agent.truth.elfsyms import (
     FunctionTable,
     _decode,
     _framed,
-    _Insn,
     read_functions,
 )
 from harness.process import tool_version
@@ -239,12 +238,27 @@ def test_a_relocatable_names_its_calls_by_their_relocations(tmp_path: Path) -> N
 
 def test_a_shrink_wrapped_fast_path_runs_without_a_frame_record() -> None:
     # skb_push on the kcsan kernel: b.cs over the stp to a ret, past mov x29, sp
-    code = [_Insn(0x00, "ldr", "w4, [x0, #0x68]"), _Insn(0x04, "b.hs", "#0x28"),
-            _Insn(0x08, "stp", "x29, x30, [sp, #-0x10]!"), _Insn(0x0C, "mov", "x29, sp"),
-            _Insn(0x10, "bl", "#0x1000"), _Insn(0x14, "b", "#0x10"),
-            _Insn(0x28, "mov", "x0, x2"), _Insn(0x2C, "ret", "")]  # fmt: skip
-    assert _framed(code, 0) == (0x10, 0x28)
-    assert _framed([_Insn(0x0, "bti", "c"), *code[2:]], 0) == (0x10, 0x30)
+    words = {0x00: 0xB9406804, 0x04: 0x54000122, 0x08: 0xA9BF7BFD, 0x0C: 0x910003FD,
+             0x10: 0x940003FC, 0x14: 0x17FFFFFF, 0x28: 0xAA0203E0, 0x2C: 0xD65F03C0}  # fmt: skip
+    code = b"".join(words.get(at, 0xD503201F).to_bytes(4, "little") for at in range(0, 0x30, 4))
+    insns = _decode(code, 0)
+    assert [(i.address, i.mnemonic) for i in insns if i.address in words] == [
+        (0x00, "ldr"), (0x04, "b.hs"), (0x08, "stp"), (0x0C, "mov"), (0x10, "bl"),
+        (0x14, "b"), (0x28, "mov"), (0x2C, "ret")]  # fmt: skip
+    assert _framed(insns, 0) == (0x10, 0x28)
+    nop = 0xD503201F.to_bytes(4, "little")
+    bti = _decode(0xD503245F.to_bytes(4, "little") + nop + code[8:], 0)  # no fast path
+    assert bti[0].mnemonic == "bti"
+    assert _framed(bti, 0) == (0x10, 0x30)
+
+
+def test_the_frame_record_is_read_from_operands_not_text() -> None:
+    setup, restore = _decode(bytes.fromhex("fd030091fd7bc1a8"), 0)  # mov x29, sp; ldp ..., #16
+    assert setup.sets_frame_pointer()
+    assert restore.restores_frame_record()
+    other, pre = _decode(bytes.fromhex("e0030291fd7bc1a9"), 0)  # add x0, sp, #0x80; pre-index
+    assert not other.sets_frame_pointer()
+    assert not pre.restores_frame_record()  # ldp x29, x30, [sp, #16]!: not the epilogue's
 
 
 # --- Linux 6.12's vmlinux: a word capstone cannot decode must not hide the calls after it ---
