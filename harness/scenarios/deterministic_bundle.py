@@ -51,7 +51,7 @@ from harness.scenarios.load import (
     scenario_record,
     scenario_source,
 )
-from harness.scenarios.repro import ReproResult, _as_named, _verdict_dict
+from harness.scenarios.repro import ReproResult, _as_named, _verdict_dict, write_bundle_ktap
 from harness.timeouts import Timeouts
 from harness.vm.argv import FIXED_RTC_BASE, DeterministicMode, DeterministicRun, MachineSpec
 from harness.vm.record import host_facts, new_run_dir, spec_record
@@ -183,6 +183,7 @@ def _result(bundle: Path, scenario: Scenario, done: Sequence[DeterministicAttemp
               "wall_s": [round(a.wall_s, 3) for a in done],
               "across_attempts": summary_record(rows)}  # fmt: skip
     write_json_atomic(bundle / "bundle.json", record)
+    write_bundle_ktap(bundle, scenario.name, verdicts)
     return DeterministicResult(ReproResult(bundle, len(done), reproduced, verdicts), rows,
                                tuple(headers), tuple(a.wall_s for a in done))  # fmt: skip
 

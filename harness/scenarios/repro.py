@@ -222,11 +222,18 @@ def run_scenario(
               "deterministic": False, "snapshot": snapshot,
               "across_attempts": compare_numbers([n for _, n in outcomes])}  # fmt: skip
     write_json_atomic(bundle / "bundle.json", record)
-    results = [[(v.expectation, v.held, v.observed) for v in one] for one in verdicts]
-    (bundle / ktap.FILE).write_text(ktap.render(ktap.from_attempts(scenario.name, results)))
+    write_bundle_ktap(bundle, scenario.name, verdicts)
     LOG.info("%s: %d of %d attempts reproduced every expectation; bundle %s",
              scenario.name, reproduced, attempts, bundle)  # fmt: skip
     return ReproResult(bundle, attempts, reproduced, verdicts)
+
+
+def write_bundle_ktap(bundle: Path, scenario: str, verdicts: Sequence[Sequence[Verdict]]) -> Path:
+    """The bundle's ``ktap.txt``: a KTAP test per attempt, a subtest per expectation."""
+    results = [[(v.expectation, v.held, v.observed) for v in one] for one in verdicts]
+    path = bundle / ktap.FILE
+    path.write_text(ktap.render(ktap.from_attempts(scenario, results)))
+    return path
 
 
 def _verdict_dict(verdict: Verdict) -> dict[str, object]:

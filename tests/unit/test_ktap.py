@@ -17,6 +17,7 @@ from harness.builder.cache import Cache
 from harness.builder.kernel import ensure_source
 from harness.cli.testrun import write_ktap
 from harness.errors import ConfigError
+from harness.scenarios.repro import Verdict, write_bundle_ktap
 
 ORACLES = (("IRQ", "overflows = the kernel's PMU interrupts"), ("WHERE", "where"),
            ("PEER", "beside perf"), ("HW-O8", "stalls"))  # fmt: skip
@@ -192,3 +193,14 @@ def test_a_real_pytest_junit_reads_back_with_its_counts(tmp_path: Path) -> None:
     assert {name.split("::")[-1]: status for name, status in parsed.items()} == {
         "test_passes": "SUCCESS", "test_fails": "FAILURE", "test_skips": "SKIPPED",
         "test_errors": "FAILURE"}  # fmt: skip
+
+
+def test_a_repro_bundle_has_a_test_per_attempt_and_one_per_expectation(tmp_path: Path) -> None:
+    held = Verdict("oracle IRQ holds", True, "0 violations")
+    missed = Verdict("TP-O3 fails (TP-D4 reproduces)", False, "0 violations")
+    path = write_bundle_ktap(tmp_path, "tp-d4", [[held, held], [held, missed]])
+    attempts = ktap.from_attempts("tp-d4", [[(held.expectation, True, "0")]])
+    assert attempts[0].subtests[0].name == "oracle IRQ holds"
+    assert kunit_parse(path.read_text(), tmp_path) == [
+        ("tp-d4 attempt 1", "SUCCESS"), ("tp-d4 attempt 2", "FAILURE")]  # fmt: skip
+    assert "    # observed: 0 violations" in path.read_text()  # what the expectation saw
