@@ -98,13 +98,14 @@ def pytest_terminal_summary(
         for line in lines:
             terminalreporter.write_line(line)
     # Agent reports travel as user properties, so xdist workers' reports arrive too.
+    # A failed test's report that its failure message already shows is not shown again.
     reports = [
         (report.nodeid, value)
         for outcome in ("passed", "failed")
         for report in terminalreporter.stats.get(outcome, [])
         if report.when == "call"
         for name, value in report.user_properties
-        if name == AGENT_REPORT
+        if name == AGENT_REPORT and not (report.failed and str(value) in report.longreprtext)
     ]
     if reports:
         kernel = _kernel_label(config)

@@ -22,6 +22,7 @@ from harness.agent.oracles.report import unjudged, vcpus_share_cores
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 from tests.flavoured import each
+from tests.guest.verdicts import failure_message
 
 pytestmark = pytest.mark.guest
 
@@ -64,15 +65,14 @@ def judged_standard_run(
         report = flavour.report(run, violations)
         title = f"{spec.flavour} standard run{label}, attempt {attempt}"
         request.node.user_properties.append((AGENT_REPORT, f"{title}\n{report}"))
-        assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+        assert not violations, failure_message(report, violations, [])
         # Every applicable oracle compared something: none held over nothing (where the
         # vCPUs outnumber the host's cores, not the parts whose populations shrink with a
         # vCPU's share of a core: `Judged.shares_cpu`, WHERE's modelled halves).
         missing = unjudged(flavour.judged(run), cores_shared=vcpus_share_cores(topology.cpus))
         if not missing:
             return run, report
-    raise AssertionError(f"after {EVIDENCE_ATTEMPTS} runs\n" + "\n".join(missing)
-                         + "\n\n" + report)  # fmt: skip
+    raise AssertionError(f"after {EVIDENCE_ATTEMPTS} runs" + failure_message(report, [], missing))
 
 
 @pytest.mark.parametrize("name", each(flavours.names()))

@@ -38,6 +38,7 @@ from harness.builder.images import GuestImages
 from harness.vm.guest import Guest
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT, agent_in
+from tests.guest.verdicts import failure_message
 
 pytestmark = pytest.mark.guest
 #: The scaffolded flavour's name: the same in every run, so its build is cached.
@@ -99,7 +100,7 @@ def held(flavour: Flavour, run: AgentRun, request: pytest.FixtureRequest, title:
     violations = flavour.check(run)
     report = flavour.report(run, violations)
     request.node.user_properties.append((AGENT_REPORT, f"{title}\n{report}"))
-    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    assert not violations, failure_message(report, violations, [])
     return report
 
 
@@ -107,7 +108,7 @@ def compared(flavour: Flavour, run: AgentRun, report: str, relied: tuple[str, ..
              vcpus: int) -> None:  # fmt: skip
     """Assert each oracle of ``relied`` (None: every applicable one) compared something."""
     missing = unjudged(flavour.judged(run), relied, cores_shared=vcpus_share_cores(vcpus))
-    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
+    assert not missing, failure_message(report, [], missing)
 
 
 @pytest.mark.limit_s(1500)  # a module build, two runs (one beside perf) and a mutant's build

@@ -25,6 +25,7 @@ from harness.agent.peer.profile import unjudgeable
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT, SMT_CLUSTER_LAYOUT
 from tests.flavoured import each
+from tests.guest.verdicts import failure_message
 
 pytestmark = pytest.mark.guest
 
@@ -46,11 +47,11 @@ def test_every_flavour_profiles_like_linux_perf(
     violations = flavour.check(run)
     report = flavour.report(run, violations)
     request.node.user_properties.append((AGENT_REPORT, f"{name} beside Linux perf\n{report}"))
-    assert not violations, "\n" + "\n".join(str(v) for v in violations) + "\n\n" + report
+    assert not violations, failure_message(report, violations, [])
     assert "PROFILE" in report, report  # the verdict and the top-symbol table are shown
     peer = getattr(run, "peer", None)  # every flavour's peer run keeps perf's evidence
     assert isinstance(peer, PeerEvidence), report
     assert peer.profiles is not None, report
     assert not unjudgeable(peer.profiles), f"PROFILE judged nothing\n{report}"
     missing = unjudged(flavour.judged(run), ("PEER", "PROFILE"))
-    assert not missing, "\n" + "\n".join(missing) + "\n\n" + report
+    assert not missing, failure_message(report, [], missing)

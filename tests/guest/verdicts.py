@@ -21,6 +21,19 @@ from harness.agent.oracles.results import Judged, Violation
 from tests.conftest import AGENT_REPORT
 
 
+def failure_message(report: str, violations: Sequence[Violation], missing: Sequence[str]) -> str:
+    """What a failed run's assertion says: the oracles that failed or judged nothing, by
+    name, then the run's report once, where each violation and each UNJUDGED reason
+    stands under its oracle's verdict line (issue 44: a failing WHERE was printed twice).
+    ``missing``: `harness.agent.oracles.report.unjudged`'s lines."""
+    failed = sorted({v.oracle for v in violations})
+    empty = sorted({line.split(" ", 1)[0] for line in missing})
+    head = "; ".join(part for part in (f"FAIL: {', '.join(failed)}" if failed else "",
+                                       f"UNJUDGED, relied on: {', '.join(empty)}" if empty else "")
+                     if part)  # fmt: skip
+    return f"\n{head} (each once below, under its verdict line)\n\n{report}"
+
+
 def problems(
     request: pytest.FixtureRequest,
     report: tuple[str, str],
@@ -28,14 +41,16 @@ def problems(
     judged: Sequence[Judged],
     relied: tuple[str, ...] | None = None,
 ) -> list[str]:
-    """Each violation and each UNJUDGED oracle of ``relied`` (None: every one), as text.
+    """[] when no oracle failed and each of ``relied`` (None: every one) compared something;
+    else one `failure_message`.
 
     ``report`` is the run's (table, verdict lines); it goes into the test's summary
-    (a quirk run's defect shows there as XFAIL) and after each problem.
+    (a quirk run's defect shows there as XFAIL).
     """
     text = "\n".join(report)
     request.node.user_properties.append((AGENT_REPORT, text))
-    return [f"{p}\n\n{text}" for p in (*map(str, violations), *unjudged(judged, relied))]
+    missing = unjudged(judged, relied)
+    return [failure_message(text, violations, missing)] if violations or missing else []
 
 
 def assert_verdicts(
@@ -47,4 +62,4 @@ def assert_verdicts(
 ) -> None:
     """Fail on every violation and on every oracle of ``relied`` that compared nothing."""
     found = problems(request, report, violations, judged, relied)
-    assert not found, "\n" + "\n\n".join(found)
+    assert not found, found[0] if found else ""
