@@ -15,6 +15,7 @@ named ``<root>:<file>`` (`add_root`)::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -82,6 +83,51 @@ def render(name: str, context: Mapping[str, object]) -> str:
         raise ConfigError(f"template {_shown(name)}: {exc}") from exc
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"template {_shown(name)} line {exc.lineno}: {exc.message}") from exc
+
+
+#: What `template_lines` appends to a template line: ``/*@tl:N@*/`` (C comment syntax, so
+#: it survives rendering as text, and no template writes it).
+_MARK = re.compile(r"/\*@tl:(\d+)@\*/")
+#: Jinja's tag delimiters: a line that ends inside one cannot take a mark.
+_OPEN, _CLOSE = ("{{", "{%", "{#"), ("}}", "%}", "#}")
+
+
+def template_lines(name: str, context: Mapping[str, object]) -> tuple[int | None, ...] | None:
+    """For each line ``render(name, context)`` gives, the template line it came from.
+
+    The template is rendered once more with a mark after every line that ends outside
+    a jinja tag; an output line takes its first mark's number, and a line with none
+    (from a loop's body past its first line, a macro, an included file) the number of
+    the line before it, as a C compiler counts after a ``#line``. None when the marked
+    render, marks taken out, is not the plain one (whitespace control that a mark
+    changes): then no line is given a wrong number.
+
+    :raise ConfigError: as `render`.
+    """
+    plain = render(name, context)
+    env = environment()
+    try:
+        source, _, _ = env.loader.get_source(env, name) if env.loader else ("", None, None)
+    except jinja2.TemplateNotFound:
+        raise ConfigError(f"template {_shown(name)} not found{_under(name)}") from None
+    marked, depth = [], 0
+    for number, line in enumerate(source.split("\n"), 1):
+        depth += sum(line.count(o) for o in _OPEN) - sum(line.count(c) for c in _CLOSE)
+        tag = line.strip().startswith(("{%", "{#"))  # a statement line renders nothing
+        marked.append(line if depth or tag or not line.strip() else f"{line}/*@tl:{number}@*/")
+    text = env.from_string("\n".join(marked)).render(context)
+    if _MARK.sub("", text) != plain:
+        return None
+    found: list[int | None] = []
+    for line in text.split("\n"):
+        mark = _MARK.search(line)
+        found.append(int(mark[1]) if mark else (found[-1] if found else None))
+    return tuple(found[: len(plain.split("\n"))])
+
+
+def shown_name(name: str) -> str:
+    """Template ``name`` as a person finds it: ``guest/<name>``, or its file in a root."""
+    return _shown(name)
 
 
 def _shown(name: str) -> str:

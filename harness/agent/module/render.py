@@ -21,7 +21,7 @@ from harness.agent.module.info import CORE_PERCPU, FlavourInfo, Param
 from harness.agent.module.spec import AgentSpec
 from harness.builder.cache import content_key
 from harness.errors import ConfigError
-from harness.templates import render
+from harness.templates import render, shown_name, template_lines
 
 #: Rendered file → template under guest/agent/, for the core; each flavour adds
 #: ``<name>.c`` from ``guest/agent/flavours/<name>/<name>.c.j2`` (one outside the tree:
@@ -101,6 +101,20 @@ def render_agent(spec: AgentSpec, *, mutant: str = mutants.NONE) -> RenderedAgen
     context = {**_context(spec), "mutants": mutants.all_mutants(), "mutant": mutant}
     files = {name: render(template, context) for name, template in sources().items()}
     return RenderedAgent(spec=spec, files=files, mutant=mutant)
+
+
+def template_of(rendered: RenderedAgent, file: str) -> tuple[str, tuple[int | None, ...] | None]:
+    """Where generated ``file`` comes from, and each of its lines.
+
+    Its template as a person finds it, and for each of its lines the template's line
+    (`harness.templates.template_lines`; None: not known).
+
+    :raise KeyError: ``file`` is not one of the agent's.
+    """
+    template = sources()[file]
+    context = {**_context(rendered.spec), "mutants": mutants.all_mutants(),
+               "mutant": rendered.mutant}  # fmt: skip
+    return shown_name(template), template_lines(template, context)
 
 
 def render_flavour(spec: AgentSpec) -> str:
