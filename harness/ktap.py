@@ -42,6 +42,8 @@ REPORT_PROPERTY = "profagent-report"
 _VERDICT = re.compile(
     r"^(PASS|FAIL|UNJUDGED|XFAIL|skip)\s+(\S+)(?:\s{2,}(.*?))?(?:\s{2}\((.*)\))?$"
 )
+#: How a failure message lists the UNJUDGED oracles its test relied on.
+RELIED = "UNJUDGED, relied on: "
 #: Diagnostic lines kept from a failure's message.
 MESSAGE_LINES = 12
 
@@ -114,7 +116,7 @@ def verdicts(report: str, failure: str | None = None) -> tuple[KtapTest, ...]:
         elif verdict == "XFAIL":
             found.append(KtapTest(oracle, True, f"XFAIL {why}", tuple(follow)))
         elif verdict == "UNJUDGED":
-            relied = f"{oracle} UNJUDGED" in (failure or "")
+            relied = relied_on(oracle, failure or "")
             if relied:
                 found.append(KtapTest(oracle, False, diagnostics=(f"UNJUDGED: {why}",)))
             else:
@@ -122,6 +124,21 @@ def verdicts(report: str, failure: str | None = None) -> tuple[KtapTest, ...]:
         else:
             found.append(KtapTest(oracle, True, "SKIP not applicable to this run"))
     return tuple(found)
+
+
+def relied_on(oracle: str, failure: str) -> bool:
+    """Whether a test's ``failure`` names ``oracle`` as UNJUDGED and relied on.
+
+    As `harness.agent.oracles.report.unjudged` says it (``WHERE UNJUDGED: ...``), or in
+    a list after `RELIED` (``UNJUDGED, relied on: WHERE, WHO``).
+    """
+    if f"{oracle} UNJUDGED" in failure:
+        return True
+    for line in failure.splitlines():
+        listed = line.partition(RELIED)[2].split(" (")[0].split(";")[0]
+        if oracle in listed.split(", "):
+            return True
+    return False
 
 
 def _report_tests(reports: Iterable[str], failure: str) -> tuple[KtapTest, ...]:

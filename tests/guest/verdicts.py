@@ -18,6 +18,7 @@ import pytest
 
 from harness.agent.oracles.report import unjudged
 from harness.agent.oracles.results import Judged, Violation
+from harness.ktap import RELIED
 from tests.conftest import AGENT_REPORT
 
 
@@ -29,7 +30,7 @@ def failure_message(report: str, violations: Sequence[Violation], missing: Seque
     failed = sorted({v.oracle for v in violations})
     empty = sorted({line.split(" ", 1)[0] for line in missing})
     head = "; ".join(part for part in (f"FAIL: {', '.join(failed)}" if failed else "",
-                                       f"UNJUDGED, relied on: {', '.join(empty)}" if empty else "")
+                                       f"{RELIED}{', '.join(empty)}" if empty else "")
                      if part)  # fmt: skip
     return f"\n{head} (each once below, under its verdict line)\n\n{report}"
 

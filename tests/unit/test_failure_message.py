@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.agent.oracles.report import unjudged, verdict_lines
 from harness.agent.oracles.results import Judged, Violation
+from harness.ktap import relied_on
 from tests.guest.verdicts import failure_message
 
 ORACLES = (("WHERE", "samples where the workload ran"), ("WHO", "whose samples"),
@@ -20,3 +21,12 @@ def test_each_violation_and_each_unjudged_reason_appears_once() -> None:
     assert message.count("none recorded") == 1
     assert message.splitlines()[1].startswith("FAIL: WHERE; UNJUDGED, relied on: WHO")
     assert message.count(report) == 1
+
+
+def test_ktap_reads_a_relied_on_unjudged_oracle_from_the_message() -> None:
+    message = failure_message("report", [Violation("IRQ", 0, "1", "2")],
+                              ["WHO UNJUDGED: samples: none", "MODE UNJUDGED: x"])  # fmt: skip
+    assert relied_on("WHO", message)
+    assert relied_on("MODE", message)
+    assert not relied_on("IRQ", message)  # failed, not unjudged
+    assert not relied_on("WHERE", message)
