@@ -34,6 +34,7 @@ from harness.builder.kernel import KernelChoice
 from harness.cli.session import GuestRequest, parse_kernel, parse_nmi, resolve
 from harness.cli.skips import format_skipped, invoke_test_command, skip_reason, skipped_checks
 from harness.errors import HarnessError
+from harness.ktap import REPORT_PROPERTY
 from harness.process import handle_sigterm
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
@@ -48,7 +49,7 @@ from tests.pace import RunPace
 FULL_SET_CPUS = (1, 2, 4, 8)
 POOLS = pytest.StashKey[list[GuestPool]]()
 SMT_CLUSTER_LAYOUT = "1s2cl2c2t"
-AGENT_REPORT = "profagent-report"
+AGENT_REPORT = REPORT_PROPERTY  # what KTAP reads a run's oracles from (harness.ktap)
 DEPLOYED = pytest.StashKey[set[str]]()  # guests (workdir:QEMU pid) the agent is copied into
 PMU_EVENTS = pytest.StashKey[dict[str, tuple[frozenset[str], bool]]]()  # by guest, as DEPLOYED
 STAGE_TIMES = "profbench-stages"  # a test's seconds per `harness.timing` stage, as JSON

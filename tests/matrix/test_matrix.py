@@ -19,6 +19,7 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.report import unjudged, vcpus_share_cores
 from harness.agent.peer.counts import PeerEvidence
 from harness.agent.peer.profile import profile_summary
+from harness.ktap import REPORT_PROPERTY
 from harness.matrix.load import Cell
 from tests.matrix.conftest import record_cell
 
@@ -39,7 +40,10 @@ def test_cell(cell: Cell, cell_agent: Agent, request: pytest.FixtureRequest) -> 
     event = "cycles" if cell_agent.cycles_per_ns is not None or cell.accel == "kvm" else "cpu-clock"
     flavour = behaviour(cell.flavour)
     run = flavour.standard_run(cell_agent, AgentSpec(flavour=cell.flavour, event=event), cpus)
-    violations = [str(v) for v in flavour.check(run)]
+    checked = flavour.check(run)
+    violations = [str(v) for v in checked]
+    report = f"{cell.flavour} standard run\n{flavour.report(run, checked)}"
+    request.node.user_properties.append((REPORT_PROPERTY, report))  # KTAP's subtests
     judged = flavour.judged(run)
     shared = vcpus_share_cores(cell.topology.cpus)  # `Judged.shares_cpu` parts: not relied on
     violations += unjudged(judged, cores_shared=shared)  # nothing compared fails the cell too
@@ -47,7 +51,10 @@ def test_cell(cell: Cell, cell_agent: Agent, request: pytest.FixtureRequest) -> 
     peer_wanted = request.config.getoption("--matrix") in PEER_MATRICES
     if flavour.peer_run is not None and event == "cycles" and peer_wanted:
         peer_run = flavour.peer_run(cell_agent, AgentSpec(flavour=cell.flavour), cpus)
-        violations += [f"peer run: {v}" for v in flavour.check(peer_run)]
+        peer_checked = flavour.check(peer_run)
+        violations += [f"peer run: {v}" for v in peer_checked]
+        peer_report = f"{cell.flavour} beside Linux perf\n{flavour.report(peer_run, peer_checked)}"
+        request.node.user_properties.append((REPORT_PROPERTY, peer_report))
         peer_judged = flavour.judged(peer_run)
         violations += [f"peer run: {why}" for why in unjudged(peer_judged, cores_shared=shared)]
         judged = (*judged, *peer_judged)
