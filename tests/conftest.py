@@ -354,6 +354,7 @@ def agent_in(
         cycles_per_ns=guest.spec.arch.cycles_per_ns(guest.spec.accel),
         vmlinux=guest.images.vmlinux,
         pmu=pmu,
+        timeouts=guest.timeouts,  # the variant's: 3 x on kcsan (was Timeouts.from_env's 1 x)
     )
 
 

@@ -244,12 +244,13 @@ def _attempt(
     scenario: Scenario, spec: MachineSpec, *, images: GuestImages, build: AgentBuild,
     cache: Cache, workdir: Path, dump_memory: bool, snapshots: SnapshotStore | None,
 ) -> tuple[tuple[Verdict, ...], dict[str, int]]:  # fmt: skip
-    with running_guest(spec, images, workdir, timeouts=Timeouts.from_env(),
+    timeouts = Timeouts.from_env().for_variant(scenario.guest.variant)
+    with running_guest(spec, images, workdir, timeouts=timeouts,
                        snapshots=snapshots) as guest:  # fmt: skip
         agent = Agent(guest.shell, build, build_profctl(spec.arch, cache), workdir,
                       nmi_expected=spec.nmi, pmu_irq_label=spec.arch.pmu_interrupt_label,
                       cycles_per_ns=spec.arch.cycles_per_ns(spec.accel),
-                      vmlinux=images.vmlinux)  # fmt: skip
+                      vmlinux=images.vmlinux, timeouts=guest.timeouts)  # fmt: skip
         agent.deploy()
         try:
             run = _run(scenario, agent, guest)

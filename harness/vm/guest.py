@@ -91,6 +91,14 @@ class Guest:
         self._check_environment = check_environment
         self._timeouts = timeouts
 
+    @property
+    def timeouts(self) -> Timeouts:
+        """The budgets this guest was started with (a sanitizer kernel's scaled up).
+
+        Every command sent to it, an agent's included, is given these.
+        """
+        return self._timeouts
+
     def vcpu_report(self) -> str:
         """Where every vCPU is now and a second later, named from System.map.
 
