@@ -42,16 +42,14 @@ def problems(
     judged: Sequence[Judged],
     relied: tuple[str, ...] | None = None,
 ) -> list[str]:
-    """[] when no oracle failed and each of ``relied`` (None: every one) compared something;
-    else one `failure_message`.
+    """Each violation and each UNJUDGED oracle of ``relied`` (None: every one), one line each.
 
     ``report`` is the run's (table, verdict lines); it goes into the test's summary
-    (a quirk run's defect shows there as XFAIL).
+    (a quirk run's defect shows there as XFAIL), printed once at the end of the run.
+    A quirk run's test reads which oracles failed from these lines' first words.
     """
-    text = "\n".join(report)
-    request.node.user_properties.append((AGENT_REPORT, text))
-    missing = unjudged(judged, relied)
-    return [failure_message(text, violations, missing)] if violations or missing else []
+    request.node.user_properties.append((AGENT_REPORT, "\n".join(report)))
+    return [*map(str, violations), *unjudged(judged, relied)]
 
 
 def assert_verdicts(
@@ -61,6 +59,10 @@ def assert_verdicts(
     judged: Sequence[Judged],
     relied: tuple[str, ...] | None = None,
 ) -> None:
-    """Fail on every violation and on every oracle of ``relied`` that compared nothing."""
-    found = problems(request, report, violations, judged, relied)
-    assert not found, found[0] if found else ""
+    """Fail on every violation and on every oracle of ``relied`` that compared nothing.
+
+    The message is `failure_message`: the oracles by name, then the report once.
+    """
+    if problems(request, report, violations, judged, relied):
+        missing = unjudged(judged, relied)
+        raise AssertionError(failure_message("\n".join(report), violations, missing))
