@@ -204,3 +204,32 @@ def test_a_repro_bundle_has_a_test_per_attempt_and_one_per_expectation(tmp_path:
     assert kunit_parse(path.read_text(), tmp_path) == [
         ("tp-d4 attempt 1", "SUCCESS"), ("tp-d4 attempt 2", "FAILURE")]  # fmt: skip
     assert "    # observed: 0 violations" in path.read_text()  # what the expectation saw
+
+
+def test_a_failed_test_whose_oracles_all_held_still_counts_a_failed_leaf(tmp_path: Path) -> None:
+    """The first tier of b552cda's cold CI: a quirk run's test failed while its report
+    held only PASS and XFAIL, and kunit.py's summary counted no failure."""
+    junit = ('<testsuites><testsuite name="pytest">'
+             + _case("test_hwpmc_stall_independence[quirk-HW-D2]", reports=(PASSED,),
+                     outcome="failure:assert 'HW-O8' in {...}")
+             + "</testsuite></testsuites>")  # fmt: skip
+    (test,) = ktap.from_junit(junit)
+    assert [(t.name, t.ok) for t in test.subtests] == [
+        ("dt standard run, attempt 1", True), (ktap.ASSERTION, False)]  # fmt: skip
+    assert kunit_parse(ktap.render((test,)), tmp_path) == [(test.name, "FAILURE")]
+    path = tmp_path / "leaves.txt"
+    path.write_text(ktap.render((test,)))
+    done = subprocess.run([sys.executable, "-c", LEAVES, str(kunit_tool()), str(path)],
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    assert json.loads(done.stdout.splitlines()[-1])["failed"] == 1
+
+
+#: The kernel parser's own summary counts (its leaves), as ``kunit.py parse`` prints them.
+LEAVES = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import kunit_parser
+test = kunit_parser.parse_run_tests(open(sys.argv[2]).read().splitlines())
+c = test.counts
+print(json.dumps({"passed": c.passed, "failed": c.failed, "skipped": c.skipped}))
+"""
