@@ -16,13 +16,13 @@ import pickle
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.agent.truth import elfsyms, program
+from harness.agent.truth import elfsyms, insns, program
 from harness.agent.truth.elfsyms import Function, FunctionTable, read_functions, symbol_span
 from harness.builder.cache import Cache, content_key, file_sha256
 from harness.errors import InfraError
 
-#: The reader of a kept table (`kernel_table`): its source is part of the cache key.
-_READER = Path(elfsyms.__file__)
+#: The reader of a kept table (`kernel_table`): its sources are part of the cache key.
+_READERS = (Path(elfsyms.__file__), Path(insns.__file__))
 _TABLE = "table.pickle"
 
 
@@ -107,7 +107,8 @@ def kernel_table(vmlinux: Path) -> FunctionTable:
     and loads in a fraction of that.
     """
     cache = Cache.default()
-    key = content_key({"vmlinux": file_sha256(vmlinux), "reader": file_sha256(_READER)})
+    readers = [file_sha256(path) for path in _READERS]
+    key = content_key({"vmlinux": file_sha256(vmlinux), "readers": readers})
 
     def build(path: Path) -> dict[str, object]:
         table = read_functions(vmlinux.read_bytes())

@@ -13,14 +13,14 @@ from harness.agent.oracles.samples import Sample
 from harness.agent.truth import program
 from harness.agent.truth.build import compile_truth
 from harness.agent.truth.elfsyms import (
-    UNDECODED,
     Call,
     Function,
     FunctionTable,
-    _decode,
-    _framed,
     read_functions,
 )
+from harness.agent.truth.insns import UNDECODED
+from harness.agent.truth.insns import decode as _decode
+from harness.agent.truth.insns import framed as _framed
 from harness.process import tool_version
 
 BASE = 0x1000
