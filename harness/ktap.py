@@ -211,6 +211,11 @@ def junit_counts(xml_text: str) -> dict[str, int]:
     return counts
 
 
+def junit_failures(xml_text: str) -> tuple[str, ...]:
+    """The ids (``classname::name``) of a JUnit file's failed test cases, in its order."""
+    return tuple(t.name for t in from_junit(xml_text) if not t.ok)
+
+
 def from_expectations(results: Iterable[tuple[str, bool, str]]) -> tuple[KtapTest, ...]:
     """(expectation, held, observed) of `invoke repro`, one KTAP test each."""
     return tuple(KtapTest(name, held, diagnostics=(f"observed: {seen}",) if seen else ())

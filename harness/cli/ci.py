@@ -14,8 +14,9 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
-from harness import arches
+from harness import arches, ktap
 from harness.agent.mutants import format_table, survivors, tally
 from harness.builder.cache import Cache
 from harness.builder.hostdeps import ensure_host
@@ -137,15 +138,18 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
     in the order the stages need them, on the CPU time the stages' guests leave (a
     2-vCPU guest kept 60 % of the two cores busy); a stage that needs one waits for
     it (`prepare_images` waits on the cache's lock). A cold run that built the four
-    kernels one after another first spent 36 of its 92 minutes there.
+    kernels one after another first spent 36 of its 92 minutes there. It ends with
+    `summary`: each stage's status and failed tests, where a long log's reader looks.
     """
     ensure_host()
     _prepare(CI_IMAGES[0], cache)
     prebuild = [sys.executable, "-m", "harness.cli.prebuild"]
     log = new_run_dir("ci", "prebuild") / "prebuild.log"
+    results: list[StageResult] = []
     with beside(prebuild, log=log, what="prebuild (later kernels, mutant agents)",
                 cwd=REPO_ROOT) as finish:  # fmt: skip
         static_ok = checks.run_checks(checks.static_checks())  # the unit tier shuffled
+        results.append(StageResult("static", 0 if static_ok else 1))
         junit = new_run_dir("ci", "all") / "junit.xml"
         layouts = [f"--cpus={cpus}" for cpus in CI_TIER_CPUS]
         extra = [f"--junitxml={junit}", f"--ignore={DEBUG_KERNEL_TESTS}"]
@@ -153,16 +157,41 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
                                   workers=workers, extra=extra))  # fmt: skip
         LOG.info("guest and scenario tiers: exit status %d; JUnit: %s", status, junit)
         write_ktap(junit)
+        results.append(StageResult("first tier", status, junit))
         for stage in CI_STAGES:  # in CI_IMAGES' order: the order prebuild builds
-            status = run_stage(stage, cache, workers) or status  # whatever 6.1's said
+            results.append(run_stage(stage, cache, workers))
         matrix_status = run_matrix("quick", cache, MatrixOptions(workers=str(workers)))
+        results.append(StageResult("quick matrix", matrix_status))
         if finish() != 0:
             LOG.warning("prebuild failed (log: %s): the mutant stage builds what it left", log)
-    mutant_status = run_quick_mutants(cache)
-    if not static_ok:
-        LOG.error("static checks failed (see above)")
-        return status or matrix_status or mutant_status or 1
-    return status or matrix_status or mutant_status
+    results.append(StageResult("mutants", run_quick_mutants(cache)))
+    for line in summary(results):
+        (LOG.info if all(r.status == 0 for r in results) else LOG.error)("ci: %s", line)
+    return next((r.status for r in results if r.status != 0), 0)
+
+
+@dataclass(frozen=True, slots=True)
+class StageResult:
+    """What one stage of `run_ci` ended with: its exit status and its JUnit, if any."""
+
+    name: str
+    status: int
+    junit: Path | None = None
+
+
+def summary(results: list[StageResult]) -> list[str]:
+    """One line per stage (status, test counts) and one per failed test, by stage."""
+    lines = []
+    for result in results:
+        verdict = "ok" if result.status == 0 else f"FAILED (exit status {result.status})"
+        text = result.junit.read_text() if result.junit and result.junit.is_file() else ""
+        counts = ktap.junit_counts(text) if text else None
+        tally = ", ".join(f"{n} {k}" for k, n in counts.items()) if counts else ""
+        lines.append(f"{result.name:<14} {verdict}" + (f": {tally}" if tally else ""))
+        lines += [
+            f"{'':<14}   failed: {name}" for name in (ktap.junit_failures(text) if text else ())
+        ]
+    return lines
 
 
 def _prepare(image: tuple[str, Variant, str], cache: Cache) -> None:
@@ -186,8 +215,8 @@ def _prepare_for(request: GuestRequest, cache: Cache) -> None:
     raise ConfigError(f"CI builds no {request.arch} {request.variant} {request.kernel} kernel")
 
 
-def run_stage(stage: CiStage, cache: Cache, workers: int = 1) -> int:
-    """One of `CI_STAGES`, once its kernel is built: pytest's exit status."""
+def run_stage(stage: CiStage, cache: Cache, workers: int = 1) -> StageResult:
+    """One of `CI_STAGES`, once its kernel is built: pytest's exit status, its JUnit."""
     request = stage.request
     _prepare_for(request, cache)
     junit = new_run_dir("ci", stage.name) / "junit.xml"
@@ -200,7 +229,7 @@ def run_stage(stage: CiStage, cache: Cache, workers: int = 1) -> int:
     LOG.info("stage %s (%s kernel %s, %d vCPUs): exit status %d; JUnit: %s", stage.name,
              request.variant, request.kernel, request.cpus, found, junit)  # fmt: skip
     write_ktap(junit)
-    return found
+    return StageResult(stage.name, found, junit)
 
 
 #: CI's mutant stage: one mutant per oracle of the quick set (`mutants.per_oracle`).

@@ -15,6 +15,7 @@ from harness.agent.oracles.report import verdict_lines
 from harness.agent.oracles.results import Judged, Violation
 from harness.builder.cache import Cache
 from harness.builder.kernel import ensure_source
+from harness.cli.ci import StageResult, summary
 from harness.cli.testrun import write_ktap
 from harness.errors import ConfigError
 from harness.scenarios.repro import Verdict, write_bundle_ktap
@@ -193,6 +194,12 @@ def test_a_real_pytest_junit_reads_back_with_its_counts(tmp_path: Path) -> None:
     assert {name.split("::")[-1]: status for name, status in parsed.items()} == {
         "test_passes": "SUCCESS", "test_fails": "FAILURE", "test_skips": "SKIPPED",
         "test_errors": "FAILURE"}  # fmt: skip
+    assert [n.split("::")[-1] for n in ktap.junit_failures(text)] == ["test_fails", "test_errors"]
+    lines = summary([StageResult("static", 0), StageResult("debug", 1, junit)])
+    assert lines[0].split() == ["static", "ok"]
+    assert lines[1].split() == ["debug", "FAILED", "(exit", "status", "1):", "1", "passed,",
+                                "2", "failed,", "1", "skipped"]  # fmt: skip
+    assert [line.split()[-1].split("::")[-1] for line in lines[2:]] == ["test_fails", "test_errors"]
 
 
 def test_a_repro_bundle_has_a_test_per_attempt_and_one_per_expectation(tmp_path: Path) -> None:
