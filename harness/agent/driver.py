@@ -43,6 +43,7 @@ from harness.agent.steps import (
 from harness.agent.truth import program
 from harness.agent.truth.build import TRUTH_BINARY
 from harness.agent.truth.elfsyms import FunctionTable
+from harness.agent.truth.nmigraph import NmiGraph, nmi_graph
 from harness.agent.truth.placement import (
     kernel_lines_command,
     kernel_table,
@@ -105,6 +106,7 @@ class Agent:
         self._runs = 0
         self._pmu = pmu  # `pmu_events`, where the guest's caller already read them
         self._kallsyms: tuple[str, ...] = ()  # the loaded module's kallsyms lines
+        self._graphs: dict[str, NmiGraph] = {}  # flavour -> its NMI call graph (`nmi_graph`)
         self._kernel_lines: tuple[str, ...] = ()  # program.KERNEL_NAMES' kallsyms lines
         #: A profctl sequence's default budget: the command budget (scaled).
         self.timeouts = timeouts or Timeouts.from_env()
@@ -166,6 +168,16 @@ class Agent:
         :raise InfraError: the file is not an unstripped ELF64 vmlinux.
         """
         return kernel_table(self.vmlinux) if self.vmlinux is not None else None
+
+    def nmi_graph(self, flavour: str) -> NmiGraph:
+        """What the built module's NMI entry reaches for a run of ``flavour`` (C-2's graph).
+
+        Read from the ``.ko`` on the host (`harness.agent.truth.nmigraph`), once per
+        flavour per load: about 0.2 s, a debug kernel's module 0.3 s.
+        """
+        if flavour not in self._graphs:
+            self._graphs[flavour] = nmi_graph(self.build.ko.read_bytes(), flavour=flavour)
+        return self._graphs[flavour]
 
     def kernel_sanitizers(self) -> tuple[str, ...]:
         """`program.KERNEL_SANITIZERS` the guest kernel was built with.

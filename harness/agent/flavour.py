@@ -33,6 +33,7 @@ from harness.agent.oracles.results import Judged, Violation
 from harness.agent.peer.counts import PeerEvidence
 from harness.agent.peer.profile import profile_report
 from harness.agent.truth.elfsyms import FunctionTable
+from harness.agent.truth.nmigraph import NmiGraph
 from harness.agent.truth.program import TruthImage
 from harness.errors import FlavourPackageError
 from harness.timeouts import Timeouts
@@ -123,6 +124,9 @@ class AgentLike(Protocol):
 
     def kernel_functions(self) -> FunctionTable | None:
         """The guest kernel's functions from its vmlinux (None: not known)."""
+
+    def nmi_graph(self, flavour: str) -> NmiGraph:
+        """What the built module's NMI entry reaches for a run of ``flavour`` (C-2)."""
 
     def kernel_sanitizers(self) -> tuple[str, ...]:
         """The sanitizers the guest kernel was built with (``CONFIG_KASAN``, ...)."""

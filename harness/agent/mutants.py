@@ -60,6 +60,10 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
            ("NMI",)),
     Mutant("nmi_wrapped_trylock", "every 50th producer call tries a lock through the wrapper",
            ("C-2",)),
+    # A port's mistake no wrapper counts (issue 44): caught by C-2's call graph of the
+    # built module, on any kernel (the debug kernel's lockdep is nmi_spinlock's judge).
+    Mutant("nmi_plain_lock", "every producer call takes a plain spin_lock, as a seed's spin "
+           "mutex ported as is", ("C-2",)),
     Mutant("stretched_period", "the sampling events count period + period/8 events per overflow",
            ("PEER",), case="peer"),
     Mutant("fixed_pc_3rd", "every 3rd sample's PC is replaced by a fixed kernel address",

@@ -123,6 +123,7 @@ def skel_run(
         injections=injections_of(steps, online),
         instruction_clock=context.instruction_clock,
         truth=evidence_of(agent, steps, results, chains=INFO.records_chains),
+        nmi_graph=agent.nmi_graph(spec.flavour),
     )
     agent.save_run({**run.record(), "runtime_s": time.monotonic() - started})
     return run

@@ -15,7 +15,10 @@ The chain that makes a flavour's conservation law mean something starts here:
   alike perf's (`harness.agent.peer.profile`: chi-square homogeneity, false alarms
   at most 1 in 1000).
 * THROTTLE: with throttling off, the perf core throttled nothing (its own mark).
-* C-2: no lock taken and no allocation made in NMI context.
+* C-2: no lock taken and no allocation made in NMI context, by two kinds of evidence:
+  the agent's checking wrappers' counts, and the built module's call graph from its
+  overflow handler, which no wrapper writes (`harness.agent.truth.nmigraph`: a path
+  to a lock, an allocator or a sleeping function fails it, wrapped or not).
 * C-3: the handler's cost within 100 µs per producer call, judged only where the
   guest's clock counts instructions (`harness.agent.oracles.budgets`).
 
@@ -45,6 +48,7 @@ from harness.agent.oracles.results import Judged, Violation, per_cpu
 from harness.agent.peer.counts import PeerBound, PeerEvidence, check_peer
 from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.profile import compare, unjudgeable
+from harness.agent.truth.nmigraph import NmiGraph
 from harness.vm.perf import PerfCounts
 
 CORE_ORACLES: tuple[tuple[str, str], ...] = (
@@ -80,6 +84,8 @@ class CoreView:
     profile: ProfilePair | None = None
     #: The guest's clocks counted instructions (-icount shift=0): time budgets apply.
     instruction_clock: bool = False
+    #: What the built module's NMI entry reaches (None: not read): C-2's graph part.
+    nmi_graph: NmiGraph | None = None
 
     @property
     def pmu_interrupts(self) -> bool:
@@ -136,7 +142,18 @@ def judge_core(view: CoreView) -> list[Judged]:
                             why="perf recorded on no CPU"))  # fmt: skip
     if view.profile is not None:
         found.append(profile_judged(view.profile))
+    if view.nmi_graph is not None:
+        found.append(nmi_graph_judged(view.nmi_graph))
     return [j for j in found if j.oracle in applicable]
+
+
+def nmi_graph_judged(graph: NmiGraph) -> Judged:
+    """C-2's graph part: the call sites judged on every path from the NMI entry."""
+    unresolved = (f"; {len(graph.unresolved)} indirect not followed: "
+                  f"{', '.join(graph.unresolved)}") if graph.unresolved else ""  # fmt: skip
+    what = (f"call sites from {graph.entry} in the built module ({len(graph.functions)} "
+            f"functions, {len(graph.external)} kernel callees{unresolved})")  # fmt: skip
+    return Judged("C-2", graph.calls, what, why=f"{graph.entry} calls nothing", part="graph")
 
 
 def judge_flavour(view: CoreView, applicable: Collection[str]) -> list[Judged]:
@@ -279,7 +296,7 @@ def core_view_of(
     """
     view = CoreView(spec=run.spec, core=core, kernel=run.kernel, injections=run.injections,
                     throttling_disabled=throttling_disabled,
-                    instruction_clock=run.instruction_clock)  # fmt: skip
+                    instruction_clock=run.instruction_clock, nmi_graph=run.nmi_graph)  # fmt: skip
     return with_peer(view, run.peer)
 
 
@@ -296,9 +313,18 @@ def check_throttle(view: CoreView) -> list[Violation]:
 
 
 def check_nmi_safety(view: CoreView) -> list[Violation]:
-    """C-2: no lock taken and no allocation made in NMI context, on any CPU."""
+    """C-2: no lock taken and no allocation made in NMI context, on any CPU.
+
+    The wrappers' counts per CPU, then every path the built module's call graph has
+    from the NMI entry to a lock, an allocator or a sleeping function.
+    """
     names = ("x_nmi_lock_violation", "x_nmi_alloc_violation")
-    return _must_be_zero(view, "C-2", names, "NMI context must not lock or allocate")
+    found = _must_be_zero(view, "C-2", names, "NMI context must not lock or allocate")
+    graph = view.nmi_graph
+    reached = graph.forbidden if graph is not None else ()
+    return found + [Violation("C-2", None, f"no path from {r.path[0]} to a {r.kind}",
+                              f"{r.path[-1]} via {' -> '.join(r.path[:-1])}",
+                              "the built module's call graph") for r in reached]  # fmt: skip
 
 
 def check_nmi_context(core: Mapping[int, Mapping[str, int]], nmi_expected: bool) -> list[Violation]:

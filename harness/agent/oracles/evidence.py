@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from harness.agent.module.spec import AgentSpec
 from harness.agent.peer.counts import PeerEvidence
 from harness.agent.steps import DEBUGFS
+from harness.agent.truth.nmigraph import NmiGraph
 from harness.agent.truth.program import TruthEvidence
 from harness.errors import InfraError
 
@@ -101,6 +102,8 @@ class RunEvidence:
     peer: PeerEvidence | None = field(default=None, kw_only=True)
     #: The ground-truth workloads, their image and the module's functions (None: none ran).
     truth: TruthEvidence | None = field(default=None, kw_only=True)
+    #: What the built module's NMI entry reaches (C-2's graph; None: not read).
+    nmi_graph: NmiGraph | None = field(default=None, kw_only=True)
 
 
 def parse_interrupts(lines: Sequence[str], label: str) -> dict[int, int]:

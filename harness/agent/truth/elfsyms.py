@@ -159,7 +159,11 @@ class FunctionTable:
         return (min(f.start for f in self.functions), max(f.end for f in self.functions))
 
 
-def _elf(data: bytes) -> ELFFile:
+def elf_file(data: bytes) -> ELFFile:
+    """``data`` as pyelftools' ELF file.
+
+    :raise InfraError: not ELF64 little-endian.
+    """
     try:
         elf = ELFFile(io.BytesIO(data))
     except ELFError as exc:
@@ -176,7 +180,7 @@ def executable_span(data: bytes) -> tuple[int, int]:
 
     :raise InfraError: not ELF64 little-endian, or no executable segment.
     """
-    spans = [(s["p_vaddr"], s["p_vaddr"] + s["p_memsz"]) for s in _elf(data).iter_segments()
+    spans = [(s["p_vaddr"], s["p_vaddr"] + s["p_memsz"]) for s in elf_file(data).iter_segments()
              if s["p_type"] == "PT_LOAD" and s["p_flags"] & P_FLAGS.PF_X]  # fmt: skip
     if not spans:
         raise InfraError("the ELF file has no executable segment")
@@ -188,7 +192,7 @@ def symbol_span(data: bytes, name: str) -> tuple[int, int]:
 
     :raise InfraError: not ELF64 little-endian, no symbol table, or no such function.
     """
-    symtab = _elf(data).get_section_by_name(".symtab")
+    symtab = elf_file(data).get_section_by_name(".symtab")
     found = symtab.get_symbol_by_name(name) if isinstance(symtab, SymbolTableSection) else None
     function = next((s for s in found or () if s["st_info"]["type"] == "STT_FUNC"), None)
     if function is None or not function["st_size"]:
@@ -294,7 +298,7 @@ def read_functions(data: bytes) -> FunctionTable:
 
     :raise InfraError: not ELF64 little-endian, or no symbol table (stripped).
     """
-    elf = _elf(data)
+    elf = elf_file(data)
     symbols, entry_text = _symbols(elf)
     starts = {(s["st_shndx"], s["st_value"]): s.name for s in symbols}
     resolver = _Resolver(starts, _relocations(elf))

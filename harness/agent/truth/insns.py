@@ -48,6 +48,36 @@ class Insn:
         except ValueError:
             return None
 
+    def branch_register(self) -> int | None:
+        """A BLR's or BR's target register (capstone's number), else None."""
+        if self.mnemonic not in ("blr", "br"):
+            return None
+        operands = self._detail()
+        return int(operands[0].reg) if operands and operands[0].type == arm64.ARM64_OP_REG else None
+
+    def copied_register(self) -> int | None:
+        """``mov xD, xS`` (a register copy): xS's number; else None."""
+        if self.mnemonic != "mov":
+            return None
+        registers = _registers(self._detail())
+        return registers[1] if registers is not None and len(registers) == _COPY else None
+
+    def written_registers(self) -> frozenset[int]:
+        """The registers the instruction writes (capstone's register access, as data)."""
+        return _written(self.word, self.address)
+
+    def memory_load(self) -> tuple[int, int, int] | None:
+        """``ldr xN, [xM, #off]`` (64-bit, immediate offset): (N, M, off); else None."""
+        if self.mnemonic != "ldr":
+            return None
+        operands = self._detail()
+        if len(operands) != _LOAD or operands[0].type != arm64.ARM64_OP_REG:
+            return None
+        memory = operands[1]
+        if memory.type != arm64.ARM64_OP_MEM or memory.mem.index != arm64.ARM64_REG_INVALID:
+            return None
+        return (int(operands[0].reg), int(memory.mem.base), int(memory.mem.disp))
+
     def sets_frame_pointer(self) -> bool:
         """``mov x29, sp``: the frame record is in place from the next instruction."""
         if self.mnemonic != "mov":
@@ -69,6 +99,11 @@ class Insn:
 
 #: A post-indexed LDP's operands in capstone 5: two registers, the memory, the step.
 _POST_INDEXED_PAIR = 4
+#: An immediate-offset LDR's operands: the register, the memory (a pre- or post-indexed
+#: one has a third, its step, and writes its base: not a slot's load).
+_LOAD = 2
+#: A register copy's operands: the destination, the source.
+_COPY = 2
 
 
 def _registers(operands: tuple[Any, ...]) -> tuple[int, ...] | None:
@@ -91,6 +126,14 @@ def _operands(word: int, address: int) -> tuple[Any, ...]:
     """Capstone's operands of the instruction ``word`` at ``address`` (none: undecodable)."""
     decoded = next(_detailed().disasm(word.to_bytes(WORD, "little"), address), None)
     return tuple(decoded.operands) if decoded is not None else ()
+
+
+@functools.lru_cache(maxsize=65536)
+def _written(word: int, address: int) -> frozenset[int]:
+    decoded = next(_detailed().disasm(word.to_bytes(WORD, "little"), address), None)
+    return (
+        frozenset(int(r) for r in decoded.regs_access()[1]) if decoded is not None else frozenset()
+    )
 
 
 @functools.cache

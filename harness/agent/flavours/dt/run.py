@@ -269,6 +269,7 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         kernel=interrupt_reads(reads, agent.pmu_irq_label),
         injections=injections_of(steps, online),
         truth=evidence_of(agent, steps, results, chains=DT.records_chains),
+        nmi_graph=agent.nmi_graph(spec.flavour),
     )
 
 

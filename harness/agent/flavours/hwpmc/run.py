@@ -305,6 +305,7 @@ def hw_run(agent: AgentLike, spec: AgentSpec, plan: HwPlan) -> HwRun:
         clocks=tuple(r.int_value("ns") for r in by_tag.get("clock", ())),
         log_faults=plan.log_faults,
         truth=evidence_of(agent, steps, results, chains=HWPMC.records_chains),
+        nmi_graph=agent.nmi_graph(spec.flavour),
     )
     agent.save_run(run.record())
     return run

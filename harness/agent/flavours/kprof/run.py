@@ -235,6 +235,7 @@ def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
         kernel=interrupt_reads(irq, agent.pmu_irq_label),
         injections=injections_of(steps, online),
         truth=evidence_of(agent, steps, results, chains=KPROF.records_chains),
+        nmi_graph=agent.nmi_graph(spec.flavour),
         tracing_ns=_tracing_span(steps, results),
     )  # fmt: skip
 

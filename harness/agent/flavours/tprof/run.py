@@ -299,6 +299,7 @@ def run_steps(
         injections=injections,
         instruction_clock=context.instruction_clock,
         truth=evidence_of(agent, steps, results, chains=TPROF.records_chains),
+        nmi_graph=agent.nmi_graph(spec.flavour),
         spin_loop=agent.spin_loop(),
     )
     agent.save_run(run.record())
