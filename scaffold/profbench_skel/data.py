@@ -54,6 +54,7 @@ DROP_CAUSES: tuple[tuple[str, str], ...] = (
 )
 #: Every producer call ends here or in one of `DROP_CAUSES` (oracle SKEL-O1).
 RECORDED = "x_recorded"
+FULL = DROP_CAUSES[0][0]
 
 SLOTS = Param("skel_slots", 4096, 2, 1 << 20, "records each CPU's ring holds")
 
@@ -82,6 +83,11 @@ INFO = FlavourInfo(
         Mutant(
             "skel_uncounted_drop",
             "a sample refused by a full ring is counted nowhere",
+            ("SKEL-O1",),
+        ),
+        Mutant(
+            "skel_full_as_nested",
+            "a sample refused by a full ring is counted as a nested drop",
             ("SKEL-O1",),
         ),
         Mutant(

@@ -36,7 +36,7 @@ from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
-from profbench_skel.data import DROP_CAUSES, INFO, RECORDED, SLOTS
+from profbench_skel.data import DROP_CAUSES, FULL, INFO, RECORDED, SLOTS
 from profbench_skel.oracles import ORACLES, applicable_oracles, check_skel, judge_skel
 from profbench_skel.report import format_table, format_verdicts
 from profbench_skel.results import SkelRun
@@ -72,7 +72,10 @@ def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun
     )
     body = (inject_step("all", EXACT_BURST), inject_step(cpus[0], 3, ctx="task"))
     injected = dict.fromkeys(cpus, EXACT_BURST) | {cpus[0]: EXACT_BURST + 3}
-    return skel_run(agent, exact, body, RunContext(injected=injected))
+    causes = {name: 0 for name, _ in DROP_CAUSES}  # the ring fills: every drop is FULL
+    outcomes = {cpu: causes | {RECORDED: min(n, EXACT_SLOTS), FULL: max(0, n - EXACT_SLOTS)}
+                for cpu, n in injected.items()}  # fmt: skip
+    return skel_run(agent, exact, body, RunContext(injected=injected, outcomes=outcomes))
 
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:

@@ -13,7 +13,9 @@ laws start from that number::
   one cause: ``x_producer_calls = x_recorded + x_drop_full + x_drop_stopped +
   x_drop_nested``; and what was recorded was read or is still in the ring:
   ``x_recorded = x_read + x_inring``. With ``pmu_produce`` off, the calls are exactly
-  those injected.
+  those injected; where the harness counts each outcome itself (the exact run: a ring
+  of 16 and 20 calls is 16 recorded, 4 full), each cause must be its count, so a drop
+  counted under the wrong cause fails too, not only one counted nowhere.
 * **SKEL-O2, the stream**: after STOP and a read to the end of the stream, nothing is
   left in a ring (``x_inring = 0``); per CPU the stream holds ``x_read`` records, the
   records the reader counted as it took them, each from a CPU that was online, in the
@@ -94,6 +96,11 @@ def check_conservation(run: SkelRun) -> list[Violation]:
             held,
             "a recorded sample is read or still in the ring",
         )
+        for name, want in (run.outcomes or {}).get(cpu, {}).items():
+            detail = "each outcome, as the harness counts it"  # a cause, not only the sum
+            found += equal(
+                "SKEL-O1", cpu, name, want=want, got=run.percpu(cpu, name), detail=detail
+            )
         if run.injected is not None and not run.spec.pmu_produce:
             found += equal(
                 "SKEL-O1",

@@ -89,7 +89,8 @@ class SkelRun(RunEvidence):
     ``samples``: every record read(2) returned, in stream order; ``bytes_read``: how
     many bytes that was; ``online_cpus``: the CPUs online when the run began;
     ``nmi_expected``: the guest booted with pseudo-NMI on; ``injected``: CPU →
-    producer calls the harness injected (None: it injected none it counts).
+    producer calls the harness injected (None: it injected none it counts);
+    ``outcomes``: CPU → how many calls end in each outcome, by the harness's count.
     """
 
     snapshot: AgentSnapshot
@@ -98,6 +99,7 @@ class SkelRun(RunEvidence):
     online_cpus: tuple[int, ...]
     nmi_expected: bool
     injected: Mapping[int, int] | None = None
+    outcomes: Mapping[int, Mapping[str, int]] | None = None
     throttling_disabled: bool = True
 
     @property

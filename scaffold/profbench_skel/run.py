@@ -52,6 +52,9 @@ class RunContext:
 
     #: CPU → producer calls the body injects (None: it injects none the oracles count).
     injected: Mapping[int, int] | None = None
+    #: CPU → how many producer calls end in each outcome (recorded, each drop cause), as
+    #: the harness counts them (None: it cannot; the exact run can).
+    outcomes: Mapping[int, Mapping[str, int]] | None = None
     throttling_disabled: bool = True
     max_sample_rate: int | None = None
     #: Marker name → what the host does there (`harness.agent.steps.host_action_steps`).
@@ -118,6 +121,7 @@ def skel_run(
         online_cpus=online,
         nmi_expected=agent.nmi_expected_for(spec),
         injected=context.injected,
+        outcomes=context.outcomes,
         throttling_disabled=context.throttling_disabled,
         kernel=interrupt_reads(reads, agent.pmu_irq_label),
         injections=injections_of(steps, online),

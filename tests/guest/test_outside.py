@@ -136,17 +136,21 @@ def test_a_scaffolded_flavour_is_judged_by_every_shared_oracle(
     full = {c: found[f"percpu.{c}.x_drop_full"] for c in cpus}
     assert full == {c: 4 + (3 if c == cpus[0] else 0) for c in cpus}, report  # 20 into 16
 
-    # Broken on purpose: the port's own sabotage, a drop counted nowhere, is caught by its
-    # own law in the same run (20 calls, 16 recorded, the 4 full drops uncounted).
-    broken = build_agent(AgentSpec(flavour=NAME), outside.images, cache,
-                         mutant=f"{NAME}_uncounted_drop")  # fmt: skip
-    agent.unload()
-    outside.guest.shell.put(broken.ko, f"{GUEST_DIR}/profagent.ko")
-    mutated = agent_in(outside.guest, broken, agent.profctl_binary, request)
-    run = flavour.exact_run(mutated, AgentSpec(flavour=NAME), cpus)
-    caught = flavour.check(run)
-    request.node.user_properties.append(
-        (AGENT_REPORT, f"{NAME} (scaffolded) exact run, mutant {broken.rendered.mutant}\n"
-                       f"{flavour.report(run, caught)}")
-    )  # fmt: skip
-    assert {v.oracle for v in caught} == {"OUTSIDE-O1"}, flavour.report(run, caught)
+    # Broken on purpose: the port's own sabotages, a drop counted nowhere and one counted
+    # under the wrong cause, are caught by its own law in the same run (20 calls, 16
+    # recorded: the 4 full drops uncounted, or counted as nested, which the sum of the
+    # causes alone would let through).
+    for sabotage in ("uncounted_drop", "full_as_nested"):
+        broken = build_agent(AgentSpec(flavour=NAME), outside.images, cache,
+                             mutant=f"{NAME}_{sabotage}")  # fmt: skip
+        agent.unload()
+        outside.guest.shell.put(broken.ko, f"{GUEST_DIR}/profagent.ko")
+        mutated = agent_in(outside.guest, broken, agent.profctl_binary, request)
+        run = flavour.exact_run(mutated, AgentSpec(flavour=NAME), cpus)
+        caught = flavour.check(run)
+        request.node.user_properties.append(
+            (AGENT_REPORT, f"{NAME} (scaffolded) exact run, mutant {broken.rendered.mutant}\n"
+                           f"{flavour.report(run, caught)}")
+        )  # fmt: skip
+        assert {v.oracle for v in caught} == {"OUTSIDE-O1"}, flavour.report(run, caught)
+        mutated.unload()
