@@ -135,8 +135,11 @@ def judge_core(view: CoreView) -> list[Judged]:
     if view.kernel is not None:
         read = [cpu for cpu in cpus if view.kernel.delta(cpu) is not None]
         found.append(Judged("IRQ", len(read), "CPUs", why="every CPU was offline at a read"))
-        found.append(Judged("RELEASED", len(set(view.kernel.after) | set(cpus)), "CPUs",
-                            why="no CPU read after STOP"))  # fmt: skip
+        idle = [cpu for cpu in sorted(set(view.kernel.after) | set(cpus))
+                if view.kernel.after_stop(cpu) is not None]  # fmt: skip
+        found.append(Judged("RELEASED", len(idle), f"CPUs read at STOP and "
+                            f"{view.kernel.idle_ms} ms later (their PMU interrupts compared)",
+                            why="no CPU read both at STOP and after the idle"))  # fmt: skip
     if view.peer is not None:
         found.append(Judged("PEER", len(view.peer.watched), "CPUs perf recorded on",
                             why="perf recorded on no CPU"))  # fmt: skip

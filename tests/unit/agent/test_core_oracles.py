@@ -112,6 +112,13 @@ def test_each_applicable_core_oracle_says_what_it_compared() -> None:
     assert own["TP-O1"] == 2  # a flavour's own per-CPU law compared the core's CPUs
     nothing = replace(VIEW, core={})
     assert all(not j.judged for j in judge_flavour(nothing, {"TP-O1"}) if j.oracle == "TP-O1")
+    # RELEASED counts the CPUs read at STOP and after the idle window, not the core's.
+    assert VIEW.kernel is not None
+    no_idle = replace(VIEW, kernel=replace(VIEW.kernel, idle={}))
+    (released,) = (j for j in judge_core(no_idle) if j.oracle == "RELEASED")
+    assert (released.n, released.judged) == (0, False)
+    one = replace(VIEW, kernel=replace(VIEW.kernel, idle={1: VIEW.kernel.after[1]}))
+    assert next(j.n for j in judge_core(one) if j.oracle == "RELEASED") == 1
 
 
 @pytest.mark.parametrize(("pair", "n", "why"), [
