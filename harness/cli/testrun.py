@@ -114,6 +114,7 @@ class TierOptions:
     snapshot: bool = True  # restore a snapshot per test; False: boot cold, reuse guests
     flavours: tuple[str, ...] = ()  # only these flavours' tests (pytest --flavour); () all
     ktap: bool = False  # print KTAP on standard output instead of pytest's tables
+    junit: Path | None = None  # where the JUnit goes (None: a new run directory's)
 
 
 def run_guest_tier(
@@ -129,7 +130,7 @@ def run_guest_tier(
     spec, _ = resolve(request, cache)  # validates input and builds before pytest starts
     if options.complete:
         build_tier_images(request, cache)
-    junit = new_run_dir("test", spec.name) / "junit.xml"
+    junit = options.junit or new_run_dir("test", spec.name) / "junit.xml"
     workers = options.workers or tier_workers(spec.topology.cpus, request.memory_mib)
     extra = ["-k", options.keyword] if options.keyword else []
     if not options.selftests:
