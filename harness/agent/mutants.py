@@ -10,7 +10,7 @@ are here; a flavour's are in its data (`FlavourInfo.mutants`)::
     for_flavour("dt")       # the core's mutants and dt's own
 
 A mutation run's verdicts are pure values here too; the runs themselves (guests,
-builds) are `harness.cli.mutantruns`. A mutant is caught when every oracle it names
+builds) are `harness.mutation`. A mutant is caught when every oracle it names
 (`Mutant.caught_by`) failed in at least one of its cases; the unmutated build
 (``none``) must pass every case, or no catch means anything::
 

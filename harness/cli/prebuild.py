@@ -21,8 +21,8 @@ from harness.builder.cache import Cache
 from harness.builder.images import prepare_images
 from harness.builder.kernel import KernelChoice
 from harness.cli.ci import CI_IMAGES, CI_MUTANTS
-from harness.cli.mutantruns import build_default_group
 from harness.errors import HarnessError
+from harness.mutation.campaign import build_default_group
 from harness.process import handle_sigterm
 
 LOG = logging.getLogger("harness.cli.prebuild")

@@ -7,8 +7,8 @@ from harness.agent.flavour import behaviour
 from harness.agent.module.render import render_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.mutants import MutantRow, format_table, merge, survivors, tally
-from harness.cli.mutantruns import FULL_ONLY_CASES, per_oracle, planned
 from harness.errors import ConfigError
+from harness.mutation.plan import FULL_ONLY_CASES, per_oracle, planned
 
 
 def test_merge_collects_each_failed_oracle_once_in_case_order() -> None:

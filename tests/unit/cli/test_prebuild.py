@@ -13,7 +13,7 @@ from harness.builder.cache import Cache
 from harness.builder.kernel import KernelChoice
 from harness.cli import prebuild
 from harness.cli.ci import CI_IMAGES, CI_MUTANTS
-from harness.cli.mutantruns import MutationRequest, planned
+from harness.mutation.plan import MutationRequest, planned
 from tests.scenarios.test_budgets import CASES
 
 

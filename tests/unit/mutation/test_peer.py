@@ -6,7 +6,7 @@ from harness.agent import mutants
 from harness.agent.peer.counts import PeerBound, PeerEvidence, PeerWindow
 from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.symbols import fold
-from harness.cli.mutantruns import _peer_unjudged
+from harness.mutation.peer import _peer_unjudged
 from harness.vm.perf import parse_perf_output
 from tests.unit.golden import LOGS_DIR
 

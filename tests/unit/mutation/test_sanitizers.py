@@ -6,7 +6,8 @@ from harness.agent import mutants
 from harness.agent.flavour import behaviour
 from harness.agent.module.info import SHARED_CASES
 from harness.builder.kernels import VARIANT_FRAGMENTS
-from harness.cli.mutantruns import SANITIZER_CASES, _after_guest_error, _row
+from harness.mutation.cases import mutant_row
+from harness.mutation.sanitizers import SANITIZER_CASES, _after_guest_error
 
 #: Which reports each sanitizer kernel can print.
 REPORTS = {"debug": {"KASAN", "UBSAN"}, "kcsan": {"KCSAN"}}
@@ -30,7 +31,7 @@ def test_every_sanitizer_mutant_is_caught_by_a_report_its_kernel_prints() -> Non
 def test_a_build_the_guest_did_not_live_to_judge_is_a_row_not_caught() -> None:
     """The kcsan guest lost SSH under plain_event_count: its row must not vanish."""
     plain = mutants.get("plain_event_count")
-    control = _row(behaviour("dt"), None, [("kcsan", set())])
+    control = mutant_row(behaviour("dt"), None, [("kcsan", set())])
     rows = _after_guest_error([control], {"dt": (plain,)}, "kcsan", "the kcsan guest: SSH lost")
     assert [(r.mutant, r.verdict) for r in rows] == [("none", "clean"),
                                                      ("plain_event_count", "SURVIVED")]  # fmt: skip
@@ -40,7 +41,7 @@ def test_a_build_the_guest_did_not_live_to_judge_is_a_row_not_caught() -> None:
     assert [r.verdict for r in _after_guest_error([], {"dt": (plain,)}, "kcsan", "boot")] == [
         "BROKEN", "SURVIVED"]  # fmt: skip
     # Every build judged: leaving the guest is a note on the last row.
-    judged = [control, _row(behaviour("dt"), plain, [("kcsan", {"KCSAN"})])]
+    judged = [control, mutant_row(behaviour("dt"), plain, [("kcsan", {"KCSAN"})])]
     after = _after_guest_error(judged, {"dt": (plain,)}, "kcsan", "the kcsan guest: x")
     assert [r.verdict for r in after] == ["clean", "caught"]
     assert after[1].notes == ("leaving the kcsan guest: x",)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from harness.agent import mutants
-from harness.cli.mutantruns import _caught
+from harness.mutation.cases import caught
 
 HANDLER_PC = mutants.get("handler_pc")  # caught by MODE and WHERE together
 
 
 def test_a_mutant_is_caught_only_when_every_oracle_it_names_failed_somewhere() -> None:
     assert set(HANDLER_PC.caught_by) == {"MODE", "WHERE"}
-    assert not _caught(HANDLER_PC, [("standard", {"MODE"})])  # the exact run still runs
-    assert _caught(HANDLER_PC, [("standard", {"MODE"}), ("exact", {"WHERE", "IRQ"})])
-    assert _caught(HANDLER_PC, [("standard", {"MODE", "WHERE"})])
-    assert not _caught(HANDLER_PC, [("standard", set()), ("exact", {"IRQ"})])
+    assert not caught(HANDLER_PC, [("standard", {"MODE"})])  # the exact run still runs
+    assert caught(HANDLER_PC, [("standard", {"MODE"}), ("exact", {"WHERE", "IRQ"})])
+    assert caught(HANDLER_PC, [("standard", {"MODE", "WHERE"})])
+    assert not caught(HANDLER_PC, [("standard", set()), ("exact", {"IRQ"})])

@@ -1,0 +1,136 @@
+"""One case of a mutation run: a build's agent on a guest through one run, judged.
+
+A case is one of a flavour's runs (``standard``, ``exact``, ``peer``, an extra run) of
+one build, the control or a mutant. What failed is the oracles its violations name, plus
+the UNJUDGED tokens of the oracles its mutants rely on (``RUN-ERROR`` when the run itself
+failed). A build's row merges its cases by the catalogue's rule
+(`harness.agent.mutants.merge`)::
+
+    bench = Bench(arch, cache, cpus=(0, 1), timeouts=Timeouts.from_env(), out=out)
+    with mutation_guest(bench, images, "default") as guest:
+        failed = run_case(bench, guest, images, behaviour("tprof"), mutant, "standard")
+    mutant_row(behaviour("tprof"), mutant, [("standard", failed)])
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.agent import mutants
+from harness.agent.driver import Agent
+from harness.agent.flavour import AgentRun, Flavour
+from harness.agent.module.build import build_agent
+from harness.agent.module.info import Mutant
+from harness.agent.module.spec import AgentSpec
+from harness.agent.mutants import MutantRow, merge
+from harness.agent.oracles.report import unjudged
+from harness.agent.profctl_build import build_profctl
+from harness.arches import ArchProfile
+from harness.builder.cache import Cache
+from harness.builder.images import GuestImages
+from harness.errors import ConfigError, HarnessError
+from harness.mutation.plan import planned
+from harness.timeouts import Timeouts
+from harness.vm.argv import MachineSpec
+from harness.vm.guest import Guest
+from harness.vm.topology import default_topology
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Bench:
+    """What every mutation run shares."""
+
+    arch: ArchProfile
+    cache: Cache
+    cpus: tuple[int, ...]
+    timeouts: Timeouts
+    out: Path
+
+
+def run_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour,
+             mutant: Mutant | None, case: str) -> set[str]:  # fmt: skip
+    """The oracles that failed in ``case`` (``RUN-ERROR`` when the run itself failed)."""
+    return judge_case(bench, guest, images, flavour, mutant, case)[0]
+
+
+def judge_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour,
+               mutant: Mutant | None, case: str) -> tuple[set[str], AgentRun | None]:  # fmt: skip
+    """The oracles that failed in ``case``, and the run (None when it failed)."""
+    agent = deploy_agent(bench, guest, images, flavour.name, mutant)
+    spec = AgentSpec(flavour=flavour.name)
+    runner = flavour.peer_run if case == "peer" else flavour.runs.get(case)
+    if runner is None:
+        raise ConfigError(f"flavour {flavour.name} has no {case} run")
+    try:
+        run = runner(agent, spec, bench.cpus)
+    except HarnessError as exc:
+        LOG.warning("mutant %s, %s, %s: the run failed: %s", name_of(mutant), flavour.name,
+                    case, exc)  # fmt: skip
+        return {"RUN-ERROR"}, None
+    violations = flavour.check(run)
+    failed = {v.oracle for v in violations} | _unjudged(flavour, run, mutant, case)
+    # The run's table and verdicts beside its evidence: what a catch or a survivor rests on.
+    (agent.workdir / f"report-{case}.txt").write_text(flavour.report(run, violations) + "\n")
+    LOG.info("mutant %s, %s, %s: failed %s", name_of(mutant), flavour.name, case,
+             ", ".join(sorted(failed)) or "none")  # fmt: skip
+    return failed, run
+
+
+def _unjudged(flavour: Flavour, run: AgentRun, mutant: Mutant | None, case: str) -> set[str]:
+    """The `unjudged_token` of each oracle the case's UNJUDGED mutants rely on that judged nothing.
+
+    A mutant caught by ``PROFILE:UNJUDGED`` relies on PROFILE comparing something in an
+    unmutated run: the control of its case is held to it, and so is the mutant.
+    """
+    tokens = mutant.caught_by if mutant else tuple(
+        t for m in planned(flavour.name, full=True, case=case) for t in m.caught_by)  # fmt: skip
+    relied = {o for t in tokens if (o := mutants.unjudged_oracle(t))}
+    if not relied:
+        return set()
+    judged = flavour.judged(run)
+    return {mutants.unjudged_token(name) for name in relied if unjudged(judged, (name,))}
+
+
+def deploy_agent(bench: Bench, guest: Guest, images: GuestImages, flavour: str,
+                 mutant: Mutant | None) -> Agent:  # fmt: skip
+    """``mutant``'s build of ``flavour``'s agent (built or cached), deployed in ``guest``."""
+    build = build_agent(AgentSpec(flavour=flavour), images, bench.cache, mutant=name_of(mutant))
+    workdir = bench.out / guest.name / f"{flavour}-{name_of(mutant)}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    agent = Agent(guest.shell, build, build_profctl(bench.arch, bench.cache), workdir,
+                  nmi_expected=True, pmu_irq_label=bench.arch.pmu_interrupt_label,
+                  cycles_per_ns=bench.arch.cycles_per_ns("tcg"),
+                  timeouts=bench.timeouts, vmlinux=images.vmlinux)  # fmt: skip
+    agent.deploy()
+    return agent
+
+
+def mutation_guest(bench: Bench, images: GuestImages, name: str, *, timeout_scale: float = 1,
+                   kernel_args: tuple[str, ...] = ()) -> Guest:  # fmt: skip
+    """A TCG guest called ``name`` with pseudo-NMIs on ``bench``'s vCPUs, not yet booted."""
+    spec = MachineSpec(arch=bench.arch, topology=default_topology(len(bench.cpus)), nmi=True,
+                       accel="tcg", kernel_args=kernel_args)  # fmt: skip
+    timeouts = bench.timeouts.scaled_by(timeout_scale)
+    return Guest(spec, images, bench.out / name, timeouts=timeouts, name=name)
+
+
+def mutant_row(flavour: Flavour, mutant: Mutant | None, cases: list[tuple[str, set[str]]],
+               notes: Iterable[str] = (), *, unjudged: bool = False) -> MutantRow:  # fmt: skip
+    """The row of ``mutant`` (None: the control) in ``flavour``, merged from ``cases``."""
+    expected = mutant.caught_by if mutant else ()
+    return merge(name_of(mutant), flavour.name, expected, cases, tuple(notes), unjudged=unjudged)
+
+
+def caught(mutant: Mutant, cases: list[tuple[str, set[str]]]) -> bool:
+    """Whether ``cases`` already catch ``mutant``, by the row's own rule (`MutantRow.verdict`)."""
+    return merge(mutant.name, "", mutant.caught_by, cases).verdict == "caught"
+
+
+def name_of(mutant: Mutant | None) -> str:
+    """``mutant``'s name, or the control's (`harness.agent.mutants.NONE`)."""
+    return mutant.name if mutant else mutants.NONE

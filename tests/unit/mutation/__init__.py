@@ -1,0 +1,1 @@
+"""Unit tests of the mutation campaign: its plan, cases, peer retries and sanitizer groups."""
