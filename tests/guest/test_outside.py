@@ -10,9 +10,9 @@ before the run; and its own mutant, a drop counted nowhere, must be caught by th
 One test, two runs: the tier's time (a standard run and a peer run were 13 s and 15 s
 on 8 vCPUs in two tests) goes to the one run that judges both. A flavour found outside
 (``invoke test --flavour NAME --flavour-path DIR``) runs the shared tests instead
-(`tests.flavoured`), and this one is not among them. The session's module is put back
-in the guest afterwards, and the registry forgets the flavour: the tests after this
-see the bench as it was.
+(`tests.flavoured`) and its exact run here, and this one is not among them. The
+session's module is put back in the guest afterwards, and the registry forgets the
+flavour: the tests after this see the bench as it was.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from harness.builder.images import GuestImages
 from harness.vm.guest import Guest
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT, agent_in
-from tests.guest.verdicts import failure_message
+from tests.flavoured import each
+from tests.guest.verdicts import failure_message, uncounted
 
 pytestmark = pytest.mark.guest
 #: The scaffolded flavour's name: the same in every run, so its build is cached.
@@ -154,3 +155,24 @@ def test_a_scaffolded_flavour_is_judged_by_every_shared_oracle(
         )  # fmt: skip
         assert {v.oracle for v in caught} == {"OUTSIDE-O1"}, flavour.report(run, caught)
         mutated.unload()
+
+
+@pytest.mark.parametrize("name", each(flavours.outside()))
+def test_a_port_found_outside_holds_its_laws_in_its_exact_run(
+    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest, name: str
+) -> None:
+    """``invoke test --flavour NAME --flavour-path DIR``: the port's exact run, too.
+
+    The shared tests judge its standard run; a full ring, and a drop counted nowhere or
+    under the wrong cause, show only where the harness overfills its rings and knows
+    every count (issue 44: a port's full-ring mistakes passed ``invoke test --flavour``).
+    Each count oracle must have compared something (`tests.guest.verdicts.uncounted`).
+    In-tree flavours' own tests run their exact runs.
+    """
+    flavour, cpus = behaviour(name), tuple(range(topology.cpus))
+    run = flavour.exact_run(agent, AgentSpec(flavour=name), cpus)
+    violations = flavour.check(run)
+    report = flavour.report(run, violations)
+    request.node.user_properties.append((AGENT_REPORT, f"{name} exact run\n{report}"))
+    missing = uncounted(flavour, run, topology.cpus)
+    assert not [*violations, *missing], failure_message(report, violations, missing)

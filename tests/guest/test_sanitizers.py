@@ -31,6 +31,7 @@ from harness.timeouts import Timeouts
 from harness.vm.topology import CpuTopology
 from tests.flavoured import each
 from tests.guest import crash_defects as cd
+from tests.guest.verdicts import uncounted
 
 pytestmark = pytest.mark.guest
 SANITIZER_VARIANTS = ("debug", "kcsan")
@@ -87,6 +88,7 @@ def test_flavour_runs_clean_under_the_sanitizers(
         for case in cases if variant == "kcsan" else ("standard", "exact"):
             run = flavour.runs[case](agent, AgentSpec(flavour=name), cpus)
             problems.extend(f"{name} {case}: {v}" for v in flavour.check(run))
+            problems.extend(f"{name} {case}: {u}" for u in uncounted(flavour, run, len(cpus)))
 
     if variant == "kcsan":
         where = OverlapCase(agent.shell, cpus, agent.timeouts.command_s)

@@ -16,7 +16,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from harness.agent.oracles.report import unjudged
+from harness.agent.flavour import AgentRun, Flavour
+from harness.agent.oracles.content_view import CONTENT_ORACLES
+from harness.agent.oracles.report import unjudged, vcpus_share_cores
 from harness.agent.oracles.results import Judged, Violation
 from harness.ktap import RELIED
 from tests.conftest import AGENT_REPORT
@@ -66,3 +68,25 @@ def assert_verdicts(
     if problems(request, report, violations, judged, relied):
         missing = unjudged(judged, relied)
         raise AssertionError(failure_message("\n".join(report), violations, missing))
+
+
+#: What a run judged by its counts alone relies on: not the content oracles (a run
+#: whose purpose is a sanitizer's or a neighbour's may launch no workload), nor the
+#: peer's (no peer beside it), nor C-3 (an instruction clock only).
+NOT_COUNTS = frozenset({name for name, _ in CONTENT_ORACLES} | {"PEER", "PROFILE", "C-3"})
+
+
+def count_oracles(flavour: Flavour, run: AgentRun) -> tuple[str, ...]:
+    """The count oracles of ``flavour`` that apply to ``run``: the shared ones and its own."""
+    applicable = flavour.applicable(run)
+    return tuple(n for n in flavour.oracle_names if n in applicable and n not in NOT_COUNTS)
+
+
+def uncounted(flavour: Flavour, run: AgentRun, vcpus: int) -> list[str]:
+    """Each count oracle of ``run`` (`count_oracles`) that compared nothing, one line each.
+
+    A test that judges a run by its violations alone passes a law that held over
+    nothing (issue 45): the sanitizer and noisy-neighbour runs fail on these too.
+    """
+    relied = count_oracles(flavour, run)
+    return unjudged(flavour.judged(run), relied, cores_shared=vcpus_share_cores(vcpus))
