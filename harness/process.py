@@ -365,7 +365,7 @@ class HostShell:
     """Runs shell commands on the host in bash, as a `harness.vm.shell.CommandShell` does.
 
     For host tools that read what a guest left (Linux perf reading a guest's
-    ``perf.data``: `harness.vm.perf.read_perf_data`). Each command runs in its own
+    ``perf.data``: `harness.vm.perfread.read_perf_data`). Each command runs in its own
     process group, which is killed whole when it outlives its timeout::
 
         HostShell().run("perf --version", timeout_s=10).stdout

@@ -75,7 +75,7 @@ def requirements() -> tuple[Requirement, ...]:
         # outside its phase under QEMU's user mode (tests/unit/agent/test_truth_model.py)
         Requirement("qemu-aarch64", "qemu-user"),
         # the peer runs' perf.data is read on the host, off the emulated guest
-        # (harness.vm.perf.read_perf_data): Debian's perf reads any architecture's file
+        # (harness.vm.perfread.read_perf_data): Debian's perf reads any architecture's file
         Requirement("perf", "linux-perf"),
     )
     return (*per_arch, *common)

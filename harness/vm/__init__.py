@@ -8,7 +8,8 @@
   asked for), `record` (each run's ``run.json``);
 - reuse: `snapshot`, `migration` and `snapstore` (save, load, cache guest state),
   `pool` (guests kept per process), `baseline` (a reused guest put back as it was);
-- `perf`: Linux perf sampling inside a guest, beside the agent;
+- `perf`: Linux perf sampling inside a guest, beside the agent; `perfread`: the host's
+  perf reading what it recorded;
 - the sanitizer kernels: `sanitizer` (KASAN, KCSAN and UBSAN reports on a console, read
   as verdicts) and `kcsan` (KCSAN's counters and knobs, and whether a case could have
   seen a race).

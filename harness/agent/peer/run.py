@@ -49,14 +49,13 @@ from harness.process import HostShell
 from harness.timing import ANALYSIS, PERF, stage
 from harness.vm.perf import (
     PerfCounts,
-    PerfRead,
     PerfSession,
-    read_perf_data,
     start_perf,
     stop_command,
     stop_perf,
     switch_perf,
 )
+from harness.vm.perfread import PerfRead, read_perf_data
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

@@ -16,7 +16,8 @@ from harness.agent.peer.counts import (
     stretch_margin,
 )
 from harness.errors import InfraError
-from harness.vm.perf import PerfCounts, PerfCpu, parse_perf_output
+from harness.vm.perf import PerfCounts, PerfCpu
+from harness.vm.perfread import parse_perf_output
 from tests.unit.golden import LOGS_DIR
 
 MS = 1_000_000

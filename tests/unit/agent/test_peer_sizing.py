@@ -14,7 +14,7 @@ from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.profile import MIN_COMPARED
 from harness.agent.peer.sizing import CAP_ROUNDS, MIN_MS, NEED, PeerSize, shortfall
 from harness.agent.peer.symbols import fold
-from harness.vm.perf import parse_perf_output
+from harness.vm.perfread import parse_perf_output
 from tests.unit.golden import LOGS_DIR
 
 MS = 1_000_000

@@ -7,7 +7,7 @@ from harness.agent.peer.counts import PeerBound, PeerEvidence, PeerWindow
 from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.symbols import fold
 from harness.mutation.peer import _peer_unjudged
-from harness.vm.perf import parse_perf_output
+from harness.vm.perfread import parse_perf_output
 from tests.unit.golden import LOGS_DIR
 
 COUNTS = parse_perf_output((LOGS_DIR / "arm64-perf-plain.txt").read_text(), period=10_000_000)

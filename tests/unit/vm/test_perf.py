@@ -13,16 +13,9 @@ import pytest
 
 from harness import process
 from harness.errors import ConfigError, GuestError
-from harness.vm import perf
-from harness.vm.perf import (
-    PerfRead,
-    PerfSession,
-    parse_perf_output,
-    read_perf_data,
-    record_argv,
-    start_perf,
-    stop_perf,
-)
+from harness.vm import perf, perfread
+from harness.vm.perf import PerfSession, record_argv, start_perf, stop_perf
+from harness.vm.perfread import PerfRead, parse_perf_output, read_perf_data
 from tests.unit.golden import LOGS_DIR
 
 MS = 1_000_000
@@ -242,7 +235,7 @@ def frames_of(counts: perf.PerfCounts) -> list[tuple[int, int, list[tuple[int, s
     return [(s.cpu, s.time_ns, [(f.ip, f.dso) for f in s.frames]) for s in counts.stacks]
 
 
-@pytest.mark.skipif(shutil.which(perf.HOST_PERF) is None,
+@pytest.mark.skipif(shutil.which(perfread.HOST_PERF) is None,
                     reason="no perf on the host (`invoke setup` installs linux-perf)")  # fmt: skip
 def test_host_perf_reads_a_guest_perf_data_as_the_guest_perf_printed_it(tmp_path: Path) -> None:
     data = tmp_path / "small.data"
@@ -274,7 +267,9 @@ def test_host_perf_reads_a_guest_perf_data_as_the_guest_perf_printed_it(tmp_path
 
 
 def test_the_host_read_names_kernel_frames_from_the_guests_kallsyms() -> None:
-    command = perf.report_command("/w/test[dt]/perf-03.data", stacks=True, kallsyms="/w/k s.txt")
+    command = perfread.report_command(
+        "/w/test[dt]/perf-03.data", stacks=True, kallsyms="/w/k s.txt"
+    )
     assert "script -i '/w/test[dt]/perf-03.data' --kallsyms '/w/k s.txt' -F cpu,time," in command
     assert "--stats >'/w/test[dt]/perf-03.data.stats'" in command
 
