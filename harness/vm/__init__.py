@@ -2,8 +2,9 @@
 
 - the machine: `topology` (sockets × clusters × cores × threads), `accel` (KVM only
   where a real boot proves it works), `argv` (the QEMU command line, pure), `machine`
-  (QEMU as a process), `qmp`, `console`, `ssh` and `shell` (the Protocol every guest
-  shell meets), `vcpus` (where each vCPU is, when a guest hangs);
+  (QEMU as a process), `qmp`, `console`, `ssh` (with `sshlogin`: each login's waits,
+  paramiko's records of failed ones) and `shell` (the Protocol every guest shell
+  meets), `vcpus` (where each vCPU is, when a guest hangs);
 - a booted guest: `guest` (boot to an SSH login), `preflight` (is it the machine
   asked for), `record` (each run's ``run.json``);
 - reuse: `snapshot`, `migration` and `snapstore` (save, load, cache guest state),

@@ -20,13 +20,8 @@ import paramiko
 import pytest
 
 from harness.timeouts import Timeouts
-from harness.vm.ssh import (
-    FIRST_LOGIN_WAITS,
-    LOGIN_STRETCH_MAX,
-    PARAMIKO_CHANNEL,
-    GuestShell,
-    login_waits,
-)
+from harness.vm.ssh import GuestShell
+from harness.vm.sshlogin import FIRST_LOGIN_WAITS, LOGIN_STRETCH_MAX, PARAMIKO_CHANNEL, login_waits
 
 
 @pytest.fixture
