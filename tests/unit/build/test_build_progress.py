@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.builder.cache import Cache
-from harness.builder.kernel import (
+from harness.builder.kernelsteps import (
     STEP_PATTERN,
     TYPICAL_STEPS,
     PastBuild,

@@ -12,14 +12,7 @@ from harness import arches
 from harness.builder import kernel as kernelmod
 from harness.builder.cache import Cache
 from harness.builder.images import BootFiles, GuestImages, kernel_identity, kernel_name, publish
-from harness.builder.kernel import (
-    KCONFIG_DIR,
-    KernelChoice,
-    KernelRequest,
-    expected_steps,
-    kernel_key,
-    past_builds,
-)
+from harness.builder.kernel import KCONFIG_DIR, KernelChoice, KernelRequest, kernel_key
 from harness.builder.kernels import (
     VARIANT_FRAGMENTS,
     VARIANT_MAKE_VARS,
@@ -29,6 +22,7 @@ from harness.builder.kernels import (
     fragment_names,
     get_version,
 )
+from harness.builder.kernelsteps import expected_steps, past_builds
 from harness.cli.session import parse_kernel
 from harness.errors import ConfigError
 
