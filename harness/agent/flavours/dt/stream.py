@@ -1,7 +1,8 @@
 """dt's laws over the events a run read: counts per CPU, seq order, canaries.
 
 The part of DT-O3 that reads the decoded stream, and DT-O10's two readers of one
-open. Pure functions of one `DtRun`, used by `harness.agent.flavours.dt.oracles`::
+open. Pure functions of one `DtRun`, used by `harness.agent.flavours.dt.counters` (DT-O3)
+and `harness.agent.flavours.dt.oracles` (DT-O10)::
 
     violations = [*event_counts(run), *event_seqs(run), *event_fields(run)]
     violations += readers_share(run)       # DT-O10: each committed event read once

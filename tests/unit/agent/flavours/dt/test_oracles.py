@@ -5,18 +5,20 @@ from dataclasses import replace
 
 import pytest
 
+from harness.agent.flavours.dt.counters import (
+    check_dt_drain,
+    check_dt_gstats,
+    check_dt_skipticks,
+    reads_whole_events,
+)
 from harness.agent.flavours.dt.data import DT
 from harness.agent.flavours.dt.oracles import (
     DT_ORACLES,
     applicable_dt_oracles,
     canary_of,
     check_dt,
-    check_dt_drain,
-    check_dt_gstats,
     check_dt_reader,
-    check_dt_skipticks,
     core_view,
-    reads_whole_events,
 )
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
 from harness.agent.module.info import CORE_PERCPU
