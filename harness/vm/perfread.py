@@ -24,7 +24,7 @@ perf.data is on PyPI (the ``perfetto`` package fetches its trace processor from 
 network at run time), so perf itself reads it, on the host.
 
 The command and the parsing are pure; `read_perf_data` is the thin shell over a
-`harness.process.HostShell` (anything with ``run(command, timeout_s=..., check=...)``).
+`harness.hostshell.HostShell` (anything with ``run(command, timeout_s=..., check=...)``).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class PerfRead:
 def read_perf_data(shell: CommandShell, session: PerfSession, read: PerfRead) -> PerfCounts:
     """Count ``session``'s records in ``read.data`` with host perf, cut to ``read.window``.
 
-    ``shell`` runs on the host (`harness.process.HostShell`). Nothing of the agent's
+    ``shell`` runs on the host (`harness.hostshell.HostShell`). Nothing of the agent's
     goes in: perf reads its own file, with the kernel's symbols. Blocks up to
     `REPORT_TIMEOUT_S`.
 

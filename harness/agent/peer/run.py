@@ -45,7 +45,7 @@ from harness.agent.peer.symbols import Symboliser, UserSymbols, parse_kallsyms
 from harness.agent.steps import DEBUGFS, parse_pairs
 from harness.agent.truth.build import TEXT_BASE, TRUTH_BINARY
 from harness.errors import InfraError
-from harness.process import HostShell
+from harness.hostshell import HostShell
 from harness.timing import ANALYSIS, PERF, stage
 from harness.vm.perf import (
     PerfCounts,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import process
+from harness import hostshell
 from harness.errors import ConfigError, GuestError
 from harness.vm import perf, perfread
 from harness.vm.perf import PerfSession, record_argv, start_perf, stop_perf
@@ -243,7 +243,7 @@ def test_host_perf_reads_a_guest_perf_data_as_the_guest_perf_printed_it(tmp_path
     printed = gzip.decompress((LOGS_DIR / "arm64-perf-small-guest.txt.gz").read_bytes()).decode()
     session = PerfSession(cpus=(0, 1), period=MS, stacks=True, name="small")
     kept = tmp_path / "read.txt"
-    host = read_perf_data(process.HostShell(), session, PerfRead(data, keep=kept))
+    host = read_perf_data(hostshell.HostShell(), session, PerfRead(data, keep=kept))
     guest = parse_perf_output(printed, period=MS, cpus=(0, 1))
     assert host.version.splitlines()[0] == "recorded by perf version 6.1.192"  # the guest's
     assert host.cpus == guest.cpus  # samples, lost, throttles, first and last per CPU
