@@ -8,10 +8,8 @@ who is to blame: 2 bad input, 3 host or QEMU, 4 the guest kernel.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
-import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -38,23 +36,14 @@ from harness.builder.kernel import KernelRequest, build_kernel, check_variant, k
 from harness.builder.keys import ensure_keypair
 from harness.cli import against as againstmod
 from harness.cli import bench as benchmod
-from harness.cli import checks, mutantruns, testrun
+from harness.cli import checks, mutantruns, taskhelp, testrun, texts
 from harness.cli import ci as cimod
 from harness.cli.cachelist import format_listing, prune_cache, survey_cache
-from harness.cli.session import (
-    GuestRequest,
-    interactive_shell,
-    parse_cpus,
-    parse_kernel,
-    parse_nmi,
-)
+from harness.cli.session import guest_request, interactive_shell, parse_kernel
 from harness.errors import ConfigError, HarnessError
-from harness.matrix.load import get_matrix, github_images, github_matrix, select, with_flavours
 from harness.process import handle_sigterm
 from harness.scenarios import deterministic_bundle as bundles
 from harness.scenarios import repro as reprolib
-from harness.scenarios.deterministic import DeterministicResult
-from harness.scenarios.identity import differing, format_rows
 from harness.scenarios.load import find_scenario, load_scenario
 from harness.timeouts import Timeouts
 from harness.vm.argv import DeterministicMode
@@ -62,19 +51,6 @@ from harness.vm.record import new_run_dir
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-GUEST_HELP = {
-    "cpus": "number of vCPUs (default layout spreads them over sockets, clusters, SMT)",
-    "topology": "explicit layout, e.g. sockets=2,clusters=2,cores=1,threads=2 or 2s2cl1c2t",
-    "arch": "guest architecture: arm64 (default; vPMU under TCG) or x86_64",
-    "variant": "kernel variant: default, debug (lockdep, kmemleak, KASAN, UBSAN) or kcsan",
-    "accel": "auto (KVM only where a real boot probe works), kvm or tcg",
-    "nmi": "on: PMU interrupts as (pseudo-)NMIs; off: as ordinary IRQs (arm64 only)",
-    "append": "extra guest kernel arguments, e.g. 'nokaslr loglevel=8'",
-    "memory": "guest memory in MiB (default 1024)",
-    "kernel": "guest kernel version from Debian's linux-source packages: 6.1 (default) or 6.12",
-    "kernel_src": "build and boot this kernel source tree instead (clean or dirty checkout)",
-}
 
 
 class _LetterShortFlags(Task[Callable[..., None]]):
@@ -127,21 +103,6 @@ def cli(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _request(cpus: str | None, topology: str | None, arch: str, variant: str, accel: str,
-             nmi: str, append: str, memory: int, kernel: str = "6.1",
-             kernel_src: str | None = None) -> GuestRequest:  # fmt: skip
-    return GuestRequest(arch=arch, cpus=parse_cpus(cpus), topology=topology, variant=variant,
-                        accel=accel, nmi=parse_nmi(nmi), memory_mib=memory,
-                        kernel_args=tuple(shlex.split(append)), kernel=kernel,
-                        kernel_src=kernel_src)  # fmt: skip
-
-
-FLAVOUR_PATH_HELP = (
-    "a flavour package outside the tree, or the checkout holding one (its pyproject.toml "
-    "declares it), repeatable; exported as PROFBENCH_FLAVOUR_PATH to the tests"
-)
-
-
 def _use_flavours(paths: list[str] | None) -> None:
     """``--flavour-path``: add those flavours, then check every one from outside the tree."""
     use_flavours(Path(path) for path in paths or ())
@@ -155,9 +116,7 @@ def setup(c: Context) -> None:
     print("host ready" + (f"; installed {' '.join(report.installed)}" if report.installed else ""))
 
 
-@task(help={"arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"],
-            "jobs": "parallel make jobs (default: one per host CPU)",
-            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"]})  # fmt: skip
+@task(help=taskhelp.KERNEL)
 @cli
 def kernel(c: Context, arch: str = "arm64", variant: str = "default", jobs: int = 0,
            kernel: str = "6.1", kernel_src: str | None = None) -> None:  # fmt: skip
@@ -169,8 +128,7 @@ def kernel(c: Context, arch: str = "arm64", variant: str = "default", jobs: int 
     print(f"{entry.path / entry.manifest['image']}\n  build tree: {entry.path / 'build'}")
 
 
-@task(help={"arch": GUEST_HELP["arch"],
-            "relock": "pin today's Debian versions in guest/rootfs/<arch>.lock.json"})  # fmt: skip
+@task(help=taskhelp.ROOTFS)
 @cli
 def rootfs(c: Context, arch: str = "arm64", relock: bool = False) -> None:
     """Build (or reuse) the guest initramfs from the locked Debian packages."""
@@ -183,9 +141,7 @@ def rootfs(c: Context, arch: str = "arm64", relock: bool = False) -> None:
     print(f"{entry.path / rootfsmod.ROOTFS_FILE}  sha256 {entry.manifest['sha256']}")
 
 
-@task(help={"arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"],
-            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"],
-            "key": "only print the kernel's cache key (CI's actions/cache key)"})  # fmt: skip
+@task(help=taskhelp.IMAGES)
 @cli
 def images(c: Context, arch: str = "arm64", variant: str = "default", kernel: str = "6.1",
            kernel_src: str | None = None, key: bool = False) -> None:  # fmt: skip
@@ -202,23 +158,7 @@ def images(c: Context, arch: str = "arm64", variant: str = "default", kernel: st
     print(f"{built.files.kernel}\n{built.files.initrd}")
 
 
-@task(
-    help={**GUEST_HELP, "workers": "pytest-xdist workers (default: one per host core, "
-                                    "one for a guest of over 8 vCPUs)",
-          "k": "only tests (or matrix cells) matching this pytest -k expression",
-          "selftests": "also run the harness's own failure-path and CLI checks",
-          "complete": "first build the images the tier's other checks need (debug kernel, "
-                      "x86_64), so none skips for want of one",
-          "matrix": "run a named matrix from tests/matrix.toml (quick, full) instead",
-          "n": "matrix workers: auto (one per host core) or a number",
-          "no_snapshot": "boot guests cold instead of restoring them from snapshots",
-          "flavour": "only this flavour's tests (with --matrix: its cells on the matrix's "
-                     "guests); repeatable, one outside the tree too",
-          "flavour_path": FLAVOUR_PATH_HELP,
-          "ktap": "print the run's KTAP (also written beside its JUnit as ktap.txt) on "
-                  "standard output instead of pytest's tables"},
-    iterable=["flavour", "flavour_path"],
-)  # fmt: skip
+@task(help=taskhelp.TEST, iterable=["flavour", "flavour_path"])
 @cli
 def test(c: Context, n: str | None = None, cpus: str | None = None,
          topology: str | None = None, arch: str = "arm64", variant: str = "default",
@@ -237,8 +177,9 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
         if status != 0:
             raise Exit(code=status)
         return
-    request = _request(cpus, topology, arch, variant, accel, nmi, append, memory, kernel,
-                       kernel_src)  # fmt: skip
+    request = guest_request(cpus=cpus, topology=topology, arch=arch, variant=variant,
+                            accel=accel, nmi=nmi, append=append, memory=memory, kernel=kernel,
+                            kernel_src=kernel_src)  # fmt: skip
     count = testrun.worker_budget(n) if n else (workers or None)  # None: one per core
     options = testrun.TierOptions(workers=count, keyword=k, selftests=selftests,
                                   complete=complete, snapshot=not no_snapshot,
@@ -248,31 +189,22 @@ def test(c: Context, n: str | None = None, cpus: str | None = None,
         raise Exit(code=status)
 
 
-@task(help=GUEST_HELP)
+@task(help=taskhelp.SHELL)
 @cli
 def shell(c: Context, cpus: str | None = None, topology: str | None = None, arch: str = "arm64",
           variant: str = "default", accel: str = "auto", nmi: str = "on", append: str = "",
           memory: int = 1024, kernel: str = "6.1",
           kernel_src: str | None = None) -> None:  # fmt: skip
     """An interactive root shell in a fresh guest; the guest stops when the shell exits."""
-    request = _request(cpus, topology, arch, variant, accel, nmi, append, memory, kernel,
-                       kernel_src)  # fmt: skip
+    request = guest_request(cpus=cpus, topology=topology, arch=arch, variant=variant,
+                            accel=accel, nmi=nmi, append=append, memory=memory, kernel=kernel,
+                            kernel_src=kernel_src)  # fmt: skip
     status = interactive_shell(request, Cache.default(), Timeouts.from_env())
     if status != 0:
         raise Exit(code=status)
 
 
-@task(help={"out": "JSON output path (default artifacts/bench/bench-<time>.json)",
-            "cold": "also time a cold kernel and rootfs build in a scratch cache (~4 min)",
-            "repeats": "boots per vCPU count (the median is reported)",
-            "matrix": "matrix timed with 1 worker and the CPU budget (none: skip)",
-            "test_wall": "also time `invoke test --cpus 8` with and without snapshots (minutes)",
-            "only_boots": "only cold boot and restore times (and --test-wall)",
-            "against": "time `invoke test` of this tree and of commit REV alternately, side "
-                       "by side (with or without --test-wall; nothing else is measured)",
-            "k": "with --against: the tests to time (pytest -k; default the whole tier)",
-            "rounds": "with --against: REV-then-this-tree rounds",
-            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"]})  # fmt: skip
+@task(help=taskhelp.BENCH)
 @cli
 def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 3,
           matrix: str = "quick", test_wall: bool = False, only_boots: bool = False,
@@ -292,21 +224,7 @@ def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 
     print(benchmod.format_table(result))
 
 
-@task(
-    help={"flavour": "agent flavour: " + ", ".join(flavours.FLAVOURS)
-          + ", or one outside the tree (--flavour-path)",
-          "event": "cycles, instructions or cpu-clock",
-          "period": "events between overflows", "drain": "auto (periodic) or manual (kicks)",
-          "drain-ms": "auto drain period", "out": "output directory "
-          "(default artifacts/agent/<time>-<flavour>)",
-          "quirks": "seed defects to reproduce: a mask (0x3) or names (TP-D1,TP-D2)",
-          "param": "a flavour's own load parameter, NAME=VALUE, repeatable "
-          "(tprof: est_freq, buffer_samples, list_limit; see its data.py)",
-          "arch": GUEST_HELP["arch"], "variant": GUEST_HELP["variant"],
-          "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"],
-          "flavour_path": FLAVOUR_PATH_HELP},
-    iterable=["param", "flavour_path"],
-)  # fmt: skip
+@task(help=taskhelp.AGENT, iterable=["param", "flavour_path"])
 @cli
 def agent(c: Context, flavour: str = "tprof", event: str = "cycles", period: int = 1_000_000,
           drain: str = "auto", drain_ms: int = 1000, quirks: str = "0",
@@ -324,35 +242,18 @@ def agent(c: Context, flavour: str = "tprof", event: str = "cycles", period: int
                             kernel=parse_kernel(kernel, kernel_src))  # fmt: skip
     target = Path(out) if out else new_run_dir("agent", flavour)
     build = export_agent(spec, images, Cache.default(), target)
-    print(f"generated sources: {target / 'src'}")
-    print(f"module:            {target / build.ko.name}  (for {images.kernel_release})")
-    print(f"load it with:      {(target / 'insmod.txt').read_text().strip()}")
+    print(texts.format_export(target, build, images))
 
 
-@task(positional=["name"],
-      help={"name": "the new flavour's name: lower-case letters, digits and _",
-            "out": "the directory to write (new or empty; default ./profbench-NAME)"})  # fmt: skip
+@task(positional=["name"], help=taskhelp.NEW_FLAVOUR)
 @cli
 def new_flavour(c: Context, name: str, out: str | None = None) -> None:
     """Write a working flavour package: an NMI-safe port, its laws, tests, a README."""
     made = scaffold_flavour(name, Path(out) if out else Path(f"profbench-{name}"))
-    for path in made.files:
-        print(f"  {path}")
-    print(f"wrote flavour {made.name} (package {made.package}) into {made.out}")
-    print(f"its unit tests:    python -m pytest {made.out / 'tests'}")
-    print(f"in a guest:        invoke test --cpus 2 --flavour {made.name} "
-          f"--flavour-path {made.out}")  # fmt: skip
-    print(f"its mutants:       invoke mutants --flavour-path {made.out} --flavour {made.name}")
+    print(texts.format_new_flavour(made))
 
 
-@task(help={"name": "a matrix in tests/matrix.toml (quick, full)",
-            "format": "text (one cell id a line), github (a strategy matrix as JSON) or "
-                      "images (the kernels its cells boot, once each, as a strategy matrix)",
-            "k": "only cells whose id contains this",
-            "flavour": "only this flavour's cells (repeatable; one outside the tree: a cell "
-                       "on each of the matrix's guests)",
-            "flavour_path": FLAVOUR_PATH_HELP},
-      iterable=["flavour", "flavour_path"])  # fmt: skip
+@task(help=taskhelp.MATRIX, iterable=["flavour", "flavour_path"])
 @cli
 def matrix(
     c: Context,
@@ -364,57 +265,10 @@ def matrix(
 ) -> None:
     """List a matrix's cells, or print it as a GitHub Actions strategy matrix."""
     _use_flavours(flavour_path)
-    chosen = with_flavours(get_matrix(name), tuple(flavour or ()))
-    if format == "github":
-        print(json.dumps(github_matrix(chosen, select(chosen, k))))
-    elif format == "images":
-        print(json.dumps(github_images(chosen, select(chosen, k))))
-    elif format == "text":
-        print("\n".join(cell.id for cell in select(chosen, k)))
-    else:
-        raise ConfigError(f"--format takes text, github or images, not {format!r}")
+    print(texts.format_matrix(name, format, keyword=k, flavours=tuple(flavour or ())))
 
 
-def _print_deterministic(outcome: DeterministicResult) -> None:
-    """Print a deterministic run's verdicts and number table; exit 4 if a number differs.
-
-    :raise Exit: code 4, a number differed or an attempt's verdicts failed.
-    """
-    _print_verdicts(outcome.repro)
-    for note in outcome.notes:
-        print(f"note: {note}")
-    print(format_rows(outcome.rows, outcome.headers))
-    print(f"wall time per run: {', '.join(f'{s:.1f}s' for s in outcome.wall_s)}; "
-          f"bundle: {outcome.repro.bundle}")  # fmt: skip
-    different = differing(outcome.rows)
-    excluded = sum(row.status == "excluded" for row in outcome.rows)
-    print(
-        f"numbers identical: {len(outcome.rows) - len(different) - excluded} of "
-        f"{len(outcome.rows)}; differing: {len(different)}; excluded by name: {excluded}"
-    )
-    if different or outcome.repro.reproduced != outcome.repro.attempts:
-        raise Exit(code=4)
-
-
-@task(
-    positional=["scenario"],
-    help={"scenario": "a scenario name in scenarios/ or a path to a .toml file "
-                      "(with --bundle: a bundle directory)",
-          "repeat": "attempts (default: the scenario's own count; --deterministic: 2)",
-          "bundle": "replay the bundle directory given instead, and compare verdicts",
-          "dump_memory": "on a guest failure, save the guest's memory (QMP dump-guest-memory)",
-          "deterministic": "run input-free, deterministic instruction for instruction (one TCG "
-                           "thread, icount, fixed seed and clock, no network); every number "
-                           "must repeat",
-          "record": "1-vCPU scenarios: run input-free and keep QEMU's record/replay log",
-          "replay": "with --bundle: replay a recording (or re-run a --deterministic bundle) "
-                    "and compare every number with the recorded one",
-          "gdb": "with --replay: start stopped, with QEMU's gdbstub on a port it prints",
-          "no_snapshot": "boot each attempt's guest cold instead of restoring its snapshot "
-                         "(deterministic runs never use snapshots)",
-          "flavour_path": FLAVOUR_PATH_HELP},
-    iterable=["flavour_path"],
-)  # fmt: skip
+@task(positional=["scenario"], help=taskhelp.REPRO, iterable=["flavour_path"])
 @cli
 def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
           dump_memory: bool = False, deterministic: bool = False, record: bool = False,
@@ -427,9 +281,12 @@ def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
             raise ConfigError("--record is already deterministic; give one of the two")
         mode: DeterministicMode = "replay" if replay else "record" if record else "deterministic"
         announce = functools.partial(print, flush=True)
-        _print_deterministic(bundles.repro_deterministic(
+        outcome = bundles.repro_deterministic(
             scenario, Cache.default(), bundle=bundle, mode=mode, repeat=repeat, gdb=gdb,
-            announce=announce))  # fmt: skip
+            announce=announce)  # fmt: skip
+        print(texts.format_deterministic(outcome))
+        if texts.deterministic_failed(outcome):
+            raise Exit(code=4)
         return
     if bundle:
         result, notes = reprolib.replay_bundle(Path(scenario), Cache.default(),
@@ -443,31 +300,14 @@ def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
         result = reprolib.run_scenario(loaded, Cache.default(), repeat=repeat or None,
                                        dump_memory=dump_memory,
                                        snapshot=not no_snapshot)  # fmt: skip
-    _print_verdicts(result)
-    across = json.loads((result.bundle / "bundle.json").read_text())["across_attempts"]
-    if result.attempts > 1:
-        differing_names = list(across["differing"])
-        shown = ", ".join(differing_names[:8])
-        if len(differing_names) > 8:
-            shown += f" and {len(differing_names) - 8} more"
-        print(
-            f"numbers identical across attempts: {across['identical']} of "
-            f"{across['numbers']}; differing: {shown or 'none'} (all in bundle.json)"
-        )
+    print(texts.format_verdicts(result))
+    if (across := texts.format_across(result)) is not None:
+        print(across)
     if result.reproduced != result.attempts:
         raise Exit(code=4)
 
 
-def _print_verdicts(result: reprolib.ReproResult) -> None:
-    for number, verdicts in enumerate(result.verdicts, 1):
-        for verdict in verdicts:
-            mark = "held  " if verdict.held else "FAILED"
-            print(f"attempt {number}: {mark} {verdict.expectation} (observed {verdict.observed})")
-    print(f"reproduced in {result.reproduced} of {result.attempts} attempt(s); "
-          f"bundle: {result.bundle}")  # fmt: skip
-
-
-@task(help={"prune": "remove entries the current tree no longer builds, and unfinished ones"})
+@task(help=taskhelp.CACHE)
 @cli
 def cache(c: Context, prune: bool = False) -> None:
     """List the build cache: size, finished, current or stale; --prune removes stale ones."""
@@ -484,13 +324,7 @@ def check(c: Context) -> None:
         raise Exit(code=1)
 
 
-@task(help={"full": "also the mutants that end their guest and the debug-kernel ones",
-            "cpus": "vCPUs of the mutation guests (default 2)",
-            "flavour": "only this flavour's standard and exact runs (repeatable; default all)",
-            "mutant": "only this mutant beside the control (repeatable; default all)",
-            "kernel": GUEST_HELP["kernel"], "kernel_src": GUEST_HELP["kernel_src"],
-            "flavour_path": FLAVOUR_PATH_HELP},
-      iterable=["flavour", "mutant", "flavour_path"])  # fmt: skip
+@task(help=taskhelp.MUTANTS, iterable=["flavour", "mutant", "flavour_path"])
 @cli
 def mutants(c: Context, full: bool = False, cpus: int = 2, flavour: list[str] | None = None,
             mutant: list[str] | None = None, kernel: str = "6.1", kernel_src: str | None = None,
@@ -510,7 +344,7 @@ def mutants(c: Context, full: bool = False, cpus: int = 2, flavour: list[str] | 
         raise Exit(code=1)
 
 
-@task(help={"workers": "xdist workers for the guest tier (default 2: this machine's cores)"})
+@task(help=taskhelp.CI)
 @cli
 def ci(c: Context, workers: int = 2) -> None:
     """The project's tests: setup, images, lint, types, unit tier and the full guest tier."""

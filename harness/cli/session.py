@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,19 @@ def parse_nmi(word: str) -> bool:
     if word in ("on", "off"):
         return word == "on"
     raise ConfigError(f"--nmi takes 'on' or 'off', not {word!r}")
+
+
+def guest_request(*, cpus: str | None, topology: str | None, arch: str, variant: str,
+                  accel: str, nmi: str, append: str, memory: int, kernel: str = "6.1",
+                  kernel_src: str | None = None) -> GuestRequest:  # fmt: skip
+    """A guest task's options as a `GuestRequest` (``--cpus``, ``--nmi`` and ``--append`` read).
+
+    :raise ConfigError: ``--cpus`` is not a whole number, or ``--nmi`` not on or off.
+    """
+    return GuestRequest(arch=arch, cpus=parse_cpus(cpus), topology=topology, variant=variant,
+                        accel=accel, nmi=parse_nmi(nmi), memory_mib=memory,
+                        kernel_args=tuple(shlex.split(append)), kernel=kernel,
+                        kernel_src=kernel_src)  # fmt: skip
 
 
 def parse_kernel(version: str, tree: str | None) -> KernelChoice:
