@@ -38,6 +38,7 @@ from harness.cli import against as againstmod
 from harness.cli import bench as benchmod
 from harness.cli import checks, mutantruns, taskhelp, testrun, texts
 from harness.cli import ci as cimod
+from harness.cli import judge as judgemod
 from harness.cli.cachelist import format_listing, prune_cache, survey_cache
 from harness.cli.session import guest_request, interactive_shell, parse_kernel
 from harness.errors import ConfigError, HarnessError
@@ -328,11 +329,11 @@ def check(c: Context) -> None:
 @cli
 def mutants(c: Context, full: bool = False, cpus: int = 2, flavour: list[str] | None = None,
             mutant: list[str] | None = None, kernel: str = "6.1", kernel_src: str | None = None,
-            flavour_path: list[str] | None = None) -> None:  # fmt: skip
+            flavour_path: list[str] | None = None, per_oracle: bool = False) -> None:  # fmt: skip
     """Build each deliberately broken agent and show which oracle catches it."""
     _use_flavours(flavour_path)
     request = mutantruns.MutationRequest(full=full, cpus=cpus, flavours=tuple(flavour or ()),
-                                         only=tuple(mutant or ()),
+                                         only=tuple(mutant or ()), per_oracle=per_oracle,
                                          kernel=parse_kernel(kernel, kernel_src))  # fmt: skip
     result = mutantruns.run_mutants(request, Cache.default())
     table = format_mutants(result.rows)
@@ -341,6 +342,18 @@ def mutants(c: Context, full: bool = False, cpus: int = 2, flavour: list[str] | 
     print(f"{len(result.rows)} rows ({tally(result.rows)}) in {result.elapsed_s:.0f} s; "
           f"evidence: {mutantruns.write_table(result, table).parent}")  # fmt: skip
     if survivors(result.rows):
+        raise Exit(code=1)
+
+
+@task(help=taskhelp.JUDGE, iterable=["flavour_path"])
+@cli
+def judge(c: Context, flavour: str, flavour_path: list[str] | None = None) -> None:
+    """Judge one port completely: tier, 8 vCPUs, sanitizer kernels, mutants; a report card."""
+    _use_flavours(flavour_path)
+    (name,) = flavours.known((flavour,))  # an unknown name: one line, before any build
+    rows = judgemod.judge_flavour(name, Cache.default(), paths=tuple(flavour_path or ()))
+    print(judgemod.render_card(name, rows))
+    if not all(row.ok for row in rows):
         raise Exit(code=1)
 
 

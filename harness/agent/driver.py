@@ -170,25 +170,17 @@ class Agent:
         return kernel_table(self.vmlinux) if self.vmlinux is not None else None
 
     def nmi_graph(self, flavour: str) -> NmiGraph:
-        """What the built module's NMI entry reaches for a run of ``flavour`` (C-2's graph).
+        """What the built module's NMI entry reaches for ``flavour`` (C-2).
 
-        Read from the ``.ko`` on the host (`harness.agent.truth.nmigraph`), once per
-        flavour per load: about 0.2 s, a debug kernel's module 0.3 s.
+        Its ``.ko`` read on the host once per flavour (`truth.nmigraph`, 0.1-0.5 s).
         """
         if flavour not in self._graphs:
             self._graphs[flavour] = nmi_graph(self.build.ko.read_bytes(), flavour=flavour)
         return self._graphs[flavour]
 
     def kernel_sanitizers(self) -> tuple[str, ...]:
-        """`program.KERNEL_SANITIZERS` the guest kernel was built with.
-
-        Read from the ``.config`` beside the vmlinux (none known without a vmlinux).
-        """
-        config = self.vmlinux.parent / ".config" if self.vmlinux is not None else None
-        if config is None or not config.is_file():
-            return ()
-        lines = set(config.read_text().splitlines())
-        return tuple(name for name in program.KERNEL_SANITIZERS if f"{name}=y" in lines)
+        """`program.KERNEL_SANITIZERS` the guest kernel was built with (`sanitizers_of`)."""
+        return program.sanitizers_of(self.vmlinux)
 
     def _read_kernel_lines(self) -> tuple[str, ...]:
         """`program.KERNEL_NAMES`' ``/proc/kallsyms`` lines (`kernel_lines_command`)."""

@@ -80,7 +80,7 @@ def rerun_command(check: Check, flavour: str, paths: Sequence[str]) -> str:
     """The ``invoke`` command that runs ``check`` alone for ``flavour``."""
     where = [f"--flavour-path={p}" for p in paths]
     if check.request is None:
-        return shlex.join(["invoke", "mutants", f"--flavour={flavour}", *where])
+        return shlex.join(["invoke", "mutants", f"--flavour={flavour}", "--per-oracle", *where])
     request = check.request
     argv = ["invoke", "test", f"--cpus={request.cpus}", f"--flavour={flavour}", *where]
     argv += [f"--variant={request.variant}"] if request.variant != "default" else []

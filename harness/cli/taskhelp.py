@@ -144,9 +144,15 @@ MUTANTS = {
     "cpus": "vCPUs of the mutation guests (default 2)",
     "flavour": "only this flavour's standard and exact runs (repeatable; default all)",
     "mutant": "only this mutant beside the control (repeatable; default all)",
+    "per_oracle": "one mutant per oracle of the quick set (CI's and invoke judge's share)",
     "kernel": GUEST["kernel"],
     "kernel_src": GUEST["kernel_src"],
     "flavour_path": FLAVOUR_PATH,
 }
 
 CI = {"workers": "xdist workers for the guest tier (default 2: this machine's cores)"}
+
+JUDGE = {
+    "flavour": "the flavour to judge: in the tree or found with --flavour-path",
+    "flavour_path": FLAVOUR_PATH,
+}

@@ -372,16 +372,6 @@ def check_nmi(run: NmiRun) -> list[Violation]:
     return check_nmi_context(run.core, run.nmi_expected)
 
 
-def delivered_share(core: Mapping[str, int]) -> float | None:
-    """Overflows seen ÷ (seen + periods the emulator did not deliver); None if no period.
-
-    A report figure only: it says how much of the PMU's work reached the agent.
-    """
-    seen = core.get("x_nmi_total", 0)
-    due = seen + core.get("x_periods_undelivered", 0)
-    return seen / due if due else None
-
-
 _CHECKS: dict[str, Callable[[CoreView], list[Violation]]] = {
     "IRQ": check_irq,
     "CALLS": check_calls,

@@ -74,6 +74,17 @@ KERNEL_OUT_SHARE = 0.75
 #: Kernel options that lengthen the read path beyond that model (their instrumentation,
 #: their runtimes): on a kernel built with one, WHERE's kernel half is not judged.
 KERNEL_SANITIZERS = ("CONFIG_KASAN", "CONFIG_UBSAN", "CONFIG_KCSAN")
+
+
+def sanitizers_of(vmlinux: Path | None) -> tuple[str, ...]:
+    """`KERNEL_SANITIZERS` in the ``.config`` beside ``vmlinux`` (none known without one)."""
+    config = vmlinux.parent / ".config" if vmlinux is not None else None
+    if config is None or not config.is_file():
+        return ()
+    lines = set(config.read_text().splitlines())
+    return tuple(name for name in KERNEL_SANITIZERS if f"{name}=y" in lines)
+
+
 #: Mix mode's user instructions per round outside hot and cold, an upper bound: the
 #: xorshift step, the slice and two calls (about 20), and one clock read (now_ns and
 #: syscall(), about 40) every MIX_ROUNDS_PER_CLOCK rounds.

@@ -13,7 +13,6 @@ from harness.agent.oracles.core import (
     check_core,
     check_nmi_context,
     check_profile,
-    delivered_share,
     judge_core,
     judge_flavour,
     profile_judged,
@@ -140,19 +139,6 @@ def test_profile_says_how_many_it_compared_or_why_none(pair: ProfilePair, n: int
 def test_throttling_on_leaves_throttle_to_the_throttling_case() -> None:
     view = replace(VIEW, throttling_disabled=False)
     assert "THROTTLE" not in applicable_core(view)
-
-
-@pytest.mark.parametrize(
-    ("values", "expected"),
-    [
-        ({"x_periods_undelivered": 0}, 1.0),
-        ({"x_periods_undelivered": 300}, 0.25),
-        ({"x_nmi_total": 0}, None),
-    ],
-)
-def test_delivered_share(values: dict[str, int], expected: float | None) -> None:
-    base = {"x_nmi_total": 100, **values}
-    assert delivered_share(base) == expected
 
 
 @pytest.mark.parametrize(

@@ -108,7 +108,7 @@ def test_an_unknown_mutant_is_refused() -> None:
 def test_the_quick_set_leaves_out_the_guest_ending_and_debug_mutants() -> None:
     quick = {m.name for m in planned("tprof", full=False)}
     core = {"drop_7th_overflow", "skip_producer_7th", "defer_producer", "nmi_wrapped_trylock",
-            "self_throttle"}  # fmt: skip
+            "nmi_plain_lock", "self_throttle"}  # fmt: skip
     assert quick == core | {"wrong_cpu", "skip_kick_swap", "shared_pid_cache", "probe_masks_nmi",
                             "double_count", "lose_at_swap", "publish_early",
                             "no_nest_guard",

@@ -259,6 +259,11 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 		spin_lock(&pa_mutant_lock);
 		spin_unlock(&pa_mutant_lock);
 	}
+	if (pa_mutant(NMI_PLAIN_LOCK)) {
+		/* Mutation point: a plain lock in NMI context, never taken anywhere else. */
+		spin_lock(&pa_mutant_lock);
+		spin_unlock(&pa_mutant_lock);
+	}
 	/* Mutation point: every 3rd sample's PC is one fixed kernel address (pa_produce). */
 	if (pa_mutant(FIXED_PC_3RD) && ++this_cpu_ptr(&pa_cpu)->mutant_tick % 3 == 0) {
 		ctx.pc = (u64)(unsigned long)pa_produce;
