@@ -81,6 +81,25 @@ def judge_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour
     return failed, run
 
 
+def compared(flavour: Flavour, run: AgentRun, oracles: Iterable[str]) -> set[str]:
+    """Those of ``oracles`` that compared something in ``run`` (n > 0, held or not)."""
+    judged = flavour.judged(run)
+    return {name for name in oracles if not unjudged(judged, (name,))}
+
+
+def relied_on(plan: Iterable[tuple[Mutant | None, tuple[str, ...]]],
+              within: tuple[str, ...]) -> set[str]:  # fmt: skip
+    """The oracles the mutants of ``plan`` whose cases lie ``within`` are caught by.
+
+    A control run through ``within`` must see each of them compare something in one of
+    those cases: a control whose oracle judged nothing is not clean (issue 45), and a
+    catch by that oracle would rest on nothing.
+    """
+    tokens = {t for m, cases in plan if m is not None and set(cases) <= set(within)
+              for t in m.caught_by}  # fmt: skip
+    return {mutants.unjudged_oracle(t) or t for t in tokens}
+
+
 def _unjudged(flavour: Flavour, run: AgentRun, mutant: Mutant | None, case: str) -> set[str]:
     """The `unjudged_token` of each oracle the case's UNJUDGED mutants rely on that judged nothing.
 

@@ -34,7 +34,17 @@ from harness.builder.images import GuestImages
 from harness.builder.kernel import KernelChoice
 from harness.errors import GuestError, HarnessError
 from harness.lanes import run_lanes
-from harness.mutation.cases import Bench, caught, mutant_row, mutation_guest, name_of, run_case
+from harness.mutation.cases import (
+    Bench,
+    caught,
+    compared,
+    judge_case,
+    mutant_row,
+    mutation_guest,
+    name_of,
+    relied_on,
+    run_case,
+)
 from harness.mutation.peer import peer_row
 from harness.mutation.plan import LANES, Plan, agent_builds, flavour_plan, planned, shares
 from harness.process import build_pool
@@ -83,13 +93,28 @@ def _lane(bench: Bench, images: GuestImages, plans: Mapping[str, Plan], *, name:
             flavour = behaviour(flavour_name)
             for mutant, cases_of in plan:
                 cases: list[tuple[str, set[str]]] = []
+                seen: set[str] = set()  # the control's: the oracles that compared something
+                relied = relied_on(plan, cases_of) if mutant is None else set()
                 for case in cases_of:
-                    cases.append((case, run_case(bench, guest, images, flavour, mutant, case)))
+                    failed, run = judge_case(bench, guest, images, flavour, mutant, case)
+                    cases.append((case, failed))
+                    seen |= compared(flavour, run, relied) if run is not None else set()
                     if not full and mutant and caught(mutant, cases):
                         break  # quick: the exact run of a mutant the standard caught is moot
-                rows.append(mutant_row(flavour, mutant, cases))
+                rows.append(mutant_row(flavour, mutant, _held_to(cases, relied - seen)))
             rows += [peer_row(bench, guest, images, flavour, m) for m in peer]
     return rows
+
+
+def _held_to(cases: list[tuple[str, set[str]]],
+             missing: set[str]) -> list[tuple[str, set[str]]]:  # fmt: skip
+    """A control's cases, its last failing too on each relied-on oracle that judged nothing."""
+    if not missing or not cases:
+        return cases
+    LOG.warning("control: %s compared nothing in %s", ", ".join(sorted(missing)),
+                "+".join(case for case, _ in cases))  # fmt: skip
+    last, failed = cases[-1]
+    return [*cases[:-1], (last, failed | {mutants.unjudged_token(o) for o in sorted(missing)})]
 
 
 def prebuild(cache: Cache, images: GuestImages,
