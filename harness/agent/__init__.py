@@ -7,16 +7,19 @@ harness, and `behaviour`, the registry of each flavour's runner, oracles and rep
 `profctl_build` compiles it, `profctl_run` runs a sequence). The rest is grouped by
 concern, in the order of the data flow::
 
-    module/    the kernel module: spec, layouts, flavour data types, render, build
-    truth/     the ground-truth workload: its build, symbols, launches, isolated CPU
-    steps.py   the profctl sequences a run sends and the snapshot it reads back
-    oracles/   the verdicts: laws, core and content oracles, evidence, statistics, reports
-    peer/      Linux perf beside the agent: the peer run, its counts, both profiles
+    values/    flavour data types, record layouts, a run's results, samples, statistics
+    flavours/  the registry and each flavour's data (its folder's rest: at the very top)
     mutants.py the sabotages compiled into the agent, and mutation runs' verdicts
-    flavours/  one folder per flavour (data, runner, oracles, report) and its registry
+    module/    the kernel module: spec, render, build
+    steps.py   the profctl sequences a run sends and the snapshot it reads back
+    truth/     the ground-truth workload: its build, symbols, launches, isolated CPU
+    peer/      Linux perf beside the agent: the peer run, its counts, both profiles
+    oracles/   the verdicts: laws, core and content oracles, evidence, reports
 
 Each package's docstring says what it owns and which of the others it may import
-(``May import:``); ``tests/unit/test_layout.py`` holds every module to it. No module
+(``May import:``); ``tests/unit/test_layout.py`` holds every module to it, and the
+parts (each package, each module here, the registry, each flavour's folder) to no
+cycle: the registry sits below everything that reads it. No module
 outside ``flavours/`` names a flavour: the registry (`harness.agent.flavours`) and
 `harness.agent.flavour.behaviour` find each one.
 """

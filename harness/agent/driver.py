@@ -28,7 +28,6 @@ from typing import Protocol
 from harness.agent import profctl
 from harness.agent.module.build import AgentBuild
 from harness.agent.module.spec import AgentSpec, event_available
-from harness.agent.oracles.results import AgentSnapshot
 from harness.agent.overlap import UNLOAD_IF_LOADED
 from harness.agent.profctl_run import hang_evidence, run_profctl, run_with_host_actions
 from harness.agent.steps import (
@@ -53,6 +52,7 @@ from harness.agent.truth.placement import (
     spin_loop_of,
     truth_image_of,
 )
+from harness.agent.values.results import AgentSnapshot
 from harness.errors import ConfigError, GuestCommandError, InfraError, ModuleLoadError
 from harness.timeouts import Timeouts
 from harness.timing import RUNS, timed

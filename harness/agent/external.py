@@ -18,9 +18,9 @@ from pathlib import Path
 
 from harness.agent import flavours, mutants
 from harness.agent.flavour import behaviour
-from harness.agent.module.info import CORE_PERCPU, FlavourInfo
 from harness.agent.module.render import CORE_PARAMS, render_agent, render_flavour
 from harness.agent.module.spec import AgentSpec
+from harness.agent.values.info import CORE_PERCPU, FlavourInfo
 from harness.errors import ConfigError, FlavourPackageError
 
 #: What a flavour declares that must be its own: (what it is, its values in a flavour).

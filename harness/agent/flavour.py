@@ -24,17 +24,17 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from harness.agent import flavours, profctl
-from harness.agent.module.info import FlavourInfo
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import content_report
 from harness.agent.oracles.content_view import ContentView
 from harness.agent.oracles.report import CellRow
-from harness.agent.oracles.results import Judged, Violation
 from harness.agent.peer.counts import PeerEvidence
 from harness.agent.peer.profile import profile_report
 from harness.agent.truth.elfsyms import FunctionTable
 from harness.agent.truth.nmigraph import NmiGraph
 from harness.agent.truth.program import TruthImage
+from harness.agent.values.info import FlavourInfo
+from harness.agent.values.results import Judged, Violation
 from harness.errors import FlavourPackageError
 from harness.timeouts import Timeouts
 from harness.timing import ANALYSIS, timed

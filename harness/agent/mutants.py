@@ -26,8 +26,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from harness.agent import flavours
-from harness.agent.module.info import Mutant
-from harness.agent.oracles.report import UNJUDGED, align
+from harness.agent.values.info import Mutant
+from harness.agent.values.results import UNJUDGED
+from harness.agent.values.table import align
 from harness.errors import ConfigError
 
 NONE = "none"  # the unmutated build: every case must pass with it

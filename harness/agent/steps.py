@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.agent import flavours, profctl
-from harness.agent.oracles.results import CORE_NAMES, AgentSnapshot
+from harness.agent.values.results import CORE_NAMES, AgentSnapshot
 from harness.errors import InfraError
 
 GUEST_DIR = "/tmp/profagent"

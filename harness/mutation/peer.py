@@ -11,10 +11,10 @@ it: it is run again, up to `PEER_ATTEMPTS` times, and each such run is a note::
 from __future__ import annotations
 
 from harness.agent.flavour import Flavour
-from harness.agent.module.info import Mutant
 from harness.agent.mutants import MutantRow
 from harness.agent.peer.counts import PeerEvidence, peer_range, stretch_margin
 from harness.agent.peer.profile import unjudgeable
+from harness.agent.values.info import Mutant
 from harness.builder.images import GuestImages
 from harness.mutation.cases import Bench, judge_case, mutant_row
 from harness.vm.guest import Guest

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.agent import flavours, mutants
 from harness.agent.flavour import behaviour
-from harness.agent.module.info import Mutant
+from harness.agent.values.info import Mutant
 from harness.builder.kernel import DEFAULT_KERNEL, KernelChoice
 
 CASES = ("standard", "exact")

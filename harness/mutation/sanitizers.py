@@ -15,9 +15,9 @@ import logging
 from dataclasses import dataclass
 
 from harness.agent.flavour import Flavour, behaviour
-from harness.agent.module.info import Mutant
 from harness.agent.mutants import MutantRow
 from harness.agent.overlap import OVERLAP_RUN, OverlapCase, overlap_case
+from harness.agent.values.info import Mutant
 from harness.builder.images import GuestImages, prepare_images
 from harness.builder.kernel import KernelChoice, Variant
 from harness.errors import GuestError

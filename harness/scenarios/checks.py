@@ -27,9 +27,9 @@ from typing import Literal, TypeVar
 from harness import arches
 from harness.agent import flavours
 from harness.agent.flavour import OpRule, behaviour
-from harness.agent.module.info import FlavourInfo
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.results import CORE_NAMES
+from harness.agent.values.info import FlavourInfo
+from harness.agent.values.results import CORE_NAMES
 from harness.builder.kernel import check_variant
 from harness.builder.kernels import DEFAULT_VERSION, get_version
 from harness.errors import ConfigError

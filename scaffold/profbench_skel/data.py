@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import zlib
 
-from harness.agent.module.info import FlavourInfo, Mutant, Param
-from harness.agent.module.layouts import Field, Ioctl, RecordLayout, ioc_none
+from harness.agent.values.info import FlavourInfo, Mutant, Param
+from harness.agent.values.layouts import Field, Ioctl, RecordLayout, ioc_none
 
 NAME = "skel"
 #: Frames of a call chain a record keeps, the sampled PC first (CHAIN judges them).

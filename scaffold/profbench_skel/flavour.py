@@ -28,14 +28,14 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
-from harness.agent.oracles.results import Judged, Violation
-from harness.agent.oracles.samples import Sample
 from harness.agent.peer.counts import PeerWindow, info_window
 from harness.agent.peer.pairing import pair_window
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
+from harness.agent.values.results import Judged, Violation
+from harness.agent.values.samples import Sample
 from profbench_skel.data import DROP_CAUSES, FULL, INFO, RECORDED, SLOTS
 from profbench_skel.oracles import ORACLES, applicable_oracles, check_skel, judge_skel
 from profbench_skel.report import format_table, format_verdicts

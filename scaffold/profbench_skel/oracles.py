@@ -40,7 +40,7 @@ from harness.agent.oracles.core import (
     judge_flavour,
 )
 from harness.agent.oracles.laws import at_most, equal, sums_to, zero
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
 from profbench_skel.data import DROP_CAUSES, RECORDED, SKEL_SAMPLE
 from profbench_skel.results import SkelRun
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.agent.oracles.report import (
-    align,
     decimal,
     delivered_percent,
     format_cpus,
@@ -23,7 +22,8 @@ from harness.agent.oracles.report import (
     nmi_percent,
     verdict_lines,
 )
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
+from harness.agent.values.table import align
 from profbench_skel.data import DROP_CAUSES, RECORDED, SLOTS
 from profbench_skel.oracles import ORACLES, applicable_oracles, judge_skel
 from profbench_skel.results import SkelRun

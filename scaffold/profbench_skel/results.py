@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
-from harness.agent.oracles.results import AgentSnapshot, flat_numbers
-from harness.agent.oracles.samples import Sample, callers
 from harness.agent.oracles.walks import STOP_CAUSES, walks_of
+from harness.agent.values.results import AgentSnapshot, flat_numbers
+from harness.agent.values.samples import Sample, callers
 from profbench_skel.data import DEPTH, KERNEL_FLAG, SKEL_SAMPLE
 
 #: enum pa_chain_stop's PA_CHAIN_TRUNCATED: the walk stopped at the depth asked for.
@@ -112,7 +112,7 @@ class SkelRun(RunEvidence):
         return self.snapshot.stats_percpu[cpu][name]
 
     def numbers(self) -> dict[str, int]:
-        """Every counter under one flat name (`harness.agent.oracles.results.flat_numbers`)."""
+        """Every counter under one flat name (`harness.agent.values.results.flat_numbers`)."""
         snap = self.snapshot
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, [s.cpu for s in self.samples])
         return flat | content_numbers(self.content())

@@ -16,7 +16,7 @@ from harness.agent.flavour import behaviour
 from harness.agent.module.render import load_decoder, render_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections
-from harness.agent.oracles.results import CORE_NAMES, AgentSnapshot
+from harness.agent.values.results import CORE_NAMES, AgentSnapshot
 from profbench_skel.data import DEPTH, INFO, SKEL_SAMPLE
 from profbench_skel.oracles import ORACLES, check_skel
 from profbench_skel.report import format_table, format_verdicts

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.agent.oracles.report import unjudged, verdict_lines
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
 from harness.ktap import relied_on
 from tests.guest.verdicts import failure_message
 

@@ -12,7 +12,7 @@ import pytest
 
 from harness import ktap
 from harness.agent.oracles.report import verdict_lines
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
 from harness.builder.cache import Cache
 from harness.builder.kernel import ensure_source
 from harness.cli.ci import StageResult, summary

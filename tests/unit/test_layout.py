@@ -7,8 +7,12 @@ one. Imports inside functions count too: a lazy import is still a dependency.
 
 Inside ``harness/agent/``, each sub-package's docstring names the others it may import
 (``May import: truth, steps.``) and its modules import no other; the flavours'
-registry and data import only ``module``; and only a flavour's own folder imports it
+registry and data import only ``values``; and only a flavour's own folder imports it
 (the registry aside, which imports each flavour's ``data``).
+
+Collapsed onto its parts (`agent_unit`: each sub-package, each top-level module, the
+registry, each flavour's folder), ``harness/agent/`` has no cycle either: a package
+whose files import no file circularly can still sit both above and below another.
 """
 
 from __future__ import annotations
@@ -122,11 +126,29 @@ def agent_unit(module: str) -> str | None:
 
 
 def may_import(package: str) -> set[str]:
-    """The units ``package``'s docstring says it may import, besides itself."""
+    """The units ``package``'s docstring says it may import, besides itself (``nothing``)."""
     doc = ast.get_docstring(ast.parse((AGENT / package / "__init__.py").read_text())) or ""
     found = re.search(r"May import: ([^.]*)\.", doc)
     assert found, f"harness.agent.{package}'s docstring does not say what it may import"
-    return {name.strip() for name in found.group(1).replace("\n", " ").split(",")}
+    named = {name.strip() for name in found.group(1).replace("\n", " ").split(",")}
+    return set() if named == {"nothing"} else named
+
+
+def unit_graph() -> dict[str, set[str]]:
+    """`GRAPH` collapsed onto the parts of ``harness.agent`` (`agent_unit`), self-edges dropped.
+
+    A flavour's folder is not one part with the registry: the registry lists each
+    flavour's data, while the rest of the folder (runner, oracles, report) sits on
+    everything shared, so the two are the bottom and the top of the agent.
+    """
+    units: dict[str, set[str]] = {}
+    for mod, deps in GRAPH.items():
+        unit = agent_unit(mod)
+        if unit is None:
+            continue
+        reached = units.setdefault(unit, set())
+        reached.update(u for dep in deps if (u := agent_unit(dep)) not in {None, unit})
+    return units
 
 
 def test_the_agent_packages_are_found() -> None:
@@ -153,13 +175,14 @@ def test_agent_packages_import_what_they_say() -> None:
     assert strays == []
 
 
-def test_flavour_data_imports_only_the_module_package() -> None:
+def test_registry_and_flavour_data_import_only_values() -> None:
+    """The registry sits at the bottom: of the agent it reads only the values its data is in."""
     strays = [
         f"{mod} imports {dep}"
         for mod, deps in sorted(GRAPH.items())
         if agent_unit(mod) == "flavours"
         for dep in sorted(deps)
-        if agent_unit(dep) not in {None, "flavours", "module"}
+        if agent_unit(dep) not in {None, "flavours", "values"}
     ]
     assert strays == []
 
@@ -172,3 +195,38 @@ def test_only_a_flavours_folder_imports_it() -> None:
         if (agent_unit(dep) or "").startswith("flavours.") and agent_unit(mod) != agent_unit(dep)
     ]
     assert strays == []
+
+
+REGISTRY = {"harness.agent.flavours", "harness.agent.flavours.discovery"}
+
+
+def test_only_the_listed_modules_read_the_registry() -> None:
+    """Outside ``flavours/``, only these import the registry (``REGISTRY``), and each does.
+
+    - ``harness.agent.module.spec``: a spec names its flavour, whose data its parameters
+      and quirks are.
+    - ``harness.agent.module.render``: one module holds every flavour's C, in registry order.
+    - ``harness.agent.mutants``: every flavour's own mutants join the core's in the C's enum.
+    - ``harness.agent.steps``: a snapshot must hold the counters its flavour declares, and
+      names that flavour only in the guest's ``info`` file.
+    - ``harness.agent.flavour``: ``behaviour(name)`` imports the package the registry found.
+    - ``harness.agent.external``: a flavour found outside is checked against every other.
+    - ``harness.agent.scaffold``: a new flavour's name must be well formed and not taken.
+
+    Each needs the flavour a name means, or every flavour, when a name arrives (from a
+    scenario, a command line, the guest), so it looks the name up rather than being
+    handed the data. That is sound because the registry imports none of them
+    (`test_registry_and_flavour_data_import_only_values`): it sits at the bottom of the
+    agent, not at its top.
+    """
+    doc = test_only_the_listed_modules_read_the_registry.__doc__ or ""
+    allowed = set(re.findall(r"^\s*- ``([\w.]+)``:", doc, re.MULTILINE))
+    readers = {
+        mod
+        for mod, deps in GRAPH.items()
+        if deps & REGISTRY
+        and agent_unit(mod) not in {None, "flavours"}
+        and not (agent_unit(mod) or "").startswith("flavours.")
+    }
+    assert len(allowed) == 7
+    assert sorted(readers) == sorted(allowed)

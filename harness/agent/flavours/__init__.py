@@ -38,7 +38,7 @@ from harness.agent.flavours.dt.data import DT
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.tprof.data import TPROF
-from harness.agent.module.info import FlavourInfo
+from harness.agent.values.info import FlavourInfo
 from harness.errors import ConfigError, FlavourPackageError
 from harness.templates import add_root
 

@@ -37,7 +37,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.agent.module.info import FlavourInfo
+from harness.agent.values.info import FlavourInfo
 from harness.errors import FlavourPackageError
 from harness.templates import ROOT_SEPARATOR
 

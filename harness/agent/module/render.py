@@ -17,8 +17,8 @@ from pathlib import Path
 from types import ModuleType
 
 from harness.agent import flavours, mutants
-from harness.agent.module.info import CORE_PERCPU, FlavourInfo, Param
 from harness.agent.module.spec import AgentSpec
+from harness.agent.values.info import CORE_PERCPU, FlavourInfo, Param
 from harness.builder.cache import content_key
 from harness.errors import ConfigError
 from harness.templates import render, shown_name, template_lines

@@ -47,7 +47,7 @@ from collections.abc import Mapping
 
 from harness.agent.oracles.evidence import Injections
 from harness.agent.oracles.laws import at_most
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 #: seeds-spec §7 C-3: the handler's budget per producer call, in guest ns (instructions).
 C3_NS_PER_CALL = 100_000

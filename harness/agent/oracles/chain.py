@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from harness.agent.oracles.content_view import ContentView
 from harness.agent.oracles.frames import FrameVerdict, judge_frames
 from harness.agent.oracles.laws import zero
-from harness.agent.oracles.results import Violation
-from harness.agent.oracles.samples import Sample
 from harness.agent.oracles.walks import WALKED, check_walks, length_of
 from harness.agent.truth import program
 from harness.agent.truth.elfsyms import FunctionTable
+from harness.agent.values.results import Violation
+from harness.agent.values.samples import Sample
 
 PROBE_PATH = ("pa_probe_spin", "pa_probe_middle", "pa_probe_outer")
 

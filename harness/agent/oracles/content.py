@@ -12,7 +12,7 @@ the agent derived::
 **MODE** (exact, every sample): the user/kernel flag agrees with the PC's half of the
 address space (arm64: top 16 bits clear for user, set for kernel).
 
-Every oracle says what it compared (`judge_content`, `harness.agent.oracles.results.Judged`):
+Every oracle says what it compared (`judge_content`, `harness.agent.values.results.Judged`):
 ``PASS`` only with n > 0; a half that compared nothing is ``UNJUDGED`` with the reason.
 Each family's population is chosen by evidence the agent does not write, or does not
 have judged by the oracle that selects with it: the CPU and pid the workload printed,
@@ -41,8 +41,6 @@ from harness.agent.oracles.content_view import (
 )
 from harness.agent.oracles.laws import zero
 from harness.agent.oracles.report import verdict_lines
-from harness.agent.oracles.results import Judged, Violation
-from harness.agent.oracles.samples import Sample, kernel_address, user_address
 from harness.agent.oracles.walks import walk_numbers
 from harness.agent.oracles.where import (
     check_where,
@@ -68,6 +66,8 @@ from harness.agent.oracles.who import (
 )
 from harness.agent.truth import program
 from harness.agent.truth.isolation import Isolation
+from harness.agent.values.results import Judged, Violation
+from harness.agent.values.samples import Sample, kernel_address, user_address
 
 
 def check_content(view: ContentView) -> list[Violation]:

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness.agent.module.info import FlavourInfo
-from harness.agent.oracles.samples import Sample
 from harness.agent.oracles.walks import CoreWalks
 from harness.agent.truth import program
 from harness.agent.truth.elfsyms import FunctionTable
 from harness.agent.truth.isolation import Isolation
+from harness.agent.values.info import FlavourInfo
+from harness.agent.values.samples import Sample
 
 CONTENT_ORACLES: tuple[tuple[str, str], ...] = (
     ("MODE", "every sample's user/kernel flag matches its PC's address space"),

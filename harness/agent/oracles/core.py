@@ -44,11 +44,11 @@ from typing import Protocol
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.budgets import check_handler_budget
 from harness.agent.oracles.evidence import Injections, KernelEvidence, RunEvidence
-from harness.agent.oracles.results import Judged, Violation, per_cpu
 from harness.agent.peer.counts import PeerBound, PeerEvidence, check_peer
 from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.profile import compare, unjudgeable
 from harness.agent.truth.nmigraph import NmiGraph
+from harness.agent.values.results import Judged, Violation, per_cpu
 from harness.vm.perf import PerfCounts
 
 CORE_ORACLES: tuple[tuple[str, str], ...] = (

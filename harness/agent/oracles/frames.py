@@ -58,8 +58,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness.agent.oracles.samples import Sample
 from harness.agent.truth.elfsyms import Call, Function, FunctionTable
+from harness.agent.values.samples import Sample
 
 Tables = tuple[FunctionTable, ...]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,6 @@ columns and its oracle list::
     verdict_lines(violations, ORACLES, judged=[Judged("IRQ", 8, "CPUs")])  # PASS (n=8 CPUs)
     unjudged(judged, ("WHERE", "WHO"))        # why a relied-on oracle compared nothing
     format_cpus([0, 1, 2, 5])                                   # "0-2,5"
-    align([("cpu", "seen"), ("0", "12")])                       # right-aligned columns
     total_row(DtRow, rows, seq=None)                            # the ``all`` row
     CellRow.from_core(0, core, irq=12, recorded=12, drops={})   # one CPU of a matrix cell
 
@@ -22,11 +21,9 @@ import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import UNJUDGED, Judged, Violation
 
 _Row = TypeVar("_Row")
-#: The verdict of an oracle that held over nothing: it compared no sample, pair or CPU.
-UNJUDGED = "UNJUDGED"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -185,12 +182,6 @@ def percent(part: int, whole: int) -> float | None:
 def share(part: int, whole: int) -> float | None:
     """``part / whole``, or None when ``whole`` is 0."""
     return part / whole if whole else None
-
-
-def align(table: Sequence[Sequence[str]]) -> list[str]:
-    """Right-align every column to its widest cell, two spaces apart."""
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    return ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in table]
 
 
 def nmi_percent(nmi_ok: int, seen: int) -> float | None:

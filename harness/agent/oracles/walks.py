@@ -2,7 +2,7 @@
 
 Pure. The core's ``pa_chain`` counts, per CPU, every walk (``x_chain_walks``), the
 frames it wrote (``x_chain_frames``, PCs included) and why each stopped (one of
-``x_chain_end … x_chain_no_regs``: `harness.agent.module.info.CORE_PERCPU`). A flavour's
+``x_chain_end … x_chain_no_regs``: `harness.agent.values.info.CORE_PERCPU`). A flavour's
 record carries its own copy of the walk: the frame count and the stop cause it
 wrote (dt's ``kstack_n``/``kstack_stop``, ``ustack_n``/``ustack_stop``; hwpmc's
 ``depth``/``chain_stop``; kprof's records carry no stop cause and its synthetic
@@ -37,8 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.agent.oracles.laws import at_most, equal
-from harness.agent.oracles.results import Violation
-from harness.agent.oracles.samples import Sample
+from harness.agent.values.results import Violation
+from harness.agent.values.samples import Sample
 
 #: enum pa_chain_stop (profagent.h), in order: the counter of each is ``x_chain_<cause>``.
 STOP_CAUSES = ("end", "truncated", "bad_fp", "off_stack", "fault", "no_regs")

@@ -1,7 +1,7 @@
 r"""WHERE: where the workload's samples lie, against its text and a model of its instruction mix.
 
 Pure. Judges a `harness.agent.oracles.content_view.ContentView`; the binomial
-bounds come from `harness.agent.oracles.stats`.
+bounds come from `harness.agent.values.stats`.
 
 **WHERE**: (exact) a user sample of the workload's pid lies in its text, or in
 profctl's (the child between fork and exec); (bound) of the workload's `population`
@@ -46,10 +46,10 @@ from collections.abc import Sequence
 
 from harness.agent.oracles.content_view import ContentView, in_text, timed
 from harness.agent.oracles.laws import at_least, zero
-from harness.agent.oracles.results import Judged, Violation
-from harness.agent.oracles.samples import Sample
-from harness.agent.oracles.stats import binomial_upper
 from harness.agent.truth import program
+from harness.agent.values.results import Judged, Violation
+from harness.agent.values.samples import Sample
+from harness.agent.values.stats import binomial_upper
 
 ALPHA = 1e-6
 COST_RATIO = 100

@@ -29,9 +29,9 @@ from collections import Counter
 
 from harness.agent.oracles.content_view import ContentView, first_wrong, in_text
 from harness.agent.oracles.laws import zero
-from harness.agent.oracles.results import Judged, Violation
-from harness.agent.oracles.samples import Sample
 from harness.agent.truth import program
+from harness.agent.values.results import Judged, Violation
+from harness.agent.values.samples import Sample
 
 
 def workload_threads(view: ContentView, cpu: int) -> frozenset[tuple[int, int]]:

@@ -84,8 +84,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.agent.oracles.results import Violation
 from harness.agent.peer.pairing import ProfilePair
+from harness.agent.values.results import Violation
 from harness.errors import InfraError
 from harness.vm.perf import PerfCounts, PerfCpu
 

@@ -54,8 +54,6 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.agent.module.info import FlavourInfo
-from harness.agent.oracles.samples import Sample
 from harness.agent.peer.symbols import (
     Profile,
     Symboliser,
@@ -63,6 +61,8 @@ from harness.agent.peer.symbols import (
     fold,
     perf_stack,
 )
+from harness.agent.values.info import FlavourInfo
+from harness.agent.values.samples import Sample
 from harness.vm.perf import PerfSample
 
 #: Two samples within this many ns on one CPU are one PMU interrupt's (`paired`): it

@@ -35,10 +35,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.agent.oracles.stats import chi2_quantile
 from harness.agent.peer.counts import PeerEvidence, peer_range
 from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.symbols import OTHER, Profile
+from harness.agent.values.stats import chi2_quantile
 
 #: The false-alarm rate of `compare` for independent draws of one distribution.
 ALPHA = 1e-3

@@ -35,8 +35,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harness.agent.flavour import AgentLike, AgentRun, narrow
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.results import Violation
-from harness.agent.oracles.samples import Sample
 from harness.agent.peer.counts import PeerEvidence, PeerWindow, info_window
 from harness.agent.peer.export import pprof, speedscope
 from harness.agent.peer.pairing import ProfilePair, profile_pair
@@ -44,6 +42,8 @@ from harness.agent.peer.sizing import PeerSize, shortfall
 from harness.agent.peer.symbols import Symboliser, UserSymbols, parse_kallsyms
 from harness.agent.steps import DEBUGFS, parse_pairs
 from harness.agent.truth.build import TEXT_BASE, TRUTH_BINARY
+from harness.agent.values.results import Violation
+from harness.agent.values.samples import Sample
 from harness.errors import InfraError
 from harness.hostshell import HostShell
 from harness.timing import ANALYSIS, PERF, stage
@@ -73,7 +73,7 @@ Runner = Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
 class PeerHooks(Generic[_R]):
     """What a flavour's peer run needs to know of its own run type.
 
-    ``samples``: its records as samples (`harness.agent.oracles.samples.Sample`, as the
+    ``samples``: its records as samples (`harness.agent.values.samples.Sample`, as the
     content oracles see them: a flavour whose records carry call chains folds them into
     its flame graph). ``window``: where its agent
     events counted, given the period (None: from the agent's debugfs ``info``,

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.agent.oracles.samples import Sample
+from harness.agent.values.samples import Sample
 from harness.vm.perf import PerfSample
 
 KERNEL_TOP_BIT = 1 << 63  # arm64 and x86-64 kernel addresses have the top bit set

@@ -24,8 +24,8 @@ from harness.agent.flavours.discovery import PATH_ENV
 _NUMBERS = itertools.count(1)
 
 DATA = """\
-from harness.agent.module.info import FlavourInfo, Mutant
-from harness.agent.module.layouts import Field, RecordLayout
+from harness.agent.values.info import FlavourInfo, Mutant
+from harness.agent.values.layouts import Field, RecordLayout
 
 RECORD = RecordLayout("{name}_rec", "{name}Rec", "one record", (Field("pc", "u64", "the PC"),))
 INFO = FlavourInfo(

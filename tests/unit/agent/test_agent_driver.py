@@ -14,8 +14,6 @@ from harness.agent.flavours.tprof.run import (
     sampling_steps,
     start_steps,
 )
-from harness.agent.module.info import CORE_PERCPU
-from harness.agent.module.layouts import Ioctl
 from harness.agent.profctl import StepResult
 from harness.agent.steps import (
     SamplingPlan,
@@ -27,6 +25,8 @@ from harness.agent.steps import (
     require_ok,
     snapshot_of,
 )
+from harness.agent.values.info import CORE_PERCPU
+from harness.agent.values.layouts import Ioctl
 from harness.errors import ConfigError, InfraError
 
 DEBUGFS = "/sys/kernel/debug/profagent"

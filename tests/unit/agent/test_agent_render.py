@@ -20,9 +20,9 @@ from harness.agent.flavours.tprof.data import TPROF_IOCTLS, TPROF_PARAM, TPROF_S
 from harness.agent.flavours.tprof.results import TprofRecord
 from harness.agent.module import render
 from harness.agent.module.build import AgentBuild
-from harness.agent.module.info import CORE_PERCPU
 from harness.agent.module.render import DECODER, RenderedAgent, load_decoder, render_agent
 from harness.agent.module.spec import AgentSpec
+from harness.agent.values.info import CORE_PERCPU
 from harness.errors import ConfigError
 from tests.unit.golden import check_golden
 

@@ -10,14 +10,14 @@ from harness.agent.oracles import content as co
 from harness.agent.oracles.chain import PROBE_PATH
 from harness.agent.oracles.content_view import ContentView, applicable_content, timed
 from harness.agent.oracles.report import unjudged, verdict_lines
-from harness.agent.oracles.results import Judged
-from harness.agent.oracles.samples import Sample
-from harness.agent.oracles.stats import binomial_upper
 from harness.agent.oracles.where import leaf_bound
 from harness.agent.truth import program
 from harness.agent.truth.elfsyms import Call, Function, FunctionTable
 from harness.agent.truth.isolation import Isolation
 from harness.agent.truth.program import TruthImage, WorkloadRun
+from harness.agent.values.results import Judged
+from harness.agent.values.samples import Sample
+from harness.agent.values.stats import binomial_upper
 
 BASE = 0x5100_0000
 #: Each function calls the next one inward with a BL returning to its start + 0x20.

@@ -4,7 +4,6 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.module.info import CORE_PERCPU
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.core import (
     CORE_ORACLES,
@@ -21,6 +20,7 @@ from harness.agent.oracles.evidence import Injections, KernelEvidence
 from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.profile import MIN_COMPARED
 from harness.agent.peer.symbols import fold
+from harness.agent.values.info import CORE_PERCPU
 from harness.vm.perf import PerfCounts, PerfCpu
 
 

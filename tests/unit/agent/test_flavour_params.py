@@ -13,9 +13,9 @@ import pytest
 
 from harness.agent import flavours
 from harness.agent.flavours.dt.data import DT
-from harness.agent.module.info import Param
 from harness.agent.module.render import render_agent
 from harness.agent.module.spec import AgentSpec, parse_params
+from harness.agent.values.info import Param
 from harness.errors import ConfigError
 from harness.scenarios.load import load_scenario
 

@@ -9,7 +9,6 @@ import pytest
 
 from harness import arches
 from harness.agent.oracles import frames
-from harness.agent.oracles.samples import Sample
 from harness.agent.truth import program
 from harness.agent.truth.build import compile_truth
 from harness.agent.truth.elfsyms import (
@@ -21,6 +20,7 @@ from harness.agent.truth.elfsyms import (
 from harness.agent.truth.insns import UNDECODED
 from harness.agent.truth.insns import decode as _decode
 from harness.agent.truth.insns import framed as _framed
+from harness.agent.values.samples import Sample
 from harness.process import tool_version
 
 BASE = 0x1000

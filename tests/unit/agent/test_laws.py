@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.agent.oracles import laws
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 
 def test_equal_and_zero_hold_only_on_the_number() -> None:

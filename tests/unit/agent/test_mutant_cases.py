@@ -1,4 +1,4 @@
-"""Every mutant's case names a run its flavour has (harness.agent.module.info.Mutant.case)."""
+"""Every mutant's case names a run its flavour has (harness.agent.values.info.Mutant.case)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from harness.agent import flavours, mutants
 from harness.agent.flavour import behaviour
-from harness.agent.module.info import SHARED_CASES
+from harness.agent.values.info import SHARED_CASES
 
 
 @pytest.mark.parametrize("name", flavours.names())

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 import pytest
 
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.results import Violation
 from harness.agent.peer import run as peer_run
 from harness.agent.peer.counts import PeerBound, PeerEvidence, PeerWindow
 from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.profile import MIN_COMPARED
 from harness.agent.peer.sizing import CAP_ROUNDS, MIN_MS, NEED, PeerSize, shortfall
 from harness.agent.peer.symbols import fold
+from harness.agent.values.results import Violation
 from harness.vm.perfread import parse_perf_output
 from tests.unit.golden import LOGS_DIR
 

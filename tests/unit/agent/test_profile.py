@@ -7,8 +7,6 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.oracles.samples import Sample
-from harness.agent.oracles.stats import chi2_quantile, chi2_sf
 from harness.agent.peer.pairing import ProfilePair, paired, profile_pair
 from harness.agent.peer.profile import ALPHA, compare, top_symbols
 from harness.agent.peer.symbols import (
@@ -19,6 +17,8 @@ from harness.agent.peer.symbols import (
     parse_kallsyms,
     perf_stack,
 )
+from harness.agent.values.samples import Sample
+from harness.agent.values.stats import chi2_quantile, chi2_sf
 from harness.vm.perf import PerfFrame, PerfSample
 
 KALLSYMS = """\

@@ -14,7 +14,7 @@ from harness.agent.oracles.report import (
     unjudged,
     verdict_lines,
 )
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.agent.module.info import Mutant
 from harness.agent.mutants import merge, unjudged_token
+from harness.agent.values.info import Mutant
 from harness.mutation.cases import relied_on
 from harness.mutation.groups import _held_to
 

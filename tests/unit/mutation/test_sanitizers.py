@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.agent import mutants
 from harness.agent.flavour import behaviour
-from harness.agent.module.info import SHARED_CASES
+from harness.agent.values.info import SHARED_CASES
 from harness.builder.kernels import VARIANT_FRAGMENTS
 from harness.mutation.cases import mutant_row
 from harness.mutation.sanitizers import SANITIZER_CASES, _after_guest_error

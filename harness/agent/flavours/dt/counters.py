@@ -36,7 +36,7 @@ from harness.agent.flavours.dt.data import DT, DT_RING_SLOTS
 from harness.agent.flavours.dt.results import DtOpenStats, DtRun
 from harness.agent.flavours.dt.stream import event_counts, event_fields, event_seqs
 from harness.agent.oracles.laws import Law, all_at_most, all_equal, sums_to
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 #: Events one CPU's ring holds: one of the 16 slots always stays free.
 CAPACITY = DT_RING_SLOTS - 1

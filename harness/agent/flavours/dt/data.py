@@ -10,8 +10,8 @@ the decoder and the oracles::
 
 from __future__ import annotations
 
-from harness.agent.module.info import FlavourInfo, Mutant, Quirk
-from harness.agent.module.layouts import Field, Ioctl, RecordLayout, ioc_read, ioc_write
+from harness.agent.values.info import FlavourInfo, Mutant, Quirk
+from harness.agent.values.layouts import Field, Ioctl, RecordLayout, ioc_read, ioc_write
 
 #: PCs in each of an event's stacks: OpenBSD's STACKTRACE_MAX (<sys/stacktrace.h>), the
 #: depth of the seed's ``stack`` and ``ustack`` actions (struct stacktrace's st_pc[]).

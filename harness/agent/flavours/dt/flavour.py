@@ -34,14 +34,14 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
-from harness.agent.oracles.results import Judged, Violation
-from harness.agent.oracles.samples import Sample
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.pairing import pair_window
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import standard_launches
+from harness.agent.values.results import Judged, Violation
+from harness.agent.values.samples import Sample
 
 MAX_SKIP = 2**32 - 1  # the hook's count is a u32; several add up (DT-D9 needs > 2^32)
 MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI

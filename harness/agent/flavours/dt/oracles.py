@@ -45,7 +45,7 @@ from harness.agent.oracles.core import (
     core_view_of,
     judge_flavour,
 )
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
 from harness.errors import ConfigError
 
 __all__ = ["CANARY", "PROBE_PROFILE", "canary_of"]  # re-exported: the stream's constants

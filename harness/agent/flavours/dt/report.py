@@ -23,13 +23,13 @@ from harness.agent.flavours.dt.oracles import DT_ORACLES
 from harness.agent.flavours.dt.results import DtRun
 from harness.agent.oracles.report import (
     OverflowShares,
-    align,
     decimal,
     format_cpus,
     total_row,
     verdict_lines,
 )
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
+from harness.agent.values.table import align
 
 TITLES: tuple[str, ...] = (
     *("cpu", "irq", "seen", "calls", "committed", "read", "dropevt", "recurevt", "skiptick"),

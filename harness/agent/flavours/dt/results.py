@@ -16,9 +16,9 @@ from harness.agent.flavours.dt.data import DT_STACK_MAX
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
-from harness.agent.oracles.results import flat_numbers
-from harness.agent.oracles.samples import Sample, callers
 from harness.agent.oracles.walks import walks_of
+from harness.agent.values.results import flat_numbers
+from harness.agent.values.samples import Sample, callers
 
 #: enum pa_chain_stop's PA_CHAIN_TRUNCATED (profagent.h): the walk reached the depth.
 CHAIN_TRUNCATED = 1

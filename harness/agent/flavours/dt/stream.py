@@ -17,7 +17,7 @@ from collections import Counter
 
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
 from harness.agent.oracles.laws import Law, all_equal
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 #: The canary of an event with seq 0; each event's is this ^ the low 32 bits of its seq.
 CANARY = 0xD7E7C0DE

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from harness.agent.flavours.hwpmc.results import HwRun, Table, cell, total
 from harness.agent.oracles.laws import equal, sums_to, zero
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 
 def check_interrupts(run: HwRun) -> list[Violation]:

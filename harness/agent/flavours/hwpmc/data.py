@@ -11,8 +11,8 @@ multiplexed ioctl, ``SP_IOC_PMC_OP``. Read by the C template
 
 from __future__ import annotations
 
-from harness.agent.module.info import FlavourInfo, Mutant, Param, Quirk
-from harness.agent.module.layouts import Field, Ioctl, RecordLayout, ioc
+from harness.agent.values.info import FlavourInfo, Mutant, Param, Quirk
+from harness.agent.values.layouts import Field, Ioctl, RecordLayout, ioc
 
 #: PCs a log record holds (the interrupted PC and its callers): the top of
 #: kern.hwpmc.callchaindepth's range (seeds-spec §4.1: default 8, range 1-32). The seed's

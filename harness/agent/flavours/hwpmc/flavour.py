@@ -61,8 +61,6 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
-from harness.agent.oracles.results import Judged, Violation
-from harness.agent.oracles.samples import Sample
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.counts import PeerWindow, bracket_window
 from harness.agent.peer.pairing import pair_window
@@ -71,6 +69,8 @@ from harness.agent.peer.sizing import MIN_MS
 from harness.agent.steps import probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
+from harness.agent.values.results import Judged, Violation
+from harness.agent.values.samples import Sample
 from harness.errors import ConfigError, InfraError
 
 #: The standard run's ground-truth workloads and IRQ-off probe (content oracles).

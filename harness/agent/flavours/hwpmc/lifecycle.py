@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from harness.agent.flavours.hwpmc.results import HwRun, cell
 from harness.agent.oracles.laws import at_most, equal, zero
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 # A RELEASE's entries are freed by each CPU's first sweep tick after it began (fixed
 # mode: every recording CPU is marked, nothing pending, the timer sweeps the whole

@@ -12,7 +12,7 @@ from collections import Counter
 
 from harness.agent.flavours.hwpmc.data import PMC_MODES
 from harness.agent.flavours.hwpmc.results import USER_FLAG, HwRun
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 KERNEL_PC = 1 << 63  # arm64 and x86-64 kernel addresses have the top bit set
 PID_NONE = 0xFFFFFFFF

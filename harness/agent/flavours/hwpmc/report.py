@@ -19,14 +19,14 @@ from harness.agent.flavours.hwpmc.oracles import HW_ORACLES
 from harness.agent.flavours.hwpmc.results import HwRun
 from harness.agent.oracles.report import (
     SeedDefect,
-    align,
     decimal,
     delivered_percent,
     known_sum,
     nmi_percent,
     verdict_lines,
 )
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
+from harness.agent.values.table import align
 
 TITLES: tuple[str, ...] = (
     *("cpu", "irq", "seen", "recorded", "bufferfull", "stalled_nmi", "swept", "logged"),

@@ -17,9 +17,9 @@ from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
-from harness.agent.oracles.results import AgentSnapshot, flat_numbers
-from harness.agent.oracles.samples import Sample
 from harness.agent.oracles.walks import walks_of
+from harness.agent.values.results import AgentSnapshot, flat_numbers
+from harness.agent.values.samples import Sample
 
 Table = Mapping[int, Mapping[str, int]]
 Kind = Literal["standard", "exact", "independence", "control", "script", "counting"]
@@ -179,7 +179,7 @@ class HwRun(RunEvidence):
         return self.snapshot.info.get("stall") == "hardware"
 
     def numbers(self) -> dict[str, int]:
-        """Every counter under one flat name (see `harness.agent.oracles.results.flat_numbers`)."""
+        """Every counter under one flat name (see `harness.agent.values.results.flat_numbers`)."""
         snap = self.snapshot
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, [r.cpu for r in self.log])
         return flat | content_numbers(self.content())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from harness.agent.flavours.hwpmc.results import HwRun, cell
 from harness.agent.oracles.laws import at_least, at_most, equal, zero
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 
 def check_fill(run: HwRun) -> list[Violation]:

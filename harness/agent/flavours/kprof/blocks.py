@@ -20,7 +20,7 @@ from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.kprof.model import calls_while_tracing, geometry
 from harness.agent.flavours.kprof.results import KprofRun, KprofStats
 from harness.agent.oracles.laws import at_most, equal
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 _KP_D7 = KPROF.quirk_bit("KP-D7")
 

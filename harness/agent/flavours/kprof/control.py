@@ -14,7 +14,7 @@ from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.kprof.results import KprofRun, KprofStats
 from harness.agent.oracles.laws import at_least, equal
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 _KP_D3 = KPROF.quirk_bit("KP-D3")
 _KP_D11 = KPROF.quirk_bit("KP-D11")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.agent.module.info import FlavourInfo, Mutant, Param, Quirk
-from harness.agent.module.layouts import Field, FramedRecord, RecordLayout
+from harness.agent.values.info import FlavourInfo, Mutant, Param, Quirk
+from harness.agent.values.layouts import Field, FramedRecord, RecordLayout
 
 #: The seed's worst-case envelope reserved on top of the payload (§2.2 step 3).
 ENVELOPE_RESERVE = 20

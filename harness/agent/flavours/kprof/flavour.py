@@ -46,14 +46,14 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
-from harness.agent.oracles.results import Judged, Violation
-from harness.agent.oracles.samples import Sample, callers
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.peer.sizing import MIN_MS
 from harness.agent.steps import inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
+from harness.agent.values.results import Judged, Violation
+from harness.agent.values.samples import Sample, callers
 from harness.errors import ConfigError, InfraError
 
 #: Kernel PCs the exact run writes to kpdata: while tracing, and before ``start``.

@@ -44,7 +44,7 @@ from harness.agent.oracles.core import (
     core_view_of,
     judge_flavour,
 )
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
 from harness.errors import ConfigError
 
 KPROF_ORACLES: tuple[tuple[str, str], ...] = (

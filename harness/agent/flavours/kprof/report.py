@@ -20,7 +20,6 @@ from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.oracles import KPROF_ORACLES
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.oracles.report import (
-    align,
     decimal,
     delivered_percent,
     format_cpus,
@@ -28,7 +27,8 @@ from harness.agent.oracles.report import (
     nmi_percent,
     verdict_lines,
 )
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
+from harness.agent.values.table import align
 
 #: Table columns: (title, per-CPU counter of kprof or None for a computed one).
 COLUMNS: tuple[tuple[str, str], ...] = (

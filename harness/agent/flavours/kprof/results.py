@@ -16,8 +16,8 @@ from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
-from harness.agent.oracles.results import flat_numbers
-from harness.agent.oracles.samples import Sample, callers
+from harness.agent.values.results import flat_numbers
+from harness.agent.values.samples import Sample, callers
 
 #: Snapshot names a run may hold, in the order they are taken.
 VISIBLE_BEFORE = "visible_before"  # exact run: R records on the first CPU, no flush

@@ -13,7 +13,7 @@ from collections import Counter
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.oracles.laws import equal
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 #: Kernel addresses have the top bit set on arm64 and x86_64.
 KERNEL_BASE = 1 << 63

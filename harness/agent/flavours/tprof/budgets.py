@@ -22,7 +22,7 @@ from __future__ import annotations
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.laws import at_most
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 
 #: seeds-spec §7.1 TP-O10: STOP returns within this much guest time (plus the drain period
 #: in auto drain).

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.agent.module.info import FlavourInfo, Mutant, Param, Quirk
-from harness.agent.module.layouts import Field, Ioctl, RecordLayout, ioc_none, ioc_read, ioc_write
+from harness.agent.values.info import FlavourInfo, Mutant, Param, Quirk
+from harness.agent.values.layouts import Field, Ioctl, RecordLayout, ioc_none, ioc_read, ioc_write
 
 TPROF_SAMPLE = RecordLayout(
     c_name="tprof_sample",

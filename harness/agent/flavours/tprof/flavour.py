@@ -41,11 +41,11 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
-from harness.agent.oracles.results import Judged, Violation
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.steps import SamplingPlan, inject_step, kick_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import TruthLaunch, standard_launches
+from harness.agent.values.results import Judged, Violation
 
 #: Calls nested in one task-context producer call in the exact run (TP-D5).
 NESTED = 7

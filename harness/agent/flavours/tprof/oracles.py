@@ -53,7 +53,7 @@ from harness.agent.oracles.core import (
     judge_flavour,
 )
 from harness.agent.oracles.laws import Law, all_equal, at_least, at_most, sums_to, zero
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
 from harness.errors import ConfigError
 
 #: Oracle names and one-line descriptions, in report order.

@@ -28,14 +28,14 @@ from harness.agent.flavours.tprof.oracles import ORACLES
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.oracles.report import (
     OverflowShares,
-    align,
     decimal,
     failed_oracles,
     format_cpus,
     verdict_lines,
 )
 from harness.agent.oracles.report import total_row as all_row
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
+from harness.agent.values.table import align
 
 #: Drop-cause columns shown even when every CPU has 0.
 ALWAYS_SHOWN: tuple[str, ...] = ("overflow", "dropbuf_sample")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
-from harness.agent.oracles.results import AgentSnapshot, flat_numbers
-from harness.agent.oracles.samples import Sample
+from harness.agent.values.results import AgentSnapshot, flat_numbers
+from harness.agent.values.samples import Sample
 
 #: Bit 0 of a tprof record's flags: the sampled PC is a kernel address (the seed's format).
 KERNEL_FLAG = 1
@@ -73,7 +73,7 @@ class SamplingRun(RunEvidence):
         return self.snapshot.core
 
     def numbers(self) -> dict[str, int]:
-        """Every counter under one flat name (see `harness.agent.oracles.results.flat_numbers`)."""
+        """Every counter under one flat name (see `harness.agent.values.results.flat_numbers`)."""
         snap = self.snapshot
         cpus = [s.cpu for s in self.samples]
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, cpus)

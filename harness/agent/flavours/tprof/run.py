@@ -29,8 +29,6 @@ from harness.agent.oracles.evidence import (
     interrupt_reads,
     is_injection,
 )
-from harness.agent.oracles.results import Violation
-from harness.agent.oracles.samples import Sample
 from harness.agent.peer.counts import PeerWindow, info_window
 from harness.agent.peer.run import PeerHooks, run_beside_perf
 from harness.agent.steps import (
@@ -55,6 +53,8 @@ from harness.agent.truth.program import (
     launch_steps,
     output_steps,
 )
+from harness.agent.values.results import Violation
+from harness.agent.values.samples import Sample
 
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
 #: Where a background reader (`partial_read_run`) writes what it read.

@@ -21,11 +21,11 @@ from harness.agent.flavours.dt.oracles import (
     core_view,
 )
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
-from harness.agent.module.info import CORE_PERCPU
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.core import CORE_ORACLES, applicable_core
 from harness.agent.oracles.evidence import Injections, KernelEvidence
-from harness.agent.oracles.results import Violation
+from harness.agent.values.info import CORE_PERCPU
+from harness.agent.values.results import Violation
 from harness.errors import ConfigError
 
 Brief = tuple[str, int | None, str, str]

@@ -13,7 +13,7 @@ from harness.agent.flavours.dt.report import (
     format_dt_verdicts,
     gstats_line,
 )
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 from tests.unit.agent.flavours.dt.test_oracles import (
     BASE,
     after,

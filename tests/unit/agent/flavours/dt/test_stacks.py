@@ -11,11 +11,11 @@ import pytest
 from harness.agent.flavours.dt.data import DT_EVT, DT_STACK_MAX
 from harness.agent.flavours.dt.results import CHAIN_TRUNCATED, DtEvent
 from harness.agent.flavours.dt.run import event_from
-from harness.agent.module.layouts import Field, RecordLayout
 from harness.agent.module.render import DECODER, load_decoder, render_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.chain import check_chain
-from harness.agent.oracles.samples import Sample
+from harness.agent.values.layouts import Field, RecordLayout
+from harness.agent.values.samples import Sample
 from tests.unit.agent.flavours.dt.test_oracles import BASE
 
 USER_PC, KERNEL_PC = 0x5100_0878, 0xFFFF_8000_8001_2340

@@ -11,10 +11,10 @@ from harness.agent.flavours.hwpmc.flavour import _samples as profile_samples
 from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
 from harness.agent.flavours.hwpmc.results import Counting, HwRun, LogRecord, OpOutcome, PmcLine
 from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, parse_pmcs, pmc_id, pmc_op_bytes
-from harness.agent.module.info import CORE_PERCPU
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections, KernelEvidence
-from harness.agent.oracles.results import AgentSnapshot, Violation
+from harness.agent.values.info import CORE_PERCPU
+from harness.agent.values.results import AgentSnapshot, Violation
 
 N = 32
 KPC = 0xFFFF800080001000

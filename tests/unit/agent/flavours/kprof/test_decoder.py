@@ -12,9 +12,9 @@ from types import ModuleType
 
 import pytest
 
-from harness.agent.module.layouts import varint_encode, varint_size
 from harness.agent.module.render import DECODER, load_decoder, render_agent
 from harness.agent.module.spec import AgentSpec
+from harness.agent.values.layouts import varint_encode, varint_size
 
 PC = 0xFFFF_FFFF_8100_0000
 #: type 1, payload 28: info 7, ts 1000, cpu 2, n 1, one PC: 30 bytes on the wire.

@@ -18,11 +18,11 @@ from harness.agent.flavours.tprof.oracles import (
 )
 from harness.agent.flavours.tprof.report import throttle_lost
 from harness.agent.flavours.tprof.results import SamplingRun, TprofRecord
-from harness.agent.module.info import CORE_PERCPU
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections, KernelEvidence
 from harness.agent.oracles.report import failed_oracles
-from harness.agent.oracles.results import AgentSnapshot, Violation
+from harness.agent.values.info import CORE_PERCPU
+from harness.agent.values.results import AgentSnapshot, Violation
 from harness.errors import ConfigError
 
 PERIOD = 1_000_000

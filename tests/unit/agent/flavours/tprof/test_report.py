@@ -16,7 +16,7 @@ from harness.agent.flavours.tprof.report import (
     total_row,
 )
 from harness.agent.oracles.report import format_cpus
-from harness.agent.oracles.results import Violation
+from harness.agent.values.results import Violation
 from tests.unit.agent.flavours.tprof.test_oracles import (
     BASE,
     broken,
