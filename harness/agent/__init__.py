@@ -13,6 +13,7 @@ concern, in the order of the data flow::
     module/    the kernel module: spec, render, build
     steps.py   the profctl sequences a run sends and the snapshot it reads back
     truth/     the ground-truth workload: its build, symbols, launches, isolated CPU
+    runner.py  the agent as a flavour's runner sees it, and one run as the rest reads it
     peer/      Linux perf beside the agent: the peer run, its counts, both profiles
     oracles/   the verdicts: laws, core and content oracles, evidence, reports
 

@@ -12,7 +12,7 @@ the module fresh, so no state leaks from one run into the next::
     fl.check(run)                                    # [] when every oracle holds
 
 It knows no flavour: a flavour's runner (``harness/agent/flavours/<name>/run.py``)
-drives it through `harness.agent.flavour.AgentLike`. Everything a run produced
+drives it through `harness.agent.runner.AgentLike`. Everything a run produced
 (profctl's output, the debugfs files, the record stream) is kept in ``workdir``.
 """
 

@@ -8,7 +8,7 @@ to the end of the stream, snapshot the debugfs files, close::
     run = skel_run(agent, spec, body=(inject_step("all", 20),), injected={0: 20, 1: 20})
     skel_steps(("sleep:100",))      # the whole sequence, to read
 
-The runner takes the agent as `harness.agent.flavour.AgentLike`, so this package
+The runner takes the agent as `harness.agent.runner.AgentLike`, so this package
 never imports the bench's driver.
 """
 

@@ -197,6 +197,11 @@ def test_only_a_flavours_folder_imports_it() -> None:
     assert strays == []
 
 
+def test_no_cycle_between_the_agents_parts() -> None:
+    cycle = find_cycle(unit_graph())
+    assert cycle is None, " → ".join(cycle or [])
+
+
 REGISTRY = {"harness.agent.flavours", "harness.agent.flavours.discovery"}
 
 

@@ -7,5 +7,5 @@ both profilers' samples named by one symboliser and folded (`symbols`), the samp
 compares (`pairing`), and the chi-square test and table (`profile`); both profiles as
 speedscope's JSON and pprof's proto (`export`).
 
-May import: values, flavour, module, steps, truth.
+May import: values, runner, module, steps, truth.
 """

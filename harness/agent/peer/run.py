@@ -33,13 +33,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from harness.agent.flavour import AgentLike, AgentRun, narrow
 from harness.agent.module.spec import AgentSpec
 from harness.agent.peer.counts import PeerEvidence, PeerWindow, info_window
 from harness.agent.peer.export import pprof, speedscope
 from harness.agent.peer.pairing import ProfilePair, profile_pair
 from harness.agent.peer.sizing import PeerSize, shortfall
 from harness.agent.peer.symbols import Symboliser, UserSymbols, parse_kallsyms
+from harness.agent.runner import AgentLike, AgentRun, narrow
 from harness.agent.steps import DEBUGFS, parse_pairs
 from harness.agent.truth.build import TEXT_BASE, TRUTH_BINARY
 from harness.agent.values.results import Violation

@@ -1,6 +1,6 @@
 """Run tprof in a guest: its control steps, the standard run and scripted runs.
 
-Pure step builders plus runners over `harness.agent.flavour.AgentLike`::
+Pure step builders plus runners over `harness.agent.runner.AgentLike`::
 
     run = sampling_run(agent, AgentSpec(), SamplingPlan(busy_cpus=(0, 2)))
     run, results = scripted_run(agent, spec, (inject_step("all", 12), kick_step()),
