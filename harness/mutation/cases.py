@@ -23,11 +23,11 @@ from harness.agent import mutants
 from harness.agent.driver import Agent
 from harness.agent.flavour import AgentRun, Flavour
 from harness.agent.module.build import build_agent
-from harness.agent.module.info import Mutant
 from harness.agent.module.spec import AgentSpec
 from harness.agent.mutants import MutantRow, merge
 from harness.agent.oracles.report import unjudged
 from harness.agent.profctl_build import build_profctl
+from harness.agent.values.info import Mutant
 from harness.arches import ArchProfile
 from harness.builder.cache import Cache
 from harness.builder.images import GuestImages

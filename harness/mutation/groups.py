@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from harness.agent import mutants
 from harness.agent.flavour import Flavour, behaviour
 from harness.agent.module.build import build_agent
-from harness.agent.module.info import Mutant
 from harness.agent.module.spec import AgentSpec
 from harness.agent.mutants import MutantRow
 from harness.agent.oracles.evidence import kmemleak_command, module_leaks
+from harness.agent.values.info import Mutant
 from harness.builder.cache import Cache
 from harness.builder.images import GuestImages
 from harness.builder.kernel import KernelChoice

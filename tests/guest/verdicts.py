@@ -19,7 +19,7 @@ import pytest
 from harness.agent.flavour import AgentRun, Flavour
 from harness.agent.oracles.content_view import CONTENT_ORACLES
 from harness.agent.oracles.report import unjudged, vcpus_share_cores
-from harness.agent.oracles.results import Judged, Violation
+from harness.agent.values.results import Judged, Violation
 from harness.ktap import RELIED
 from tests.conftest import AGENT_REPORT
 
