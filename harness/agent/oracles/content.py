@@ -98,7 +98,9 @@ def judge_content(view: ContentView) -> list[Judged]:
     MODE: every sample. WHO: the samples in the workload's text, those in code only a
     worker thread runs (where the flavour records a tid), every user sample on each
     CPU kept for the harness. WHERE: each workload's `population`. CHAIN: every
-    chain (depth), and the leaf and probe samples whose callers are known.
+    chain (depth), the leaf and probe samples whose callers are known, the return
+    addresses its every-frame law judged as calls (frames) and, where the flavour
+    records why a walk stopped, the records its walk law held to the core's walks.
     """
     applicable = applicable_content(view)
     found = [Judged("MODE", len(view.samples), "samples", why="the run recorded no sample")]
@@ -112,6 +114,14 @@ def judge_content(view: ContentView) -> list[Judged]:
         found.append(Judged("CHAIN", len(leaf) + len(probe), "leaf and probe samples (callers)",
                             part="callers", why="no sample in leaf's or pa_probe_spin's "
                             "framed body"))  # fmt: skip
+        found.append(Judged("CHAIN", frame_verdict(view).frames, "return addresses judged as "
+                            "calls (frames)", part="frames",
+                            why="no return address in code the harness knows"))  # fmt: skip
+        if view.walks:
+            walked = walk_numbers(view.samples, view.walks)["content.chain.walks.records"]
+            found.append(Judged("CHAIN", walked, "records' stop causes against the core's "
+                                "walks (walk)", part="walk",
+                                why="no record carries a walk's stop cause"))  # fmt: skip
     return found
 
 

@@ -139,6 +139,17 @@ def test_a_kernel_samples_user_walk_is_judged_too() -> None:
     assert oracles(view([leaf_sample()] * 500 + [swapped])) == {"CHAIN"}
 
 
+def test_the_frames_law_has_its_own_count() -> None:
+    """CHAIN's every-frame law: n = return addresses it judged; none judged is UNJUDGED."""
+    v = view([leaf_sample()] * 500)
+    (frames,) = [j for j in co.judge_content(v) if j.oracle == "CHAIN" and j.part == "frames"]
+    assert frames.n == co.content_numbers(v)["content.chain.frames"] == 2002  # the probe's 2
+    unchained = ContentView((leaf_sample(chain=()),) * 10, (CHAIN, MIX), IMAGE, 8, MODULE)
+    (none,) = [j for j in co.judge_content(unchained)
+               if j.oracle == "CHAIN" and j.part == "frames"]  # fmt: skip
+    assert (none.n, none.why) == (0, "no return address in code the harness knows")
+
+
 def test_chain_is_not_applicable_without_chains() -> None:
     v = view([leaf_sample(chain=())] * 500, depth=None)
     assert applicable_content(v) == {"MODE", "WHO", "WHERE"}
