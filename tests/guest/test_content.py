@@ -82,12 +82,17 @@ def test_every_sample_tells_the_truth(
     run, report = judged_standard_run(agent, AgentSpec(flavour=name), topology, request)
     numbers = run.numbers()
     # WHERE's populations (pid, CPU, time) held samples; WHO judged the workers' tids.
+    # Each is one phase's samples on one vCPU (`Judged.shares_cpu`): where the vCPUs
+    # outnumber the host's cores, a busy host can starve one to nothing (dt, 8 vCPUs
+    # beside CI's 8-vCPU kcsan guest: mix on CPU 0 recorded none, its ring full while
+    # its reader waited), and the run relies on neither, as its oracles do not.
     last = topology.cpus - 1
-    assert numbers[f"content.chain.cpu{last}.population"] > 0, report
-    assert numbers["content.mix.cpu0.population"] > 0, report
     info = flavours.get(name)
-    if info.records_tid:
-        assert numbers["content.mix.cpu0.worker"] > 0, report
+    if not vcpus_share_cores(topology.cpus):
+        assert numbers[f"content.chain.cpu{last}.population"] > 0, report
+        assert numbers["content.mix.cpu0.population"] > 0, report
+        if info.records_tid:
+            assert numbers["content.mix.cpu0.worker"] > 0, report
     if topology.cpus > 1:  # the chain workload's CPU was kept for the harness's tasks
         key = f"content.exclusive.cpu{topology.cpus - 1}"
         assert numbers[f"{key}.exclusive"] == 1, report
