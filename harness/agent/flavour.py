@@ -164,7 +164,7 @@ class Flavour:
     #: Its own measurements in ``invoke bench``; None: it has none beyond the shared ones.
     bench: FlavourBench | None = None
     #: A scenario judged input-free, where time budgets are exact: the case of its
-    #: ``deterministic`` mutants (`harness.cli.mutantruns`); None: it has none.
+    #: ``deterministic`` mutants (`harness.mutation.groups`); None: it has none.
     budget_scenario: Path | None = None
 
     @property
