@@ -24,7 +24,7 @@ def test_the_control_relies_on_the_oracles_of_the_mutants_run_through_its_cases(
 
 
 def test_a_control_whose_relied_on_oracle_judged_nothing_is_not_clean() -> None:
-    cases = [("standard", set()), ("exact", set())]
+    cases: list[tuple[str, set[str]]] = [("standard", set()), ("exact", set())]
     assert merge("none", "dt", (), _held_to(cases, set())).verdict == "clean"
     held = _held_to(cases, {"CHAIN"})
     assert held[-1] == ("exact", {unjudged_token("CHAIN")})
