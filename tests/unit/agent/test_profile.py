@@ -22,6 +22,7 @@ from harness.agent.values.stats import chi2_quantile, chi2_sf
 from harness.vm.perf import PerfFrame, PerfSample
 
 KALLSYMS = """\
+ffffffc008009000 T gic_ipi_send_mask
 ffffffc008010000 t gic_handle_irq
 ffffffc008010000 T _stext
 ffffffc00801028c T __irqentry_text_end
@@ -168,10 +169,10 @@ def test_a_workload_frame_perf_could_not_name_is_named_from_its_mapping() -> Non
 def test_a_cpu_where_the_agent_dropped_samples_is_left_out_of_both_profiles() -> None:
     """The lost samples cluster where the reader starved: that CPU is not compared."""
     symbols = Symboliser(parse_kallsyms(KALLSYMS))
-    pc = 0xFFFFFFC008010010
+    pc = 0xFFFFFFC008012010
     agent = [Sample(0, pc, 0, None, user=False), Sample(1, pc, 0, None, user=False),
              Sample(1, 0x1000, 0, None, user=True)]  # fmt: skip
-    frame = (PerfFrame(pc, "gic_handle_irq", "[kernel.kallsyms]"),)
+    frame = (PerfFrame(pc, "cpu_do_idle", "[kernel.kallsyms]"),)
     perf = [PerfSample(0, 1, frame), PerfSample(1, 2, frame), PerfSample(1, 3, frame)]
     pair = profile_pair(agent, perf, symbols, {0: 0, 1: 7})
     assert pair.excluded == ((1, 7),)
@@ -183,6 +184,25 @@ def test_a_cpu_where_the_agent_dropped_samples_is_left_out_of_both_profiles() ->
 
 IDLE = 0xFFFFFFC008012010  # cpu_do_idle
 IRQ = 0xFFFFFFC008010010  # gic_handle_irq: where a later interrupt of perf's lands
+WAKE = 0xFFFFFFC008009010  # gic_ipi_send_mask: dt's reader wakeup, which perf samples
+
+
+def test_a_whole_profile_leaves_the_shared_interrupts_exit_out_and_counts_it() -> None:
+    """tprof at 1 vCPU: the agent's overflows fall due in perf's longer handler."""
+    symbols = Symboliser(parse_kallsyms(KALLSYMS))
+    agent = [Sample(0, IDLE, 0, None, user=False)] * 100 + [
+        Sample(0, IRQ, 0, None, user=False)
+    ] * 30
+    perf = [perf_at(0, t, IDLE) for t in range(100)] + [perf_at(0, 100, IRQ)] * 2
+    raw = compare(
+        {"cpu_do_idle": 100, "gic_handle_irq": 30}, {"cpu_do_idle": 100, "gic_handle_irq": 2}
+    )
+    assert not raw.passed  # compared as they are, the exit alone tells them apart
+    pair = profile_pair(agent, perf, symbols, {})
+    assert pair.exits == (30, 2)
+    assert compare(pair.agent.leaves(), pair.perf.leaves()).passed
+    assert pair.excluded_text() == ("left out in the PMU interrupt's exit (gic_handle_irq): "
+                                    "the agent's 30, perf's 2")  # fmt: skip
 
 
 def perf_at(cpu: int, time_ns: int, pc: int) -> PerfSample:
@@ -225,7 +245,7 @@ def test_a_paired_profile_leaves_out_the_peer_s_later_interrupts_and_no_cpu() ->
         Sample(0, IDLE, 0, None, user=False, time_ns=t + 30_000) for t in range(0, 10**9, 10**7)
     ]
     perf = [perf_at(0, t, IDLE) for t in range(0, 10**9, 10**7)]
-    perf += [perf_at(0, t + 2_000_000, IRQ) for t in range(0, 10**9, 5 * 10**7)]  # aftermath
+    perf += [perf_at(0, t + 2_000_000, WAKE) for t in range(0, 10**9, 5 * 10**7)]  # aftermath
     whole = profile_pair(agent, perf, symbols, {})
     assert not compare(whole.agent.leaves(), whole.perf.leaves()).passed  # 20 % apart
     pair = profile_pair(agent, perf, symbols, {0: 7}, pair_within_ns=100_000)
