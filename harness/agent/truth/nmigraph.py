@@ -13,14 +13,15 @@ call graph from the core's overflow handler, the only code the PMU interrupt run
 
 Edges: every BL and B to a function (the relocation names it where the file does;
 a static function of the same section is found by address), and every BLR and BR
-whose register was last loaded by ``ldr xN, [xM, #off]`` with ``xM`` the address of
-one of the module's own variables or a pointer read from one (``pa_fl->produce``): it
-calls what any data object of the module holds at ``off`` (an ops table's slot,
-relocations resolved).
-The registry's pointer ``pa_fl`` points at ``pa_flavour_<flavour>`` (the module's
-``flavour=`` parameter), so the other flavours' tables are left out. An indirect
-call whose register came any other way (``event->pmu->stop``, a kernel object's
-slot) is `NmiGraph.unresolved`, named, never assumed safe. Calls into the kernel
+whose register was last loaded by ``ldr xN, [xM, #off]`` with ``xM`` the registry's
+pointer ``pa_fl`` read from its variable (``pa_fl->produce``): ``pa_fl`` points at
+``pa_flavour_<flavour>`` (the module's ``flavour=`` parameter), so the call enters the
+function that table holds at ``off`` (relocations resolved). Only that table: a slot
+matched by offset in any object was wrong on 6.12, whose ``struct file_operations``
+gained ``fop_flags`` and moved ``write`` to offset 32, ``produce``'s (dt_nest_write,
+hw_sweep_write, kp_ctl_write were followed, and C-2 failed a clean agent). An indirect
+call whose register came any other way (``event->pmu->stop``, a kernel object's slot)
+is `NmiGraph.unresolved`, named, never assumed safe. Calls into the kernel
 are judged by name (`FORBIDDEN`), not followed: this is the module's code, the
 kernel's own NMI-safe entry points (``irq_work_queue``, ``copy_from_user_nofault``,
 ``ktime_get_mono_fast_ns``) are the kernel's to prove.
@@ -50,6 +51,8 @@ from harness.agent.truth.insns import Insn, decode
 NMI_ENTRY = "pa_overflow"
 #: How the core's flavour registry names each flavour's ops table (core.c.j2).
 FLAVOUR_TABLE = "pa_flavour_"
+#: The core's pointer to the loaded flavour's table (core.c.j2's ``pa_fl``).
+REGISTRY_POINTER = "pa_fl"
 
 #: Kernel functions no NMI path may call, by kind: each takes a lock (or a lock inside,
 #: as a wake-up or a timer does), allocates or frees, or may sleep or fault.
@@ -73,9 +76,8 @@ FORBIDDEN: tuple[tuple[str, str], ...] = (
 _FORBIDDEN = tuple((kind, re.compile(pattern)) for kind, pattern in FORBIDDEN)
 
 _ABS64 = ENUM_RELOC_TYPE_AARCH64["R_AARCH64_ABS64"]
-#: The low halves of an ``adrp`` pair: an address (ADD) or a pointer load (LDST64).
-_LOW12 = frozenset(ENUM_RELOC_TYPE_AARCH64[name] for name in
-                   ("R_AARCH64_ADD_ABS_LO12_NC", "R_AARCH64_LDST64_ABS_LO12_NC"))  # fmt: skip
+#: The low half of an ``adrp`` pair that loads a 64-bit variable: ``ldr x, [x, :lo12:v]``.
+_LDST64 = ENUM_RELOC_TYPE_AARCH64["R_AARCH64_LDST64_ABS_LO12_NC"]
 #: How far back from a BLR the load of its register is looked for (instructions).
 _LOOKBACK = 24
 
@@ -187,9 +189,9 @@ def _indirect(
     """Each BLR and BR of ``function``: its address, and the slot offset its register came from.
 
     The offset is that of the last ``ldr xN, [xM, #off]`` to write the register before
-    the branch, where the last to write ``xM`` before that is the low half of an
-    address of the module's own (``own``: (section, offset) of such instructions);
-    None otherwise, or where no writer lies within `_LOOKBACK` instructions.
+    the branch, where the last to write ``xM`` before that loads ``pa_fl`` (``own``:
+    (section, offset) of such loads); None otherwise, or where no writer lies within
+    `_LOOKBACK` instructions.
     """
     text = code.get(function.section, b"")
     insns = decode(text[function.start : function.end], function.start)
@@ -229,54 +231,52 @@ def _code(data: bytes) -> dict[int, bytes]:
 
 
 def _slots(data: bytes, flavour: str) -> tuple[dict[int, set[str]], frozenset[tuple[int, int]]]:
-    """Offset in a data object → the functions some object holds there (ops tables' slots).
+    """Offset in ``pa_flavour_<flavour>`` → the function it holds there (its ops slots).
 
-    Every R_AARCH64_ABS64 relocation into a data object whose target is a function
-    (named, or a section symbol plus addend at a function's start), except in
-    another flavour's ``pa_flavour_<name>`` table. Second: the (section, offset) of
-    every instruction that forms the low half of the address of something the module
-    defines (`_LOW12` relocations against a defined symbol).
+    Second: the (section, offset) of every instruction that loads `REGISTRY_POINTER`
+    (an LDST64 low-half relocation against it, or against its section at its address).
     """
     elf = elf_file(data)
     symtab = elf.get_section_by_name(".symtab")
     assert isinstance(symtab, SymbolTableSection)
     symbols = list(symtab.iter_symbols())
-    pointers, own = _relocated(elf, symbols)
+    pointers, loads = _relocated(elf, symbols)
     found: dict[int, set[str]] = {}
-    table = FLAVOUR_TABLE + flavour
     for symbol in symbols:
-        if symbol["st_info"]["type"] != "STT_OBJECT" or not isinstance(symbol["st_shndx"], int):
-            continue
-        if symbol.name.startswith(FLAVOUR_TABLE) and symbol.name != table:
+        if symbol.name != FLAVOUR_TABLE + flavour or symbol["st_info"]["type"] != "STT_OBJECT":
             continue
         base = symbol["st_value"]
         for offset in range(0, symbol["st_size"], 8):
             target = pointers.get((symbol["st_shndx"], base + offset))
             if target is not None:
                 found.setdefault(offset, set()).add(target)
-    return found, frozenset(own)
+    return found, frozenset(loads)
 
 
 def _relocated(
     elf: ELFFile, symbols: list[Any]
 ) -> tuple[dict[tuple[int, int], str], set[tuple[int, int]]]:
-    """The functions data words point at, by (section, offset); the `_LOW12` sites."""
+    """The functions data words point at, by (section, offset); the loads of ``pa_fl``."""
     starts = {(s["st_shndx"], s["st_value"]): s.name for s in symbols
               if s["st_info"]["type"] == "STT_FUNC"}  # fmt: skip
+    registry = {(s["st_shndx"], s["st_value"]) for s in symbols if s.name == REGISTRY_POINTER}
     pointers: dict[tuple[int, int], str] = {}
-    own: set[tuple[int, int]] = set()
+    loads: set[tuple[int, int]] = set()
     for rela in elf.iter_sections():
         if not isinstance(rela, RelocationSection) or not rela["sh_info"]:
             continue
         for reloc in rela.iter_relocations():
             symbol = symbols[reloc["r_info_sym"]]
-            kind = symbol["st_info"]["type"]
+            kind, kind_of = symbol["st_info"]["type"], reloc["r_info_type"]
             at = (rela["sh_info"], reloc["r_offset"])
-            if reloc["r_info_type"] in _LOW12 and symbol["st_shndx"] not in ("SHN_UNDEF", 0):
-                own.add(at)
-            elif reloc["r_info_type"] == _ABS64 and kind == "STT_FUNC":
+            if kind_of == _LDST64 and (
+                symbol.name == REGISTRY_POINTER
+                or (kind == "STT_SECTION" and (symbol["st_shndx"], reloc["r_addend"]) in registry)
+            ):
+                loads.add(at)
+            elif kind_of == _ABS64 and kind == "STT_FUNC":
                 pointers[at] = symbol.name
-            elif reloc["r_info_type"] == _ABS64 and kind == "STT_SECTION":
+            elif kind_of == _ABS64 and kind == "STT_SECTION":
                 target = starts.get((symbol["st_shndx"], reloc["r_addend"]))
                 pointers.update({at: target} if target is not None else {})
-    return pointers, own
+    return pointers, loads

@@ -34,6 +34,11 @@ static void setup(void) { __kmalloc(8, 0); }
 struct ops pa_flavour_good = { "good", setup, good_produce };
 struct ops pa_flavour_bad = { "bad", setup, bad_produce };
 struct ops *pa_fl;
+/* 6.12's struct file_operations: write at offset 16 here, produce's offset above. */
+struct fops { void *owner; void (*write)(int); void (*locked)(int); };
+static void locked_write(int x) { if (x) take(); }
+struct fops pa_debugfs_fops = { 0, fill, locked_write };
+struct fops other_fops = { 0, 0, locked_write };
 void pa_overflow(int x) { pa_fl->produce(x); }
 void through_kernel(struct kobj *k) { k->cb(); }
 """
@@ -58,6 +63,8 @@ def test_a_clean_producer_reaches_no_lock(module: bytes) -> None:
     assert {"pa_overflow", "good_produce", "fill"} <= set(graph.functions)
     assert "bad_produce" not in graph.functions  # the other flavour's table: left out
     assert "setup" not in graph.functions  # the table's other slot: not what is called
+    # another object's function at produce's offset is not pa_fl's (6.12's fops.write)
+    assert "locked_write" not in graph.functions
     assert graph.external == ("irq_work_queue",)
     assert graph.unresolved == ()
     assert graph.calls >= 3  # the indirect call, fill's, irq_work_queue's
