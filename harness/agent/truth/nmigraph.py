@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 from elftools.elf.enums import ENUM_RELOC_TYPE_AARCH64
 from elftools.elf.relocation import RelocationSection
@@ -128,8 +129,9 @@ def nmi_graph(data: bytes, *, flavour: str, entry: str = NMI_ENTRY) -> NmiGraph:
     """
     table = read_functions(data)
     table.named(entry)
-    slots, own = _slots(data, flavour)
-    code = _code(data)
+    elf = elf_file(data)  # parsed once for the code and the slots (read_functions: its own)
+    slots, own = _slots(elf, flavour)
+    code = _code(elf)
     by_start = {(f.section, f.start): f for f in table.functions}
     parents: dict[str, str | None] = {entry: None}
     order = [entry]
@@ -223,20 +225,19 @@ def _source(before: list[Insn], register: int | None) -> tuple[Insn | None, int 
     return None, None
 
 
-def _code(data: bytes) -> dict[int, bytes]:
+def _code(elf: ELFFile) -> dict[int, bytes]:
     """Section index → contents, for every executable section."""
-    elf = elf_file(data)
     return {index: section.data() for index, section in enumerate(elf.iter_sections())
-            if section["sh_flags"] & 0x4 and section["sh_type"] == "SHT_PROGBITS"}  # fmt: skip
+            if section["sh_flags"] & SH_FLAGS.SHF_EXECINSTR
+            and section["sh_type"] == "SHT_PROGBITS"}  # fmt: skip
 
 
-def _slots(data: bytes, flavour: str) -> tuple[dict[int, set[str]], frozenset[tuple[int, int]]]:
+def _slots(elf: ELFFile, flavour: str) -> tuple[dict[int, set[str]], frozenset[tuple[int, int]]]:
     """Offset in ``pa_flavour_<flavour>`` → the function it holds there (its ops slots).
 
     Second: the (section, offset) of every instruction that loads `REGISTRY_POINTER`
     (an LDST64 low-half relocation against it, or against its section at its address).
     """
-    elf = elf_file(data)
     symtab = elf.get_section_by_name(".symtab")
     assert isinstance(symtab, SymbolTableSection)
     symbols = list(symtab.iter_symbols())
