@@ -38,10 +38,12 @@ from harness.cli import against as againstmod
 from harness.cli import bench as benchmod
 from harness.cli import checks, mutantruns, taskhelp, testrun, texts
 from harness.cli import ci as cimod
+from harness.cli import fuzz as fuzzcli
 from harness.cli import judge as judgemod
 from harness.cli.cachelist import format_listing, prune_cache, survey_cache
 from harness.cli.session import guest_request, interactive_shell, parse_kernel
 from harness.errors import ConfigError, HarnessError
+from harness.fuzz import search as fuzzsearch
 from harness.process import handle_sigterm
 from harness.scenarios import deterministic_bundle as bundles
 from harness.scenarios import repro as reprolib
@@ -322,6 +324,23 @@ def cache(c: Context, prune: bool = False) -> None:
 def check(c: Context) -> None:
     """Lint, types and the unit tier, in parallel (no guests)."""
     if not checks.run_checks(checks.static_checks()):
+        raise Exit(code=1)
+
+
+@task(help=taskhelp.FUZZ, iterable=["quirk", "flavour_path"])
+@cli
+def fuzz(c: Context, flavour: str, variant: str = "default", cpus: int = 2, budget: float = 5.0,
+         shrink: float = 2.0, seed: int = 0, quirk: list[str] | None = None, max_steps: int = 24,
+         flavour_path: list[str] | None = None) -> None:  # fmt: skip
+    """Fuzz a flavour's control interface in one guest; a finding becomes a scenario."""
+    _use_flavours(flavour_path)
+    request = fuzzcli.fuzz_request(fuzzcli.FuzzOptions(
+        flavour=flavour, variant=variant, cpus=cpus, budget_min=budget, shrink_min=shrink,
+        seed=seed, quirk=tuple(quirk or ()), max_steps=max_steps))  # fmt: skip
+    announce = functools.partial(print, flush=True)
+    result = fuzzsearch.fuzz(request, Cache.default(), announce=announce)
+    print(fuzzcli.format_result(result))
+    if result.scenario is not None:
         raise Exit(code=1)
 
 

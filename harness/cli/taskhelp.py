@@ -150,6 +150,18 @@ MUTANTS = {
     "flavour_path": FLAVOUR_PATH,
 }
 
+FUZZ = {
+    "flavour": "the flavour whose control interface is fuzzed (its interface.py)",
+    "variant": "guest kernel: default, debug (lockdep, KASAN, kmemleak) or kcsan",
+    "cpus": "vCPUs of the one guest (1 or 2)",
+    "budget": "minutes of search before giving up (shrinking a finding takes up to --shrink more)",
+    "shrink": "minutes spent shrinking the first finding (default 2)",
+    "seed": "Hypothesis's seed: the same seed draws the same sequences",
+    "quirk": "build the agent with this defect (repeatable), e.g. DT-D2",
+    "max_steps": "steps drawn per sequence at most (default 24)",
+    "flavour_path": FLAVOUR_PATH,
+}
+
 CI = {"workers": "xdist workers for the guest tier (default 2: this machine's cores)"}
 
 JUDGE = {

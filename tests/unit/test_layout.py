@@ -1,7 +1,7 @@
 """The harness's layout is its data flow: no import cycle, and no stage imports a later one.
 
 Stages, in order: the foundation modules at the top of ``harness/`` (errors, paths,
-timeouts, ...), then ``builder`` → ``vm`` → ``agent`` → ``scenarios`` → ``mutation`` →
+timeouts, ...), then ``builder`` → ``vm`` → ``agent`` → ``scenarios`` → ``fuzz`` → ``mutation`` →
 ``matrix`` → ``cli``. A module may import its own stage and earlier ones, never a later
 one. Imports inside functions count too: a lazy import is still a dependency.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from harness.paths import REPO_ROOT
 
-STAGES = ("", "builder", "vm", "agent", "scenarios", "mutation", "matrix", "cli")
+STAGES = ("", "builder", "vm", "agent", "scenarios", "fuzz", "mutation", "matrix", "cli")
 HARNESS = REPO_ROOT / "harness"
 
 

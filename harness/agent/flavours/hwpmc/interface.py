@@ -1,0 +1,60 @@
+"""hwpmc's control interface for the fuzzer (`harness.agent.controlspec`).
+
+A scenario allocates and starts one SS PMC on every CPU before the steps (``pmc`` and
+``process`` only place them, so the fuzzer leaves them out). A sequence starts, stops
+and releases those PMCs, suppresses and resumes the sweeping timer per CPU, holds an
+entry pending and injects bursts. The model keeps each PMC's state, since a START,
+STOP or RELEASE step must succeed: a stopped PMC is started, a released one is
+never touched again::
+
+    INTERFACE.model.allows({"pmc.0": RELEASED}, Step("pmc-start", cpu=0))   # False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from harness.agent.controlspec import ControlInterface, Facts, Model, OpDecl, StepLike, shared_ops
+
+RUNNING, STOPPED, RELEASED = 1, 0, 2
+#: Which PMC state each PMC op needs.
+_NEEDS = {"pmc-start": (STOPPED,), "pmc-stop": (RUNNING,), "pmc-release": (RUNNING, STOPPED)}
+_MAKES = {"pmc-start": RUNNING, "pmc-stop": STOPPED, "pmc-release": RELEASED}
+
+
+def _start(params: Mapping[str, int]) -> dict[str, int]:
+    return {}  # every PMC runs: a missing pmc.<cpu> reads RUNNING
+
+
+def _allows(facts: Facts, step: StepLike) -> bool:
+    cpu = step.cpu
+    if step.op in _NEEDS:
+        return facts.get(f"pmc.{cpu}", RUNNING) in _NEEDS[step.op]
+    if step.op in ("suppress", "resume"):
+        return bool(facts.get(f"suppressed.{cpu}", 0)) == (step.op == "resume")
+    return True
+
+
+def _after(facts: Facts, step: StepLike) -> dict[str, int]:
+    out = dict(facts)
+    if step.op in _MAKES:
+        out[f"pmc.{step.cpu}"] = _MAKES[step.op]
+    elif step.op in ("suppress", "resume"):
+        out[f"suppressed.{step.cpu}"] = int(step.op == "suppress")
+    return out
+
+
+INTERFACE = ControlInterface(
+    flavour="hwpmc",
+    files=("/dev/hwpmc", "/sys/kernel/debug/profagent/stats"),
+    ops=(
+        *shared_ops(kick=True, hotplug=False),
+        OpDecl("suppress", cpu="one", what="the timer stops sweeping the CPU's ring"),
+        OpDecl("resume", cpu="one", what="the timer sweeps the CPU's ring again"),
+        OpDecl("pmc-start", cpu="one", weight=2, what="PMCSTART of the CPU's SS PMC"),
+        OpDecl("pmc-stop", cpu="one", weight=2, what="PMCSTOP of the CPU's SS PMC"),
+        OpDecl("pmc-release", cpu="one", what="PMCRELEASE of the CPU's SS PMC"),
+        OpDecl("pending", cpu="one", what="the next entry recorded stays pending"),
+    ),
+    model=Model(start=_start, allows=_allows, after=_after),
+)
