@@ -1,0 +1,239 @@
+"""The fuzzer's pure core: generation inside the declared interface, shrinking, rendering.
+
+No guest: a finding is faked by a predicate over the sequence (the seam the shell
+fills with a guest run), and the console is recorded text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.agent import flavours
+from harness.agent.flavour import behaviour
+from harness.cli.fuzz import FuzzOptions, fuzz_request
+from harness.errors import ConfigError
+from harness.fuzz import generate, invariants, render, shrink
+from harness.fuzz.generate import Target
+from harness.fuzz.invariants import Finding
+from harness.scenarios.load import OPS, load_scenario
+from harness.scenarios.types import Step
+
+IN_TREE = ("tprof", "dt", "kprof", "hwpmc")
+CPUS = 2
+FEW = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+
+#: A console as a guest prints one, with a warning planted in the middle.
+CONSOLE = """[    1.100000] profagent: loaded flavour=dt
+[    2.200000] ------------[ cut here ]------------
+[    2.200100] WARNING: CPU: 1 PID: 77 at kernel/workqueue.c:3000 __flush_work+0x2c/0x30
+[    2.300000] profagent: unloaded
+"""
+
+
+def _target(flavour: str) -> Target:
+    return Target(generate.interface_of(flavour), CPUS)
+
+
+def _in_declared_range(target: Target, step: Step) -> list[str]:
+    """Why ``step`` is outside its op's declaration (nothing when inside)."""
+    decl = target.interface.op(step.op)
+    wrong = []
+    for arg in decl.args:
+        value = getattr(step, arg.key)
+        low, high = arg.valid
+        if not (low <= value <= high or value in arg.values()):
+            wrong.append(f"{step.describe()}: {arg.key} outside {arg.valid} and {arg.values()}")
+    kinds: dict[str | None, set[object]] = {
+        None: {None},
+        "one": set(range(CPUS)),
+        "hotplug": set(range(1, CPUS)),
+        "one-or-all": {*range(CPUS), "all"},
+    }
+    allowed_cpu = kinds[decl.cpu]
+    if step.cpu not in allowed_cpu:
+        wrong.append(f"{step.describe()}: cpu {step.cpu} not {decl.cpu}")
+    if (step.on is not None) != decl.switch:
+        wrong.append(f"{step.describe()}: on given {step.on}, switch {decl.switch}")
+    return wrong
+
+
+@pytest.mark.parametrize("flavour", IN_TREE)
+def test_generated_steps_stay_inside_the_declared_ranges_and_the_model(flavour: str) -> None:
+    target = _target(flavour)
+
+    @FEW
+    @given(generate.sequences(target, 16))
+    def check(steps: tuple[Step, ...]) -> None:
+        facts = generate.start(target)
+        for step in steps:
+            assert _in_declared_range(target, step) == []
+            assert generate.allows(target, facts, step), step.describe()
+            facts = generate.after(target, facts, step)
+        assert generate.closing(target, facts) == ()  # every CPU online, no skip pending
+
+    check()
+
+
+@pytest.mark.parametrize("flavour", IN_TREE)
+def test_every_declared_op_is_one_the_scenario_loader_takes_within_its_limits(
+    flavour: str,
+) -> None:
+    rules = {**OPS, **behaviour(flavour).ops}
+    for decl in generate.interface_of(flavour).ops:
+        rule = rules[decl.op]
+        assert decl.cpu == rule.cpu, decl.op
+        assert decl.switch == rule.on, decl.op
+        for arg in decl.args:
+            top = rule.count_max if arg.key == "count" else rule.ms_max
+            assert top is not None, f"{decl.op} takes no {arg.key}"
+            assert all(1 <= v <= top for v in (*arg.valid, *arg.values())), decl.op
+
+
+def test_an_edge_value_is_drawn_beside_the_range() -> None:
+    qlimit = generate.interface_of("kprof").op("kpctl-qlimit").arg("count")
+    seen: set[int] = set()
+
+    @settings(max_examples=200, deadline=None)
+    @given(generate.numbers(qlimit))
+    def record(value: int) -> None:
+        seen.add(value)
+
+    record()
+    assert seen & set(qlimit.invalid)  # values the agent must refuse are drawn too
+    assert all(qlimit.valid[0] <= v <= qlimit.valid[1] or v in qlimit.values() for v in seen)
+
+
+def test_the_hwpmc_model_never_touches_a_released_pmc() -> None:
+    target = _target("hwpmc")
+    facts = generate.after(target, generate.start(target), Step("pmc-release", cpu=0))
+    assert not generate.allows(target, facts, Step("pmc-start", cpu=0))
+    assert not generate.allows(target, facts, Step("pmc-release", cpu=0))
+    assert generate.allows(target, facts, Step("pmc-stop", cpu=1))
+
+
+def test_the_kprof_model_predicts_qlimit_only_for_a_limit_set_while_stopped() -> None:
+    target = _target("kprof")
+    model = target.interface.model
+    refused = (Step("kpctl-qlimit", count=2048),)  # profiling: EBUSY, 64 MiB stays
+    assert model.expected(generate.walk(target, refused)) == {"stats.qlimit": 64 << 20}
+    taken = (Step("kpctl-stop"), Step("kpctl-qlimit", count=2048), Step("kpctl-start"))
+    assert model.expected(generate.walk(target, taken)) == {"stats.qlimit": 2 << 20}
+    too_small = (Step("kpctl-stop"), Step("kpctl-qlimit", count=512))
+    assert model.expected(generate.walk(target, too_small)) == {"stats.qlimit": 64 << 20}
+
+
+@given(st.data())
+@FEW
+def test_a_finding_is_shrunk_to_the_steps_that_make_it(data: st.DataObject) -> None:
+    """DT-D2's shape: an odd read size and a burst; every other step is noise."""
+    target = _target("dt")
+    noise = data.draw(generate.sequences(target, 12))
+    culprit = (Step("read-size", count=552), Step("inject", cpu=0, count=3))
+    steps = shrink.normalize(target, (*culprit[:1], *noise, *culprit[1:]))
+
+    def fails(candidate: tuple[Step, ...]) -> bool:
+        return Step("read-size", count=552) in candidate and any(
+            s.op == "inject" for s in candidate
+        )
+
+    if not fails(steps):  # the model dropped the culprit (noise set a read size first)
+        return
+    shrunk = shrink.shrink(target, steps, fails, stop=lambda: False)
+    assert fails(shrunk)
+    assert len(shrunk) == 2 + len(generate.closing(target, generate.walk(target, shrunk)))
+
+
+def test_shrinking_stops_when_told() -> None:
+    target = _target("tprof")
+    steps = tuple(Step("inject", cpu=0, count=n) for n in range(1, 9))
+    runs: list[int] = []
+
+    def fails(candidate: tuple[Step, ...]) -> bool:
+        runs.append(len(candidate))
+        return True
+
+    shrunk = shrink.shrink(target, steps, fails, stop=lambda: len(runs) >= 2)
+    assert len(runs) == 2
+    assert 1 < len(shrunk) < len(steps)
+
+
+def test_a_finding_renders_as_a_scenario_the_loader_accepts(tmp_path: Path) -> None:
+    steps = (Step("kpctl-stop"), Step("kpctl-qlimit", count=1024), Step("inject", cpu="all",
+             count=5), Step("offline", cpu=1), Step("online", cpu=1))  # fmt: skip
+    findings = (Finding("model", "stats.qlimit is 67108864, the model expects 1048576",
+                        (("stats.qlimit", 67108864),)),)  # fmt: skip
+    parts = render.ScenarioText(
+        name="fuzz-kprof-kp-d3-s7", description=render.describe(findings, 7, "kprof"), seed=7,
+        topology="1s1cl2c1t", agent={"flavour": "kprof", "period": 200000,
+        "pmu_produce": False, "quirks": ["KP-D3"]}, steps=steps,
+        expect=render.finding_expect(findings))  # fmt: skip
+    path = tmp_path / "fuzz-kprof-kp-d3-s7.toml"
+    path.write_text(render.scenario_text(parts))
+    scenario = load_scenario(path)
+    assert scenario.steps == steps
+    assert scenario.seed == 7
+    assert [e.describe() for e in scenario.expect] == ["stats.qlimit == 67108864"]
+    assert scenario.agent.quirks == flavours.get("kprof").quirk_bit("KP-D3")
+    assert "the model expects 1048576" in scenario.description
+
+
+def test_an_oracle_finding_without_numbers_expects_the_oracle() -> None:
+    findings = (Finding("oracle", "TP-O1: lost 3", oracle="TP-O1"),)
+    assert render.finding_expect(findings) == ({"oracle": "TP-O1"},)
+    assert render.finding_expect(()) == render.CLEAN_EXPECT
+
+
+def test_a_planted_warning_in_the_console_is_a_finding() -> None:
+    found = invariants.console_findings(CONSOLE)
+    assert [f.kind for f in found] == ["console"]
+    assert found[0].what.startswith("[    2.200100] WARNING: CPU: 1 PID: 77")
+    clean = "\n".join(line for line in CONSOLE.splitlines() if "WARNING" not in line)
+    assert invariants.console_findings(clean) == ()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "BUG: KASAN: slab-use-after-free in tp_read+0x1/0x2",
+        "BUG: KCSAN: data-race in kp_flush / kp_qpass",
+        "WARNING: possible recursive locking detected",
+        "INFO: task profctl:88 blocked for more than 30 seconds.",
+        "Unable to handle kernel NULL pointer dereference at virtual address 0",
+        "UBSAN: shift-out-of-bounds in dt.c:12:3",
+        "kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)",
+    ],
+)
+def test_every_report_kind_is_seen(line: str) -> None:
+    assert len(invariants.console_findings(f"[ 9.0] {line}\n")) == 1
+
+
+def test_a_broken_law_and_a_wrong_prediction_are_findings() -> None:
+    dt = generate.interface_of("dt")
+    law = invariants.number_findings(dt, {"samples": 1, "stats.readevt": 2}, {})
+    assert [(f.kind, f.numbers) for f in law] == [("law", (("samples", 1), ("stats.readevt", 2)))]
+    assert invariants.number_findings(dt, {"samples": 2, "stats.readevt": 2}, {}) == ()
+    model = invariants.number_findings(dt, {"stats.qlimit": 5}, {"stats.qlimit": 6})
+    assert [f.kind for f in model] == ["model"]
+
+
+def test_an_unjudged_oracle_is_no_finding() -> None:
+    dt = generate.interface_of("dt")
+    found = invariants.oracle_findings(dt, [("DT-O6", "x"), ("DT-O1", "y")])
+    assert [f.oracle for f in found] == ["DT-O1"]
+
+
+def test_an_unknown_flavour_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"nosuchflavour"):
+        generate.interface_of("nosuchflavour")
+
+
+def test_the_request_keeps_to_two_vcpus_and_a_positive_budget() -> None:
+    assert fuzz_request(FuzzOptions(flavour="dt", budget_min=0.5)).budget_s == 30
+    with pytest.raises(ConfigError, match="--cpus 4"):
+        fuzz_request(FuzzOptions(flavour="dt", cpus=4))
+    with pytest.raises(ConfigError, match="budget"):
+        fuzz_request(FuzzOptions(flavour="dt", budget_min=0))
