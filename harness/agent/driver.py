@@ -5,15 +5,13 @@ parsers, oracles) and a guest. One `Agent` serves one guest; each run loads
 the module fresh, so no state leaks from one run into the next::
 
     agent = Agent(guest.shell, build, profctl_binary, workdir, nmi_expected=True,
-                  pmu_irq_label="arm-pmu")
-    agent.deploy()
+                  pmu_irq_label="arm-pmu"); agent.deploy()
     fl = behaviour("tprof")                          # harness.agent.flavour
     run = fl.standard_run(agent, AgentSpec(), (0, 1))
     fl.check(run)                                    # [] when every oracle holds
 
-It knows no flavour: a flavour's runner (``harness/agent/flavours/<name>/run.py``)
-drives it through `harness.agent.runner.AgentLike`. Everything a run produced
-(profctl's output, the debugfs files, the record stream) is kept in ``workdir``.
+It knows no flavour: a flavour's runner drives it through `harness.agent.runner.AgentLike`.
+Everything a run produced (profctl's output, debugfs files, records) stays in ``workdir``.
 """
 
 from __future__ import annotations
@@ -58,8 +56,11 @@ from harness.timeouts import Timeouts
 from harness.timing import RUNS, timed
 from harness.vm.shell import CommandShell
 from harness.vm.ssh import GuestCommandTimeout
+from harness.vm.witness.session import Witness
 
 LOG = logging.getLogger(__name__)
+#: The overflow handler the kernel calls (guest/agent/core.c.j2): the witness's breakpoint.
+WITNESSED_HANDLER = "pa_overflow"
 
 #: `Agent.insmod`'s exit status when a command before the insmod failed (+ its index).
 _BEFORE_INSMOD = 90
@@ -111,6 +112,7 @@ class Agent:
         #: A profctl sequence's default budget: the command budget (scaled).
         self.timeouts = timeouts or Timeouts.from_env()
         self.vmlinux = vmlinux  # the guest kernel's, unstripped (None: frames not judged)
+        self.witness: Witness | None = None  # armed on WITNESSED_HANDLER at every load
 
     def deploy(self) -> None:
         """Copy the module and profctl into the guest."""
@@ -221,6 +223,8 @@ class Agent:
         throttle = throttling_command(disabled=throttling_disabled, max_sample_rate=max_sample_rate)
         self.insmod((*spec.module_params(), f"burst_wait_ms={wait_ms}"), before=throttle)
         self.loaded = spec
+        if self.witness is not None:
+            self.witness.arm(self.module_functions().named(WITNESSED_HANDLER).start)
         # An input-free guest (harness.scenarios.inputfree) answers only the commands
         # before its profctl sequence: where the module landed is read now. Over SSH it
         # is read when a run asks (`module_functions`): a pass over /proc/kallsyms

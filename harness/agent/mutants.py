@@ -109,6 +109,20 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
     # input-free (`Flavour.budget_scenario`, `harness.agent.oracles.budgets`).
     Mutant("slow_producer", "every producer call spins 500 µs of guest time before it returns",
            ("C-3",), case="deterministic"),
+    # WITNESS's (issue 45): each judged against the emulator's witness, sample by sample, in
+    # a run the witness saw (`harness.agent.witnessed`); every flavour that records the field.
+    Mutant("kernel_tid_tgid", "every kernel sample's tid is its thread group's id",
+           ("WITNESS",), case="witness", needs=("records_tid",)),
+    Mutant("kernel_pc_hidden_2nd", "every second kernel sample's PC lies 64 KiB away and its "
+           "timestamp 10 s ahead, out of every phase", ("WITNESS",), case="witness"),
+    Mutant("parent_pid_29th", "every 29th sample carries its parent task's pid",
+           ("WITNESS",), case="witness"),
+    Mutant("pc_one_late", "every sample's PC is one instruction after where the task was",
+           ("WITNESS",), case="witness"),
+    Mutant("user_frames_stack", "a user walk's frames from the fourth on are stack addresses",
+           ("WITNESS",), case="witness", needs=("records_chains",)),
+    Mutant("kernel_chain_cut3", "a kernel walk is cut at three frames and says it ended",
+           ("WITNESS",), case="witness", needs=("records_chains",)),
 )  # fmt: skip
 
 

@@ -15,7 +15,7 @@ failed). A build's row merges its cases by the catalogue's rule
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,8 @@ from harness.agent.mutants import MutantRow, merge
 from harness.agent.oracles.report import unjudged
 from harness.agent.profctl_build import build_profctl
 from harness.agent.values.info import Mutant
+from harness.agent.values.results import Judged
+from harness.agent.witnessed import WITNESS_CASE, witnessed_run
 from harness.arches import ArchProfile
 from harness.builder.cache import Cache
 from harness.builder.images import GuestImages
@@ -59,31 +61,40 @@ def run_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour,
 
 
 def judge_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour,
-               mutant: Mutant | None, case: str) -> tuple[set[str], AgentRun | None]:  # fmt: skip
-    """The oracles that failed in ``case``, and the run (None when it failed)."""
+               mutant: Mutant | None, case: str,
+               ) -> tuple[set[str], AgentRun | None, tuple[Judged, ...]]:  # fmt: skip
+    """The oracles that failed in ``case``, the run (None when it failed), what it compared.
+
+    The ``witness`` case is the standard run with the emulator's witness armed
+    (`harness.agent.witnessed`): WITNESS judges it beside the flavour's oracles.
+    """
     agent = deploy_agent(bench, guest, images, flavour.name, mutant)
     spec = AgentSpec(flavour=flavour.name)
     runner = flavour.peer_run if case == "peer" else flavour.runs.get(case)
-    if runner is None:
+    if runner is None and case != WITNESS_CASE:
         raise ConfigError(f"flavour {flavour.name} has no {case} run")
     try:
-        run = runner(agent, spec, bench.cpus)
+        if case == WITNESS_CASE:
+            done = witnessed_run(agent, guest, bench.cache, flavour, bench.cpus)
+            run, violations, judged = done.run, list(done.violations), done.judged
+        else:
+            assert runner is not None
+            run = runner(agent, spec, bench.cpus)
+            violations, judged = flavour.check(run), tuple(flavour.judged(run))
     except HarnessError as exc:
         LOG.warning("mutant %s, %s, %s: the run failed: %s", name_of(mutant), flavour.name,
                     case, exc)  # fmt: skip
-        return {"RUN-ERROR"}, None
-    violations = flavour.check(run)
-    failed = {v.oracle for v in violations} | _unjudged(flavour, run, mutant, case)
+        return {"RUN-ERROR"}, None, ()
+    failed = {v.oracle for v in violations} | _unjudged(judged, mutant, flavour.name, case)
     # The run's table and verdicts beside its evidence: what a catch or a survivor rests on.
     (agent.workdir / f"report-{case}.txt").write_text(flavour.report(run, violations) + "\n")
     LOG.info("mutant %s, %s, %s: failed %s", name_of(mutant), flavour.name, case,
              ", ".join(sorted(failed)) or "none")  # fmt: skip
-    return failed, run
+    return failed, run, judged
 
 
-def compared(flavour: Flavour, run: AgentRun, oracles: Iterable[str]) -> set[str]:
-    """Those of ``oracles`` that compared something in ``run`` (n > 0, held or not)."""
-    judged = flavour.judged(run)
+def compared(judged: Sequence[Judged], oracles: Iterable[str]) -> set[str]:
+    """Those of ``oracles`` that compared something (n > 0, held or not) by ``judged``."""
     return {name for name in oracles if not unjudged(judged, (name,))}
 
 
@@ -100,18 +111,16 @@ def relied_on(plan: Iterable[tuple[Mutant | None, tuple[str, ...]]],
     return {mutants.unjudged_oracle(t) or t for t in tokens}
 
 
-def _unjudged(flavour: Flavour, run: AgentRun, mutant: Mutant | None, case: str) -> set[str]:
+def _unjudged(judged: Sequence[Judged], mutant: Mutant | None, flavour: str,
+              case: str) -> set[str]:  # fmt: skip
     """The `unjudged_token` of each oracle the case's UNJUDGED mutants rely on that judged nothing.
 
     A mutant caught by ``PROFILE:UNJUDGED`` relies on PROFILE comparing something in an
     unmutated run: the control of its case is held to it, and so is the mutant.
     """
     tokens = mutant.caught_by if mutant else tuple(
-        t for m in planned(flavour.name, full=True, case=case) for t in m.caught_by)  # fmt: skip
+        t for m in planned(flavour, full=True, case=case) for t in m.caught_by)  # fmt: skip
     relied = {o for t in tokens if (o := mutants.unjudged_oracle(t))}
-    if not relied:
-        return set()
-    judged = flavour.judged(run)
     return {mutants.unjudged_token(name) for name in relied if unjudged(judged, (name,))}
 
 

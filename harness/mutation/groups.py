@@ -96,9 +96,9 @@ def _lane(bench: Bench, images: GuestImages, plans: Mapping[str, Plan], *, name:
                 seen: set[str] = set()  # the control's: the oracles that compared something
                 relied = relied_on(plan, cases_of) if mutant is None else set()
                 for case in cases_of:
-                    failed, run = judge_case(bench, guest, images, flavour, mutant, case)
+                    failed, _, judged = judge_case(bench, guest, images, flavour, mutant, case)
                     cases.append((case, failed))
-                    seen |= compared(flavour, run, relied) if run is not None else set()
+                    seen |= compared(judged, relied)
                     if not full and mutant and caught(mutant, cases):
                         break  # quick: the exact run of a mutant the standard caught is moot
                 rows.append(mutant_row(flavour, mutant, _held_to(cases, relied - seen)))

@@ -37,7 +37,7 @@ def peer_row(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour,
     """
     notes: list[str] = []
     for attempt in range(1, PEER_ATTEMPTS + 1):
-        failed, run = judge_case(bench, guest, images, flavour, mutant, "peer")
+        failed, run, _ = judge_case(bench, guest, images, flavour, mutant, "peer")
         peer = getattr(run, "peer", None)  # every flavour's peer run keeps perf's evidence
         if failed & set(mutant.caught_by) or not isinstance(peer, PeerEvidence):
             break

@@ -18,7 +18,6 @@ The bundle holds what a replay needs (`harness.scenarios.deterministic_bundle`).
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -57,6 +56,7 @@ from harness.vm.argv import DeterministicMode, DeterministicRun, MachineSpec
 from harness.vm.machine import GuestVM
 from harness.vm.preflight import FACTS_COMMAND, check_facts, parse_facts, split_sections
 from harness.vm.record import RunRecord, spec_record
+from harness.vm.witness.session import free_tcp_port
 
 LOG = logging.getLogger(__name__)
 #: How long a --gdb replay may stay open: a debugging session, not a test.
@@ -155,14 +155,6 @@ def plan_guest(setup: DeterministicSetup, workdir: Path) -> GuestPlan:
         return run_agent(setup.scenario, agent_for(setup, planning, workdir), setup.script)
 
     return plan_run(drive, shell)
-
-
-def free_tcp_port() -> int:
-    """A TCP port on 127.0.0.1 free right now (syzkaller's UnusedTCPPort; a small race)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def attempt(setup: DeterministicSetup, run: DeterministicRun, workdir: Path,

@@ -132,7 +132,9 @@ class Mutant:
 #: tprof's TP-O10).
 #: ``kasan`` / ``kcsan``: the standard run on the ``debug`` (KASAN, UBSAN) / ``kcsan`` kernel,
 #: judged by the sanitizer reports on its console (`harness.vm.sanitizer`).
-SHARED_CASES = ("standard", "peer", "debug", "deterministic", "kasan", "kcsan")
+#: ``witness``: the standard run with the emulator's witness armed, WITNESS judging every
+#: sample against it (`harness.agent.witnessed`).
+SHARED_CASES = ("standard", "peer", "debug", "deterministic", "kasan", "kcsan", "witness")
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +183,11 @@ class FlavourInfo:
     #: of them can be (dt: a reader that cannot run while the probe masks IRQs leaves a
     #: full ring full); CHAIN's probe half may then compare nothing. None: never all.
     probe_drops: str | None = None
+    #: The per-CPU counters whose sum is the producer calls on that CPU that left no
+    #: sample in what a run reads (ring full, nested, not running, dropped with a
+    #: buffer or block): WITNESS may skip that many witnessed overflows there
+    #: (`harness.agent.oracles.witness`), and no more.
+    sample_drops: tuple[str, ...] = ()
 
     @property
     def template(self) -> str:

@@ -46,6 +46,7 @@ def test_a_core_mutant_is_built_where_the_flavour_has_what_it_needs(
     assert every == {m.name for m in mutants.CORE_MUTANTS}
     assert every - few == {
         "tgid_as_tid", "ts_skew", "chain_skip_frame", "chain_cut_silent",
-        "chain_swap_frames", "chain_end_unsaid", "chain_wrong_task",
+        "chain_swap_frames", "chain_end_unsaid", "chain_wrong_task", "kernel_tid_tgid",
+        "user_frames_stack", "kernel_chain_cut3",
     }  # fmt: skip
     assert {"handler_pc", "pid_zero_2nd", "flip_mode_7th", "user_pc_shift"} <= few

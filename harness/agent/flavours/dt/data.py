@@ -138,6 +138,7 @@ DT = FlavourInfo(
     records_chain_stop=True,  # kstack_n/kstack_stop, ustack_n/ustack_stop
     pairs_profile=True,  # its overflow wakes the reader, whose run perf then samples
     probe_drops="dc_dropevt",
+    sample_drops=("dc_dropevt", "dc_recurevt", "dc_skiptick"),
     stats=(
         ("readevt", "events read (DTIOCGSTATS)"),
         ("dropevt", "events dropped because the CPU's ring was full"),

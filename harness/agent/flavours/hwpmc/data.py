@@ -111,6 +111,14 @@ HWPMC = FlavourInfo(
     name="hwpmc",
     flavour_id=4,
     records_chains=True,
+    sample_drops=(
+        "x_ignored",
+        "x_bufferfull",
+        "x_log_failed",
+        "x_discarded_stopped",
+        "x_discarded_owner_kernel",
+        "x_stalled_nmi",
+    ),
     records_chain_stop=True,  # depth, chain_stop
     pairs_profile=True,  # perf samples on where a stalled PMC does not
     stats=(

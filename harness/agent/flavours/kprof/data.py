@@ -110,6 +110,12 @@ KPROF = FlavourInfo(
     name="kprof",
     flavour_id=3,
     records_chains=True,
+    sample_drops=(
+        "x_records_not_tracing",
+        "x_records_nospare",
+        "x_records_nested_drop",
+        "x_records_in_dropped_blocks",
+    ),
     records_tid=False,  # a trace record carries a pid (user traces) and no tid
     kernel_pids=False,  # a kernel trace carries no pid at all
     stats=(*KPROF_PERCPU, *KPROF_GLOBAL),

@@ -109,6 +109,17 @@ def samples_per_buffer(est_freq: int, buffer_samples: int) -> int:
 
 
 TPROF = FlavourInfo(
+    sample_drops=(
+        "x_dropbuf_sample",
+        "x_overflow",
+        "x_overflow_dropbuf",
+        "x_overflow_emptybuf",
+        "x_nobuf",
+        "x_not_running",
+        "x_nested_drop",
+        "x_stop_discard",
+        "x_quirk_lost",
+    ),
     name="tprof",
     flavour_id=1,
     stats=(

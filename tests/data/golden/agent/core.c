@@ -21,6 +21,7 @@
 #include <linux/kernel.h>
 #include <linux/lockdep.h>
 #include <linux/math64.h>
+#include <linux/sizes.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/perf_event.h>
@@ -288,6 +289,23 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 	/* Mutation point (WHERE's kernel half): a kernel PC moved 256 bytes up, still kernel. */
 	if (pa_mutant(KERNEL_PC_SHIFT) && ctx.kernel)
 		ctx.pc += 256;
+	/*
+	 * Mutation points of WITNESS (issue 45): one field wrong where no modelled oracle's
+	 * population reaches, or its bound forgives. A kernel sample's tid is its tgid; every
+	 * second kernel PC moved 64 KiB with its timestamp moved out of every phase; the
+	 * parent's pid on every 29th sample; the PC one instruction late.
+	 */
+	if (pa_mutant(KERNEL_TID_TGID) && ctx.kernel)
+		ctx.tid = ctx.pid;
+	if (pa_mutant(KERNEL_PC_HIDDEN_2ND) && ctx.kernel &&
+	    ++this_cpu_ptr(&pa_cpu)->mutant_tick % 2 == 0) {
+		ctx.pc += SZ_64K;
+		ctx.ts_ns += 10 * NSEC_PER_SEC;
+	}
+	if (pa_mutant(PARENT_PID_29TH) && ++this_cpu_ptr(&pa_cpu)->mutant_tick % 29 == 0)
+		ctx.pid = task_tgid_nr(READ_ONCE(current->real_parent));
+	if (pa_mutant(PC_ONE_LATE))
+		ctx.pc += 4;	/* one arm64 instruction */
 	/* Mutation point (PROFILE's pairing): every timestamp 10 s ahead of the clock. */
 	if (pa_mutant(TS_SKEW))
 		ctx.ts_ns += 10 * NSEC_PER_SEC;
@@ -410,6 +428,18 @@ unsigned int pa_chain(const struct pa_sample_ctx *ctx, bool user, u64 *out,
 	/* Mutation point: every chain cut to its PC, and not said to be. */
 	if (pa_mutant(CHAIN_CUT_SILENT) && n > 1) {
 		n = 1;
+		*why = PA_CHAIN_END;
+	}
+	/* Mutation point (WITNESS): a user walk's frames from the fourth on are stack addresses. */
+	if (pa_mutant(USER_FRAMES_STACK) && user && regs) {
+		unsigned int i;
+
+		for (i = 3; i < n; i++)
+			out[i] = regs->sp + 16 * i;
+	}
+	/* Mutation point (WITNESS): a kernel walk cut at three frames and said to have ended. */
+	if (pa_mutant(KERNEL_CHAIN_CUT3) && !user && n > 3) {
+		n = 3;
 		*why = PA_CHAIN_END;
 	}
 	this_cpu_inc(pa_cpu.stat[PA_X_CHAIN_WALKS]);

@@ -104,6 +104,12 @@ enum pa_mutant {
 	PA_MUTANT_NMI_SPINLOCK,	/* the producer path takes a spinlock in NMI context */
 	PA_MUTANT_LEAK_AT_START,	/* START allocates an object that nothing frees */
 	PA_MUTANT_SLOW_PRODUCER,	/* every producer call spins 500 µs of guest time before it returns */
+	PA_MUTANT_KERNEL_TID_TGID,	/* every kernel sample's tid is its thread group's id */
+	PA_MUTANT_KERNEL_PC_HIDDEN_2ND,	/* every second kernel sample's PC lies 64 KiB away and its timestamp 10 s ahead, out of every phase */
+	PA_MUTANT_PARENT_PID_29TH,	/* every 29th sample carries its parent task's pid */
+	PA_MUTANT_PC_ONE_LATE,	/* every sample's PC is one instruction after where the task was */
+	PA_MUTANT_USER_FRAMES_STACK,	/* a user walk's frames from the fourth on are stack addresses */
+	PA_MUTANT_KERNEL_CHAIN_CUT3,	/* a kernel walk is cut at three frames and says it ended */
 	PA_MUTANT_WRONG_CPU,	/* every 10th sample of a CPU records the next CPU's id */
 	PA_MUTANT_SKIP_KICK_SWAP,	/* every 3rd kick of the last CPU returns without its swap */
 	PA_MUTANT_SHARED_PID_CACHE,	/* a sample's pid comes from a cache all CPUs share */

@@ -1,0 +1,100 @@
+"""A run the emulator witnessed: the flavour's standard run, WITNESS beside its oracles.
+
+The witness (`harness.vm.witness`) is armed on the agent's overflow handler at the run's
+load (`Agent.witness`), sees every overflow from outside the guest before the agent
+does, and WITNESS (`harness.agent.oracles.witness`) holds every record equal to it::
+
+    done = witnessed_run(agent, guest, cache, behaviour("dt"), (0, 1))
+    done.violations          # () when every oracle and WITNESS hold
+    done.verdict.compared    # samples paired with witnessed overflows
+
+Each witnessed overflow stops the VM for a gdb round trip, and QEMU 7.2 flushes its
+translated code at every breakpoint insertion and removal (gdb's step over the
+breakpoint does both), so the run samples at a period that keeps the witnessed overflows
+near `OVERFLOWS_PER_S` a guest second whatever the vCPU count (`witnessed_period`).
+The guest tests (tests/guest/test_witness.py) and the mutation campaign's ``witness``
+case run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness.agent.driver import Agent
+from harness.agent.flavour import AgentRun, Flavour
+from harness.agent.module.spec import AgentSpec
+from harness.agent.oracles.witness import (
+    WitnessedRun,
+    WitnessVerdict,
+    format_witness,
+    judge_witness,
+    witness_input,
+)
+from harness.agent.values.results import Judged, Violation
+from harness.builder.cache import Cache
+from harness.errors import InfraError
+from harness.vm.guest import Guest
+from harness.vm.witness.offsets import kernel_offsets
+from harness.vm.witness.session import Witness
+
+#: The mutation campaign's name for this run (`harness.agent.mutants`' ``case``).
+WITNESS_CASE = "witness"
+#: Overflows per guest second over all vCPUs: 1000 on 2 vCPUs (period 2M) took 94 s of
+#: host time for 22 361 overflows, the guest slowed by re-translating its code; 200 took
+#: 25 s for 2223 (tprof, 2 vCPUs, one guest on the host).
+OVERFLOWS_PER_S = 200
+#: Frames the witness walks: the deepest any flavour records (hwpmc's 32) and one more.
+WITNESS_DEPTH = 33
+#: Oracles a witnessed run does not hold: WHERE's kernel half bounds where the zero
+#: workload's kernel time lies, and every witnessed overflow stops the VM, which moves that
+#: time into the timer tick (measured, tprof on 2 vCPUs: 36 of 3754 kernel samples in
+#: __arch_clear_user, the bound 814). WITNESS judges those same samples exactly.
+MODELLED_ASIDE = ("WHERE",)
+
+
+@dataclass(frozen=True, slots=True)
+class Witnessed:
+    """A witnessed run: the flavour's run, WITNESS's verdict, what failed, the report."""
+
+    run: AgentRun
+    verdict: WitnessVerdict
+    violations: tuple[Violation, ...]
+    judged: tuple[Judged, ...]
+    report: str
+
+
+def witnessed_period(cpus: int, cycles_per_ns: float) -> int:
+    """The sampling period that keeps ``cpus`` vCPUs near `OVERFLOWS_PER_S` together."""
+    return int(cycles_per_ns * 1e9 * cpus / OVERFLOWS_PER_S)
+
+
+def witnessed_run(agent: Agent, guest: Guest, cache: Cache, flavour: Flavour,
+                  cpus: Sequence[int]) -> Witnessed:  # fmt: skip
+    """``flavour``'s standard run on ``cpus`` with the witness armed, judged by all.
+
+    :raise InfraError: the guest's clock rate is unknown, or the run is not one WITNESS reads.
+    """
+    if agent.cycles_per_ns is None:
+        raise InfraError("a witnessed run needs the cycle counter's rate (arm64 under TCG)")
+    spec = AgentSpec(flavour=flavour.name, period=witnessed_period(len(cpus), agent.cycles_per_ns))
+    offsets = kernel_offsets(guest.images, cache)
+    with Witness(guest.vm.qmp, offsets, agent.workdir / "witness", guest.timeouts,
+                 depth=WITNESS_DEPTH, nmi_on=guest.spec.nmi) as witness:  # fmt: skip
+        agent.witness = witness
+        try:
+            run = flavour.standard_run(agent, spec, tuple(cpus))
+        finally:
+            agent.witness = None
+        log = witness.disarm()
+    if not isinstance(run, WitnessedRun):
+        raise InfraError(f"{flavour.name}'s standard run has no samples or counters to witness")
+    verdict = judge_witness(witness_input(run, log, info=flavour.info,
+                                          nmi_expected=agent.nmi_expected_for(spec)))  # fmt: skip
+    held = [v for v in flavour.check(run) if v.oracle not in MODELLED_ASIDE]
+    violations = (*held, *verdict.violations())
+    judged = (*(j for j in flavour.judged(run) if j.oracle not in MODELLED_ASIDE),
+              *verdict.judged())  # fmt: skip
+    report = f"{flavour.report(run, list(violations))}\n{format_witness(verdict)}"
+    (agent.workdir / "report-witness.txt").write_text(report + "\n")
+    return Witnessed(run, verdict, violations, judged, report)

@@ -1,0 +1,148 @@
+"""The witness's breakpoint, run inside ``gdb-multiarch`` (``gdb -batch -x gdbside.py``).
+
+Not imported by the harness: gdb runs it with its own Python and its ``gdb`` module.
+It reads its configuration from the JSON file named by ``$PROFBENCH_WITNESS`` (written
+by `harness.vm.witness.session`): the gdbstub's port, the handler's address, the
+kernel's layouts (`harness.vm.witness.offsets`), the walk's depth, the output file.
+
+At each hit on the handler's first instruction (``x2`` is the ``struct pt_regs *`` the
+perf core passes an overflow handler) it writes one JSON line, before any instruction
+of the handler runs::
+
+    {"cpu": 1, "pc": ..., "pstate": ..., "pmr": ..., "current": ..., "pid": 212,
+     "tgid": 212, "preempt": 1114113, "event": ..., "count": 52000113,
+     "chain": [...], "stop": "end"}
+
+``pid`` is the kernel's (the thread id), ``tgid`` the process id. ``event`` (``x0``) and
+its ``count``, which the PMU driver updated before calling the handler, tell a second
+report of one hit from a new overflow (`harness.vm.witness.records`). ``chain``: the
+callers' return addresses read from the frame records, innermost first, walked by the
+contract's rule (``guest/agent/README.md``): the PC counts as the first of ``depth``
+frames; a zero frame pointer or return address ends the walk; a misaligned or
+non-ascending one, or a user one above the user address space, is ``bad_fp``; a kernel
+frame outside the task's stack is ``off_stack``; an unreadable one ``fault``; reaching
+``depth`` frames is ``truncated``. It then returns False, so gdb resumes the guest.
+
+SIGINT (from the session, to gdb's own PID) interrupts the guest: the breakpoint is
+deleted, gdb detaches (the guest runs on) and writes its last line, ``{"end": hits}``.
+"""
+
+import json
+import os
+import struct
+from typing import IO, Any
+
+import gdb  # type: ignore[import-untyped]
+
+with open(os.environ["PROFBENCH_WITNESS"]) as _config:
+    CONFIG: dict[str, Any] = json.load(_config)
+OFF: dict[str, int] = CONFIG["offsets"]
+DEPTH = int(CONFIG["depth"])
+MASK = (1 << 64) - 1
+HITS = [0]
+
+
+def _u64(value: Any) -> int:
+    return int(value) & MASK
+
+
+def _read(address: int, size: int) -> bytes:
+    return bytes(gdb.selected_inferior().read_memory(address, size))
+
+
+def _frame_rule(fp: int, user: bool, stack: int) -> str | None:
+    """Why no frame record can be read at ``fp`` (None: it may)."""
+    if fp == 0:
+        return "end"
+    if fp % 8 or (user and fp >= OFF["task_size_user"] - 16):
+        return "bad_fp"
+    if not user and not (stack <= fp and fp + 16 <= stack + OFF["thread_size_bytes"]):
+        return "off_stack"
+    return None
+
+
+def _walk(fp: int, user: bool, stack: int) -> tuple[list[int], str]:
+    """The callers' return addresses from frame pointer ``fp``, and why the walk ended."""
+    chain: list[int] = []
+    while len(chain) + 1 < DEPTH:
+        why = _frame_rule(fp, user, stack)
+        if why is not None:
+            return chain, why
+        try:
+            following, ret = struct.unpack("<QQ", _read(fp, 16))
+        except gdb.MemoryError:
+            return chain, "fault"
+        if ret == 0:
+            return chain, "end"
+        chain.append(ret)
+        if following and following <= fp:
+            return chain, "bad_fp"
+        fp = following
+    return chain, "truncated"
+
+
+class Overflow(gdb.Breakpoint):  # type: ignore[misc]
+    """The breakpoint on the handler's first instruction: one line per hit, never a stop."""
+
+    def __init__(self, address: int, out: IO[str]) -> None:
+        super().__init__(f"*{address:#x}", internal=True)
+        self.out = out
+
+    def stop(self) -> bool:
+        """Record this hit; False: gdb resumes the guest at once."""
+        frame = gdb.selected_frame()
+        event, regs = _u64(frame.read_register("x0")), _u64(frame.read_register("x2"))
+        (count,) = struct.unpack("<Q", _read(event + OFF["event_count"], 8))
+        raw = _read(regs, OFF["regs_size"])
+        pc, pstate, pmr, fp = (
+            struct.unpack_from("<Q", raw, OFF[name])[0]
+            for name in ("regs_pc", "regs_pstate", "regs_pmr_save", "regs_fp")
+        )
+        current = _u64(frame.read_register("SP_EL0"))
+        pid, tgid = struct.unpack("<ii", _read(current + OFF["task_pid"], 8))
+        (preempt,) = struct.unpack("<I", _read(current + OFF["task_preempt_count"], 4))
+        (stack,) = struct.unpack("<Q", _read(current + OFF["task_stack"], 8))
+        user = (pstate & OFF["psr_mode_mask_bits"]) == OFF["psr_mode_el0t"]
+        chain, why = _walk(fp, user, stack) if DEPTH > 1 else ([], "truncated")
+        record = {
+            "cpu": gdb.selected_thread().ptid[1] - 1,
+            "pc": pc,
+            "pstate": pstate,
+            "pmr": pmr,
+            "current": current,
+            "pid": pid,
+            "tgid": tgid,
+            "preempt": preempt,
+            "event": event,
+            "count": count,
+            "chain": chain,
+            "stop": why,
+        }
+        self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        HITS[0] += 1
+        return False
+
+
+def main() -> None:
+    """Attach, break, signal ready, run until SIGINT, then delete, detach and say how many."""
+    for command in (
+        "set pagination off",
+        "set confirm off",
+        "set architecture aarch64",
+        "set breakpoint always-inserted on",
+    ):
+        gdb.execute(command)
+    gdb.execute(f"target remote 127.0.0.1:{CONFIG['port']}")
+    with open(CONFIG["out"], "w") as out:
+        point = Overflow(int(CONFIG["address"]), out)
+        with open(CONFIG["ready"], "w") as ready:  # inserted: the guest may START
+            ready.write("ready\n")
+        try:
+            gdb.execute("continue")
+        finally:
+            point.delete()
+            out.write(json.dumps({"end": HITS[0]}) + "\n")
+    gdb.execute("detach")
+
+
+main()

@@ -1,0 +1,128 @@
+"""WITNESS, pure: pairing by position, the drop allowance, every field, the walk, the counts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.agent.oracles.witness import WitnessInput, WitnessVerdict, judge_witness
+from harness.agent.values.samples import Sample
+from harness.vm.witness.records import Overflow, WitnessLog
+
+K = 0xFFFFFFC008000000
+
+
+def seen(cpu: int, pc: int, *, chain: tuple[int, ...] = (), stop: str = "end",
+         user: bool = False, nmi: bool = True) -> Overflow:  # fmt: skip
+    return Overflow(cpu, pc, user, 9, 10, nmi, False, chain, stop)
+
+
+def recorded(o: Overflow, **changes: object) -> Sample:
+    sample = Sample(
+        o.cpu, o.pc, o.pid, o.tid, o.user, chain=o.chain, truncated=o.stop == "truncated"
+    )
+    return dataclasses.replace(sample, **changes)  # type: ignore[arg-type]
+
+
+def judge(samples: list[Sample], overflows: list[Overflow], *, drops: dict[int, int] | None = None,
+          depth: int | None = None, interrupts: dict[int, int] | None = None,
+          ) -> WitnessVerdict:  # fmt: skip
+    log = WitnessLog(tuple(overflows), len(overflows))
+    return judge_witness(WitnessInput(tuple(samples), log, drops or {}, depth, True, True,
+                                      interrupts=interrupts))  # fmt: skip
+
+
+OVERFLOWS = [seen(0, K + 4 * i) for i in range(6)] + [seen(1, K + 0x100 + 4 * i) for i in range(4)]
+
+
+def test_records_equal_to_what_was_seen_pass_and_count_every_pair() -> None:
+    verdict = judge([recorded(o) for o in OVERFLOWS], OVERFLOWS, interrupts={0: 6, 1: 4})
+    assert verdict.violations() == []
+    assert verdict.compared == 10
+    assert verdict.interrupts_compared == 2
+    assert [j.n for j in verdict.judged()][:1] == [10]
+
+
+def test_each_wrong_field_is_named_and_shown() -> None:
+    samples = [recorded(o) for o in OVERFLOWS]
+    samples[1] = dataclasses.replace(samples[1], tid=samples[1].pid)  # the tgid as tid
+    samples[2] = dataclasses.replace(samples[2], pc=samples[2].pc + 4)  # one instruction late
+    samples[7] = dataclasses.replace(samples[7], pid=1)  # another task's
+    verdict = judge(samples, OVERFLOWS)
+    assert verdict.by_field["tid"] == 1
+    assert verdict.by_field["pc"] == 1
+    assert verdict.by_field["pid"] == 1
+    (violation,) = verdict.violations()
+    assert "3 of 10 samples differ" in violation.observed
+    assert "CPU 0 #1 (tid)" in violation.detail
+    assert "CPU 1 #1 (pid)" in violation.detail
+
+
+def test_an_unrecorded_overflow_is_a_gap_unless_a_drop_was_counted_there() -> None:
+    samples = [recorded(o) for i, o in enumerate(OVERFLOWS) if i != 2]
+    gap = judge(samples, OVERFLOWS)
+    assert gap.by_field["pc"] == 3  # without an allowance, the pairing stays by position
+    allowed = judge(samples, OVERFLOWS, drops={0: 1})
+    assert allowed.violations() == []
+    assert allowed.skipped == 1
+    assert allowed.compared == 9
+
+
+def test_overflows_left_over_beyond_the_drops_fail_and_so_do_samples_never_seen() -> None:
+    short = judge([recorded(o) for o in OVERFLOWS[:4]], OVERFLOWS[:6])
+    assert any("2 overflows no sample records" in v.observed for v in short.violations())
+    extra = [recorded(o) for o in OVERFLOWS[:6]] + [recorded(OVERFLOWS[5])]
+    assert any("1 samples after" in v.observed for v in judge(extra, OVERFLOWS[:6]).violations())
+
+
+def test_a_chain_is_the_witnessed_walk_cut_to_the_depth() -> None:
+    deep = seen(0, K, chain=(K + 8, K + 16, K + 24, K + 32))
+    good = recorded(deep, chain=(K + 8, K + 16), truncated=True)
+    assert judge([good], [deep], depth=3).violations() == []
+    ended = recorded(deep, chain=(K + 8, K + 16), truncated=False)  # cut, said to have ended
+    assert judge([ended], [deep], depth=3).by_field["truncated"] == 1
+    stack = recorded(deep, chain=(K + 8, 0xFFFF800012345678), truncated=True)
+    assert judge([stack], [deep], depth=3).by_field["chain"] == 1
+
+
+def test_a_walk_the_agent_says_faulted_may_stop_short_but_not_differ() -> None:
+    deep = seen(0, 0x400000, chain=(0x401000, 0x402000, 0x403000), user=True)
+    faulted = recorded(deep, chain=(0x401000,), stop=4)  # enum pa_chain_stop: PA_CHAIN_FAULT
+    assert judge([faulted], [deep], depth=8).violations() == []
+    wrong = recorded(deep, chain=(0x401004,), stop=4)
+    assert judge([wrong], [deep], depth=8).by_field["chain"] == 1
+    silent = recorded(deep, chain=(0x401000,), stop=0)  # "ended" where the stack goes on
+    assert judge([silent], [deep], depth=8).by_field["chain"] == 1
+
+
+def test_the_witness_must_have_seen_what_the_kernel_counted_and_in_nmi() -> None:
+    verdict = judge([recorded(o) for o in OVERFLOWS], OVERFLOWS, interrupts={0: 7, 1: 4})
+    assert [v.cpu for v in verdict.missed] == [0]
+    assert verdict.interrupts_compared == 1
+    outside = [dataclasses.replace(o, nmi=False) for o in OVERFLOWS]
+    assert judge([recorded(o) for o in outside], outside).nmi
+
+
+def test_nothing_witnessed_is_unjudged() -> None:
+    verdict = judge([], [])
+    assert all(not j.judged for j in verdict.judged())
+
+
+def test_a_record_without_a_stop_cause_may_end_short_only_as_often_as_the_core_counted() -> None:
+    deep = [seen(0, 0x400000 + 4 * i, chain=(0x401000, 0x402000), user=True) for i in range(2)]
+    short = [dataclasses.replace(recorded(o, chain=(0x401000,)), stop=None) for o in deep]
+    log = WitnessLog(tuple(deep), 2)
+
+    def verdict(faults: int) -> WitnessVerdict:
+        return judge_witness(WitnessInput(tuple(short), log, {}, 8, True, True,
+                                          faults={0: faults}))  # fmt: skip
+
+    assert verdict(2).violations() == []
+    assert verdict(1).by_field["chain"] == 1
+
+
+def test_past_a_drop_a_sample_pairs_with_the_overflow_it_equals_not_the_first_at_its_pc() -> None:
+    other = dataclasses.replace(seen(0, K), pid=1, tid=1)  # a kernel thread, same PC, dropped
+    mine = seen(0, K)
+    verdict = judge([recorded(mine)], [other, mine], drops={0: 1})
+    assert verdict.violations() == []
+    assert verdict.skipped == 1
