@@ -42,8 +42,9 @@ from harness.vm.witness.session import Witness
 WITNESS_CASE = "witness"
 #: Overflows per guest second over all vCPUs: 1000 on 2 vCPUs (period 2M) took 94 s of
 #: host time for 22 361 overflows, the guest slowed by re-translating its code; 200 took
-#: 25 s for 2223 (tprof, 2 vCPUs, one guest on the host).
-OVERFLOWS_PER_S = 200
+#: 25 s for 2223 (tprof, 2 vCPUs, one guest on the host), and beside another guest kprof's
+#: mix workload once made no call in its 1.1 s phase (its worker never ran): 100.
+OVERFLOWS_PER_S = 100
 #: Frames the witness walks: the deepest any flavour records (hwpmc's 32) and one more.
 WITNESS_DEPTH = 33
 #: Oracles a witnessed run does not hold: WHERE's kernel half bounds where the zero

@@ -100,4 +100,6 @@ INFO = FlavourInfo(
     records_tid=True,
     records_chain_stop=True,
     kernel_pids=True,
+    # The producer calls that leave no sample (WITNESS may skip that many overflows).
+    sample_drops=tuple(name for name, _ in DROP_CAUSES),
 )
