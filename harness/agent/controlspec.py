@@ -109,6 +109,10 @@ def _no_steps(facts: Facts) -> tuple[Mapping[str, int | str], ...]:
     return ()
 
 
+def _judge_all(facts: Facts) -> tuple[str, ...]:
+    return ()
+
+
 @dataclass(frozen=True, slots=True)
 class Model:
     """A flavour's state model: which ops may run now, what they change, what must read.
@@ -118,7 +122,9 @@ class Model:
     outcome, but ``pmc-start`` of a released PMC is not a sequence at all); ``expected``
     names numbers of the run and the values the model predicts for them; ``closing``
     gives the steps (as a scenario file's keys) that end a sequence in a state the
-    oracles judge (dt: a burst that takes a forced skip still pending).
+    oracles judge (dt: a burst that takes a forced skip still pending); ``unjudged``
+    names oracles whose count the executor cannot make for this sequence (tprof's
+    TP-O2 counts swaps from kicks, not from a ``restart``'s STOP and START).
     """
 
     start: Callable[[Mapping[str, int]], dict[str, int]] = field(default=lambda params: {})
@@ -126,6 +132,7 @@ class Model:
     after: Callable[[Facts, StepLike], dict[str, int]] = _unchanged
     expected: Callable[[Facts], dict[str, int]] = _nothing
     closing: Callable[[Facts], tuple[Mapping[str, int | str], ...]] = _no_steps
+    unjudged: Callable[[Facts], tuple[str, ...]] = _judge_all
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,7 +132,7 @@ class Flavour:
 
     ``ops`` are the scenario ops only this flavour has, with their keys; each
     counting one maps in ``op_steps`` to the profctl step it becomes (``(cpu,
-    count) -> step``), the others are switches (``on``). ``refused_ops`` maps
+    count) -> step``, or a tuple of steps), the others are switches (``on``). ``refused_ops`` maps
     shared ops it cannot run to the reason.
     """
 
@@ -151,7 +151,9 @@ class Flavour:
     run_script: Callable[[AgentLike, AgentSpec, Script], AgentRun]
     cell_rows: Callable[[AgentRun], list[CellRow]]  # one per CPU, for the matrix report
     ops: Mapping[str, OpRule] = field(default_factory=dict)
-    op_steps: Mapping[str, Callable[[int, int], str]] = field(default_factory=dict)
+    op_steps: Mapping[str, Callable[[int, int], str | tuple[str, ...]]] = field(
+        default_factory=dict
+    )
     refused_ops: Mapping[str, str] = field(default_factory=dict)
     #: The standard run with Linux perf sampling beside the agent (oracle PEER);
     #: None: the flavour has none.

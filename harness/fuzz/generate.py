@@ -74,14 +74,12 @@ def allows(target: Target, facts: Facts, step: Step) -> bool:
     """
     offline = _offline(facts)
     if step.op == "offline":
-        return step.cpu not in offline
-    if step.op == "online":
-        return step.cpu in offline
-    if step.cpu == "all" and offline:
-        return False
-    if isinstance(step.cpu, int) and step.cpu in offline:
-        return False
-    return target.interface.model.allows(facts, step)
+        shared = step.cpu not in offline
+    elif step.op == "online":
+        shared = step.cpu in offline
+    else:
+        shared = not (offline and step.cpu == "all") and step.cpu not in offline
+    return shared and target.interface.model.allows(facts, step)
 
 
 def after(target: Target, facts: Facts, step: Step) -> dict[str, int]:

@@ -86,11 +86,12 @@ def number_findings(
 
 
 def oracle_findings(
-    interface: ControlInterface, failed: Iterable[tuple[str, str]]
+    interface: ControlInterface, failed: Iterable[tuple[str, str]], unjudged: Iterable[str] = ()
 ) -> tuple[Finding, ...]:
-    """A finding per failed oracle (name, why) the interface judges."""
+    """A finding per failed oracle (name, why) the interface, and the sequence, judge."""
+    skipped = {*interface.unjudged, *unjudged}
     return tuple(
         Finding("oracle", f"{name}: {why}", oracle=name)
         for name, why in failed
-        if name not in interface.unjudged
+        if name not in skipped
     )

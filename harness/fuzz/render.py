@@ -90,5 +90,10 @@ def describe(findings: Sequence[Finding], seed: int, flavour: str) -> str:
         "it when they recur); without numbers, the oracles the defect broke (a replay "
         "shows them not held)."
     ]
+    if any(f.kind in ("call", "guest") for f in findings):
+        lines.append(
+            "A call failed or the guest broke: a replay reproduces it when the run "
+            "ends in the same error (CALLS below is only the file's one expectation)."
+        )
     lines += [f"- {f.kind}: {f.what}" for f in findings]
     return "\n".join(lines)

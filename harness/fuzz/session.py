@@ -43,6 +43,12 @@ from harness.vm.snapstore import SnapshotStore, running_guest
 BASE_AGENT: dict[str, object] = {"period": 200000, "pmu_produce": False}
 
 
+#: Every CPU back online between sequences (a failed one never ran its closing steps).
+ONLINE_ALL = (
+    'for f in /sys/devices/system/cpu/cpu*/online; do grep -q 1 "$f" || echo 1 > "$f"; done'
+)
+
+
 @dataclass(frozen=True, slots=True)
 class FuzzRequest:
     """One fuzz run: the flavour and build, the guest, the budget and seed."""
@@ -212,11 +218,13 @@ class FuzzSession:
             findings.append(Finding("call", str(exc).splitlines()[0]))
         else:
             flavour = behaviour(scenario.agent.flavour)
-            expected = self.interface.model.expected(generate.walk(self.target, steps))
+            facts = generate.walk(self.target, steps)
+            expected = self.interface.model.expected(facts)
             findings += invariants.number_findings(self.interface, run.numbers(), expected)
             applies = flavour.applicable(run)
             failed = [(v.oracle, str(v)) for v in flavour.check(run) if v.oracle in applies]
-            findings += invariants.oracle_findings(self.interface, failed)
+            unjudged = self.interface.model.unjudged(facts)
+            findings += invariants.oracle_findings(self.interface, failed, unjudged)
         new_console = guest.vm.console_text()[len(console) :]
         findings += invariants.console_findings(new_console)
         dmesg = self._dmesg_and_unload(findings)
@@ -230,7 +238,8 @@ class FuzzSession:
         agent = self._agent
         if agent is None:
             return ""
-        try:
+        try:  # a sequence that failed half-way may have left a CPU offline
+            agent.shell.run(ONLINE_ALL, timeout_s=60.0)
             agent.unload()
             return agent.shell.run("dmesg -c", timeout_s=30.0).stdout
         except HarnessError as exc:

@@ -101,7 +101,8 @@ def program(scenario: Scenario, pause: Callable[[int], None], nmi: Callable[[], 
             body += host_action_steps(name)
             actions[name] = functools.partial(pause, step.ms or 0) if step.op == "pause" else nmi
         elif step.op in flavour.op_steps:
-            body.append(flavour.op_steps[step.op](targets[0], step.count or 0))
+            made = flavour.op_steps[step.op](targets[0], step.count or 0)
+            body += [made] if isinstance(made, str) else made  # an op may be several steps
             per_cpu = counts.setdefault(step.op, {})
             per_cpu[targets[0]] = per_cpu.get(targets[0], 0) + (step.count or 0)
         elif step.op in flavour.ops:  # a switch of the flavour's own

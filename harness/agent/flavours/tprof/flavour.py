@@ -2,19 +2,32 @@
 
 The standard run is the sampling workload: pinned busy loops on every other CPU,
 the IRQ-off probe on the last one, an idle phase. Scenarios run a script between
-START and the collect steps; tprof has no op of its own and refuses dt's. The
-extra run ``partial_read`` is TP-D9's shape (`partial_read_run`).
+START and the collect steps; tprof's own ops arm a one-shot fault at START's
+workqueue creation or buffer allocation (``fault-wq``, ``fault-buf``) and STOP and
+START twice (``restart``: a START that fails once, as an armed fault makes it, is an
+outcome; the second must succeed). The extra run ``partial_read`` is TP-D9's shape
+(`partial_read_run`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, run_report, typed
+from harness.agent import profctl
+from harness.agent.flavour import (
+    AgentLike,
+    AgentRun,
+    Flavour,
+    OpRule,
+    Script,
+    narrow,
+    run_report,
+    typed,
+)
 from harness.agent.flavours.tprof.bench import TPROF_BENCH
-from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
+from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES, TPROF_PARAM
 from harness.agent.flavours.tprof.oracles import (
     ORACLES,
     applicable_oracles,
@@ -31,6 +44,7 @@ from harness.agent.flavours.tprof.report import format_cpu_table, format_verdict
 from harness.agent.flavours.tprof.results import SamplingRun
 from harness.agent.flavours.tprof.run import (
     RunContext,
+    ioctl_step,
     nest_step,
     partial_read_run,
     sampling_beside_perf,
@@ -141,6 +155,21 @@ def _judged(run: SamplingRun) -> tuple[Judged, ...]:
     return (*judge_sampling(run), *judge_content(run.content()))
 
 
+#: Where the agent's fault points are armed (``point=<name> nth=<n>``).
+FAULT_FILE = "/sys/kernel/debug/profagent/fault"
+
+
+def _fault(point: str) -> Callable[[int, int], str]:
+    """An op arming ``point`` for the next START (the first hit fails)."""
+    return lambda cpu, count: profctl.write_step(FAULT_FILE, f"point={point} nth=1")
+
+
+def _restart(cpu: int, count: int) -> tuple[str, ...]:
+    """STOP and START, twice: only the second round's steps must succeed."""
+    start = ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size))
+    return (profctl.repeat_step(2, 2), ioctl_step("TPROF_IOC_STOP"), start)
+
+
 FLAVOUR = Flavour(
     judged=typed(SamplingRun, _judged),
     info=TPROF,
@@ -165,4 +194,10 @@ FLAVOUR = Flavour(
     },
     budget_scenario=Path(__file__).with_name("tprof-budgets.toml"),  # C-3, TP-O10
     bench=TPROF_BENCH,
+    ops={"fault-wq": OpRule(), "fault-buf": OpRule(), "restart": OpRule()},
+    op_steps={
+        "fault-wq": _fault("wq_create"),
+        "fault-buf": _fault("buf_alloc"),
+        "restart": _restart,
+    },
 )
