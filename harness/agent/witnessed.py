@@ -63,6 +63,7 @@ class Witnessed:
     violations: tuple[Violation, ...]
     judged: tuple[Judged, ...]
     report: str
+    armed_s: float  # host seconds the guest ran with the breakpoint in
 
 
 def witnessed_period(cpus: int, cycles_per_ns: float) -> int:
@@ -88,6 +89,7 @@ def witnessed_run(agent: Agent, guest: Guest, cache: Cache, flavour: Flavour,
         finally:
             agent.witness = None
         log = witness.disarm()
+        armed_s = witness.armed_s
     if not isinstance(run, WitnessedRun):
         raise InfraError(f"{flavour.name}'s standard run has no samples or counters to witness")
     verdict = judge_witness(witness_input(run, log, info=flavour.info,
@@ -96,6 +98,8 @@ def witnessed_run(agent: Agent, guest: Guest, cache: Cache, flavour: Flavour,
     violations = (*held, *verdict.violations())
     judged = (*(j for j in flavour.judged(run) if j.oracle not in MODELLED_ASIDE),
               *verdict.judged())  # fmt: skip
-    report = f"{flavour.report(run, list(violations))}\n{format_witness(verdict)}"
+    cost = (f"witness: armed {armed_s:.1f} s for {verdict.overflows} overflows"
+            f" ({1000 * armed_s / max(verdict.overflows, 1):.1f} s per 1000)")  # fmt: skip
+    report = f"{flavour.report(run, list(violations))}\n{format_witness(verdict)}\n{cost}"
     (agent.workdir / "report-witness.txt").write_text(report + "\n")
-    return Witnessed(run, verdict, violations, judged, report)
+    return Witnessed(run, verdict, violations, judged, report, armed_s)

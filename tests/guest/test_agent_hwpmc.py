@@ -52,6 +52,12 @@ SEED_HW_D2 = SeedDefect("HW-D2", frozenset({"HW-O8"}), may_fail=frozenset({"HW-O
 SEED_HW_D1 = SeedDefect("HW-D1", frozenset({"HW-O6", "HW-O7"}))
 
 
+#: The shared laws that compare overflows and producer calls: a counting run (no sampling
+#: PMC) has none, so they hold there over nothing (UNJUDGED, n counts events, not CPUs);
+#: their violations still fail it.
+SAMPLING_LAWS = ("IRQ", "CALLS", "THROTTLE", "C-2")
+
+
 def judged(
     run: HwRun, request: pytest.FixtureRequest, reproduces: SeedDefect | None = None
 ) -> list[str]:
@@ -59,8 +65,12 @@ def judged(
     test (a quirk run's defect shows there as XFAIL; an oracle it must break that held,
     as FAIL)."""
     violations, found = check_hwpmc(run), judge_hwpmc(run)
-    verdicts = format_hw_verdicts(violations, applicable_hw_oracles(run), reproduces, found)
-    return problems(request, (format_hw_table(run), verdicts), violations, found)
+    applicable = applicable_hw_oracles(run)
+    verdicts = format_hw_verdicts(violations, applicable, reproduces, found)
+    relied = None
+    if run.kind == "counting":
+        relied = tuple(name for name in applicable if name not in SAMPLING_LAWS)
+    return problems(request, (format_hw_table(run), verdicts), violations, found, relied)
 
 
 def test_hwpmc_standard_run(

@@ -131,10 +131,24 @@ def judge_core(view: CoreView) -> list[Judged]:
     """What each applicable core oracle compared in ``view`` (n = 0: UNJUDGED, with why)."""
     applicable = applicable_core(view)
     cpus = sorted(view.core)
-    found = per_cpu(("CALLS", "THROTTLE", "C-2", "C-3"), cpus)
+    on = f"on {len(cpus)} CPUs"
+    contexts = ("x_producer_calls_nmi", "x_producer_calls_irq", "x_producer_calls_task")
+    calls = sum(view.get(cpu, name) for cpu in cpus for name in contexts)
+    overflows = sum(view.get(cpu, "x_nmi_total") for cpu in cpus)
+    none = "no producer call on any CPU"
+    found = [
+        Judged("CALLS", calls, f"producer calls {on}, by context, against the steps", why=none),
+        Judged("THROTTLE", overflows, f"overflows {on} the perf core could have throttled",
+               why="no overflow on any CPU"),
+        Judged("C-2", calls, f"producer calls {on} through the checking wrappers", why=none),
+        Judged("C-3", calls, f"producer calls {on} timed in instructions", why=none),
+    ]  # fmt: skip
     if view.kernel is not None:
         read = [cpu for cpu in cpus if view.kernel.delta(cpu) is not None]
-        found.append(Judged("IRQ", len(read), "CPUs", why="every CPU was offline at a read"))
+        handled = sum(view.kernel.delta(cpu) or 0 for cpu in read)
+        why = "every CPU was offline at a read" if not read else "no PMU interrupt on any CPU"
+        found.append(Judged("IRQ", handled, f"PMU interrupts on {len(read)} CPUs, each "
+                            "held against the agent's count", why=why))  # fmt: skip
         idle = [cpu for cpu in sorted(set(view.kernel.after) | set(cpus))
                 if view.kernel.after_stop(cpu) is not None]  # fmt: skip
         found.append(Judged("RELEASED", len(idle), f"CPUs read at STOP and "

@@ -103,7 +103,13 @@ def test_profile_judges_a_wrong_third_only_on_enough_samples_a_side() -> None:
 
 def test_each_applicable_core_oracle_says_what_it_compared() -> None:
     judged = {j.oracle: j.n for j in judge_core(VIEW)}
-    assert judged == {"CALLS": 2, "THROTTLE": 2, "C-2": 2, "IRQ": 2, "RELEASED": 2}
+    # n counts what each compared: producer calls (108 + 50 + 4), overflows, the kernel's
+    # PMU interrupts (100 + 50); RELEASED the CPUs read at STOP and after the idle.
+    assert judged == {"CALLS": 162, "THROTTLE": 150, "C-2": 162, "IRQ": 150, "RELEASED": 2}
+    quiet = {cpu: core() for cpu in VIEW.core}
+    assert VIEW.kernel is not None
+    idle = replace(VIEW, core=quiet, kernel=replace(VIEW.kernel, after=VIEW.kernel.before))
+    assert not any(j.judged for j in judge_core(idle) if j.oracle != "RELEASED")
     peer = replace(VIEW, peer=peer_of({0: 101}))
     assert {j.oracle: (j.n, j.what) for j in judge_core(peer)}["PEER"] == (
         1, "CPUs perf recorded on")  # fmt: skip

@@ -75,7 +75,8 @@ def test_a_lock_on_the_producer_path_is_named_with_its_path(module: bytes) -> No
     assert graph.forbidden == (
         Reach(("pa_overflow", "bad_produce", "take", "_raw_spin_lock"), "lock"),
     )
-    view = CoreView(AgentSpec(), {0: {}}, None, Injections(), throttling_disabled=True,
+    view = CoreView(AgentSpec(), {0: {"x_producer_calls_nmi": 3}}, None, Injections(),
+                    throttling_disabled=True,
                     nmi_graph=graph)  # fmt: skip
     (violation,) = check_nmi_safety(view)
     assert (violation.oracle, violation.cpu) == ("C-2", None)
@@ -84,7 +85,8 @@ def test_a_lock_on_the_producer_path_is_named_with_its_path(module: bytes) -> No
 
 def test_the_graph_is_a_part_of_c2_with_its_count(module: bytes) -> None:
     graph = nmi_graph(module, flavour="good")
-    view = CoreView(AgentSpec(), {0: {}}, None, Injections(), throttling_disabled=True,
+    view = CoreView(AgentSpec(), {0: {"x_producer_calls_nmi": 3}}, None, Injections(),
+                    throttling_disabled=True,
                     nmi_graph=graph)  # fmt: skip
     judged = [j for j in judge_core(view) if j.oracle == "C-2"]
     assert [j.part for j in judged] == ["", "graph"]
