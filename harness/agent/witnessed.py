@@ -25,10 +25,12 @@ from harness.agent.driver import Agent
 from harness.agent.flavour import AgentRun, Flavour
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.witness import (
+    ORACLE,
     WitnessedRun,
     WitnessVerdict,
     format_witness,
     judge_witness,
+    witness_against_truth,
     witness_input,
 )
 from harness.agent.values.results import Judged, Violation
@@ -52,6 +54,9 @@ WITNESS_DEPTH = 33
 #: time into the timer tick (measured, tprof on 2 vCPUs: 36 of 3754 kernel samples in
 #: __arch_clear_user, the bound 814). WITNESS judges those same samples exactly.
 MODELLED_ASIDE = ("WHERE",)
+
+
+TRUTH_PART = "witnessed overflows in the workload's text held to its pid and threads (WHO)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +99,12 @@ def witnessed_run(agent: Agent, guest: Guest, cache: Cache, flavour: Flavour,
         raise InfraError(f"{flavour.name}'s standard run has no samples or counters to witness")
     verdict = judge_witness(witness_input(run, log, info=flavour.info,
                                           nmi_expected=agent.nmi_expected_for(spec)))  # fmt: skip
+    truth, truth_n = witness_against_truth(log, run.content())
     held = [v for v in flavour.check(run) if v.oracle not in MODELLED_ASIDE]
-    violations = (*held, *verdict.violations())
+    violations = (*held, *verdict.violations(), *truth)
     judged = (*(j for j in flavour.judged(run) if j.oracle not in MODELLED_ASIDE),
-              *verdict.judged())  # fmt: skip
+              *verdict.judged(),
+              Judged(ORACLE, truth_n, TRUTH_PART, "none in its text", part="truth"))  # fmt: skip
     cost = (f"witness: armed {armed_s:.1f} s for {verdict.overflows} overflows"
             f" ({1000 * armed_s / max(verdict.overflows, 1):.1f} s per 1000)")  # fmt: skip
     report = f"{flavour.report(run, list(violations))}\n{format_witness(verdict)}\n{cost}"

@@ -34,11 +34,13 @@ overflows that interrupted an IRQs-masked context, counted (only an NMI gets the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
+from harness.agent.oracles.content import check_mode
 from harness.agent.oracles.content_view import ContentView
 from harness.agent.oracles.evidence import KernelEvidence
+from harness.agent.oracles.who import check_who, judge_who
 from harness.agent.values.info import FlavourInfo
 from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample
@@ -100,6 +102,8 @@ class WitnessVerdict:
     in_nmi: int = 0
     irqs_masked: int = 0
     rereported: int = 0
+    chains: bool = False  # the run records chains: the frames part applies
+    counted: bool = False  # the kernel's interrupt counts were read: the complete part applies
 
     def violations(self) -> list[Violation]:
         """Gaps, missed overflows, wrong NMI context, and one for every mismatched sample."""
@@ -113,17 +117,22 @@ class WitnessVerdict:
         return found
 
     def judged(self) -> tuple[Judged, ...]:
-        """Samples paired, frames equal, CPUs counted complete, overflows' context read."""
+        """Samples paired, frames equal, CPUs counted complete, overflows' context read.
+
+        ``frames`` only where the run records chains, ``complete`` only where the
+        kernel's interrupt counts were read for the agent alone.
+        """
         why = "the witness saw no overflow" if not self.overflows else "nothing paired"
-        return (
-            Judged(ORACLE, self.compared, "samples paired with witnessed overflows", why),
-            Judged(ORACLE, self.frames, "frames equal to the witnessed walk",
-                   "the run records no chain" if not self.frames else "", part="frames"),
-            Judged(ORACLE, self.interrupts_compared, "CPUs' PMU interrupts met",
-                   "the kernel's interrupt counts were not read", part="complete"),
-            Judged(ORACLE, self.overflows, "overflows' NMI context witnessed",
-                   "the witness saw no overflow", part="nmi"),
-        )  # fmt: skip
+        found = [Judged(ORACLE, self.compared, "samples paired with witnessed overflows", why)]
+        if self.chains:
+            found.append(Judged(ORACLE, self.frames, "frames equal to the witnessed walk",
+                                "no chain paired", part="frames"))  # fmt: skip
+        if self.counted:
+            found.append(Judged(ORACLE, self.interrupts_compared, "CPUs' PMU interrupts met",
+                                "no CPU's count met", part="complete"))  # fmt: skip
+        found.append(Judged(ORACLE, self.overflows, "overflows' NMI context witnessed",
+                            "the witness saw no overflow", part="nmi"))  # fmt: skip
+        return tuple(found)
 
 
 def expected_walk(overflow: Overflow, depth: int) -> tuple[tuple[int, ...], str]:
@@ -258,6 +267,8 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
         in_nmi=sum(o.nmi for o in w.log.overflows),
         irqs_masked=sum(o.irqs_masked for o in w.log.overflows),
         rereported=w.log.rereported,
+        chains=bool(w.chain_depth and w.chain_depth > 1),
+        counted=w.interrupts is not None,
     )  # fmt: skip
 
 
@@ -354,3 +365,26 @@ def witness_input(run: WitnessedRun, log: WitnessLog, *, info: FlavourInfo,
         interrupts = {cpu: d for cpu, d in deltas.items() if d is not None}
     return WitnessInput(tuple(samples), log, drops, content.chain_depth, info.records_tid,
                         nmi_expected, info.kernel_pids, faults, interrupts)  # fmt: skip
+
+
+def as_sample(overflow: Overflow) -> Sample:
+    """What the witness saw, as a sample: the content oracles judge it as any flavour's."""
+    return Sample(overflow.cpu, overflow.pc, overflow.pid, overflow.tid, overflow.user,
+                  chain=overflow.chain, truncated=overflow.stop == "truncated")  # fmt: skip
+
+
+def witness_against_truth(log: WitnessLog, content: ContentView) -> tuple[list[Violation], int]:
+    """The witness itself against what the ground-truth workload says of itself.
+
+    MODE and WHO judge the witnessed overflows as samples, over the same workload runs
+    and symbols as the agent's (its population: the witness's, by pid, PC and CPU).
+    Each law they break is a WITNESS violation (part ``truth``): the witness would be
+    wrong, not the agent. Returns those and the overflows WHO's text half judged.
+    """
+    view = replace(content, samples=tuple(map(as_sample, log.overflows)), chain_depth=None)
+    found = check_mode(view.samples) + (check_who(view) if view.image is not None else [])
+    judged = judge_who(view) if view.image is not None else []
+    n = next((j.n for j in judged if j.part == "text"), 0)
+    why = "truth: the witness's own overflows"
+    return [Violation(ORACLE, v.cpu, v.expected, v.observed, f"{why} ({v.oracle})")
+            for v in found], n  # fmt: skip
