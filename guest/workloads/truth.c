@@ -8,10 +8,13 @@
  *   truth chain CPU MS   main -> outer -> middle -> leaf for MS ms; leaf spins
  *                        LEAF_ITERATIONS iterations and calls nothing, middle
  *                        reads the clock (a raw syscall, no vDSO) between calls
- *   truth zero CPU MS    main -> work -> zero: read(2)s of /dev/zero, ZERO_BLOCK
+ *   truth zero CPU MS    a second thread, pinned to CPU too (as mix's), runs
+ *                        work -> zero: read(2)s of /dev/zero, ZERO_BLOCK
  *                        bytes each, into a buffer touched before the phase; the
  *                        kernel's time lies in its user-copy loop (arm64:
- *                        __arch_clear_user), reached through read_zero
+ *                        __arch_clear_user), reached through read_zero, and is a
+ *                        thread's whose tid is not its pid (WITNESS tells a
+ *                        kernel sample's tgid from its tid)
  *   truth mix CPU MS     a second thread, pinned to CPU too, runs mix while main
  *                        waits for it (tid != pid: WHO tells a tgid from a tid);
  *                        mix -> hot(3 * s), cold(s), again, with s drawn
@@ -286,12 +289,12 @@ TRUTH_FN int main(int argc, char **argv)
 	CPU_SET(w.cpu, &set);
 	if (w.cpu >= CPU_SETSIZE || sched_setaffinity(0, sizeof(set), &set))
 		return 3;
-	if (w.mode[0] != 'm') {
+	if (w.mode[0] == 'c') {
 		work(&w);
 	} else if (pthread_attr_init(&attr) ||
 		   pthread_attr_setaffinity_np(&attr, sizeof(set), &set) ||
 		   pthread_create(&thread, &attr, work, &w) || pthread_join(thread, NULL)) {
-		/* mix: a thread of its own, pinned before it runs, while main sleeps in join */
+		/* mix, zero: a thread of its own, pinned before it runs, while main joins */
 		return 3;
 	}
 	getrusage(RUSAGE_SELF, &life);

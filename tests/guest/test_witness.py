@@ -13,6 +13,7 @@ import pytest
 from harness.agent import flavours
 from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
+from harness.agent.oracles.report import unjudged
 from harness.agent.witnessed import witnessed_run
 from harness.builder.cache import Cache
 from harness.vm.guest import Guest
@@ -31,6 +32,9 @@ def test_every_sample_is_the_overflow_the_emulator_saw(
     done = witnessed_run(agent, guest, cache, behaviour(name), range(topology.cpus))
     request.node.user_properties.append((AGENT_REPORT, f"{name} witnessed run\n{done.report}"))
     assert not done.violations, "\n".join(map(str, done.violations))
+    # Every part compared something: samples, frames, the kernel's counts, the NMI context,
+    # and the witness's own overflows against the ground-truth workload.
+    assert unjudged(done.judged, ("WITNESS",)) == [], done.report
     verdict = done.verdict
     # Every record compared, none left over: the witness saw each sample's overflow.
     assert verdict.compared == verdict.samples > 0, done.report

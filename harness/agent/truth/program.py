@@ -49,6 +49,16 @@ CHAIN_PHASE = ("leaf", "middle", "outer", "now_ns", "syscall")
 MIX_HOT_PARTS, MIX_COLD_PARTS = 3, 1
 #: The code mix mode runs in its phase: mix, hot, cold, the clock read and syscall().
 MIX_PHASE = ("mix", "hot", "cold", "now_ns", "syscall")
+
+
+class TruthIncomplete(InfraError):
+    """A workload's output lacks its closing lines: it had not finished its phase when read.
+
+    Its phase is guest time; a guest starved of host time (a loaded host, or the witness
+    stopping it at every overflow) may not reach its end before the run reads it.
+    """
+
+
 #: Functions only the thread that does a mode's work runs (WHO judges its tid there).
 WORKER_ONLY = {"chain": ("leaf", "middle", "outer"), "mix": ("mix", "hot", "cold"),
                "zero": ("zero",), "lanes": ()}  # fmt: skip
@@ -276,7 +286,7 @@ def workloads_of(
             continue
         pairs = _pairs(result.lines)
         if not {"pid", "calls", "begin_ns", "end_ns", "life_faults"} <= pairs.keys():
-            raise InfraError(f"the ground-truth workload said {result.lines!r} in {step}")
+            raise TruthIncomplete(f"the ground-truth workload said {result.lines!r} in {step}")
         mode = next((m for m in MODES if m == pairs["mode"]), None)
         if mode is None:
             raise InfraError(f"the ground-truth workload ran mode {pairs['mode']!r} in {step}")
