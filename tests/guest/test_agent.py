@@ -19,11 +19,11 @@ from harness.agent.driver import Agent
 from harness.agent.flavours.tprof.data import TPROF, samples_per_buffer
 from harness.agent.flavours.tprof.oracles import (
     applicable_oracles,
-    check_sampling,
-    judge_sampling,
+    check_tprof,
+    judge_tprof,
 )
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
-from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.results import TprofRun
 from harness.agent.flavours.tprof.run import (
     PARTIAL_READ_LIMIT,
     PARTIAL_READ_S,
@@ -58,12 +58,12 @@ EXACT = AgentSpec(drain="manual", pmu_produce=False, period=200_000)
 
 
 def assert_oracles(
-    run: SamplingRun, request: pytest.FixtureRequest, relied: tuple[str, ...] | None = None
+    run: TprofRun, request: pytest.FixtureRequest, relied: tuple[str, ...] | None = None
 ) -> None:
     """Every applicable oracle holds, each of ``relied`` (None: every applicable one)
     compared something; the table and verdicts (with what each compared) go into the
     summary."""
-    violations, judged = check_sampling(run), judge_sampling(run)
+    violations, judged = check_tprof(run), judge_tprof(run)
     verdicts = format_verdicts(violations, applicable_oracles(run), judged)
     assert_verdicts(request, (format_cpu_table(run), verdicts), violations, judged, relied)
 

@@ -18,9 +18,9 @@ import pytest
 
 from harness import arches
 from harness.agent.driver import Agent
-from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampling
+from harness.agent.flavours.tprof.oracles import applicable_oracles, check_tprof
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts, throttle_lost
-from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.results import TprofRun
 from harness.agent.flavours.tprof.run import sampling_run
 from harness.agent.module.build import build_agent
 from harness.agent.module.spec import AgentSpec
@@ -40,8 +40,8 @@ TWO_SOCKETS = CpuTopology(sockets=2, cores=1, threads=1)
 PLAN = SamplingPlan(busy_cpus=(0,), probe_cpus=(1,), busy_ms=1000)
 
 
-def report(run: SamplingRun, request: pytest.FixtureRequest, title: str) -> list[str]:
-    violations = check_sampling(run)
+def report(run: TprofRun, request: pytest.FixtureRequest, title: str) -> list[str]:
+    violations = check_tprof(run)
     text = f"{title}\n{format_cpu_table(run)}\n"
     text += format_verdicts(violations, applicable_oracles(run))
     request.node.user_properties.append(("profagent-report", text))

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.agent.flavour import AgentLike, BenchRow, FlavourBench
 from harness.agent.flavours.tprof.data import TPROF_DROP_CAUSES
-from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.results import TprofRun
 from harness.agent.flavours.tprof.run import sampling_run
 from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
@@ -29,7 +29,7 @@ DROPFREE_RUN_MS = 10_000
 RATES_HZ = (250, 500, 1_000, 2_000, 5_000, 10_000, 20_000)
 
 
-def drops(run: SamplingRun) -> int:
+def drops(run: TprofRun) -> int:
     """Every producer call that did not end in a recorded sample, all CPUs."""
     return sum(
         run.snapshot.stats_percpu[cpu].get(name, 0)

@@ -19,7 +19,7 @@ budget scenario. Mutant ``stop_waits`` sleeps 1.5 s first: 1 526 116 880 ns.
 
 from __future__ import annotations
 
-from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.results import TprofRun
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.laws import at_most
 from harness.agent.values.results import Violation
@@ -34,7 +34,7 @@ def stop_budget_ns(spec: AgentSpec) -> int:
     return STOP_NS + (0 if spec.drain == "manual" else spec.drain_ms * 1_000_000)
 
 
-def check_stop_latency(run: SamplingRun) -> list[Violation]:
+def check_stop_latency(run: TprofRun) -> list[Violation]:
     """TP-O10: the run's STOP returned within its budget of guest time."""
     detail = f"{run.spec.drain} drain: STOP within {stop_budget_ns(run.spec) / 1e9:g} s"
     return at_most("TP-O10", None, "x_stop_ns", bound=stop_budget_ns(run.spec),

@@ -29,10 +29,10 @@ from harness.agent.flavour import (
 from harness.agent.flavours.tprof.bench import TPROF_BENCH
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES, TPROF_PARAM
 from harness.agent.flavours.tprof.oracles import (
-    ORACLES,
+    TPROF_ORACLES,
     applicable_oracles,
-    check_sampling,
-    judge_sampling,
+    check_tprof,
+    judge_tprof,
 )
 from harness.agent.flavours.tprof.races import (
     burst_timeout_run,
@@ -41,7 +41,7 @@ from harness.agent.flavours.tprof.races import (
     stop_kick_run,
 )
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
-from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.results import TprofRun
 from harness.agent.flavours.tprof.run import (
     RunContext,
     ioctl_step,
@@ -66,8 +66,8 @@ NESTED = 7
 
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
-    own = narrow(run, SamplingRun)
-    verdicts = format_verdicts(violations, applicable_oracles(own), judged=judge_sampling(own))
+    own = narrow(run, TprofRun)
+    verdicts = format_verdicts(violations, applicable_oracles(own), judged=judge_tprof(own))
     return run_report(own, format_cpu_table(own), verdicts, violations)
 
 
@@ -87,11 +87,11 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
                     lambda: sampling_run(agent, spec, plan, truth))  # fmt: skip
 
 
-def _check(run: SamplingRun) -> list[Violation]:
-    return check_sampling(run) + check_content(run.content())
+def _check(run: TprofRun) -> list[Violation]:
+    return check_tprof(run) + check_content(run.content())
 
 
-def _applicable(run: SamplingRun) -> frozenset[str]:
+def _applicable(run: TprofRun) -> frozenset[str]:
     return applicable_oracles(run) | applicable_content(run.content())
 
 
@@ -141,7 +141,7 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
 
 
 def _cell_rows(run: AgentRun) -> list[CellRow]:
-    own = narrow(run, SamplingRun)
+    own = narrow(run, TprofRun)
     rows = []
     for cpu, core in sorted(own.snapshot.core.items()):
         stats = own.snapshot.stats_percpu.get(cpu, {})
@@ -151,8 +151,8 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
     return rows
 
 
-def _judged(run: SamplingRun) -> tuple[Judged, ...]:
-    return (*judge_sampling(run), *judge_content(run.content()))
+def _judged(run: TprofRun) -> tuple[Judged, ...]:
+    return (*judge_tprof(run), *judge_content(run.content()))
 
 
 #: Where the agent's fault points are armed (``point=<name> nth=<n>``).
@@ -171,11 +171,11 @@ def _restart(cpu: int, count: int) -> tuple[str, ...]:
 
 
 FLAVOUR = Flavour(
-    judged=typed(SamplingRun, _judged),
+    judged=typed(TprofRun, _judged),
     info=TPROF,
-    oracles=(*ORACLES, *oracles_for(TPROF)),
-    check=typed(SamplingRun, _check),
-    applicable=typed(SamplingRun, _applicable),
+    oracles=(*TPROF_ORACLES, *oracles_for(TPROF)),
+    check=typed(TprofRun, _check),
+    applicable=typed(TprofRun, _applicable),
     report=_report,
     standard_run=_standard,
     exact_run=_exact,

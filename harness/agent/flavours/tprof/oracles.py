@@ -1,12 +1,12 @@
 """The tprof oracles of seeds-spec §7.1 and §7 (common), as pure checks on one run.
 
-Each ``check_*`` takes a `SamplingRun` and returns every way the run breaks its law,
-as readable `Violation` values (an empty list means pass); `check_sampling` runs
+Each ``check_*`` takes a `TprofRun` and returns every way the run breaks its law,
+as readable `Violation` values (an empty list means pass); `check_tprof` runs
 every applicable one, so a failed law never hides the others::
 
-    violations = check_sampling(run)
+    violations = check_tprof(run)
     {v.oracle for v in violations}      # {"TP-O1", "THROTTLE"}
-    for name, description in ORACLES:   # report order
+    for name, description in TPROF_ORACLES:   # report order
         ...
 
 The shared oracles (IRQ, CALLS, RELEASED, THROTTLE, C-2 in
@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from harness.agent.flavours.tprof.budgets import check_stop_latency
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
-from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.results import TprofRun
 from harness.agent.oracles.core import (
     CORE_ORACLES,
     CoreView,
@@ -57,7 +57,7 @@ from harness.agent.values.results import Judged, Violation
 from harness.errors import ConfigError
 
 #: Oracle names and one-line descriptions, in report order.
-ORACLES: tuple[tuple[str, str], ...] = (
+TPROF_ORACLES: tuple[tuple[str, str], ...] = (
     *CORE_ORACLES,
     ("TP-O1", "conservation: every producer call is recorded, dropped with a cause or current"),
     ("TP-O2", "swaps: buf + emptybuf + dropbuf = x_swaps = ncpu × (kicks + 2), or auto ceiling"),
@@ -87,15 +87,15 @@ def global_name(percpu_name: str) -> str:
     return _GLOBAL_NAME.get(percpu_name, percpu_name)
 
 
-def applicable_oracles(run: SamplingRun) -> frozenset[str]:
-    """Names of the oracles `check_sampling` evaluates for ``run``.
+def applicable_oracles(run: TprofRun) -> frozenset[str]:
+    """Names of the oracles `check_tprof` evaluates for ``run``.
 
     TP-O2 needs kicks (manual drain) or a run time (auto drain): a manual-drain run
     without a kick count (hotplug adds swaps) skips it. PLACE needs busy loops. TP-O10
     (like the core's C-3) needs a guest clock that counts instructions (`budgets`).
     """
     core = {name for name, _ in CORE_ORACLES}
-    names = {name for name, _ in ORACLES} - core | applicable_core(core_view(run))
+    names = {name for name, _ in TPROF_ORACLES} - core | applicable_core(core_view(run))
     if run.kicks is None and (run.spec.drain != "auto" or run.runtime_s <= 0):
         names.discard("TP-O2")
     if not run.busy:
@@ -107,36 +107,36 @@ def applicable_oracles(run: SamplingRun) -> frozenset[str]:
     return frozenset(names)
 
 
-def check_sampling(run: SamplingRun) -> list[Violation]:
-    """Every violation of every oracle that applies to ``run``, in `ORACLES` order.
+def check_tprof(run: TprofRun) -> list[Violation]:
+    """Every violation of every oracle that applies to ``run``, in `TPROF_ORACLES` order.
 
     :raise ConfigError: the run's flavour is not tprof (these are tprof's oracles).
     """
     if run.spec.flavour != TPROF.name:
         raise ConfigError(
-            f"check_sampling holds tprof's oracles; the run's flavour is {run.spec.flavour!r}"
+            f"check_tprof holds tprof's oracles; the run's flavour is {run.spec.flavour!r}"
         )
     applicable = applicable_oracles(run)
     own = [
         v
-        for name, _ in ORACLES
+        for name, _ in TPROF_ORACLES
         if name in applicable and name in _CHECKS
         for v in _CHECKS[name](run)
     ]
     return [*check_core(core_view(run)), *own]
 
 
-def judge_sampling(run: SamplingRun) -> list[Judged]:
+def judge_tprof(run: TprofRun) -> list[Judged]:
     """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`)."""
     return judge_flavour(core_view(run), applicable_oracles(run))
 
 
-def core_view(run: SamplingRun) -> CoreView:
+def core_view(run: TprofRun) -> CoreView:
     """What the shared oracles (`harness.agent.oracles.core`) read of a tprof run."""
     return core_view_of(run, run.snapshot.core, throttling_disabled=run.throttling_disabled)
 
 
-def check_conservation(run: SamplingRun) -> list[Violation]:
+def check_conservation(run: TprofRun) -> list[Violation]:
     """TP-O1: per CPU, producer calls = recorded + drops + current (TP-L1).
 
     Also the TP-D1 quirk rule, and the injected counts when the harness injected.
@@ -156,7 +156,7 @@ def check_conservation(run: SamplingRun) -> list[Violation]:
     return [*per_cpu, *_quirk_rule(run), *_injection(run)]
 
 
-def _quirk_rule(run: SamplingRun) -> list[Violation]:
+def _quirk_rule(run: TprofRun) -> list[Violation]:
     names: tuple[str, ...]
     if run.spec.quirks & _TP_D1:
         names = ("x_overflow_dropbuf", "x_overflow_emptybuf")
@@ -168,7 +168,7 @@ def _quirk_rule(run: SamplingRun) -> list[Violation]:
     ]
 
 
-def _injection(run: SamplingRun) -> list[Violation]:
+def _injection(run: TprofRun) -> list[Violation]:
     injected = run.injected
     if injected is None:
         return []
@@ -198,7 +198,7 @@ def _injection(run: SamplingRun) -> list[Violation]:
     ]
 
 
-def check_swaps(run: SamplingRun) -> list[Violation]:
+def check_swaps(run: TprofRun) -> list[Violation]:
     """TP-O2: every swap classified once, and as many swaps as the drain mode makes.
 
     Manual drain (``run.kicks`` set): ``x_swaps = ncpu × (kicks + 2)``. Auto drain:
@@ -229,7 +229,7 @@ def check_swaps(run: SamplingRun) -> list[Violation]:
     )
 
 
-def check_read(run: SamplingRun) -> list[Violation]:
+def check_read(run: TprofRun) -> list[Violation]:
     """TP-O5: the stream holds exactly the recorded samples, per CPU, from online CPUs."""
     sample, size = _stat(run, "sample"), TPROF.record.size
     want = f"{size} × sample {sample} = {size * sample}"
@@ -260,7 +260,7 @@ def check_read(run: SamplingRun) -> list[Violation]:
     return out
 
 
-def check_placement(run: SamplingRun) -> list[Violation]:
+def check_placement(run: TprofRun) -> list[Violation]:
     """PLACE: each busy CPU overflowed and its pinned loops were sampled there only.
 
     A sample must show its loop where it ran only when the PMU produced samples and no
@@ -312,7 +312,7 @@ def check_placement(run: SamplingRun) -> list[Violation]:
     return out
 
 
-def check_probe(run: SamplingRun) -> list[Violation]:
+def check_probe(run: TprofRun) -> list[Violation]:
     """PROBE: probe windows ran; overflows landed inside them iff pseudo-NMI is on."""
     out: list[Violation] = []
     for cpu in sorted(run.probe_cpus):
@@ -341,7 +341,7 @@ def check_probe(run: SamplingRun) -> list[Violation]:
     return out
 
 
-def check_stopped(run: SamplingRun) -> list[Violation]:
+def check_stopped(run: TprofRun) -> list[Violation]:
     """STOPPED: the snapshot, read after STOP, finds no CPU holding a current buffer.
 
     STOP's final swaps and its free of the offline CPUs' buffers leave none. A kick that
@@ -354,7 +354,7 @@ def check_stopped(run: SamplingRun) -> list[Violation]:
     return zero("STOPPED", None, "cur_buffers", got=got, detail=detail)
 
 
-def check_online(run: SamplingRun) -> list[Violation]:
+def check_online(run: TprofRun) -> list[Violation]:
     """ONLINE: no producer call found its CPU without a current buffer (x_nobuf = 0).
 
     An exact law of the fixed port: START installs a buffer on every possible CPU before
@@ -372,7 +372,7 @@ def check_online(run: SamplingRun) -> list[Violation]:
     ]
 
 
-_CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
+_CHECKS: dict[str, Callable[[TprofRun], list[Violation]]] = {
     "TP-O1": check_conservation,
     "TP-O2": check_swaps,
     "TP-O5": check_read,
@@ -385,13 +385,13 @@ _CHECKS: dict[str, Callable[[SamplingRun], list[Violation]]] = {
 }
 
 
-def _core(run: SamplingRun, cpu: int, name: str) -> int:
+def _core(run: TprofRun, cpu: int, name: str) -> int:
     return run.snapshot.core.get(cpu, {}).get(name, 0)
 
 
-def _percpu(run: SamplingRun, cpu: int, name: str) -> int:
+def _percpu(run: TprofRun, cpu: int, name: str) -> int:
     return run.snapshot.stats_percpu.get(cpu, {}).get(name, 0)
 
 
-def _stat(run: SamplingRun, name: str) -> int:
+def _stat(run: TprofRun, name: str) -> int:
     return run.snapshot.stats.get(name, 0)

@@ -18,7 +18,7 @@ from dataclasses import replace
 from harness.agent import profctl
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.tprof.data import TPROF
-from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.results import TprofRun
 from harness.agent.flavours.tprof.run import (
     BACKGROUND,
     RunContext,
@@ -63,7 +63,7 @@ def online_path(cpu: int) -> str:
     return f"/sys/devices/system/cpu/cpu{cpu}/online"
 
 
-def offline_stop_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> SamplingRun:
+def offline_stop_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> TprofRun:
     """A CPU offline from before START to after STOP, and a stats reader across STOP.
 
     START installs a buffer for every possible CPU, so the offline CPU's is still
@@ -99,7 +99,7 @@ def offline_stop_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -
         agent.run_steps((profctl.write_step(online_path(outgoing), "1"),))
 
 
-def online_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> SamplingRun:
+def online_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> TprofRun:
     """The last of ``cpus`` goes offline and comes back while every CPU samples (PMU on).
 
     ``spec`` as given (the standard run's: auto drain, the PMU producing). After START
@@ -133,7 +133,7 @@ def read_kick_checked_step(ms: int) -> str:
     return profctl.write_step(f"{DEBUGFS}/read_kick", f"wait checked ms={ms}")
 
 
-def stop_kick_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> SamplingRun:
+def stop_kick_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> TprofRun:
     """STOP sent while a kick is past its running check: STOP must refuse that kick's swap.
 
     S = 8, bursts only, manual drain: {inject 12 on every CPU, kick} queues a buffer per
@@ -163,7 +163,7 @@ def stop_kick_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> S
     return run_steps(agent, run_spec, steps, context)[0]
 
 
-def burst_timeout_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> SamplingRun:
+def burst_timeout_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> TprofRun:
     """Injections whose wait ends about when an overflow takes their burst (issue 10's race).
 
     `BURST_TIMEOUT_INJECTIONS` bursts of `BURST_TIMEOUT_CALLS` calls, one CPU at a

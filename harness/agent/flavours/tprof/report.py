@@ -1,10 +1,10 @@
 """Plain-text and JSON views of one tprof sampling run: the per-CPU table and the verdicts.
 
-Pure rendering of a `SamplingRun` and the violations its oracles found (the shared
+Pure rendering of a `TprofRun` and the violations its oracles found (the shared
 parts are in `harness.agent.oracles.report`);
 nothing here judges, prints or writes::
 
-    violations = check_sampling(run)
+    violations = check_tprof(run)
     table = format_cpu_table(run)
     verdicts = format_verdicts(violations, applicable_oracles(run))
     record["agent"] = summary(run, violations)
@@ -24,8 +24,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.agent.flavours.tprof.data import TPROF_DROP_CAUSES, samples_per_buffer
-from harness.agent.flavours.tprof.oracles import ORACLES
-from harness.agent.flavours.tprof.results import SamplingRun
+from harness.agent.flavours.tprof.oracles import TPROF_ORACLES
+from harness.agent.flavours.tprof.results import TprofRun
 from harness.agent.oracles.report import (
     OverflowShares,
     decimal,
@@ -106,7 +106,7 @@ class CpuRow(OverflowShares):
         }
 
 
-def cpu_rows(run: SamplingRun) -> tuple[CpuRow, ...]:
+def cpu_rows(run: TprofRun) -> tuple[CpuRow, ...]:
     """One row per CPU that has core or per-CPU statistics, sorted by CPU."""
     rows = []
     for cpu in sorted(set(run.snapshot.core) | set(run.snapshot.stats_percpu)):
@@ -152,7 +152,7 @@ def drop_columns(rows: Iterable[CpuRow]) -> tuple[str, ...]:
     return tuple(column for _, column in _CAUSES if column in nonzero or column in ALWAYS_SHOWN)
 
 
-def nmi_mode(run: SamplingRun) -> str:
+def nmi_mode(run: TprofRun) -> str:
     """The NMI mode the run was in, in words, with the producer calls that ran in NMI."""
     nmi = sum(c.get("x_producer_calls_nmi", 0) for c in run.snapshot.core.values())
     calls = sum(c.get("x_producer_calls", 0) for c in run.snapshot.core.values())
@@ -162,7 +162,7 @@ def nmi_mode(run: SamplingRun) -> str:
     return f"NMI on (PMU overflows as NMIs): {nmi} of {calls} producer calls in NMI"
 
 
-def format_cpu_table(run: SamplingRun) -> str:
+def format_cpu_table(run: TprofRun) -> str:
     """The run's header (spec, drain, quirks, CPUs, NMI mode) and its per-CPU table."""
     spec = run.spec
     if spec.drain == "manual":
@@ -189,10 +189,10 @@ def format_verdicts(
     judged: Sequence[Judged] | None = None,
 ) -> str:
     """One verdict line per tprof oracle (`harness.agent.oracles.report.verdict_lines`)."""
-    return verdict_lines(violations, ORACLES, applicable, judged=judged)
+    return verdict_lines(violations, TPROF_ORACLES, applicable, judged=judged)
 
 
-def summary(run: SamplingRun, violations: Sequence[Violation]) -> dict[str, object]:
+def summary(run: TprofRun, violations: Sequence[Violation]) -> dict[str, object]:
     """The table's numbers and the verdict as JSON-serialisable values, for run records."""
     rows = cpu_rows(run)
     return {
@@ -228,7 +228,7 @@ def _cells(row: CpuRow, shown: Sequence[str]) -> tuple[str, ...]:
     )
 
 
-def throttle_lost(run: SamplingRun) -> dict[int, int]:
+def throttle_lost(run: TprofRun) -> dict[int, int]:
     """Per CPU, periods the sampling counter missed against its enabled time (≥ 0).
 
     A throttled event stays enabled but stops counting, so its enabled time says

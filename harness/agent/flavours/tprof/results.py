@@ -3,8 +3,8 @@
 `harness.agent.flavours.tprof.run` fills these from the guest; the oracles and
 the report only read them, so they can be tested on hand-written values::
 
-    run = SamplingRun(spec=spec, snapshot=snapshot, samples=(), ...)
-    check_sampling(run)                      # harness.agent.flavours.tprof.oracles
+    run = TprofRun(spec=spec, snapshot=snapshot, samples=(), ...)
+    check_tprof(run)                      # harness.agent.flavours.tprof.oracles
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class TprofRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class SamplingRun(RunEvidence):
+class TprofRun(RunEvidence):
     """One START…STOP run of the agent and what the harness knows about it.
 
     ``injected`` maps CPU → samples injected in NMI bursts (None: no injection);

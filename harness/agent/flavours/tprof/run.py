@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from harness.agent import profctl
 from harness.agent.flavour import AgentLike
 from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, TPROF_STAT
-from harness.agent.flavours.tprof.oracles import check_sampling
-from harness.agent.flavours.tprof.results import SamplingRun, TprofRecord
+from harness.agent.flavours.tprof.oracles import check_tprof
+from harness.agent.flavours.tprof.results import TprofRecord, TprofRun
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import check_content
 from harness.agent.oracles.evidence import (
@@ -155,7 +155,7 @@ def decode_stat(data: bytes) -> dict[str, int]:
 
 def sampling_run(
     agent: AgentLike, spec: AgentSpec, plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()
-) -> SamplingRun:
+) -> TprofRun:
     """Load ``spec``, run the standard workload (and ``launches``), collect everything.
 
     :raise ModuleLoadError: the module did not load.
@@ -171,7 +171,7 @@ def sampling_run(
 
 def sampling_beside_perf(
     agent: AgentLike, spec: AgentSpec, plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()
-) -> SamplingRun:
+) -> TprofRun:
     """``plan`` (and ``launches``) with Linux perf beside the agent: PEER, PROFILE.
 
     With the ground-truth workloads launched, user PCs fold to their functions on
@@ -180,10 +180,10 @@ def sampling_beside_perf(
     :raise GuestError: perf did not start, stop or read back.
     """
 
-    def run(a: AgentLike, s: AgentSpec, _: object) -> SamplingRun:
+    def run(a: AgentLike, s: AgentSpec, _: object) -> TprofRun:
         return sampling_run(a, s, plan, launches)
 
-    def sized(a: AgentLike, s: AgentSpec, _: object, ms: int) -> SamplingRun:
+    def sized(a: AgentLike, s: AgentSpec, _: object, ms: int) -> TprofRun:
         lasting = tuple(replace(w, ms=ms) for w in launches)
         return sampling_run(a, s, replace(plan, busy_ms=ms), lasting)
 
@@ -191,17 +191,17 @@ def sampling_beside_perf(
     return run_beside_perf(agent, spec, plan.busy_cpus, run, hooks)
 
 
-def _peer_check(run: SamplingRun) -> list[Violation]:
+def _peer_check(run: TprofRun) -> list[Violation]:
     """A peer round's violations (tprof's flavour checks the same): one makes it the run."""
-    return check_sampling(run) + check_content(run.content())
+    return check_tprof(run) + check_content(run.content())
 
 
-def profile_samples(run: SamplingRun) -> tuple[Sample, ...]:
+def profile_samples(run: TprofRun) -> tuple[Sample, ...]:
     """Tprof's records as samples, as the content oracles see them (no call chain)."""
     return run.content().samples
 
 
-def _window(run: SamplingRun, period: int) -> PeerWindow:
+def _window(run: TprofRun, period: int) -> PeerWindow:
     """A tprof run's window, from the ``info`` and per-CPU ``nmi`` numbers it kept."""
     return info_window(run.snapshot.info, period, run.snapshot.core)
 
@@ -209,7 +209,7 @@ def _window(run: SamplingRun, period: int) -> PeerWindow:
 PEER_HOOKS = PeerHooks(samples=profile_samples, window=_window)
 
 
-def partial_read_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> SamplingRun:
+def partial_read_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> TprofRun:
     """TP-D9: a read takes the head buffer of a full list and a kick lands before it is back.
 
     S = 8, list limit 2, bursts only, manual drain: two rounds of {inject 12 on
@@ -248,7 +248,7 @@ def partial_read_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -
 
 def scripted_run(
     agent: AgentLike, spec: AgentSpec, body: Sequence[str], context: RunContext | None = None
-) -> tuple[SamplingRun, tuple[profctl.StepResult, ...]]:
+) -> tuple[TprofRun, tuple[profctl.StepResult, ...]]:
     """Load ``spec``, START, run ``body``, then collect as `sampling_run` does.
 
     ``context`` says what ``body`` does (injected counts, kicks), for the oracles.
@@ -261,7 +261,7 @@ def scripted_run(
 
 def run_steps(
     agent: AgentLike, spec: AgentSpec, steps: Sequence[str], context: RunContext
-) -> tuple[SamplingRun, tuple[profctl.StepResult, ...]]:
+) -> tuple[TprofRun, tuple[profctl.StepResult, ...]]:
     """Load ``spec``, run ``steps`` (every one must succeed), collect and save."""
     agent.load(spec, throttling_disabled=context.throttling_disabled,
                max_sample_rate=context.max_sample_rate,
@@ -279,7 +279,7 @@ def run_steps(
     data = agent.fetch(SAMPLES, f"samples-{agent.run_count:02d}.bin")
     if context.background_reader:  # it read the stream's start; the collect read the rest
         data = agent.fetch(BACKGROUND, f"background-{agent.run_count:02d}.bin") + data
-    run = SamplingRun(
+    run = TprofRun(
         spec=spec,
         snapshot=snapshot_of(steps, results),
         samples=tuple(TprofRecord(**r) for r in agent.decode(TPROF.record.c_name, data)),

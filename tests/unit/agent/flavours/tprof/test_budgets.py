@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from harness.agent.flavours.tprof.budgets import check_stop_latency, stop_budget_ns
-from harness.agent.flavours.tprof.oracles import applicable_oracles, check_sampling
+from harness.agent.flavours.tprof.oracles import applicable_oracles, check_tprof
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections
 from tests.unit.agent.flavours.tprof.test_oracles import BASE, Brief, brief, broken
@@ -24,8 +24,8 @@ def test_budgets_apply_only_where_the_clock_counts_instructions() -> None:
     assert {"C-3", "TP-O10"} & applicable_oracles(BASE) == set()
     assert {"C-3", "TP-O10"} <= applicable_oracles(TIMED)
     slow = broken(BASE, core={1: {"x_nmi_max_ns": 10**9}}, stats={"x_stop_ns": 10**10})
-    assert check_sampling(slow) == []  # wall clock under TCG: not judged
-    assert check_sampling(TIMED) == []
+    assert check_tprof(slow) == []  # wall clock under TCG: not judged
+    assert check_tprof(TIMED) == []
 
 
 @pytest.mark.parametrize(
@@ -65,5 +65,5 @@ def test_budgets_apply_only_where_the_clock_counts_instructions() -> None:
 )
 def test_breaking_a_budget(changes: dict[str, Any], expected: list[Brief]) -> None:
     run = broken(TIMED, **changes)
-    budgets = [v for v in check_sampling(run) if v.oracle == "C-3"] + check_stop_latency(run)
+    budgets = [v for v in check_tprof(run) if v.oracle == "C-3"] + check_stop_latency(run)
     assert brief(budgets) == expected

@@ -8,16 +8,16 @@ import pytest
 
 from harness.agent.flavours.tprof.data import TPROF
 from harness.agent.flavours.tprof.oracles import (
-    ORACLES,
     OUTCOMES,
+    TPROF_ORACLES,
     applicable_oracles,
     check_placement,
-    check_sampling,
     check_swaps,
+    check_tprof,
     global_name,
 )
 from harness.agent.flavours.tprof.report import throttle_lost
-from harness.agent.flavours.tprof.results import SamplingRun, TprofRecord
+from harness.agent.flavours.tprof.results import TprofRecord, TprofRun
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections, KernelEvidence
 from harness.agent.oracles.report import failed_oracles
@@ -64,7 +64,7 @@ def busy_core(seen: int, *, nmi: bool, irqoff: int, **values: int) -> dict[str, 
     return core(x_events_created=1, **counts, **context, **values)
 
 
-def consistent_run(*, nmi: bool = True) -> SamplingRun:
+def consistent_run(*, nmi: bool = True) -> TprofRun:
     """Two CPUs, manual drain with 3 kicks, pinned loops 101 on CPU 0 and 202 on CPU 1.
 
     CPU 0: 240 overflows → 200 recorded + 40 overflow. CPU 1: 160 → 150 + 6 + 4 x_not_running,
@@ -90,7 +90,7 @@ def consistent_run(*, nmi: bool = True) -> SamplingRun:
         core={0: core0, 1: core1},
         state={"running": "0", "active": "0", "cur_buffers": "0"},
     )
-    return SamplingRun(
+    return TprofRun(
         ref_events_per_ns=1.0,
         spec=AgentSpec(period=PERIOD, drain="manual").with_params(buffer_samples=100),
         snapshot=snapshot,
@@ -109,7 +109,7 @@ def consistent_run(*, nmi: bool = True) -> SamplingRun:
 AFTER = {0: 1240, 1: 660}
 
 
-def tp_d1_run(*, quirk: bool) -> SamplingRun:
+def tp_d1_run(*, quirk: bool) -> TprofRun:
     """seeds-spec §1.7 TP-D1: 1 CPU, S = 8, L = 2, four rounds of {inject 12, kick}.
 
     Swaps: START (empty), kicks 1-2 queued (8 + 4 overflow each), kicks 3-4 dropped
@@ -130,7 +130,7 @@ def tp_d1_run(*, quirk: bool) -> SamplingRun:
         state={"cur_buffers": "0"},
     )
     d1 = TPROF.quirk_bit("TP-D1") if quirk else 0
-    return SamplingRun(
+    return TprofRun(
         ref_events_per_ns=1.0,
         spec=AgentSpec(period=PERIOD, drain="manual", quirks=d1, pmu_produce=False).with_params(
             buffer_samples=8, list_limit=2
@@ -151,13 +151,13 @@ def tp_d1_run(*, quirk: bool) -> SamplingRun:
 
 
 def broken(
-    run: SamplingRun,
+    run: TprofRun,
     *,
     core: Mapping[int, Mapping[str, int]] | None = None,
     percpu: Mapping[int, Mapping[str, int]] | None = None,
     stats: Mapping[str, int] | None = None,
     **fields: Any,
-) -> SamplingRun:
+) -> TprofRun:
     """``run`` with some numbers changed: core/percpu per CPU, global stats, run fields."""
     snapshot = replace(
         run.snapshot,
@@ -412,7 +412,7 @@ BROKEN_CASES = [
 
 @pytest.mark.parametrize(("changes", "expected"), BROKEN_CASES)
 def test_breaking_the_consistent_run(changes: dict[str, Any], expected: list[Brief]) -> None:
-    assert brief(check_sampling(broken(BASE, **changes))) == expected
+    assert brief(check_tprof(broken(BASE, **changes))) == expected
 
 
 #: The same with pseudo-NMI off (the producer ran as a normal IRQ).
@@ -442,16 +442,20 @@ IRQ_CASES = [
 
 @pytest.mark.parametrize(("changes", "expected"), IRQ_CASES)
 def test_breaking_the_consistent_irq_run(changes: dict[str, Any], expected: list[Brief]) -> None:
-    assert brief(check_sampling(broken(consistent_run(nmi=False), **changes))) == expected
+    assert brief(check_tprof(broken(consistent_run(nmi=False), **changes))) == expected
 
 
 def test_the_consistent_runs_evaluate_every_oracle() -> None:
-    assert applicable_oracles(BASE) == {name for name, _ in ORACLES} - {"PEER", "PROFILE", *BUDGETS}
-    assert failed_oracles(check_sampling(BASE)) == set()
+    assert applicable_oracles(BASE) == {name for name, _ in TPROF_ORACLES} - {
+        "PEER",
+        "PROFILE",
+        *BUDGETS,
+    }
+    assert failed_oracles(check_tprof(BASE)) == set()
 
 
 def test_oracles_are_listed_in_report_order() -> None:
-    names = [name for name, _ in ORACLES]
+    names = [name for name, _ in TPROF_ORACLES]
     assert names == [
         "IRQ", "CALLS", "RELEASED", "PEER", "PROFILE", "THROTTLE", "C-2", "C-3",
         "TP-O1", "TP-O2", "TP-O5", "PLACE", "NMI", "PROBE", "TP-O10", "STOPPED", "ONLINE",
@@ -462,13 +466,13 @@ def test_every_outcome_has_a_global_statistic() -> None:
     assert [global_name(n) for n in OUTCOMES if global_name(n) not in TPROF.stat_names] == []
 
 
-def test_check_sampling_refuses_another_flavours_run() -> None:
+def test_check_tprof_refuses_another_flavours_run() -> None:
     with pytest.raises(ConfigError, match="tprof"):
-        check_sampling(replace(BASE, spec=AgentSpec(flavour="kprof")))
+        check_tprof(replace(BASE, spec=AgentSpec(flavour="kprof")))
 
 
 def test_failed_oracles_names_each_once() -> None:
-    violations = check_sampling(broken(BASE, bytes_read=0, stats={"buf": 5}, kicks=4))
+    violations = check_tprof(broken(BASE, bytes_read=0, stats={"buf": 5}, kicks=4))
     assert failed_oracles(violations) == {"TP-O2", "TP-O5"}
 
 
@@ -483,25 +487,25 @@ def test_tp_d1_seed_numbers_pass_tp_o1_and_tp_o2(quirk: bool) -> None:
     ]
     assert seed == [16, 8, 2, 16]
     skipped = {"PLACE", "PEER", "PROFILE", *BUDGETS}
-    assert applicable_oracles(run) == {name for name, _ in ORACLES} - skipped
-    assert check_sampling(run) == []
+    assert applicable_oracles(run) == {name for name, _ in TPROF_ORACLES} - skipped
+    assert check_tprof(run) == []
 
 
 def test_tp_d1_quirk_mode_must_not_report_the_fixed_counter() -> None:
     run = replace(tp_d1_run(quirk=False), spec=tp_d1_run(quirk=True).spec)
-    assert brief(check_sampling(run)) == [
+    assert brief(check_tprof(run)) == [
         ("TP-O1", None, "x_overflow_dropbuf = 0", "x_overflow_dropbuf = 8"),
     ]
 
 
 def test_tp_d1_fixed_mode_must_not_lose_overflow() -> None:
     run = replace(tp_d1_run(quirk=True), spec=tp_d1_run(quirk=False).spec)
-    assert brief(check_sampling(run)) == [("TP-O1", None, "x_quirk_lost = 0", "x_quirk_lost = 8")]
+    assert brief(check_tprof(run)) == [("TP-O1", None, "x_quirk_lost = 0", "x_quirk_lost = 8")]
 
 
 def test_tp_d1_the_seeds_invisible_loss_breaks_conservation() -> None:
     run = broken(tp_d1_run(quirk=True), percpu={0: {"x_quirk_lost": 0}}, stats={"x_quirk_lost": 0})
-    assert brief(check_sampling(run)) == [
+    assert brief(check_tprof(run)) == [
         (
             "TP-O1",
             0,
@@ -513,7 +517,7 @@ def test_tp_d1_the_seeds_invisible_loss_breaks_conservation() -> None:
 
 def test_tp_d1_without_pmu_production_only_injected_calls_reach_the_producer() -> None:
     run = broken(tp_d1_run(quirk=False), core={0: {"x_injected": 47}}, injected={0: 47})
-    assert brief(check_sampling(run)) == [
+    assert brief(check_tprof(run)) == [
         ("TP-O1", 0, "x_producer_calls = 47 (injected)", "x_producer_calls = 48"),
     ]
 
@@ -542,7 +546,7 @@ def test_tp_o2_auto_drain_bounds(
         percpu={0: {"x_swaps": swaps // 2}, 1: {"x_swaps": swaps // 2}},
         stats={"x_swaps": swaps, "buf": buf, "emptybuf": emptybuf},
     )
-    assert brief(check_sampling(run)) == expected
+    assert brief(check_tprof(run)) == expected
 
 
 @pytest.mark.parametrize(
@@ -566,15 +570,15 @@ def test_tp_o2_skipped_in_a_manual_drain_run_without_kicks() -> None:
     # x_swaps = 10 is above the auto ceiling for 1 s (x_swaps ≤ 6): not judged.
     run = broken(BASE, kicks=None, runtime_s=1.0)
     skipped = {"TP-O2", "PEER", "PROFILE", *BUDGETS}
-    assert applicable_oracles(run) == {name for name, _ in ORACLES} - skipped
-    assert check_sampling(run) == []
+    assert applicable_oracles(run) == {name for name, _ in TPROF_ORACLES} - skipped
+    assert check_tprof(run) == []
 
 
 def test_tp_o2_does_not_apply_without_kicks_or_run_time() -> None:
     run = broken(BASE, kicks=None, stats={"x_swaps": 11})
     assert "TP-O2" not in applicable_oracles(run)
     assert check_swaps(run) == []
-    assert check_sampling(run) == []
+    assert check_tprof(run) == []
 
 
 def test_place_a_busy_cpu_must_overflow() -> None:
@@ -594,13 +598,13 @@ def test_stopped_a_buffer_current_after_stop_fails() -> None:
     # kick_after_stop: a kick that passed its check before STOP installed one after it.
     state = {**BASE.snapshot.state, "cur_buffers": "1"}
     run = replace(BASE, snapshot=replace(BASE.snapshot, state=state))
-    assert brief(check_sampling(run)) == [("STOPPED", None, "cur_buffers = 0", "cur_buffers = 1")]
+    assert brief(check_tprof(run)) == [("STOPPED", None, "cur_buffers = 0", "cur_buffers = 1")]
 
 
 def test_stopped_not_judged_when_the_module_does_not_print_the_count() -> None:
     run = replace(BASE, snapshot=replace(BASE.snapshot, state={}))
     assert "STOPPED" not in applicable_oracles(run)
-    assert check_sampling(run) == []
+    assert check_tprof(run) == []
 
 
 def test_online_a_call_on_a_cpu_without_its_buffer_fails_even_when_counted() -> None:
@@ -608,7 +612,7 @@ def test_online_a_call_on_a_cpu_without_its_buffer_fails_even_when_counted() -> 
     # TP-O1 holds: 4 not_running became 4 nobuf) found none.
     run = broken(BASE, percpu={1: {"x_not_running": 0, "x_nobuf": 4}},
                  stats={"x_not_running": 0, "x_nobuf": 4})  # fmt: skip
-    assert brief(check_sampling(run)) == [("ONLINE", 1, "x_nobuf = 0", "x_nobuf = 4")]
+    assert brief(check_tprof(run)) == [("ONLINE", 1, "x_nobuf = 0", "x_nobuf = 4")]
 
 
 def test_place_judges_the_loop_itself_not_the_childs_start() -> None:

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.agent.flavours.tprof.oracles import ORACLES, applicable_oracles, check_sampling
+from harness.agent.flavours.tprof.oracles import TPROF_ORACLES, applicable_oracles, check_tprof
 from harness.agent.flavours.tprof.report import (
     cpu_rows,
     drop_columns,
@@ -123,7 +123,7 @@ def test_format_cpus(cpus: tuple[int, ...], text: str) -> None:
 
 def test_verdicts_pass_fail_and_skip() -> None:
     run = broken(BASE, busy={}, bytes_read=0, core={1: {"x_throttled": 1}})
-    violations = check_sampling(run)
+    violations = check_tprof(run)
     lines = format_verdicts(violations, applicable_oracles(run)).splitlines()
     assert [line[:16] for line in lines if not line.startswith(" ")] == [
         "PASS  IRQ       ",
@@ -154,7 +154,7 @@ def test_verdicts_pass_fail_and_skip() -> None:
 
 def test_verdicts_name_each_oracle_with_its_description() -> None:
     lines = format_verdicts([]).splitlines()
-    assert lines == [f"PASS  {name:<8}  {description}" for name, description in ORACLES]
+    assert lines == [f"PASS  {name:<8}  {description}" for name, description in TPROF_ORACLES]
 
 
 def test_verdicts_never_drop_a_violation_of_an_unknown_oracle() -> None:
@@ -174,7 +174,7 @@ def test_a_violation_of_a_skipped_oracle_still_fails() -> None:
 
 def test_summary_is_json_with_the_tables_numbers() -> None:
     run = broken(BASE, core={1: {"x_throttled": 3}})
-    violations = check_sampling(run)
+    violations = check_tprof(run)
     record = json.loads(json.dumps(summary(run, violations)))
     assert record["failed"] == ["THROTTLE"]
     assert record["violations"] == [str(v) for v in violations]
