@@ -132,7 +132,8 @@ def _result(session: FuzzSession) -> FuzzResult:
     if tally.best is not None:
         steps, found = tally.best
         quirks = "-".join(q.lower() for q in request.quirks) or "fixed"
-        name = f"fuzz-{request.flavour}-{quirks}-s{request.seed}"
+        variant = "" if request.variant == "default" else f"-{request.variant}"
+        name = f"fuzz-{request.flavour}-{quirks}-s{request.seed}{variant}"
         scenario = session.scenario_of(steps, name, found, request.scenario_dir).path
     result = FuzzResult(
         run_dir=session.run_dir,
