@@ -19,6 +19,7 @@ case run it.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -51,11 +52,14 @@ WITNESS_CASE = "witness"
 OVERFLOWS_PER_S = 100
 #: Frames the witness walks: the deepest any flavour records (hwpmc's 32) and one more.
 WITNESS_DEPTH = 33
-#: Oracles a witnessed run does not hold: WHERE's kernel half bounds where the zero
-#: workload's kernel time lies, and every witnessed overflow stops the VM, which moves that
-#: time into the timer tick (measured, tprof on 2 vCPUs: 36 of 3754 kernel samples in
-#: __arch_clear_user, the bound 814). WITNESS judges those same samples exactly.
-MODELLED_ASIDE = ("WHERE",)
+#: Oracles a witnessed run does not hold, WITNESS judging those same samples exactly:
+#: WHERE's kernel half bounds where the zero workload's kernel time lies, and every
+#: witnessed overflow stops the VM, which moves that time into the timer tick (measured,
+#: tprof on 2 vCPUs: 36 of 3754 kernel samples in __arch_clear_user, the bound 814);
+#: PLACE and PROBE expect a sample on each busy CPU and in each 200 ms IRQ-off window, a
+#: density the standard period gives and the witnessed one (10 to 320 times longer) does
+#: not (tprof, 8 vCPUs at 25 overflows a second: a busy CPU with none, a probe with none).
+MODELLED_ASIDE = ("WHERE", "PLACE", "PROBE")
 #: Runs made while a workload had not finished its phase when read (`TruthIncomplete`):
 #: the witness slows the guest, and beside other guests one kprof run read its chain
 #: workload's output before its phase ended. The run is repeated; a verdict never is.
@@ -78,9 +82,21 @@ class Witnessed:
     armed_s: float  # host seconds the guest ran with the breakpoint in
 
 
-def witnessed_period(cpus: int, cycles_per_ns: float) -> int:
-    """The sampling period that keeps ``cpus`` vCPUs near `OVERFLOWS_PER_S` together."""
-    return int(cycles_per_ns * 1e9 * cpus / OVERFLOWS_PER_S)
+def witnessed_rate(cpus: int, host_cores: int) -> float:
+    """Overflows per guest second a witnessed run of ``cpus`` vCPUs aims at, all together.
+
+    `OVERFLOWS_PER_S`, shared by the host's cores where the vCPUs outnumber them: every
+    gdb stop pauses each vCPU thread and waits for it, and a thread the host has
+    descheduled is waited for longest (measured, 8 vCPUs on 2 cores at 100 a second,
+    beside another guest: 131 s for kprof's run, two command budgets spent).
+    """
+    return OVERFLOWS_PER_S * min(1.0, host_cores / cpus)
+
+
+def witnessed_period(cpus: int, cycles_per_ns: float, host_cores: int | None = None) -> int:
+    """The sampling period that keeps ``cpus`` vCPUs at `witnessed_rate` together."""
+    cores = host_cores if host_cores is not None else os.cpu_count() or 1
+    return int(cycles_per_ns * 1e9 * cpus / witnessed_rate(cpus, cores))
 
 
 def witnessed_run(agent: Agent, guest: Guest, cache: Cache, flavour: Flavour,

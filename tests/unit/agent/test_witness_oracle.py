@@ -6,6 +6,7 @@ import dataclasses
 
 from harness.agent.oracles.witness import WitnessInput, WitnessVerdict, judge_witness
 from harness.agent.values.samples import Sample
+from harness.agent.witnessed import witnessed_period, witnessed_rate
 from harness.vm.witness.records import Overflow, WitnessLog
 
 K = 0xFFFFFFC008000000
@@ -126,3 +127,12 @@ def test_past_a_drop_a_sample_pairs_with_the_overflow_it_equals_not_the_first_at
     verdict = judge([recorded(mine)], [other, mine], drops={0: 1})
     assert verdict.violations() == []
     assert verdict.skipped == 1
+
+
+def test_a_witnessed_run_shares_its_overflows_among_the_host_cores() -> None:
+    # 1 GHz cycles: 100 overflows a guest second over 1 or 2 vCPUs on 2 cores; 8 vCPUs on
+    # 2 cores share a quarter of that, each gdb stop waiting for 8 threads on 2 cores.
+    assert witnessed_period(1, 1.0, host_cores=2) == 10_000_000
+    assert witnessed_period(2, 1.0, host_cores=2) == 20_000_000
+    assert witnessed_rate(8, host_cores=2) == 25
+    assert witnessed_period(8, 1.0, host_cores=2) == 320_000_000
