@@ -83,11 +83,14 @@ TRUTH_TESTS = (
 #: On Linux 6.12 (the LTS beside Debian's 6.1): every flavour's agent tests (oracles,
 #: Linux perf beside the agent, hwpmc's stall emulation on the moved PMUv3 driver, the
 #: crash-defect checks; 50 tests, 170 s measured), the truth tests and the witnessed runs
-#: (the witness's offsets compiled against 6.12's own layouts), on 2 vCPUs. The
+#: (the witness's offsets compiled against 6.12's own layouts), on 2 vCPUs, and the
+#: fuzzer's guest test, which runs in a 2-vCPU tier only (its guest is its own). The
 #: quick matrix adds every flavour on 8 vCPUs with NMIs on 6.12. Not the boot, snapshot,
 #: SSH and CLI checks: they test the harness, not the kernel, and take as long again;
 #: nor the other topologies, which `invoke test --kernel 6.12` and the full matrix run.
-NEWER_KERNEL_TESTS = "agent or test_content or test_profile or test_outside or test_witness"
+NEWER_KERNEL_TESTS = (
+    "agent or test_content or test_profile or test_outside or test_witness or test_fuzz"
+)
 
 
 @dataclass(frozen=True, slots=True)

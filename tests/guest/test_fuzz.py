@@ -18,15 +18,24 @@ from harness.builder.cache import Cache
 from harness.fuzz.search import fuzz
 from harness.fuzz.session import FuzzRequest
 from harness.scenarios.load import load_scenario
+from harness.vm.topology import CpuTopology
 
 pytestmark = [pytest.mark.guest, pytest.mark.flavour("kprof"), pytest.mark.limit_s(420)]
+FUZZ_CPUS = 2
 BUDGET_S = 120.0
 FIXED_S = 60.0
 
 
-def test_the_fuzzer_finds_kp_d3_and_the_fixed_build_stays_clean(tmp_path: Path) -> None:
+def test_the_fuzzer_finds_kp_d3_and_the_fixed_build_stays_clean(
+    tmp_path: Path, topology: CpuTopology
+) -> None:
+    if topology.cpus != FUZZ_CPUS:
+        # Its guest is its own, of 2 vCPUs, whatever the tier's: it runs once, in a
+        # 2-vCPU tier (invoke test --cpus 2, CI's 6.12 stage). In `invoke test --cpus 8`
+        # it took 136 s of the 313 (91c9c73's tier: 207 s).
+        pytest.skip(f"the fuzzer boots its own {FUZZ_CPUS}-vCPU guest: `invoke test --cpus 2`")
     lines: list[str] = []
-    request = FuzzRequest(flavour="kprof", quirks=("KP-D3",), cpus=2, budget_s=BUDGET_S,
+    request = FuzzRequest(flavour="kprof", quirks=("KP-D3",), cpus=FUZZ_CPUS, budget_s=BUDGET_S,
                           shrink_s=30.0, seed=1, scenario_dir=tmp_path)  # fmt: skip
     quirk = fuzz(request, Cache.default(), announce=lines.append)
     assert quirk.scenario is not None, lines[-3:]
