@@ -26,11 +26,11 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Protocol
 
 from harness.errors import HarnessTimeout, HostSetupError, InfraError
 from harness.process import die_with_parent
 from harness.timeouts import Timeouts
-from harness.vm.qmp import QmpSession
 from harness.vm.witness.offsets import KernelOffsets
 from harness.vm.witness.records import WitnessLog, parse_log
 
@@ -38,6 +38,13 @@ LOG = logging.getLogger(__name__)
 GDB = "gdb-multiarch"
 GDBSIDE = Path(__file__).with_name("gdbside.py")
 _POLL_S = 0.05
+
+
+class HumanMonitor(Protocol):
+    """What the witness needs of QMP (`harness.vm.qmp.QmpSession`): HMP commands."""
+
+    def hmp(self, command_line: str) -> str:
+        """Run a human-monitor command; its text."""
 
 
 def free_tcp_port() -> int:
@@ -59,14 +66,20 @@ def _gdb_child_setup() -> None:
 class Witness:
     """One guest's witness: armed on one handler address at a time."""
 
-    def __init__(self, qmp: QmpSession, offsets: KernelOffsets, workdir: Path,
-                 timeouts: Timeouts, *, depth: int, nmi_on: bool) -> None:  # fmt: skip
-        self._qmp, self._offsets, self._workdir = qmp, offsets, workdir
+    def __init__(self, qmp: HumanMonitor, offsets: KernelOffsets, workdir: Path,
+                 timeouts: Timeouts, *, depth: int, nmi_on: bool,
+                 gdb: str = GDB) -> None:  # fmt: skip
+        self._qmp, self._offsets, self._workdir, self._gdb_binary = qmp, offsets, workdir, gdb
         self._timeouts, self._depth, self._nmi_on = timeouts, depth, nmi_on
         self._port: int | None = None
         self._gdb: subprocess.Popen[bytes] | None = None
         self._arms = 0
         self.armed_s = 0.0  # seconds the guest ran with the breakpoint in, over every arm
+
+    @property
+    def gdb_pid(self) -> int | None:
+        """The armed gdb's PID (None: not armed): the one process the session stops."""
+        return self._gdb.pid if self._gdb is not None else None
 
     def __enter__(self) -> Witness:
         return self
@@ -98,14 +111,16 @@ class Witness:
             "port": self._port, "address": address, "depth": self._depth,
             "offsets": self._offsets.as_dict(), "out": str(out), "ready": str(ready)}))  # fmt: skip
         env = dict(os.environ, PROFBENCH_WITNESS=str(config))
-        argv = [GDB, "-nx", "-batch", "-x", str(GDBSIDE)]
+        argv = [self._gdb_binary, "-nx", "-batch", "-x", str(GDBSIDE)]
         try:
             with log.open("wb") as sink:
                 self._gdb = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=sink,
                                              stderr=subprocess.STDOUT,
                                              preexec_fn=_gdb_child_setup)  # noqa: PLW1509  # fmt: skip
         except FileNotFoundError as exc:
-            raise HostSetupError([GDB], "run `invoke setup` (installs gdb-multiarch)") from exc
+            raise HostSetupError(
+                [self._gdb_binary], "run `invoke setup` (installs gdb-multiarch)"
+            ) from exc
         started = time.monotonic()
         while not ready.exists():
             if self._gdb.poll() is not None:
