@@ -16,7 +16,7 @@ from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import (
-    applicable_hw_oracles,
+    applicable_hwpmc_oracles,
     check_hwpmc,
     judge_hwpmc,
 )
@@ -33,9 +33,9 @@ from harness.agent.flavours.hwpmc.plans import (
     standard_plan,
     wide_cpu,
 )
-from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
-from harness.agent.flavours.hwpmc.results import Counting, HwRun
-from harness.agent.flavours.hwpmc.run import PmcSpec, hw_run, pmc_step, sweep_step
+from harness.agent.flavours.hwpmc.report import format_hwpmc_table, format_hwpmc_verdicts
+from harness.agent.flavours.hwpmc.results import Counting, HwpmcRun
+from harness.agent.flavours.hwpmc.run import PmcSpec, hwpmc_run, pmc_step, sweep_step
 from harness.agent.oracles.report import SeedDefect
 from harness.agent.steps import DEVICE
 from harness.vm.ssh import GuestCommandTimeout
@@ -59,25 +59,25 @@ SAMPLING_LAWS = ("IRQ", "CALLS", "THROTTLE", "C-2")
 
 
 def judged(
-    run: HwRun, request: pytest.FixtureRequest, reproduces: SeedDefect | None = None
+    run: HwpmcRun, request: pytest.FixtureRequest, reproduces: SeedDefect | None = None
 ) -> list[str]:
     """The run's violations and UNJUDGED oracles (as text), its report attached to the
     test (a quirk run's defect shows there as XFAIL; an oracle it must break that held,
     as FAIL)."""
     violations, found = check_hwpmc(run), judge_hwpmc(run)
-    applicable = applicable_hw_oracles(run)
-    verdicts = format_hw_verdicts(violations, applicable, reproduces, found)
+    applicable = applicable_hwpmc_oracles(run)
+    verdicts = format_hwpmc_verdicts(violations, applicable, reproduces, found)
     relied = None
     if run.kind == "counting":
         relied = tuple(name for name in applicable if name not in SAMPLING_LAWS)
-    return problems(request, (format_hw_table(run), verdicts), violations, found, relied)
+    return problems(request, (format_hwpmc_table(run), verdicts), violations, found, relied)
 
 
 def test_hwpmc_standard_run(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
 ) -> None:
     """One SS PMC per CPU under busy loops: every HW oracle and the shared ones hold."""
-    run = hw_run(agent, HW, standard_plan(tuple(range(topology.cpus))))
+    run = hwpmc_run(agent, HW, standard_plan(tuple(range(topology.cpus))))
     assert judged(run, request) == []
     assert run.hardware_stall
     assert sum(s["x_logged"] for s in run.snapshot.stats_percpu.values()) > 0
@@ -90,7 +90,7 @@ def test_hwpmc_exact_fill_restart_release(
     restarts, 3 more land; RELEASE with them in the rings returns within 2 sweep ticks."""
     spec = exact_spec(HW)
     n = spec.param("nsamples")
-    run = hw_run(agent, spec, exact_plan(tuple(range(topology.cpus)), n))
+    run = hwpmc_run(agent, spec, exact_plan(tuple(range(topology.cpus)), n))
     assert judged(run, request) == []
     fill = run.checkpoints["fill"][0]
     assert (fill["x_recorded"], fill["x_bufferfull"], fill["x_stall_events"]) == (n, FILL_EXTRA, 1)
@@ -106,7 +106,7 @@ def test_hwpmc_stall_independence(
     if topology.cpus < 2:
         pytest.skip("needs two CPUs: `invoke test --cpus 2 -k test_hwpmc_stall_independence`")
     spec = replace(pair_spec(HW), quirks=quirks)
-    run = hw_run(agent, spec, independence_plan(0, 1))
+    run = hwpmc_run(agent, spec, independence_plan(0, 1))
     seed = SEED_HW_D2 if quirks else None
     failed = {line.split(" on ")[0] for line in judged(run, request, seed)}
     if quirks == 0:
@@ -122,8 +122,8 @@ def test_hwpmc_system_counting(
     """HW-SC: an SC PMC on the last CPU, SETCOUNT then START..STOP around a busy loop,
     counts that CPU's cycles for the window the guest clock brackets, then holds."""
     cpu = topology.cpus - 1
-    run = hw_run(agent, HW, counting_plan(cpu))
-    assert "HW-SC" in applicable_hw_oracles(run)
+    run = hwpmc_run(agent, HW, counting_plan(cpu))
+    assert "HW-SC" in applicable_hwpmc_oracles(run)
     assert judged(run, request) == []
     assert run.counting is not None
     assert run.counting.cpu == cpu
@@ -143,7 +143,7 @@ def test_hwpmc_control_errors(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
 ) -> None:
     """HW-O9: every op's errno, syscalls counted exactly, START on an offline CPU harmless."""
-    run = hw_run(agent, HW, control_plan(tuple(range(topology.cpus))))
+    run = hwpmc_run(agent, HW, control_plan(tuple(range(topology.cpus))))
     assert judged(run, request) == []
     assert run.ops
     assert all(o.got == o.expected for o in run.ops)
@@ -158,7 +158,7 @@ def test_hwpmc_d1_beyond_32_cpus(
     if topology.cpus < 33:
         pytest.skip("needs 33 or more CPUs, the seed's mask is 32 bits: "
                     "`invoke test --cpus 40 -k d1_beyond_32_cpus`")  # fmt: skip
-    run = hw_run(agent, replace(d1_spec(HW), quirks=quirks), d1_plan(topology.cpus))
+    run = hwpmc_run(agent, replace(d1_spec(HW), quirks=quirks), d1_plan(topology.cpus))
     seed = SEED_HW_D1 if quirks else None
     failed = {line.split(" on ")[0] for line in judged(run, request, seed)}
     cpu = wide_cpu(topology.cpus)

@@ -16,7 +16,7 @@ from harness.agent import flavours
 from harness.agent.driver import Agent
 from harness.agent.flavour import AgentRun, behaviour
 from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC
-from harness.agent.flavours.hwpmc.results import HwRun
+from harness.agent.flavours.hwpmc.results import HwpmcRun
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.report import unjudged, vcpus_share_cores
 from harness.vm.topology import CpuTopology
@@ -112,7 +112,7 @@ def test_hwpmc_chains_go_as_deep_as_callchaindepth_asks(
     """seeds-spec §4.1: kern.hwpmc.callchaindepth up to 32; CHAIN judges every chain."""
     spec = AgentSpec(flavour="hwpmc").with_params(callchaindepth=HW_MAX_DEPTH)
     run, report = judged_standard_run(agent, spec, topology, request, ", depth 32")
-    assert isinstance(run, HwRun)
+    assert isinstance(run, HwpmcRun)
     # Chains longer than the seed's default of 8 were recorded, and none beyond 32.
     depths = [record.depth for record in run.log]
     assert max(depths) > HWPMC.param("callchaindepth").default, report

@@ -4,7 +4,7 @@ A flavour's report (``harness/agent/flavours/<name>/report.py``) supplies only i
 columns and its oracle list::
 
     verdict_lines(violations, ORACLES, applicable={"TP-O1"})   # PASS/FAIL/skip per oracle
-    verdict_lines(violations, HW_ORACLES, reproduces=HW_D2)     # XFAIL: the seed's defect
+    verdict_lines(violations, HWPMC_ORACLES, reproduces=HW_D2)     # XFAIL: the seed's defect
     verdict_lines(violations, ORACLES, judged=[Judged("IRQ", 8, "CPUs")])  # PASS (n=8 CPUs)
     unjudged(judged, ("WHERE", "WHO"))        # why a relied-on oracle compared nothing
     format_cpus([0, 1, 2, 5])                                   # "0-2,5"

@@ -22,8 +22,8 @@ from typing import Any
 
 from harness.agent.flavour import AgentLike, BenchRow, FlavourBench
 from harness.agent.flavours.hwpmc.plans import standard_plan
-from harness.agent.flavours.hwpmc.results import HwRun
-from harness.agent.flavours.hwpmc.run import hw_run
+from harness.agent.flavours.hwpmc.results import HwpmcRun
+from harness.agent.flavours.hwpmc.run import hwpmc_run
 from harness.agent.module.spec import AgentSpec
 
 LOG = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ RUN_MS = 3000
 RATES_HZ = (1_000, 2_000, 4_000, 6_000, 8_000, 10_000, 16_000)
 
 
-def latency(run: HwRun) -> dict[str, dict[str, float]]:
+def latency(run: HwpmcRun) -> dict[str, dict[str, float]]:
     """Per CPU: mean and max time from an overflow to the sweep that took its entry."""
     out = {}
     for cpu, stats in sorted(run.snapshot.stats_percpu.items()):
@@ -45,7 +45,7 @@ def latency(run: HwRun) -> dict[str, dict[str, float]]:
     return out
 
 
-def trial(run: HwRun) -> dict[str, Any]:
+def trial(run: HwpmcRun) -> dict[str, Any]:
     """One rate's numbers, summed over the CPUs."""
     percpu, core = run.snapshot.stats_percpu.values(), run.snapshot.core.values()
     return {
@@ -64,9 +64,9 @@ def measure(agent: AgentLike, cpus: tuple[int, ...]) -> dict[str, Any]:
     """Hwpmc's sweeps at the default rate, then at rising rates until a ring fills."""
     trials: dict[int, dict[str, Any]] = {}
     base = AgentSpec(flavour="hwpmc")
-    first = hw_run(agent, base, standard_plan(cpus, busy_ms=RUN_MS))
+    first = hwpmc_run(agent, base, standard_plan(cpus, busy_ms=RUN_MS))
     for rate in RATES_HZ:
-        run = hw_run(agent, AgentSpec(flavour="hwpmc", period=1_000_000_000 // rate),
+        run = hwpmc_run(agent, AgentSpec(flavour="hwpmc", period=1_000_000_000 // rate),
                      standard_plan(cpus, busy_ms=RUN_MS))  # fmt: skip
         trials[rate] = trial(run)
         LOG.info("bench: hwpmc %d Hz per CPU: %s", rate, trials[rate])

@@ -2,7 +2,7 @@
 
 Every producer call, ring entry and log record ends in exactly one counted place.
 
-Each check takes an `HwRun` and returns every broken law as `Violation` values; the
+Each check takes an `HwpmcRun` and returns every broken law as `Violation` values; the
 registry (`harness.agent.flavours.hwpmc.oracles`) decides which apply::
 
     check_interrupts(run)     # HW-O1: producer calls → ignored, recorded, bufferfull, stalled
@@ -16,12 +16,12 @@ the harness injected.
 
 from __future__ import annotations
 
-from harness.agent.flavours.hwpmc.results import HwRun, Table, cell, total
+from harness.agent.flavours.hwpmc.results import HwpmcRun, Table, cell, total
 from harness.agent.oracles.laws import equal, sums_to, zero
 from harness.agent.values.results import Violation
 
 
-def check_interrupts(run: HwRun) -> list[Violation]:
+def check_interrupts(run: HwpmcRun) -> list[Violation]:
     """HW-O1: every producer call (core count, tied to /proc/interrupts) has one outcome."""
     percpu, core, stats = run.snapshot.stats_percpu, run.snapshot.core, run.snapshot.stats
     outcomes = ("x_ignored", "x_recorded", "x_bufferfull", "x_stalled_nmi")
@@ -64,7 +64,7 @@ def _ring_law(table: Table, when: str) -> list[Violation]:
     return found
 
 
-def _full_rings(run: HwRun) -> list[Violation]:
+def _full_rings(run: HwpmcRun) -> list[Violation]:
     """With sweeps suppressed, N calls on c leave min(N, n) entries in c's ring.
 
     The spec's bound ``x_inring ≤ n`` cannot fail here: x_inring counts the ring's n
@@ -81,7 +81,7 @@ def _full_rings(run: HwRun) -> list[Violation]:
     ]  # fmt: skip
 
 
-def check_rings(run: HwRun) -> list[Violation]:
+def check_rings(run: HwpmcRun) -> list[Violation]:
     """HW-O2 at every table the run read (mid-run, after STOP, after RELEASE); full rings."""
     tables = {
         **{f"at {k}": t for k, t in run.checkpoints.items()},
@@ -92,7 +92,7 @@ def check_rings(run: HwRun) -> list[Violation]:
     return found + _full_rings(run)
 
 
-def check_outcomes(run: HwRun) -> list[Violation]:
+def check_outcomes(run: HwpmcRun) -> list[Violation]:
     """HW-O3: every swept entry logged, refused by the log or discarded, and counted."""
     percpu = run.snapshot.stats_percpu
     parts = ("x_logged", "x_log_failed", "x_discarded_stopped", "x_discarded_owner_kernel")
@@ -116,7 +116,7 @@ def check_outcomes(run: HwRun) -> list[Violation]:
     return found + _log_failures(run)
 
 
-def _log_failures(run: HwRun) -> list[Violation]:
+def _log_failures(run: HwpmcRun) -> list[Violation]:
     """A log with room refuses exactly the writes the harness made fail.
 
     Replaces the spec's ``Σ x_log_failed ≤ buffer_requests_failed``, which cannot

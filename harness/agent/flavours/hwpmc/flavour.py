@@ -30,8 +30,8 @@ from harness.agent.flavour import (
 from harness.agent.flavours.hwpmc.bench import HWPMC_BENCH
 from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.flavours.hwpmc.oracles import (
-    HW_ORACLES,
-    applicable_hw_oracles,
+    HWPMC_ORACLES,
+    applicable_hwpmc_oracles,
     check_hwpmc,
     judge_hwpmc,
 )
@@ -45,12 +45,12 @@ from harness.agent.flavours.hwpmc.plans import (
     pair_spec,
     standard_plan,
 )
-from harness.agent.flavours.hwpmc.report import format_hw_table, format_hw_verdicts
-from harness.agent.flavours.hwpmc.results import HwRun
+from harness.agent.flavours.hwpmc.report import format_hwpmc_table, format_hwpmc_verdicts
+from harness.agent.flavours.hwpmc.results import HwpmcRun
 from harness.agent.flavours.hwpmc.run import (
-    HwPlan,
+    HwpmcPlan,
     PmcSpec,
-    hw_run,
+    hwpmc_run,
     pending_step,
     pmc_id,
     pmcs_step,
@@ -79,9 +79,11 @@ PROBE_MS = 200
 
 
 def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
-    own = narrow(run, HwRun)
-    verdicts = format_hw_verdicts(violations, applicable_hw_oracles(own), judged=judge_hwpmc(own))
-    return run_report(own, format_hw_table(own), verdicts, violations)
+    own = narrow(run, HwpmcRun)
+    verdicts = format_hwpmc_verdicts(
+        violations, applicable_hwpmc_oracles(own), judged=judge_hwpmc(own)
+    )
+    return run_report(own, format_hwpmc_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -93,7 +95,7 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     return _standard_for(agent, spec, cpus, BUSY_MS)
 
 
-def _standard_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: int) -> HwRun:
+def _standard_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: int) -> HwpmcRun:
     """`_standard` with busy loops of ``ms``; the workloads end as much earlier, ≥ `MIN_MS`."""
     plan = standard_plan(cpus, ms)
     launches = standard_launches(cpus, max(MIN_MS, ms - (BUSY_MS - TRUTH_MS)))
@@ -101,7 +103,7 @@ def _standard_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: 
             (probe_step(cpus[-1], PROBE_MS), ""))  # fmt: skip
     after = (*plan.after_stop, *((s, "") for s in output_steps(launches)))
     run = replace(plan, body=body, after_stop=after)
-    return isolated(agent, isolation_cpu(cpus, cpus[-1]), lambda: hw_run(agent, spec, run))
+    return isolated(agent, isolation_cpu(cpus, cpus[-1]), lambda: hwpmc_run(agent, spec, run))
 
 
 def peer_spec(spec: AgentSpec) -> AgentSpec:
@@ -125,17 +127,17 @@ def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     return _standard(agent, peer_spec(spec), cpus)
 
 
-def _peer_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: int) -> HwRun:
+def _peer_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: int) -> HwpmcRun:
     """`_peer` with busy loops of ``ms`` (a peer round: `harness.agent.peer.sizing`)."""
     return _standard_for(agent, peer_spec(spec), cpus, ms)
 
 
-def _check(run: HwRun) -> list[Violation]:
+def _check(run: HwpmcRun) -> list[Violation]:
     return check_hwpmc(run) + check_content(run.content())
 
 
-def _applicable(run: HwRun) -> frozenset[str]:
-    return applicable_hw_oracles(run) | applicable_content(run.content())
+def _applicable(run: HwpmcRun) -> frozenset[str]:
+    return applicable_hwpmc_oracles(run) | applicable_content(run.content())
 
 
 def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -148,26 +150,26 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     """
     fast = peer_spec(replace(spec, period=OVERLAP_PERIOD))
     plan = replace(standard_plan(cpus), body=((profctl.sleep_step(OVERLAP_MS), ""),))
-    return hw_run(agent, fast, plan)
+    return hwpmc_run(agent, fast, plan)
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     exact = exact_spec(spec)
-    return hw_run(agent, exact, exact_plan(cpus, exact.param("nsamples")))
+    return hwpmc_run(agent, exact, exact_plan(cpus, exact.param("nsamples")))
 
 
 def _counting(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    return hw_run(agent, spec, counting_plan(cpus[-1]))
+    return hwpmc_run(agent, spec, counting_plan(cpus[-1]))
 
 
 def _independence(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     if len(cpus) < 2:
         raise ConfigError("hwpmc's independence run needs two CPUs")
-    return hw_run(agent, pair_spec(spec), independence_plan(cpus[0], cpus[1]))
+    return hwpmc_run(agent, pair_spec(spec), independence_plan(cpus[0], cpus[1]))
 
 
 def _control(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    return hw_run(agent, spec, control_plan(cpus))
+    return hwpmc_run(agent, spec, control_plan(cpus))
 
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
@@ -177,9 +179,9 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     if named["process"]:
         pmcs.append(PmcSpec("TS", named["process"]))
     released = frozenset(pmc_id(cpu, "SS") for cpu in script.op_counts.get("pmc-release", {}))
-    plan = HwPlan(kind="script", pmcs=tuple(pmcs), released=released,
+    plan = HwpmcPlan(kind="script", pmcs=tuple(pmcs), released=released,
                   body=tuple((step, "") for step in script.body))  # fmt: skip
-    return replace(hw_run(agent, spec, plan), instruction_clock=script.instruction_clock)
+    return replace(hwpmc_run(agent, spec, plan), instruction_clock=script.instruction_clock)
 
 
 def _ignore_count(step: Callable[[int], str]) -> Callable[[int, int], str]:
@@ -201,7 +203,7 @@ OP_STEPS: dict[str, Callable[[int], str]] = {
 
 
 def _cell_rows(run: AgentRun) -> list[CellRow]:
-    own = narrow(run, HwRun)
+    own = narrow(run, HwpmcRun)
     rows = []
     for cpu, core in sorted(own.snapshot.core.items()):
         stats = own.snapshot.stats_percpu.get(cpu, {})
@@ -212,7 +214,7 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
     return rows
 
 
-def _samples(run: HwRun) -> tuple[Sample, ...]:
+def _samples(run: HwpmcRun) -> tuple[Sample, ...]:
     """Hwpmc's log records as samples, times and chains, as the content oracles see them.
 
     The flame graph draws the chains; PROFILE compares leaves.
@@ -220,7 +222,7 @@ def _samples(run: HwRun) -> tuple[Sample, ...]:
     return run.content().samples
 
 
-def _window(run: HwRun, period: int) -> PeerWindow:
+def _window(run: HwpmcRun, period: int) -> PeerWindow:
     """Hwpmc arms each CPU at its PMC's START: the plan's clock reads bracket them all.
 
     The agent's ``info`` times only the first START's arming, and after STOP the
@@ -233,16 +235,16 @@ def _window(run: HwRun, period: int) -> PeerWindow:
     return bracket_window((run.clocks[0], run.clocks[1]), (run.clocks[-2], run.clocks[-1]), period)
 
 
-def _judged(run: HwRun) -> tuple[Judged, ...]:
+def _judged(run: HwpmcRun) -> tuple[Judged, ...]:
     return (*judge_hwpmc(run), *judge_content(run.content()))
 
 
 FLAVOUR = Flavour(
-    judged=typed(HwRun, _judged),
+    judged=typed(HwpmcRun, _judged),
     info=HWPMC,
-    oracles=(*HW_ORACLES, *oracles_for(HWPMC)),
-    check=typed(HwRun, _check),
-    applicable=typed(HwRun, _applicable),
+    oracles=(*HWPMC_ORACLES, *oracles_for(HWPMC)),
+    check=typed(HwpmcRun, _check),
+    applicable=typed(HwpmcRun, _applicable),
     report=_report,
     standard_run=_standard,
     exact_run=_exact,
@@ -254,7 +256,7 @@ FLAVOUR = Flavour(
     # samples against 17.4 % of perf's, chi2 774.6 against 45.3; paired, 0.0).
     peer_run=beside_perf(
         _peer,
-        HwRun,
+        HwpmcRun,
         PeerHooks(
             samples=_samples,
             window=_window,

@@ -1,6 +1,6 @@
 """hwpmc's lifecycle oracles (seeds-spec §7.4 HW-O6, HW-O7, HW-O9).
 
-Quiescence after STOP, RELEASE, and the control plane; each check takes an `HwRun`::
+Quiescence after STOP, RELEASE, and the control plane; each check takes an `HwpmcRun`::
 
     check_coverage(run)       # HW-O6: after STOP and an idle phase every ring is empty
     check_release(run)        # HW-O7: runcount 0, RELEASE bounded, no counter left running
@@ -9,7 +9,7 @@ Quiescence after STOP, RELEASE, and the control plane; each check takes an `HwRu
 
 from __future__ import annotations
 
-from harness.agent.flavours.hwpmc.results import HwRun, cell
+from harness.agent.flavours.hwpmc.results import HwpmcRun, cell
 from harness.agent.oracles.laws import at_most, equal, zero
 from harness.agent.values.results import Violation
 
@@ -21,7 +21,7 @@ from harness.agent.values.results import Violation
 RELEASE_TICKS = 1
 
 
-def check_coverage(run: HwRun) -> list[Violation]:
+def check_coverage(run: HwpmcRun) -> list[Violation]:
     """HW-O6: after STOP and an idle phase every ring is empty.
 
     The spec's second half, ``log_sweeps ≥ CPUs that recorded``, is not checked:
@@ -37,7 +37,7 @@ def check_coverage(run: HwRun) -> list[Violation]:
     ]  # fmt: skip
 
 
-def check_release(run: HwRun) -> list[Violation]:
+def check_release(run: HwpmcRun) -> list[Violation]:
     """HW-O7: runcount drained, RELEASE bounded and successful, no NMI after RELEASE."""
     stats, found = run.snapshot.stats, []
     for pmc in run.stopped_pmcs:
@@ -58,7 +58,7 @@ def check_release(run: HwRun) -> list[Violation]:
     return found
 
 
-def check_control(run: HwRun) -> list[Violation]:
+def check_control(run: HwpmcRun) -> list[Violation]:
     """HW-O9: each op's errno; syscalls and syscall_errors grew by what the harness did."""
     found = [
         Violation("HW-O9", None, f"{o.label}: {o.expected}", o.got, "seeds-spec §4.4")

@@ -1,10 +1,10 @@
 """The hwpmc oracles of seeds-spec §7.4 (HW-O1 … HW-O10), as pure checks on one run.
 
-This module is the registry: which oracles there are (`HW_ORACLES`), which apply to
+This module is the registry: which oracles there are (`HWPMC_ORACLES`), which apply to
 a run and which function checks each. The checks live by group in
 `harness.agent.flavours.hwpmc.conservation` (HW-O1 … HW-O3), `.stalls` (HW-O4, HW-O5,
 HW-O8), `.lifecycle` (HW-O6, HW-O7, HW-O9) and `.readback` (HW-O10, HW-SC). Each
-takes an `HwRun` and returns every way the run breaks its law as readable
+takes an `HwpmcRun` and returns every way the run breaks its law as readable
 `Violation` values; `check_hwpmc` runs every applicable one::
 
     violations = check_hwpmc(run)
@@ -40,7 +40,7 @@ from collections.abc import Callable
 from harness.agent.flavours.hwpmc.conservation import check_interrupts, check_outcomes, check_rings
 from harness.agent.flavours.hwpmc.lifecycle import check_control, check_coverage, check_release
 from harness.agent.flavours.hwpmc.readback import check_counting, check_records
-from harness.agent.flavours.hwpmc.results import HwRun
+from harness.agent.flavours.hwpmc.results import HwpmcRun
 from harness.agent.flavours.hwpmc.stalls import check_fill, check_independence, check_restart
 from harness.agent.oracles.core import (
     CORE_ORACLES,
@@ -53,7 +53,7 @@ from harness.agent.oracles.core import (
 )
 from harness.agent.values.results import Judged, Violation
 
-HW_ORACLES: tuple[tuple[str, str], ...] = (
+HWPMC_ORACLES: tuple[tuple[str, str], ...] = (
     *CORE_ORACLES,
     ("HW-O1", "producer calls = ignored + recorded + bufferfull + stalled NMIs, sums match"),
     ("HW-O2", "recorded = swept + in ring; with sweeps suppressed a full ring holds n"),
@@ -70,14 +70,14 @@ HW_ORACLES: tuple[tuple[str, str], ...] = (
 )
 
 
-def core_view(run: HwRun) -> CoreView:
+def core_view(run: HwpmcRun) -> CoreView:
     """What the shared oracles read of ``run``."""
     return core_view_of(run, run.snapshot.core, throttling_disabled=run.throttling_disabled)
 
 
-def applicable_hw_oracles(run: HwRun) -> frozenset[str]:
+def applicable_hwpmc_oracles(run: HwpmcRun) -> frozenset[str]:
     """The oracles `check_hwpmc` judges ``run`` by (which laws its kind exercises)."""
-    names = {name for name, _ in HW_ORACLES} - {n for n, _ in CORE_ORACLES}
+    names = {name for name, _ in HWPMC_ORACLES} - {n for n, _ in CORE_ORACLES}
     names |= applicable_core(core_view(run))
     if not run.fill and not run.hardware_stall:
         names.discard("HW-O4")
@@ -96,9 +96,9 @@ def applicable_hw_oracles(run: HwRun) -> frozenset[str]:
     return frozenset(names)
 
 
-def check_hwpmc(run: HwRun) -> list[Violation]:
-    """Every violation of every applicable oracle, in `HW_ORACLES` order."""
-    applicable = applicable_hw_oracles(run)
+def check_hwpmc(run: HwpmcRun) -> list[Violation]:
+    """Every violation of every applicable oracle, in `HWPMC_ORACLES` order."""
+    applicable = applicable_hwpmc_oracles(run)
     found = check_core(core_view(run))
     for name, check in _CHECKS.items():
         if name in applicable:
@@ -106,12 +106,12 @@ def check_hwpmc(run: HwRun) -> list[Violation]:
     return found
 
 
-def judge_hwpmc(run: HwRun) -> list[Judged]:
+def judge_hwpmc(run: HwpmcRun) -> list[Judged]:
     """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`)."""
-    return judge_flavour(core_view(run), applicable_hw_oracles(run))
+    return judge_flavour(core_view(run), applicable_hwpmc_oracles(run))
 
 
-_CHECKS: dict[str, Callable[[HwRun], list[Violation]]] = {
+_CHECKS: dict[str, Callable[[HwpmcRun], list[Violation]]] = {
     "HW-O1": check_interrupts,
     "HW-O2": check_rings,
     "HW-O3": check_outcomes,

@@ -1,4 +1,4 @@
-"""The hwpmc runs the oracles of seeds-spec §7.4 are judged on, as `HwPlan` values.
+"""The hwpmc runs the oracles of seeds-spec §7.4 are judged on, as `HwpmcPlan` values.
 
 Pure: CPUs and counts in, tagged steps out (`harness.agent.flavours.hwpmc.run`
 runs them)::
@@ -17,7 +17,7 @@ from dataclasses import replace
 from harness.agent import profctl
 from harness.agent.flavours.hwpmc.data import CPU_ANY, PMC_MODES
 from harness.agent.flavours.hwpmc.run import (
-    HwPlan,
+    HwpmcPlan,
     PmcSpec,
     Tagged,
     checkpoint,
@@ -42,13 +42,13 @@ PAIR_SPIN_MS = 300  # each spin of the pair plan (`independence_plan`)
 D1_SPIN_MS = 2000  # the wide CPU's spin in `d1_plan`
 
 
-def standard_plan(cpus: tuple[int, ...], busy_ms: int = BUSY_MS) -> HwPlan:
+def standard_plan(cpus: tuple[int, ...], busy_ms: int = BUSY_MS) -> HwpmcPlan:
     """One SS PMC per CPU, busy loops on every CPU, sweeps by the timer."""
     body = tuple((profctl.spin_step(cpu, busy_ms), "") for cpu in cpus)
-    return HwPlan(kind="standard", pmcs=tuple(PmcSpec("SS", (cpu,)) for cpu in cpus), body=body)
+    return HwpmcPlan(kind="standard", pmcs=tuple(PmcSpec("SS", (cpu,)) for cpu in cpus), body=body)
 
 
-def counting_plan(cpu: int) -> HwPlan:
+def counting_plan(cpu: int) -> HwpmcPlan:
     """One SC PMC on ``cpu`` under a busy loop, and no sampling PMC anywhere (HW-SC).
 
     Alone because QEMU 7.2's TCG PMU corrupts a counting event's count when another
@@ -56,7 +56,7 @@ def counting_plan(cpu: int) -> HwPlan:
     beside ``perf record`` on one CPU: jumps of 2^63 and 2^32).
     """
     body = ((profctl.spin_step(cpu, BUSY_MS), ""),)
-    return HwPlan(kind="counting", pmcs=(PmcSpec("SC", (cpu,)),), body=body)
+    return HwpmcPlan(kind="counting", pmcs=(PmcSpec("SC", (cpu,)),), body=body)
 
 
 def exact_spec(spec: AgentSpec) -> AgentSpec:
@@ -64,7 +64,7 @@ def exact_spec(spec: AgentSpec) -> AgentSpec:
     return replace(spec, pmu_produce=False, period=200_000)
 
 
-def exact_plan(cpus: tuple[int, ...], n: int) -> HwPlan:
+def exact_plan(cpus: tuple[int, ...], n: int) -> HwpmcPlan:
     """Sweeps suppressed; n + 5 calls per CPU (HW-O4); a kick (HW-O5); 3 more; release early.
 
     The kick's sweeps write n records per CPU to the log, and the first of those
@@ -86,7 +86,7 @@ def exact_plan(cpus: tuple[int, ...], n: int) -> HwPlan:
         (inject_step("all", RESUMED), "resume"),
         checkpoint("resumed"),
     )
-    return HwPlan(
+    return HwpmcPlan(
         kind="exact",
         pmcs=tuple(PmcSpec("SS", (cpu,)) for cpu in cpus),
         body=body,
@@ -105,7 +105,7 @@ def pair_spec(spec: AgentSpec) -> AgentSpec:
     return replace(spec, params=tuple(sorted(params.items())))
 
 
-def independence_plan(a: int, b: int) -> HwPlan:
+def independence_plan(a: int, b: int) -> HwpmcPlan:
     """One TS PMC on {A, B}; A's sweeps suppressed while both run, then resumed (HW-O8).
 
     Under the seed's one stall flag per PMC (HW-D2) A is restarted iff the flag is
@@ -133,7 +133,7 @@ def independence_plan(a: int, b: int) -> HwPlan:
         (profctl.wait_step(), ""),
         checkpoint("a_resumed"),
     )
-    return HwPlan(
+    return HwpmcPlan(
         kind="independence",
         pmcs=(PmcSpec("TS", (a, b)),),
         body=body,
@@ -200,14 +200,14 @@ def _hotplug_ops(cpu: int) -> list[Tagged]:
     ]
 
 
-def control_plan(cpus: tuple[int, ...]) -> HwPlan:
+def control_plan(cpus: tuple[int, ...]) -> HwpmcPlan:
     """No PMC of the plan's own: the body is HW-O9's calls between two GETDRIVERSTATS."""
     body = (
         (pmc_step("GETDRIVERSTATS"), "driver_before"),
         *control_ops(cpus),
         (pmc_step("GETDRIVERSTATS"), "driver_after"),
     )
-    return HwPlan(kind="control", pmcs=(), body=body)
+    return HwpmcPlan(kind="control", pmcs=(), body=body)
 
 
 def wide_cpu(cpus: int) -> int:
@@ -220,8 +220,8 @@ def d1_spec(spec: AgentSpec) -> AgentSpec:
     return replace(spec, period=100_000).with_params(nsamples=32, sweep_us=4000)
 
 
-def d1_plan(cpus: int) -> HwPlan:
+def d1_plan(cpus: int) -> HwpmcPlan:
     """One SS PMC on CPU 33 (or 32) alone, busy; the CPU sharing its bit idles but ticks."""
     cpu = wide_cpu(cpus)
     body = ((profctl.spin_step(cpu, D1_SPIN_MS), ""),)
-    return HwPlan(kind="standard", pmcs=(PmcSpec("SS", (cpu,)),), body=body)
+    return HwpmcPlan(kind="standard", pmcs=(PmcSpec("SS", (cpu,)),), body=body)

@@ -1,6 +1,6 @@
 """hwpmc's read-back oracles (seeds-spec §7.4 HW-O10, and HW-SC).
 
-What the log's records and a counting PMC say; each check takes an `HwRun`::
+What the log's records and a counting PMC say; each check takes an `HwpmcRun`::
 
     check_records(run)        # HW-O10: seq 1..N, producing CPU, user flag, pid, depth 1
     check_counting(run)       # HW-SC: an SC PMC's count against the guest clock
@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections import Counter
 
 from harness.agent.flavours.hwpmc.data import PMC_MODES
-from harness.agent.flavours.hwpmc.results import USER_FLAG, HwRun
+from harness.agent.flavours.hwpmc.results import USER_FLAG, HwpmcRun
 from harness.agent.values.results import Violation
 
 KERNEL_PC = 1 << 63  # arm64 and x86-64 kernel addresses have the top bit set
 PID_NONE = 0xFFFFFFFF
 
 
-def check_records(run: HwRun) -> list[Violation]:
+def check_records(run: HwpmcRun) -> list[Violation]:
     """HW-O10: log records numbered 1..N, each on its PMC's CPU, flags and pid consistent."""
     found: list[Violation] = []
     seqs = [r.seq for r in run.log]
@@ -65,7 +65,7 @@ SC_SLACK_NS = 1_000
 SC_SLACK_REL = 1e-4
 
 
-def check_counting(run: HwRun) -> list[Violation]:
+def check_counting(run: HwpmcRun) -> list[Violation]:
     """HW-SC: the SC PMC's count against the guest clock around START and STOP.
 
     Also: its value while running lies between SETCOUNT's and the stopped one, and a

@@ -1,9 +1,9 @@
 """Plain-text view of one hwpmc run: the per-CPU table and the verdicts.
 
-Pure rendering of an `HwRun`; nothing here judges, prints or writes::
+Pure rendering of an `HwpmcRun`; nothing here judges, prints or writes::
 
-    print(format_hw_table(run))
-    print(format_hw_verdicts(check_hwpmc(run), applicable_hw_oracles(run)))
+    print(format_hwpmc_table(run))
+    print(format_hwpmc_verdicts(check_hwpmc(run), applicable_hwpmc_oracles(run)))
 
 Counters are after every RELEASE, except ``inring``, read after STOP and the idle
 phase (HW-O6's quiescence). ``stopped ms`` is the time the CPU's counter stood
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from harness.agent.flavours.hwpmc.oracles import HW_ORACLES
-from harness.agent.flavours.hwpmc.results import HwRun
+from harness.agent.flavours.hwpmc.oracles import HWPMC_ORACLES
+from harness.agent.flavours.hwpmc.results import HwpmcRun
 from harness.agent.oracles.report import (
     SeedDefect,
     decimal,
@@ -42,7 +42,7 @@ _COUNTS = (
 )
 
 
-def hw_rows(run: HwRun) -> list[dict[str, object]]:
+def hwpmc_rows(run: HwpmcRun) -> list[dict[str, object]]:
     """One dict per CPU with the table's numbers (also the matrix cell's rows)."""
     pc, core = run.snapshot.stats_percpu, run.snapshot.core
     rows: list[dict[str, object]] = []
@@ -69,9 +69,9 @@ def hw_rows(run: HwRun) -> list[dict[str, object]]:
     return rows
 
 
-def format_hw_table(run: HwRun) -> str:
+def format_hwpmc_table(run: HwpmcRun) -> str:
     """The per-CPU table with an ``all`` row."""
-    rows = hw_rows(run)
+    rows = hwpmc_rows(run)
     keys = (
         "irq",
         "seen",
@@ -107,14 +107,14 @@ def format_hw_table(run: HwRun) -> str:
     return "\n".join([head, *align([TITLES, *cells])])
 
 
-def format_hw_verdicts(
+def format_hwpmc_verdicts(
     violations: Sequence[Violation],
     applicable: Collection[str],
     reproduces: SeedDefect | None = None,
     judged: Sequence[Judged] | None = None,
 ) -> str:
     """One verdict line per oracle; a quirk run's defect shows as ``XFAIL`` (`SeedDefect`)."""
-    return verdict_lines(violations, HW_ORACLES, applicable, reproduces, judged)
+    return verdict_lines(violations, HWPMC_ORACLES, applicable, reproduces, judged)
 
 
 def _cell(value: object) -> str:

@@ -3,7 +3,7 @@
 `harness.agent.flavours.hwpmc.run` fills these from the guest; the oracles and the
 report only read them, so they can be tested on hand-written values::
 
-    run = HwRun(spec=spec, snapshot=snapshot, ...)
+    run = HwpmcRun(spec=spec, snapshot=snapshot, ...)
     check_hwpmc(run)                          # harness.agent.flavours.hwpmc.oracles
 """
 
@@ -116,7 +116,7 @@ class Counting:
 
 
 @dataclass(frozen=True, slots=True)
-class HwRun(RunEvidence):
+class HwpmcRun(RunEvidence):
     """One hwpmc run: PMCs allocated, started, driven, stopped, released.
 
     ``stopped`` is the per-CPU table read after STOP and an idle phase of

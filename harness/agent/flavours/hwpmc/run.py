@@ -4,7 +4,7 @@ Everything of one run happens in one profctl process on one descriptor (the PMCs
 owner): allocate and start the plan's PMCs, run its body, STOP, read the kernel's
 PMU interrupt counts, RELEASE, snapshot, read ``hwpmc/log``::
 
-    run = hw_run(agent, AgentSpec(flavour="hwpmc"), standard_plan((0, 1)))
+    run = hwpmc_run(agent, AgentSpec(flavour="hwpmc"), standard_plan((0, 1)))
     check_hwpmc(run)                       # [] when every oracle holds
 
 Steps are tagged as the plan builds them, so results are found by tag, not by text.
@@ -30,7 +30,7 @@ from harness.agent.flavours.hwpmc.data import (
 )
 from harness.agent.flavours.hwpmc.results import (
     Counting,
-    HwRun,
+    HwpmcRun,
     Kind,
     LogRecord,
     OpOutcome,
@@ -147,7 +147,7 @@ class PmcSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class HwPlan:
+class HwpmcPlan:
     """What one hwpmc run does and what that means for the oracles.
 
     ``pre`` runs before the PMCs start, ``body`` while they run; ``release_early``
@@ -174,7 +174,7 @@ def _untagged(steps: Sequence[str]) -> tuple[Tagged, ...]:
     return tuple((step, "") for step in steps)
 
 
-def plan_steps(plan: HwPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
+def plan_steps(plan: HwpmcPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
     """The whole run as tagged profctl steps."""
     sweep_ms = max(1, spec.param("sweep_us") // 1000)
     counting = [p for p in plan.pmcs if p.mode == "SC"]
@@ -260,7 +260,7 @@ def parse_pmcs(lines: Sequence[str]) -> tuple[PmcLine, ...]:
     return tuple(found)
 
 
-def hw_run(agent: AgentLike, spec: AgentSpec, plan: HwPlan) -> HwRun:
+def hwpmc_run(agent: AgentLike, spec: AgentSpec, plan: HwpmcPlan) -> HwpmcRun:
     """Load ``spec``, run ``plan`` in one profctl process, collect and decode.
 
     Steps tagged ``release`` or ``resume``, and scenario ops, may fail (their errno is kept); any
@@ -275,7 +275,7 @@ def hw_run(agent: AgentLike, spec: AgentSpec, plan: HwPlan) -> HwRun:
     results = agent.run_steps(steps)
     by_tag = _by_tag(tagged, results)
     data = agent.fetch(LOG_COPY, f"hwpmc-log-{agent.run_count:02d}.bin")
-    run = HwRun(
+    run = HwpmcRun(
         spec=spec,
         kind=plan.kind,
         online_cpus=online,
@@ -325,7 +325,7 @@ def _by_tag(
 
 
 def _counting(
-    plan: HwPlan, by_tag: Mapping[str, list[profctl.StepResult]], events_per_ns: float | None
+    plan: HwpmcPlan, by_tag: Mapping[str, list[profctl.StepResult]], events_per_ns: float | None
 ) -> Counting | None:
     """The plan's SC PMC (at most one) as read: clocks and RW values."""
     sc = [p for p in plan.pmcs if p.mode == "SC"]

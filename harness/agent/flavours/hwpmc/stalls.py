@@ -1,6 +1,6 @@
 """hwpmc's stall oracles (seeds-spec §7.4 HW-O4, HW-O5, HW-O8).
 
-Full rings, restarts, and stall state per (PMC, CPU). Each check takes an `HwRun`
+Full rings, restarts, and stall state per (PMC, CPU). Each check takes an `HwpmcRun`
 and compares the per-CPU tables the plan read at its checkpoints with the calls the
 harness injected and the sweeps it allowed::
 
@@ -11,12 +11,12 @@ harness injected and the sweeps it allowed::
 
 from __future__ import annotations
 
-from harness.agent.flavours.hwpmc.results import HwRun, cell
+from harness.agent.flavours.hwpmc.results import HwpmcRun, cell
 from harness.agent.oracles.laws import at_least, at_most, equal, zero
 from harness.agent.values.results import Violation
 
 
-def check_fill(run: HwRun) -> list[Violation]:
+def check_fill(run: HwpmcRun) -> list[Violation]:
     """HW-O4: the exact fill, and (hardware stall) at most one bufferfull per restart."""
     n, found = run.nsamples, []
     table = run.checkpoints.get("fill", {})
@@ -41,7 +41,7 @@ def check_fill(run: HwRun) -> list[Violation]:
     return found
 
 
-def check_restart(run: HwRun) -> list[Violation]:
+def check_restart(run: HwpmcRun) -> list[Violation]:
     """HW-O5: the kick empties each ring and restarts its stalled PMC; the resumed calls land."""
     fill, restart = run.checkpoints.get("fill", {}), run.checkpoints.get("restart", {})
     resumed, found = run.checkpoints.get("resumed", {}), []
@@ -68,7 +68,7 @@ def check_restart(run: HwRun) -> list[Violation]:
     return found
 
 
-def check_independence(run: HwRun) -> list[Violation]:
+def check_independence(run: HwpmcRun) -> list[Violation]:
     """HW-O8: A stalls alone while only B sweeps; A's own sweep restarts it."""
     if run.pair is None:
         return []

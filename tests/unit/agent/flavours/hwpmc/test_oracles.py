@@ -8,8 +8,8 @@ from dataclasses import replace
 from harness.agent.flavours.hwpmc.conservation import check_outcomes
 from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC, HWPMC_LOG_REC
 from harness.agent.flavours.hwpmc.flavour import _samples as profile_samples
-from harness.agent.flavours.hwpmc.oracles import applicable_hw_oracles, check_hwpmc
-from harness.agent.flavours.hwpmc.results import Counting, HwRun, LogRecord, OpOutcome, PmcLine
+from harness.agent.flavours.hwpmc.oracles import applicable_hwpmc_oracles, check_hwpmc
+from harness.agent.flavours.hwpmc.results import Counting, HwpmcRun, LogRecord, OpOutcome, PmcLine
 from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, parse_pmcs, pmc_id, pmc_op_bytes
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections, KernelEvidence
@@ -42,7 +42,7 @@ def log(cpus: dict[int, int]) -> tuple[LogRecord, ...]:
     return tuple(records)
 
 
-def healthy() -> HwRun:
+def healthy() -> HwpmcRun:
     """Two CPUs, 10 overflows each: 10 recorded, 9 logged, 1 discarded after STOP."""
     pc = {
         c: percpu(x_recorded=10, x_swept=10, x_logged=9, x_discarded_stopped=1, x_sweeps=3)
@@ -56,7 +56,7 @@ def healthy() -> HwRun:
     snap = AgentSnapshot(info={"stall": "hardware"}, stats=stats, stats_percpu=pc, core=nmi)
     kernel = KernelEvidence("arm-pmu", {0: 0, 1: 0}, {0: 10, 1: 10}, {0: 10, 1: 10})
     pmcs = tuple(PmcLine(pmc_id(c, "SS"), "SS", str(c), "stopped", 0, {c: 0}) for c in (0, 1))
-    return HwRun(
+    return HwpmcRun(
         spec=SPEC,
         kind="standard",
         snapshot=snap,
@@ -71,7 +71,7 @@ def healthy() -> HwRun:
     )
 
 
-def with_percpu(run: HwRun, cpu: int, **values: int) -> HwRun:
+def with_percpu(run: HwpmcRun, cpu: int, **values: int) -> HwpmcRun:
     pc = {**run.snapshot.stats_percpu, cpu: {**run.snapshot.stats_percpu[cpu], **values}}
     return replace(run, snapshot=replace(run.snapshot, stats_percpu=pc))
 
@@ -79,8 +79,8 @@ def with_percpu(run: HwRun, cpu: int, **values: int) -> HwRun:
 def test_a_healthy_run_passes_every_applicable_oracle() -> None:
     run = healthy()
     assert check_hwpmc(run) == []
-    assert {"HW-O1", "HW-O2", "HW-O3", "HW-O6", "HW-O7", "HW-O10"} <= applicable_hw_oracles(run)
-    assert not {"HW-O5", "HW-O8", "HW-O9"} & applicable_hw_oracles(run)
+    assert {"HW-O1", "HW-O2", "HW-O3", "HW-O6", "HW-O7", "HW-O10"} <= applicable_hwpmc_oracles(run)
+    assert not {"HW-O5", "HW-O8", "HW-O9"} & applicable_hwpmc_oracles(run)
 
 
 def test_hw_o1_a_producer_call_without_an_outcome() -> None:
@@ -274,9 +274,9 @@ def counting(**changes: object) -> Counting:
 
 
 def test_hw_sc_applies_only_with_an_sc_pmc_and_holds_for_a_count_in_its_window() -> None:
-    assert "HW-SC" not in applicable_hw_oracles(healthy())
+    assert "HW-SC" not in applicable_hwpmc_oracles(healthy())
     run = replace(healthy(), counting=counting())
-    assert "HW-SC" in applicable_hw_oracles(run)
+    assert "HW-SC" in applicable_hwpmc_oracles(run)
     assert check_hwpmc(run) == []
 
 
