@@ -50,6 +50,10 @@ WITNESS_CASE = "witness"
 #: 25 s for 2223 (tprof, 2 vCPUs, one guest on the host), and beside another guest kprof's
 #: mix workload once made no call in its 1.1 s phase (its worker never ran): 100.
 OVERFLOWS_PER_S = 100
+#: And at most this many a vCPU: each one stops and re-translates the vCPU it lands on. One
+#: vCPU at 100 (CI's 1-vCPU tier, kprof, beside another guest): twice its mix workload had
+#: not printed its first line when its output was read, 1.5 s after it started.
+PER_VCPU_PER_S = 50
 #: Frames the witness walks: the deepest any flavour records (hwpmc's 32) and one more.
 WITNESS_DEPTH = 33
 #: Oracles a witnessed run does not hold, WITNESS judging those same samples exactly:
@@ -85,12 +89,13 @@ class Witnessed:
 def witnessed_rate(cpus: int, host_cores: int) -> float:
     """Overflows per guest second a witnessed run of ``cpus`` vCPUs aims at, all together.
 
-    `OVERFLOWS_PER_S`, shared by the host's cores where the vCPUs outnumber them: every
+    `OVERFLOWS_PER_S`, at most `PER_VCPU_PER_S` each, shared by the host's cores where
+    the vCPUs outnumber them: every
     gdb stop pauses each vCPU thread and waits for it, and a thread the host has
     descheduled is waited for longest (measured, 8 vCPUs on 2 cores at 100 a second,
     beside another guest: 131 s for kprof's run, two command budgets spent).
     """
-    return OVERFLOWS_PER_S * min(1.0, host_cores / cpus)
+    return min(PER_VCPU_PER_S * cpus, OVERFLOWS_PER_S * min(1.0, host_cores / cpus))
 
 
 def witnessed_period(cpus: int, cycles_per_ns: float, host_cores: int | None = None) -> int:
