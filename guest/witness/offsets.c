@@ -35,7 +35,7 @@ void witness_offsets(void)
 	DEFINE(REGS_SIZE, sizeof(struct pt_regs));
 	/* what those fields mean */
 	DEFINE(THREAD_SIZE_BYTES, THREAD_SIZE);
-	DEFINE(TASK_SIZE_USER, TASK_SIZE_64);
+	DEFINE(TASK_SIZE_USER, TASK_SIZE_MAX);	/* 6.12: TASK_SIZE_64 is a runtime value (vabits_actual) */
 	DEFINE(NMI_MASK_BITS, NMI_MASK);
 	DEFINE(PSR_I, PSR_I_BIT);
 	DEFINE(PSR_MODE_MASK_BITS, PSR_MODE_MASK);
