@@ -48,12 +48,14 @@ WITNESS_CASE = "witness"
 #: Overflows per guest second over all vCPUs: 1000 on 2 vCPUs (period 2M) took 94 s of
 #: host time for 22 361 overflows, the guest slowed by re-translating its code; 200 took
 #: 25 s for 2223 (tprof, 2 vCPUs, one guest on the host), and beside another guest kprof's
-#: mix workload once made no call in its 1.1 s phase (its worker never ran): 100.
-OVERFLOWS_PER_S = 100
+#: mix workload once made no call in its 1.1 s phase (its worker never ran): 100; at 100
+#: on 6.12 beside CI's 8-vCPU kcsan guest, twice its mix printed nothing in time: 60.
+OVERFLOWS_PER_S = 60
 #: And at most this many a vCPU: each one stops and re-translates the vCPU it lands on. One
 #: vCPU at 100 (CI's 1-vCPU tier, kprof, beside another guest): twice its mix workload had
-#: not printed its first line when its output was read, 1.5 s after it started.
-PER_VCPU_PER_S = 50
+#: not printed its first line when its output was read, 1.5 s after it started; 50 then
+#: passed beside CI, and failed so on 6.12 beside its kcsan stage: 30.
+PER_VCPU_PER_S = 30
 #: Frames the witness walks: the deepest any flavour records (hwpmc's 32) and one more.
 WITNESS_DEPTH = 33
 #: Oracles a witnessed run does not hold, WITNESS judging those same samples exactly:
@@ -67,7 +69,7 @@ MODELLED_ASIDE = ("WHERE", "PLACE", "PROBE")
 #: Runs made while a workload had not finished its phase when read (`TruthIncomplete`):
 #: the witness slows the guest, and beside other guests one kprof run read its chain
 #: workload's output before its phase ended. The run is repeated; a verdict never is.
-ATTEMPTS = 2
+ATTEMPTS = 3
 LOG = logging.getLogger(__name__)
 
 

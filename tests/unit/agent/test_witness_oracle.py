@@ -130,9 +130,8 @@ def test_past_a_drop_a_sample_pairs_with_the_overflow_it_equals_not_the_first_at
 
 
 def test_a_witnessed_run_shares_its_overflows_among_the_host_cores() -> None:
-    # 1 GHz cycles: 100 overflows a guest second over 2 vCPUs on 2 cores, 50 a vCPU; 8 vCPUs on
-    # 2 cores share a quarter of that, each gdb stop waiting for 8 threads on 2 cores.
-    assert witnessed_period(1, 1.0, host_cores=2) == 20_000_000  # 50 on its own
-    assert witnessed_period(2, 1.0, host_cores=2) == 20_000_000
-    assert witnessed_rate(8, host_cores=2) == 25
-    assert witnessed_period(8, 1.0, host_cores=2) == 320_000_000
+    # 60 overflows a guest second over all vCPUs, 30 a vCPU, a quarter for 8 vCPUs on 2 cores.
+    assert witnessed_rate(1, host_cores=2) == 30  # one vCPU: its own cap
+    assert witnessed_rate(2, host_cores=2) == 60
+    assert witnessed_rate(8, host_cores=2) == 15  # a quarter of 60: 8 threads on 2 cores
+    assert witnessed_period(2, 1.0, host_cores=2) == 1_000_000_000 * 2 // 60
