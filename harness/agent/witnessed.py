@@ -8,10 +8,10 @@ does, and WITNESS (`harness.agent.oracles.witness`) holds every record equal to 
     done.violations          # () when every oracle and WITNESS hold
     done.verdict.compared    # samples paired with witnessed overflows
 
-Each witnessed overflow stops the VM for a gdb round trip, and QEMU 7.2 flushes its
-translated code at every breakpoint insertion and removal (gdb's step over the
-breakpoint does both), so the run samples at a period that keeps the witnessed overflows
-near `OVERFLOWS_PER_S` a guest second whatever the vCPU count (`witnessed_period`).
+Each witnessed overflow stops the VM for a gdb round trip, and gdb's step over the
+breakpoint removes and re-inserts it, each of which makes QEMU invalidate translated code
+(the guest slows: measured, not read in 7.2's source), so the run samples at a period
+that keeps few witnessed overflows a guest second (`witnessed_rate`, `witnessed_period`).
 The guest tests (tests/guest/test_witness.py) and the mutation campaign's ``witness``
 case run it.
 """
@@ -46,12 +46,12 @@ from harness.vm.witness.session import Witness
 #: The mutation campaign's name for this run (`harness.agent.mutants`' ``case``).
 WITNESS_CASE = "witness"
 #: Overflows per guest second over all vCPUs: 1000 on 2 vCPUs (period 2M) took 94 s of
-#: host time for 22 361 overflows, the guest slowed by re-translating its code; 200 took
+#: host time for 22 361 overflows, the guest slowed (re-translating, as we read it); 200 took
 #: 25 s for 2223 (tprof, 2 vCPUs, one guest on the host), and beside another guest kprof's
 #: mix workload once made no call in its 1.1 s phase (its worker never ran): 100; at 100
 #: on 6.12 beside CI's 8-vCPU kcsan guest, twice its mix printed nothing in time: 60.
 OVERFLOWS_PER_S = 60
-#: And at most this many a vCPU: each one stops and re-translates the vCPU it lands on. One
+#: And at most this many a vCPU: each one stops the vCPU it lands on and slows it. One
 #: vCPU at 100 (CI's 1-vCPU tier, kprof, beside another guest): twice its mix workload had
 #: not printed its first line when its output was read, 1.5 s after it started; 50 then
 #: passed beside CI, and failed so on 6.12 beside its kcsan stage: 30.
