@@ -46,7 +46,7 @@ from harness.agent.oracles.budgets import check_handler_budget
 from harness.agent.oracles.evidence import Injections, KernelEvidence, RunEvidence
 from harness.agent.peer.counts import PeerBound, PeerEvidence, check_peer
 from harness.agent.peer.pairing import ProfilePair
-from harness.agent.peer.profile import compare, unjudgeable
+from harness.agent.peer.profile import compare, profile_judged, unjudgeable
 from harness.agent.truth.nmigraph import NmiGraph
 from harness.agent.values.results import Judged, Violation, per_cpu
 from harness.vm.perf import PerfCounts
@@ -182,27 +182,6 @@ def judge_flavour(view: CoreView, applicable: Collection[str]) -> list[Judged]:
     core = {name for name, _ in CORE_ORACLES}
     own = [name for name in sorted(applicable) if name not in core]
     return [*judge_core(view), *per_cpu(own, view.core)]
-
-
-def profile_judged(profile: ProfilePair) -> Judged:
-    """How many samples a side PROFILE compared, or why it compared none."""
-    n_agent, n_perf = profile.agent.total, profile.perf.total
-    what = "paired samples" if profile.pairing is not None else "samples a side (perf's count)"
-    if not n_perf:
-        why = "perf sampled nothing in the window"
-        if profile.pairing is not None and profile.pairing[2]:
-            why = f"no agent sample paired with one of perf's {profile.pairing[2]}"
-        return Judged("PROFILE", 0, what, why=f"{why}{_left_out(profile)}")
-    if not n_agent:  # a violation of its own: perf sampled, the agent did not
-        return Judged("PROFILE", n_perf, what)
-    if reason := unjudgeable(profile):
-        return Judged("PROFILE", 0, what, why=f"{reason}{_left_out(profile)}")
-    return Judged("PROFILE", min(n_agent, n_perf), what)
-
-
-def _left_out(profile: ProfilePair) -> str:
-    text = profile.excluded_text()
-    return f"; {text}" if text else ""
 
 
 def check_irq(view: CoreView) -> list[Violation]:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from harness.agent.peer.counts import PeerEvidence, peer_range
 from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.symbols import OTHER, Profile
+from harness.agent.values.results import Judged
 from harness.agent.values.stats import chi2_quantile
 
 #: The false-alarm rate of `compare` for independent draws of one distribution.
@@ -178,3 +179,24 @@ def _test_line(pair: ProfilePair) -> str:
         verdict = f"not judged, {why}"
     return (f"PROFILE: chi2 {test.statistic:.1f} vs {test.critical:.1f} at alpha {test.alpha:g} "
             f"(df {test.df}, {len(test.categories)} symbols): {verdict}{left_out}")  # fmt: skip
+
+
+def profile_judged(profile: ProfilePair) -> Judged:
+    """How many samples a side PROFILE compared, or why it compared none."""
+    n_agent, n_perf = profile.agent.total, profile.perf.total
+    what = "paired samples" if profile.pairing is not None else "samples a side (perf's count)"
+    if not n_perf:
+        why = "perf sampled nothing in the window"
+        if profile.pairing is not None and profile.pairing[2]:
+            why = f"no agent sample paired with one of perf's {profile.pairing[2]}"
+        return Judged("PROFILE", 0, what, why=f"{why}{_left_out(profile)}")
+    if not n_agent:  # a violation of its own: perf sampled, the agent did not
+        return Judged("PROFILE", n_perf, what)
+    if reason := unjudgeable(profile):
+        return Judged("PROFILE", 0, what, why=f"{reason}{_left_out(profile)}")
+    return Judged("PROFILE", min(n_agent, n_perf), what)
+
+
+def _left_out(profile: ProfilePair) -> str:
+    text = profile.excluded_text()
+    return f"; {text}" if text else ""

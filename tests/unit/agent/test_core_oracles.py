@@ -14,11 +14,10 @@ from harness.agent.oracles.core import (
     check_profile,
     judge_core,
     judge_flavour,
-    profile_judged,
 )
 from harness.agent.oracles.evidence import Injections, KernelEvidence
 from harness.agent.peer.pairing import ProfilePair
-from harness.agent.peer.profile import MIN_COMPARED
+from harness.agent.peer.profile import MIN_COMPARED, profile_judged
 from harness.agent.peer.symbols import fold
 from harness.agent.values.info import CORE_PERCPU
 from harness.vm.perf import PerfCounts, PerfCpu
