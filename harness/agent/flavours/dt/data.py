@@ -101,12 +101,15 @@ DT_OPEN_STATS: tuple[tuple[str, str], ...] = (
 DT_RING_SLOTS = 16
 
 #: The seed's defects dt reproduces (seeds-spec §3.7, §6.6), each with its scenario pair
-#: ``scenarios/dt-<defect>-{quirk,fixed}*.toml``, except DT-D3 (below). The others have
-#: no bit: DT-D4 and DT-D11 would deadlock or fault in NMI (§6.6: not reproducible in the
-#: port); DT-D5, DT-D6 and DT-D7 are fixed only, each removed by a mutant its oracle
-#: catches (``seed_count_order``, ``no_reader_mutex``, ``fault_loses_copied``); DT-D8 (no
-#: EOF) and DT-D10 (PRBDISABLE a no-op) are behaviour without a number, the first kept as
-#: the seed, the second fixed and tested (`tests/guest/test_agent_dt.py`).
+#: ``scenarios/dt-<defect>-{quirk,fixed}*.toml``, except DT-D3 (below) and the three
+#: the fuzzer finds from scratch (``invoke fuzz --flavour dt --quirk DT-D6``: DT-D6,
+#: DT-D7 and DT-D10, whose scenarios are ``scenarios/fuzz-dt-dt-d<n>-s<seed>.toml``).
+#: DT-D6 and DT-D7 are also mutants their oracle catches in the readers run
+#: (``no_reader_mutex``, ``fault_loses_copied``: the same code); DT-D10's quirk makes a
+#: re-enable fail with EEXIST, which the fuzzer's ``reprobe`` op meets as a failed ioctl.
+#: The others have no bit: DT-D4 and DT-D11 would deadlock or fault in NMI (§6.6: not
+#: reproducible in the port); DT-D5 is fixed only, removed by a mutant DT-O8 catches
+#: (``seed_count_order``); DT-D8 (no EOF) is behaviour without a number, kept as the seed.
 #:
 #: DT-D3 has its bit but no scenario pair: the seed's barrier placement lets a reader on a
 #: weakly ordered CPU copy a stale or half-written slot, and only such a CPU shows it
@@ -127,6 +130,9 @@ DT_QUIRKS: tuple[Quirk, ...] = (
     Quirk(17, "DT-D2", "read budget rounds up: a partial event, consumed and counted"),
     Quirk(18, "DT-D3", "the reader's barriers as the seed places them (weakly ordered CPUs)"),
     Quirk(19, "DT-D9", "the seed's four per-CPU counters are 32-bit: they wrap at 2^32"),
+    Quirk(20, "DT-D6", "readers not serialised, each copy sleeping 1 ms: events read twice"),
+    Quirk(21, "DT-D7", "a copy fault returns EFAULT: events copied before it lost, counted read"),
+    Quirk(22, "DT-D10", "PRBDISABLE of the profile probe is a silent no-op: re-enable EEXIST"),
 )
 #: Quirk DT-D9's counters: the seed's own, kept in 32 bits (the x_ ones stay 64-bit).
 DT_SEED_PERCPU = ("dc_readevt", "dc_dropevt", "dc_skiptick", "dc_recurevt")

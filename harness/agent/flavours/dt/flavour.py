@@ -5,7 +5,9 @@ producers; the ``readers`` run has two readers racing each other on full rings,
 one copy failing as on an unmapped page (DT-D6 and DT-D7, fixed). Scenarios may
 use dt's own ops: ``nest`` (a get held open while a burst lands inside it),
 ``skip`` (forced skipped ticks), ``reader`` and ``read-size`` (the bytes of each
-read of the final drain); ``kick`` is refused, since dt has no drain.
+read of the final drain), ``racers`` (readers racing each other after RECORD off),
+``copy-fault`` (the nth copy-out of a racer fails) and ``reprobe`` (the profile probe
+disabled and enabled again); ``kick`` is refused, since dt has no drain.
 """
 
 from __future__ import annotations
@@ -29,7 +31,13 @@ from harness.agent.flavours.dt.data import DT, DT_EVT
 from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt, judge_dt
 from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
 from harness.agent.flavours.dt.results import DtRun
-from harness.agent.flavours.dt.run import DtPlan, dt_run, nest_step, skip_step
+from harness.agent.flavours.dt.run import (
+    DtPlan,
+    dt_run,
+    nest_step,
+    reprobe_steps,
+    skip_step,
+)
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
@@ -46,6 +54,8 @@ from harness.agent.values.samples import Sample
 MAX_SKIP = 2**32 - 1  # the hook's count is a u32; several add up (DT-D9 needs > 2^32)
 MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
 MAX_READ = DT_EVT.size * 64  # bytes of one read of the final drain
+MAX_RACERS = 3  # readers racing each other on the rings after RECORD off
+MAX_COPY_FAULT = 1000  # the nth copy-out fails: a ring holds 15, so a few rings' worth
 BUSY_MS = 1000
 PROBE_MS = 200  # the IRQ-off probe on the last CPU: kernel ground truth for CHAIN
 
@@ -164,13 +174,27 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     return dt_run(agent, fast, plan)
 
 
-def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
-    read_size = script.op_counts.get("read-size", {}).get(0, DT_EVT.size * 64)
-    plan = DtPlan(body=script.body, injected=script.injected or None,
+def script_plan(script: Script) -> DtPlan:
+    """A scenario's steps as a `DtPlan`: the once-given ops' counts become its settings.
+
+    ``copy-fault`` without ``racers`` brings one racer: the fault must land in a
+    racer's read, whose EFAULT (fixed: nothing copied before it) ends that reader and
+    leaves the rest to the final drain. In the drain itself an EFAULT would end the
+    run's evidence as a failed read, which `dt_run` takes for the host's failure.
+    """
+    once = {op: script.op_counts.get(op, {}).get(0) for op in ("read-size", "racers", "copy-fault")}
+    fault = once["copy-fault"]
+    return DtPlan(body=script.body, injected=script.injected or None,
                   nested=script.op_counts.get("nest", {}), skips=script.op_counts.get("skip", {}),
                   background_reader=script.switches.get("reader", False),
-                  read_size=read_size, actions=script.actions)  # fmt: skip
-    return replace(dt_run(agent, spec, plan), instruction_clock=script.instruction_clock)
+                  read_size=once["read-size"] or DT_EVT.size * 64,
+                  racers=max(once["racers"] or 0, 1 if fault else 0), copy_fault=fault,
+                  actions=script.actions)  # fmt: skip
+
+
+def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
+    run = dt_run(agent, spec, script_plan(script))
+    return replace(run, instruction_clock=script.instruction_clock)
 
 
 def _cell_rows(run: AgentRun) -> list[CellRow]:
@@ -235,6 +259,21 @@ def _read_size_step(cpu: int, count: int) -> str:
     return profctl.mark_step(f"{GUEST_DIR}/dt-read-size-{count}")
 
 
+def _racers_step(cpu: int, count: int) -> str:
+    """A marker naming the racers: ``racers`` itself acts after RECORD off (`_script`)."""
+    return profctl.mark_step(f"{GUEST_DIR}/dt-racers-{count}")
+
+
+def _copy_fault_step(cpu: int, count: int) -> str:
+    """A marker naming the failing copy: the fault is armed after RECORD off (`_script`)."""
+    return profctl.mark_step(f"{GUEST_DIR}/dt-copy-fault-{count}")
+
+
+def _reprobe_step(cpu: int, count: int) -> tuple[str, ...]:
+    """RECORD off, PRBDISABLE, PRBENABLE, RECORD on, where the step stands in the body."""
+    return reprobe_steps()
+
+
 def _judged(run: DtRun) -> tuple[Judged, ...]:
     return (*judge_dt(run), *judge_content(run.content()))
 
@@ -256,8 +295,18 @@ FLAVOUR = Flavour(
         "skip": OpRule(cpu="one", count_max=MAX_SKIP),  # forced skipped profile ticks
         "nest": OpRule(cpu="one", count_max=MAX_NEST),  # a held-open get with a burst inside
         "read-size": OpRule(count_max=MAX_READ),  # bytes per read of the final drain (once)
+        "racers": OpRule(count_max=MAX_RACERS),  # readers racing after RECORD off (once)
+        "copy-fault": OpRule(count_max=MAX_COPY_FAULT),  # the nth copy-out fails (once)
+        "reprobe": OpRule(),  # the profile probe disabled and enabled again
     },
-    op_steps={"nest": nest_step, "skip": skip_step, "read-size": _read_size_step},
+    op_steps={
+        "nest": nest_step,
+        "skip": skip_step,
+        "read-size": _read_size_step,
+        "racers": _racers_step,
+        "copy-fault": _copy_fault_step,
+        "reprobe": _reprobe_step,
+    },
     refused_ops={"kick": "dt has no drain; its reader empties the rings"},
     extra_runs={
         "readers": readers_run,

@@ -2,9 +2,13 @@
 
 dt's device takes DTIOCRECORD on and off around the steps; between them a sequence
 injects bursts, nests a burst in a held-open get, forces skipped ticks, runs a
-background reader, and picks the read size of the final drain once. The law: every
-event DTIOCGSTATS counts as read arrived whole in the reads (DT-D2 consumes a
-partial one)::
+background reader, disables and re-enables the profile probe (``reprobe``: DT-D10's
+no-op disable makes the re-enable fail, a finding of kind "guest"), and picks once
+each the read size of the final drain, the readers racing on the rings after RECORD
+off (``racers``: DT-D6's unserialised readers read an event twice, DT-O10) and the
+copy-out that fails (``copy-fault``, in a racer's read: DT-D7 loses the events copied
+before it). The law: every event DTIOCGSTATS counts as read arrived whole in the
+reads (DT-D2 consumes a partial one, DT-D7 a fault's copied ones)::
 
     INTERFACE.op("read-size").arg("count").edge      # (368, 369, 552, 735, 3072)
 """
@@ -32,9 +36,14 @@ READ = ArgRange(
 )
 
 
+#: Ops the plan takes one value of (`DtPlan`'s settings): each is given once, with the fact
+#: that remembers it.
+ONCE = {"read-size": "read_size", "racers": "racers", "copy-fault": "copy_fault"}
+
+
 def _allows(facts: Facts, step: StepLike) -> bool:
-    if step.op == "read-size":
-        return not facts.get("read_size", 0)  # the op is given once
+    if step.op in ONCE:
+        return not facts.get(ONCE[step.op], 0)  # the op is given once
     if step.op == "reader":
         return bool(step.on) != bool(facts.get("reader", 0))
     return True
@@ -48,8 +57,8 @@ def _after(facts: Facts, step: StepLike) -> dict[str, int]:
         for key in [k for k in out if k.startswith("skip.")]:
             if step.cpu in ("all", int(key.split(".")[1])):
                 out[key] = 0
-    elif step.op == "read-size":
-        out["read_size"] = step.count or 0
+    elif step.op in ONCE:
+        out[ONCE[step.op]] = step.count or 0
     elif step.op == "reader":
         out["reader"] = int(bool(step.on))
     return out
@@ -87,6 +96,18 @@ INTERFACE = ControlInterface(
             what="a burst inside a held-open get",
         ),
         OpDecl("read-size", args=(READ,), what="bytes each read of the final drain asks"),
+        OpDecl(
+            "racers",
+            args=(ArgRange("count", (2, 3)),),
+            blocks=True,
+            what="readers racing each other on the rings after RECORD off",
+        ),
+        OpDecl(
+            "copy-fault",
+            args=(ArgRange("count", (1, 12), edge=(1, 2)),),
+            what="the nth copy-out of a racer's reads fails as on an unmapped page",
+        ),
+        OpDecl("reprobe", what="RECORD off, the profile probe disabled and enabled, RECORD on"),
     ),
     laws=(
         Law(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent import profctl
@@ -40,9 +40,11 @@ from harness.agent.truth.program import (
     launch_steps,
     output_steps,
 )
-from harness.errors import InfraError
+from harness.errors import GuestError, InfraError
 
 PROBE_PROFILE = 1
+#: The profile probe's period a run enables it with (DTIOCPRBENABLE), unless its plan says.
+PROFILE_PERIOD_NS = 1_000_000
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
 EVENTS = f"{GUEST_DIR}/dt-events.bin"
 BACKGROUND = f"{GUEST_DIR}/dt-background.bin"
@@ -50,6 +52,7 @@ BACKGROUND = f"{GUEST_DIR}/dt-background.bin"
 DRAIN_TIMEOUT_S = 1
 #: The racing readers' files: ``{RACER}-<n>.bin`` and ``.status``.
 RACER = f"{GUEST_DIR}/dt-racer"
+_IOCTL = re.compile(rf"^ioctl:{FD}:(0x[0-9a-f]+):")
 _NEST = re.compile(rf"^write:{re.escape(DEBUGFS)}/nest:cpu=(\d+) count=\d+$")
 
 
@@ -62,7 +65,7 @@ class DtPlan:
     nested: Mapping[int, int] = field(default_factory=dict)
     skips: Mapping[int, int] = field(default_factory=dict)
     read_size: int = DT_EVT.size * 64
-    period_ns: int = 1_000_000
+    period_ns: int = PROFILE_PERIOD_NS
     background_reader: bool = False
     background_s: int = 4  # the background reader stops after this, drained or not
     #: The background reader sleeps this long after a read that emptied the rings
@@ -70,7 +73,8 @@ class DtPlan:
     background_pause_ms: int = 0
     #: Readers racing each other on the rings after RECORD off, before the final
     #: drain (0: none), each ending on ``racer_s``; ``copy_fault`` arms the module's
-    #: ``dt_copyout`` fault point first: that copy fails as on an unmapped page.
+    #: ``dt_copyout`` fault point first: that copy fails as on an unmapped page (a
+    #: racer's read, never the final drain's: give ``racers`` of 1 or more with it).
     racers: int = 0
     racer_s: int = 2
     copy_fault: int | None = None
@@ -86,7 +90,7 @@ def dt_ioctl_step(name: str, data: bytes = b"") -> str:
     return profctl.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
 
 
-def probe_request(probe: int = PROBE_PROFILE, period_ns: int = 1_000_000) -> bytes:
+def probe_request(probe: int = PROBE_PROFILE, period_ns: int = PROFILE_PERIOD_NS) -> bytes:
     """DTIOCPRBENABLE/DISABLE's argument."""
     return struct.pack(DT_REQ.struct_format, probe, 0, period_ns)
 
@@ -116,6 +120,17 @@ def start_steps(period_ns: int) -> tuple[str, ...]:
     """Open, enable the profile probe, record."""
     enable = dt_ioctl_step("DTIOCPRBENABLE", probe_request(PROBE_PROFILE, period_ns))
     return (profctl.open_step(DEVICE), enable, record_step(True))
+
+
+def reprobe_steps(period_ns: int = PROFILE_PERIOD_NS) -> tuple[str, ...]:
+    """RECORD off, the profile probe disabled and enabled again, RECORD on: body steps.
+
+    Fixed, the disable removes the probe and the enable succeeds; the seed's DT-D10
+    (a no-op disable) makes the enable fail with EEXIST, and `dt_run` then raises.
+    """
+    request = probe_request(PROBE_PROFILE, period_ns)
+    return (record_step(False), dt_ioctl_step("DTIOCPRBDISABLE", request),
+            dt_ioctl_step("DTIOCPRBENABLE", request), record_step(True))  # fmt: skip
 
 
 def racer_steps(plan: DtPlan) -> tuple[str, ...]:
@@ -168,6 +183,23 @@ def collect_steps(read_size: int, racers: tuple[str, ...] = ()) -> tuple[str, ..
     )
 
 
+def require_dt_ioctls(steps: Sequence[str], results: Sequence[profctl.StepResult]) -> None:
+    """Raise on the first of dt's own ioctls that failed: the module refused a valid call.
+
+    Every dt ioctl of a run is one the port must accept where the run makes it (after
+    RECORD off, a disable then an enable of the profile probe), so a failure is the
+    module's behaviour, possibly the defect reproduced, not the host's.
+
+    :raise GuestError: naming the ioctl, its errno and the step.
+    """
+    names = {ioctl.number: ioctl.name for ioctl in DT.ioctls}
+    for step, result in zip(steps, results, strict=True):
+        found = _IOCTL.match(step)
+        if found and not result.ok and int(found[1], 16) in names:
+            name = names[int(found[1], 16)]
+            raise GuestError(f"dt ioctl {name} failed with {result.errno}: {result.describe()}")
+
+
 def parse_pcpustats(data: bytes) -> tuple[dict[int, dict[str, int]], dict[str, int]]:
     """DTIOC_X_PCPUSTATS's buffer → (CPU → per-CPU counters, per-open counters).
 
@@ -210,8 +242,9 @@ def event_from(record: Mapping[str, int]) -> DtEvent:
 def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     """Load ``spec`` (flavour dt), run ``plan`` on one open, collect and decode.
 
-    :raise InfraError: a control step failed, or the drain read failed otherwise
-        than by its timeout.
+    :raise GuestError: one of dt's ioctls failed (`require_dt_ioctls`).
+    :raise InfraError: another control step failed, or the drain read failed
+        otherwise than by its timeout.
     """
     agent.load(spec)  # throttling off: exact counts
     online = agent.online_cpus()
@@ -239,14 +272,16 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     drain = results[steps.index(profctl.read_step(FD, EVENTS, plan.read_size))]
     if not drain.ok and drain.errno != "EINTR":
         raise InfraError(f"dt drain read failed: {drain.describe()}")
+    require_dt_ioctls(steps, results)
     require_ok([r for r in results if r is not drain])
     gstats = [r for s, r in zip(steps, results, strict=True) if s == dt_ioctl_step("DTIOCGSTATS")]
     pcpus = [r for s, r in zip(steps, results, strict=True) if s == pcpustats_step()]
     reads = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
     ended = _reader_end(agent) if plan.background_reader else None
-    streams = [(f"{RACER}-{n}.bin", f"dt-racer-{n}.bin") for n in range(plan.racers)]
-    if plan.background_reader:
-        streams.append((BACKGROUND, "dt-background.bin"))
+    # In the order they read: the background reader while recording, the racers
+    # after RECORD off, the final drain last (one reader's seqs must rise: DT-O3).
+    streams = [(BACKGROUND, "dt-background.bin")] if plan.background_reader else []
+    streams += [(f"{RACER}-{n}.bin", f"dt-racer-{n}.bin") for n in range(plan.racers)]
     streams.append((EVENTS, "dt-events.bin"))
     data = [agent.fetch(remote, name) for remote, name in streams]
     return DtRun(

@@ -17,8 +17,11 @@
  * in whole events with EMSGSIZE below one (DT-D2); a fault returns the partial
  * count (DT-D7); PRBDISABLE really disables (DT-D10). Quirk bits reproduce
  * DT-D1 (GSTATS from the last CPU), DT-D2 (rounded-up read budget), DT-D3 (the
- * reader's barriers where the seed puts them) and DT-D9 (the seed's four per-CPU
- * counters read as 32-bit values: they wrap at 2^32).
+ * reader's barriers where the seed puts them), DT-D9 (the seed's four per-CPU
+ * counters read as 32-bit values: they wrap at 2^32), DT-D6 (readers not
+ * serialised, each copy sleeping 1 ms as the seed's copy-out may on a page
+ * fault), DT-D7 (a fault returns EFAULT, the events copied before it consumed
+ * and counted) and DT-D10 (PRBDISABLE of the profile probe a silent no-op).
  */
 #include <linux/atomic.h>
 #include <linux/capability.h>
@@ -48,6 +51,9 @@
 #define DT_QUIRK_DT_D2 17	/* read budget rounds up: a partial event, consumed and counted */
 #define DT_QUIRK_DT_D3 18	/* the reader's barriers as the seed places them (weakly ordered CPUs) */
 #define DT_QUIRK_DT_D9 19	/* the seed's four per-CPU counters are 32-bit: they wrap at 2^32 */
+#define DT_QUIRK_DT_D6 20	/* readers not serialised, each copy sleeping 1 ms: events read twice */
+#define DT_QUIRK_DT_D7 21	/* a copy fault returns EFAULT: events copied before it lost, counted read */
+#define DT_QUIRK_DT_D10 22	/* PRBDISABLE of the profile probe is a silent no-op: re-enable EEXIST */
 
 static bool dt_allow = true;
 module_param_named(allowdt, dt_allow, bool, 0644);
@@ -352,6 +358,15 @@ static void dt_reader_free(struct dt_cpu *dc, u32 prod)
 	smp_wmb();
 }
 
+/*
+ * The seed's readers (quirk DT-D6, and mutant no_reader_mutex): no reader mutex,
+ * only the kernel lock, which the seed's copy-out lets go of when it sleeps.
+ */
+static bool dt_unserialised(void)
+{
+	return pa_mutant(NO_READER_MUTEX) || pa_quirk(DT_QUIRK_DT_D6);
+}
+
 /* Copy up to *budget events from `cpu`'s ring; 0 or -EFAULT. */
 static int dt_read_cpu(struct dt_open *op, unsigned int cpu, char __user *ubuf, size_t len,
 		       size_t *done, size_t *budget)
@@ -371,7 +386,7 @@ static int dt_read_cpu(struct dt_open *op, unsigned int cpu, char __user *ubuf, 
 			break;
 		}
 		/* Mutation point: the copy sleeps, as the seed's may on a page fault (DT-D6). */
-		if (pa_mutant(NO_READER_MUTEX))
+		if (dt_unserialised())
 			msleep(1);
 		if (bytes < sizeof(struct dt_evt))
 			op->stat[DT_OP_X_PARTIAL_EVENTS]++;
@@ -393,14 +408,14 @@ static int dt_read_cpu(struct dt_open *op, unsigned int cpu, char __user *ubuf, 
 /* One reader at a time (DT-D6 fixed); 0, or nonzero when a signal came first. */
 static int dt_reader_lock(struct dt_open *op)
 {
-	if (pa_mutant(NO_READER_MUTEX))	/* Mutation point: the seed's unserialised readers */
+	if (dt_unserialised())	/* Mutation point: the seed's unserialised readers */
 		return 0;
 	return mutex_lock_interruptible(&op->reader);
 }
 
 static void dt_reader_unlock(struct dt_open *op)
 {
-	if (!pa_mutant(NO_READER_MUTEX))
+	if (!dt_unserialised())
 		mutex_unlock(&op->reader);
 }
 
@@ -456,8 +471,8 @@ static ssize_t dt_read(struct file *file, char __user *ubuf, size_t len, loff_t 
 	if (!budget || err)
 		op->lastcpu = (op->lastcpu + stop) % nr_cpu_ids;
 	dt_reader_unlock(op);
-	/* Mutation point: the seed's DT-D7, the copied events lost with the error. */
-	if (err && pa_mutant(FAULT_LOSES_COPIED))
+	/* Mutation point and quirk: the seed's DT-D7, the copied events lost with the error. */
+	if (err && (pa_mutant(FAULT_LOSES_COPIED) || pa_quirk(DT_QUIRK_DT_D7)))
 		return err;
 	return done ? done : err;	/* DT-D7 fixed: what was copied is returned */
 }
@@ -527,7 +542,8 @@ static long dt_probe_ctl(struct dt_open *op, void __user *arg, bool enable)
 		err = -EEXIST;
 	else if (enable && req.period_ns < DT_MIN_PERIOD_NS)
 		err = -EINVAL;
-	if (!err) {
+	/* Quirk DT-D10, the seed: disabling the profile probe succeeds and does nothing. */
+	if (!err && !(pa_quirk(DT_QUIRK_DT_D10) && !enable)) {
 		op->enabled = enable;	/* DT-D10 fixed: disabling really disables */
 		op->period_ns = enable ? req.period_ns : 0;
 	}
