@@ -233,6 +233,10 @@ class GuestCommandError(GuestError):
         self.stderr = stderr
 
 
+class AgentStepError(GuestError):
+    """A step of the agent's run failed in the guest: the module refused a call (an errno)."""
+
+
 class ModuleLoadError(GuestError):
     """``insmod`` failed in the guest; ``evidence`` holds the new dmesg lines."""
 

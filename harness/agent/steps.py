@@ -7,7 +7,7 @@ the descriptor the first ``open`` gets, the agent's device::
     steps = workload_steps(SamplingPlan(busy_cpus=(0, 2)))  # spins, probes, wait, idle
     body = (inject_step("all", 100), kick_step(), *host_action_steps("pause"))
     results = agent.steps(steps)          # harness.agent.driver runs them in the guest
-    require_ok(results)                   # InfraError naming the first failed step
+    require_ok(results)                   # AgentStepError naming the first failed step
     snapshot_of(steps, results).stats     # {'sample': 16, ...} from the debugfs files
     busy_of(steps, results)               # {0: (pid,), 2: (pid,)}
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from harness.agent import flavours, profctl
 from harness.agent.values.results import CORE_NAMES, AgentSnapshot
-from harness.errors import InfraError
+from harness.errors import AgentStepError, InfraError
 
 GUEST_DIR = "/tmp/profagent"
 DEBUGFS = "/sys/kernel/debug/profagent"
@@ -188,11 +188,11 @@ def snapshot_of(steps: Sequence[str], results: Sequence[profctl.StepResult]) -> 
 def require_ok(results: Sequence[profctl.StepResult]) -> None:
     """Raise on the first failed step.
 
-    :raise InfraError: naming the step and its errno.
+    :raise AgentStepError: naming the step and its errno (the guest refused it).
     """
     for result in results:
         if not result.ok:
-            raise InfraError(f"agent step failed: {result.describe()}")
+            raise AgentStepError(f"agent step failed: {result.describe()}")
 
 
 def throttling_command(*, disabled: bool, max_sample_rate: int | None = None) -> str:

@@ -4,7 +4,7 @@ Pure: the text `harness.scenarios.load.load_scenario` reads back. Every sequence
 fuzzer runs goes through this text and the loader, so a finding's scenario is the
 very file that ran. A finding's expectations are the defect's own numbers (``invoke
 repro`` reproduces it when they recur); a finding without numbers expects the
-oracles it broke to hold, so its replay shows them not held::
+oracles it broke to fail; a console report or an error adds its text::
 
     text = scenario_text(ScenarioText(name="fuzz-dt-1", description="...", seed=1,
                          topology="1s1cl1c1t", agent={"flavour": "dt"}, steps=steps))
@@ -13,6 +13,7 @@ oracles it broke to hold, so its replay shows them not held::
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ from harness.fuzz.invariants import Finding
 from harness.scenarios.types import Step
 
 #: What a sequence with no finding expects: the shared interrupt count balances.
-CLEAN_EXPECT: tuple[Mapping[str, str | int], ...] = ({"oracle": "CALLS"},)
+CLEAN_EXPECT: tuple[Mapping[str, str | int | bool], ...] = ({"oracle": "CALLS"},)
 
 
 def _value(value: object) -> str:
@@ -43,7 +44,7 @@ class ScenarioText:
     topology: str
     agent: Mapping[str, object]
     steps: tuple[Step, ...]
-    expect: tuple[Mapping[str, str | int], ...] = CLEAN_EXPECT
+    expect: tuple[Mapping[str, str | int | bool], ...] = CLEAN_EXPECT
     variant: str = "default"
     extra: Mapping[str, object] = field(default_factory=dict)
 
@@ -70,30 +71,58 @@ def scenario_text(parts: ScenarioText) -> str:
     return "\n".join(lines) + "\n"
 
 
-def finding_expect(findings: Sequence[Finding]) -> tuple[Mapping[str, str | int], ...]:
-    """The expectations a finding's scenario carries: its numbers, else its oracles."""
+def finding_expect(findings: Sequence[Finding]) -> tuple[Mapping[str, str | int | bool], ...]:
+    """The expectations a finding's scenario carries, each of which the defect makes hold.
+
+    The numbers it showed; else the oracles it broke (``fails = true``); and the console
+    line or the error it ended in, as text a replay's line contains. A replay
+    reproduces the finding when every one holds again.
+    """
     numbers = dict(pair for f in findings for pair in f.numbers)
-    expect: list[Mapping[str, str | int]] = [
+    expect: list[Mapping[str, str | int | bool]] = [
         {"value": name, "equals": value} for name, value in sorted(numbers.items())
     ]
-    if expect:
-        return tuple(expect)
-    oracles = sorted({f.oracle for f in findings if f.oracle is not None})
-    return tuple({"oracle": name} for name in oracles) or CLEAN_EXPECT
+    if not expect:
+        oracles = sorted({f.oracle for f in findings if f.oracle is not None})
+        expect += [{"oracle": name, "fails": True} for name in oracles]
+    texts = [console_text(f.what) for f in findings if f.kind == "console"]
+    expect += [{"console": text} for text in dict.fromkeys(texts)][:1]
+    errors = [error_text(f.what) for f in findings if f.kind in ("call", "guest")]
+    expect += [{"error": text} for text in dict.fromkeys(errors)][:1]
+    return tuple(expect) or CLEAN_EXPECT
+
+
+_WARNING = re.compile(r"WARNING: CPU: \d+ PID: \d+ at \S+ ([\w.]+)\+0x")
+_STAMP = re.compile(r"^\[\s*\d+\.\d+\]\s*")
+
+
+def console_text(line: str) -> str:
+    """What a replay's console line must contain to be the same report.
+
+    A WARN's line names CPU, PID and a build path that differ between runs: the
+    function it names, as its call trace prints it (`` tp_stop+0x``). Any other
+    report: the line without its time stamp, up to the first offset (``+0x``).
+    """
+    found = _WARNING.search(line)
+    if found:
+        return f" {found.group(1)}+0x"
+    return _STAMP.sub("", line).split("+0x")[0].strip()
+
+
+def error_text(what: str) -> str:
+    """What a replay's error must contain: a refused step up to its errno, else the line."""
+    first = what.splitlines()[0] if what else what
+    found = re.search(r"failed with E[A-Z0-9]+", first)
+    return first[: found.end()] if found else first
 
 
 def describe(findings: Sequence[Finding], seed: int, flavour: str) -> str:
     """The scenario's description: what broke, how it was found, what its expects mean."""
     lines = [
         f"Found by `invoke fuzz --flavour {flavour} --seed {seed}` and shrunk. "
-        "The expectations are the numbers the defect showed (a replay reproduces "
-        "it when they recur); without numbers, the oracles the defect broke (a replay "
-        "shows them not held)."
+        "The expectations are what the defect showed: its numbers, else the oracles it "
+        "broke (fails = true), and the console report or the error it ended in; a "
+        "replay reproduces it when every one holds again."
     ]
-    if any(f.kind in ("call", "guest") for f in findings):
-        lines.append(
-            "A call failed or the guest broke: a replay reproduces it when the run "
-            "ends in the same error (CALLS below is only the file's one expectation)."
-        )
     lines += [f"- {f.kind}: {f.what}" for f in findings]
     return "\n".join(lines)

@@ -283,10 +283,19 @@ def _cpu(ctx: _Context, key: str, raw: object, what: str = "a CPU number") -> in
 
 
 def _expectation(ctx: _Context, key: str, raw: object) -> Expectation:
-    table = _table(ctx, key, raw, ("oracle", "value", *RELATIONS))
+    table = _table(ctx, key, raw, ("oracle", "value", *RELATIONS, "fails", "console", "error"))
     relations = [name for name in RELATIONS if name in table]
-    if ("oracle" in table) == ("value" in table):
-        raise ctx.error(key, "name either an oracle or a value (with one relation), not both")
+    kinds = [name for name in ("oracle", "value", "console", "error") if name in table]
+    if len(kinds) != 1:
+        found = ", ".join(kinds) or "none"
+        raise ctx.error(key, f"name one of oracle, value, console or error (found: {found})")
+    if "fails" in table and "oracle" not in table:
+        raise ctx.error(f"{key}.fails", "only an oracle expectation takes fails")
+    if kinds[0] in ("console", "error"):
+        if relations:
+            raise ctx.error(f"{key}.{relations[0]}", f"a {kinds[0]} expectation takes no relation")
+        text = _str(ctx, f"{key}.{kinds[0]}", table[kinds[0]])
+        return Expectation(console=text) if kinds[0] == "console" else Expectation(error=text)
     if "oracle" in table:
         if relations:
             raise ctx.error(f"{key}.{relations[0]}", "an oracle expectation takes no relation")
@@ -297,7 +306,8 @@ def _expectation(ctx: _Context, key: str, raw: object) -> Expectation:
                 f"{key}.oracle",
                 f"no oracle {oracle!r} for flavour {ctx.flavour.name}; known: {', '.join(known)}",
             )
-        return Expectation(oracle=oracle)
+        fails = _bool(ctx, f"{key}.fails", table["fails"]) if "fails" in table else False
+        return Expectation(oracle=oracle, fails=fails)
     if len(relations) != 1:
         found = ", ".join(relations) or "none"
         raise ctx.error(key, f"give exactly one of equals, at_least, at_most (found: {found})")

@@ -14,6 +14,7 @@ counters and the sample stream::
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import functools
@@ -35,7 +36,7 @@ from harness.agent.steps import host_action_steps, inject_step, kick_step, probe
 from harness.builder.cache import Cache, write_json_atomic
 from harness.builder.images import GuestImages, prepare_images
 from harness.builder.kernel import KernelChoice
-from harness.errors import ConfigError, GuestError, InfraError
+from harness.errors import ConfigError, GuestError, HarnessError, InfraError
 from harness.scenarios.load import (
     Expectation,
     Scenario,
@@ -160,25 +161,57 @@ def write_records(run: AgentRun, path: Path) -> Path:
     return path
 
 
-def judge(expect: Sequence[Expectation], run: AgentRun, flavour: Flavour) -> tuple[Verdict, ...]:
-    """Every expectation against ``run``: oracles by name, values by relation."""
+def judge(
+    expect: Sequence[Expectation], run: AgentRun, flavour: Flavour, console: str = ""
+) -> tuple[Verdict, ...]:
+    """Every expectation against a run that completed.
+
+    Oracles by name (``fails``: the oracle must fail), values by relation, console
+    text in ``console`` (the attempt's console and dmesg); an ``error`` expectation
+    does not hold: the run ended without one.
+    """
     violations = flavour.check(run)
     failed = {v.oracle: str(v) for v in violations}
     applies = flavour.applicable(run)
     verdicts = []
     for item in expect:
-        if item.oracle is not None:
+        if item.console is not None or item.error is not None:
+            verdicts.append(_text_verdict(item, console, error=None))
+        elif item.oracle is not None:
             if item.oracle not in applies:  # an oracle that judged nothing holds nothing
                 verdicts.append(Verdict(item.describe(), False, "not applicable to this run"))
                 continue
-            held = item.oracle not in failed
-            verdicts.append(
-                Verdict(item.describe(), held, "holds" if held else failed[item.oracle])
-            )
+            broke = item.oracle in failed
+            seen = failed[item.oracle] if broke else "holds"
+            verdicts.append(Verdict(item.describe(), broke == item.fails, seen))
         else:
             value = observe(run, item.value or "")
             verdicts.append(Verdict(item.describe(), item.holds(value), str(value)))
     return tuple(verdicts)
+
+
+def judge_error(expect: Sequence[Expectation], error: str, console: str) -> tuple[Verdict, ...]:
+    """Every expectation against a run that ended in the guest error ``error``.
+
+    ``error`` and ``console`` expectations are judged on the text; an oracle or a
+    number of a run that never completed does not hold.
+    """
+    return tuple(
+        _text_verdict(item, console, error=error)
+        if item.console is not None or item.error is not None
+        else Verdict(item.describe(), False, f"the run ended in an error: {error.splitlines()[0]}")
+        for item in expect
+    )
+
+
+def _text_verdict(item: Expectation, console: str, error: str | None) -> Verdict:
+    if item.console is not None:
+        lines = [line.strip() for line in console.splitlines() if item.console in line]
+        return Verdict(item.describe(), bool(lines), lines[0] if lines else "no such line")
+    if error is None:
+        return Verdict(item.describe(), False, "the run completed")
+    first = error.splitlines()[0] if error else ""
+    return Verdict(item.describe(), (item.error or "") in error, first)
 
 
 def run_scenario(
@@ -255,15 +288,26 @@ def _attempt(
         agent.deploy()
         try:
             run = _run(scenario, agent, guest)
-            write_records(run, workdir / "samples.csv")
-            return judge(scenario.expect, run, behaviour(scenario.agent.flavour)), run.numbers()
-        except GuestError:
+        except GuestError as exc:
+            if any(item.error is not None for item in scenario.expect):
+                return judge_error(scenario.expect, str(exc), _console(agent, guest)), {}
             if dump_memory and guest.vm.exitcode() is None:
                 target = workdir / "guest-memory.elf"
                 guest.vm.qmp.execute("dump-guest-memory",
                                      {"paging": False, "protocol": f"file:{target}"})  # fmt: skip
                 LOG.info("guest memory dumped to %s", target)
             raise
+        write_records(run, workdir / "samples.csv")
+        flavour = behaviour(scenario.agent.flavour)
+        return judge(scenario.expect, run, flavour, _console(agent, guest)), run.numbers()
+
+
+def _console(agent: Agent, guest: Guest) -> str:
+    """The attempt's console, then the guest's dmesg if it still answers."""
+    dmesg = ""
+    with contextlib.suppress(HarnessError):
+        dmesg = agent.shell.run("dmesg", timeout_s=30.0).stdout
+    return guest.vm.console_text() + "\n" + dmesg
 
 
 def _run(scenario: Scenario, agent: Agent, guest: Guest) -> AgentRun:

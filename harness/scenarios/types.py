@@ -69,16 +69,25 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class Expectation:
-    """An oracle that must hold, or a number of the run with one relation."""
+    """What a scenario expects of a run: one of four kinds.
+
+    An oracle that holds (``fails``: the defect's scenario, the oracle fails); a number
+    of the run with one relation; ``console``: a console or dmesg line of the attempt
+    contains this text; ``error``: the run ends in a guest error whose message contains
+    this text (a call the agent refused, a crash).
+    """
 
     oracle: str | None = None
     value: str | None = None
     equals: int | None = None
     at_least: int | None = None
     at_most: int | None = None
+    fails: bool = False
+    console: str | None = None
+    error: str | None = None
 
     def relation(self) -> tuple[Relation, int] | None:
-        """The relation and its bound; None for an oracle expectation."""
+        """The relation and its bound; None for an oracle, console or error expectation."""
         for name in RELATIONS:
             bound: int | None = getattr(self, name)
             if bound is not None:
@@ -86,7 +95,7 @@ class Expectation:
         return None
 
     def holds(self, observed: int) -> bool:
-        """Whether the value's number ``observed`` meets the relation (False for an oracle)."""
+        """Whether the value's number ``observed`` meets the relation (False for the others)."""
         match self.relation():
             case ("equals", bound):
                 return observed == bound
@@ -97,10 +106,14 @@ class Expectation:
         return False
 
     def describe(self) -> str:
-        """``oracle TP-O1 holds`` or ``stats.sample == 16``."""
+        """``oracle TP-O1 holds``, ``stats.sample == 16``, ``console shows 'x'``..."""
+        if self.console is not None:
+            return f"console shows {self.console!r}"
+        if self.error is not None:
+            return f"the run fails with {self.error!r}"
         relation = self.relation()
         if relation is None:
-            return f"oracle {self.oracle} holds"
+            return f"oracle {self.oracle} {'fails' if self.fails else 'holds'}"
         return f"{self.value} {RELATIONS[relation[0]]} {relation[1]}"
 
 

@@ -181,10 +181,34 @@ def test_a_finding_renders_as_a_scenario_the_loader_accepts(tmp_path: Path) -> N
     assert "the model expects 1048576" in scenario.description
 
 
-def test_an_oracle_finding_without_numbers_expects_the_oracle() -> None:
+def test_an_oracle_finding_without_numbers_expects_the_oracle_to_fail() -> None:
     findings = (Finding("oracle", "TP-O1: lost 3", oracle="TP-O1"),)
-    assert render.finding_expect(findings) == ({"oracle": "TP-O1"},)
+    assert render.finding_expect(findings) == ({"oracle": "TP-O1", "fails": True},)
     assert render.finding_expect(()) == render.CLEAN_EXPECT
+
+
+def test_a_warning_and_a_refused_call_are_expected_by_their_stable_text(tmp_path: Path) -> None:
+    findings = (
+        Finding("console", "[   80.1] WARNING: CPU: 1 PID: 412 at /root/.cache/x/src/kprof.c:913 "
+                "kp_d5_would_block+0x5c/0x90 [profagent]"),
+        Finding("console", "[   80.2] WARNING: CPU: 0 PID: 413 at /x/kprof.c:913 "
+                "kp_d5_would_block+0x5c/0x90 [profagent]"),
+        Finding("guest", "agent step failed: step 31 (open, failed with EDEADLK; no values)\nmore"),
+    )  # fmt: skip
+    expect = render.finding_expect(findings)
+    refused = "agent step failed: step 31 (open, failed with EDEADLK"
+    assert expect == ({"console": " kp_d5_would_block+0x"}, {"error": refused})
+    steps = (Step("fault-queue"), Step("kpctl-reopen"))
+    parts = render.ScenarioText(name="fuzz-kprof-kp-d5-s1", description="d", seed=1,
+                                topology="1s1cl2c1t", agent={"flavour": "kprof"},
+                                steps=steps, expect=expect)  # fmt: skip
+    path = tmp_path / "fuzz-kprof-kp-d5-s1.toml"
+    path.write_text(render.scenario_text(parts))
+    described = [e.describe() for e in load_scenario(path).expect]
+    assert described == ["console shows ' kp_d5_would_block+0x'", f"the run fails with {refused!r}"]
+    assert render.console_text("[ 3.1] BUG: KASAN: slab-use-after-free in dt_read+0x1c/0x40") == (
+        "BUG: KASAN: slab-use-after-free in dt_read"
+    )
 
 
 def test_a_planted_warning_in_the_console_is_a_finding() -> None:

@@ -27,7 +27,7 @@ from harness.agent.steps import (
 )
 from harness.agent.values.info import CORE_PERCPU
 from harness.agent.values.layouts import Ioctl
-from harness.errors import ConfigError, InfraError
+from harness.errors import AgentStepError, ConfigError, InfraError
 
 DEBUGFS = "/sys/kernel/debug/profagent"
 #: The native ioctls on fd 3, numbers as Linux _IOW/_IO/_IOR('T', nr, size) give them.
@@ -306,5 +306,5 @@ def test_decode_stat_is_little_endian() -> None:
 def test_require_ok_names_the_first_failed_step() -> None:
     results = [*results_of(COLLECT[:2], {}), result_of(2, COLLECT[2], ok=False)]
     require_ok(results[:2])
-    with pytest.raises(InfraError, match=r"step 2 \(read, failed with ENOENT"):
+    with pytest.raises(AgentStepError, match=r"step 2 \(read, failed with ENOENT"):
         require_ok(results)

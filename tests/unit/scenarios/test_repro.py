@@ -11,11 +11,19 @@ from harness.agent import profctl
 from harness.agent.flavour import AgentLike, AgentRun, Script, behaviour
 from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import inject_step, kick_step
+from harness.agent.values.results import Violation
 from harness.errors import InfraError
 from harness.paths import REPO_ROOT
 from harness.scenarios import repro
 from harness.scenarios.load import Expectation, find_scenario, load_scenario
-from harness.scenarios.repro import compare_numbers, judge, observe, program, run_agent
+from harness.scenarios.repro import (
+    compare_numbers,
+    judge,
+    judge_error,
+    observe,
+    program,
+    run_agent,
+)
 from tests.unit.agent.flavours.tprof.test_oracles import BASE
 
 SHIPPED = REPO_ROOT / "scenarios"
@@ -57,6 +65,26 @@ def test_values_and_verdicts_come_from_the_run() -> None:
     )
     assert [v.held for v in verdicts] == [True, False, True]
     assert verdicts[1].observed == str(sample)
+
+
+def test_a_defect_s_expectations_hold_when_the_oracle_fails_and_the_text_is_seen() -> None:
+    tprof = behaviour("tprof")
+    lost = Violation("TP-O1", 1, "x_producer_calls = 1", "every term 0 = 0")
+    broken = replace(tprof, check=lambda run: [lost])
+    expect = (Expectation(oracle="TP-O1", fails=True), Expectation(console=" tp_stop+0x"),
+              Expectation(error="EBUSY"))  # fmt: skip
+    console = "[ 9.1] WARNING: CPU: 1 PID: 7 at x.c:1 tp_stop+0x1/0x2 [profagent]\n"
+    assert [v.held for v in judge(expect, BASE, tprof, console)] == [
+        False, True, False]  # fmt: skip
+    verdicts = judge(expect, BASE, broken, "")
+    assert [v.held for v in verdicts] == [True, False, False]
+    assert verdicts[2].observed == "the run completed"
+    error = "agent step failed: step 6 (ioctl, failed with EBUSY; no values)\nevidence"
+    ended = judge_error(expect, error, console)
+    assert [v.held for v in ended] == [False, True, True]
+    assert ended[0].observed.startswith("the run ended in an error: agent step failed")
+    assert [v.held for v in judge_error(expect, "step 6 failed with EPERM", "")] == [
+        False, False, False]  # fmt: skip
 
 
 def test_an_oracle_that_does_not_apply_is_not_held() -> None:

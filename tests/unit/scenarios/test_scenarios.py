@@ -414,7 +414,27 @@ ERRORS: dict[str, tuple[dict[str, str], str, str]] = {
     "oracle and value": (
         {"expect": '[[expect]]\noracle = "TP-O1"\nvalue = "samples"\n'},
         "expect[0]",
-        "not both",
+        "name one of oracle, value, console or error (found: oracle, value)",
+    ),
+    "fails on a value": (
+        {"expect": value_expect("samples") + "fails = true\n"},
+        "expect[0].fails",
+        "only an oracle expectation takes fails",
+    ),
+    "fails not a bool": (
+        {"expect": '[[expect]]\noracle = "TP-O1"\nfails = 1\n'},
+        "expect[0].fails",
+        "true or false",
+    ),
+    "console with a relation": (
+        {"expect": '[[expect]]\nconsole = "WARNING"\nequals = 1\n'},
+        "expect[0].equals",
+        "a console expectation takes no relation",
+    ),
+    "empty error text": (
+        {"expect": '[[expect]]\nerror = " "\n'},
+        "expect[0].error",
+        "must be a non-empty string",
     ),
     "two relations": (
         {"expect": value_expect("samples") + "at_most = 3\n"},
