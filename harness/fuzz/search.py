@@ -40,8 +40,8 @@ MAX_EXAMPLES = 1_000_000
 def fuzz(request: FuzzRequest, cache: Cache, announce: Callable[[str], None]) -> FuzzResult:
     """Fuzz ``request.flavour`` in one guest for ``request.budget_s`` (plus shrinking).
 
-    Blocks for the budget, the shrinking and a guest's start. ``announce`` gets a
-    progress line after every sequence (sequences, calls, findings).
+    Blocks for the builds and the guest's start, then the budget and the shrinking.
+    ``announce`` gets a progress line after every sequence (sequences, calls, findings).
 
     :raise ConfigError: the flavour declares no interface, or a sequence's scenario
         is refused by the loader (a fuzzer bug).
@@ -49,6 +49,7 @@ def fuzz(request: FuzzRequest, cache: Cache, announce: Callable[[str], None]) ->
     """
     session = FuzzSession(request, cache, announce)
     try:
+        session.prepare()
         _search(session)
     finally:
         session.close()

@@ -278,28 +278,50 @@ def _attempt(
     scenario: Scenario, spec: MachineSpec, *, images: GuestImages, build: AgentBuild,
     cache: Cache, workdir: Path, dump_memory: bool, snapshots: SnapshotStore | None,
 ) -> tuple[tuple[Verdict, ...], dict[str, int]]:  # fmt: skip
+    """One attempt in a guest of its own: the verdicts and the run's numbers.
+
+    A scenario that expects a console report or an error (a defect's) keeps its
+    verdicts when the guest's stop then finds that report on the console.
+    """
     timeouts = Timeouts.from_env().for_variant(scenario.guest.variant)
-    with running_guest(spec, images, workdir, timeouts=timeouts,
-                       snapshots=snapshots) as guest:  # fmt: skip
-        agent = Agent(guest.shell, build, build_profctl(spec.arch, cache), workdir,
-                      nmi_expected=spec.nmi, pmu_irq_label=spec.arch.pmu_interrupt_label,
-                      cycles_per_ns=spec.arch.cycles_per_ns(spec.accel),
-                      vmlinux=images.vmlinux, timeouts=guest.timeouts)  # fmt: skip
-        agent.deploy()
-        try:
-            run = _run(scenario, agent, guest)
-        except GuestError as exc:
-            if any(item.error is not None for item in scenario.expect):
-                return judge_error(scenario.expect, str(exc), _console(agent, guest)), {}
-            if dump_memory and guest.vm.exitcode() is None:
-                target = workdir / "guest-memory.elf"
-                guest.vm.qmp.execute("dump-guest-memory",
-                                     {"paging": False, "protocol": f"file:{target}"})  # fmt: skip
-                LOG.info("guest memory dumped to %s", target)
+    outcome: list[tuple[tuple[Verdict, ...], dict[str, int]]] = []
+    try:
+        with running_guest(spec, images, workdir, timeouts=timeouts,
+                           snapshots=snapshots) as guest:  # fmt: skip
+            found = _attempt_in(scenario, spec, guest, images=images, build=build, cache=cache,
+                                workdir=workdir, dump_memory=dump_memory)  # fmt: skip
+            outcome.append(found)
+    except GuestError as exc:
+        reported = any(e.console is not None or e.error is not None for e in scenario.expect)
+        if not (outcome and reported):
             raise
-        write_records(run, workdir / "samples.csv")
-        flavour = behaviour(scenario.agent.flavour)
-        return judge(scenario.expect, run, flavour, _console(agent, guest)), run.numbers()
+        LOG.info("leaving the guest: %s (the scenario expects a report)", exc.reason)
+    return outcome[0]
+
+
+def _attempt_in(
+    scenario: Scenario, spec: MachineSpec, guest: Guest, *, images: GuestImages,
+    build: AgentBuild, cache: Cache, workdir: Path, dump_memory: bool,
+) -> tuple[tuple[Verdict, ...], dict[str, int]]:  # fmt: skip
+    agent = Agent(guest.shell, build, build_profctl(spec.arch, cache), workdir,
+                  nmi_expected=spec.nmi, pmu_irq_label=spec.arch.pmu_interrupt_label,
+                  cycles_per_ns=spec.arch.cycles_per_ns(spec.accel),
+                  vmlinux=images.vmlinux, timeouts=guest.timeouts)  # fmt: skip
+    agent.deploy()
+    try:
+        run = _run(scenario, agent, guest)
+    except GuestError as exc:
+        if any(item.error is not None for item in scenario.expect):
+            return judge_error(scenario.expect, str(exc), _console(agent, guest)), {}
+        if dump_memory and guest.vm.exitcode() is None:
+            target = workdir / "guest-memory.elf"
+            guest.vm.qmp.execute("dump-guest-memory",
+                                 {"paging": False, "protocol": f"file:{target}"})  # fmt: skip
+            LOG.info("guest memory dumped to %s", target)
+        raise
+    write_records(run, workdir / "samples.csv")
+    flavour = behaviour(scenario.agent.flavour)
+    return judge(scenario.expect, run, flavour, _console(agent, guest)), run.numbers()
 
 
 def _console(agent: Agent, guest: Guest) -> str:

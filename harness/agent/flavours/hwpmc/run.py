@@ -49,7 +49,7 @@ from harness.agent.steps import (
     snapshot_of,
 )
 from harness.agent.truth.program import evidence_of
-from harness.errors import InfraError
+from harness.errors import AgentStepError, InfraError
 
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
 HWPMC_DIR = f"{DEBUGFS}/hwpmc"
@@ -319,7 +319,7 @@ def _by_tag(
     for (_, tag), result in zip(tagged, results, strict=True):
         may_fail = tag in ("release", "resume") or tag.startswith("op:")
         if not result.ok and not may_fail:
-            raise InfraError(f"hwpmc step failed: {result.describe()}")
+            raise AgentStepError(f"hwpmc step failed: {result.describe()}")
         by_tag.setdefault(tag, []).append(result)
     return by_tag
 

@@ -27,7 +27,7 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
 from harness.agent.steps import DEBUGFS, GUEST_DIR, parse_pairs, parse_percpu, require_names
 from harness.agent.truth.program import evidence_of
-from harness.errors import InfraError
+from harness.errors import AgentStepError, InfraError
 
 KPROF_DIR = f"{DEBUGFS}/kprof"
 KPCTL = f"{KPROF_DIR}/kpctl"
@@ -96,6 +96,9 @@ class KprofPlan:
     background_reader: bool = False
     read_size: int = READ_SIZE
     control: bool = False
+    #: After the session's close, kpctl opened again: a first attempt may fail (an armed
+    #: ``queue_alloc`` fault's ENOMEM), the second must open (KP-D5: it cannot).
+    reopen: bool = False
     actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
 
 
@@ -125,7 +128,21 @@ def session_steps(plan: KprofPlan) -> tuple[str, ...]:
         snapshot(res.AFTER_READ), *(_control_steps() if plan.control else ()),
         profctl.close_step(DATA_FD), profctl.close_step(CTL_FD), snapshot(res.FINAL),
         profctl.cat_step(f"{DEBUGFS}/nmi"), *(_reopen_steps() if plan.control else ()),
+        *(retry_open_steps() if plan.reopen else ()),
     )  # fmt: skip
+
+
+def fault_step(point: str) -> str:
+    """Arm the agent's fault point ``point``: its next hit fails."""
+    return profctl.write_step(f"{DEBUGFS}/fault", f"point={point} nth=1")
+
+
+def retry_open_steps() -> tuple[str, ...]:
+    """Open and close kpctl twice: the first round may fail, the second must not.
+
+    The session closed its descriptors before, so the open takes `CTL_FD` again.
+    """
+    return (profctl.repeat_step(2, 2), profctl.open_step(KPCTL), profctl.close_step(CTL_FD))
 
 
 def _control_steps() -> tuple[str, ...]:
@@ -271,7 +288,7 @@ def _require_session_ok(
         probes = set(range(first, first + len(CONTROL_PROBES)))
     for index, (step, result) in enumerate(zip(steps, results, strict=True)):
         if not result.ok and step not in reads and index not in probes:
-            raise InfraError(f"kprof step failed: {result.describe()}")
+            raise AgentStepError(f"kprof step failed: {result.describe()}")
 
 
 def _eof_outcomes(
