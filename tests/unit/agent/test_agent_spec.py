@@ -55,7 +55,7 @@ ODD = AgentSpec(
         ({"params": (("list_limit", 0),)}, "list_limit=0 is outside 1..100000"),
         ({"params": (("list_limit", 100_001),)}, "list_limit=100001 is outside"),
         ({"quirks": 1 << 8}, "quirks=0x100 sets bits 0x100 that flavour tprof does not have"),
-        ({"quirks": D1_D2 | 1 << 4}, "quirks=0x13 sets bits 0x10 that flavour tprof"),
+        ({"quirks": D1_D2 | 1 << 5}, "quirks=0x23 sets bits 0x20 that flavour tprof"),
         ({"quirks": -1}, "quirks=-1 is negative"),
         ({"quirks": -(1 << 40)}, f"quirks={-(1 << 40)} is negative"),
     ],

@@ -122,6 +122,7 @@ KPROF = FlavourInfo(
     stats_percpu=KPROF_PERCPU,
     quirks=(
         Quirk(8, "KP-D3", "prof_qlimit is refused (EINVAL) whenever kpctl is open"),
+        Quirk(9, "KP-D5", "a failed kpctl open keeps its lock: later opens warn, EDEADLK"),
         Quirk(10, "KP-D8", "start enables tracing 250 ms before the queue reopens"),
         Quirk(11, "KP-D11", "after the hang-up and drain: three 0-byte reads, then EPIPE"),
         Quirk(12, "KP-D7", "blocks_dropped reads 0 in stats and stats_percpu"),

@@ -41,7 +41,14 @@ from harness.agent.flavours.kprof.oracles import (
 )
 from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
 from harness.agent.flavours.kprof.results import KprofRun
-from harness.agent.flavours.kprof.run import KPDATA, KprofPlan, ctl_step, kprof_run, snapshot
+from harness.agent.flavours.kprof.run import (
+    KPDATA,
+    KprofPlan,
+    ctl_step,
+    fault_step,
+    kprof_run,
+    snapshot,
+)
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
@@ -49,7 +56,7 @@ from harness.agent.oracles.report import CellRow
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.peer.sizing import MIN_MS
-from harness.agent.steps import inject_step, probe_step
+from harness.agent.steps import GUEST_DIR, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.agent.values.results import Judged, Violation
@@ -208,7 +215,7 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     for cpu, count in script.op_counts.get("inject-task", {}).items():
         injected[cpu] = injected.get(cpu, 0) + count
     plan = KprofPlan(body=body, injected=injected or None, background_reader=reader,
-                     actions=script.actions)  # fmt: skip
+                     reopen="kpctl-reopen" in script.op_counts, actions=script.actions)  # fmt: skip
     return replace(kprof_run(agent, spec, plan), instruction_clock=script.instruction_clock)
 
 
@@ -286,6 +293,8 @@ FLAVOUR = Flavour(
         "kpdata": OpRule(count_max=MAX_KIB),  # one kernel trace, PC KPDATA_BASE + 8 count
         # producer calls in task context: kernel PCs only, so the records are uniform
         "inject-task": OpRule(cpu="one", count_max=MAX_TASK),
+        "fault-queue": OpRule(),  # kpctl's next open fails its queue allocation
+        "kpctl-reopen": OpRule(),  # after the session: kpctl opened again (twice at most)
     },
     op_steps={
         "kpctl-start": lambda cpu, count: ctl_step("start"),
@@ -295,6 +304,8 @@ FLAVOUR = Flavour(
         "kpctl-cpubufsz": lambda cpu, count: ctl_step(f"prof_cpubufsz {count}"),
         "kpdata": _kpdata_step,
         "inject-task": lambda cpu, count: inject_step(cpu, count, ctx="task"),
+        "fault-queue": lambda cpu, count: fault_step("queue_alloc"),
+        "kpctl-reopen": lambda cpu, count: profctl.mark_step(f"{GUEST_DIR}/kprof-reopen"),
     },
     extra_runs={"offline": offline_run, OVERLAP_RUN: overlap_run},  # overlap: the kcsan case's
     bench=KPROF_BENCH,

@@ -3,9 +3,12 @@
 A scenario is one kpctl session: kpctl is opened and ``start`` written before the
 steps. A sequence sends kpctl's commands in any order (``start``, ``stop``,
 ``flush``, ``prof_qlimit``, ``prof_cpubufsz``), writes traces to kpdata, injects in
-NMI and task context and runs a background reader. The model follows whether the
-profiler is profiling and predicts ``stats.qlimit``: ``prof_qlimit`` takes a value
-from 1 MiB up while stopped and is refused while profiling (KP-D3 refuses it always)::
+NMI and task context and runs a background reader. ``fault-queue`` arms a failure
+of the next open's queue allocation; ``kpctl-reopen`` opens kpctl again after the
+session closed it: the first attempt may fail, the second must open (KP-D5 keeps
+the failed one's lock). The model follows whether the profiler is profiling and
+predicts ``stats.qlimit``: ``prof_qlimit`` takes a value from 1 MiB up while
+stopped and is refused while profiling (KP-D3 refuses it always)::
 
     INTERFACE.model.expected({"qlimit": 2 << 20})    # {'stats.qlimit': 2097152}
 """
@@ -33,6 +36,11 @@ QLIMIT_SURE_KIB = 8192
 CPUBUFSZ = ArgRange("count", (16, 1024), edge=(15, 16, 1024, 1025), invalid=(1,))
 
 
+#: Ops a sequence takes once: an armed fault stays armed until an open takes it, and
+#: the reopen after the session is one pair of attempts.
+_ONCE = ("fault-queue", "kpctl-reopen")
+
+
 def _start(params: Mapping[str, int]) -> dict[str, int]:
     return {"profiling": 1, "qlimit": params.get("qlimit", 64 << 20)}
 
@@ -53,6 +61,8 @@ def _after(facts: Facts, step: StepLike) -> dict[str, int]:
         out["reader"] = int(bool(step.on))
     elif step.op == "kick":
         out["kicks"] = out.get("kicks", 0) + 1
+    elif step.op in _ONCE:
+        out[step.op] = 1
     return out
 
 
@@ -77,6 +87,8 @@ def _allows(facts: Facts, step: StepLike) -> bool:
         return bool(facts.get("profiling", 1))
     if step.op == "reader":
         return bool(step.on) != bool(facts.get("reader", 0))
+    if step.op in _ONCE:
+        return not facts.get(step.op, 0)
     return True
 
 
@@ -104,6 +116,12 @@ INTERFACE = ControlInterface(
             args=(ArgRange("count", (1, 4096), edge=(1,)),),
             weight=0,
             what="one kernel trace written to kpdata",
+        ),
+        OpDecl("fault-queue", what="kpctl's next open fails its queue allocation (queue_alloc)"),
+        OpDecl(
+            "kpctl-reopen",
+            blocks=True,
+            what="after the session, kpctl opened and closed twice: the second must open",
         ),
         OpDecl(
             "inject-task",

@@ -164,6 +164,7 @@ TPROF = FlavourInfo(
         Quirk(1, "TP-D2", "S = min(2 est_freq, 10000) even when that is 0; START accepts it"),
         Quirk(2, "TP-D3", "a START that fails after taking the backend leaks it: EBUSY after"),
         Quirk(3, "TP-D9", "a partially read buffer goes back on the list past its limit"),
+        Quirk(4, "TP-D7", "no buffer for a CPU onlined after START: lost, STOP warns"),
     ),
     record=TPROF_SAMPLE,
     layouts=(TPROF_SAMPLE, TPROF_STAT, TPROF_PARAM),

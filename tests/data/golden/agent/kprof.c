@@ -59,6 +59,7 @@
 #define KP_D8_GAP_MS 250		/* quirk KP-D8's window, widened to be seen */
 #define KP_EOF_ZEROS 3			/* quirk KP-D11: zero reads before EPIPE */
 #define KP_QUIRK_KP_D3 8	/* prof_qlimit is refused (EINVAL) whenever kpctl is open */
+#define KP_QUIRK_KP_D5 9	/* a failed kpctl open keeps its lock: later opens warn, EDEADLK */
 #define KP_QUIRK_KP_D8 10	/* start enables tracing 250 ms before the queue reopens */
 #define KP_QUIRK_KP_D11 11	/* after the hang-up and drain: three 0-byte reads, then EPIPE */
 #define KP_QUIRK_KP_D7 12	/* blocks_dropped reads 0 in stats and stats_percpu */
@@ -949,18 +950,40 @@ static void kp_stop(void)
 	kp_profiling = false;
 }
 
+/*
+ * Quirk KP-D5: the seed marks kpctl open and calls setup holding the device lock, with
+ * no error handler, so an error raised by setup unwinds past the unlock: the lock stays
+ * held and `opened` true, and every later open or command blocks for ever. The quirk
+ * build records that the lock would still be held; whoever would then block warns and
+ * fails with EDEADLK instead, so the guest lives on and the finding can be shrunk.
+ */
+static bool kp_d5_lock_leaked;
+
+static bool kp_d5_would_block(const char *who)
+{
+	if (!pa_quirk(KP_QUIRK_KP_D5) || !READ_ONCE(kp_d5_lock_leaked))
+		return false;
+	WARN_ONCE(1, "profagent kprof: quirk KP-D5: %s would block on the lock a failed open kept\n",
+		  who);
+	return true;
+}
+
 static int kp_ctl_open(struct inode *inode, struct file *file)
 {
 	int err;
 
+	if (kp_d5_would_block("open"))
+		return -EDEADLK;
 	mutex_lock(&kp_mutex);
 	if (kp_opened) {
 		mutex_unlock(&kp_mutex);
 		return -EBUSY;	/* "Global profiler is already open" */
 	}
 	err = kp_setup();
-	kp_opened = !err;
+	kp_opened = !err || pa_quirk(KP_QUIRK_KP_D5);
 	kp_profiling = false;
+	if (err && pa_quirk(KP_QUIRK_KP_D5))
+		WRITE_ONCE(kp_d5_lock_leaked, true);
 	mutex_unlock(&kp_mutex);
 	return err ? err : nonseekable_open(inode, file);
 }
@@ -1040,6 +1063,8 @@ static ssize_t kp_ctl_write(struct file *file, const char __user *ubuf, size_t l
 	if (copy_from_user(line, ubuf, len))
 		return -EFAULT;
 	line[len] = '\0';
+	if (kp_d5_would_block("a command"))
+		return -EDEADLK;
 	mutex_lock(&kp_mutex);
 	err = kp_command(strim(line));
 	mutex_unlock(&kp_mutex);

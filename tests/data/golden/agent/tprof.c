@@ -53,6 +53,7 @@
 #define TP_QUIRK_TP_D2 1	/* S = min(2 est_freq, 10000) even when that is 0; START accepts it */
 #define TP_QUIRK_TP_D3 2	/* a START that fails after taking the backend leaks it: EBUSY after */
 #define TP_QUIRK_TP_D9 3	/* a partially read buffer goes back on the list past its limit */
+#define TP_QUIRK_TP_D7 4	/* no buffer for a CPU onlined after START: lost, STOP warns */
 
 /* Global statistics, in the order of the `stats` file. */
 enum tp_stat {
@@ -196,6 +197,7 @@ static struct {
 	struct workqueue_struct *wq;
 	wait_queue_head_t readers;
 	wait_queue_head_t read_kick_done;	/* `read_kick` `wait` */
+	int d7_cpu;		/* quirk TP-D7: the last CPU that met no buffer, plus 1 */
 } tp;
 static pid_t tp_last_pid;	/* only the shared-pid-cache mutant uses it */
 
@@ -237,6 +239,17 @@ static void tp_produce(const struct pa_sample_ctx *ctx)
 	}
 	buf = READ_ONCE(tc->cur);
 	if (!buf) {
+		/*
+		 * Quirk TP-D7: the seed dereferences the NULL buffer of a CPU onlined after
+		 * START here and the guest dies in NMI. The quirk build counts the call in
+		 * x_quirk_lost only (TP-O1: no loss without TP-D1), notes the CPU and lives
+		 * on, so that a finding can be shrunk; STOP warns, outside the NMI handler.
+		 */
+		if (pa_quirk(TP_QUIRK_TP_D7)) {
+			WRITE_ONCE(tp.d7_cpu, ctx->cpu + 1);	/* STOP warns: see tp_stop */
+			this_cpu_inc(tp_cpu.stat[TP_PC_X_QUIRK_LOST]);
+			goto out;
+		}
 		this_cpu_inc(tp_cpu.stat[TP_PC_X_NOBUF]);
 		goto out;
 	}
@@ -425,7 +438,8 @@ static int tp_cpu_online(unsigned int cpu)
 
 	if (!READ_ONCE(tp.running))
 		return 0;
-	if (!READ_ONCE(tc->cur)) {	/* TP-D7 fixed: a buffer for the new CPU */
+	/* TP-D7 fixed: a buffer for the new CPU (quirk: none, as the seed) */
+	if (!READ_ONCE(tc->cur) && !pa_quirk(TP_QUIRK_TP_D7)) {
 		fresh = tp_buf_alloc();
 		if (!fresh)
 			return -ENOMEM;
@@ -494,7 +508,10 @@ static u64 tp_capacity(void)
 	return pa_buffer_samples ? pa_buffer_samples : min_t(u64, 2 * pa_est_freq, TP_S_CAP);
 }
 
-/* Buffers for every possible CPU, installed before anything can sample. */
+/*
+ * Buffers for every possible CPU, installed before anything can sample. Quirk TP-D7:
+ * for the CPUs online at START only, as the seed.
+ */
 static int tp_install_buffers(void)
 {
 	struct tp_buf *fresh;
@@ -502,6 +519,8 @@ static int tp_install_buffers(void)
 	unsigned int cpu;
 
 	for_each_possible_cpu(cpu) {
+		if (pa_quirk(TP_QUIRK_TP_D7) && !cpu_online(cpu))
+			continue;
 		fresh = tp_buf_alloc();
 		if (!fresh) {
 			tp_free_current();
@@ -586,6 +605,9 @@ static void tp_stop(void)
 	tp_release_backend();
 	WRITE_ONCE(tp.active, false);
 	wake_up_interruptible(&tp.readers);
+	if (pa_quirk(TP_QUIRK_TP_D7) && READ_ONCE(tp.d7_cpu))
+		WARN(1, "profagent tprof: quirk TP-D7: CPU %d sampled with no buffer (the seed: NULL dereference in NMI)\n",
+		     xchg(&tp.d7_cpu, 0) - 1);
 }
 
 /* close: drain the list, reset the reader, zero every statistic. */
