@@ -40,7 +40,7 @@ from harness.agent.truth.program import (
     launch_steps,
     output_steps,
 )
-from harness.errors import GuestError, InfraError
+from harness.errors import AgentStepError, InfraError
 
 PROBE_PROFILE = 1
 #: The profile probe's period a run enables it with (DTIOCPRBENABLE), unless its plan says.
@@ -190,14 +190,14 @@ def require_dt_ioctls(steps: Sequence[str], results: Sequence[profctl.StepResult
     RECORD off, a disable then an enable of the profile probe), so a failure is the
     module's behaviour, possibly the defect reproduced, not the host's.
 
-    :raise GuestError: naming the ioctl, its errno and the step.
+    :raise AgentStepError: naming the ioctl, its errno and the step (a `GuestError`).
     """
     names = {ioctl.number: ioctl.name for ioctl in DT.ioctls}
     for step, result in zip(steps, results, strict=True):
         found = _IOCTL.match(step)
         if found and not result.ok and int(found[1], 16) in names:
             name = names[int(found[1], 16)]
-            raise GuestError(f"dt ioctl {name} failed with {result.errno}: {result.describe()}")
+            raise AgentStepError(f"dt ioctl {name} failed with {result.errno}: {result.describe()}")
 
 
 def parse_pcpustats(data: bytes) -> tuple[dict[int, dict[str, int]], dict[str, int]]:
@@ -242,9 +242,9 @@ def event_from(record: Mapping[str, int]) -> DtEvent:
 def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     """Load ``spec`` (flavour dt), run ``plan`` on one open, collect and decode.
 
-    :raise GuestError: one of dt's ioctls failed (`require_dt_ioctls`).
-    :raise InfraError: another control step failed, or the drain read failed
-        otherwise than by its timeout.
+    :raise AgentStepError: a step failed: one of dt's ioctls (`require_dt_ioctls`,
+        naming it) or another.
+    :raise InfraError: the drain read failed otherwise than by its timeout.
     """
     agent.load(spec)  # throttling off: exact counts
     online = agent.online_cpus()
