@@ -3,7 +3,7 @@
 Static checks and the unit tier (shuffled) first, beside the first tier (guest and
 scenario tests on Debian's 6.1 at 1 and 8 vCPUs); then one stage per later kernel,
 each when `harness.cli.prebuild` has built it beside the stages before; the quick
-matrix; the mutant stage::
+matrix; the fuzz stage (every flavour's fixed agent); the mutant stage::
 
     status = run_ci(Cache.default(), workers=2)
     [stage.name for stage in CI_STAGES]     # ['debug', 'linux6.12', 'kcsan', 'kcsan-truth']
@@ -23,6 +23,7 @@ from harness.builder.hostdeps import ensure_host
 from harness.builder.images import prepare_images
 from harness.builder.kernel import KernelChoice, Variant
 from harness.cli import checks
+from harness.cli.fuzz import run_fuzz_stage
 from harness.cli.mutantruns import MutationRequest, run_mutants, write_table
 from harness.cli.session import GuestRequest
 from harness.cli.testrun import (
@@ -166,6 +167,7 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
             results.append(run_stage(stage, cache, workers))
         matrix_status = run_matrix("quick", cache, MatrixOptions(workers=str(workers)))
         results.append(StageResult("quick matrix", matrix_status))
+        results.append(StageResult("fuzz", run_fuzz_stage(cache)))
         if finish() != 0:
             LOG.warning("prebuild failed (log: %s): the mutant stage builds what it left", log)
     results.append(StageResult("mutants", run_quick_mutants(cache)))

@@ -7,6 +7,7 @@ fills with a guest run), and the console is recorded text.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,11 +15,14 @@ from hypothesis import strategies as st
 
 from harness.agent import flavours
 from harness.agent.flavour import behaviour
+from harness.builder.cache import Cache
+from harness.cli import fuzz as cli_fuzz
 from harness.cli.fuzz import FuzzOptions, fuzz_request
 from harness.errors import ConfigError
 from harness.fuzz import generate, invariants, render, shrink
 from harness.fuzz.generate import Target
 from harness.fuzz.invariants import Finding
+from harness.fuzz.session import FuzzRequest, FuzzResult
 from harness.scenarios.load import OPS, load_scenario
 from harness.scenarios.types import Step
 
@@ -261,3 +265,26 @@ def test_the_request_keeps_to_two_vcpus_and_a_positive_budget() -> None:
         fuzz_request(FuzzOptions(flavour="dt", cpus=4))
     with pytest.raises(ConfigError, match="budget"):
         fuzz_request(FuzzOptions(flavour="dt", budget_min=0))
+
+
+def test_ci_s_fuzz_stage_fuzzes_every_flavour_and_the_scaffold_and_fails_on_a_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[FuzzRequest] = []
+
+    def fake_fuzz(request: FuzzRequest, cache: object, announce: object) -> FuzzResult:
+        asked.append(request)
+        if request.flavour != "dt":
+            return FuzzResult(tmp_path, 3, 9, (), None, None, None, None, 1.0)
+        lost = (Finding("law", "DT-readevt: samples 1 != stats.readevt 2"),)
+        return FuzzResult(tmp_path, 3, 9, lost, tmp_path / "finding.toml", 2.0, 1, 1, 1.0)
+
+    monkeypatch.setattr(cli_fuzz, "fuzz", fake_fuzz)
+    monkeypatch.setattr(cli_fuzz, "new_run_dir", lambda *parts: tmp_path)
+    monkeypatch.setattr(cli_fuzz, "use_flavours", lambda paths: (cli_fuzz.CI_SCAFFOLD,))
+    assert cli_fuzz.run_fuzz_stage(cast(Cache, None), budget_s=5.0) == 1
+    assert [r.flavour for r in asked] == [*flavours.names(), cli_fuzz.CI_SCAFFOLD]
+    assert {(r.quirks, r.seed, r.budget_s, r.scenario_dir) for r in asked} == {
+        ((), cli_fuzz.CI_FUZZ_SEED, 5.0, tmp_path)
+    }
+    assert (tmp_path / cli_fuzz.CI_SCAFFOLD / "profbench_fuzzport" / "interface.py").is_file()
