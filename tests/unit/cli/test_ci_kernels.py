@@ -91,6 +91,7 @@ def test_ci_runs_the_debug_kernel_test_with_the_debug_kernel_and_builds_beside_e
     monkeypatch.setattr(ci, "new_run_dir", lambda *parts: tmp_path)
     monkeypatch.setattr(ci, "run_matrix", lambda *a, **k: _noted(events, "matrix"))
     monkeypatch.setattr(ci, "run_quick_mutants", lambda _: _noted(events, "mutants"))
+    monkeypatch.setattr(ci, "run_fuzz_stage", lambda _: _noted(events, "fuzz"))
     assert ci.run_ci(Cache(tmp_path), workers=2) == 0
 
     first, debug, newer, kcsan, kcsan_truth = runs
@@ -111,7 +112,7 @@ def test_ci_runs_the_debug_kernel_test_with_the_debug_kernel_and_builds_beside_e
     assert events == [
         "images default 6.1", "beside: -m harness.cli.prebuild", "pytest",
         later[0], "pytest", later[1], "pytest", later[2], "pytest", later[2], "pytest",
-        "matrix", "finish", "mutants",
+        "matrix", "fuzz", "finish", "mutants",
     ]  # fmt: skip
 
 
