@@ -33,10 +33,10 @@ from harness.agent.flavours.tprof.run import (
     ioctl_step,
     nest_step,
     partial_read_run,
-    sampling_beside_perf,
-    sampling_run,
     scripted_run,
     start_steps,
+    tprof_beside_perf,
+    tprof_run,
 )
 from harness.agent.module.build import AgentBuild
 from harness.agent.module.spec import AgentSpec
@@ -73,7 +73,7 @@ def test_sampling_workload_every_overflow_accounted(
 ) -> None:
     cpus = tuple(range(topology.cpus))
     plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],))
-    run = sampling_run(agent, AgentSpec(), plan)
+    run = tprof_run(agent, AgentSpec(), plan)
     assert_oracles(run, request)
     assert run.snapshot.stats["sample"] > 0
     for cpu in plan.busy_cpus:
@@ -86,7 +86,7 @@ def test_linux_perf_beside_the_agent_agrees(
 ) -> None:
     """PEER: Debian's perf samples the same CPUs, event and period beside the agent."""
     cpus = tuple(range(topology.cpus))
-    run = sampling_beside_perf(agent, AgentSpec(), SamplingPlan(busy_cpus=cpus, busy_ms=1000))
+    run = tprof_beside_perf(agent, AgentSpec(), SamplingPlan(busy_cpus=cpus, busy_ms=1000))
     assert run.peer is not None
     peer = run.peer.counts
     assert peer.watched == cpus

@@ -21,7 +21,7 @@ from harness.agent.driver import Agent
 from harness.agent.flavours.tprof.oracles import applicable_oracles, check_tprof
 from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts, throttle_lost
 from harness.agent.flavours.tprof.results import TprofRun
-from harness.agent.flavours.tprof.run import sampling_run
+from harness.agent.flavours.tprof.run import tprof_run
 from harness.agent.module.build import build_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.profctl_build import build_profctl
@@ -93,7 +93,7 @@ def test_nmi_a_b_on_the_same_kernel(
         spec = dataclasses.replace(base, topology=TWO_SOCKETS, nmi=nmi)
         with booted_agent(spec, images, tmp_path / f"nmi-{nmi}", cache, timeouts,
                           snapshots) as agent:  # fmt: skip
-            runs[nmi] = sampling_run(agent, AgentSpec(), PLAN)
+            runs[nmi] = tprof_run(agent, AgentSpec(), PLAN)
     problems = []
     for nmi, run in runs.items():
         problems += report(run, request, f"pseudo-NMI {'on' if nmi else 'off'}")
@@ -122,7 +122,7 @@ def test_throttling_left_on_loses_overflows_visibly(
         pytest.skip("the throttling case runs on the 2- and 8-CPU layouts: "
                     "`invoke test --cpus 2 -k test_throttling_left_on`")  # fmt: skip
     plan = dataclasses.replace(PLAN, probe_cpus=(), throttling_disabled=False, max_sample_rate=1000)
-    run = sampling_run(agent, AgentSpec(period=200_000), plan)
+    run = tprof_run(agent, AgentSpec(period=200_000), plan)
     problems = report(run, request, "throttling on, 1000 samples/s allowed, ~5000/s raised")
     assert not problems, "\n".join(problems)
     assert run.snapshot.core[0]["x_throttled"] > 0
@@ -142,7 +142,7 @@ def test_software_clock_where_there_is_no_pmu(
     with booted_agent(spec, images, tmp_path / "x86", cache, timeouts, snapshots) as agent:
         with pytest.raises(ConfigError, match="needs a PMU and the guest has none"):
             agent.load(AgentSpec())
-        run = sampling_run(agent, AgentSpec(event="cpu-clock"), PLAN)
+        run = tprof_run(agent, AgentSpec(event="cpu-clock"), PLAN)
         problems = report(run, request, "x86_64 TCG, software clock")
     assert run.snapshot.info["source"] == "software-clock (no PMU)"
     assert run.snapshot.stats["sample"] > 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.agent.driver import Agent
-from harness.agent.flavours.tprof.run import sampling_run
+from harness.agent.flavours.tprof.run import tprof_run
 from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
 from harness.vm.guest import Guest
@@ -61,7 +61,7 @@ def test_pmu_is_present_and_delivers_nmis(
         assert facts.pmu_uses_nmi is spec.nmi
         assert f"{spec.arch.pseudo_nmi_arg}={int(spec.nmi)}" in facts.cmdline
     cpus = tuple(range(topology.cpus))
-    run = sampling_run(agent, AgentSpec(), SamplingPlan(busy_cpus=cpus, probe_cpus=cpus))
+    run = tprof_run(agent, AgentSpec(), SamplingPlan(busy_cpus=cpus, probe_cpus=cpus))
     assert run.kernel is not None  # /proc/interrupts read before START and after STOP
     for cpu in cpus:
         taken, core = run.kernel.delta(cpu), run.snapshot.core[cpu]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness.agent.driver import Agent
-from harness.agent.flavours.tprof.run import sampling_run
+from harness.agent.flavours.tprof.run import tprof_run
 from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
 from harness.builder.cache import Cache, file_sha256
@@ -55,7 +55,7 @@ def test_a_restored_guest_samples_with_pmu_nmis(
     # PMU registers and GICv3 priorities come from the migration stream, not a boot.
     cpus = tuple(range(topology.cpus))
     plan = SamplingPlan(busy_cpus=cpus, probe_cpus=(cpus[-1],))
-    run = sampling_run(agent, AgentSpec(), plan)
+    run = tprof_run(agent, AgentSpec(), plan)
     assert_oracles(run, request)
     # The kernel's own count of PMU interrupts, read just before START and after STOP.
     assert run.kernel is not None

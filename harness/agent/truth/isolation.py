@@ -10,7 +10,7 @@ each one's mask; after the run, ``masks`` reads every user task's Cpus_allowed_l
 (one that appeared later must exclude the CPU too) and ``restore`` puts the masks back,
 also when the run failed (the pooled guest serves later tests)::
 
-    run = isolated(agent, launches, lambda: sampling_run(agent, spec, plan, launches))
+    run = isolated(agent, launches, lambda: tprof_run(agent, spec, plan, launches))
     run.truth.isolation      # (Isolation(cpu=1, tasks=9, moved=9, ...),)
 
 Each step is its own profctl process, so the whole run's sequence (START to STOP)

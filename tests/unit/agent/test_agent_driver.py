@@ -11,8 +11,8 @@ from harness.agent.flavours.tprof.run import (
     collect_steps,
     decode_stat,
     ioctl_step,
-    sampling_steps,
     start_steps,
+    tprof_steps,
 )
 from harness.agent.profctl import StepResult
 from harness.agent.steps import (
@@ -94,7 +94,7 @@ def test_collect_stops_reads_snapshots_getstats_and_closes_in_order() -> None:
 def test_sampling_steps_for_a_plan() -> None:
     plan = SamplingPlan(busy_cpus=(0, 2), busy_ms=500, probe_cpus=(1,), probe_ms=100, idle_ms=300)
     assert (
-        sampling_steps(plan)
+        tprof_steps(plan)
         == (
             IRQS,
             "open:/dev/profagent",
@@ -114,14 +114,14 @@ def test_sampling_steps_for_a_plan() -> None:
 
 
 def test_sampling_steps_without_busy_loops_or_probe() -> None:
-    steps = sampling_steps(SamplingPlan(busy_cpus=()))
+    steps = tprof_steps(SamplingPlan(busy_cpus=()))
     assert steps == (IRQS, "open:/dev/profagent", START, "wait", "sleep:300", COLLECT[0],
                      IRQS, "sleep:300", IRQS, *COLLECT[1:])  # fmt: skip
 
 
 def test_sampling_steps_reject_an_impossible_cpu() -> None:
     with pytest.raises(ConfigError, match=re.escape("cpu must be in 0..1023, not 1024")):
-        sampling_steps(SamplingPlan(busy_cpus=(1024,)))
+        tprof_steps(SamplingPlan(busy_cpus=(1024,)))
 
 
 # --- parsers --------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 from harness.agent.flavour import AgentLike, BenchRow, FlavourBench
 from harness.agent.flavours.tprof.data import TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.results import TprofRun
-from harness.agent.flavours.tprof.run import sampling_run
+from harness.agent.flavours.tprof.run import tprof_run
 from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
 
@@ -49,7 +49,7 @@ def measure(agent: AgentLike, cpus: tuple[int, ...]) -> dict[str, Any]:
     results: dict[int, dict[str, float]] = {}
     plan = SamplingPlan(busy_cpus=cpus, busy_ms=DROPFREE_RUN_MS)
     for rate in RATES_HZ:
-        run = sampling_run(agent, AgentSpec(period=1_000_000_000 // rate), plan)
+        run = tprof_run(agent, AgentSpec(period=1_000_000_000 // rate), plan)
         core = run.snapshot.core.values()
         throttled = sum(c["x_throttled"] for c in core)
         results[rate] = {

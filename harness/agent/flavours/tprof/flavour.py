@@ -47,9 +47,9 @@ from harness.agent.flavours.tprof.run import (
     ioctl_step,
     nest_step,
     partial_read_run,
-    sampling_beside_perf,
-    sampling_run,
     scripted_run,
+    tprof_beside_perf,
+    tprof_run,
 )
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import check_content, judge_content
@@ -84,7 +84,7 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],), busy_ms=1000)
     truth = standard_launches(cpus, TRUTH_MS)
     return isolated(agent, isolation_cpu(cpus, cpus[-1]),
-                    lambda: sampling_run(agent, spec, plan, truth))  # fmt: skip
+                    lambda: tprof_run(agent, spec, plan, truth))  # fmt: skip
 
 
 def _check(run: TprofRun) -> list[Violation]:
@@ -98,7 +98,7 @@ def _applicable(run: TprofRun) -> frozenset[str]:
 def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     """Busy loops on every CPU, the ground-truth workloads beside them, perf beside the agent."""
     truth = (TruthLaunch("chain", cpus[-1], 1000), TruthLaunch("mix", cpus[0], 1000))
-    return sampling_beside_perf(agent, spec, SamplingPlan(busy_cpus=cpus, busy_ms=1000), truth)
+    return tprof_beside_perf(agent, spec, SamplingPlan(busy_cpus=cpus, busy_ms=1000), truth)
 
 
 def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -107,7 +107,7 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     Every CPU samples; the spinners beside it read every CPU's fill index.
     """
     plan = SamplingPlan(busy_cpus=(), busy_ms=0, idle_ms=OVERLAP_MS)
-    return sampling_run(agent, replace(spec, period=OVERLAP_PERIOD), plan)
+    return tprof_run(agent, replace(spec, period=OVERLAP_PERIOD), plan)
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:

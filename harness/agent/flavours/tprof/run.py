@@ -2,7 +2,7 @@
 
 Pure step builders plus runners over `harness.agent.runner.AgentLike`::
 
-    run = sampling_run(agent, AgentSpec(), SamplingPlan(busy_cpus=(0, 2)))
+    run = tprof_run(agent, AgentSpec(), SamplingPlan(busy_cpus=(0, 2)))
     run, results = scripted_run(agent, spec, (inject_step("all", 12), kick_step()),
                                 context=RunContext(injected={0: 12, 1: 12}, kicks=1))
     run = partial_read_run(agent, AgentSpec(quirks=TPROF.quirk_bit("TP-D9")), (0,))
@@ -142,7 +142,7 @@ def read_kick_wait_step(ms: int) -> str:
     return profctl.write_step(f"{DEBUGFS}/read_kick", f"wait ms={ms}")
 
 
-def sampling_steps(plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()) -> tuple[str, ...]:
+def tprof_steps(plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()) -> tuple[str, ...]:
     """The whole standard run as one profctl sequence (with the ground-truth ``launches``)."""
     body = (*launch_steps(launches), *workload_steps(plan), *output_steps(launches))
     return judged_steps(body)
@@ -153,7 +153,7 @@ def decode_stat(data: bytes) -> dict[str, int]:
     return dict(zip(TPROF_STAT.names, struct.unpack(TPROF_STAT.struct_format, data), strict=True))
 
 
-def sampling_run(
+def tprof_run(
     agent: AgentLike, spec: AgentSpec, plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()
 ) -> TprofRun:
     """Load ``spec``, run the standard workload (and ``launches``), collect everything.
@@ -166,10 +166,10 @@ def sampling_run(
         max_sample_rate=plan.max_sample_rate,
         probe_cpus=plan.probe_cpus,
     )
-    return run_steps(agent, spec, sampling_steps(plan, launches), context)[0]
+    return run_steps(agent, spec, tprof_steps(plan, launches), context)[0]
 
 
-def sampling_beside_perf(
+def tprof_beside_perf(
     agent: AgentLike, spec: AgentSpec, plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()
 ) -> TprofRun:
     """``plan`` (and ``launches``) with Linux perf beside the agent: PEER, PROFILE.
@@ -181,11 +181,11 @@ def sampling_beside_perf(
     """
 
     def run(a: AgentLike, s: AgentSpec, _: object) -> TprofRun:
-        return sampling_run(a, s, plan, launches)
+        return tprof_run(a, s, plan, launches)
 
     def sized(a: AgentLike, s: AgentSpec, _: object, ms: int) -> TprofRun:
         lasting = tuple(replace(w, ms=ms) for w in launches)
-        return sampling_run(a, s, replace(plan, busy_ms=ms), lasting)
+        return tprof_run(a, s, replace(plan, busy_ms=ms), lasting)
 
     hooks = replace(PEER_HOOKS, sized=sized, usual_ms=plan.busy_ms, check=_peer_check)
     return run_beside_perf(agent, spec, plan.busy_cpus, run, hooks)
@@ -249,7 +249,7 @@ def partial_read_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -
 def scripted_run(
     agent: AgentLike, spec: AgentSpec, body: Sequence[str], context: RunContext | None = None
 ) -> tuple[TprofRun, tuple[profctl.StepResult, ...]]:
-    """Load ``spec``, START, run ``body``, then collect as `sampling_run` does.
+    """Load ``spec``, START, run ``body``, then collect as `tprof_run` does.
 
     ``context`` says what ``body`` does (injected counts, kicks), for the oracles.
     Every step must succeed; use the agent's ``steps`` for runs that expect errors.
