@@ -13,7 +13,7 @@ flavour's oracles hold (those the interface leaves unjudged aside)::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.agent.controlspec import ControlInterface
@@ -48,7 +48,7 @@ class Finding:
     scenario written for the finding expects the defect's own numbers.
     """
 
-    kind: str  # console, law, model, oracle, call, guest
+    kind: str  # console, law, model, oracle, call, guest, kmemleak
     what: str
     numbers: tuple[tuple[str, int], ...] = ()
     oracle: str | None = None
@@ -95,3 +95,17 @@ def oracle_findings(
         for name, why in failed
         if name not in skipped
     )
+
+
+def leak_findings(leaks: Sequence[str]) -> tuple[Finding, ...]:
+    """One finding for the module's objects kmemleak reports once the agent was closed.
+
+    ``leaks`` are the report's blocks that name the module
+    (`harness.agent.oracles.evidence.module_leaks`); the first one's first lines say
+    what was allocated where.
+    """
+    if not leaks:
+        return ()
+    first = " | ".join(line.strip() for line in leaks[0].splitlines()[:3])
+    what = f"memory left behind by the closed agent: {len(leaks)} object(s); first: {first}"
+    return (Finding("kmemleak", what),)

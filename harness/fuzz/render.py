@@ -86,12 +86,15 @@ def finding_expect(findings: Sequence[Finding]) -> tuple[Mapping[str, str | int 
         oracles = sorted({f.oracle for f in findings if f.oracle is not None})
         expect += [{"oracle": name, "fails": True} for name in oracles]
     texts = [console_text(f.what) for f in findings if f.kind == "console"]
+    texts += [LEAK_TEXT for f in findings if f.kind == "kmemleak"]
     expect += [{"console": text} for text in dict.fromkeys(texts)][:1]
     errors = [error_text(f.what) for f in findings if f.kind in ("call", "guest")]
     expect += [{"error": text} for text in dict.fromkeys(errors)][:1]
     return tuple(expect) or CLEAN_EXPECT
 
 
+#: A kmemleak report's block starts so (`invoke repro` scans on the debug kernel).
+LEAK_TEXT = "unreferenced object"
 _WARNING = re.compile(r"WARNING: CPU: \d+ PID: \d+ at \S+ ([\w.]+)\+0x")
 _STAMP = re.compile(r"^\[\s*\d+\.\d+\]\s*")
 

@@ -24,6 +24,7 @@ from harness import arches
 from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
 from harness.agent.module.build import export_agent
+from harness.agent.oracles.evidence import kmemleak_command, module_leaks
 from harness.agent.profctl_build import build_profctl
 from harness.builder.cache import Cache
 from harness.builder.images import prepare_images
@@ -37,11 +38,16 @@ from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.record import new_run_dir
+from harness.vm.sanitizer import AGENT_MODULE
 from harness.vm.snapstore import SnapshotStore, running_guest
 
 #: The load parameters of every sequence: exact counts (only injected bursts record).
 BASE_AGENT: dict[str, object] = {"period": 200000, "pmu_produce": False}
 
+
+#: A kmemleak scan after each sequence on the debug kernel: its minimum age (5 s) and two
+#: scans (8-9 s each in a 512 MiB guest, `harness.cli.ci`).
+KMEMLEAK_TIMEOUT_S = 90.0
 
 #: Every CPU back online between sequences (a failed one never ran its closing steps).
 ONLINE_ALL = (
@@ -253,6 +259,9 @@ class FuzzSession:
             return ""
         try:  # a sequence that failed half-way may have left a CPU offline
             agent.shell.run(ONLINE_ALL, timeout_s=60.0)
+            if self.request.variant == "debug":  # closed, still loaded: leaks name it
+                scan = agent.shell.run(kmemleak_command(), timeout_s=KMEMLEAK_TIMEOUT_S)
+                findings += invariants.leak_findings(module_leaks(scan.stdout, AGENT_MODULE))
             agent.unload()
             return agent.shell.run("dmesg -c", timeout_s=30.0).stdout
         except HarnessError as exc:

@@ -31,6 +31,7 @@ from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, behaviour
 from harness.agent.module.build import AgentBuild, export_agent
+from harness.agent.oracles.evidence import kmemleak_command
 from harness.agent.profctl_build import build_profctl
 from harness.agent.steps import host_action_steps, inject_step, kick_step, probe_step
 from harness.builder.cache import Cache, write_json_atomic
@@ -325,10 +326,12 @@ def _attempt_in(
 
 
 def _console(agent: Agent, guest: Guest) -> str:
-    """The attempt's console, then the guest's dmesg if it still answers."""
+    """The attempt's console and dmesg; on the debug kernel kmemleak's report (its leaks)."""
     dmesg = ""
     with contextlib.suppress(HarnessError):
         dmesg = agent.shell.run("dmesg", timeout_s=30.0).stdout
+        if guest.images.variant == "debug":
+            dmesg += agent.shell.run(kmemleak_command(), timeout_s=90.0).stdout
     return guest.vm.console_text() + "\n" + dmesg
 
 

@@ -288,3 +288,17 @@ def test_ci_s_fuzz_stage_fuzzes_every_flavour_and_the_scaffold_and_fails_on_a_fi
         ((), cli_fuzz.CI_FUZZ_SEED, 5.0, tmp_path)
     }
     assert (tmp_path / cli_fuzz.CI_SCAFFOLD / "profbench_fuzzport" / "interface.py").is_file()
+
+
+def test_memory_the_closed_agent_left_is_a_finding_a_replay_expects() -> None:
+    block = (
+        "unreferenced object 0xffffff8004a1c000 (size 4096):\n"
+        '  comm "profctl", pid 91, jiffies 4294893000 (age 6.2s)\n'
+        "  backtrace:\n    kvmalloc_node+0x4c/0x100\n    tp_buf_alloc+0x30/0x90 [profagent]"
+    )
+    (found,) = invariants.leak_findings([block, block])
+    assert found.kind == "kmemleak"
+    assert found.what.startswith("memory left behind by the closed agent: 2 object(s); first: ")
+    assert "(size 4096)" in found.what
+    assert invariants.leak_findings([]) == ()
+    assert render.finding_expect((found,)) == ({"console": render.LEAK_TEXT},)
