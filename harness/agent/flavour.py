@@ -105,7 +105,7 @@ class Script:
     throttling_disabled: bool = True
     max_sample_rate: int | None = None
     #: The guest's clocks count instructions (input-free runs: ``-icount shift=0``), so one
-    #: guest nanosecond is one retired instruction and a time budget is exact.
+    #: guest nanosecond is one retired instruction and a time budget counts instructions.
     instruction_clock: bool = False
 
 
@@ -165,7 +165,7 @@ class Flavour:
     )
     #: Its own measurements in ``invoke bench``; None: it has none beyond the shared ones.
     bench: FlavourBench | None = None
-    #: A scenario judged input-free, where time budgets are exact: the case of its
+    #: A scenario judged input-free, where time budgets count instructions: the case of its
     #: ``deterministic`` mutants (`harness.mutation.groups`); None: it has none.
     budget_scenario: Path | None = None
 

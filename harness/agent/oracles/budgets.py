@@ -8,7 +8,7 @@ wall-clock interval without bound, so over SSH the law could only flake. An inpu
 run (``invoke repro --deterministic``, ``--record``) runs QEMU with ``-icount
 shift=0,sleep=off``: the guest's clocks advance 2^0 = 1 ns per instruction retired, and
 jump over idle time to the next timer. A handler's interval there is a count of
-instructions, identical from run to run, so the budget becomes exact::
+instructions, identical from run to run, so the budget judges the same figure every time::
 
     handler_budget_ns(burst=12)                 # 1 200 000: 12 calls × 100 000 instructions
     check_handler_budget(core, injections)      # [] unless a handler took longer
@@ -37,7 +37,7 @@ not a small regression).
 
 With several vCPUs, QEMU's round-robin may run another vCPU inside a handler's
 interval, whose instructions then count too; the budget scenarios are one vCPU, where
-the figure is exact. Flavour-specific budgets (tprof's STOP latency, TP-O10) live with
+the figure is the handler's own. Flavour-specific budgets (tprof's STOP latency, TP-O10) live with
 their flavour and reuse this module's reading of the clock.
 """
 

@@ -1,7 +1,7 @@
 """TP-O10, tprof's STOP latency, judged only where the guest's clock counts instructions.
 
 seeds-spec §7.1 TP-O10 bounds STOP's latency, "manual mode: STOP returns within 1 s;
-auto mode within p + 1 s". That is a wall-clock figure; it is exact only in an
+auto mode within p + 1 s". That is a wall-clock figure; it is reproducible only in an
 input-free run (``-icount shift=0``), where one guest nanosecond is one instruction, as
 `harness.agent.oracles.budgets` explains for the core's C-3 (the handler budget every flavour
 has, tprof's included)::
