@@ -1,4 +1,4 @@
-"""The fuzzer's teeth in a guest: KP-D3 found from scratch, the fixed build clean.
+"""The fuzzer's teeth in a guest: KP-D3 and KP-D5 found from scratch, the fixed build clean.
 
 One guest of 2 vCPUs per run (restored from its snapshot) and a fixed seed. With seed
 1, ``invoke fuzz`` found KP-D3 after 25 s (10 sequences), shrunk to ``kpctl-stop``,
@@ -18,6 +18,7 @@ from harness.builder.cache import Cache
 from harness.fuzz.search import fuzz
 from harness.fuzz.session import FuzzRequest
 from harness.scenarios.load import load_scenario
+from harness.scenarios.repro import run_scenario
 from harness.vm.topology import CpuTopology
 
 pytestmark = [pytest.mark.guest, pytest.mark.flavour("kprof"), pytest.mark.limit_s(420)]
@@ -58,3 +59,35 @@ def test_the_fuzzer_finds_kp_d3_and_the_fixed_build_stays_clean(
     # How many sequences fit in the budget depends on the host's load (10 in 60 s beside
     # an 8-vCPU guest, 36 alone): the run made some, and none found anything.
     assert fixed.sequences > 0
+
+
+def test_a_crash_quirk_is_found_as_a_warning_and_its_scenario_replays(
+    tmp_path: Path, topology: CpuTopology
+) -> None:
+    """KP-D5: the seed's failed open keeps its lock, and the next open blocks for ever.
+
+    The quirk build warns where the seed would block and refuses the open with EDEADLK.
+    ``invoke fuzz`` found it after 7 s (4 sequences, seed 1), shrunk to ``kpctl-reopen``,
+    ``fault-queue``. Its scenario expects the WARN and the refused open; the same steps
+    on the fixed build reproduce neither.
+    """
+    if topology.cpus != FUZZ_CPUS:
+        pytest.skip(f"the fuzzer boots its own {FUZZ_CPUS}-vCPU guest: `invoke test --cpus 2`")
+    lines: list[str] = []
+    request = FuzzRequest(flavour="kprof", quirks=("KP-D5",), cpus=FUZZ_CPUS, budget_s=BUDGET_S,
+                          shrink_s=30.0, seed=1, scenario_dir=tmp_path)  # fmt: skip
+    quirk = fuzz(request, Cache.default(), announce=lines.append)
+    assert quirk.scenario is not None, lines[-3:]
+    assert {f.kind for f in quirk.findings} >= {"console", "guest"}
+    scenario = load_scenario(quirk.scenario)
+    assert {s.op for s in scenario.steps} >= {"fault-queue", "kpctl-reopen"}
+    assert [e.describe().split(" ")[0:2] for e in scenario.expect] == [
+        ["console", "shows"], ["the", "run"]]  # fmt: skip
+    for bundle in ("replay", "control"):
+        (tmp_path / bundle).mkdir()
+    replay = run_scenario(scenario, Cache.default(), repeat=1, out=tmp_path / "replay")
+    assert replay.reproduced == 1, replay.verdicts
+    fixed = replace(scenario, agent=replace(scenario.agent, quirks=0), name="kp-d5-fixed")
+    control = run_scenario(fixed, Cache.default(), repeat=1, out=tmp_path / "control")
+    assert control.reproduced == 0
+    assert [v.observed for v in control.verdicts[0]] == ["no such line", "the run completed"]
