@@ -146,6 +146,10 @@ def _op(label: str, expected: str, op: str | int, **fields: int) -> Tagged:
     return pmc_step(op, **fields), f"op:{label}:{expected}"
 
 
+#: The busy loop on the control PMC's CPU while it runs (guest ms): 100-200 overflows.
+CONTROL_SPIN_MS = 200
+
+
 def control_ops(cpus: tuple[int, ...]) -> tuple[Tagged, ...]:
     """HW-O9's calls, each with the errno it must give (§4.4, §6.3's mapping)."""
     ss0 = pmc_id(cpus[0], "SS")
@@ -162,6 +166,12 @@ def control_ops(cpus: tuple[int, ...]) -> tuple[Tagged, ...]:
         _op("stop-allocated", "EINVAL", "PMCSTOP", id=ss0),
         _op("start", "ok", "PMCSTART", id=ss0),
         _op("start-running", "ok", "PMCSTART", id=ss0),
+        # The core's laws need overflows to compare: a busy loop while the PMC runs. Without
+        # it the window between START and STOP is a few system calls long, and on 1 vCPU
+        # beside a busy host it held no overflow (cold CI of a39233e: CALLS, THROTTLE, C-2
+        # and IRQ UNJUDGED, 0 producer calls), on 8 the hotplug ops' time held some.
+        (profctl.spin_step(cpus[0], CONTROL_SPIN_MS), ""),
+        (profctl.wait_step(), ""),
         _op("setcount-running", "EBUSY", "PMCSETCOUNT", id=ss0, value=1000),
         _op("write-running", "EBUSY", "PMCRW", id=ss0, flags=2, value=7),
         _op("attach-system", "EINVAL", "PMCATTACH", id=ss0),
