@@ -6,7 +6,9 @@ fills with a guest run), and the console is recorded text.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import cast
 
 import pytest
@@ -19,7 +21,8 @@ from harness.builder.cache import Cache
 from harness.cli import fuzz as cli_fuzz
 from harness.cli.fuzz import FuzzOptions, fuzz_request
 from harness.errors import ConfigError
-from harness.fuzz import generate, invariants, render, shrink
+from harness.fuzz import generate, invariants, render, search, shrink
+from harness.fuzz import session as session_module
 from harness.fuzz.generate import Target
 from harness.fuzz.invariants import Finding
 from harness.fuzz.session import FuzzRequest, FuzzResult
@@ -302,3 +305,32 @@ def test_memory_the_closed_agent_left_is_a_finding_a_replay_expects() -> None:
     assert "(size 4096)" in found.what
     assert invariants.leak_findings([]) == ()
     assert render.finding_expect((found,)) == ({"console": render.LEAK_TEXT},)
+
+
+def test_a_suppressed_sweep_is_resumed_before_the_collect() -> None:
+    target = _target("hwpmc")
+    steps = (Step("suppress", cpu=1), Step("pmc-release", cpu=0))
+    facts = generate.walk(target, steps)
+    assert generate.closing(target, facts) == (Step("resume", cpu=1),)
+    assert generate.closing(target, generate.walk(target, (*steps, Step("resume", cpu=1)))) == ()
+
+
+def test_a_finding_that_does_not_recur_when_hypothesis_replays_it_still_ends_the_search() -> None:
+    target = _target("kprof")
+    tally = session_module._Tally(time.monotonic())
+    found = (Finding("oracle", "KP-O1: lost 1", oracle="KP-O1"),)
+    runs: list[tuple[Step, ...]] = []
+
+    def execute(steps: tuple[Step, ...]) -> tuple[Finding, ...]:
+        runs.append(steps)
+        tally.sequences += 1
+        return found if len(runs) == 1 else ()  # the first sequence only: a flaky finding
+
+    fake = SimpleNamespace(request=FuzzRequest(flavour="kprof", budget_s=60.0, shrink_s=0.0,
+                                               seed=1, max_steps=3),
+                           tally=tally, target=target, execute=execute,
+                           announce=lambda line: None)  # fmt: skip
+    search._search(cast(session_module.FuzzSession, fake))
+    assert tally.best is not None
+    assert tally.best[1] == found
+    assert tally.first_sequence == 1

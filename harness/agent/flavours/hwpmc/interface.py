@@ -52,6 +52,21 @@ def _after(facts: Facts, step: StepLike) -> dict[str, int]:
     return out
 
 
+def _closing(facts: Facts) -> tuple[Mapping[str, int | str], ...]:
+    """Every CPU whose sweeps were suppressed is resumed before the collect.
+
+    The collect's RELEASE waits for the PMC's entries to be swept (bounded by
+    release_ms): left suppressed, an entry in the ring ends it in ETIMEDOUT, and HW-O6
+    and HW-O7 fail on the fixed build (CI's fuzz stage, seed 1: inject cpu=1 count=537,
+    suppress cpu=1, pmc-release cpu=0, kick cpu=0 → x_inring 1, runcount 1, ETIMEDOUT).
+    """
+    return tuple(
+        {"op": "resume", "cpu": int(key.split(".")[1])}
+        for key, suppressed in sorted(facts.items())
+        if key.startswith("suppressed.") and suppressed
+    )
+
+
 INTERFACE = ControlInterface(
     flavour="hwpmc",
     files=("/dev/hwpmc", "/sys/kernel/debug/profagent/stats"),
@@ -64,5 +79,5 @@ INTERFACE = ControlInterface(
         OpDecl("pmc-release", cpu="one", what="PMCRELEASE of the CPU's SS PMC"),
         OpDecl("pending", cpu="one", what="the next entry recorded stays pending"),
     ),
-    model=Model(start=_start, allows=_allows, after=_after),
+    model=Model(start=_start, allows=_allows, after=_after, closing=_closing),
 )
