@@ -56,6 +56,11 @@ class SamplingPlan:
     max_sample_rate: int | None = None
 
 
+def fault_step(point: str, nth: int = 1) -> str:
+    """Arm the core's fault point ``point``: its ``nth`` next hit fails."""
+    return profctl.write_step(f"{DEBUGFS}/fault", f"point={point} nth={nth}")
+
+
 def inject_step(cpu: int | str, count: int, ctx: str = "nmi") -> str:
     """Inject ``count`` producer calls on ``cpu`` (or ``"all"``), synchronously."""
     return profctl.write_step(f"{DEBUGFS}/inject", f"cpu={cpu} count={count} ctx={ctx}")

@@ -285,19 +285,20 @@ def _attempt(
     verdicts when the guest's stop then finds that report on the console.
     """
     timeouts = Timeouts.from_env().for_variant(scenario.guest.variant)
-    outcome: list[tuple[tuple[Verdict, ...], dict[str, int]]] = []
+    found: tuple[tuple[Verdict, ...], dict[str, int]] | None = None
     try:
         with running_guest(spec, images, workdir, timeouts=timeouts,
                            snapshots=snapshots) as guest:  # fmt: skip
             found = _attempt_in(scenario, spec, guest, images=images, build=build, cache=cache,
                                 workdir=workdir, dump_memory=dump_memory)  # fmt: skip
-            outcome.append(found)
     except GuestError as exc:
         reported = any(e.console is not None or e.error is not None for e in scenario.expect)
-        if not (outcome and reported):
+        if found is None or not reported:
             raise
         LOG.info("leaving the guest: %s (the scenario expects a report)", exc.reason)
-    return outcome[0]
+    if found is None:
+        raise InfraError(f"{scenario.name}: the attempt ended without verdicts")
+    return found
 
 
 def _attempt_in(

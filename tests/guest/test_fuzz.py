@@ -16,7 +16,7 @@ import pytest
 
 from harness.builder.cache import Cache
 from harness.fuzz.search import fuzz
-from harness.fuzz.session import FuzzRequest
+from harness.fuzz.session import FuzzRequest, FuzzResult
 from harness.scenarios.load import load_scenario
 from harness.scenarios.repro import run_scenario
 from harness.vm.topology import CpuTopology
@@ -27,24 +27,35 @@ BUDGET_S = 120.0
 FIXED_S = 60.0
 
 
+def _found_from_scratch(
+    quirk: str, tmp_path: Path, topology: CpuTopology
+) -> tuple[FuzzRequest, FuzzResult, Path, list[str]]:
+    """kprof's ``quirk`` build fuzzed with seed 1 until a finding: request, result, its
+    scenario, the progress lines.
+
+    Its guest is its own, of 2 vCPUs, whatever the tier's: it runs once, in a 2-vCPU
+    tier (invoke test --cpus 2, CI's 6.12 stage). In `invoke test --cpus 8` the KP-D3
+    test took 136 s of the 313 (91c9c73's tier: 207 s).
+    """
+    if topology.cpus != FUZZ_CPUS:
+        pytest.skip(f"the fuzzer boots its own {FUZZ_CPUS}-vCPU guest: `invoke test --cpus 2`")
+    lines: list[str] = []
+    request = FuzzRequest(flavour="kprof", quirks=(quirk,), cpus=FUZZ_CPUS, budget_s=BUDGET_S,
+                          shrink_s=30.0, seed=1, scenario_dir=tmp_path)  # fmt: skip
+    found = fuzz(request, Cache.default(), announce=lines.append)
+    assert found.scenario is not None, lines[-3:]
+    return request, found, found.scenario, lines
+
+
 def test_the_fuzzer_finds_kp_d3_and_the_fixed_build_stays_clean(
     tmp_path: Path, topology: CpuTopology
 ) -> None:
-    if topology.cpus != FUZZ_CPUS:
-        # Its guest is its own, of 2 vCPUs, whatever the tier's: it runs once, in a
-        # 2-vCPU tier (invoke test --cpus 2, CI's 6.12 stage). In `invoke test --cpus 8`
-        # it took 136 s of the 313 (91c9c73's tier: 207 s).
-        pytest.skip(f"the fuzzer boots its own {FUZZ_CPUS}-vCPU guest: `invoke test --cpus 2`")
-    lines: list[str] = []
-    request = FuzzRequest(flavour="kprof", quirks=("KP-D3",), cpus=FUZZ_CPUS, budget_s=BUDGET_S,
-                          shrink_s=30.0, seed=1, scenario_dir=tmp_path)  # fmt: skip
-    quirk = fuzz(request, Cache.default(), announce=lines.append)
-    assert quirk.scenario is not None, lines[-3:]
+    request, quirk, written, lines = _found_from_scratch("KP-D3", tmp_path, topology)
     assert quirk.first_found_s is not None
     assert quirk.first_found_s < BUDGET_S
     model = [f.what for f in quirk.findings if f.kind == "model"]
     assert [w.split(",")[0] for w in model] == ["stats.qlimit is 67108864"]  # 64 MiB stays
-    scenario = load_scenario(quirk.scenario)
+    scenario = load_scenario(written)
     ops = [s.op for s in scenario.steps]
     assert "kpctl-stop" in ops
     assert "kpctl-qlimit" in ops[ops.index("kpctl-stop") :]
@@ -71,15 +82,9 @@ def test_a_crash_quirk_is_found_as_a_warning_and_its_scenario_replays(
     ``fault-queue``. Its scenario expects the WARN and the refused open; the same steps
     on the fixed build reproduce neither.
     """
-    if topology.cpus != FUZZ_CPUS:
-        pytest.skip(f"the fuzzer boots its own {FUZZ_CPUS}-vCPU guest: `invoke test --cpus 2`")
-    lines: list[str] = []
-    request = FuzzRequest(flavour="kprof", quirks=("KP-D5",), cpus=FUZZ_CPUS, budget_s=BUDGET_S,
-                          shrink_s=30.0, seed=1, scenario_dir=tmp_path)  # fmt: skip
-    quirk = fuzz(request, Cache.default(), announce=lines.append)
-    assert quirk.scenario is not None, lines[-3:]
+    _, quirk, written, _ = _found_from_scratch("KP-D5", tmp_path, topology)
     assert {f.kind for f in quirk.findings} >= {"console", "guest"}
-    scenario = load_scenario(quirk.scenario)
+    scenario = load_scenario(written)
     assert {s.op for s in scenario.steps} >= {"fault-queue", "kpctl-reopen"}
     assert [e.describe().split(" ")[0:2] for e in scenario.expect] == [
         ["console", "shows"], ["the", "run"]]  # fmt: skip

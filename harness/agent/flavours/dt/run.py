@@ -33,7 +33,15 @@ from harness.agent.flavours.dt.data import (
 from harness.agent.flavours.dt.results import DtEvent, DtOpenStats, DtRun
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
-from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu, require_ok
+from harness.agent.steps import (
+    DEBUGFS,
+    DEVICE,
+    FD,
+    GUEST_DIR,
+    fault_step,
+    parse_percpu,
+    require_ok,
+)
 from harness.agent.truth.program import (
     TruthLaunch,
     evidence_of,
@@ -137,11 +145,7 @@ def racer_steps(plan: DtPlan) -> tuple[str, ...]:
     """``plan.racers`` background readers of the run's descriptor, then `wait` for them."""
     if not plan.racers:
         return ()
-    fault = (
-        ()
-        if plan.copy_fault is None
-        else (profctl.write_step(f"{DEBUGFS}/fault", f"point=dt_copyout nth={plan.copy_fault}"),)
-    )
+    fault = () if plan.copy_fault is None else (fault_step("dt_copyout", plan.copy_fault),)
     readers = tuple(
         profctl.readbg_step(FD, f"{RACER}-{n}.bin", plan.read_size) for n in range(plan.racers)
     )

@@ -44,6 +44,7 @@ from harness.agent.steps import (
     FD,
     GUEST_DIR,
     SNAPSHOT_FILES,
+    fault_step,
     parse_pairs,
     parse_percpu,
     snapshot_of,
@@ -94,7 +95,7 @@ def resume_at_release_step() -> str:
 
 def log_fault_step() -> str:
     """The next write to hwpmc/log fails as a full log's would (fault ``hwpmc_log``)."""
-    return profctl.write_step(f"{DEBUGFS}/fault", "point=hwpmc_log nth=1")
+    return fault_step("hwpmc_log")
 
 
 def pending_step(cpu: int) -> str:

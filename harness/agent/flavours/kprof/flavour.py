@@ -45,7 +45,6 @@ from harness.agent.flavours.kprof.run import (
     KPDATA,
     KprofPlan,
     ctl_step,
-    fault_step,
     kprof_run,
     snapshot,
 )
@@ -56,7 +55,7 @@ from harness.agent.oracles.report import CellRow
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.peer.sizing import MIN_MS
-from harness.agent.steps import GUEST_DIR, inject_step, probe_step
+from harness.agent.steps import GUEST_DIR, fault_step, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.agent.values.results import Judged, Violation

@@ -132,11 +132,6 @@ def session_steps(plan: KprofPlan) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def fault_step(point: str) -> str:
-    """Arm the agent's fault point ``point``: its next hit fails."""
-    return profctl.write_step(f"{DEBUGFS}/fault", f"point={point} nth=1")
-
-
 def retry_open_steps() -> tuple[str, ...]:
     """Open and close kpctl twice: the first round may fail, the second must not.
 

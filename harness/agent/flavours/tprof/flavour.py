@@ -56,7 +56,7 @@ from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
 from harness.agent.oracles.report import CellRow
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
-from harness.agent.steps import SamplingPlan, inject_step, kick_step
+from harness.agent.steps import SamplingPlan, fault_step, inject_step, kick_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import TruthLaunch, standard_launches
 from harness.agent.values.results import Judged, Violation
@@ -155,13 +155,9 @@ def _judged(run: TprofRun) -> tuple[Judged, ...]:
     return (*judge_tprof(run), *judge_content(run.content()))
 
 
-#: Where the agent's fault points are armed (``point=<name> nth=<n>``).
-FAULT_FILE = "/sys/kernel/debug/profagent/fault"
-
-
 def _fault(point: str) -> Callable[[int, int], str]:
     """An op arming ``point`` for the next START (the first hit fails)."""
-    return lambda cpu, count: profctl.write_step(FAULT_FILE, f"point={point} nth=1")
+    return lambda cpu, count: fault_step(point)
 
 
 def _restart(cpu: int, count: int) -> tuple[str, ...]:
