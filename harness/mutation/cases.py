@@ -68,6 +68,7 @@ def judge_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour
     The ``witness`` case is the standard run with the emulator's witness armed
     (`harness.agent.witnessed`): WITNESS judges it beside the flavour's oracles.
     """
+    mark = guest.console_lines()
     agent = deploy_agent(bench, guest, images, flavour.name, mutant)
     spec = AgentSpec(flavour=flavour.name)
     runner = flavour.peer_run if case == "peer" else flavour.runs.get(case)
@@ -84,13 +85,31 @@ def judge_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour
     except HarnessError as exc:
         LOG.warning("mutant %s, %s, %s: the run failed: %s", name_of(mutant), flavour.name,
                     case, exc)  # fmt: skip
-        return {"RUN-ERROR"}, None, ()
+        failed = {"RUN-ERROR"} | _console(guest, mark, agent.workdir / f"console-{case}.txt")
+        return failed, None, ()
     failed = {v.oracle for v in violations} | _unjudged(judged, mutant, flavour.name, case)
+    failed |= _console(guest, mark, agent.workdir / f"console-{case}.txt")
     # The run's table and verdicts beside its evidence: what a catch or a survivor rests on.
     (agent.workdir / f"report-{case}.txt").write_text(flavour.report(run, violations) + "\n")
     LOG.info("mutant %s, %s, %s: failed %s", name_of(mutant), flavour.name, case,
              ", ".join(sorted(failed)) or "none")  # fmt: skip
     return failed, run, judged
+
+
+def _console(guest: Guest, since_line: int, evidence: Path) -> set[str]:
+    """``{"CONSOLE"}`` when the guest printed a WARN, an oops or a report during the case.
+
+    A mutant's (the wrapped NMI trylock's WARN) is a catch of its row; the control's
+    fails the control. Either way the findings are this case's, kept in ``evidence``,
+    and the guest's check on leaving starts after them.
+    """
+    findings = guest.judge_console(since_line)
+    if not findings:
+        return set()
+    evidence.write_text("\n\n".join(f"{f}\n{f.context}" for f in findings) + "\n")
+    LOG.warning("%s printed %s during the case (%s)", guest.name,
+                ", ".join(sorted({f.kind for f in findings})), evidence)  # fmt: skip
+    return {"CONSOLE"}
 
 
 def compared(judged: Sequence[Judged], oracles: Iterable[str]) -> set[str]:

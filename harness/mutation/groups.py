@@ -50,7 +50,6 @@ from harness.mutation.plan import LANES, Plan, agent_builds, flavour_plan, plann
 from harness.process import build_pool
 from harness.scenarios.deterministic_bundle import run_deterministic
 from harness.scenarios.load import Scenario, load_scenario, on_kernel
-from harness.vm.console import scan_console
 from harness.vm.guest import Guest
 
 LOG = logging.getLogger(__name__)
@@ -223,11 +222,11 @@ def debug_group(bench: Bench, images: GuestImages, name: str) -> list[MutantRow]
 def _debug_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour,
                 mutant: Mutant | None) -> set[str]:  # fmt: skip
     """The standard case, then kmemleak (module still loaded) and the console."""
-    start = len(guest.vm.console_text().splitlines())
+    start = guest.console_lines()
     failed = run_case(bench, guest, images, flavour, mutant, "standard")
     report = guest.shell.run(kmemleak_command(), timeout_s=bench.timeouts.command_s).stdout
     if module_leaks(report, "profagent"):
         failed.add("KMEMLEAK")
-    if scan_console(guest.vm.console_text(), start_line=start):
+    if guest.judge_console(start):  # kmemleak's own lines too
         failed.add("CONSOLE")
     return failed

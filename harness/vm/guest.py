@@ -36,6 +36,7 @@ from harness.errors import (
 )
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
+from harness.vm.console import ConsoleFinding, scan_console
 from harness.vm.machine import GuestVM
 from harness.vm.migration import load_state
 from harness.vm.preflight import (
@@ -90,6 +91,7 @@ class Guest:
         self.facts_text = ""
         self._check_environment = check_environment
         self._timeouts = timeouts
+        self._console_judged = 0  # lines a caller judged itself (`judge_console`)
 
     @property
     def timeouts(self) -> Timeouts:
@@ -271,6 +273,20 @@ class Guest:
         if problems:
             raise EnvironmentMismatch(f"{self.name} is not the guest that was asked for", problems)
 
+    def console_lines(self) -> int:
+        """How many lines the guest's console holds so far (a mark for `judge_console`)."""
+        return len(self.vm.console_text().splitlines())
+
+    def judge_console(self, since_line: int) -> list[ConsoleFinding]:
+        """The console's findings after ``since_line``, now the caller's to judge.
+
+        A mutant's WARN is its catch, not a crash of the guest: the check on leaving
+        starts after the lines judged here (a later crash is still raised).
+        """
+        text = self.vm.console_text()
+        self._console_judged = max(self._console_judged, len(text.splitlines()))
+        return scan_console(text, start_line=since_line)
+
     def _stop(self, error: BaseException | None) -> None:
         self._save_final_dmesg()
         self.shell.close()
@@ -280,7 +296,8 @@ class Guest:
         if error is None or isinstance(error, InfraError):
             # A broken connection with a panic on the console is the panic's doing.
             try:
-                self.vm.check_console(what=f"{self.name} during the run")
+                self.vm.check_console(since_line=self._console_judged,
+                                      what=f"{self.name} during the run")  # fmt: skip
             except GuestError as found:
                 crash = found
         self.record.finish(crash or error)
