@@ -176,7 +176,12 @@ static bool kp_opened;
 static bool kp_profiling;
 static unsigned long kp_qlimit;		/* bytes; prof_qlimit changes it */
 static unsigned long kp_cpubufsz;	/* bytes of blocks allocated from now on */
-static u64 kp_gstat[KP_G_NSTATS];	/* written under kp_mutex or the queue lock */
+/*
+ * Written from the reader, the status and trace paths and each stats view, under
+ * different locks or none, and read lock-free by the view: atomics, not plain u64s
+ * (the kcsan stage's overlap run counted one race on the plain ones).
+ */
+static atomic64_t kp_gstat[KP_G_NSTATS];
 
 /* kptrace: chunks of {u32 len; text}, the oldest evicted first. */
 static DEFINE_MUTEX(kp_trace_mutex);
@@ -615,14 +620,14 @@ static bool kp_readable(struct kp_queue *q)
 static ssize_t kp_eof(struct kp_queue *q)
 {
 	q->eof_reads++;
-	kp_gstat[KP_G_X_EOF_READS]++;
+	atomic64_inc(&kp_gstat[KP_G_X_EOF_READS]);
 	/* Mutation point: EPIPE from the second read at the end, whatever the quirk. */
 	if (pa_mutant(EOF_EPIPE) && q->eof_reads > 1) {
-		kp_gstat[KP_G_X_EOF_EPIPE]++;
+		atomic64_inc(&kp_gstat[KP_G_X_EOF_EPIPE]);
 		return -EPIPE;
 	}
 	if (pa_quirk(KP_QUIRK_KP_D11) && q->eof_reads > KP_EOF_ZEROS) {
-		kp_gstat[KP_G_X_EOF_EPIPE]++;
+		atomic64_inc(&kp_gstat[KP_G_X_EOF_EPIPE]);
 		return -EPIPE;
 	}
 	return 0;
@@ -648,7 +653,7 @@ static ssize_t kp_copy_out(struct kp_queue *q, char __user *ubuf, size_t len)
 		kp_qlock(q, &flags);
 		b->off += n;
 		WRITE_ONCE(q->qlen, q->qlen - n);	/* state reads it lock-free */
-		kp_gstat[KP_G_X_BYTES_READ] += n;
+		atomic64_add(n, &kp_gstat[KP_G_X_BYTES_READ]);
 		if (b->off == b->used)
 			list_del(&b->link);
 		else
@@ -796,17 +801,21 @@ static int kp_emit_status(struct kp_queue *q)
 	list_add_tail(&b->link, &q->blocks);	/* no limit check, as the seed */
 	WRITE_ONCE(q->qlen, q->qlen + b->used);	/* state reads it lock-free */
 	spin_unlock_irqrestore(&q->lock, flags);
-	kp_gstat[KP_G_X_STATUS_BYTES] += b->used;
+	atomic64_add(b->used, &kp_gstat[KP_G_X_STATUS_BYTES]);
 	return 0;
 }
 
+/* Marked stores: the stats views and the kcsan spinners read every CPU's lock-free. */
 static void kp_reset_stats(void)
 {
 	unsigned int cpu;
+	int i;
 
 	for_each_possible_cpu(cpu)
-		memset(per_cpu_ptr(&kp_cpu, cpu)->stat, 0, sizeof(kp_cpu.stat));
-	memset(kp_gstat, 0, sizeof(kp_gstat));
+		for (i = 0; i < KP_PC_NSTATS; i++)
+			WRITE_ONCE(per_cpu_ptr(&kp_cpu, cpu)->stat[i], 0);
+	for (i = 0; i < KP_G_NSTATS; i++)
+		atomic64_set(&kp_gstat[i], 0);
 }
 
 /* Discard every queued byte and mark the queue dead; readers return 0. */
@@ -1113,7 +1122,7 @@ static ssize_t kp_trace_write(struct file *file, const char __user *ubuf, size_t
 	if (kp_trace_ring) {
 		kp_trace_append(text, keep);
 		if (len > KP_TRACE_SCRATCH - 1)
-			kp_gstat[KP_G_X_TRACE_TRUNCATED]++;
+			atomic64_inc(&kp_gstat[KP_G_X_TRACE_TRUNCATED]);
 	}
 	mutex_unlock(&kp_trace_mutex);
 	kfree(text);
@@ -1237,11 +1246,11 @@ static void kp_show_stats(struct seq_file *m)
 	cpus_read_unlock();
 	for (i = 0; i < KP_PC_NSTATS; i++)
 		seq_printf(m, "%s %llu\n", kp_pcpu_names[i], sum[i]);
-	kp_gstat[KP_G_QLEN] = kp_qlen();
-	kp_gstat[KP_G_QLIMIT] = READ_ONCE(kp_qlimit);
-	kp_gstat[KP_G_CPUBUFSZ] = READ_ONCE(kp_cpubufsz);
+	atomic64_set(&kp_gstat[KP_G_QLEN], kp_qlen());
+	atomic64_set(&kp_gstat[KP_G_QLIMIT], READ_ONCE(kp_qlimit));
+	atomic64_set(&kp_gstat[KP_G_CPUBUFSZ], READ_ONCE(kp_cpubufsz));
 	for (i = 0; i < KP_G_NSTATS; i++)
-		seq_printf(m, "%s %llu\n", kp_global_names[i], READ_ONCE(kp_gstat[i]));
+		seq_printf(m, "%s %llu\n", kp_global_names[i], (u64)atomic64_read(&kp_gstat[i]));
 }
 
 static void kp_show_stats_percpu(struct seq_file *m)
