@@ -35,11 +35,11 @@ from harness.agent.oracles.core import (
     CoreView,
     applicable_core,
     check_core,
-    check_nmi,
     core_view_of,
     judge_flavour,
 )
 from harness.agent.oracles.laws import at_most, equal, sums_to, zero
+from harness.agent.oracles.nmi import check_nmi, judge_nmi
 from harness.agent.values.results import Judged, Violation
 from profbench_skel.data import DROP_CAUSES, RECORDED, SKEL_SAMPLE
 from profbench_skel.results import SkelRun
@@ -76,8 +76,21 @@ def check_skel(run: SkelRun) -> list[Violation]:
 
 
 def judge_skel(run: SkelRun) -> list[Judged]:
-    """What each oracle compared: the shared ones as they count, its own per CPU."""
-    return judge_flavour(core_view(run), applicable_oracles(run))
+    """What each oracle compared: the shared ones as they count them, its own as below."""
+    return judge_flavour(core_view(run), applicable_oracles(run), compared(run))
+
+
+def compared(run: SkelRun) -> list[Judged]:
+    """What each of its own laws held to its equation: events, never CPUs alone."""
+    cpus = len(run.core)
+    calls = sum(int(run.core[cpu]["x_producer_calls"]) for cpu in run.core)
+    return [
+        Judged("SKEL-O1", calls, f"producer calls on {cpus} CPUs, each recorded or dropped "
+               "with its cause", why="no producer call on any CPU"),
+        Judged("SKEL-O2", len(run.samples), "records read, each from its CPU's ring in order",
+               why="the stream held no record"),
+        judge_nmi(run),
+    ]  # fmt: skip
 
 
 def check_conservation(run: SkelRun) -> list[Violation]:

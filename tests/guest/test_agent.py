@@ -151,7 +151,8 @@ def test_tp_d2_zero_estimate(agent: Agent, request: pytest.FixtureRequest) -> No
     run, _ = scripted_run(
         agent, faithful, [inject_step(0, 1000)], RunContext(injected={0: 1000}, kicks=0)
     )
-    assert_oracles(run, request)
+    # S = 0 records nothing: TP-O5 has no record to compare and says so (UNJUDGED).
+    assert_oracles(run, request, relied=tuple(sorted(applicable_oracles(run) - {"TP-O5"})))
     stats = run.snapshot.stats
     assert (stats["sample"], stats["overflow"], stats["buf"]) == (0, 0, 0)
     assert stats["x_overflow_emptybuf"] == 1000

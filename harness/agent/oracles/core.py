@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.budgets import check_handler_budget
@@ -48,7 +47,8 @@ from harness.agent.peer.counts import PeerBound, PeerEvidence, check_peer
 from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.profile import compare, profile_judged, unjudgeable
 from harness.agent.truth.nmigraph import NmiGraph
-from harness.agent.values.results import Judged, Violation, per_cpu
+from harness.agent.values.results import Judged, Violation
+from harness.errors import ConfigError
 from harness.vm.perf import PerfCounts
 
 CORE_ORACLES: tuple[tuple[str, str], ...] = (
@@ -151,12 +151,16 @@ def judge_core(view: CoreView) -> list[Judged]:
                             "held against the agent's count", why=why))  # fmt: skip
         idle = [cpu for cpu in sorted(set(view.kernel.after) | set(cpus))
                 if view.kernel.after_stop(cpu) is not None]  # fmt: skip
-        found.append(Judged("RELEASED", len(idle), f"CPUs read at STOP and "
-                            f"{view.kernel.idle_ms} ms later (their PMU interrupts compared)",
+        cpu_ms = len(idle) * view.kernel.idle_ms  # the time a stray interrupt could land in
+        found.append(Judged("RELEASED", cpu_ms, f"CPU-ms watched for a PMU interrupt after STOP "
+                            f"({len(idle)} CPUs read at STOP and {view.kernel.idle_ms} ms later)",
                             why="no CPU read both at STOP and after the idle"))  # fmt: skip
     if view.peer is not None:
-        found.append(Judged("PEER", len(view.peer.watched), "CPUs perf recorded on",
-                            why="perf recorded on no CPU"))  # fmt: skip
+        watched = view.peer.watched
+        samples = sum(view.peer.cpu(cpu).samples for cpu in watched)
+        found.append(Judged("PEER", samples, f"perf samples on {len(watched)} CPUs, each CPU's "
+                            "held to the agent's overflows there",
+                            why="perf sampled nothing on any CPU it recorded on"))  # fmt: skip
     if view.profile is not None:
         found.append(profile_judged(view.profile))
     if view.nmi_graph is not None:
@@ -173,15 +177,23 @@ def nmi_graph_judged(graph: NmiGraph) -> Judged:
     return Judged("C-2", graph.calls, what, why=f"{graph.entry} calls nothing", part="graph")
 
 
-def judge_flavour(view: CoreView, applicable: Collection[str]) -> list[Judged]:
+def judge_flavour(view: CoreView, applicable: Collection[str],
+                  own: Iterable[Judged]) -> list[Judged]:  # fmt: skip
     """What every applicable oracle of a flavour's table compared.
 
-    The core's as `judge_core` counts them; a flavour's own laws hold per CPU over
-    its counters, so each compared the CPUs the core kept counters for.
+    The core's as `judge_core` counts them; a flavour's own laws as the flavour counts
+    them in ``own``: one `Judged` a law, whose n counts what the law held to its
+    equation (producer calls, records, bytes, operations, sweeps), never CPUs alone.
+
+    :raise ConfigError: an applicable law of the flavour's has no count in ``own``.
     """
     core = {name for name, _ in CORE_ORACLES}
-    own = [name for name in sorted(applicable) if name not in core]
-    return [*judge_core(view), *per_cpu(own, view.core)]
+    counted = {judged.oracle: judged for judged in own}
+    mine = [name for name in sorted(applicable) if name not in core]
+    if missing := [name for name in mine if name not in counted]:
+        raise ConfigError(f"the flavour's laws {', '.join(missing)} say nothing of what they "
+                          "compared: a Judged each, whose n counts events, not CPUs")  # fmt: skip
+    return [*judge_core(view), *(counted[name] for name in mine)]
 
 
 def check_irq(view: CoreView) -> list[Violation]:
@@ -346,23 +358,6 @@ def check_nmi_context(core: Mapping[int, Mapping[str, int]], nmi_expected: bool)
         violations.append(Violation("NMI", None, "x_nmi_ctx_ok > 0 on some CPU",
                                     "x_nmi_ctx_ok = 0 on every CPU", "pseudo-NMI on"))  # fmt: skip
     return violations
-
-
-class NmiRun(Protocol):
-    """What `check_nmi` reads of a flavour's run."""
-
-    @property
-    def core(self) -> Mapping[int, Mapping[str, int]]:
-        """CPU → the core's per-CPU counters (``core_percpu``)."""
-
-    @property
-    def nmi_expected(self) -> bool:
-        """Whether the guest was booted with pseudo-NMI on."""
-
-
-def check_nmi(run: NmiRun) -> list[Violation]:
-    """NMI of a flavour's run: `check_nmi_context` on its core counters."""
-    return check_nmi_context(run.core, run.nmi_expected)
 
 
 _CHECKS: dict[str, Callable[[CoreView], list[Violation]]] = {

@@ -5,7 +5,7 @@ columns and its oracle list::
 
     verdict_lines(violations, ORACLES, applicable={"TP-O1"})   # PASS/FAIL/skip per oracle
     verdict_lines(violations, HWPMC_ORACLES, reproduces=HW_D2)     # XFAIL: the seed's defect
-    verdict_lines(violations, ORACLES, judged=[Judged("IRQ", 8, "CPUs")])  # PASS (n=8 CPUs)
+    verdict_lines(violations, ORACLES, judged=[Judged("IRQ", 812, "PMU interrupts")])
     unjudged(judged, ("WHERE", "WHO"))        # why a relied-on oracle compared nothing
     format_cpus([0, 1, 2, 5])                                   # "0-2,5"
     total_row(DtRow, rows, seq=None)                            # the ``all`` row

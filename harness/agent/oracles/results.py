@@ -16,7 +16,6 @@ from harness.agent.values.results import (
     Judged,
     Violation,
     flat_numbers,
-    per_cpu,
 )
 
-__all__ = ["CORE_NAMES", "AgentSnapshot", "Judged", "Violation", "flat_numbers", "per_cpu"]
+__all__ = ["CORE_NAMES", "AgentSnapshot", "Judged", "Violation", "flat_numbers"]

@@ -12,7 +12,7 @@ so it can be tested on hand-written ones::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.agent.values.info import CORE_PERCPU
@@ -93,12 +93,6 @@ class Judged:
             return f"{where}n={self.n} {self.what}"
         relied = " (not relied on: no model of this kernel)" if self.unmodelled else ""
         return f"{where}0 {self.what}: {self.why or 'nothing to compare'}{relied}"
-
-
-def per_cpu(oracles: Iterable[str], cpus: Iterable[int], what: str = "CPUs") -> list[Judged]:
-    """Each of ``oracles`` compared its per-CPU law on ``cpus`` (UNJUDGED when there is none)."""
-    n = len(set(cpus))
-    return [Judged(name, n, what, why="no CPU to compare on") for name in oracles]
 
 
 def flat_numbers(

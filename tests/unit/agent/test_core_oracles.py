@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -16,10 +17,13 @@ from harness.agent.oracles.core import (
     judge_flavour,
 )
 from harness.agent.oracles.evidence import Injections, KernelEvidence
+from harness.agent.oracles.nmi import judge_nmi
 from harness.agent.peer.pairing import ProfilePair
 from harness.agent.peer.profile import MIN_COMPARED, profile_judged
 from harness.agent.peer.symbols import fold
 from harness.agent.values.info import CORE_PERCPU
+from harness.agent.values.results import Judged
+from harness.errors import ConfigError
 from harness.vm.perf import PerfCounts, PerfCpu
 
 
@@ -103,26 +107,33 @@ def test_profile_judges_a_wrong_third_only_on_enough_samples_a_side() -> None:
 def test_each_applicable_core_oracle_says_what_it_compared() -> None:
     judged = {j.oracle: j.n for j in judge_core(VIEW)}
     # n counts what each compared: producer calls (108 + 50 + 4), overflows, the kernel's
-    # PMU interrupts (100 + 50); RELEASED the CPUs read at STOP and after the idle.
-    assert judged == {"CALLS": 162, "THROTTLE": 150, "C-2": 162, "IRQ": 150, "RELEASED": 2}
+    # PMU interrupts (100 + 50); RELEASED the CPU-ms watched after STOP (2 CPUs × idle_ms).
+    assert VIEW.kernel is not None
+    idle_ms = VIEW.kernel.idle_ms
+    assert judged == {"CALLS": 162, "THROTTLE": 150, "C-2": 162, "IRQ": 150,
+                      "RELEASED": 2 * idle_ms}  # fmt: skip
     quiet = {cpu: core() for cpu in VIEW.core}
     assert VIEW.kernel is not None
     idle = replace(VIEW, core=quiet, kernel=replace(VIEW.kernel, after=VIEW.kernel.before))
     assert not any(j.judged for j in judge_core(idle) if j.oracle != "RELEASED")
     peer = replace(VIEW, peer=peer_of({0: 101}))
-    assert {j.oracle: (j.n, j.what) for j in judge_core(peer)}["PEER"] == (
-        1, "CPUs perf recorded on")  # fmt: skip
-    own = {j.oracle: j.n for j in judge_flavour(VIEW, {"IRQ", "TP-O1"})}
-    assert own["TP-O1"] == 2  # a flavour's own per-CPU law compared the core's CPUs
-    nothing = replace(VIEW, core={})
-    assert all(not j.judged for j in judge_flavour(nothing, {"TP-O1"}) if j.oracle == "TP-O1")
-    # RELEASED counts the CPUs read at STOP and after the idle window, not the core's.
+    peer_judged = {j.oracle: j for j in judge_core(peer)}["PEER"]
+    assert (peer_judged.n, peer_judged.what.split(",")[0]) == (101, "perf samples on 1 CPUs")
+    silent = replace(VIEW, peer=peer_of({0: 0, 1: 0}))  # perf watched, sampled nothing
+    assert not {j.oracle: j for j in judge_core(silent)}["PEER"].judged
+    # A flavour's own law is counted by the flavour, in events; one it left out is an error.
+    law = Judged("TP-O1", 162, "producer calls held to conservation")
+    own = {j.oracle: j.n for j in judge_flavour(VIEW, {"IRQ", "TP-O1"}, [law])}
+    assert (own["IRQ"], own["TP-O1"]) == (150, 162)
+    with pytest.raises(ConfigError, match="TP-O2"):
+        judge_flavour(VIEW, {"TP-O1", "TP-O2"}, [law])
+    # RELEASED watches the CPUs read at STOP and after the idle window, not the core's.
     assert VIEW.kernel is not None
     no_idle = replace(VIEW, kernel=replace(VIEW.kernel, idle={}))
     (released,) = (j for j in judge_core(no_idle) if j.oracle == "RELEASED")
     assert (released.n, released.judged) == (0, False)
     one = replace(VIEW, kernel=replace(VIEW.kernel, idle={1: VIEW.kernel.after[1]}))
-    assert next(j.n for j in judge_core(one) if j.oracle == "RELEASED") == 1
+    assert next(j.n for j in judge_core(one) if j.oracle == "RELEASED") == idle_ms
 
 
 @pytest.mark.parametrize(("pair", "n", "why"), [
@@ -163,3 +174,14 @@ def test_nmi_asks_for_some_overflow_in_nmi_only_when_one_was_seen(
 ) -> None:
     found = check_nmi_context(cores, nmi_expected=True)
     assert [(v.oracle, v.cpu, v.expected, v.observed) for v in found] == expected
+
+
+def test_nmi_counts_every_context_it_checked() -> None:
+    @dataclass(frozen=True)
+    class Run:
+        core: Mapping[int, Mapping[str, int]]
+        nmi_expected: bool = True
+
+    judged = judge_nmi(Run(VIEW.core))  # 150 overflows, 162 producer calls
+    assert (judged.oracle, judged.n, judged.judged) == ("NMI", 312, True)
+    assert not judge_nmi(Run({0: core(), 1: core()})).judged

@@ -91,13 +91,13 @@ def test_without_a_quirk_the_verdicts_are_unchanged() -> None:
 
 def test_a_held_oracle_passes_only_on_what_it_compared() -> None:
     """PASS says how much it compared; n = 0 or no count at all is UNJUDGED, with why."""
-    judged = [Judged("HW-O9", 8, "CPUs"), Judged("HW-O8", 0, "samples", why="none in the phase"),
+    judged = [Judged("HW-O9", 8, "ops"), Judged("HW-O8", 0, "samples", why="none in the phase"),
               Judged("HW-O4", 12, "samples", part="text"),
               Judged("HW-O4", 0, "samples", why="one CPU", part="exclusive")]  # fmt: skip
     by_name = {line.split()[1]: line for line in verdict_lines([], ORACLES, judged=judged)
                .splitlines()}  # fmt: skip
     assert by_name["HW-O9"].startswith("PASS")
-    assert "(n=8 CPUs)" in by_name["HW-O9"]
+    assert "(n=8 ops)" in by_name["HW-O9"]
     assert by_name["HW-O8"].startswith("UNJUDGED")
     assert "none in the phase" in by_name["HW-O8"]
     assert by_name["HW-O4"].startswith("UNJUDGED")

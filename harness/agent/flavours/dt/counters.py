@@ -143,22 +143,27 @@ def check_dt_gstats(run: DtRun) -> list[Violation]:
     readevt and dropevt are sums; skiptick and recurevt are sums too, or with quirk
     DT-D1 the values of the highest CPU (the seed assigns inside its CPU loop).
     """
-    last_only = bool(run.spec.quirks & _DT_D1)
     violations = []
     for when, stats in _snapshots(run):
-        last = max(stats.percpu, default=None)
-        laws = []
-        for name in DT.stat_names:
-            percpu_name = f"dc_{name}"
-            if last_only and name in {"skiptick", "recurevt"}:
-                value = 0 if last is None else _get(stats, last, percpu_name)
-                text = f"{percpu_name}[{last}] = {value} (quirk DT-D1: the last CPU's)"
-            else:
-                value = _total(stats, percpu_name)
-                text = f"Σ {percpu_name} = {value}"
-            laws.append(Law(name, value, stats.gstats.get(name, 0), text))
-        violations += all_equal("DT-O4", None, laws, f"DTIOCGSTATS {when}")
+        violations += all_equal("DT-O4", None, gstats_laws(run, stats), f"DTIOCGSTATS {when}")
     return violations
+
+
+def gstats_laws(run: DtRun, stats: DtOpenStats) -> list[Law]:
+    """DT-O4's laws over one snapshot: each DTIOCGSTATS field against what it must be."""
+    last_only = bool(run.spec.quirks & _DT_D1)
+    last = max(stats.percpu, default=None)
+    laws = []
+    for name in DT.stat_names:
+        percpu_name = f"dc_{name}"
+        if last_only and name in {"skiptick", "recurevt"}:
+            value = 0 if last is None else _get(stats, last, percpu_name)
+            text = f"{percpu_name}[{last}] = {value} (quirk DT-D1: the last CPU's)"
+        else:
+            value = _total(stats, percpu_name)
+            text = f"Σ {percpu_name} = {value}"
+        laws.append(Law(name, value, stats.gstats.get(name, 0), text))
+    return laws
 
 
 def check_dt_recursion(run: DtRun) -> list[Violation]:
@@ -197,7 +202,7 @@ def check_dt_skipticks(run: DtRun) -> list[Violation]:
     violations = []
     detail = "DT-L5: every period the PMU counted was delivered, skipped or pending"
     for cpu in sorted(run.before_read.percpu):
-        want = _periods_skipped(run, cpu)
+        want = periods_skipped(run, cpu)
         got = _get(run.before_read, cpu, "dc_skiptick")
         if want is None or want[0] <= got <= want[0] + want[1]:
             continue
@@ -207,7 +212,7 @@ def check_dt_skipticks(run: DtRun) -> list[Violation]:
     return violations
 
 
-def _periods_skipped(run: DtRun, cpu: int) -> tuple[int, int, str] | None:
+def periods_skipped(run: DtRun, cpu: int) -> tuple[int, int, str] | None:
     """DT-L5 on ``cpu``: (skipped ticks, 1 if one more may be, how); None where not judged."""
     core = run.core.get(cpu, {})
     irqs = run.kernel.delta(cpu) if run.kernel else None

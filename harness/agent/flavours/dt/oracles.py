@@ -12,13 +12,15 @@ law never hides the others::
 Here: the table, which oracles apply to a run, and the readers' laws (DT-O8, DT-O10).
 The laws over the counters (DT-O1 … DT-O7, DT-INJ), and the checks removed from them
 and why, are `harness.agent.flavours.dt.counters`; those over the events read are
-`harness.agent.flavours.dt.stream`.
+`harness.agent.flavours.dt.stream`. What each of dt's own laws compared (the n of its
+PASS) is `harness.agent.flavours.dt.compared`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from harness.agent.flavours.dt.compared import compared_dt
 from harness.agent.flavours.dt.counters import (
     check_dt_conservation,
     check_dt_drain,
@@ -41,10 +43,10 @@ from harness.agent.oracles.core import (
     CoreView,
     applicable_core,
     check_core,
-    check_nmi,
     core_view_of,
     judge_flavour,
 )
+from harness.agent.oracles.nmi import check_nmi
 from harness.agent.values.results import Judged, Violation
 from harness.errors import ConfigError
 
@@ -102,8 +104,12 @@ def check_dt(run: DtRun) -> list[Violation]:
 
 
 def judge_dt(run: DtRun) -> list[Judged]:
-    """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`)."""
-    return judge_flavour(core_view(run), applicable_dt_oracles(run))
+    """What each applicable oracle of the table compared in ``run``.
+
+    The core's as `harness.agent.oracles.core` counts them, dt's own as
+    `harness.agent.flavours.dt.compared` does (n = 0: UNJUDGED, with why).
+    """
+    return judge_flavour(core_view(run), applicable_dt_oracles(run), compared_dt(run))
 
 
 def core_view(run: DtRun) -> CoreView:

@@ -110,6 +110,8 @@ class DtRun(RunEvidence):
     reader_during_recording: bool = False  # a background reader drained while recording
     #: How the background reader ended (its status file's errno; None: no reader).
     background_errno: str | None = None
+    #: The background reader's reads that returned bytes (its status file's ``reads``).
+    background_reads: int = 0
 
     def numbers(self) -> dict[str, int]:
         """Every counter after the drain, and the content counts, under flat names."""

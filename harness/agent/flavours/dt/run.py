@@ -281,7 +281,7 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     gstats = [r for s, r in zip(steps, results, strict=True) if s == dt_ioctl_step("DTIOCGSTATS")]
     pcpus = [r for s, r in zip(steps, results, strict=True) if s == pcpustats_step()]
     reads = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
-    ended = _reader_end(agent) if plan.background_reader else None
+    status = _reader_status(agent) if plan.background_reader else None
     # In the order they read: the background reader while recording, the racers
     # after RECORD off, the final drain last (one reader's seqs must rise: DT-O3).
     streams = [(BACKGROUND, "dt-background.bin")] if plan.background_reader else []
@@ -304,7 +304,8 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         skips=plan.skips,
         concurrent_readers=plan.racers,
         reader_during_recording=plan.background_reader,
-        background_errno=ended,
+        background_errno=None if status is None else status.errno,
+        background_reads=0 if status is None else status.reads,
         kernel=interrupt_reads(reads, agent.pmu_irq_label),
         injections=injections_of(steps, online),
         truth=evidence_of(agent, steps, results, chains=DT.records_chains),
@@ -312,8 +313,22 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     )
 
 
-def _reader_end(agent: AgentLike) -> str:
-    """The background reader's errno from its status file (``bytes=N reads=N errno=E``)."""
-    status = agent.fetch(f"{BACKGROUND}.status", "dt-background.status").decode()
-    fields = dict(part.partition("=")[::2] for part in status.split())
-    return fields.get("errno", f"no errno in {status.strip()!r}")
+@dataclass(frozen=True, slots=True)
+class ReaderStatus:
+    """How a background reader ended (``errno``) and its ``reads`` that returned bytes."""
+
+    errno: str
+    reads: int
+
+
+def parse_reader_status(text: str) -> ReaderStatus:
+    """A reader's status file (``bytes=N reads=N errno=E``); a missing field says so."""
+    fields = dict(part.partition("=")[::2] for part in text.split())
+    reads = fields.get("reads", "")
+    return ReaderStatus(errno=fields.get("errno", f"no errno in {text.strip()!r}"),
+                        reads=int(reads) if reads.isdigit() else 0)  # fmt: skip
+
+
+def _reader_status(agent: AgentLike) -> ReaderStatus:
+    """The background reader's status file, fetched and parsed."""
+    return parse_reader_status(agent.fetch(f"{BACKGROUND}.status", "dt-background.status").decode())

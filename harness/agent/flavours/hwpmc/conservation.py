@@ -9,6 +9,11 @@ registry (`harness.agent.flavours.hwpmc.oracles`) decides which apply::
     check_rings(run)          # HW-O2: recorded = swept + in ring; a full ring holds n
     check_outcomes(run)       # HW-O3: swept → logged, log failed, discarded; the log read back
 
+Beside each check, what it compared (`Judged`: n counts the calls or entries it held to
+its law, 0 with why when there were none)::
+
+    judge_interrupts(run)     # HW-O1: n=20 producer calls on 2 CPUs, each held to one outcome
+
 HW-O1 starts from the core's producer calls, which the shared oracles tie to the
 kernel's interrupt count; HW-O2's fill law and HW-O3's failure law start from what
 the harness injected.
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 from harness.agent.flavours.hwpmc.results import HwpmcRun, Table, cell, total
 from harness.agent.oracles.laws import equal, sums_to, zero
-from harness.agent.values.results import Violation
+from harness.agent.values.results import Judged, Violation
 
 
 def check_interrupts(run: HwpmcRun) -> list[Violation]:
@@ -47,6 +52,13 @@ def check_interrupts(run: HwpmcRun) -> list[Violation]:
         terms = {f"Σ {p}": total(percpu, p) for p in parts}
         found += sums_to("HW-O1", None, (stat, stats.get(stat, 0)), terms, "global = Σ per CPU")
     return found
+
+
+def judge_interrupts(run: HwpmcRun) -> Judged:
+    """HW-O1 compared each producer call the core counted (and the global sums over them)."""
+    core = run.snapshot.core
+    what = f"producer calls on {len(core)} CPUs, each held to one outcome"
+    return Judged("HW-O1", total(core, "x_producer_calls"), what, why="no producer call on any CPU")
 
 
 def _ring_law(table: Table, when: str) -> list[Violation]:
@@ -81,15 +93,36 @@ def _full_rings(run: HwpmcRun) -> list[Violation]:
     ]  # fmt: skip
 
 
-def check_rings(run: HwpmcRun) -> list[Violation]:
-    """HW-O2 at every table the run read (mid-run, after STOP, after RELEASE); full rings."""
-    tables = {
+def _ring_tables(run: HwpmcRun) -> dict[str, Table]:
+    """Every per-CPU table the run read (mid-run, after STOP, after RELEASE), by when."""
+    return {
         **{f"at {k}": t for k, t in run.checkpoints.items()},
         "after STOP": run.stopped,
         "after RELEASE": run.snapshot.stats_percpu,
     }
+
+
+def check_rings(run: HwpmcRun) -> list[Violation]:
+    """HW-O2 at every table the run read (mid-run, after STOP, after RELEASE); full rings."""
+    tables = _ring_tables(run)
     found = [v for when, table in tables.items() for v in _ring_law(table, when)]
     return found + _full_rings(run)
+
+
+def judge_rings(run: HwpmcRun) -> Judged:
+    """HW-O2 compared the entries recorded: the most any table it read held to its law.
+
+    The counts only grow, so the largest Σ x_recorded is every entry the run recorded;
+    each was held to swept + in ring at every read that had it. A fill adds its rings'
+    capacity against the calls injected, on entries the same tables count.
+    """
+    tables = _ring_tables(run)
+    recorded = max(total(table, "x_recorded") for table in tables.values())
+    cpus = len(run.snapshot.stats_percpu)
+    what = f"entries recorded on {cpus} CPUs, each swept or in its ring at {len(tables)} reads"
+    if run.fill:
+        what += f"; {len(run.fill)} full rings held to min(calls, n)"
+    return Judged("HW-O2", recorded, what, why="no entry recorded on any CPU")
 
 
 def check_outcomes(run: HwpmcRun) -> list[Violation]:
@@ -114,6 +147,14 @@ def check_outcomes(run: HwpmcRun) -> list[Violation]:
         "read back from the log",
     )
     return found + _log_failures(run)
+
+
+def judge_outcomes(run: HwpmcRun) -> Judged:
+    """HW-O3 compared each swept entry (and the log's records against Σ x_logged)."""
+    percpu = run.snapshot.stats_percpu
+    what = (f"swept entries on {len(percpu)} CPUs, each logged, refused or discarded; "
+            f"{len(run.log)} log records against Σ x_logged")  # fmt: skip
+    return Judged("HW-O3", total(percpu, "x_swept"), what, why="no entry swept on any CPU")
 
 
 def _log_failures(run: HwpmcRun) -> list[Violation]:

@@ -5,13 +5,16 @@ Quiescence after STOP, RELEASE, and the control plane; each check takes an `Hwpm
     check_coverage(run)       # HW-O6: after STOP and an idle phase every ring is empty
     check_release(run)        # HW-O7: runcount 0, RELEASE bounded, no counter left running
     check_control(run)        # HW-O9: each op's errno; syscalls and errors counted exactly
+
+``judge_coverage``, ``judge_release`` and ``judge_control`` say what each compared
+(`Judged`: entries, PMCs and RELEASEs, ops; 0, with why, for none).
 """
 
 from __future__ import annotations
 
-from harness.agent.flavours.hwpmc.results import HwpmcRun, cell
+from harness.agent.flavours.hwpmc.results import HwpmcRun, cell, total
 from harness.agent.oracles.laws import at_most, equal, zero
-from harness.agent.values.results import Violation
+from harness.agent.values.results import Judged, Violation
 
 # A RELEASE's entries are freed by each CPU's first sweep tick after it began (fixed
 # mode: every recording CPU is marked, nothing pending, the timer sweeps the whole
@@ -37,6 +40,12 @@ def check_coverage(run: HwpmcRun) -> list[Violation]:
     ]  # fmt: skip
 
 
+def judge_coverage(run: HwpmcRun) -> Judged:
+    """HW-O6 compared each entry recorded before STOP: none may be left in a ring."""
+    what = f"entries recorded on {len(run.stopped)} CPUs by STOP, none left in a ring"
+    return Judged("HW-O6", total(run.stopped, "x_recorded"), what, why="no entry recorded by STOP")
+
+
 def check_release(run: HwpmcRun) -> list[Violation]:
     """HW-O7: runcount drained, RELEASE bounded and successful, no NMI after RELEASE."""
     stats, found = run.snapshot.stats, []
@@ -58,6 +67,20 @@ def check_release(run: HwpmcRun) -> list[Violation]:
     return found
 
 
+def judge_release(run: HwpmcRun) -> Judged:
+    """HW-O7 compared the stopped PMCs' runcounts and every RELEASE that returned 0.
+
+    The tick bound and the quiet after RELEASE rest on those RELEASEs: the run's own
+    and, in a control run, its PMCRELEASE ops that succeeded (their errno is HW-O9's).
+    """
+    pmcs, releases = len(run.stopped_pmcs), len(run.releases)
+    ops = sum(1 for o in run.ops if o.op == "PMCRELEASE" and o.got == "ok")
+    what = (f"PMCs and RELEASEs: runcount 0 after STOP for {pmcs}, RELEASE within "
+            f"{RELEASE_TICKS} sweep tick for {releases + ops} ({ops} control ops)")  # fmt: skip
+    return Judged("HW-O7", pmcs + releases + ops, what,
+                  why="the run stopped and released no PMC")  # fmt: skip
+
+
 def check_control(run: HwpmcRun) -> list[Violation]:
     """HW-O9: each op's errno; syscalls and syscall_errors grew by what the harness did."""
     found = [
@@ -76,3 +99,11 @@ def check_control(run: HwpmcRun) -> list[Violation]:
         found += equal("HW-O9", None, "x_ss_running after START on an offline CPU", want=was,
                        got=now, detail="no side effect (HW-D6)")  # fmt: skip
     return found
+
+
+def judge_control(run: HwpmcRun) -> Judged:
+    """HW-O9 compared each control op's errno (and the syscall counts they add up to)."""
+    what = "control ops, each held to its §4.4 errno"
+    if run.driver_before and run.driver_after:
+        what += ", all to Δsyscalls and Δsyscall_errors"
+    return Judged("HW-O9", len(run.ops), what, why="no control op")

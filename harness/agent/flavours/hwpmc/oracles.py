@@ -5,10 +5,14 @@ a run and which function checks each. The checks live by group in
 `harness.agent.flavours.hwpmc.conservation` (HW-O1 … HW-O3), `.stalls` (HW-O4, HW-O5,
 HW-O8), `.lifecycle` (HW-O6, HW-O7, HW-O9) and `.readback` (HW-O10, HW-SC). Each
 takes an `HwpmcRun` and returns every way the run breaks its law as readable
-`Violation` values; `check_hwpmc` runs every applicable one::
+`Violation` values; `check_hwpmc` runs every applicable one. Beside each check a
+``judge_*`` says what it compared (`Judged`: the calls, entries, records, PMCs or ops
+held to its law, never CPUs alone; 0 and why when there were none), and
+`judge_hwpmc` gives every applicable oracle's::
 
     violations = check_hwpmc(run)
     {v.oracle for v in violations}        # {"HW-O6"} for HW-D1 on 40 vCPUs
+    judge_hwpmc(run)                      # [..., Judged("HW-O1", 20, "producer calls …"), …]
 
 The shared oracles (IRQ, CALLS, RELEASED, …) run first: they tie the producer calls
 HW-O1 starts from to the kernel's own interrupt count and the injections sent.
@@ -37,20 +41,46 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.agent.flavours.hwpmc.conservation import check_interrupts, check_outcomes, check_rings
-from harness.agent.flavours.hwpmc.lifecycle import check_control, check_coverage, check_release
-from harness.agent.flavours.hwpmc.readback import check_counting, check_records
-from harness.agent.flavours.hwpmc.results import HwpmcRun
-from harness.agent.flavours.hwpmc.stalls import check_fill, check_independence, check_restart
+from harness.agent.flavours.hwpmc.conservation import (
+    check_interrupts,
+    check_outcomes,
+    check_rings,
+    judge_interrupts,
+    judge_outcomes,
+    judge_rings,
+)
+from harness.agent.flavours.hwpmc.lifecycle import (
+    check_control,
+    check_coverage,
+    check_release,
+    judge_control,
+    judge_coverage,
+    judge_release,
+)
+from harness.agent.flavours.hwpmc.readback import (
+    check_counting,
+    check_records,
+    judge_counting,
+    judge_records,
+)
+from harness.agent.flavours.hwpmc.results import HwpmcRun, total
+from harness.agent.flavours.hwpmc.stalls import (
+    check_fill,
+    check_independence,
+    check_restart,
+    judge_fill,
+    judge_independence,
+    judge_restart,
+)
 from harness.agent.oracles.core import (
     CORE_ORACLES,
     CoreView,
     applicable_core,
     check_core,
-    check_nmi,
     core_view_of,
     judge_flavour,
 )
+from harness.agent.oracles.nmi import check_nmi
 from harness.agent.values.results import Judged, Violation
 
 HWPMC_ORACLES: tuple[tuple[str, str], ...] = (
@@ -107,8 +137,29 @@ def check_hwpmc(run: HwpmcRun) -> list[Violation]:
 
 
 def judge_hwpmc(run: HwpmcRun) -> list[Judged]:
-    """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`)."""
-    return judge_flavour(core_view(run), applicable_hwpmc_oracles(run))
+    """What each applicable oracle of the table compared in ``run``.
+
+    The shared ones as `harness.agent.oracles.core` counts them, the own ones as
+    `compared_hwpmc` does.
+    """
+    return judge_flavour(core_view(run), applicable_hwpmc_oracles(run), compared_hwpmc(run))
+
+
+def compared_hwpmc(run: HwpmcRun) -> list[Judged]:
+    """What each own law of `HWPMC_ORACLES` compared in ``run``, applicable or not."""
+    return [judge(run) for judge in _JUDGES.values()]
+
+
+def judge_nmi(run: HwpmcRun) -> Judged:
+    """NMI compared each overflow handler entry and each producer call with its context."""
+    core = run.snapshot.core
+    contexts = ("x_producer_calls_nmi", "x_producer_calls_irq", "x_producer_calls_task")
+    entries = total(core, "x_nmi_total")
+    calls = sum(total(core, name) for name in contexts)
+    mode = "on" if run.nmi_expected else "off"
+    what = (f"overflow entries and producer calls on {len(core)} CPUs ({entries} and {calls}), "
+            f"each held to its context, pseudo-NMI {mode}")  # fmt: skip
+    return Judged("NMI", entries + calls, what, why="no overflow and no producer call")
 
 
 _CHECKS: dict[str, Callable[[HwpmcRun], list[Violation]]] = {
@@ -124,4 +175,20 @@ _CHECKS: dict[str, Callable[[HwpmcRun], list[Violation]]] = {
     "HW-O10": check_records,
     "HW-SC": check_counting,
     "NMI": check_nmi,
+}
+
+
+_JUDGES: dict[str, Callable[[HwpmcRun], Judged]] = {
+    "HW-O1": judge_interrupts,
+    "HW-O2": judge_rings,
+    "HW-O3": judge_outcomes,
+    "HW-O4": judge_fill,
+    "HW-O5": judge_restart,
+    "HW-O6": judge_coverage,
+    "HW-O7": judge_release,
+    "HW-O8": judge_independence,
+    "HW-O9": judge_control,
+    "HW-O10": judge_records,
+    "HW-SC": judge_counting,
+    "NMI": judge_nmi,
 }

@@ -143,7 +143,7 @@ def independence_plan(a: int, b: int) -> HwpmcPlan:
 
 
 def _op(label: str, expected: str, op: str | int, **fields: int) -> Tagged:
-    return pmc_step(op, **fields), f"op:{label}:{expected}"
+    return pmc_step(op, **fields), f"op:{label}:{expected}:{op}"
 
 
 #: The busy loop on the control PMC's CPU while it runs (guest ms): 100-200 overflows.

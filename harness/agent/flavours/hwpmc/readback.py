@@ -4,6 +4,8 @@ What the log's records and a counting PMC say; each check takes an `HwpmcRun`::
 
     check_records(run)        # HW-O10: seq 1..N, producing CPU, user flag, pid, depth 1
     check_counting(run)       # HW-SC: an SC PMC's count against the guest clock
+    judge_records(run)        # n=18 records read, each checked whole (`Judged`)
+    judge_counting(run)       # n=1500000000 events the SC PMC counted, against the clock
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections import Counter
 
 from harness.agent.flavours.hwpmc.data import PMC_MODES
 from harness.agent.flavours.hwpmc.results import USER_FLAG, HwpmcRun
-from harness.agent.values.results import Violation
+from harness.agent.values.results import Judged, Violation
 
 KERNEL_PC = 1 << 63  # arm64 and x86-64 kernel addresses have the top bit set
 PID_NONE = 0xFFFFFFFF
@@ -52,6 +54,12 @@ def check_records(run: HwpmcRun) -> list[Violation]:
         for (cpu, why), n in sorted(bad.items())
     ]
     return found
+
+
+def judge_records(run: HwpmcRun) -> Judged:
+    """HW-O10 compared each record read back from hwpmc/log."""
+    what = "records read from hwpmc/log, each checked whole (seq, CPU, flags, pid, depth)"
+    return Judged("HW-O10", len(run.log), what, why="no record in hwpmc/log")
 
 
 # HW-SC's model. The guest's CLOCK_MONOTONIC (the generic timer, 16 ns ticks) and
@@ -103,3 +111,16 @@ def check_counting(run: HwpmcRun) -> list[Violation]:
             f"{sc.later} after the idle phase",
         ))  # fmt: skip
     return found
+
+
+def judge_counting(run: HwpmcRun) -> Judged:
+    """HW-SC compared the events the SC PMC counted from START to STOP with the guest clock.
+
+    A count of 0 or less compared nothing (and `check_counting` says why it is wrong).
+    """
+    sc = run.counting
+    if sc is None:
+        return Judged("HW-SC", 0, "events an SC PMC counted", why="no SC PMC in the run")
+    what = (f"events the SC PMC counted on CPU {sc.cpu} from START to STOP, held to the "
+            "guest clock; 3 RW reads held in order")  # fmt: skip
+    return Judged("HW-SC", max(0, sc.stopped - sc.initial), what, why="the SC PMC counted nothing")

@@ -94,6 +94,7 @@ class OpOutcome:
     label: str
     expected: str  # "ok" or an errno name
     got: str
+    op: str = ""  # the SP_IOC_PMC_OP it made: "PMCRELEASE", ...
 
 
 @dataclass(frozen=True, slots=True)

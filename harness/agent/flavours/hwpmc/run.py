@@ -368,10 +368,10 @@ def driver_stats(result: profctl.StepResult) -> dict[str, int]:
 def op_outcomes(
     tagged: Sequence[Tagged], results: Sequence[profctl.StepResult]
 ) -> tuple[OpOutcome, ...]:
-    """The control ops (tags ``op:<label>:<expected>``) with the errno each gave."""
+    """The control ops (tags ``op:<label>:<expected>:<op>``) with the errno each gave."""
     outcomes = []
     for (_, tag), result in zip(tagged, results, strict=True):
         if tag.startswith("op:"):
-            _, label, expected = tag.split(":")
-            outcomes.append(OpOutcome(label, expected, result.errno or "ok"))
+            _, label, expected, op = tag.split(":", 3)
+            outcomes.append(OpOutcome(label, expected, result.errno or "ok", op))
     return tuple(outcomes)

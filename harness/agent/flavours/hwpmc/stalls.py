@@ -7,13 +7,16 @@ harness injected and the sweeps it allowed::
     check_fill(run)           # HW-O4: min(N, n) recorded, the rest bufferfull; gating
     check_restart(run)        # HW-O5: the kick empties the ring and restarts; calls land
     check_independence(run)   # HW-O8: A stays stalled while only B sweeps, then restarts
+
+``judge_fill``, ``judge_restart`` and ``judge_independence`` say what each compared
+(`Judged`: the producer calls or entries held to the law; 0, with why, for none).
 """
 
 from __future__ import annotations
 
 from harness.agent.flavours.hwpmc.results import HwpmcRun, cell
 from harness.agent.oracles.laws import at_least, at_most, equal, zero
-from harness.agent.values.results import Violation
+from harness.agent.values.results import Judged, Violation
 
 
 def check_fill(run: HwpmcRun) -> list[Violation]:
@@ -39,6 +42,29 @@ def check_fill(run: HwpmcRun) -> list[Violation]:
                              detail=f"x_restarts {restarts} + 1: a stalled counter raises "
                              "no overflow")  # fmt: skip
     return found
+
+
+def _gated(run: HwpmcRun) -> int:
+    """Producer calls that found a full ring on the CPUs `check_fill`'s gating law bounds."""
+    if not run.hardware_stall:
+        return 0
+    percpu = run.snapshot.stats_percpu
+    return sum(cell(percpu, cpu, "x_bufferfull") for cpu in set(percpu) - set(run.injections.nmi))
+
+
+def judge_fill(run: HwpmcRun) -> Judged:
+    """HW-O4 compared the calls injected into suppressed rings and the ring-full calls gated.
+
+    The gating law bounds calls that found a ring full by the restarts: with none it
+    cannot fail, so a run whose rings never filled compared nothing there.
+    """
+    injected, gated = sum(run.fill.values()), _gated(run)
+    what = (f"producer calls: {injected} injected with sweeps suppressed on {len(run.fill)} "
+            "CPUs, each held to its outcome")  # fmt: skip
+    if run.hardware_stall:
+        what += f"; {gated} that found a ring full, held to one per restart"
+    why = "no call injected with sweeps suppressed and no ring found full"
+    return Judged("HW-O4", injected + gated, what, why=why)
 
 
 def check_restart(run: HwpmcRun) -> list[Violation]:
@@ -68,6 +94,13 @@ def check_restart(run: HwpmcRun) -> list[Violation]:
     return found
 
 
+def judge_restart(run: HwpmcRun) -> Judged:
+    """HW-O5 compared each call injected after the restarting sweep (its ring emptied first)."""
+    what = (f"producer calls injected after the restarting sweep on {len(run.resume)} CPUs, "
+            "each held to a recorded entry")  # fmt: skip
+    return Judged("HW-O5", sum(run.resume.values()), what, why="no call injected after a restart")
+
+
 def check_independence(run: HwpmcRun) -> list[Violation]:
     """HW-O8: A stalls alone while only B sweeps; A's own sweep restarts it."""
     if run.pair is None:
@@ -87,3 +120,16 @@ def check_independence(run: HwpmcRun) -> list[Violation]:
         *at_least("HW-O8", a, "x_recorded", bound=before + 1, got=cell(resumed, a, "x_recorded"),
                   detail=f"A samples again after its restart ({before} when stalled)"),
     ]  # fmt: skip
+
+
+def judge_independence(run: HwpmcRun) -> Judged:
+    """HW-O8 compared A's full ring, B's entries while A stalled, A's after its restart."""
+    if run.pair is None:
+        return Judged("HW-O8", 0, "entries of a stalled and a sweeping CPU", why="no pair run")
+    a, b = run.pair
+    stalled, resumed = run.checkpoints.get("a_stalled", {}), run.checkpoints.get("a_resumed", {})
+    full, by_b = cell(stalled, a, "x_inring"), cell(stalled, b, "x_recorded")
+    after = max(0, cell(resumed, a, "x_recorded") - cell(stalled, a, "x_recorded"))
+    what = (f"entries: {full} in A's (CPU {a}) full ring, {by_b} B's (CPU {b}) by A's stall, "
+            f"{after} A's after its restart")  # fmt: skip
+    return Judged("HW-O8", full + by_b + after, what, why="neither CPU recorded an entry")

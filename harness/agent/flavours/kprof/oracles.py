@@ -3,8 +3,9 @@
 This module is the registry: which oracles there are (`KPROF_ORACLES`), which apply
 to a run and which function checks each. The checks live by group in
 `harness.agent.flavours.kprof.blocks` (KP-O1, KP-O2, KP-O3, KP-O5, KP-O6), `.stream`
-(KP-O4, KP-O10) and `.control` (KP-O7, KP-O8, KP-O9); what the harness knows of a run
-before reading a counter (geometry, exactness, its calls) is in `.model`. Each check
+(KP-O4, KP-O10) and `.control` (KP-O7, KP-O8, KP-O9), what each compared in a run (the
+n of its PASS) in `.compared`; what the harness knows of a run before reading a counter
+(geometry, exactness, its calls) is in `.model`. Each check
 returns every way the run breaks its law as readable `Violation` values;
 `check_kprof` runs every applicable one::
 
@@ -30,6 +31,7 @@ from harness.agent.flavours.kprof.blocks import (
     check_kp_queue,
     check_kp_visibility,
 )
+from harness.agent.flavours.kprof.compared import compared_kprof
 from harness.agent.flavours.kprof.control import check_kp_control, check_kp_discard, check_kp_eof
 from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.kprof.model import exact
@@ -40,10 +42,10 @@ from harness.agent.oracles.core import (
     CoreView,
     applicable_core,
     check_core,
-    check_nmi,
     core_view_of,
     judge_flavour,
 )
+from harness.agent.oracles.nmi import check_nmi
 from harness.agent.values.results import Judged, Violation
 from harness.errors import ConfigError
 
@@ -104,8 +106,11 @@ def check_kprof(run: KprofRun) -> list[Violation]:
 
 
 def judge_kprof(run: KprofRun) -> list[Judged]:
-    """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`)."""
-    return judge_flavour(core_view(run), applicable_kprof_oracles(run))
+    """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`).
+
+    Kprof's own laws count what their checks compared (`compared.compared_kprof`).
+    """
+    return judge_flavour(core_view(run), applicable_kprof_oracles(run), compared_kprof(run))
 
 
 _CHECKS: dict[str, Callable[[KprofRun], list[Violation]]] = {

@@ -41,6 +41,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from harness.agent.flavours.tprof.budgets import check_stop_latency
+from harness.agent.flavours.tprof.compared import compared_tprof
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.results import TprofRun
 from harness.agent.oracles.core import (
@@ -48,11 +49,11 @@ from harness.agent.oracles.core import (
     CoreView,
     applicable_core,
     check_core,
-    check_nmi,
     core_view_of,
     judge_flavour,
 )
 from harness.agent.oracles.laws import Law, all_equal, at_least, at_most, sums_to, zero
+from harness.agent.oracles.nmi import check_nmi
 from harness.agent.values.results import Judged, Violation
 from harness.errors import ConfigError
 
@@ -91,7 +92,8 @@ def applicable_oracles(run: TprofRun) -> frozenset[str]:
     """Names of the oracles `check_tprof` evaluates for ``run``.
 
     TP-O2 needs kicks (manual drain) or a run time (auto drain): a manual-drain run
-    without a kick count (hotplug adds swaps) skips it. PLACE needs busy loops. TP-O10
+    without a kick count (hotplug adds swaps) skips it. PLACE needs busy loops, PROBE
+    probe CPUs (a run without them has no IRQ-off window to judge). TP-O10
     (like the core's C-3) needs a guest clock that counts instructions (`budgets`).
     """
     core = {name for name, _ in CORE_ORACLES}
@@ -100,6 +102,8 @@ def applicable_oracles(run: TprofRun) -> frozenset[str]:
         names.discard("TP-O2")
     if not run.busy:
         names.discard("PLACE")
+    if not run.probe_cpus:
+        names.discard("PROBE")
     if not run.instruction_clock:  # wall-clock budgets would flake under TCG: see budgets
         names.discard("TP-O10")
     if "cur_buffers" not in run.snapshot.state:  # a module from before it printed the count
@@ -127,8 +131,8 @@ def check_tprof(run: TprofRun) -> list[Violation]:
 
 
 def judge_tprof(run: TprofRun) -> list[Judged]:
-    """What each oracle of the table compared in ``run`` (`harness.agent.oracles.core`)."""
-    return judge_flavour(core_view(run), applicable_oracles(run))
+    """What each oracle of the table compared in ``run`` (its own laws': `compared`)."""
+    return judge_flavour(core_view(run), applicable_oracles(run), compared_tprof(run))
 
 
 def core_view(run: TprofRun) -> CoreView:
@@ -331,13 +335,9 @@ def check_probe(run: TprofRun) -> list[Violation]:
             )
     if not run.nmi_expected:
         detail = "pseudo-NMI off: IRQ-off windows cannot be sampled"
-        out += [
-            v
-            for cpu in sorted(run.snapshot.core)
-            for v in zero(
-                "PROBE", cpu, "x_probe_hits", got=_core(run, cpu, "x_probe_hits"), detail=detail
-            )
-        ]
+        out += [v for cpu in sorted(run.snapshot.core)
+                for v in zero("PROBE", cpu, "x_probe_hits", got=_core(run, cpu, "x_probe_hits"),
+                              detail=detail)]  # fmt: skip
     return out
 
 
