@@ -3,8 +3,10 @@
 Registered as a plugin by ``tests/conftest.py``. At collection every test gets a
 ``timeout`` marker: its tier's limit (`TIER_LIMITS_S`, by the directory under
 ``tests/``), or its own ``limit_s(seconds)`` marker, multiplied by the scale of
-`Timeouts.from_env` (``PROFBENCH_TIMEOUT_SCALE``) and by the kernel variant's
-factor (`harness.timeouts.VARIANT_SCALE`). A test that needs more says so::
+`Timeouts.from_env` (``PROFBENCH_TIMEOUT_SCALE``), by the kernel variant's
+factor (`harness.timeouts.VARIANT_SCALE`) and by the largest guest's overcommit of
+the host's cores (`Timeouts.for_overcommit`), as its guest's budgets are. A test that
+needs more says so::
 
     @pytest.mark.limit_s(1800)  # two boots of the debug kernel
     def test_debug_kernel(...): ...
@@ -40,6 +42,7 @@ import pytest
 from pytest_timeout import Settings
 
 from harness.timeouts import Timeouts
+from harness.vm.topology import CpuTopology
 
 TESTS_ROOT = Path(__file__).resolve().parent
 
@@ -85,12 +88,26 @@ def _own_limit_s(item: pytest.Item) -> float | None:
     return float(marker.args[0])
 
 
+def _largest_guest(config: pytest.Config) -> int:
+    """The most vCPUs a guest of this run has (--cpus, --topology; neither given: 8).
+
+    1 where the guest options are not registered (a pytest run of no guest).
+    """
+    given = config.getoption("--cpus", default=None)
+    if given is None:
+        return 1
+    cpus = [int(n) for n in given]
+    cpus += [CpuTopology.parse(str(t)).cpus for t in config.getoption("--topology") or []]
+    return max(cpus, default=8)  # the full set's largest (tests/conftest.py FULL_SET_CPUS)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give every test without a limit of its own its scaled tier limit."""
     if config.getoption("timeout") is not None:  # --timeout N: the user decides
         return
     variant = config.getoption("--variant", default="default")
-    scale = Timeouts.from_env().for_variant(str(variant)).scale
+    vcpus = _largest_guest(config)
+    scale = Timeouts.from_env().for_variant(str(variant)).for_overcommit(vcpus).scale
     for item in items:
         if item.get_closest_marker("timeout") is not None:
             continue

@@ -70,6 +70,8 @@ class Guest:
         check_environment: bool = True,
         snapshot: Snapshot | None = None,
     ) -> None:
+        # More vCPUs than the host can run at once are slower at everything (TCG).
+        timeouts = timeouts.for_overcommit(spec.topology.cpus)
         self.spec = spec
         #: Restore this saved guest instead of booting (see `restore`).
         self.snapshot = snapshot

@@ -164,3 +164,13 @@ def test_for_variant_multiplies_by_the_variant_s_factor_and_leaves_others_alone(
     assert Timeouts().for_variant("kcsan") == Timeouts().scaled_by(VARIANT_SCALE["kcsan"])
     assert Timeouts().scaled_by(2).for_variant("debug").command_s == 120.0 * 2 * 2
     assert Timeouts().for_variant("a-variant-without-a-factor") == Timeouts()
+
+
+def test_an_overcommitted_guest_gets_budgets_in_proportion() -> None:
+    # Up to VCPUS_PER_CORE vCPUs a host core: the budgets as measured.
+    assert Timeouts().for_overcommit(4, host_cores=2) == Timeouts()
+    assert Timeouts().for_overcommit(1, host_cores=2) == Timeouts()
+    # 8 vCPUs on 2 cores run a quarter of the time each: twice the budgets.
+    assert Timeouts().for_overcommit(8, host_cores=2).command_s == 120.0 * 2
+    assert Timeouts().for_overcommit(8, host_cores=4) == Timeouts()
+    assert Timeouts().scaled_by(3).for_overcommit(16, host_cores=2).boot_s == 120.0 * 3 * 4
