@@ -63,18 +63,13 @@ def judged(
 ) -> list[str]:
     """The run's violations and UNJUDGED oracles (as text), its report attached to the
     test (a quirk run's defect shows there as XFAIL; an oracle it must break that held,
-    as FAIL).
-
-    HW-O4 is relied on where the plan filled rings itself (calls injected with sweeps
-    suppressed); whether a busy loop's ring fills on its own is the host's timing, so
-    elsewhere it judges what filled, or says it compared nothing.
-    """
+    as FAIL)."""
     violations, found = check_hwpmc(run), judge_hwpmc(run)
     applicable = applicable_hwpmc_oracles(run)
     verdicts = format_hwpmc_verdicts(violations, applicable, reproduces, found)
-    unrelied = (*(SAMPLING_LAWS if run.kind == "counting" else ()),
-                *(() if run.fill else ("HW-O4",)))  # fmt: skip
-    relied = tuple(name for name in applicable if name not in unrelied)
+    relied = None
+    if run.kind == "counting":
+        relied = tuple(name for name in applicable if name not in SAMPLING_LAWS)
     return problems(request, (format_hwpmc_table(run), verdicts), violations, found, relied)
 
 

@@ -160,7 +160,10 @@ def test_hw_o4_fill_and_one_stall_per_restart() -> None:
         ("HW-O4", 1, "x_recorded = 32", "31"),
         ("HW-O4", 1, "x_bufferfull = 5", "6"),
     ]
-    gated = with_percpu(healthy(), 0, x_bufferfull=3, x_restarts=1, x_recorded=7)
+    # The gating law holds where the plan fills rings (HW-O4 applies), on the other CPUs.
+    gated = replace(with_percpu(healthy(), 0, x_bufferfull=3, x_restarts=1, x_recorded=7),
+                    fill={1: 1}, injections=Injections(nmi={1: 1}))  # fmt: skip
+    assert "HW-O4" not in applicable_hwpmc_oracles(replace(gated, fill={}))
     assert ("HW-O4", 0, "x_bufferfull ≤ 2", "x_bufferfull = 3") in brief(check_hwpmc(gated))
 
 
