@@ -255,6 +255,13 @@ def test_a_paired_profile_leaves_out_the_peer_s_later_interrupts_and_no_cpu() ->
         "paired samples only: 100 of the agent's 100 and perf's 120 (83% of perf's)"
     )
     # A wrong PC in a third of the agent's samples is still a third of the pairs.
-    wrong = [replace(s, pc=IRQ) if i % 3 == 0 else s for i, s in enumerate(agent)]
+    wrong = [replace(s, pc=WAKE) if i % 3 == 0 else s for i, s in enumerate(agent)]
     moved = profile_pair(wrong, perf, symbols, {}, pair_within_ns=100_000)
     assert not compare(moved.agent.leaves(), moved.perf.leaves()).passed
+    # A pair with a side in the PMU interrupt's exit (a split pair's second interrupt,
+    # taken on the first one's way out) leaves with its pair, counted.
+    exits = [replace(s, pc=IRQ) if i % 3 == 0 else s for i, s in enumerate(agent)]
+    out = profile_pair(exits, perf, symbols, {}, pair_within_ns=100_000)
+    assert (out.agent.total, out.perf.total, out.exits) == (66, 66, (34, 0))
+    assert "left out in the PMU interrupt's exit (gic_handle_irq): the agent's 34, perf's 0" in (
+        out.excluded_text())  # fmt: skip
