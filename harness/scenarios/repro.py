@@ -111,8 +111,6 @@ def program(scenario: Scenario, pause: Callable[[int], None], nmi: Callable[[], 
             switches[step.op] = bool(step.on)
         else:
             body += _simple(step)
-            if step.op == "probe":  # the IRQ-off windows PROBE judges (tprof's runs)
-                counts.setdefault("probe", {})[targets[0]] = 1
     return Script(body=(*body, profctl.wait_step()), actions=actions, injected=injected,
                   op_counts=counts, switches=switches, kicks=kicks,
                   throttling_disabled=not scenario.throttling,

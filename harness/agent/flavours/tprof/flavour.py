@@ -136,7 +136,6 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
         kicks=script.kicks if spec.drain == "manual" else None,
         actions=script.actions,
         instruction_clock=script.instruction_clock,
-        probe_cpus=tuple(sorted(script.op_counts.get("probe", {}))),
     )
     return scripted_run(agent, spec, script.body, context)[0]
 
