@@ -46,7 +46,11 @@
  *                              its outcome goes to PATH.status; with
  *                              MS, it sleeps MS ms after each read
  *                              shorter than CHUNK (a reader that
- *                              batches, not one woken per record)  -> pid=N
+ *                              batches, not one woken per record);
+ *                              readers forked by consecutive readbg
+ *                              steps wait at a gate that opens as
+ *                              the next other step begins, so they
+ *                              read at once (racers, not a queue)  -> pid=N
  *   isolate:CPU:PATH           move every user task (every thread of
  *                              every /proc/PID with a non-empty
  *                              cmdline: not a kernel thread) off CPU,
@@ -434,6 +438,37 @@ static void do_read(int i, const struct step *st)
 }
 
 /*
+ * The readers' gate: a pipe whose write end only profctl itself holds while
+ * consecutive readbg steps fork their children. Each child waits for its EOF,
+ * which comes when `open_gate` closes that end as the next other step begins:
+ * the readers start together instead of one fork apart (a fork takes longer
+ * under TCG than the windows racing readers are meant to hit).
+ */
+static int gate[2] = { -1, -1 };
+
+static void open_gate(void)
+{
+	if (gate[1] >= 0)
+		close(gate[1]);
+	if (gate[0] >= 0)
+		close(gate[0]);
+	gate[0] = gate[1] = -1;
+}
+
+/* In a readbg child: let go of the write end, then wait until profctl lets go of its own. */
+static void wait_at_gate(void)
+{
+	char byte;
+
+	if (gate[0] < 0)
+		return;
+	close(gate[1]);
+	while (read(gate[0], &byte, 1) < 0 && errno == EINTR)
+		;
+	close(gate[0]);
+}
+
+/*
  * A reader in a child sharing the descriptor, so it reads the same open while
  * later steps go on. It stops as `read` does (EOF, failure, or the timeout);
  * its outcome goes to PATH.status as "bytes=N reads=N errno=NAME".
@@ -447,10 +482,13 @@ static void do_readbg(int i, const struct step *st)
 	int err, null;
 
 	fflush(stdout);
+	if (gate[1] < 0 && pipe2(gate, O_CLOEXEC))
+		gate[0] = gate[1] = -1;  /* no gate: the readers start as they are forked */
 	pid = fork();
 	if (pid == 0) {
 		null = open("/dev/null", O_RDWR);  /* let go of the SSH session's pipes */
 		dup2(null, 0), dup2(null, 1), dup2(null, 2);
+		wait_at_gate();
 		err = read_loop((int)st->num[0], st->path, st->num[1], (unsigned int)st->num[2],
 				&total, &reads);
 		snprintf(status, sizeof(status), "%s.status", st->path);
@@ -972,6 +1010,14 @@ static void (*const RUN[OP_COUNT])(int, const struct step *) = {
 	[OP_REPEAT] = NULL,	/* main() runs it: do_repeat */
 };
 
+/* One step; any step but readbg first opens the readers' gate. */
+static void run_step(int i, const struct step *st)
+{
+	if (st->op != OP_READBG)
+		open_gate();
+	RUN[st->op](i, st);
+}
+
 /* repeat:TIMES:COUNT at `index`: TIMES - 1 silent runs, its line, one printed run. */
 static void do_repeat(int index, const struct step *steps)
 {
@@ -993,7 +1039,7 @@ static void do_repeat(int index, const struct step *steps)
 	if (saved >= 0 && null >= 0 && dup2(null, STDOUT_FILENO) >= 0) {
 		for (unsigned long t = 1; t < times; t++)
 			for (unsigned long k = 1; k <= count; k++)
-				RUN[steps[index + k].op](index + (int)k, &steps[index + k]);
+				run_step(index + (int)k, &steps[index + k]);
 		fflush(stdout);
 		dup2(saved, STDOUT_FILENO);
 	}
@@ -1008,7 +1054,7 @@ static void do_repeat(int index, const struct step *steps)
 		printf(" first=%s", quiet_first);
 	end_line();
 	for (unsigned long k = 1; k <= count; k++)
-		RUN[steps[index + k].op](index + (int)k, &steps[index + k]);
+		run_step(index + (int)k, &steps[index + k]);
 }
 
 /* The steps of `-f FILE`, one per line, as an argv (argv[0] kept); NULL: unreadable. */
@@ -1089,11 +1135,13 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 0; i < argc - 1; i++) {
 		if (steps[i].op == OP_REPEAT) {
+			open_gate();
 			do_repeat(i, steps);
 			i += (int)steps[i].num[1];
 		} else {
-			RUN[steps[i].op](i, &steps[i]);
+			run_step(i, &steps[i]);
 		}
 	}
+	open_gate();
 	return 0;
 }
