@@ -16,14 +16,11 @@ import pytest
 
 from harness.agent import profctl
 from harness.agent.driver import Agent
+from harness.agent.flavour import behaviour
 from harness.agent.flavours.tprof.data import TPROF, samples_per_buffer
 from harness.agent.flavours.tprof.oracles import (
     applicable_oracles,
-    check_tprof,
-    judge_tprof,
 )
-from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
-from harness.agent.flavours.tprof.results import TprofRun
 from harness.agent.flavours.tprof.run import (
     PARTIAL_READ_LIMIT,
     PARTIAL_READ_S,
@@ -46,9 +43,10 @@ from harness.builder.modules import build_module
 from harness.errors import BuildError, ConfigError, ModuleLoadError
 from harness.vm.argv import MachineSpec
 from harness.vm.topology import CpuTopology
-from tests.guest.verdicts import assert_verdicts
+from tests.guest.verdicts import assert_held
 
 pytestmark = [pytest.mark.guest, pytest.mark.flavour("tprof")]
+FLAVOUR = behaviour("tprof")
 TP_D1 = TPROF.quirk_bit("TP-D1")
 TP_D2 = TPROF.quirk_bit("TP-D2")
 TP_D3 = TPROF.quirk_bit("TP-D3")
@@ -57,24 +55,13 @@ TP_D9 = TPROF.quirk_bit("TP-D9")
 EXACT = AgentSpec(drain="manual", pmu_produce=False, period=200_000)
 
 
-def assert_oracles(
-    run: TprofRun, request: pytest.FixtureRequest, relied: tuple[str, ...] | None = None
-) -> None:
-    """Every applicable oracle holds, each of ``relied`` (None: every applicable one)
-    compared something; the table and verdicts (with what each compared) go into the
-    summary."""
-    violations, judged = check_tprof(run), judge_tprof(run)
-    verdicts = format_verdicts(violations, applicable_oracles(run), judged)
-    assert_verdicts(request, (format_cpu_table(run), verdicts), violations, judged, relied)
-
-
 def test_sampling_workload_every_overflow_accounted(
     agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
 ) -> None:
     cpus = tuple(range(topology.cpus))
     plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],))
     run = tprof_run(agent, AgentSpec(), plan)
-    assert_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     assert run.snapshot.stats["sample"] > 0
     for cpu in plan.busy_cpus:
         assert run.snapshot.core[cpu]["x_nmi_total"] > 0
@@ -91,7 +78,7 @@ def test_linux_perf_beside_the_agent_agrees(
     peer = run.peer.counts
     assert peer.watched == cpus
     assert "PEER" in applicable_oracles(run)
-    assert_oracles(run, request, relied=("IRQ", "CALLS", "PEER", "PROFILE"))
+    assert_held(FLAVOUR, run, request, relied=("IRQ", "CALLS", "PEER", "PROFILE"))
     assert all(peer.cpu(cpu).samples > 0 for cpu in cpus)
 
 
@@ -103,7 +90,7 @@ def test_tp_d1_overflow_of_dropped_buffers(
     spec = replace(EXACT, quirks=quirks).with_params(buffer_samples=8, list_limit=2)
     body = [step for _ in range(4) for step in (inject_step(0, 12), kick_step("all"))]
     run, _ = scripted_run(agent, spec, body, RunContext(injected={0: 48}, kicks=4))
-    assert_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     stats = run.snapshot.stats
     seed = {k: stats[k] for k in ("sample", "overflow", "dropbuf", "dropbuf_sample")}
     assert seed == {"sample": 16, "overflow": 8, "dropbuf": 2, "dropbuf_sample": 16}
@@ -126,7 +113,7 @@ def test_tp_o3_o4_per_interval_counts_and_list_policy(
     cpus = topology.cpus
     context = RunContext(injected={c: sum(rounds) for c in range(cpus)}, kicks=len(rounds))
     run, _ = scripted_run(agent, spec, body, context)
-    assert_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     nonempty = len(rounds) * cpus  # M non-empty swaps, in time order
     stats = run.snapshot.stats
     assert stats["buf"] == min(nonempty, limit)
@@ -152,7 +139,7 @@ def test_tp_d2_zero_estimate(agent: Agent, request: pytest.FixtureRequest) -> No
         agent, faithful, [inject_step(0, 1000)], RunContext(injected={0: 1000}, kicks=0)
     )
     # S = 0 records nothing: TP-O5 has no record to compare and says so (UNJUDGED).
-    assert_oracles(run, request, relied=tuple(sorted(applicable_oracles(run) - {"TP-O5"})))
+    assert_held(FLAVOUR, run, request, relied=tuple(sorted(applicable_oracles(run) - {"TP-O5"})))
     stats = run.snapshot.stats
     assert (stats["sample"], stats["overflow"], stats["buf"]) == (0, 0, 0)
     assert stats["x_overflow_emptybuf"] == 1000
@@ -172,7 +159,7 @@ def test_tp_d5_a_nested_producer_call_is_dropped_and_counted(
     nested = 7
     body = (nest_step(0, nested), inject_step(0, 1, ctx="task"))
     run, _ = scripted_run(agent, EXACT, body, RunContext(injected={0: nested + 1}, kicks=0))
-    assert_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     assert run.snapshot.stats_percpu[0]["x_nested_drop"] == nested
     assert run.snapshot.core[0]["x_producer_calls_task"] == 1
     assert [(s.cpu, s.flags) for s in run.samples] == [(0, 1)]  # the outer call's, kernel PC
@@ -190,7 +177,7 @@ def test_tp_d9_a_partly_read_buffer_goes_back_past_the_limit(
     """
     cpus = tuple(range(topology.cpus))
     run = partial_read_run(agent, replace(EXACT, quirks=quirks), cpus)
-    assert_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     stats = run.snapshot.stats
     queued = PARTIAL_READ_LIMIT + (1 if quirks else 0)
     assert stats["x_nbuf_on_list_max"] == queued
@@ -277,7 +264,7 @@ def test_tp_o9_hotplug_during_sampling(
     ]
     injected = {cpu: b for cpu in range(h)} | {h: a + c}
     run, _ = scripted_run(agent, spec, body, RunContext(injected=injected))
-    assert_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     assert sum(1 for sample in run.samples if sample.cpu == h) == min(a, s) + min(c, s)
     assert run.snapshot.core[h]["x_events_created"] == 2  # re-armed when it came back
 

@@ -18,10 +18,10 @@ import pytest
 
 from harness.agent import profctl
 from harness.agent.driver import Agent
+from harness.agent.flavour import behaviour
 from harness.agent.flavours.dt.data import DT, DT_EVT, DT_PCPU_HDR, DT_PCPU_MAX
 from harness.agent.flavours.dt.flavour import readers_run
-from harness.agent.flavours.dt.oracles import applicable_dt_oracles, check_dt, judge_dt
-from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
+from harness.agent.flavours.dt.oracles import applicable_dt_oracles
 from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import (
     DtPlan,
@@ -38,20 +38,14 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import DEVICE, host_action_steps, inject_step
 from harness.timeouts import Timeouts, wait_until
 from harness.vm.topology import CpuTopology
-from tests.guest.verdicts import assert_verdicts
+from tests.guest.verdicts import assert_held
 
 pytestmark = [pytest.mark.guest, pytest.mark.flavour("dt")]
 DT_EXACT = AgentSpec(flavour="dt", drain="manual", pmu_produce=False, period=200_000)
+FLAVOUR = behaviour("dt")
 DT_D1 = DT.quirk_bit("DT-D1")
 DT_D2 = DT.quirk_bit("DT-D2")
 SZ = DT_EVT.size
-
-
-def assert_dt_oracles(run: DtRun, request: pytest.FixtureRequest) -> None:
-    """Every applicable oracle holds and compared something (else UNJUDGED fails it)."""
-    violations, judged = check_dt(run), judge_dt(run)
-    verdicts = format_dt_verdicts(violations, applicable_dt_oracles(run), judged)
-    assert_verdicts(request, (format_dt_table(run), verdicts), violations, judged)
 
 
 def test_dt_exact_counts_on_every_cpu(
@@ -64,7 +58,7 @@ def test_dt_exact_counts_on_every_cpu(
     injected[last] += 2
     plan = DtPlan(body=body, injected=injected, nested={0: 7}, skips={last: 3})
     run = dt_run(agent, DT_EXACT, plan)
-    assert_dt_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     cpu0 = run.after_read.percpu[0]
     assert (cpu0["dc_recurevt"], cpu0["x_committed"]) == (7, 15)  # outer event + 14 of 20
     assert run.after_read.percpu[last]["dc_skiptick"] == 3
@@ -78,7 +72,7 @@ def test_dt_d1_gstats_across_topologies(
     body = (skip_step(0, 99), nest_step(0, 50), inject_step(0, 1))
     plan = DtPlan(body=body, injected={0: 1}, nested={0: 50}, skips={0: 99})
     run = dt_run(agent, replace(DT_EXACT, quirks=quirks), plan)
-    assert_dt_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     gstats = run.after_read.gstats
     if quirks and topology.cpus > 1:  # the seed's number: CPU n-1's, here 0
         assert (gstats["skiptick"], gstats["recurevt"]) == (0, 0)
@@ -243,7 +237,7 @@ def test_dt_under_load_with_a_concurrent_reader(
     body = (*(profctl.spin_step(cpu, 1500) for cpu in cpus),)
     plan = DtPlan(body=body, read_size=SZ, background_reader=True)
     run = dt_run(agent, AgentSpec(flavour="dt", period=1_000_000), plan)
-    assert_dt_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     assert sum(c["x_committed"] for c in run.after_read.percpu.values()) > 0
 
 
@@ -259,7 +253,7 @@ def test_dt_two_readers_and_a_copy_fault(
     """
     run = readers_run(agent, AgentSpec(flavour="dt"), tuple(range(topology.cpus)))
     assert isinstance(run, DtRun)
-    assert_dt_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     assert {"DT-O3", "DT-O10"} <= applicable_dt_oracles(run)
     assert len(run.events) == 15 * topology.cpus
     assert sorted((e.cpu, e.seq) for e in run.events) == [

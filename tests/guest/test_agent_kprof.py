@@ -31,10 +31,7 @@ from harness.agent.flavours.kprof.flavour import (
 )
 from harness.agent.flavours.kprof.oracles import (
     applicable_kprof_oracles,
-    check_kprof,
-    judge_kprof,
 )
-from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import (
     CTL_FD,
@@ -55,19 +52,12 @@ from tests.guest.crash_defects import (
     D2_SPINS,
     kp_d2_cycles,
 )
-from tests.guest.verdicts import assert_verdicts
+from tests.guest.verdicts import assert_held
 
 pytestmark = [pytest.mark.guest, pytest.mark.flavour("kprof")]
 KP_EXACT = AgentSpec(flavour="kprof", pmu_produce=False, period=200_000)
 KP_D11 = KPROF.quirk_bit("KP-D11")
 KP_D3 = KPROF.quirk_bit("KP-D3")
-
-
-def assert_kprof_oracles(run: KprofRun, request: pytest.FixtureRequest) -> None:
-    """Every applicable oracle holds and compared something (else UNJUDGED fails it)."""
-    violations, judged = check_kprof(run), judge_kprof(run)
-    verdicts = format_kprof_verdicts(violations, applicable_kprof_oracles(run), judged)
-    assert_verdicts(request, (format_kprof_table(run), verdicts), violations, judged)
 
 
 @pytest.mark.parametrize("quirks", [0, KP_D11 | KP_D3], ids=["fixed", "quirk-KP-D11-D3"])
@@ -77,7 +67,7 @@ def test_kprof_exact_block_arithmetic_and_control(
     """KP-O1..O10 on every CPU: R = 2183, two blocks accepted, the rest dropped whole."""
     run = FLAVOUR.exact_run(agent, replace(KP_EXACT, quirks=quirks), tuple(range(topology.cpus)))
     assert isinstance(run, KprofRun)
-    assert_kprof_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     assert {"KP-O2", "KP-O3", "KP-O6", "KP-O7", "KP-O8", "KP-O9", "KP-O10"} <= (
         applicable_kprof_oracles(run)
     )
@@ -95,7 +85,7 @@ def test_kprof_depth_16_block_arithmetic(
     spec = KP_EXACT.with_params(trace_depth=16, trace_pad=1, qlimit=1 << 20)
     cpus = tuple(range(topology.cpus))
     run = kprof_run(agent, spec, exact_plan(spec, cpus))
-    assert_kprof_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     assert (records_per_block(65536, 16), record_size(16)) == (433, 151)
     assert all(len(r.pcs) == 16 for r in run.trace)
 
@@ -107,7 +97,7 @@ def test_kprof_standard_run_with_a_continuous_reader(
     spec = AgentSpec(flavour="kprof", period=100_000).with_params(cpubufsz=16384)
     run = FLAVOUR.standard_run(agent, spec, tuple(range(topology.cpus)))
     assert isinstance(run, KprofRun)
-    assert_kprof_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     assert len(run.trace) > 0
 
 
@@ -120,7 +110,7 @@ def test_kp_d1_high_rate_small_blocks_continuous_reader(
     spec = AgentSpec(flavour="kprof", period=20_000).with_params(cpubufsz=16384)
     body = (profctl.spin_step(0, 3000), profctl.sleep_step(3200))
     run = kprof_run(agent, spec, KprofPlan(body=body, background_reader=True))
-    assert_kprof_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     assert run.last.get(0, "x_blocks_full") > 0, "no block filled: KP-D1's hand-off never ran"
 
 
@@ -135,7 +125,7 @@ def test_kprof_an_outgoing_cpu_hands_its_block_on(
     cpus = tuple(range(topology.cpus))
     run = offline_run(agent, AgentSpec(flavour="kprof"), cpus)
     injected = {cpu: OFFLINE_OTHERS for cpu in cpus[:-1]} | {cpus[-1]: OFFLINE_OWN}
-    assert_kprof_oracles(run, request)
+    assert_held(FLAVOUR, run, request)
     assert Counter(r.cpu for r in run.trace) == injected  # h's records came through it
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness.agent.driver import Agent
+from harness.agent.flavour import behaviour
 from harness.agent.flavours.tprof.run import tprof_run
 from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import SamplingPlan
@@ -35,7 +36,7 @@ from harness.vm.snapshot import STATE_FILE
 from harness.vm.snapstore import KIND, SnapshotStore
 from harness.vm.topology import CpuTopology
 from tests.guest.procs import as_if_typed, process_gone, qemu_children
-from tests.guest.test_agent import assert_oracles
+from tests.guest.verdicts import assert_held
 
 pytestmark = pytest.mark.guest
 REPO = Path(__file__).resolve().parents[2]
@@ -56,7 +57,7 @@ def test_a_restored_guest_samples_with_pmu_nmis(
     cpus = tuple(range(topology.cpus))
     plan = SamplingPlan(busy_cpus=cpus, probe_cpus=(cpus[-1],))
     run = tprof_run(agent, AgentSpec(), plan)
-    assert_oracles(run, request)
+    assert_held(behaviour("tprof"), run, request)
     # The kernel's own count of PMU interrupts, read just before START and after STOP.
     assert run.kernel is not None
     taken = {cpu: run.kernel.delta(cpu) for cpu in cpus}

@@ -1,13 +1,12 @@
 """How a guest test holds a run to its oracles: its report attached, then no violation and
 no relied-on oracle that compared nothing.
 
-Each flavour's tests pass the run's report (its table and its verdict lines, from the
-flavour's own report helpers), the violations and what each oracle compared::
+A flavour's tests hold a run to every oracle that applies, each of ``relied`` having
+compared something::
 
-    flavour = behaviour("dt")
-    violations, judged = flavour.check(run), flavour.judged(run)
-    report = (table, verdicts)                  # the flavour's table and verdict lines
-    assert_verdicts(request, report, violations, judged, relied=("WHERE", "WHO"))
+    assert_held(behaviour("dt"), run, request, relied=("WHERE", "WHO"))
+
+hwpmc's tests, whose quirk runs mark the defect they reproduce, use `problems`.
 """
 
 from __future__ import annotations
@@ -54,20 +53,25 @@ def problems(
     return [*map(str, violations), *unjudged(judged, relied)]
 
 
-def assert_verdicts(
+def assert_held(
+    flavour: Flavour,
+    run: AgentRun,
     request: pytest.FixtureRequest,
-    report: tuple[str, str],
-    violations: Sequence[Violation],
-    judged: Sequence[Judged],
     relied: tuple[str, ...] | None = None,
 ) -> None:
-    """Fail on every violation and on every oracle of ``relied`` that compared nothing.
+    """Fail on every violation of ``flavour``'s oracles and every oracle of ``relied``
+    that compared nothing (None: each count oracle that applies, `count_oracles`; a
+    test whose run has a workload names the content oracles it relies on).
 
-    The message is `failure_message`: the oracles by name, then the report once.
+    The flavour's report (its table, perf beside it, its verdicts, the content oracles')
+    goes into the test's summary; the message is `failure_message`.
     """
-    if problems(request, report, violations, judged, relied):
-        missing = unjudged(judged, relied)
-        raise AssertionError(failure_message("\n".join(report), violations, missing))
+    violations, judged = flavour.check(run), flavour.judged(run)
+    report = flavour.report(run, violations)
+    request.node.user_properties.append((AGENT_REPORT, report))
+    missing = unjudged(judged, count_oracles(flavour, run) if relied is None else relied)
+    if violations or missing:
+        raise AssertionError(failure_message(report, violations, missing))
 
 
 #: What a run judged by its counts alone relies on: not the content oracles (a run
