@@ -294,6 +294,23 @@ class StepResult:
         return f"step {self.index} ({self.op}, {status}; {pairs or 'no values'})"
 
 
+def results_of(
+    step: str, steps: Sequence[str], results: Sequence[StepResult]
+) -> tuple[StepResult, ...]:
+    """The results of every occurrence of ``step`` in ``steps``, in order.
+
+    A run finds its evidence by the step that made it, never by position.
+
+    :raise InfraError: ``steps`` and ``results`` differ in length, or ``step`` is not there.
+    """
+    if len(steps) != len(results):
+        raise InfraError(f"{len(results)} profctl results for {len(steps)} steps")
+    found = tuple(result for at, result in zip(steps, results, strict=True) if at == step)
+    if not found:
+        raise InfraError(f"no profctl step {step!r} in the sequence run")
+    return found
+
+
 def parse_output(text: str, steps: Sequence[str]) -> tuple[StepResult, ...]:
     """Parse profctl's stdout for ``steps``: one result per step, in order.
 

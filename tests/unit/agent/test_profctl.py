@@ -31,6 +31,7 @@ from harness.agent.profctl import (
     read_step,
     readbg_step,
     repeat_step,
+    results_of,
     sleep_step,
     spin_step,
     timeout_step,
@@ -103,6 +104,19 @@ def test_step_result_accessors() -> None:
         _ = results[0].out_bytes
     with pytest.raises(TypeError):
         results[0].values["fd"] = "4"  # type: ignore[index]
+
+
+def test_results_are_found_by_the_step_that_made_them() -> None:
+    steps = (*STEPS, STEPS[3])
+    results = parse_output(OUTPUT + "step=5 op=cat ok=1 bytes=0 lines=0\n", steps)
+    cats = results_of(STEPS[3], steps, results)
+    assert [r.index for r in cats] == [3, 5]
+    assert cats[0].lines == ("state=running", "", "| step=9 op=x ok=1")
+    assert results_of(STEPS[0], steps, results)[0].int_value("fd") == 3
+    with pytest.raises(InfraError, match="no profctl step 'sleep:5'"):
+        results_of(sleep_step(5), steps, results)
+    with pytest.raises(InfraError, match="5 profctl results for 6 steps"):
+        results_of(STEPS[0], steps, results[:-1])
 
 
 def test_parse_output_with_empty_ioctl_buffer() -> None:

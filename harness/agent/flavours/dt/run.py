@@ -54,6 +54,8 @@ PROBE_PROFILE = 1
 #: The profile probe's period a run enables it with (DTIOCPRBENABLE), unless its plan says.
 PROFILE_PERIOD_NS = 1_000_000
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
+#: The core's per-CPU counters, read last before the close: the run's `core`.
+NMI_CAT = profctl.cat_step(f"{DEBUGFS}/nmi")
 EVENTS = f"{GUEST_DIR}/dt-events.bin"
 BACKGROUND = f"{GUEST_DIR}/dt-background.bin"
 #: How long the final read waits on empty rings before it counts as drained.
@@ -182,7 +184,7 @@ def collect_steps(read_size: int, racers: tuple[str, ...] = ()) -> tuple[str, ..
         profctl.timeout_step(DRAIN_TIMEOUT_S),
         profctl.read_step(FD, EVENTS, read_size),
         *counters,
-        profctl.cat_step(f"{DEBUGFS}/nmi"),
+        NMI_CAT,
         profctl.close_step(FD),
     )
 
@@ -273,14 +275,14 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         *collect_steps(plan.read_size, racer_steps(plan)),
     )
     results = agent.run_steps(steps, actions=plan.actions)
-    drain = results[steps.index(profctl.read_step(FD, EVENTS, plan.read_size))]
+    (drain,) = profctl.results_of(profctl.read_step(FD, EVENTS, plan.read_size), steps, results)
     if not drain.ok and drain.errno != "EINTR":
         raise InfraError(f"dt drain read failed: {drain.describe()}")
     require_dt_ioctls(steps, results)
     require_ok([r for r in results if r is not drain])
-    gstats = [r for s, r in zip(steps, results, strict=True) if s == dt_ioctl_step("DTIOCGSTATS")]
-    pcpus = [r for s, r in zip(steps, results, strict=True) if s == pcpustats_step()]
-    reads = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
+    gstats = profctl.results_of(dt_ioctl_step("DTIOCGSTATS"), steps, results)
+    pcpus = profctl.results_of(pcpustats_step(), steps, results)
+    reads = [r.lines for r in profctl.results_of(IRQ_READ, steps, results)]
     status = _reader_status(agent) if plan.background_reader else None
     # In the order they read: the background reader while recording, the racers
     # after RECORD off, the final drain last (one reader's seqs must rise: DT-O3).
@@ -296,7 +298,7 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         bytes_read=sum(map(len, data)),
         read_size=plan.read_size,
         online_cpus=online,
-        core=parse_percpu(results[-2].lines),
+        core=parse_percpu(profctl.results_of(NMI_CAT, steps, results)[-1].lines),
         nmi_expected=agent.nmi_expected_for(spec),
         injected=plan.injected,
         nested=plan.nested,

@@ -232,13 +232,13 @@ def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
     data = agent.fetch(BACKGROUND, "kprof-background.bin") if plan.background_reader else b""
     data += agent.fetch(STREAM, "kprof-stream.bin")
     trace, status, undecoded = decode_stream(agent, data)
-    nmi = [i for i, s in enumerate(steps) if s == profctl.cat_step(f"{DEBUGFS}/nmi")]
-    irq = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
+    nmi = profctl.results_of(profctl.cat_step(f"{DEBUGFS}/nmi"), steps, results)
+    irq = [r.lines for r in profctl.results_of(IRQ_READ, steps, results)]
     return KprofRun(
         spec=spec, snapshots=snapshots, trace=trace, bytes_read=len(data),
         undecoded=undecoded, status_records=status, online_cpus=online,
-        core=parse_percpu(results[nmi[-1]].lines),
-        core_at_final=parse_percpu(results[nmi[0]].lines),
+        core=parse_percpu(nmi[-1].lines),
+        core_at_final=parse_percpu(nmi[0].lines),
         nmi_expected=agent.nmi_expected_for(spec), injected=plan.injected,
         kpdata=plan.kpdata, kpdata_idle=plan.kpdata_idle,
         flushes=_flushes_before_stop(plan.body), reader_during=plan.background_reader,

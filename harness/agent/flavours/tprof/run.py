@@ -275,7 +275,7 @@ def run_steps(
                   and result.errno == "ETIMEDOUT"}  # fmt: skip
     require_ok([r for i, r in enumerate(results) if i not in taken_back])
     injections = injections_of([s for i, s in enumerate(steps) if i not in taken_back], online)
-    reads = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
+    reads = [r.lines for r in profctl.results_of(IRQ_READ, steps, results)]
     data = agent.fetch(SAMPLES, f"samples-{agent.run_count:02d}.bin")
     if context.background_reader:  # it read the stream's start; the collect read the rest
         data = agent.fetch(BACKGROUND, f"background-{agent.run_count:02d}.bin") + data
