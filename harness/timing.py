@@ -34,7 +34,13 @@ BUILD = "agent builds"  # rendering and building the agent (or finding it cached
 RUNS = "runs"  # the agent's load, profctl sequences and unload in the guest
 PERF = "perf"  # Linux perf in the guest (record start and stop) and the copy of its file
 ANALYSIS = "host analysis"  # host perf reading that file, symbolising, folding, judging
-STAGES = (BOOT, BUILD, RUNS, PERF, ANALYSIS)
+#: The emulator's witness attached (`harness.agent.witnessed`): its run, each overflow a gdb
+#: stop, counts here whole, the runs inside it included (`ABSORBING`).
+WITNESS = "witness"
+STAGES = (BOOT, BUILD, RUNS, PERF, ANALYSIS, WITNESS)
+#: Stages that keep the time of every stage opened inside them: a witnessed run is the
+#: witness's cost, not a run's.
+ABSORBING = frozenset({WITNESS})
 OTHER = "other"
 
 _totals: dict[str, float] = dict.fromkeys(STAGES, 0.0)
@@ -44,12 +50,15 @@ _resumed: list[float] = []  # when each began counting again (an inner one close
 
 @contextmanager
 def stage(name: str) -> Iterator[None]:
-    """Count the block's time for ``name`` (none of it for a stage it was opened in).
+    """Count the block's time for ``name``, none of it for a stage it was opened in.
+
+    Inside an `ABSORBING` stage, the block counts for that stage instead.
 
     :raise ValueError: ``name`` is not one of `STAGES`.
     """
     if name not in _totals:
         raise ValueError(f"unknown stage {name!r}: one of {', '.join(STAGES)}")
+    name = next((open_ for open_ in _open if open_ in ABSORBING), name)
     now = time.monotonic()
     if _open:
         _count(now)

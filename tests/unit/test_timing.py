@@ -38,6 +38,22 @@ def test_an_inner_stage_counts_only_for_itself(clock: Clock) -> None:
     assert since(before) == {timing.PERF: 5.0, timing.ANALYSIS: 3.0}
 
 
+def test_the_witness_keeps_the_time_of_the_runs_inside_it(clock: Clock) -> None:
+    before = totals()
+    with stage(timing.RUNS):
+        clock.now += 1  # a run before the witness
+    with stage(timing.WITNESS):
+        clock.now += 2  # attaching gdb
+        with stage(timing.RUNS):
+            clock.now += 7  # the witnessed run, every overflow a gdb stop
+            with stage(timing.ANALYSIS):
+                clock.now += 1
+        clock.now += 0.5  # disarming
+    with stage(timing.ANALYSIS):
+        clock.now += 3  # judging, after the witness
+    assert since(before) == {timing.RUNS: 1.0, timing.ANALYSIS: 3.0, timing.WITNESS: 10.5}
+
+
 def test_a_timed_function_counts_every_call_even_a_failing_one(clock: Clock) -> None:
     @timed(timing.RUNS)
     def run(seconds: float) -> None:
