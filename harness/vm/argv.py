@@ -132,8 +132,11 @@ def kernel_cmdline(spec: MachineSpec) -> str:
         # pseudo-NMI every local_irq_save/restore of the guest takes QEMU's global lock,
         # and 8 debug-kernel vCPUs on 2 host cores queue on it: idle vCPUs took neither an
         # IPI nor their own timer for 26 s in two 10 000-cycle KP-D2 runs. About six times
-        # the defaults keeps a real hang visible within two minutes.
-        args += ["watchdog_thresh=60", "rcupdate.rcu_cpu_stall_timeout=120"]
+        # the defaults keeps a real hang visible within two minutes (three for a work item:
+        # the workqueue watchdog's 30 s passed with a pool "stuck for 41s" in hwpmc's
+        # standard run on the 8-vCPU debug kernel beside another such guest, 6.1).
+        args += ["watchdog_thresh=60", "rcupdate.rcu_cpu_stall_timeout=120",
+                 "workqueue.watchdog_thresh=180"]  # fmt: skip
     if spec.arch.pseudo_nmi_arg is not None:
         args.append(f"{spec.arch.pseudo_nmi_arg}={1 if spec.nmi else 0}")
     return " ".join((*args, *spec.kernel_args))
