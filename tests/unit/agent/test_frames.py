@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -119,6 +120,17 @@ def test_unknown_code_is_counted_and_cuts_the_target_half() -> None:
     verdict = judge(LEAF_PC, 0x77, RET["outer"])
     assert (verdict.faults, verdict.frames, verdict.targets, verdict.unknown) == ((), 1, 0, 1)
     assert judge(0x50).samples == 0
+
+
+def test_a_new_threads_walk_on_its_parents_frame_pointer_is_not_judged() -> None:
+    clone = fn("__clone", BASE + 0x500)
+    table = FunctionTable((*TABLE.functions, clone))
+    torn = (RET["outer"], RET["main"])  # the parent's stack, rewritten as it was read
+    child = Sample(0, clone.start + 0x38, 1, 2, True, torn)
+    verdict = frames.judge_frames([child], lambda _: (table,))
+    assert (verdict.faults, verdict.frames, verdict.unknown) == ((), 0, 2)
+    elsewhere = dataclasses.replace(child, pc=LEAF_PC)  # the same chain from leaf: judged
+    assert [f.index for f in frames.judge_frames([elsewhere], lambda _: (table,)).faults] == [0]
 
 
 def test_after_the_exception_entry_comes_the_interrupted_pc() -> None:
