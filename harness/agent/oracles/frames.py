@@ -48,8 +48,8 @@ What is not judged, and why:
   entry code is not known (no vmlinux: ``entry_known`` false), an unknown frame may be
   it, so the address after an unknown one (or after an unknown sampled PC) is not
   judged either: it may be an interrupted PC (an interrupt taken in ``dt_read``).
-* *A new thread's first instructions.* A user PC in libc's ``__clone`` (or
-  ``__clone3``, or ``thread_start``, where the child clears x29) may be the child's,
+* *A new thread's first instructions.* A user PC in libc's ``__clone`` (alias ``clone``;
+  or ``__clone3``, or ``thread_start``, where the child clears x29) may be the child's,
   between the syscall's return and that clearing: its x29 is still its parent's, which
   points into the parent's stack while the parent runs on and rewrites it, so its walk
   is no snapshot of any one stack (seen: CI, kprof on 8 vCPUs, a chain through
@@ -69,8 +69,9 @@ from harness.agent.truth.elfsyms import Call, Function, FunctionTable
 from harness.agent.values.samples import Sample
 
 Tables = tuple[FunctionTable, ...]
-#: Where a child thread runs on its parent's frame pointer (glibc's aarch64 clone.S).
-CLONE_WINDOW = frozenset({"__clone", "__clone3", "thread_start"})
+#: Where a child thread runs on its parent's frame pointer (glibc's aarch64 clone.S), by
+#: each name its symbol table may give the function (the static workload's names ``clone``).
+CLONE_WINDOW = frozenset({"__clone", "clone", "__clone3", "clone3", "thread_start"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -217,6 +217,21 @@ def test_the_workloads_chain_holds_and_a_swap_fails(image: FunctionTable) -> Non
     assert [f.index for f in wrong.faults] == [1, 2, 3]  # work and outer swapped: 3 calls off
 
 
+def test_a_sample_in_the_workloads_clone_is_not_judged(image: FunctionTable) -> None:
+    """CI, kprof on 8 vCPUs: a lane thread sampled just after its clone syscall walked
+    its parent's stack (`frames.CLONE_WINDOW`); the static image names the function clone."""
+    clone = image.find("clone") or image.find("__clone")
+    assert clone is not None
+    assert clone.name in frames.CLONE_WINDOW
+    leaf = image.named("leaf")
+    torn = (_return_to(image, "outer", "middle"), _return_to(image, "work", "outer"))
+    sample = Sample(0, clone.start + 4, 1, 2, True, torn)
+    verdict = frames.judge_frames([sample], lambda _: (image,))
+    assert (verdict.faults, verdict.frames, verdict.unknown) == ((), 0, 2)
+    from_leaf = dataclasses.replace(sample, pc=leaf.framed[0])  # middle skipped: judged
+    assert len(frames.judge_frames([from_leaf], lambda _: (image,)).faults) == 1
+
+
 def test_main_is_called_through_a_pointer_and_libc_starts_it(image: FunctionTable) -> None:
     start_call_main = image.named("__libc_start_call_main")
     assert any(not c.direct for c in start_call_main.calls)  # main(argc, argv, env): BLR
