@@ -173,7 +173,7 @@ def judge_chain(
     at_pc = _lookup(tables, sample.pc)
     if sample.user and at_pc is not None and at_pc[1].name in CLONE_WINDOW:
         return faults, _Count(unknown=len(sample.chain))
-    below = _framed_at(tables, sample.pc)
+    below = at_pc[1] if at_pc is not None and at_pc[1].holds_framed(sample.pc) else None
     interrupted, unsure = False, any(t.in_entry(sample.pc) for t in tables)
     unsure = unsure or (not entry_known and _lookup(tables, sample.pc) is None)
     for index, address in enumerate(sample.chain):
