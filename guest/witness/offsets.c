@@ -24,6 +24,10 @@ void witness_offsets(void)
 	OFFSET(TASK_TGID, task_struct, tgid);
 	OFFSET(TASK_STACK, task_struct, stack);
 	OFFSET(TASK_PREEMPT_COUNT, task_struct, thread_info.preempt_count);
+	/* whether it has a user context to walk: its mm, and PF_KTHREAD in its flags */
+	OFFSET(TASK_MM, task_struct, mm);
+	OFFSET(TASK_FLAGS, task_struct, flags);
+	DEFINE(PF_KTHREAD_BITS, PF_KTHREAD);
 	/* the overflowing event (x0): its count, updated before the handler is called */
 	OFFSET(EVENT_COUNT, perf_event, count);
 	/* the interrupted context, as the kernel saved it */

@@ -15,7 +15,10 @@ over beyond the allowance are gaps: failures.
 
 **Fields**, all at once, *equal*: PC, mode, pid, tid (where the flavour records it), and
 where it records chains, every frame (``chain`` equal to the witnessed walk cut to the
-run's depth), the truncation flag and, where recorded, the frame count and stop cause.
+run's depth), the truncation flag and, where recorded, the frame count and stop cause;
+where a kernel sample also records its task's user stack (dt's ``ustack``), that walk
+and its stop cause (``ustack``), against the user walk the witness made from the
+registers the kernel saved at the task's entry (``no_regs`` for a kernel thread).
 A walk the agent says ended in a fault may stop short of the witness's, which reads
 memory the agent cannot read in NMI context (`faulted_early`); its frames up to there
 are still held equal.
@@ -41,13 +44,14 @@ from harness.agent.oracles.content import check_mode
 from harness.agent.oracles.content_view import ContentView
 from harness.agent.oracles.evidence import KernelEvidence
 from harness.agent.oracles.who import check_who, judge_who
+from harness.agent.oracles.witness_walks import expected_walk, faulted_early, user_walk_differs
 from harness.agent.values.info import FlavourInfo
 from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample
 from harness.vm.witness.records import STOPS, Overflow, WitnessLog
 
 ORACLE = "WITNESS"
-FIELDS = ("pc", "mode", "pid", "tid", "chain", "truncated", "length", "stop")
+FIELDS = ("pc", "mode", "pid", "tid", "chain", "truncated", "length", "stop", "ustack")
 SHOWN = 5
 
 
@@ -90,6 +94,7 @@ class WitnessVerdict:
 
     compared: int = 0
     frames: int = 0  # recorded frames held equal to the witness's, PCs included
+    user_stacks: int = 0  # kernel records' user stacks held equal to the witness's walk
     overflows: int = 0
     samples: int = 0
     skipped: int = 0  # overflows the pairing skipped against counted drops
@@ -135,28 +140,6 @@ class WitnessVerdict:
         return tuple(found)
 
 
-def expected_walk(overflow: Overflow, depth: int) -> tuple[tuple[int, ...], str]:
-    """The witnessed walk cut to ``depth`` frames (the PC counts): callers and stop cause."""
-    if overflow.frames >= depth:
-        return overflow.chain[: depth - 1], "truncated"
-    return overflow.chain, overflow.stop
-
-
-def faulted_early(sample: Sample, chain: tuple[int, ...], *, counted: bool) -> bool:
-    """The agent's walk ended at a frame record it could not read and the witness read on.
-
-    The agent reads user frames with ``copy_from_user_nofault`` in NMI context, which
-    fails on a page the MMU would fault on (an access-flag fault on an old page, say);
-    the witness reads guest memory through QEMU's debug access, which does not. Allowed
-    where the record says its walk faulted, or, for a record with no stop cause, while
-    ``counted``: the core counted a faulted walk on that CPU not yet used up. The frames
-    before the fault must still be the witness's.
-    """
-    said = sample.stop is not None and STOPS[sample.stop : sample.stop + 1] == ("fault",)
-    cut = counted if sample.stop is None else said
-    return cut and len(chain) > len(sample.chain) and chain[: len(sample.chain)] == sample.chain
-
-
 def differences(sample: Sample, overflow: Overflow, w: WitnessInput, *,
                 faults: int = 0) -> tuple[str, ...]:  # fmt: skip
     """The fields in which ``sample`` is not what the witness saw.
@@ -184,6 +167,8 @@ def differences(sample: Sample, overflow: Overflow, w: WitnessInput, *,
             wrong.append("length")
         if sample.stop is not None and STOPS[sample.stop : sample.stop + 1] != (stop,):
             wrong.append("stop")
+        if user_walk_differs(sample, overflow, w.chain_depth):
+            wrong.append("ustack")
     return tuple(wrong)
 
 
@@ -224,7 +209,7 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
     counts = dict.fromkeys(FIELDS, 0)
     mismatches: list[Mismatch] = []
     gaps: list[Violation] = []
-    compared = frames = skipped_total = 0
+    compared = frames = user_stacks = skipped_total = 0
     for cpu in sorted(set(by_cpu) | set(seen)):
         allowance = w.drops.get(cpu, 0)
         pairs, skipped, left_samples, left_overflows = _pair_cpu(
@@ -256,11 +241,13 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
             if wrong:
                 mismatches.append(Mismatch(cpu, index, sample, overflow, wrong))
             elif w.chain_depth and w.chain_depth > 1:
-                frames += len(sample.chain) + 1
+                frames += len(sample.chain) + 1 + len(sample.user_walk)
+                user_stacks += sample.user_stop is not None and overflow.user_stop is not None
     missed, met = _complete(w)
     nmi = _nmi(w)
     return WitnessVerdict(
-        compared=compared, frames=frames, overflows=len(w.log.overflows),
+        compared=compared, frames=frames, user_stacks=user_stacks,
+        overflows=len(w.log.overflows),
         samples=len(w.samples), skipped=skipped_total, by_field=counts,
         mismatches=tuple(mismatches), gaps=tuple(gaps), missed=tuple(missed),
         interrupts_compared=met, nmi=tuple(nmi),
@@ -327,7 +314,8 @@ def format_witness(v: WitnessVerdict) -> str:
     return (f"WITNESS: {v.compared} samples paired with {v.overflows} witnessed overflows "
             f"({v.samples} recorded, {v.skipped} overflows skipped against counted drops, "
             f"{v.rereported} hits gdb reported twice left out); "
-            f"{v.frames} frames equal; mismatches: {counts}; in NMI {v.in_nmi}, "
+            f"{v.frames} frames equal ({v.user_stacks} kernel records' user stacks among "
+            f"them); mismatches: {counts}; in NMI {v.in_nmi}, "
             f"IRQs masked where interrupted {v.irqs_masked}")  # fmt: skip
 
 

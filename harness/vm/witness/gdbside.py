@@ -21,7 +21,12 @@ contract's rule (``guest/agent/README.md``): the PC counts as the first of ``dep
 frames; a zero frame pointer or return address ends the walk; a misaligned or
 non-ascending one, or a user one above the user address space, is ``bad_fp``; a kernel
 frame outside the task's stack is ``off_stack``; an unreadable one ``fault``; reaching
-``depth`` frames is ``truncated``. It then returns False, so gdb resumes the guest.
+``depth`` frames is ``truncated``. A hit in the kernel also walks its task's user
+stack, as the kernel saved it at the task's last entry (``task_pt_regs``: the top of its
+kernel stack), by the same rule: ``user_walk`` is that user PC, then its callers, and
+``user_stop`` why it ended, ``no_regs`` for a task with no user context (no ``mm``, or
+``PF_KTHREAD``; the agent's third case, a 32-bit task, is not read: the guest's rootfs
+has none). It then returns False, so gdb resumes the guest.
 
 SIGINT (from the session, to gdb's own PID) interrupts the guest: the breakpoint is
 deleted, gdb detaches (the guest runs on) and writes its last line, ``{"end": hits}``.
@@ -81,6 +86,18 @@ def _walk(fp: int, user: bool, stack: int) -> tuple[list[int], str]:
     return chain, "truncated"
 
 
+def _user_walk(current: int, stack: int) -> tuple[list[int], str]:
+    """The task's user PC and callers at its last kernel entry, and why the walk ended."""
+    (mm,) = struct.unpack("<Q", _read(current + OFF["task_mm"], 8))
+    (flags,) = struct.unpack("<I", _read(current + OFF["task_flags"], 4))
+    if not mm or flags & OFF["pf_kthread_bits"]:
+        return [], "no_regs"
+    raw = _read(stack + OFF["thread_size_bytes"] - OFF["regs_size"], OFF["regs_size"])
+    pc, fp = (struct.unpack_from("<Q", raw, OFF[name])[0] for name in ("regs_pc", "regs_fp"))
+    callers, why = _walk(fp, True, stack)
+    return [pc, *callers], why
+
+
 class Overflow(gdb.Breakpoint):  # type: ignore[misc]
     """The breakpoint on the handler's first instruction: one line per hit, never a stop."""
 
@@ -118,6 +135,8 @@ class Overflow(gdb.Breakpoint):  # type: ignore[misc]
             "chain": chain,
             "stop": why,
         }
+        if not user and DEPTH > 1:
+            record["user_walk"], record["user_stop"] = _user_walk(current, stack)
         self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
         HITS[0] += 1
         return False

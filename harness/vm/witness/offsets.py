@@ -34,6 +34,9 @@ class KernelOffsets:
     task_tgid: int
     task_stack: int
     task_preempt_count: int
+    task_mm: int
+    task_flags: int
+    pf_kthread_bits: int
     event_count: int
     regs_fp: int
     regs_sp: int

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from harness.errors import InfraError
 from harness.vm.witness.offsets import KernelOffsets
 
-#: The walk's stop causes, as `gdbside` names them (the agent's enum pa_chain_stop's).
-STOPS = ("end", "truncated", "bad_fp", "off_stack", "fault")
+#: The walk's stop causes, as `gdbside` names them (the agent's enum pa_chain_stop's, in
+#: its order): a walk from registers ends by one of the first five, and a user walk of a
+#: task with no user context is ``no_regs``.
+STOPS = ("end", "truncated", "bad_fp", "off_stack", "fault", "no_regs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,9 @@ class Overflow:
     (the preempt count's NMI bits, set by the kernel's ``nmi_enter``). ``irqs_masked``:
     the interrupted context had IRQs masked (PSTATE.I, or with pseudo-NMI a priority
     mask above IRQs in the saved PMR), so only an NMI could interrupt it.
+    ``user_walk`` and ``user_stop``: for an overflow in the kernel, its task's user PC
+    at its last kernel entry then that PC's callers, and why that walk ended (None: an
+    overflow in user mode, whose chain is its user walk).
     """
 
     cpu: int
@@ -44,6 +49,8 @@ class Overflow:
     stop: str
     event: int = 0  # the overflowing perf_event's address
     count: int = 0  # its count as the driver left it before the handler ran
+    user_walk: tuple[int, ...] = ()
+    user_stop: str | None = None
 
     @property
     def frames(self) -> int:
@@ -83,8 +90,13 @@ def overflow_of(line: Mapping[str, object], offsets: KernelOffsets, *, nmi_on: b
     if not isinstance(chain, list):
         raise InfraError(f"witness line without a chain list: {dict(line)}")
     stop = str(line["stop"])
-    if stop not in STOPS:
-        raise InfraError(f"witness line with an unknown stop cause {stop!r}")
+    user_stop = None if line.get("user_stop") is None else str(line["user_stop"])
+    for cause in (stop, user_stop):
+        if cause is not None and cause not in STOPS:
+            raise InfraError(f"witness line with an unknown stop cause {cause!r}")
+    user_walk = line.get("user_walk", [])
+    if not isinstance(user_walk, list):
+        raise InfraError(f"witness line whose user walk is not a list: {dict(line)}")
     return Overflow(
         cpu=int(str(line["cpu"])),
         pc=int(str(line["pc"])),
@@ -97,6 +109,8 @@ def overflow_of(line: Mapping[str, object], offsets: KernelOffsets, *, nmi_on: b
         stop=stop,
         event=int(str(line.get("event", 0))),
         count=int(str(line.get("count", 0))),
+        user_walk=tuple(int(a) for a in user_walk),
+        user_stop=user_stop,
     )
 
 

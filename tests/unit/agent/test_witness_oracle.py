@@ -95,6 +95,44 @@ def test_a_walk_the_agent_says_faulted_may_stop_short_but_not_differ() -> None:
     assert judge([silent], [deep], depth=8).by_field["chain"] == 1
 
 
+def test_a_kernel_samples_user_stack_is_the_walk_from_the_tasks_saved_registers() -> None:
+    """dt's ustack: the user PC at the task's kernel entry, then its callers (stop: enum
+    pa_chain_stop, 0 end, 1 truncated, 4 fault, 5 no regs)."""
+    walk = (0x400100, 0x401000, 0x402000, 0x403000)
+    hit = dataclasses.replace(seen(0, K, chain=(K + 8,)), user_walk=walk, user_stop="end")
+    same = recorded(hit, user_walk=walk, user_stop=0)
+    verdict = judge([same], [hit], depth=8)
+    assert verdict.violations() == []
+    assert verdict.frames == 2 + 4  # the kernel PC and its caller, the user walk's four
+    assert verdict.user_stacks == 1
+    assert (
+        judge([recorded(hit, user_walk=walk[:3], user_stop=1)], [hit], depth=3).violations() == []
+    )
+    wrong = {
+        "another task's": recorded(hit, user_walk=(0x400100, 0x7FFFF000), user_stop=0),
+        "cut, said ended": recorded(hit, user_walk=walk[:2], user_stop=0),
+        "one frame late": recorded(hit, user_walk=walk[1:], user_stop=0),
+        "no regs claimed": recorded(hit, user_walk=(), user_stop=5),
+        "said cut at the depth": recorded(hit, user_walk=walk, user_stop=1),
+        "a fault, off the walk": recorded(hit, user_walk=(0x400100, 0x401004), user_stop=4),
+    }
+    for why, sample in wrong.items():
+        assert judge([sample], [hit], depth=8).by_field["ustack"] == 1, why
+    assert (
+        judge([recorded(hit, user_walk=walk[:2], user_stop=4)], [hit], depth=8).violations() == []
+    )
+    kthread = dataclasses.replace(hit, user_walk=(), user_stop="no_regs")
+    assert (
+        judge([recorded(kthread, user_walk=(), user_stop=5)], [kthread], depth=8).violations() == []
+    )
+    assert judge([recorded(kthread, user_walk=(), user_stop=0)], [kthread],
+                 depth=8).by_field["ustack"] == 1  # fmt: skip
+    assert judge([recorded(kthread, user_walk=walk, user_stop=0)], [kthread],
+                 depth=8).by_field["ustack"] == 1  # fmt: skip
+    # A record with no user walk of its own (hwpmc, a user sample) is not judged on one.
+    assert judge([recorded(hit)], [hit], depth=8).violations() == []
+
+
 def test_the_witness_must_have_seen_what_the_kernel_counted_and_in_nmi() -> None:
     verdict = judge([recorded(o) for o in OVERFLOWS], OVERFLOWS, interrupts={0: 7, 1: 4})
     assert [v.cpu for v in verdict.missed] == [0]

@@ -14,6 +14,7 @@ from harness.vm.witness.records import parse_log
 # What 6.1's arm64 build printed for guest/witness/offsets.c (the order is the source's).
 ASSEMBLY_6_1 = {
     "TASK_PID": 912, "TASK_TGID": 916, "TASK_STACK": 32, "TASK_PREEMPT_COUNT": 8,
+    "TASK_MM": 768, "TASK_FLAGS": 44, "PF_KTHREAD_BITS": 2097152,
     "EVENT_COUNT": 176, "REGS_FP": 232, "REGS_SP": 248, "REGS_PC": 256, "REGS_PSTATE": 264,
     "REGS_PMR_SAVE": 296, "REGS_SIZE": 336, "THREAD_SIZE_BYTES": 16384,
     "TASK_SIZE_USER": 549755813888, "NMI_MASK_BITS": 15728640, "PSR_I": 128,
@@ -56,6 +57,20 @@ def test_a_hit_is_an_overflow_of_the_kernel_tgid_as_pid_and_its_pid_as_tid() -> 
     assert overflow.chain == (1, 2)
     assert overflow.frames == 3
     assert log.complete
+
+
+def test_a_kernel_hit_carries_its_tasks_user_walk_and_a_user_hit_none() -> None:
+    line = json.loads(hit(0, 1))
+    walked = {**line, "user_walk": [0x400100, 0x401000], "user_stop": "truncated"}
+    kthread = {**line, "count": 2, "user_walk": [], "user_stop": "no_regs"}
+    text = "\n".join(json.dumps(x) for x in (walked, kthread))
+    first, second = parse_log(text, OFFSETS, nmi_on=True).overflows
+    assert (first.user_walk, first.user_stop) == ((0x400100, 0x401000), "truncated")
+    assert (second.user_walk, second.user_stop) == ((), "no_regs")
+    (user,) = parse_log(hit(0, 1, pstate=0x0), OFFSETS, nmi_on=True).overflows
+    assert (user.user_walk, user.user_stop) == ((), None)
+    with pytest.raises(InfraError, match="unknown stop cause 'lost'"):
+        parse_log(json.dumps({**line, "user_walk": [], "user_stop": "lost"}), OFFSETS, nmi_on=True)
 
 
 def test_user_mode_nmi_bits_and_masks_come_from_the_kernel_constants() -> None:

@@ -197,6 +197,12 @@ DT = FlavourInfo(
             ("DT-O7",),
         ),
         Mutant(
+            "kernel_ustack_late",
+            "a kernel event's user stack starts at its first caller, the user PC left out",
+            ("WITNESS",),
+            case="witness",
+        ),
+        Mutant(
             "no_reader_mutex",
             "DT-D6's fix removed: readers are not serialised, and a copy sleeps 1 ms after "
             "each event as the seed's copy-out may on a page fault",

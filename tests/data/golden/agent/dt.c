@@ -195,6 +195,11 @@ static void dt_stacks(struct dt_evt *ev, const struct pa_sample_ctx *ctx)
 	ev->kstack_n = n;
 	ev->kstack_stop = why;
 	n = pa_chain(ctx, true, pcs, DT_STACK_MAX, &why);
+	/* Mutation point (WITNESS): a kernel event's user stack without its user PC. */
+	if (pa_mutant(KERNEL_USTACK_LATE) && ctx->kernel && n > 1) {
+		memmove(pcs, pcs + 1, (n - 1) * sizeof(*pcs));
+		n--;
+	}
 	memcpy(ev->ustack, pcs, n * sizeof(*pcs));
 	ev->ustack_n = n;
 	ev->ustack_stop = why;

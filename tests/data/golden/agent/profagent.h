@@ -133,6 +133,7 @@ enum pa_mutant {
 	PA_MUTANT_RETRY_GET,	/* every 10th get of a CPU is retried, committing one more event */
 	PA_MUTANT_PRODUCER_SKIPS_OPEN,	/* every 7th producer call of a CPU never reaches the open: no get, nothing counted */
 	PA_MUTANT_SKIPTICK_PMU_LOST,	/* periods the PMU never raised are not counted as skipped ticks (forced ones are) */
+	PA_MUTANT_KERNEL_USTACK_LATE,	/* a kernel event's user stack starts at its first caller, the user PC left out */
 	PA_MUTANT_NO_READER_MUTEX,	/* DT-D6's fix removed: readers are not serialised, and a copy sleeps 1 ms after each event as the seed's copy-out may on a page fault */
 	PA_MUTANT_FAULT_LOSES_COPIED,	/* DT-D7's fix removed: a copy-out fault returns EFAULT although events were copied, consumed and counted before it */
 	PA_MUTANT_SEED_COUNT_ORDER,	/* the seed's DT-D5: a slot published 500 us before the readable count rises, and the reader waits on the count */
