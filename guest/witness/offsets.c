@@ -9,6 +9,7 @@
  */
 #include <linux/kbuild.h>
 #include <linux/sched.h>
+#include <linux/mm_types.h>
 #include <linux/thread_info.h>
 #include <linux/preempt.h>
 #include <linux/perf_event.h>
@@ -28,6 +29,8 @@ void witness_offsets(void)
 	OFFSET(TASK_MM, task_struct, mm);
 	OFFSET(TASK_FLAGS, task_struct, flags);
 	DEFINE(PF_KTHREAD_BITS, PF_KTHREAD);
+	/* its mm's page table, which TTBR0_EL1 must hold for its user stack to be its own */
+	OFFSET(MM_PGD, mm_struct, pgd);
 	/* the overflowing event (x0): its count, updated before the handler is called */
 	OFFSET(EVENT_COUNT, perf_event, count);
 	/* the interrupted context, as the kernel saved it */

@@ -18,7 +18,9 @@ where it records chains, every frame (``chain`` equal to the witnessed walk cut 
 run's depth), the truncation flag and, where recorded, the frame count and stop cause;
 where a kernel sample also records its task's user stack (dt's ``ustack``), that walk
 and its stop cause (``ustack``), against the user walk the witness made from the
-registers the kernel saved at the task's entry (``no_regs`` for a kernel thread).
+registers the kernel saved at the task's entry (``no_regs`` for a kernel thread). Not
+where the witness saw the CPU's TTBR0 hold another table than the task's (``foreign_ttbr0``,
+mid ``switch_mm``): that user stack is not judged, counted with its share, never equal.
 A walk the agent says ended in a fault may stop short of the witness's, which reads
 memory the agent cannot read in NMI context (`faulted_early`); its frames up to there
 are still held equal.
@@ -44,7 +46,12 @@ from harness.agent.oracles.content import check_mode
 from harness.agent.oracles.content_view import ContentView
 from harness.agent.oracles.evidence import KernelEvidence
 from harness.agent.oracles.who import check_who, judge_who
-from harness.agent.oracles.witness_walks import expected_walk, faulted_early, user_walk_differs
+from harness.agent.oracles.witness_walks import (
+    expected_walk,
+    faulted_early,
+    user_walk_differs,
+    user_walk_foreign,
+)
 from harness.agent.values.info import FlavourInfo
 from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample
@@ -95,6 +102,8 @@ class WitnessVerdict:
     compared: int = 0
     frames: int = 0  # recorded frames held equal to the witness's, PCs included
     user_stacks: int = 0  # kernel records' user stacks held equal to the witness's walk
+    user_paired: int = 0  # kernel records with a user stack paired with a kernel hit
+    user_foreign: int = 0  # of those, not judged: TTBR0 was not the task's (foreign_ttbr0)
     overflows: int = 0
     samples: int = 0
     skipped: int = 0  # overflows the pairing skipped against counted drops
@@ -209,7 +218,7 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
     counts = dict.fromkeys(FIELDS, 0)
     mismatches: list[Mismatch] = []
     gaps: list[Violation] = []
-    compared = frames = user_stacks = skipped_total = 0
+    compared = frames = user_stacks = user_paired = user_foreign = skipped_total = 0
     for cpu in sorted(set(by_cpu) | set(seen)):
         allowance = w.drops.get(cpu, 0)
         pairs, skipped, left_samples, left_overflows = _pair_cpu(
@@ -232,6 +241,9 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
                                   f"{left_overflows} overflows no sample records"))  # fmt: skip
         for index, sample, overflow in pairs:
             compared += 1
+            foreign = user_walk_foreign(sample, overflow)
+            user_paired += sample.user_stop is not None and overflow.user_stop is not None
+            user_foreign += foreign
             wrong = differences(sample, overflow, w, faults=faults)
             if sample.stop is None and faults and not wrong and w.chain_depth:
                 faults -= faulted_early(sample, expected_walk(overflow, w.chain_depth)[0],
@@ -241,12 +253,14 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
             if wrong:
                 mismatches.append(Mismatch(cpu, index, sample, overflow, wrong))
             elif w.chain_depth and w.chain_depth > 1:
-                frames += len(sample.chain) + 1 + len(sample.user_walk)
-                user_stacks += sample.user_stop is not None and overflow.user_stop is not None
+                frames += len(sample.chain) + 1 + (0 if foreign else len(sample.user_walk))
+                user_stacks += (sample.user_stop is not None and overflow.user_stop is not None
+                                and not foreign)  # fmt: skip
     missed, met = _complete(w)
     nmi = _nmi(w)
     return WitnessVerdict(
-        compared=compared, frames=frames, user_stacks=user_stacks,
+        compared=compared, frames=frames, user_stacks=user_stacks, user_paired=user_paired,
+        user_foreign=user_foreign,
         overflows=len(w.log.overflows),
         samples=len(w.samples), skipped=skipped_total, by_field=counts,
         mismatches=tuple(mismatches), gaps=tuple(gaps), missed=tuple(missed),
@@ -315,8 +329,15 @@ def format_witness(v: WitnessVerdict) -> str:
             f"({v.samples} recorded, {v.skipped} overflows skipped against counted drops, "
             f"{v.rereported} hits gdb reported twice left out); "
             f"{v.frames} frames equal ({v.user_stacks} kernel records' user stacks among "
-            f"them); mismatches: {counts}; in NMI {v.in_nmi}, "
+            f"them; {_foreign(v)}); mismatches: {counts}; in NMI {v.in_nmi}, "
             f"IRQs masked where interrupted {v.irqs_masked}")  # fmt: skip
+
+
+def _foreign(v: WitnessVerdict) -> str:
+    """The kernel records' user stacks not judged, and their share of those paired."""
+    share = f" ({100 * v.user_foreign / v.user_paired:.1f} %)" if v.user_paired else ""
+    return (f"{v.user_foreign} of {v.user_paired} not judged{share}: TTBR0 not the "
+            "task's table (foreign_ttbr0)")  # fmt: skip
 
 
 @runtime_checkable

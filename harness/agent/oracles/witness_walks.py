@@ -4,6 +4,7 @@ Pure. `harness.agent.oracles.witness` holds each sample's frames to these::
 
     chain, stop = expected_walk(overflow, depth=19)    # callers, and why the walk ended
     user_walk_differs(sample, overflow, depth=19)      # a kernel sample's user stack (dt)
+    user_walk_foreign(sample, overflow)                # ... the witness could not judge
 
 The witness walks deeper than any flavour records (`harness.agent.witnessed`'s depth),
 so its walk is cut here at the run's depth, where it then counts as ``truncated``.
@@ -12,7 +13,7 @@ so its walk is cut here at the run's depth, where it then counts as ``truncated`
 from __future__ import annotations
 
 from harness.agent.values.samples import Sample
-from harness.vm.witness.records import STOPS, Overflow
+from harness.vm.witness.records import FOREIGN_TTBR0, STOPS, Overflow
 
 
 def expected_walk(overflow: Overflow, depth: int) -> tuple[tuple[int, ...], str]:
@@ -44,13 +45,26 @@ def expected_user_walk(overflow: Overflow, depth: int) -> tuple[tuple[int, ...],
     return overflow.user_walk, overflow.user_stop
 
 
+def user_walk_foreign(sample: Sample, overflow: Overflow) -> bool:
+    """A kernel sample's user walk that is not judged: TTBR0 did not hold its task's table.
+
+    The witness saw the CPU's TTBR0_EL1 hold another table than the task's ``mm->pgd``
+    (``foreign_ttbr0``: mid ``switch_mm``, where ``current`` is still the previous task),
+    so neither walk read the task's own user memory: counted, never held equal.
+    """
+    return sample.user_stop is not None and overflow.user_stop == FOREIGN_TTBR0
+
+
 def user_walk_differs(sample: Sample, overflow: Overflow, depth: int) -> bool:
     """Whether a kernel sample's user walk is not the witness's (its frames or stop cause).
 
-    Judged where both hold one (the record's ``user_stop``, the witness's kernel hit). A
-    walk the record says faulted may stop short of the witness's (`faulted_early`).
+    Judged where both hold one (the record's ``user_stop``, the witness's kernel hit),
+    and the witness saw the task's own table in TTBR0 (`user_walk_foreign`). A walk the
+    record says faulted may stop short of the witness's (`faulted_early`).
     """
     if sample.user_stop is None or overflow.user_stop is None:
+        return False
+    if user_walk_foreign(sample, overflow):
         return False
     walk, stop = expected_user_walk(overflow, depth)
     said = STOPS[sample.user_stop : sample.user_stop + 1]

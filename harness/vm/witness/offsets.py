@@ -37,6 +37,7 @@ class KernelOffsets:
     task_mm: int
     task_flags: int
     pf_kthread_bits: int
+    mm_pgd: int
     event_count: int
     regs_fp: int
     regs_sp: int

@@ -22,6 +22,10 @@ from harness.vm.witness.offsets import KernelOffsets
 #: its order): a walk from registers ends by one of the first five, and a user walk of a
 #: task with no user context is ``no_regs``.
 STOPS = ("end", "truncated", "bad_fp", "off_stack", "fault", "no_regs")
+#: The witness's own cause for a user walk it did not make: the CPU's TTBR0_EL1 did not
+#: hold the task's page table (mid ``switch_mm``, say), so its user addresses were not
+#: the task's. The agent has no such cause; WITNESS does not judge that user stack.
+FOREIGN_TTBR0 = "foreign_ttbr0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +39,9 @@ class Overflow:
     mask above IRQs in the saved PMR), so only an NMI could interrupt it.
     ``user_walk`` and ``user_stop``: for an overflow in the kernel, its task's user PC
     at its last kernel entry then that PC's callers, and why that walk ended (None: an
-    overflow in user mode, whose chain is its user walk).
+    overflow in user mode, whose chain is its user walk). ``ttbr0`` and ``pgd_phys``:
+    where the task has a user context, the CPU's TTBR0_EL1 and the physical address of
+    the task's ``mm->pgd`` the witness held it against (None: not read, or unmapped).
     """
 
     cpu: int
@@ -51,6 +57,8 @@ class Overflow:
     count: int = 0  # its count as the driver left it before the handler ran
     user_walk: tuple[int, ...] = ()
     user_stop: str | None = None
+    ttbr0: int | None = None
+    pgd_phys: int | None = None
 
     @property
     def frames(self) -> int:
@@ -91,8 +99,8 @@ def overflow_of(line: Mapping[str, object], offsets: KernelOffsets, *, nmi_on: b
         raise InfraError(f"witness line without a chain list: {dict(line)}")
     stop = str(line["stop"])
     user_stop = None if line.get("user_stop") is None else str(line["user_stop"])
-    for cause in (stop, user_stop):
-        if cause is not None and cause not in STOPS:
+    for cause, known in ((stop, STOPS), (user_stop, (*STOPS, FOREIGN_TTBR0))):
+        if cause is not None and cause not in known:
             raise InfraError(f"witness line with an unknown stop cause {cause!r}")
     user_walk = line.get("user_walk", [])
     if not isinstance(user_walk, list):
@@ -111,7 +119,13 @@ def overflow_of(line: Mapping[str, object], offsets: KernelOffsets, *, nmi_on: b
         count=int(str(line.get("count", 0))),
         user_walk=tuple(int(a) for a in user_walk),
         user_stop=user_stop,
+        ttbr0=_optional_int(line.get("ttbr0")),
+        pgd_phys=_optional_int(line.get("pgd_phys")),
     )
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(str(value))
 
 
 def parse_log(text: str, offsets: KernelOffsets, *, nmi_on: bool) -> WitnessLog:

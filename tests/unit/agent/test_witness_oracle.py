@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.agent.oracles.witness import WitnessInput, WitnessVerdict, judge_witness
+from harness.agent.oracles.witness import (
+    WitnessInput,
+    WitnessVerdict,
+    format_witness,
+    judge_witness,
+)
 from harness.agent.values.samples import Sample
 from harness.agent.witnessed import witnessed_period, witnessed_rate
 from harness.vm.witness.records import Overflow, WitnessLog
@@ -131,6 +136,41 @@ def test_a_kernel_samples_user_stack_is_the_walk_from_the_tasks_saved_registers(
                  depth=8).by_field["ustack"] == 1  # fmt: skip
     # A record with no user walk of its own (hwpmc, a user sample) is not judged on one.
     assert judge([recorded(hit)], [hit], depth=8).violations() == []
+
+
+def test_a_user_stack_read_under_another_tasks_ttbr0_is_counted_not_judged() -> None:
+    """6.12's CI sample at cpu_do_switch_mm: current still the old task, TTBR0 another table.
+
+    The witness saw TTBR0 not hold the task's pgd (foreign_ttbr0) and walked nothing; the
+    agent's walk read on through that other address space. Not judged, counted, never
+    equal; the same hit with the task's own table in TTBR0 is judged, and that walk fails.
+    """
+    agents = (0xFFFFA31D65A8, 0x402000, 0x402000, 0x402490, 0x400A4C)
+    hit = dataclasses.replace(seen(0, K + 0x10, chain=(K + 8,)), user_walk=(),
+                              user_stop="foreign_ttbr0", ttbr0=0x498BF000,
+                              pgd_phys=0x498A4000)  # fmt: skip
+    sample = recorded(hit, user_walk=agents, user_stop=4)
+    verdict = judge([sample], [hit], depth=8)
+    assert verdict.violations() == []
+    assert (verdict.user_paired, verdict.user_foreign, verdict.user_stacks) == (1, 1, 0)
+    assert verdict.frames == 2  # the kernel PC and its caller: no user frame held equal
+    assert "1 of 1 not judged (100.0 %): TTBR0 not the task's table" in format_witness(verdict)
+    # Its own table loaded: the witness walked the task's stack and found no frame record.
+    own = dataclasses.replace(hit, user_walk=agents[:1], user_stop="fault",
+                              ttbr0=0x498A4000)  # fmt: skip
+    judged = judge([sample], [own], depth=8)
+    assert judged.by_field["ustack"] == 1
+    assert (judged.user_paired, judged.user_foreign, judged.user_stacks) == (1, 0, 0)
+    equal = judge([recorded(own, user_walk=agents[:1], user_stop=4)], [own], depth=8)
+    assert equal.violations() == []
+    assert (equal.user_paired, equal.user_foreign, equal.user_stacks) == (1, 0, 1)
+    # Mixed: one foreign among three kernel records with a user stack, its share reported.
+    hits = [dataclasses.replace(own, pc=K + 4 * i) for i in range(2)] + [
+        dataclasses.replace(hit, pc=K + 8)]  # fmt: skip
+    mixed = judge([recorded(o, user_walk=agents[:1], user_stop=4) for o in hits], hits, depth=8)
+    assert mixed.violations() == []
+    assert (mixed.user_paired, mixed.user_foreign, mixed.user_stacks) == (3, 1, 2)
+    assert "1 of 3 not judged (33.3 %)" in format_witness(mixed)
 
 
 def test_the_witness_must_have_seen_what_the_kernel_counted_and_in_nmi() -> None:

@@ -14,7 +14,7 @@ from harness.vm.witness.records import parse_log
 # What 6.1's arm64 build printed for guest/witness/offsets.c (the order is the source's).
 ASSEMBLY_6_1 = {
     "TASK_PID": 912, "TASK_TGID": 916, "TASK_STACK": 32, "TASK_PREEMPT_COUNT": 8,
-    "TASK_MM": 768, "TASK_FLAGS": 44, "PF_KTHREAD_BITS": 2097152,
+    "TASK_MM": 768, "TASK_FLAGS": 44, "PF_KTHREAD_BITS": 2097152, "MM_PGD": 56,
     "EVENT_COUNT": 176, "REGS_FP": 232, "REGS_SP": 248, "REGS_PC": 256, "REGS_PSTATE": 264,
     "REGS_PMR_SAVE": 296, "REGS_SIZE": 336, "THREAD_SIZE_BYTES": 16384,
     "TASK_SIZE_USER": 549755813888, "NMI_MASK_BITS": 15728640, "PSR_I": 128,
@@ -71,6 +71,27 @@ def test_a_kernel_hit_carries_its_tasks_user_walk_and_a_user_hit_none() -> None:
     assert (user.user_walk, user.user_stop) == ((), None)
     with pytest.raises(InfraError, match="unknown stop cause 'lost'"):
         parse_log(json.dumps({**line, "user_walk": [], "user_stop": "lost"}), OFFSETS, nmi_on=True)
+
+
+def test_a_user_walk_under_a_foreign_ttbr0_is_the_witnesss_own_cause_with_its_evidence() -> None:
+    line = json.loads(hit(0, 1))
+    foreign = {**line, "user_walk": [], "user_stop": "foreign_ttbr0", "ttbr0": 0x498BF000,
+               "pgd_phys": 0x498A4000}  # fmt: skip
+    unmapped = {**foreign, "count": 2, "pgd_phys": None}
+    text = "\n".join(json.dumps(x) for x in (foreign, unmapped))
+    first, second = parse_log(text, OFFSETS, nmi_on=True).overflows
+    assert (first.user_stop, first.ttbr0, first.pgd_phys) == (
+        "foreign_ttbr0",
+        0x498BF000,
+        0x498A4000,
+    )
+    assert (second.user_stop, second.pgd_phys) == ("foreign_ttbr0", None)
+    (old,) = parse_log(json.dumps({**line, "user_walk": [], "user_stop": "no_regs"}), OFFSETS,
+                       nmi_on=True).overflows  # fmt: skip
+    assert (old.ttbr0, old.pgd_phys) == (None, None)
+    # The agent's causes never include it: a kernel walk's stop cause may not be it.
+    with pytest.raises(InfraError, match="unknown stop cause 'foreign_ttbr0'"):
+        parse_log(json.dumps({**line, "stop": "foreign_ttbr0"}), OFFSETS, nmi_on=True)
 
 
 def test_user_mode_nmi_bits_and_masks_come_from_the_kernel_constants() -> None:
