@@ -104,6 +104,7 @@ class WitnessVerdict:
     user_stacks: int = 0  # kernel records' user stacks held equal to the witness's walk
     user_paired: int = 0  # kernel records with a user stack paired with a kernel hit
     user_foreign: int = 0  # of those, not judged: TTBR0 was not the task's (foreign_ttbr0)
+    user_foreign_read: int = 0  # of those, the agent's walk read frames past its user PC
     overflows: int = 0
     samples: int = 0
     skipped: int = 0  # overflows the pairing skipped against counted drops
@@ -218,7 +219,8 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
     counts = dict.fromkeys(FIELDS, 0)
     mismatches: list[Mismatch] = []
     gaps: list[Violation] = []
-    compared = frames = user_stacks = user_paired = user_foreign = skipped_total = 0
+    compared = frames = user_stacks = user_paired = user_foreign = foreign_read = 0
+    skipped_total = 0
     for cpu in sorted(set(by_cpu) | set(seen)):
         allowance = w.drops.get(cpu, 0)
         pairs, skipped, left_samples, left_overflows = _pair_cpu(
@@ -244,6 +246,7 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
             foreign = user_walk_foreign(sample, overflow)
             user_paired += sample.user_stop is not None and overflow.user_stop is not None
             user_foreign += foreign
+            foreign_read += foreign and len(sample.user_walk) > 1
             wrong = differences(sample, overflow, w, faults=faults)
             if sample.stop is None and faults and not wrong and w.chain_depth:
                 faults -= faulted_early(sample, expected_walk(overflow, w.chain_depth)[0],
@@ -260,7 +263,7 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
     nmi = _nmi(w)
     return WitnessVerdict(
         compared=compared, frames=frames, user_stacks=user_stacks, user_paired=user_paired,
-        user_foreign=user_foreign,
+        user_foreign=user_foreign, user_foreign_read=foreign_read,
         overflows=len(w.log.overflows),
         samples=len(w.samples), skipped=skipped_total, by_field=counts,
         mismatches=tuple(mismatches), gaps=tuple(gaps), missed=tuple(missed),
@@ -283,15 +286,9 @@ def _complete(w: WitnessInput) -> tuple[list[Violation], int]:
              for cpu, kernel in sorted(w.interrupts.items())
              if kernel != len(seen.get(cpu, ()))]  # fmt: skip
     if not w.log.complete:
-        found.append(
-            Violation(
-                ORACLE,
-                None,
-                f"{w.log.hits} hits logged",
-                f"{len(w.log.overflows)}",
-                "the witness's log is cut short",
-            )
-        )
+        cut = "the witness's log is cut short"
+        found.append(Violation(ORACLE, None, f"{w.log.hits} hits logged",
+                               f"{len(w.log.overflows)}", cut))  # fmt: skip
     return found, len(w.interrupts) - len(found)
 
 
@@ -337,7 +334,8 @@ def _foreign(v: WitnessVerdict) -> str:
     """The kernel records' user stacks not judged, and their share of those paired."""
     share = f" ({100 * v.user_foreign / v.user_paired:.1f} %)" if v.user_paired else ""
     return (f"{v.user_foreign} of {v.user_paired} not judged{share}: TTBR0 not the "
-            "task's table (foreign_ttbr0)")  # fmt: skip
+            f"task's table (foreign_ttbr0), {v.user_foreign_read} of them read past the "
+            "user PC by the agent")  # fmt: skip
 
 
 @runtime_checkable

@@ -153,6 +153,7 @@ def test_a_user_stack_read_under_another_tasks_ttbr0_is_counted_not_judged() -> 
     verdict = judge([sample], [hit], depth=8)
     assert verdict.violations() == []
     assert (verdict.user_paired, verdict.user_foreign, verdict.user_stacks) == (1, 1, 0)
+    assert verdict.user_foreign_read == 1  # the agent read on: five frames
     assert verdict.frames == 2  # the kernel PC and its caller: no user frame held equal
     assert "1 of 1 not judged (100.0 %): TTBR0 not the task's table" in format_witness(verdict)
     # Its own table loaded: the witness walked the task's stack and found no frame record.
@@ -171,6 +172,7 @@ def test_a_user_stack_read_under_another_tasks_ttbr0_is_counted_not_judged() -> 
     assert mixed.violations() == []
     assert (mixed.user_paired, mixed.user_foreign, mixed.user_stacks) == (3, 1, 2)
     assert "1 of 3 not judged (33.3 %)" in format_witness(mixed)
+    assert mixed.user_foreign_read == 0  # the agent's walk there ended at its user PC
 
 
 def test_the_witness_must_have_seen_what_the_kernel_counted_and_in_nmi() -> None:
