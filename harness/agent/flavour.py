@@ -34,6 +34,7 @@ from harness.agent.peer.profile import profile_report
 from harness.agent.runner import AgentLike, AgentRun, narrow
 from harness.agent.values.info import FlavourInfo
 from harness.agent.values.results import Judged, Violation
+from harness.agent.values.stress import Stress
 from harness.errors import FlavourPackageError
 from harness.timing import ANALYSIS, timed
 
@@ -168,6 +169,9 @@ class Flavour:
     #: A scenario judged input-free, where time budgets count instructions: the case of its
     #: ``deterministic`` mutants (`harness.mutation.groups`); None: it has none.
     budget_scenario: Path | None = None
+    #: Its part of the shared stress plan (`harness.scenarios.stress`); None: it declared
+    #: none, and the plan's every case is UNJUDGED for it, saying so.
+    stress: Stress | None = None
 
     @property
     def name(self) -> str:

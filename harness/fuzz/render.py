@@ -12,63 +12,13 @@ oracles it broke to fail; a console report or an error adds its text::
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from harness.fuzz.invariants import Finding
-from harness.scenarios.types import Step
+from harness.scenarios.text import CLEAN_EXPECT, ScenarioText, scenario_text
 
-#: What a sequence with no finding expects: the shared interrupt count balances.
-CLEAN_EXPECT: tuple[Mapping[str, str | int | bool], ...] = ({"oracle": "CALLS"},)
-
-
-def _value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    return json.dumps(str(value))  # a TOML basic string: JSON's escapes are TOML's
-
-
-@dataclass(frozen=True, slots=True)
-class ScenarioText:
-    """The parts of one scenario file."""
-
-    name: str
-    description: str
-    seed: int
-    topology: str
-    agent: Mapping[str, object]
-    steps: tuple[Step, ...]
-    expect: tuple[Mapping[str, str | int | bool], ...] = CLEAN_EXPECT
-    variant: str = "default"
-    extra: Mapping[str, object] = field(default_factory=dict)
-
-
-def scenario_text(parts: ScenarioText) -> str:
-    """The TOML text of ``parts``: top-level keys, [guest], [agent], steps, expect."""
-    lines = [
-        f"name = {_value(parts.name)}",
-        f"description = {_value(parts.description)}",
-        f"seed = {parts.seed}",
-        "",
-        "[guest]",
-        f"topology = {_value(parts.topology)}",
-        f"variant = {_value(parts.variant)}",
-        "",
-        "[agent]",
-    ]
-    lines += [f"{key} = {_value(value)}" for key, value in parts.agent.items()]
-    for step in parts.steps:
-        lines += ["", "[[steps]]", f"op = {_value(step.op)}"]
-        lines += [f"{key} = {_value(value)}" for key, value in step.params().items()]
-    for item in parts.expect:
-        lines += ["", "[[expect]]", *(f"{k} = {_value(v)}" for k, v in item.items())]
-    return "\n".join(lines) + "\n"
+__all__ = ["CLEAN_EXPECT", "ScenarioText", "scenario_text"]  # written by harness.scenarios.text
 
 
 def finding_expect(findings: Sequence[Finding]) -> tuple[Mapping[str, str | int | bool], ...]:

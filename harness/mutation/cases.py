@@ -35,6 +35,7 @@ from harness.builder.cache import Cache
 from harness.builder.images import GuestImages
 from harness.errors import ConfigError, HarnessError
 from harness.mutation.plan import planned
+from harness.scenarios.stress import STRESS_CASE, run_plan
 from harness.timeouts import Timeouts
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
@@ -72,12 +73,20 @@ def judge_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour
     agent = deploy_agent(bench, guest, images, flavour.name, mutant)
     spec = AgentSpec(flavour=flavour.name)
     runner = flavour.peer_run if case == "peer" else flavour.runs.get(case)
-    if runner is None and case != WITNESS_CASE:
+    if runner is None and case not in (WITNESS_CASE, STRESS_CASE):
         raise ConfigError(f"flavour {flavour.name} has no {case} run")
     try:
         if case == WITNESS_CASE:
             done = witnessed_run(agent, guest, bench.cache, flavour, bench.cpus)
             run, violations, judged = done.run, list(done.violations), done.judged
+        elif case == STRESS_CASE:
+            topology = default_topology(len(bench.cpus))
+            cases = run_plan(agent, flavour.name, topology.name, topology.cpus,
+                             agent.workdir / "stress")  # fmt: skip
+            run = cases[-1].run
+            violations = [v for c in cases for v in c.violations]
+            violations += [v for c in cases for v in c.unmet()]
+            judged = tuple(j for c in cases for j in (*flavour.judged(c.run), *c.judged()))
         else:
             assert runner is not None
             run = runner(agent, spec, bench.cpus)

@@ -21,6 +21,7 @@ from harness.agent.flavour import behaviour
 from harness.agent.values.info import Mutant
 from harness.agent.witnessed import WITNESS_CASE
 from harness.builder.kernel import DEFAULT_KERNEL, KernelChoice
+from harness.scenarios.stress import STRESS_CASE
 
 CASES = ("standard", "exact")
 #: A flavour's (build, cases) runs, the control first, and its peer mutants.
@@ -108,7 +109,7 @@ def flavour_plan(name: str, *, full: bool, only: tuple[str, ...]) -> Plan:
     flavour = behaviour(name)
     peer = planned(name, full=full, case="peer", only=only) if flavour.peer_run else ()
     extra = {case: planned(name, full=full, case=case, only=only)
-             for case in (*flavour.extra_runs, WITNESS_CASE)}  # fmt: skip
+             for case in (*flavour.extra_runs, WITNESS_CASE, STRESS_CASE)}  # fmt: skip
     extra = {case: found for case, found in extra.items() if found}
     plan: list[tuple[Mutant | None, tuple[str, ...]]]
     plan = [(None, (*CASES, *(("peer",) if peer else ()), *extra))]

@@ -16,6 +16,7 @@ import zlib
 
 from harness.agent.values.info import FlavourInfo, Mutant, Param
 from harness.agent.values.layouts import Field, Ioctl, RecordLayout, ioc_none
+from harness.agent.values.stress import Stress
 
 NAME = "skel"
 #: Frames of a call chain a record keeps, the sampled PC first (CHAIN judges them).
@@ -102,4 +103,17 @@ INFO = FlavourInfo(
     kernel_pids=True,
     # The producer calls that leave no sample (WITNESS may skip that many overflows).
     sample_drops=tuple(name for name, _ in DROP_CAUSES),
+)
+
+#: skel's part of the shared stress plan (`harness.scenarios.stress`): small rings, bursts.
+STRESS = Stress(
+    agent={SLOTS.name: 16, "period": 200_000, "pmu_produce": False},
+    capacity=16,
+    full=FULL,
+    causes=tuple(name for name, _ in DROP_CAUSES),
+    recorded=RECORDED,
+    unprovoked={
+        "x_drop_stopped": "no scenario op injects while skel is stopped (add stop/start ops)",
+        "x_drop_nested": "no hook holds a producer call open for a burst to nest in",
+    },
 )

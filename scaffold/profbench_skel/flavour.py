@@ -36,7 +36,7 @@ from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample
-from profbench_skel.data import DROP_CAUSES, FULL, INFO, RECORDED, SLOTS
+from profbench_skel.data import DROP_CAUSES, FULL, INFO, RECORDED, SLOTS, STRESS
 from profbench_skel.oracles import ORACLES, applicable_oracles, check_skel, judge_skel
 from profbench_skel.report import format_table, format_verdicts
 from profbench_skel.results import SkelRun
@@ -147,4 +147,5 @@ FLAVOUR = Flavour(
     cell_rows=_cell_rows,
     peer_run=beside_perf(_standard, SkelRun, PEER_HOOKS),
     budget_scenario=Path(__file__).with_name("skel-budgets.toml"),  # C-3, input-free
+    stress=STRESS,
 )

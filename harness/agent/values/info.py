@@ -134,7 +134,10 @@ class Mutant:
 #: judged by the sanitizer reports on its console (`harness.vm.sanitizer`).
 #: ``witness``: the standard run with the emulator's witness armed, WITNESS judging every
 #: sample against it (`harness.agent.witnessed`).
-SHARED_CASES = ("standard", "peer", "debug", "deterministic", "kasan", "kcsan", "witness")
+#: ``stress``: every case of the shared stress plan (`harness.scenarios.stress`), its
+#: expectations failing as ``STRESS``.
+SHARED_CASES = ("standard", "peer", "debug", "deterministic", "kasan", "kcsan", "witness",
+                "stress")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,9 +76,9 @@ def test_the_table_names_each_mutant_and_its_notes() -> None:
 
 
 def test_every_mutant_names_an_oracle_its_flavour_has() -> None:
-    # Judged by the debug case and the sanitizer cases, and by the witness case's WITNESS,
-    # not by a flavour's check.
-    known = {"KMEMLEAK", "CONSOLE", "KASAN", "KCSAN", "UBSAN", "WITNESS"}
+    # Judged by the debug case and the sanitizer cases, by the witness case's WITNESS and
+    # the stress case's STRESS, not by a flavour's check.
+    known = {"KMEMLEAK", "CONSOLE", "KASAN", "KCSAN", "UBSAN", "WITNESS", "STRESS"}
     for name in flavours.names():
         oracles = set(behaviour(name).oracle_names) | known
         for mutant in mutants.for_flavour(name):

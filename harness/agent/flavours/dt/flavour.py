@@ -50,6 +50,7 @@ from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import standard_launches
 from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample
+from harness.agent.values.stress import Provoke, Stress
 
 MAX_SKIP = 2**32 - 1  # the hook's count is a u32; several add up (DT-D9 needs > 2^32)
 MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
@@ -278,6 +279,31 @@ def _judged(run: DtRun) -> tuple[Judged, ...]:
     return (*judge_dt(run), *judge_content(run.content()))
 
 
+#: dt's part of the shared stress plan: a ring of 16 slots keeps 15 events.
+STRESS = Stress(
+    agent={"period": 200_000, "pmu_produce": False},
+    capacity=15,
+    full="dc_dropevt",
+    causes=("dc_dropevt", "dc_skiptick", "dc_recurevt"),
+    recorded="x_committed",
+    provoke=(
+        Provoke(
+            "dc_recurevt",
+            7,
+            ({"op": "nest", "cpu": 0, "count": 7}, {"op": "inject", "cpu": 0, "count": 1}),
+            why="a burst of 7 inside a held-open get",
+        ),
+        Provoke(
+            "dc_skiptick",
+            3,
+            ({"op": "skip", "cpu": 0, "count": 3}, {"op": "inject", "cpu": 0, "count": 1}),
+            why="3 forced skipped ticks, counted by the next call",
+        ),
+    ),
+    reader=({"op": "reader", "on": True},),
+    restart=({"op": "reprobe"},),
+)
+
 FLAVOUR = Flavour(
     judged=typed(DtRun, _judged),
     info=DT,
@@ -308,6 +334,7 @@ FLAVOUR = Flavour(
         "reprobe": _reprobe_step,
     },
     refused_ops={"kick": "dt has no drain; its reader empties the rings"},
+    stress=STRESS,
     extra_runs={
         "readers": readers_run,
         "racing_reader": racing_reader_run,

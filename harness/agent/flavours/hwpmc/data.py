@@ -191,6 +191,12 @@ HWPMC = FlavourInfo(
     mutants=(
         Mutant("skip_bufferfull_count", "every 5th full-ring call counts nothing", ("HW-O1",)),
         Mutant(
+            "bufferfull_as_ignored",
+            "a full-ring call is counted as ignored (no PMC), not as bufferfull: the sum holds",
+            ("STRESS",),
+            case="stress",
+        ),
+        Mutant(
             "lose_swept_entry",
             "every 9th swept entry is freed but neither logged nor counted",
             ("HW-O3",),

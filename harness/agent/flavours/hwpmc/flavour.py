@@ -71,6 +71,7 @@ from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample
+from harness.agent.values.stress import Stress
 from harness.errors import ConfigError, InfraError
 
 #: The standard run's ground-truth workloads and IRQ-off probe (content oracles).
@@ -239,6 +240,26 @@ def _judged(run: HwpmcRun) -> tuple[Judged, ...]:
     return (*judge_hwpmc(run), *judge_content(run.content()))
 
 
+#: hwpmc's part of the shared stress plan: rings of 4 entries, their sweeps held back.
+STRESS = Stress(
+    agent={"nsamples": 4, "period": 200_000, "pmu_produce": False},
+    capacity=4,
+    full="x_bufferfull",
+    causes=HWPMC.sample_drops,
+    recorded="x_recorded",
+    setup=({"op": "suppress", "cpu": "each"},),
+    flush=({"op": "kick", "cpu": "each"},),  # a sweep of each ring into the log, before STOP
+    reader=(),  # its consumer is the timer's sweep into the log, every tick
+    restart=({"op": "pmc-stop", "cpu": "each"}, {"op": "pmc-start", "cpu": "each"}),
+    unprovoked={
+        "x_ignored": "every CPU runs a sampling PMC in the plan's runs",
+        "x_log_failed": "needs the hwpmc_log fault point, which no scenario op arms",
+        "x_discarded_stopped": "a burst rides an overflow, and a stopped PMC raises none",
+        "x_discarded_owner_kernel": "the bench attaches no owner to a PMC",
+        "x_stalled_nmi": "0 with the hardware stall the bench uses",
+    },
+)
+
 FLAVOUR = Flavour(
     judged=typed(HwpmcRun, _judged),
     info=HWPMC,
@@ -276,4 +297,5 @@ FLAVOUR = Flavour(
     },
     bench=HWPMC_BENCH,
     budget_scenario=Path(__file__).with_name("hwpmc-budgets.toml"),  # C-3
+    stress=STRESS,
 )

@@ -15,6 +15,7 @@ was, user code included); ``kick`` is kprof's ``flush`` on one CPU.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +33,7 @@ from harness.agent.flavour import (
 )
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.bench import KPROF_BENCH
-from harness.agent.flavours.kprof.data import KPROF, records_per_block
+from harness.agent.flavours.kprof.data import KPROF, record_size, records_per_block
 from harness.agent.flavours.kprof.oracles import (
     KPROF_ORACLES,
     applicable_kprof_oracles,
@@ -60,6 +61,7 @@ from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample, callers
+from harness.agent.values.stress import Stress
 from harness.errors import ConfigError, InfraError
 
 #: Kernel PCs the exact run writes to kpdata: while tracing, and before ``start``.
@@ -260,6 +262,29 @@ def _judged(run: KprofRun) -> tuple[Judged, ...]:
     return (*judge_kprof(run), *judge_content(run.content()))
 
 
+#: The stress plan's kprof: blocks of 16 KiB, a queue limit that one block meets.
+STRESS_BLOCK, STRESS_QLIMIT = 16 * 1024, 4096
+STRESS_R = records_per_block(STRESS_BLOCK, 1)
+#: kprof's part of the shared stress plan: one queue for the machine, dropping whole blocks.
+STRESS = Stress(
+    agent={"cpubufsz": STRESS_BLOCK, "qlimit": STRESS_QLIMIT, "status": 0, "period": 200_000,
+           "pmu_produce": False},
+    capacity=math.ceil(STRESS_QLIMIT / (STRESS_R * record_size(1))) * STRESS_R,
+    granule=STRESS_R,
+    global_buffer=True,
+    spill=1,
+    inject_op="inject-task",
+    full="x_records_in_dropped_blocks",
+    causes=KPROF.sample_drops,
+    reader=({"op": "reader", "on": True},),
+    restart=({"op": "kpctl-stop"}, {"op": "kpctl-start"}),
+    unprovoked={
+        "x_records_not_tracing": "between kpctl-stop and kpctl-start: the restart case's",
+        "x_records_nospare": "only while the irq_work lags a handed-off block: not on cue",
+        "x_records_nested_drop": "no hook holds a producer call open for a burst to nest in",
+    },
+)  # fmt: skip
+
 FLAVOUR = Flavour(
     judged=typed(KprofRun, _judged),
     info=KPROF,
@@ -309,4 +334,5 @@ FLAVOUR = Flavour(
     extra_runs={"offline": offline_run, OVERLAP_RUN: overlap_run},  # overlap: the kcsan case's
     bench=KPROF_BENCH,
     budget_scenario=Path(__file__).with_name("kprof-budgets.toml"),  # C-3
+    stress=STRESS,
 )

@@ -60,6 +60,7 @@ from harness.agent.steps import SamplingPlan, fault_step, inject_step, kick_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import TruthLaunch, standard_launches
 from harness.agent.values.results import Judged, Violation
+from harness.agent.values.stress import Provoke, StepData, Stress
 
 #: Calls nested in one task-context producer call in the exact run (TP-D5).
 NESTED = 7
@@ -166,6 +167,52 @@ def _restart(cpu: int, count: int) -> tuple[str, ...]:
     return (profctl.repeat_step(2, 2), ioctl_step("TPROF_IOC_STOP"), start)
 
 
+def _two_buffers(count: int) -> tuple[StepData, ...]:
+    """Two bursts of ``count`` on CPU 0, each moved to the read list by a kick."""
+    burst: StepData = {"op": "inject", "cpu": 0, "count": count}
+    kick: StepData = {"op": "kick", "cpu": 0}
+    return (burst, kick) * 2
+
+
+#: tprof's part of the shared stress plan: S = 8, a kick moves each buffer to the read list.
+STRESS = Stress(
+    agent={"drain": "manual", "buffer_samples": 8, "period": 200_000, "pmu_produce": False},
+    capacity=8,
+    full="x_overflow",
+    causes=tuple(name for name, _ in TPROF_DROP_CAUSES),
+    recorded="x_sample",
+    flush=({"op": "kick"},),
+    provoke=(
+        Provoke(
+            "x_dropbuf_sample",
+            8,
+            _two_buffers(8),
+            agent={"list_limit": 1},
+            why="two full buffers of 8, a read list of 1",
+        ),
+        Provoke(
+            "x_overflow_dropbuf",
+            4,
+            _two_buffers(12),
+            agent={"list_limit": 1},
+            others={"x_dropbuf_sample": 8, "x_overflow": 4},
+            why="TP-D1's shape: two bursts of 12 into S = 8, a read list of 1",
+        ),
+    ),
+    reader=(),  # its consumer is the drain, every drain_ms while the producers run
+    reader_agent={"drain": "auto", "drain_ms": 50},
+    restart=({"op": "restart"},),
+    unprovoked={
+        "x_overflow_emptybuf": "S = 0 needs est_freq 0, which the scenario format refuses",
+        "x_nobuf": "only after a failed buffer swap (fault-buf), whose outcome is not modelled",
+        "x_not_running": "no op injects between STOP and START (restart starts again at once)",
+        "x_nested_drop": "its nest hook has no scenario op: the exact run judges it",
+        "x_quirk_lost": "counts only in quirk TP-D1's build",
+        "x_stop_discard": "STOP swaps every current buffer onto the read list first: only a "
+        "call racing that last swap lands here",
+    },
+)
+
 FLAVOUR = Flavour(
     judged=typed(TprofRun, _judged),
     info=TPROF,
@@ -191,6 +238,7 @@ FLAVOUR = Flavour(
     budget_scenario=Path(__file__).with_name("tprof-budgets.toml"),  # C-3, TP-O10
     bench=TPROF_BENCH,
     ops={"fault-wq": OpRule(), "fault-buf": OpRule(), "restart": OpRule()},
+    stress=STRESS,
     op_steps={
         "fault-wq": _fault("wq_create"),
         "fault-buf": _fault("buf_alloc"),

@@ -354,7 +354,9 @@ static void hw_process(struct hw_cpu *hc, struct hw_pmc *pmc, const struct pa_sa
 	     READ_ONCE(hc->ring[(hc->write + 1) % hw_ring_size()].state) != HW_FREE)) {
 		/* Mutation point: a full-ring call that counts nothing. */
 		if (!(pa_mutant(SKIP_BUFFERFULL_COUNT) && ++hc->mutant_tick % 5 == 0)) {
-			hw_stat_inc(hc, HW_PC_X_BUFFERFULL);
+			/* Mutation point: a full-ring call counted under another cause. */
+			hw_stat_inc(hc, pa_mutant(BUFFERFULL_AS_IGNORED) ? HW_PC_X_IGNORED
+									: HW_PC_X_BUFFERFULL);
 			hw_count(HW_ST_INTR_BUFFERFULL);
 		}
 		if (!READ_ONCE(*stalled)) {

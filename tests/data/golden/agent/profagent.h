@@ -156,6 +156,7 @@ enum pa_mutant {
 	PA_MUTANT_STOP_FREES_LIVE_BLOCK,	/* STOP frees each CPU's block before the IPIs that stop it tracing (the teardown's synchronisation removed); overflows in a 50 ms window write it */
 	PA_MUTANT_OFFLINE_FREE_ARMED,	/* an outgoing CPU's block is freed before its event is disarmed (the core calls the flavour first); its overflows in a 50 ms window write it */
 	PA_MUTANT_SKIP_BUFFERFULL_COUNT,	/* every 5th full-ring call counts nothing */
+	PA_MUTANT_BUFFERFULL_AS_IGNORED,	/* a full-ring call is counted as ignored (no PMC), not as bufferfull: the sum holds */
 	PA_MUTANT_LOSE_SWEPT_ENTRY,	/* every 9th swept entry is freed but neither logged nor counted */
 	PA_MUTANT_NO_RESTART,	/* a sweep clears the stall flag but never restarts the counter */
 	PA_MUTANT_WRONG_LOG_CPU,	/* every 20th log record carries cpu + 1 */
