@@ -52,8 +52,10 @@ class Check:
 SANITIZERS = "test_sanitizers"
 CHECKS: tuple[Check, ...] = (
     Check("tier", GuestRequest(cpus=2), None, 90,
-          "every shared and own oracle: standard, exact, content, beside Linux perf"),
-    Check("8 vCPUs", GuestRequest(cpus=8), "agent or test_content or test_outside", 60,
+          "every shared and own oracle: standard, exact, content, beside Linux perf, and "
+          "the shared stress plan (full buffers, each drop cause, a concurrent reader)"),
+    Check("8 vCPUs", GuestRequest(cpus=8), "agent or test_content or test_outside or test_stress",
+          60,
           "the same at 2 sockets x 2 clusters x SMT 2"),
     Check("debug", GuestRequest(cpus=2, variant="debug", memory_mib=512), SANITIZERS, 240,
           "no KASAN, UBSAN, lockdep or kmemleak report in its runs"),

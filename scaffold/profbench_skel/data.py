@@ -16,7 +16,7 @@ import zlib
 
 from harness.agent.values.info import FlavourInfo, Mutant, Param
 from harness.agent.values.layouts import Field, Ioctl, RecordLayout, ioc_none
-from harness.agent.values.stress import Stress
+from harness.agent.values.stress import Provoke, Stress
 
 NAME = "skel"
 #: Frames of a call chain a record keeps, the sampled PC first (CHAIN judges them).
@@ -112,8 +112,12 @@ STRESS = Stress(
     full=FULL,
     causes=tuple(name for name, _ in DROP_CAUSES),
     recorded=RECORDED,
-    unprovoked={
-        "x_drop_stopped": "no scenario op injects while skel is stopped (add stop/start ops)",
-        "x_drop_nested": "no hook holds a producer call open for a burst to nest in",
-    },
-)
+    provoke=(
+        Provoke("x_drop_stopped", 5, ({"op": "stop"}, {"op": "inject-task", "cpu": 0, "count": 5},
+                                      {"op": "start"}, {"op": "inject-task", "cpu": 0, "count": 1}),
+                why="5 task-context calls between STOP and START, one after: the stream has it"),
+    ),
+    reader=({"op": "reader", "on": True},),
+    restart=({"op": "stop"}, {"op": "start"}),
+    unprovoked={"x_drop_nested": "no hook holds a producer call open for a burst to nest in"},
+)  # fmt: skip

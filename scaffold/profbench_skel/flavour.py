@@ -23,7 +23,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.agent import profctl
-from harness.agent.flavour import AgentLike, AgentRun, Flavour, Script, narrow, run_report, typed
+from harness.agent.flavour import (
+    AgentLike,
+    AgentRun,
+    Flavour,
+    OpRule,
+    Script,
+    narrow,
+    run_report,
+    typed,
+)
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import check_content, judge_content
 from harness.agent.oracles.content_view import applicable_content, oracles_for
@@ -40,12 +49,14 @@ from profbench_skel.data import DROP_CAUSES, FULL, INFO, RECORDED, SLOTS, STRESS
 from profbench_skel.oracles import ORACLES, applicable_oracles, check_skel, judge_skel
 from profbench_skel.report import format_table, format_verdicts
 from profbench_skel.results import SkelRun
-from profbench_skel.run import RunContext, skel_run
+from profbench_skel.run import RunContext, ioctl_step, skel_run
 
 BUSY_MS = 1000
 PROBE_MS = 200  # the IRQ-off probe: kernel samples whose chain CHAIN knows
 #: The exact run: bursts of this many calls into rings of `EXACT_SLOTS` records.
 EXACT_BURST, EXACT_SLOTS = 20, 16
+#: The most producer calls one ``inject-task`` step makes.
+MAX_TASK_CALLS = 100_000
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -80,8 +91,12 @@ def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     """A scenario's steps between START and STOP (`harness.scenarios.repro.program`)."""
+    in_task = script.op_counts.get("inject-task", {})
+    injected = {cpu: script.injected.get(cpu, 0) + in_task.get(cpu, 0)
+                for cpu in {*script.injected, *in_task}}  # fmt: skip
     context = RunContext(
-        injected=script.injected or None,
+        injected=injected or None,
+        reader=script.switches.get("reader", False),
         actions=script.actions,
         throttling_disabled=script.throttling_disabled,
         max_sample_rate=script.max_sample_rate,
@@ -148,4 +163,10 @@ FLAVOUR = Flavour(
     peer_run=beside_perf(_standard, SkelRun, PEER_HOOKS),
     budget_scenario=Path(__file__).with_name("skel-budgets.toml"),  # C-3, input-free
     stress=STRESS,
-)
+    # Its own scenario ops (`scenarios/FORMAT.md`), which its stress plan uses.
+    ops={"reader": OpRule(on=True), "stop": OpRule(), "start": OpRule(),
+         "inject-task": OpRule(cpu="one", count_max=MAX_TASK_CALLS)},
+    op_steps={"stop": lambda cpu, count: ioctl_step("SKEL_IOC_STOP"),
+              "start": lambda cpu, count: ioctl_step("SKEL_IOC_START"),
+              "inject-task": lambda cpu, count: inject_step(cpu, count, ctx="task")},
+)  # fmt: skip

@@ -13,10 +13,19 @@ the executor can run::
 
 from __future__ import annotations
 
-from harness.agent.controlspec import ControlInterface, shared_ops
+from harness.agent.controlspec import ArgRange, ControlInterface, OpDecl, shared_ops
 
 INTERFACE = ControlInterface(
     flavour="skel",
     files=("/dev/skel", "/sys/kernel/debug/profagent/stats"),
-    ops=shared_ops(kick=True, hotplug=True),
-)
+    ops=(
+        *shared_ops(kick=True, hotplug=True),
+        # Its own ops (the stress plan's), declared and not drawn (weight 0): a burst after
+        # `stop` rides no overflow, which the fuzzer's executor does not model.
+        OpDecl("reader", switch=True, blocks=True, weight=0, what="a reader while sampling"),
+        OpDecl("stop", weight=0, what="SKEL_IOC_STOP"),
+        OpDecl("start", weight=0, what="SKEL_IOC_START"),
+        OpDecl("inject-task", cpu="one", args=(ArgRange("count", (1, 100_000), edge=(1,)),),
+               weight=0, what="producer calls in task context"),
+    ),
+)  # fmt: skip

@@ -31,6 +31,7 @@ from harness.agent.steps import (
     DEBUGFS,
     DEVICE,
     FD,
+    GUEST_DIR,
     READ_CHUNK,
     SAMPLES,
     SNAPSHOT_FILES,
@@ -44,6 +45,10 @@ from profbench_skel.results import SkelRun, record_of
 IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
 #: The read to the end of the stream gives up after this (it ends at once after STOP).
 READ_TIMEOUT_S = 60
+#: A reader concurrent with the producers (`RunContext.reader`): its stream, and its time
+#: limit, after which the body's `wait` reaps it (the read after STOP takes the rest).
+BACKGROUND = f"{GUEST_DIR}/skel-background.bin"
+READER_S = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,8 @@ class RunContext:
     actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
     #: The guest's clocks count instructions (input-free runs): time budgets apply (C-3).
     instruction_clock: bool = False
+    #: A reader runs from START for `READER_S`, concurrent with the producers.
+    reader: bool = False
 
 
 def ioctl_step(name: str) -> str:
@@ -69,16 +76,23 @@ def ioctl_step(name: str) -> str:
     return profctl.ioctl_step(FD, ioctl.number, ioctl.arg_size)
 
 
-def skel_steps(body: Sequence[str]) -> tuple[str, ...]:
+def skel_steps(body: Sequence[str], reader: bool = False) -> tuple[str, ...]:
     """START, ``body``, STOP, then read everything and snapshot, bracketed by the evidence.
 
     The kernel's PMU interrupt counts are read before START, right after STOP and
-    `IDLE_MS` later (IRQ and RELEASED).
+    `IDLE_MS` later (IRQ and RELEASED). With ``reader``, a reader of the same open runs
+    from START for `READER_S` into `BACKGROUND`.
     """
+    background = (
+        profctl.timeout_step(READER_S),  # the reader's own limit: `wait` must return
+        profctl.readbg_step(FD, BACKGROUND, READ_CHUNK),
+        profctl.timeout_step(READ_TIMEOUT_S),
+    )
     return (
         IRQ_READ,
         profctl.open_step(DEVICE),
         ioctl_step("SKEL_IOC_START"),
+        *(background if reader else ()),
         *body,
         ioctl_step("SKEL_IOC_STOP"),
         IRQ_READ,
@@ -107,12 +121,16 @@ def skel_run(
         max_sample_rate=context.max_sample_rate,
     )
     online = agent.online_cpus()
-    steps = skel_steps(body)
+    steps = skel_steps(body, reader=context.reader)
     started = time.monotonic()
     results = agent.run_steps(steps, actions=context.actions, timeout_s=None)
     require_ok(results)
     reads = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
-    data = agent.fetch(SAMPLES, f"samples-{agent.run_count:02d}.bin")
+    # What the reader took while sampling, then the read after STOP: one stream, in order.
+    early = (
+        agent.fetch(BACKGROUND, f"background-{agent.run_count:02d}.bin") if context.reader else b""
+    )
+    data = early + agent.fetch(SAMPLES, f"samples-{agent.run_count:02d}.bin")
     run = SkelRun(
         spec=spec,
         snapshot=snapshot_of(steps, results),
