@@ -91,6 +91,7 @@ TRUTH_TESTS = (
 #: nor the other topologies, which `invoke test --kernel 6.12` and the full matrix run.
 NEWER_KERNEL_TESTS = (
     "agent or test_content or test_profile or test_outside or test_witness or test_fuzz"
+    " or test_stress"
 )
 
 
