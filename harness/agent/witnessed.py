@@ -144,13 +144,22 @@ def witnessed_run(agent: Agent, guest: Guest, cache: Cache, flavour: Flavour,
                 agent.witness = None
             log = witness.disarm()
         done = _judged(agent, flavour, spec, run, log, armed_s=witness.armed_s, attempt=attempt)
-        truth = next(j for j in done.judged if j.part == "truth")
-        if done.violations or truth.n or attempt == ATTEMPTS:
+        if not again(done, attempt):
             return done
         LOG.warning("witnessed %s run, attempt %d: no witnessed overflow in the workloads' "
                     "text (WITNESS's truth part compared nothing): once more",
                     flavour.name, attempt)  # fmt: skip
     raise AssertionError("unreachable: the last attempt returns")
+
+
+def again(done: Witnessed, attempt: int) -> bool:
+    """Whether a witnessed run is made again: its truth part compared nothing.
+
+    And nothing failed, and `ATTEMPTS` are not used up. Chosen by the witness's own
+    evidence (its overflows in the workloads' text), never by the agent's values.
+    """
+    truth = [j for j in done.judged if j.oracle == "WITNESS" and j.part == "truth"]
+    return not done.violations and not any(j.n for j in truth) and attempt < ATTEMPTS
 
 
 def _judged(agent: Agent, flavour: Flavour, spec: AgentSpec, run: AgentRun, log: WitnessLog, *,
