@@ -134,14 +134,18 @@ class WitnessVerdict:
     def judged(self) -> tuple[Judged, ...]:
         """Samples paired, frames equal, CPUs counted complete, overflows' context read.
 
-        ``frames`` only where the run records chains, ``complete`` only where the
-        kernel's interrupt counts were read for the agent alone.
+        ``frames`` only where the run records chains, ``ustack`` where kernel records'
+        user stacks were paired, ``complete`` where the kernel's interrupt counts were read
+        for the agent alone.
         """
         why = "the witness saw no overflow" if not self.overflows else "nothing paired"
         found = [Judged(ORACLE, self.compared, "samples paired with witnessed overflows", why)]
         if self.chains:
             found.append(Judged(ORACLE, self.frames, "frames equal to the witnessed walk",
                                 "no chain paired", part="frames"))  # fmt: skip
+        if self.user_paired:  # the flavour records kernel samples' user stacks (dt)
+            found.append(Judged(ORACLE, self.user_stacks, "kernel records' user stacks equal",
+                                "each under a foreign TTBR0", part="ustack"))  # fmt: skip
         if self.counted:
             found.append(Judged(ORACLE, self.interrupts_compared, "CPUs' PMU interrupts met",
                                 "no CPU's count met", part="complete"))  # fmt: skip
@@ -219,8 +223,7 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
     counts = dict.fromkeys(FIELDS, 0)
     mismatches: list[Mismatch] = []
     gaps: list[Violation] = []
-    compared = frames = user_stacks = user_paired = user_foreign = foreign_read = 0
-    skipped_total = 0
+    compared = frames = user_stacks = user_paired = user_foreign = read = skipped_total = 0
     for cpu in sorted(set(by_cpu) | set(seen)):
         allowance = w.drops.get(cpu, 0)
         pairs, skipped, left_samples, left_overflows = _pair_cpu(
@@ -246,7 +249,7 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
             foreign = user_walk_foreign(sample, overflow)
             user_paired += sample.user_stop is not None and overflow.user_stop is not None
             user_foreign += foreign
-            foreign_read += foreign and len(sample.user_walk) > 1
+            read += foreign and len(sample.user_walk) > 1
             wrong = differences(sample, overflow, w, faults=faults)
             if sample.stop is None and faults and not wrong and w.chain_depth:
                 faults -= faulted_early(sample, expected_walk(overflow, w.chain_depth)[0],
@@ -263,7 +266,7 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
     nmi = _nmi(w)
     return WitnessVerdict(
         compared=compared, frames=frames, user_stacks=user_stacks, user_paired=user_paired,
-        user_foreign=user_foreign, user_foreign_read=foreign_read,
+        user_foreign=user_foreign, user_foreign_read=read,
         overflows=len(w.log.overflows),
         samples=len(w.samples), skipped=skipped_total, by_field=counts,
         mismatches=tuple(mismatches), gaps=tuple(gaps), missed=tuple(missed),

@@ -173,6 +173,12 @@ def test_a_user_stack_read_under_another_tasks_ttbr0_is_counted_not_judged() -> 
     assert (mixed.user_paired, mixed.user_foreign, mixed.user_stacks) == (3, 1, 2)
     assert "1 of 3 not judged (33.3 %)" in format_witness(mixed)
     assert mixed.user_foreign_read == 0  # the agent's walk there ended at its user PC
+    # Part ustack: UNJUDGED where every paired user stack was foreign, never PASS on none.
+    ustack = {j.part: j for j in verdict.judged()}["ustack"]
+    assert (ustack.n, ustack.judged, ustack.why) == (0, False, "each under a foreign TTBR0")
+    assert {j.part: j.n for j in mixed.judged()}["ustack"] == 2
+    # A flavour that records no kernel user stack (user_stop None) has no such part.
+    assert "ustack" not in {j.part for j in judge([recorded(hit)], [hit], depth=8).judged()}
 
 
 def test_the_witness_must_have_seen_what_the_kernel_counted_and_in_nmi() -> None:
