@@ -1,10 +1,11 @@
 """Shared test plumbing: options that choose the guest, images, per-worker guest pools.
 
-Options (also what ``invoke test`` passes): ``--arch``, ``--cpus N`` and
-``--topology T`` (both repeatable; with neither, the full set: 1, 2, 4, 8 vCPUs
-and an SMT/cluster layout), ``--variant``, ``--accel``, ``--nmi on|off``,
-``--no-snapshot``; ``--flavour NAME`` (repeatable) keeps only the named flavours' tests
-(`tests.flavoured`).
+The guests come from one `ResolvedRequest` (`harness.cli.session`), resolved once a
+run: ``invoke test`` writes it to a file ``$PROFBENCH_REQUEST`` names; a pytest run
+given none resolves its options (``--arch``, ``--cpus N`` and ``--topology T``, both
+repeatable, with neither the full set; ``--variant``, ``--accel``, ``--nmi on|off``,
+``--kernel``...) as the CLI does. xdist workers are given the controller's. Also
+``--no-snapshot``; ``--flavour NAME`` (repeatable) keeps only those flavours' tests.
 
 Guests are restored from their topology's snapshot (saved once, kept in the build
 cache; cold boots with ``--no-snapshot``) once per (xdist worker, topology) and
@@ -17,8 +18,10 @@ WARNING or BUG the test provoked fails that test.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -30,8 +33,8 @@ from harness.agent.profctl_build import build_profctl
 from harness.agent.steps import throttling_command
 from harness.builder.cache import Cache
 from harness.builder.images import GuestImages, describe_kernel
-from harness.builder.kernel import KernelChoice
-from harness.cli.session import GuestRequest, parse_kernel, parse_nmi, resolve
+from harness.cli import session
+from harness.cli.session import GuestRequest, ResolvedRequest
 from harness.cli.skips import format_skipped, invoke_test_command, skip_reason, skipped_checks
 from harness.errors import HarnessError
 from harness.ktap import REPORT_PROPERTY
@@ -42,13 +45,15 @@ from harness.vm.guest import Guest
 from harness.vm.pool import GuestPool
 from harness.vm.record import new_run_dir
 from harness.vm.snapstore import SnapshotStore
-from harness.vm.topology import CpuTopology, default_topology
+from harness.vm.topology import CpuTopology
 from tests import flavoured, limits
 from tests.pace import RunPace
 
-FULL_SET_CPUS = (1, 2, 4, 8)
+SMT_CLUSTER_LAYOUT = session.SMT_CLUSTER_LAYOUT  # in the full set (`session.FULL_SET_CPUS`)
 POOLS = pytest.StashKey[list[GuestPool]]()
-SMT_CLUSTER_LAYOUT = "1s2cl2c2t"
+REQUEST = pytest.StashKey[ResolvedRequest]()  # this run's guests (`_run_request`)
+WORKER_REQUEST = "profbench-request"  # the controller's, as JSON, in an xdist worker's input
+ASKED = GuestRequest()  # the options' defaults
 AGENT_REPORT = REPORT_PROPERTY  # what KTAP reads a run's oracles from (harness.ktap)
 DEPLOYED = pytest.StashKey[set[str]]()  # guests (workdir:QEMU pid) the agent is copied into
 PMU_EVENTS = pytest.StashKey[dict[str, tuple[frozenset[str], bool]]]()  # by guest, as DEPLOYED
@@ -58,28 +63,20 @@ _COUNTED = [timing.totals()]  # the stage totals at the last test's end (this pr
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("profbench", "profbench guest selection")
-    group.addoption("--arch", default="arm64", help="guest architecture")
+    group.addoption("--arch", default=ASKED.arch, help="guest architecture")
     group.addoption("--cpus", type=int, action="append", default=[], help="vCPU count")
     group.addoption("--topology", action="append", default=[], help="explicit layout")
-    group.addoption("--variant", default="default", help="kernel variant")
-    group.addoption("--accel", default="auto", help="auto, kvm or tcg")
-    group.addoption("--nmi", default="on", help="on or off")
-    group.addoption("--memory-mib", type=int, default=1024, help="guest memory")
+    group.addoption("--variant", default=ASKED.variant, help="kernel variant")
+    group.addoption("--accel", default=ASKED.accel, help="auto, kvm or tcg")
+    group.addoption("--nmi", default="on" if ASKED.nmi else "off", help="on or off")
+    group.addoption("--memory-mib", type=int, default=ASKED.memory_mib, help="guest memory")
     group.addoption("--append", action="append", default=[], help="extra kernel argument")
-    group.addoption("--kernel", default="6.1", help="Debian kernel version (6.1, 6.12)")
+    group.addoption("--kernel", default=ASKED.kernel, help="Debian kernel version (6.1, 6.12)")
     group.addoption("--kernel-src", default=None, help="a kernel source tree to build instead")
-    group.addoption(
-        "--no-snapshot",
-        action="store_true",
-        default=False,
-        help="boot guests cold instead of restoring them from snapshots",
-    )
-    group.addoption(
-        flavoured.OPTION,
-        action="append",
-        default=[],
-        help="only this flavour's tests (repeatable; one outside the tree too)",
-    )
+    group.addoption("--no-snapshot", action="store_true", default=False,
+                    help="boot guests cold instead of restoring them from snapshots")  # fmt: skip
+    group.addoption(flavoured.OPTION, action="append", default=[], help="only this flavour's "
+                    "tests (repeatable; one outside the tree too)")  # fmt: skip
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -88,14 +85,71 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(RunPace(config), "profbench-pace")  # progress of long runs
     config.stash[POOLS] = []
     flavoured.chosen(config)  # an unknown name ends the run here, before any guest boots
+    config.stash[REQUEST] = _run_request(config)
+
+
+class _Node(Protocol):  # an xdist WorkerController, as far as this file uses one
+    config: pytest.Config
+    workerinput: dict[str, object]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: _Node) -> None:
+    """Give an xdist worker the controller's request: it resolves nothing again."""
+    node.workerinput[WORKER_REQUEST] = session.request_json(node.config.stash[REQUEST])
+
+
+def _run_request(config: pytest.Config) -> ResolvedRequest:
+    """This run's guests: the controller's (in an xdist worker), ``invoke test``'s (the
+    file ``$PROFBENCH_REQUEST`` names, beside no guest option) or its options' (`_options`).
+
+    :raise pytest.UsageError: a request that does not hold, or both a file and options.
+    """
+    text = getattr(config, "workerinput", {}).get(WORKER_REQUEST)
+    try:
+        if text is None and (path := os.environ.get(session.REQUEST_ENV)):
+            if _options(config) != (ASKED, None):
+                raise pytest.UsageError(f"${session.REQUEST_ENV} names this run's guests ({path}): "
+                                        "give no guest options beside it")  # fmt: skip
+            text = Path(path).read_text()
+        if text is None:
+            asked, tier = _options(config)
+            return session.resolve_request(asked, tier=tier)  # as `invoke test` does
+        request = session.request_from_json(str(text))
+    except (HarnessError, OSError) as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    # What reads options, not the request, sees its words: tests/limits.py (--cpus,
+    # --topology, --variant), test_sanitizers (--variant), tests/scenarios (--kernel).
+    words = request.asked
+    vars(config.option).update(arch=words.arch, cpus=[], variant=words.variant,
+        topology=[t.name for t in request.topologies], accel=words.accel,
+        nmi="on" if words.nmi else "off", memory_mib=words.memory_mib, kernel=words.kernel,
+        append=list(words.kernel_args), kernel_src=words.kernel_src)  # fmt: skip
+    return request
+
+
+def _options(config: pytest.Config) -> tuple[GuestRequest, tuple[CpuTopology, ...] | None]:
+    """The guest options as words (a rerun's), and the guests they list (None: no list)."""
+    cpus: list[int] = config.getoption("--cpus")
+    texts: list[str] = config.getoption("--topology")
+    asked = GuestRequest(
+        arch=config.getoption("--arch"), variant=config.getoption("--variant"),
+        accel=config.getoption("--accel"), nmi=session.parse_nmi(config.getoption("--nmi")),
+        memory_mib=config.getoption("--memory-mib"),
+        kernel_args=tuple(config.getoption("--append")),
+        kernel=config.getoption("--kernel"), kernel_src=config.getoption("--kernel-src"),
+        cpus=cpus[0] if len(cpus) == 1 else None, topology=texts[0] if len(texts) == 1 else None,
+    )  # fmt: skip
+    return asked, (session.tier_topologies(cpus, texts) if cpus or texts else None)
 
 
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
+    kernel = f"Linux {describe_kernel(config.stash[REQUEST].kernel)}"
     lines = [line for pool in config.stash.get(POOLS, []) for line in pool.summary_lines()]
     if lines:
-        terminalreporter.section(f"guests on {_kernel_label(config)}")
+        terminalreporter.section(f"guests on {kernel}")
         for line in lines:
             terminalreporter.write_line(line)
     # Agent reports travel as user properties, so xdist workers' reports arrive too.
@@ -109,7 +163,6 @@ def pytest_terminal_summary(
         if name == AGENT_REPORT and not (report.failed and str(value) in report.longreprtext)
     ]
     if reports:
-        kernel = _kernel_label(config)
         terminalreporter.section(f"profagent: per-CPU accounting and oracle verdicts on {kernel}")
         for nodeid, text in sorted(reports):
             terminalreporter.write_line(f"\n{nodeid}")
@@ -119,9 +172,10 @@ def pytest_terminal_summary(
         for line in budget:
             terminalreporter.write_line(line)
     skips = [(r.nodeid, skip_reason(r.longrepr)) for r in terminalreporter.stats.get("skipped", [])]
-    if checks := skipped_checks(skips, arch=config.getoption("--arch")):
+    asked = config.stash[REQUEST].asked
+    if checks := skipped_checks(skips, arch=asked.arch):
         terminalreporter.section("checks that did not run")
-        rerun = invoke_test_command(_asked_for(config), complete=True)
+        rerun = invoke_test_command(asked, complete=True)
         for line in format_skipped(checks, rerun=rerun):
             terminalreporter.write_line(line)
 
@@ -157,43 +211,9 @@ def _test_times(terminalreporter: pytest.TerminalReporter) -> list[timing.TimedT
             for nodeid, secs in durations.items()]  # fmt: skip
 
 
-def _kernel_label(config: pytest.Config) -> str:
-    """The kernel these options boot, as reports name it: ``Linux 6.12 (linux-source-6.12 …)``."""
-    try:
-        choice = parse_kernel(config.getoption("--kernel"), config.getoption("--kernel-src"))
-    except HarnessError as exc:
-        return f"Linux ? ({exc})"
-    return f"Linux {describe_kernel(choice)}"
-
-
-def _asked_for(config: pytest.Config) -> GuestRequest:
-    """The guest these options ask for, as ``invoke test`` would have been told."""
-    cpus: list[int] = config.getoption("--cpus")
-    texts: list[str] = config.getoption("--topology")
-    return GuestRequest(
-        arch=config.getoption("--arch"), variant=config.getoption("--variant"),
-        accel=config.getoption("--accel"), nmi=parse_nmi(config.getoption("--nmi")),
-        memory_mib=config.getoption("--memory-mib"),
-        kernel_args=tuple(config.getoption("--append")),
-        kernel=config.getoption("--kernel"), kernel_src=config.getoption("--kernel-src"),
-        cpus=cpus[0] if len(cpus) == 1 else None, topology=texts[0] if len(texts) == 1 else None,
-    )  # fmt: skip
-
-
-def selected_topologies(config: pytest.Config) -> list[CpuTopology]:
-    """The topologies this run covers."""
-    cpus: list[int] = config.getoption("--cpus")
-    texts: list[str] = config.getoption("--topology")
-    if not cpus and not texts:
-        return [default_topology(n) for n in FULL_SET_CPUS] + [
-            CpuTopology.parse(SMT_CLUSTER_LAYOUT)
-        ]
-    return [default_topology(n) for n in cpus] + [CpuTopology.parse(t) for t in texts]
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "topology" in metafunc.fixturenames:
-        topologies = selected_topologies(metafunc.config)
+        topologies = metafunc.config.stash[REQUEST].topologies
         metafunc.parametrize("topology", topologies, ids=[t.name for t in topologies])
 
 
@@ -226,38 +246,24 @@ def cache() -> Cache:
 
 
 @pytest.fixture(scope="session")
-def timeouts(guest_request: GuestRequest) -> Timeouts:
+def timeouts(run_request: ResolvedRequest) -> Timeouts:
     """The environment's budgets, times the kernel variant's factor (a sanitizer is slower)."""
-    return Timeouts.from_env().for_variant(guest_request.variant)
+    return Timeouts.from_env().for_variant(run_request.variant)
 
 
 @pytest.fixture(scope="session")
-def guest_request(pytestconfig: pytest.Config) -> GuestRequest:
-    return GuestRequest(
-        arch=pytestconfig.getoption("--arch"),
-        variant=pytestconfig.getoption("--variant"),
-        accel=pytestconfig.getoption("--accel"),
-        nmi=parse_nmi(pytestconfig.getoption("--nmi")),
-        memory_mib=pytestconfig.getoption("--memory-mib"),
-        kernel_args=tuple(pytestconfig.getoption("--append")),
-        kernel=pytestconfig.getoption("--kernel"),
-        kernel_src=pytestconfig.getoption("--kernel-src"),
-    )
-
-
-@pytest.fixture(scope="session")
-def kernel_choice(guest_request: GuestRequest) -> KernelChoice:
-    """The kernel the run asked for (--kernel, --kernel-src): its other variants follow it."""
-    return parse_kernel(guest_request.kernel, guest_request.kernel_src)
+def run_request(pytestconfig: pytest.Config) -> ResolvedRequest:
+    """This run's guests, resolved once (`_run_request`)."""
+    return pytestconfig.stash[REQUEST]
 
 
 @pytest.fixture(scope="session")
 def base_setup(
-    guest_request: GuestRequest, cache: Cache, pytestconfig: pytest.Config
+    run_request: ResolvedRequest, cache: Cache, pytestconfig: pytest.Config
 ) -> tuple[MachineSpec, GuestImages]:
-    """The spec (for one CPU; tests replace the topology) and the images, built if needed."""
+    """The first guest's spec (tests replace its topology) and the images, built if need be."""
     with limits.suspended(pytestconfig):  # a build is not the first test's time
-        return resolve(guest_request, cache)
+        return session.prepare(run_request, cache)
 
 
 @pytest.fixture(scope="session")

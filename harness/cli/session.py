@@ -1,12 +1,15 @@
 """From what a person asks for to a running guest: the one path every entry point takes.
 
 `GuestRequest` holds command-line words (``--cpus 8``, ``--accel auto``);
-`resolve` validates them, checks the host, picks the accelerator, builds or
-finds the images and returns a ready `MachineSpec`. `interactive_shell` is
-``invoke shell``::
+`resolve_request` validates them, the only place that does, into a
+`ResolvedRequest` (the kernel choice, the run's topologies). That object is what
+reaches pytest and its xdist workers, as JSON (`request_json`) in a file that
+`REQUEST_ENV` names, never as options to parse again. `prepare` checks the host,
+picks the accelerator, builds or finds the images and returns a ready
+`MachineSpec`; `resolve` is both steps. `interactive_shell` is ``invoke shell``::
 
-    request = GuestRequest(cpus=4)
-    spec, images = resolve(request, Cache.default())
+    request = resolve_request(GuestRequest(cpus=4))
+    spec, images = prepare(request, Cache.default())
     with Guest(spec, images, new_run_dir("shell", spec.name), timeouts=...) as guest:
         ...
 """
@@ -14,8 +17,10 @@ finds the images and returns a ready `MachineSpec`. `interactive_shell` is
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +28,7 @@ from harness import arches
 from harness.builder.cache import Cache
 from harness.builder.hostdeps import ensure_host
 from harness.builder.images import GuestImages, prepare_images
-from harness.builder.kernel import KernelChoice, check_variant
+from harness.builder.kernel import KernelChoice, Variant, check_variant
 from harness.builder.kernels import DEFAULT_VERSION, get_version
 from harness.errors import ConfigError
 from harness.timeouts import Timeouts
@@ -31,9 +36,17 @@ from harness.vm.accel import choose_accel
 from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.record import new_run_dir
-from harness.vm.topology import resolve_topology
+from harness.vm.topology import CpuTopology, default_topology, resolve_topology
 
 LOG = logging.getLogger(__name__)
+
+#: The guests of a run that names none (no ``--cpus``, no ``--topology``): these vCPU
+#: counts' default layouts, then an SMT/cluster one.
+FULL_SET_CPUS = (1, 2, 4, 8)
+SMT_CLUSTER_LAYOUT = "1s2cl2c2t"
+#: The environment variable naming a `ResolvedRequest`'s JSON file: ``invoke test``
+#: sets it for pytest, whose xdist workers inherit it (tests/conftest.py reads it).
+REQUEST_ENV = "PROFBENCH_REQUEST"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,28 +115,108 @@ def parse_kernel(version: str, tree: str | None) -> KernelChoice:
     return KernelChoice(tree=path)
 
 
-def resolve(request: GuestRequest, cache: Cache) -> tuple[MachineSpec, GuestImages]:
-    """Validate ``request``, make sure the host and images are ready, return the spec.
+@dataclass(frozen=True, slots=True)
+class ResolvedRequest:
+    """A `GuestRequest` validated, each option resolved: what a test run is built from.
 
-    Bad input fails first, before anything is installed or built.
+    ``asked`` keeps the words (a rerun's command line, `harness.cli.skips`); the rest is
+    what they mean. The first of ``topologies`` is the guest a single-guest entry point
+    boots (``invoke shell``); the guest tier boots each.
     """
-    arch = arches.get(request.arch)
-    topology = resolve_topology(request.cpus, request.topology)
-    variant = check_variant(request.variant)
-    kernel = parse_kernel(request.kernel, request.kernel_src)
+
+    asked: GuestRequest
+    variant: Variant
+    kernel: KernelChoice
+    topologies: tuple[CpuTopology, ...]
+
+
+def tier_topologies(cpus: Sequence[int], layouts: Sequence[str]) -> tuple[CpuTopology, ...]:
+    """The guests of pytest's repeatable ``--cpus`` and ``--topology``: each, or the full set.
+
+    :raise ConfigError: a count below 1 or a layout that does not parse.
+    """
+    if not cpus and not layouts:
+        return (*map(default_topology, FULL_SET_CPUS), CpuTopology.parse(SMT_CLUSTER_LAYOUT))
+    return (*map(default_topology, cpus), *map(CpuTopology.parse, layouts))
+
+
+def resolve_request(
+    asked: GuestRequest, *, tier: tuple[CpuTopology, ...] | None = None
+) -> ResolvedRequest:
+    """Validate every word of ``asked``: the one place each option is resolved.
+
+    ``tier``: the guests where pytest's repeatable options named them (`tier_topologies`);
+    None: ``asked``'s one guest (``--cpus`` and ``--topology`` must agree), or the full
+    set where it names none. Pure but for ``--kernel-src``'s look at the tree.
+
+    :raise ConfigError: an unknown arch, variant or kernel, or a layout that does not hold.
+    """
+    arches.get(asked.arch)
+    if tier is None:
+        named = asked.cpus is not None or asked.topology is not None
+        tier = (resolve_topology(asked.cpus, asked.topology),) if named else tier_topologies((), ())
+    return ResolvedRequest(asked=asked, variant=check_variant(asked.variant),
+                           kernel=parse_kernel(asked.kernel, asked.kernel_src),
+                           topologies=tier)  # fmt: skip
+
+
+def request_json(request: ResolvedRequest) -> str:
+    """``request`` as JSON, for pytest and its workers (`request_from_json` reads it)."""
+    asked = dataclasses.asdict(request.asked)
+    tree = request.kernel.tree
+    return json.dumps({
+        "asked": {**asked, "kernel_args": list(request.asked.kernel_args)},
+        "variant": request.variant,
+        "kernel": {"version": request.kernel.version, "tree": None if tree is None else str(tree)},
+        "topologies": [dataclasses.asdict(topology) for topology in request.topologies],
+    }, indent=2)  # fmt: skip
+
+
+def request_from_json(text: str) -> ResolvedRequest:
+    """The `ResolvedRequest` that `request_json` wrote (nothing resolved again).
+
+    :raise ConfigError: not such JSON.
+    """
+    try:
+        data = json.loads(text)
+        words = data["asked"]
+        asked = GuestRequest(**{**words, "kernel_args": tuple(words["kernel_args"])})
+        kernel = KernelChoice(data["kernel"]["version"], _path(data["kernel"]["tree"]))
+        topologies = tuple(CpuTopology(**topology) for topology in data["topologies"])
+        variant = check_variant(data["variant"])  # the file's edge: a Literal again
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"not a request written by request_json: {exc}") from exc
+    return ResolvedRequest(asked=asked, variant=variant, kernel=kernel, topologies=topologies)
+
+
+def _path(text: str | None) -> Path | None:
+    return None if text is None else Path(text)
+
+
+def resolve(request: GuestRequest, cache: Cache) -> tuple[MachineSpec, GuestImages]:
+    """Validate ``request`` (`resolve_request`), then `prepare` its first guest."""
+    return prepare(resolve_request(request), cache)
+
+
+def prepare(request: ResolvedRequest, cache: Cache) -> tuple[MachineSpec, GuestImages]:
+    """Make sure the host and images are ready for ``request``; its first guest's spec.
+
+    The spec is checked before anything is installed or built. Blocks while images build.
+    """
+    arch = arches.get(request.asked.arch)
     spec = MachineSpec(  # validates the request before anything is installed or built
         arch=arch,
-        topology=topology,
-        nmi=request.nmi,
-        memory_mib=request.memory_mib,
-        kernel_args=request.kernel_args,
+        topology=request.topologies[0],
+        nmi=request.asked.nmi,
+        memory_mib=request.asked.memory_mib,
+        kernel_args=request.asked.kernel_args,
     )
     ensure_host()
-    accel, reason = choose_accel(arch, request.accel, cache)
+    accel, reason = choose_accel(arch, request.asked.accel, cache)
     LOG.info("accelerator: %s (%s)", accel, reason)
     if not arch.has_pmu(accel):
         LOG.warning("%s under %s has no PMU: PMU and NMI checks will be skipped", arch.name, accel)
-    images = prepare_images(arch, variant, cache, kernel=kernel)
+    images = prepare_images(arch, request.variant, cache, kernel=request.kernel)
     return dataclasses.replace(spec, accel=accel), images
 
 

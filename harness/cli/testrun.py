@@ -2,8 +2,12 @@
 
 The harness never imports pytest; it builds pytest's command line and runs it
 as a child with the same interpreter. Images are prepared *before* pytest
-starts, so build progress is visible even when xdist hides worker output. Every
-run writes KTAP beside its JUnit (`write_ktap`). ``invoke ci`` is `harness.cli.ci`'s::
+starts, so build progress is visible even when xdist hides worker output. The
+guest tier's request is resolved once (`resolve_request`) and reaches pytest and
+its workers as that object: ``request.json`` beside the JUnit, named by
+`REQUEST_ENV`; `guest_options` is the command-line form, for a pytest run told by
+options (CI's later stages). Every run writes KTAP beside its JUnit (`write_ktap`).
+``invoke ci`` is `harness.cli.ci`'s::
 
     status = run_guest_tier(GuestRequest(cpus=8), Cache.default(), TierOptions(complete=True))
     status = run_matrix("quick", Cache.default())
@@ -27,7 +31,14 @@ from harness.builder.cache import Cache
 from harness.builder.hostdeps import ensure_host
 from harness.builder.images import prepare_images
 from harness.builder.kernel import KernelChoice, KernelRequest, Variant, find_kernel
-from harness.cli.session import GuestRequest, parse_kernel, resolve
+from harness.cli.session import (
+    REQUEST_ENV,
+    GuestRequest,
+    ResolvedRequest,
+    prepare,
+    request_json,
+    resolve_request,
+)
 from harness.cli.skips import images_command, missing_images, tier_images
 from harness.errors import ConfigError
 from harness.matrix.load import get_matrix, select, with_flavours
@@ -36,10 +47,11 @@ from harness.process import Terminated, die_with_parent
 from harness.vm.record import new_run_dir
 
 LOG = logging.getLogger(__name__)
+REQUEST_FILE = "request.json"  # a guest tier's `ResolvedRequest`, beside its JUnit
 
 
 def guest_options(request: GuestRequest) -> list[str]:
-    """The tests' own command-line options for ``request``."""
+    """The tests' own command-line options for ``request`` (a run not given a request file)."""
     options = ["--arch", request.arch, "--variant", request.variant, "--accel", request.accel,
                "--nmi", "on" if request.nmi else "off"]  # fmt: skip
     options += ["--memory-mib", str(request.memory_mib)]
@@ -76,12 +88,20 @@ def write_ktap(junit: Path) -> Path | None:
     return out
 
 
-def _run(argv: Sequence[str], *, log: Path | None = None) -> int:
-    """Run pytest's ``argv``; its output to ``log`` where given, else to this terminal."""
+def _run(argv: Sequence[str], *, log: Path | None = None, request: Path | None = None) -> int:
+    """Run pytest's ``argv``; its output to ``log`` where given, else to this terminal.
+
+    ``request``: the `ResolvedRequest` file its guests come from (else its options).
+    """
     LOG.info("running: %s%s", shlex.join(argv), f" (output: {log})" if log else "")
+    env = child_environment()
+    env.pop(REQUEST_ENV, None)  # never one inherited: this run's, or none
+    if request is not None:
+        env[REQUEST_ENV] = str(request)
+        LOG.info("guests as requested in %s", request)
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(log.open("w")) if log is not None else None
-        proc = subprocess.Popen(list(argv), cwd=REPO_ROOT, env=child_environment(),
+        proc = subprocess.Popen(list(argv), cwd=REPO_ROOT, env=env,
                                 stdout=out, stderr=subprocess.STDOUT if out else None,
                                 preexec_fn=die_with_parent)  # noqa: PLW1509  # fmt: skip
         return _wait(proc)
@@ -124,13 +144,18 @@ def run_guest_tier(
 
     The harness's self-checks (marker ``selftest``) run only with ``selftests``;
     with ``complete``, the images the tier's other checks need (debug kernel,
-    x86_64) are built first, so none of them skips for want of one. Returns
+    x86_64) are built first, so none of them skips for want of one. pytest and its
+    workers read ``request`` resolved, from `REQUEST_FILE` beside the JUnit. Returns
     pytest's exit status (5, "no tests ran", is a failure too).
     """
-    spec, _ = resolve(request, cache)  # validates input and builds before pytest starts
+    resolved = resolve_request(request)  # the only validation: pytest is given this object
+    spec, _ = prepare(resolved, cache)  # builds before pytest starts
     if options.complete:
-        build_tier_images(request, cache)
+        build_tier_images(resolved, cache)
     junit = options.junit or new_run_dir("test", spec.name) / "junit.xml"
+    saved = junit.with_name(REQUEST_FILE)
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text(request_json(resolved))
     workers = options.workers or tier_workers(spec.topology.cpus, request.memory_mib)
     extra = ["-k", options.keyword] if options.keyword else []
     if not options.selftests:
@@ -139,8 +164,9 @@ def run_guest_tier(
         extra.append("--no-snapshot")
     extra += [f"--flavour={name}" for name in options.flavours]
     log = junit.with_name("pytest.log") if options.ktap else None
-    status = _run(pytest_argv(["tests/guest"], guest_options(request), workers=workers,
-                              extra=[*extra, f"--junitxml={junit}"]), log=log)  # fmt: skip
+    status = _run(pytest_argv(["tests/guest"], [], workers=workers,
+                              extra=[*extra, f"--junitxml={junit}"]), log=log,
+                  request=saved)  # fmt: skip
     LOG.info("guest tier %s (exit status %d); JUnit: %s",
              "passed" if status == 0 else "FAILED", status, junit)  # fmt: skip
     written = write_ktap(junit)
@@ -188,18 +214,17 @@ def _available_mib() -> int:
     return 1 << 20
 
 
-def build_tier_images(request: GuestRequest, cache: Cache) -> None:
+def build_tier_images(request: ResolvedRequest, cache: Cache) -> None:
     """Build (or reuse) every image the guest tier can use for ``request``."""
-    requested = parse_kernel(request.kernel, request.kernel_src)
 
     def kernel_for(arch: str) -> KernelChoice:  # the no-PMU check boots x86_64's 6.1
-        return requested if arch == request.arch else KernelChoice()
+        return request.kernel if arch == request.asked.arch else KernelChoice()
 
     def cached(arch: str, variant: Variant) -> bool:
         wanted = KernelRequest(arch=arches.get(arch), variant=variant, kernel=kernel_for(arch))
         return find_kernel(wanted, cache) is not None
 
-    wanted = tier_images(request)
+    wanted = tier_images(request.asked)
     for image in missing_images(wanted, present=cached):
         LOG.info("--complete: building %s %s images for the checks that need them (as `%s`)",
                  *image, images_command(image))  # fmt: skip
