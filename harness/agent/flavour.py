@@ -34,7 +34,7 @@ from harness.agent.peer.profile import profile_report
 from harness.agent.runner import AgentLike, AgentRun, narrow
 from harness.agent.values.info import FlavourInfo
 from harness.agent.values.results import Judged, Violation
-from harness.agent.values.stress import Stress
+from harness.agent.values.stress import RacePair, Stress
 from harness.errors import FlavourPackageError
 from harness.timing import ANALYSIS, timed
 
@@ -172,6 +172,9 @@ class Flavour:
     #: Its part of the shared stress plan (`harness.scenarios.stress`); None: it declared
     #: none, and the plan's every case is UNJUDGED for it, saying so.
     stress: Stress | None = None
+    #: The variables its producers write and the kcsan case's spinners read, besides the
+    #: core's (`harness.agent.overlap.pair_covers`); each must be met, else UNJUDGED.
+    race_pairs: tuple[RacePair, ...] = ()
 
     @property
     def name(self) -> str:

@@ -25,17 +25,23 @@ open debugfs file holds the module, so the agent's unload pauses them
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from harness.agent.runner import AgentRun
 from harness.agent.steps import DEBUGFS, GUEST_DIR
+from harness.agent.values.stress import RacePair
 from harness.timeouts import wait_until
 from harness.vm.kcsan import (
     KCSAN_DEBUGFS,
     OVERLAP,
     KcsanSettings,
     KcsanWatch,
+    PairCover,
+    co_scheduled,
+    pair_cover,
     parse_kcsan_stats,
 )
 from harness.vm.shell import CommandShell
@@ -179,9 +185,35 @@ def overlap_case(where: OverlapCase, case: str, runs: Callable[[], T]) -> tuple[
         where.shell.run(command, timeout_s=where.budget_s)
     before = parse_kcsan_stats(read_kcsan(where.shell, where.budget_s))
     start_spinners(where.shell, where.cpus, where.budget_s)
+    started = time.monotonic()
     try:
         result = runs()
     finally:
+        seconds = time.monotonic() - started
         reads = stop_spinners(where.shell, where.cpus, where.budget_s)
     after = parse_kcsan_stats(read_kcsan(where.shell, where.budget_s))
-    return result, KcsanWatch(case, where.settings, before.until(after), reads)
+    return result, KcsanWatch(case, where.settings, before.until(after), reads, seconds)
+
+
+#: The core's variable every flavour's producer writes and the spinners read (``nmi``).
+CORE_PAIRS = (RacePair("the core's producer-call count", "core.{cpu}.x_producer_calls"),)
+
+
+def pair_covers(pairs: Sequence[RacePair], runs: Sequence[AgentRun], watch: KcsanWatch,
+                vcpus: int) -> list[PairCover]:  # fmt: skip
+    """Each declared pair over the case, by the model (`harness.vm.kcsan.pair_cover`).
+
+    Its writer's executions are summed over ``runs``' numbers on every CPU; the
+    spinners' rate comes from ``watch``. The spinners are placed by the scheduler, one
+    per host core at most (`spinner_count`); a writer's vCPU and a spinner's hold host
+    cores at once `co_scheduled` of the time.
+    """
+    share = co_scheduled(vcpus, os.cpu_count() or 1)
+    covers = []
+    for pair in pairs:
+        done = sum(run.numbers().get(pair.writer.format(cpu=cpu), 0)
+                   for run in runs for cpu in range(vcpus))  # fmt: skip
+        rate = watch.reads_per_s
+        covers.append(pair_cover(pair.name, done, in_nmi=pair.in_nmi, share=share,
+                                 reads_per_s=rate, settings=watch.settings))  # fmt: skip
+    return covers

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 #: KCSAN's debugfs file: "enabled: 1", then one "name: value" line per counter.
@@ -81,6 +82,58 @@ def p_seen(executions: int, rate_hz: float, settings: KcsanSettings, *, in_nmi: 
     watched = 2 * executions / settings.skip_watch
     hit = 1 - math.exp(-rate_hz * delay_s / 2)
     return float(1 - (1 - hit) ** watched)
+
+
+#: A pair is met when the model's chance that its race would have been seen is this high.
+PAIR_MET_P = 0.95
+
+
+def co_scheduled(vcpus: int, cores: int) -> float:
+    """The share of time two given vCPU threads both hold a host core (all runnable).
+
+    Under TCG two vCPUs run at the same instant only then; with ``vcpus`` runnable
+    threads on ``cores`` cores each holds one ``cores / vcpus`` of the time, the two
+    ``cores (cores - 1) / (vcpus (vcpus - 1))``. An upper bound where vCPUs also idle.
+    """
+    if vcpus <= cores:
+        return 1.0
+    return cores * (cores - 1) / (vcpus * (vcpus - 1)) if cores > 1 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PairCover:
+    """One declared pair over a case: its writer's executions and the model's chance."""
+
+    name: str
+    executions: int  # the writer's, over the case, on every CPU
+    meetings: float  # expected watches of the writer that a spinner's read fell into
+    p_seen: float  # 1 - exp(-meetings)
+
+    @property
+    def met(self) -> bool:
+        """Whether a race of this pair would have been seen with at least `PAIR_MET_P`."""
+        return self.p_seen >= PAIR_MET_P
+
+    def describe(self) -> str:
+        """``dt index: 12000 writes, 3.1 expected meetings, p 0.95: met``."""
+        verdict = "met" if self.met else f"UNJUDGED (p below {PAIR_MET_P})"
+        return (f"{self.name}: {self.executions} writes, {self.meetings:.2f} expected "
+                f"meetings, p {self.p_seen:.3f}: {verdict}")  # fmt: skip
+
+
+def pair_cover(name: str, executions: int, *, in_nmi: bool, reads_per_s: float,
+               settings: KcsanSettings, share: float) -> PairCover:  # fmt: skip
+    """The overlap model for one pair (the module's): its writer ``executions`` times.
+
+    Each write is watched with chance ``2 / skip_watch`` and stalls ``D/2`` on average; a
+    spinner reads the variable ``reads_per_s`` times a host second, at the same instant
+    only a ``share`` of the time (`co_scheduled`); the meetings expected are
+    ``W x (1 - exp(-r share D / 2))`` and a race is seen with ``1 - exp(-meetings)``.
+    """
+    delay_s = (settings.udelay_interrupt_us if in_nmi else settings.udelay_task_us) * 1e-6
+    watched = 2 * executions / settings.skip_watch
+    meetings = watched * (1 - math.exp(-reads_per_s * share * delay_s / 2))
+    return PairCover(name, executions, meetings, 1 - math.exp(-meetings))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +178,12 @@ class KcsanWatch:
     settings: KcsanSettings
     counts: KcsanCounts  # the change over the case
     spinner_reads: int  # passes over every CPU's indices and state (harness.agent.overlap)
+    seconds: float = 0.0  # the case's host time, while the spinners ran
+
+    @property
+    def reads_per_s(self) -> float:
+        """The spinners' passes a host second (each reads every CPU's variables once)."""
+        return self.spinner_reads / self.seconds if self.seconds > 0 else 0.0
 
     @property
     def races(self) -> int:
@@ -146,11 +205,24 @@ class KcsanWatch:
             return "no spinner read the indices: no reader overlapped the producers"
         return ""
 
-    def describe(self) -> str:
-        """One line: the case, its watchpoints and races, its settings."""
+    def describe(self, covers: Sequence[PairCover] = ()) -> str:
+        """One line: the case, its watchpoints and races, its settings, its verdict.
+
+        With ``covers`` (the declared pairs, `pair_cover`), the verdict counts the pairs
+        met and names the others UNJUDGED: watchpoints overall show only that KCSAN
+        watched something, not that a given writer met a reader inside a watch.
+        """
         c, s = self.counts, self.settings
         why = self.unjudged_reason()
-        verdict = f"UNJUDGED ({why})" if why else "could see a race"
+        met = [cover.name for cover in covers if cover.met]
+        unmet = [cover.name for cover in covers if not cover.met]
+        if why:
+            verdict = f"UNJUDGED ({why})"
+        elif covers:
+            verdict = (f"could see a race on {len(met)} of {len(covers)} declared pairs"
+                       + (f"; UNJUDGED: {', '.join(unmet)}" if unmet else ""))  # fmt: skip
+        else:
+            verdict = "could see a race somewhere (no pair declared: watchpoints overall)"
         return (f"KCSAN {self.case}: {c.setup_watchpoints} watchpoints set, "
                 f"{c.data_races} found a racing access ({c.races_unknown_origin} of unknown "
                 f"origin), {c.no_capacity} without capacity; {self.spinner_reads} spinner "

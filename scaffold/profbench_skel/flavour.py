@@ -45,6 +45,7 @@ from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample
+from harness.agent.values.stress import RacePair
 from profbench_skel.data import DROP_CAUSES, FULL, INFO, RECORDED, SLOTS, STRESS
 from profbench_skel.oracles import ORACLES, applicable_oracles, check_skel, judge_skel
 from profbench_skel.report import format_table, format_verdicts
@@ -163,6 +164,11 @@ FLAVOUR = Flavour(
     peer_run=beside_perf(_standard, SkelRun, PEER_HOOKS),
     budget_scenario=Path(__file__).with_name("skel-budgets.toml"),  # C-3, input-free
     stress=STRESS,
+    # What its producer writes and the kcsan case's spinners read (stats_percpu).
+    race_pairs=(
+        RacePair("skel's ring index", "percpu.{cpu}.x_recorded"),
+        RacePair("skel's reader index", "percpu.{cpu}.x_read", in_nmi=False),
+    ),
     # Its own scenario ops (`scenarios/FORMAT.md`), which its stress plan uses.
     ops={"reader": OpRule(on=True), "stop": OpRule(), "start": OpRule(),
          "inject-task": OpRule(cpu="one", count_max=MAX_TASK_CALLS)},

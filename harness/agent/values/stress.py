@@ -1,4 +1,4 @@
-"""What a flavour tells the shared stress plan about itself: data only.
+"""What a flavour tells the shared stress plan and the kcsan case about itself: data only.
 
 Every flavour, in the tree or outside it, is put through the same stress plan
 (`harness.scenarios.stress`): its buffers filled past their capacity, each drop cause
@@ -82,3 +82,18 @@ class Stress:
     reader_agent: AgentKeys = field(default_factory=dict)
     restart: tuple[StepData, ...] | None = None
     unprovoked: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RacePair:
+    """A variable a producer writes and the kcsan case's spinners read: one pair to meet.
+
+    ``writer`` names the run's number that counts the writer's executions on one CPU,
+    with ``{cpu}`` for it (``percpu.{cpu}.x_committed``: one store of the index per
+    committed event); ``in_nmi``: the writer runs in NMI (KCSAN's interrupt stall).
+    `harness.vm.kcsan.pair_cover` says whether a race there could have been seen.
+    """
+
+    name: str
+    writer: str
+    in_nmi: bool = True

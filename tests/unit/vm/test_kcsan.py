@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from harness.agent.overlap import (
     SPIN_DIR,
     SPIN_HOOK,
     SPIN_PAUSE,
+    pair_covers,
     spinner_script,
     unload_command,
 )
+from harness.agent.values.stress import RacePair
 from harness.vm.kcsan import (
     OVERLAP,
     KcsanCounts,
     KcsanSettings,
     KcsanWatch,
+    co_scheduled,
     p_seen,
+    pair_cover,
     parse_kcsan_stats,
 )
 
@@ -100,3 +106,50 @@ def test_counted_races_are_data_races_and_races_of_unknown_origin() -> None:
     counts = KcsanCounts(enabled=1, setup_watchpoints=9, data_races=2, races_unknown_origin=3)
     assert KcsanWatch("dt x", OVERLAP, counts, 10).races == 5
     assert watch(300).races == 0
+
+
+def test_two_vcpus_meet_only_while_both_hold_a_host_core() -> None:
+    assert co_scheduled(2, 2) == 1.0
+    assert co_scheduled(8, 2) == pytest.approx(2 / 56)
+    assert co_scheduled(4, 1) == 0.0
+
+
+def test_a_pair_whose_writer_never_ran_is_not_met() -> None:
+    cover = pair_cover("idle", 0, in_nmi=True, reads_per_s=1000, settings=OVERLAP, share=1)
+    assert (cover.meetings, cover.p_seen, cover.met) == (0, 0, False)
+    assert "UNJUDGED" in cover.describe()
+
+
+def test_a_rare_writer_is_met_later_than_a_frequent_one() -> None:
+    def cover(n: int) -> bool:
+        return pair_cover("x", n, in_nmi=True, reads_per_s=100, settings=OVERLAP, share=1).met
+
+    # W = 2n/100 watches of 50 us mean, each met by a read with 1 - exp(-100 x 50e-6)
+    # = 0.005: met (p 0.95, 3 meetings) from about n = 30000.
+    assert not cover(20_000)
+    assert cover(40_000)
+
+
+def test_pair_covers_sum_the_writer_over_runs_and_cpus() -> None:
+    @dataclass
+    class Numbers:
+        values: dict[str, int]
+
+        def numbers(self) -> dict[str, int]:
+            return self.values
+
+    runs = [Numbers({"percpu.0.w": 5, "percpu.1.w": 7}), Numbers({"percpu.1.w": 1})]
+    watch = KcsanWatch("c", OVERLAP, KcsanCounts(enabled=1), spinner_reads=100, seconds=10)
+    (cover,) = pair_covers([RacePair("w", "percpu.{cpu}.w")], runs, watch, 2)  # type: ignore[arg-type]
+    assert cover.executions == 13
+    assert watch.reads_per_s == 10
+
+
+def test_the_verdict_counts_pairs_met_and_names_the_rest_unjudged() -> None:
+    watch = KcsanWatch("dt", OVERLAP, KcsanCounts(enabled=1, setup_watchpoints=900), 100, 10)
+    met = pair_cover("ring index", 100_000, in_nmi=True, reads_per_s=1000, settings=OVERLAP,
+                     share=1)  # fmt: skip
+    rare = pair_cover("hand-off", 11, in_nmi=True, reads_per_s=1000, settings=OVERLAP, share=1)
+    text = watch.describe([met, rare])
+    assert text.endswith("could see a race on 1 of 2 declared pairs; UNJUDGED: hand-off")
+    assert "could see a race somewhere (no pair declared" in watch.describe()

@@ -50,7 +50,7 @@ from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import standard_launches
 from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample
-from harness.agent.values.stress import Provoke, Stress
+from harness.agent.values.stress import Provoke, RacePair, Stress
 
 MAX_SKIP = 2**32 - 1  # the hook's count is a u32; several add up (DT-D9 needs > 2^32)
 MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
@@ -335,6 +335,11 @@ FLAVOUR = Flavour(
     },
     refused_ops={"kick": "dt has no drain; its reader empties the rings"},
     stress=STRESS,
+    race_pairs=(
+        RacePair("dt's ring index", "percpu.{cpu}.x_committed"),
+        RacePair("dt's ring-full count", "percpu.{cpu}.dc_dropevt"),
+        RacePair("dt's reader index", "percpu.{cpu}.dc_readevt", in_nmi=False),
+    ),
     extra_runs={
         "readers": readers_run,
         "racing_reader": racing_reader_run,

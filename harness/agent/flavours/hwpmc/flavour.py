@@ -71,7 +71,7 @@ from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample
-from harness.agent.values.stress import Stress
+from harness.agent.values.stress import RacePair, Stress
 from harness.errors import ConfigError, InfraError
 
 #: The standard run's ground-truth workloads and IRQ-off probe (content oracles).
@@ -298,4 +298,8 @@ FLAVOUR = Flavour(
     bench=HWPMC_BENCH,
     budget_scenario=Path(__file__).with_name("hwpmc-budgets.toml"),  # C-3
     stress=STRESS,
+    race_pairs=(
+        RacePair("hwpmc's ring write index", "percpu.{cpu}.x_recorded"),
+        RacePair("hwpmc's sweep of the ring", "percpu.{cpu}.x_swept", in_nmi=False),
+    ),
 )

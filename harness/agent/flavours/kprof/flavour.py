@@ -61,7 +61,7 @@ from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
 from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample, callers
-from harness.agent.values.stress import Stress
+from harness.agent.values.stress import RacePair, Stress
 from harness.errors import ConfigError, InfraError
 
 #: Kernel PCs the exact run writes to kpdata: while tracing, and before ``start``.
@@ -335,4 +335,8 @@ FLAVOUR = Flavour(
     bench=KPROF_BENCH,
     budget_scenario=Path(__file__).with_name("kprof-budgets.toml"),  # C-3
     stress=STRESS,
+    race_pairs=(
+        RacePair("kprof's block offset", "percpu.{cpu}.x_records_committed"),
+        RacePair("kprof's block hand-off", "percpu.{cpu}.x_blocks_full"),
+    ),
 )

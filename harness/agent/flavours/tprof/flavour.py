@@ -60,7 +60,7 @@ from harness.agent.steps import SamplingPlan, fault_step, inject_step, kick_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import TruthLaunch, standard_launches
 from harness.agent.values.results import Judged, Violation
-from harness.agent.values.stress import Provoke, StepData, Stress
+from harness.agent.values.stress import Provoke, RacePair, StepData, Stress
 
 #: Calls nested in one task-context producer call in the exact run (TP-D5).
 NESTED = 7
@@ -239,6 +239,10 @@ FLAVOUR = Flavour(
     bench=TPROF_BENCH,
     ops={"fault-wq": OpRule(), "fault-buf": OpRule(), "restart": OpRule()},
     stress=STRESS,
+    race_pairs=(
+        RacePair("tprof's buffer fill", "percpu.{cpu}.x_sample"),
+        RacePair("tprof's buffer swap", "percpu.{cpu}.x_swaps", in_nmi=False),
+    ),
     op_steps={
         "fault-wq": _fault("wq_create"),
         "fault-buf": _fault("buf_alloc"),
