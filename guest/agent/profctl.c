@@ -64,6 +64,10 @@
  *   restore:CPU:PATH           each task in PATH gets its mask back;
  *                              a user task not in PATH (born after
  *                              isolate) whose mask lacks CPU gets it -> restored=N gone=N born=N failed=N
+ *   unload:NAME                delete_module(NAME, O_NONBLOCK): what
+ *                              rmmod asks; refused with EAGAIN
+ *                              (EWOULDBLOCK) while a file of the
+ *                              module is open                      -> (nothing)
  *   repeat:TIMES:COUNT         run the COUNT steps after it TIMES
  *                              times: all but the last run print
  *                              nothing (their failures are counted),
@@ -93,6 +97,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -103,7 +108,7 @@
 enum op { OP_OPEN, OP_CLOSE, OP_IOCTL, OP_READ, OP_TIMEOUT, OP_WRITE,
 	  OP_CAT, OP_SPIN, OP_WAIT, OP_SLEEP, OP_PIN, OP_READBG, OP_MARK, OP_AWAIT,
 	  OP_WRITEFD, OP_REPEAT, OP_CLOCK, OP_EXEC, OP_ISOLATE, OP_MASKS, OP_RESTORE,
-	  OP_COUNT };
+	  OP_UNLOAD, OP_COUNT };
 
 /*
  * Each op's fields after its name, one letter each: p path, t text, f fd,
@@ -123,6 +128,7 @@ static const struct { const char *name, *fields; int min; } OPS[OP_COUNT] = {
 	[OP_CLOCK] = { "clock", "", 0 },     [OP_EXEC] = { "exec", "cpt", 3 },
 	[OP_ISOLATE] = { "isolate", "cp", 2 }, [OP_MASKS] = { "masks", "c", 1 },
 	[OP_RESTORE] = { "restore", "cp", 2 },
+	[OP_UNLOAD] = { "unload", "p", 1 },
 };
 
 /* Upper bounds of the numeric field kinds (keep in step with profctl.py). */
@@ -756,6 +762,18 @@ static void do_clock(int i, const struct step *st)
 }
 
 
+/*
+ * delete_module(2) as rmmod calls it, without waiting: a module whose files are open
+ * must refuse (EAGAIN), one nobody holds goes. The module name is the step's path field.
+ */
+static void do_unload(int i, const struct step *st)
+{
+	long rc = syscall(SYS_delete_module, st->path, O_NONBLOCK);
+
+	begin_line(i, st->op, rc ? errno : 0);
+	end_line();
+}
+
 #define MAX_SAVED 4096
 
 /* Calls fn(pid, tid, arg) for every thread of every user task: a /proc/PID whose
@@ -1006,7 +1024,7 @@ static void (*const RUN[OP_COUNT])(int, const struct step *) = {
 	[OP_SLEEP] = do_sleep, [OP_PIN] = do_pin, [OP_READBG] = do_readbg,
 	[OP_MARK] = do_mark, [OP_AWAIT] = do_await, [OP_WRITEFD] = do_writefd,
 	[OP_CLOCK] = do_clock, [OP_EXEC] = do_exec, [OP_ISOLATE] = do_isolate,
-	[OP_MASKS] = do_masks, [OP_RESTORE] = do_restore,
+	[OP_MASKS] = do_masks, [OP_RESTORE] = do_restore, [OP_UNLOAD] = do_unload,
 	[OP_REPEAT] = NULL,	/* main() runs it: do_repeat */
 };
 

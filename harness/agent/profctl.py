@@ -255,6 +255,18 @@ def pin_step(cpu: int) -> str:
     return f"pin:{_in_range('cpu', cpu, 0, MAX_CPU)}"
 
 
+def unload_step(module: str) -> str:
+    """``unload:NAME``: delete_module(NAME, O_NONBLOCK), as rmmod asks.
+
+    A module with a file open refuses (``EAGAIN``); ok means it is gone.
+
+    :raise ConfigError: the name is empty or holds ':', '/' or NUL.
+    """
+    if "/" in module:
+        raise ConfigError(f"profctl unload takes a module name, not a path: {module!r}")
+    return f"unload:{_guest_path(module)}"
+
+
 @dataclass(frozen=True, slots=True)
 class StepResult:
     """What one step reported: its ``key=value`` pairs and, for ``cat``, the file's lines."""

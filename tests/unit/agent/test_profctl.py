@@ -35,6 +35,7 @@ from harness.agent.profctl import (
     sleep_step,
     spin_step,
     timeout_step,
+    unload_step,
     wait_step,
     write_step,
     writefd_step,
@@ -192,6 +193,7 @@ def test_step_builders_render_tokens() -> None:
     assert wait_step() == "wait"
     assert sleep_step(10) == "sleep:10"
     assert pin_step(0) == "pin:0"
+    assert unload_step("profagent") == "unload:profagent"
 
 
 @pytest.mark.parametrize(
@@ -214,6 +216,8 @@ def test_step_builders_render_tokens() -> None:
         pytest.param(lambda: spin_step(0, -10), id="negative-ms"),
         pytest.param(lambda: pin_step(MAX_CPU + 1), id="cpu-too-big"),
         pytest.param(lambda: sleep_step(-5), id="negative-sleep"),
+        pytest.param(lambda: unload_step("/lib/m.ko"), id="unload-a-path"),
+        pytest.param(lambda: unload_step(""), id="unload-no-name"),
     ],
 )
 def test_step_builders_reject_impossible_values(build: Callable[[], str]) -> None:
@@ -457,6 +461,14 @@ def test_timeout_interrupts_a_blocked_read(host_profctl: Path, tmp_path: Path) -
     assert opened.int_value("fd") == 3
     # Nothing ever writes to the FIFO: only the timeout's alarm ends that read, with EINTR.
     assert (read.ok, read.errno, read.values) == (False, "EINTR", {"bytes": "0", "reads": "0"})
+
+
+def test_unload_of_a_module_nobody_loaded_fails_with_an_errno(host_profctl: Path) -> None:
+    (unload,) = run_local(host_profctl, unload_step("profbench_no_such_module"))
+    # ENOENT unprivileged or privileged alike on Linux; EPERM without CAP_SYS_MODULE;
+    # ENOSYS where a sandbox filters the call. Never ok: the module does not exist.
+    assert (unload.op, unload.ok) == ("unload", False)
+    assert unload.errno in ("ENOENT", "EPERM", "ENOSYS")
 
 
 @pytest.mark.parametrize(("pause_ms", "status"), [
