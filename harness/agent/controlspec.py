@@ -12,6 +12,12 @@ An argument's ``valid`` range is what the agent must accept; ``edge`` values sit
 its boundaries; ``invalid`` values the scenario loader takes and the agent must
 refuse (kprof's ``prof_qlimit 1``). A `Law` is a pair of a run's numbers that must be
 equal after every sequence; a `Model`'s ``expected`` adds numbers it predicts.
+Every call has a deadline (``OpDecl.deadline_s``, plus its ``ms``). A `ProcessOp`
+runs in guest processes of their own while the sequence's process holds the agent's
+files open (several at once: openers refused, readers blocked then signalled, an
+unload that must be refused); each step's outcome must be one it allows::
+
+    unload_busy().allowed                          # (('EAGAIN', 'EBUSY'), ('ok',))
 """
 
 from __future__ import annotations
@@ -60,6 +66,11 @@ class ArgRange:
         return (*self.edge, *self.invalid)
 
 
+#: A call's deadline in the guest: generous, since a TCG guest shares this host's 2 cores
+#: with other guests.
+CALL_DEADLINE_S = 20.0
+
+
 @dataclass(frozen=True, slots=True)
 class OpDecl:
     """One op of the interface: its arguments, whether it blocks, how often to draw it."""
@@ -71,6 +82,12 @@ class OpDecl:
     blocks: bool = False  # may sleep or wait in the guest (idle, wait, a reader's read)
     weight: int = 1
     what: str = ""
+    #: How long one call may take in the guest, beyond its own ``ms`` (`CALL_DEADLINE_S`).
+    deadline_s: float = CALL_DEADLINE_S
+
+    def deadline_of(self, ms: int | None = None) -> float:
+        """A call's deadline in seconds: the op's, plus the ``ms`` the step asked to take."""
+        return self.deadline_s + (ms or 0) / 1000
 
     def arg(self, key: str) -> ArgRange:
         """The argument called ``key``.
@@ -135,6 +152,37 @@ class Model:
     unjudged: Callable[[Facts], tuple[str, ...]] = _judge_all
 
 
+#: The outcome of a step that succeeded, as `ProcessOp.allowed` names it.
+OK = "ok"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessOp:
+    """An op the fuzzer runs in guest processes of its own, ``count`` of them at once.
+
+    Each process runs ``steps(scratch)`` (profctl steps; ``scratch`` is a guest path
+    prefix of its own for any file a step writes) while the sequence's own process
+    holds the agent's files open and waits for all of them. ``allowed[i]`` names the
+    outcomes step i may end in: `OK` or errno names. Each step must also end within
+    ``deadline_s``. A drawn step carries the process count in ``count``.
+    """
+
+    op: str
+    steps: Callable[[str], tuple[str, ...]]
+    allowed: tuple[tuple[str, ...], ...]
+    processes: tuple[int, int] = (1, 1)
+    deadline_s: float = 10.0
+    weight: int = 1
+    what: str = ""
+
+    def decl(self) -> OpDecl:
+        """The op as the generator draws it: ``count`` processes, each step in its deadline."""
+        count = ArgRange("count", self.processes)
+        whole = self.deadline_s * len(self.allowed) + CALL_DEADLINE_S
+        return OpDecl(self.op, args=(count,), blocks=True, weight=self.weight, what=self.what,
+                      deadline_s=whole)  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class ControlInterface:
     """Everything a fuzzer needs from one flavour."""
@@ -148,16 +196,24 @@ class ControlInterface:
     agent: Mapping[str, str | int | bool] = field(default_factory=dict)
     #: Oracles not judged after a random sequence, each with why (a shape they need).
     unjudged: Mapping[str, str] = field(default_factory=dict)
+    #: Ops run in guest processes of their own (`ProcessOp`); not scenario steps.
+    processes: tuple[ProcessOp, ...] = ()
+    #: Process ops it cannot have, each with why (a single-owner device has no second reader).
+    no_processes: Mapping[str, str] = field(default_factory=dict)
 
     def op(self, name: str) -> OpDecl:
-        """The declared op ``name``.
+        """The declared op ``name``, a process op's as drawn.
 
         :raise KeyError: the interface declares no such op.
         """
-        for op in self.ops:
+        for op in (*self.ops, *(p.decl() for p in self.processes)):
             if op.op == name:
                 return op
         raise KeyError(f"{self.flavour} declares no op {name!r}")
+
+    def process(self, name: str) -> ProcessOp | None:
+        """The process op ``name``; None when ``name`` is a scenario op."""
+        return next((p for p in self.processes if p.op == name), None)
 
 
 #: Injected bursts: a record's worth up to a few rings' worth; 1 and the top are edges.
@@ -194,3 +250,54 @@ def shared_ops(*, kick: bool = True, hotplug: bool = True) -> tuple[OpDecl, ...]
         ops.append(OpDecl("offline", cpu="hotplug", blocks=True, what="CPU hotplug: off"))
         ops.append(OpDecl("online", cpu="hotplug", blocks=True, what="CPU hotplug: on"))
     return tuple(ops)
+
+
+#: What delete_module(2) says while a file of the module is open: EAGAIN (EWOULDBLOCK);
+#: EBUSY if another module uses it.
+UNLOAD_REFUSED = ("EAGAIN", "EBUSY")
+#: The core's statistics file every flavour has: it must still read after a refusal.
+STATS = "/sys/kernel/debug/profagent/stats"
+
+
+def unload_busy(module: str = "profagent") -> ProcessOp:
+    """An rmmod while the sequence holds the device open: refused, and the module still works.
+
+    The module's files have ``.owner = THIS_MODULE``, so an open file holds a reference
+    and delete_module must refuse; succeeding would free the code the open file calls.
+    """
+    return ProcessOp(
+        "unload-busy",
+        lambda scratch: (f"unload:{module}", f"cat:{STATS}"),
+        allowed=(UNLOAD_REFUSED, (OK,)),
+        what="delete_module while the device is open: refused; stats still read",
+    )
+
+
+def openers(path: str, outcome: str, processes: tuple[int, int] = (2, 3)) -> ProcessOp:
+    """Processes that open ``path`` at once and close it: each open ends in ``outcome``.
+
+    ``outcome`` is `OK` where the device takes several opens (hwpmc's owners), else the
+    errno a single-owner device refuses a second open with (EBUSY).
+    """
+    return ProcessOp(
+        "openers",
+        lambda scratch: (f"open:{path}", "close:3"),
+        allowed=((outcome,), (OK,) if outcome == OK else ("EBADF",)),
+        processes=processes,
+        what=f"{processes[0]}-{processes[1]} processes open {path} at once and close it",
+    )
+
+
+def blocked_readers(path: str, chunk: int, processes: tuple[int, int] = (1, 3)) -> ProcessOp:
+    """Processes that open ``path``, block in read(2) with nothing to read, get SIGALRM.
+
+    Each read must end in EINTR (the driver's -ERESTARTSYS without SA_RESTART) about a
+    second after it began, not block on (``deadline_s`` covers the read), and close.
+    """
+    return ProcessOp(
+        "blocked-readers",
+        lambda scratch: (f"open:{path}", "timeout:1", f"read:3:{scratch}.bin:{chunk}", "close:3"),
+        allowed=((OK,), (OK,), ("EINTR",), (OK,)),
+        processes=processes,
+        what=f"readers of fresh opens of {path} blocked in read, signalled by SIGALRM after 1 s",
+    )

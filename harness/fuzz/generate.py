@@ -54,12 +54,9 @@ class Target:
     params: Mapping[str, int] = field(default_factory=dict)
 
     def ops(self) -> tuple[OpDecl, ...]:
-        """The ops this guest can run: hotplug needs a second CPU."""
-        return tuple(
-            op
-            for op in self.interface.ops
-            if op.weight > 0 and (op.cpu != "hotplug" or self.cpus > 1)
-        )
+        """The ops this guest can run (hotplug needs a second CPU), process ops too."""
+        drawn = (*self.interface.ops, *(p.decl() for p in self.interface.processes))
+        return tuple(op for op in drawn if op.weight > 0 and (op.cpu != "hotplug" or self.cpus > 1))
 
 
 def _offline(facts: Facts) -> set[int]:

@@ -15,8 +15,9 @@ shrunk within the budget and the shortest is written as a scenario::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,11 +26,12 @@ from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
 from harness.agent.module.build import export_agent
 from harness.agent.oracles.evidence import kmemleak_command, module_leaks
+from harness.agent.profctl import StepResult
 from harness.agent.profctl_build import build_profctl
 from harness.builder.cache import Cache
 from harness.builder.images import prepare_images
 from harness.errors import GuestError, HarnessError, InfraError
-from harness.fuzz import generate, invariants, render
+from harness.fuzz import calls, generate, invariants, render
 from harness.fuzz.invariants import Finding
 from harness.scenarios.load import SCENARIOS_DIR, Scenario, load_scenario
 from harness.scenarios.repro import program, run_agent
@@ -40,6 +42,7 @@ from harness.vm.guest import Guest
 from harness.vm.record import new_run_dir
 from harness.vm.sanitizer import AGENT_MODULE
 from harness.vm.snapstore import SnapshotStore, running_guest
+from harness.vm.ssh import GuestCommandTimeout
 
 #: The load parameters of every sequence: exact counts (only injected bursts record).
 BASE_AGENT: dict[str, object] = {"period": 200000, "pmu_produce": False}
@@ -111,6 +114,20 @@ def _topology(cpus: int) -> str:
     return f"1s1cl{cpus}c1t"
 
 
+class _RecordingAgent(Agent):
+    """The agent, each profctl run's steps and results kept: the fuzzer reads its clocks."""
+
+    recorded: list[tuple[tuple[str, ...], tuple[StepResult, ...]]]
+
+    def steps(
+        self, steps: Sequence[str], *, timeout_s: float | None = None
+    ) -> tuple[StepResult, ...]:
+        """`Agent.steps`, the steps and their results kept in ``recorded``."""
+        results = super().steps(steps, timeout_s=timeout_s)
+        self.recorded.append((tuple(steps), results))
+        return results
+
+
 class FuzzSession:
     """One guest, one agent build, and the sequences run in it."""
 
@@ -123,7 +140,7 @@ class FuzzSession:
         self.target = generate.Target(self.interface, request.cpus)
         self.tally = _Tally(time.monotonic())
         self._stack = contextlib.ExitStack()
-        self._agent: Agent | None = None
+        self._agent: _RecordingAgent | None = None
         self._guest_n = 0
         self._guest: Guest | None = None
 
@@ -143,17 +160,30 @@ class FuzzSession:
         findings: tuple[Finding, ...] = (),
         where: Path | None = None,
     ) -> Scenario:
-        """``steps`` as a scenario file under ``where`` (the run dir), loaded back."""
+        """``steps`` as a scenario file under ``where`` (the run dir), loaded back.
+
+        The file holds the scenario steps; the process ops, which no scenario op runs,
+        are named in its description.
+        """
+        description = (
+            render.describe(findings, self.request.seed, self.request.flavour)
+            if findings
+            else f"fuzzed sequence {name}"
+        )
+        if any(self.interface.process(step.op) for step in steps):
+            described = ", ".join(f"{i}: {s.describe()}" for i, s in enumerate(steps))
+            description += (
+                "\nThe whole sequence, with its process ops (run by invoke fuzz in guest "
+                f"processes of their own, not by invoke repro): {described}"
+            )
         parts = render.ScenarioText(
             name=name,
             seed=self.request.seed,
             topology=_topology(self.request.cpus),
             agent=self.agent_table(),
-            steps=steps,
+            steps=calls.scenario_steps(self.interface, steps),
             variant=self.request.variant,
-            description=render.describe(findings, self.request.seed, self.request.flavour)
-            if findings
-            else f"fuzzed sequence {name}",
+            description=description,
             expect=render.finding_expect(findings),
         )
         folder = where or self.run_dir / "sequences"
@@ -162,7 +192,7 @@ class FuzzSession:
         path.write_text(render.scenario_text(parts))
         return load_scenario(path)
 
-    def _guest_agent(self, scenario: Scenario) -> tuple[Agent, Guest]:
+    def _guest_agent(self, scenario: Scenario) -> tuple[_RecordingAgent, Guest]:
         if self._agent is not None and self._guest is not None:
             return self._agent, self._guest
         self._guest_n += 1
@@ -182,7 +212,7 @@ class FuzzSession:
             )
         )
         self._guest = guest
-        agent = Agent(
+        agent = _RecordingAgent(
             guest.shell,
             build,
             build_profctl(arch, self.cache),
@@ -193,6 +223,7 @@ class FuzzSession:
             vmlinux=images.vmlinux,
             timeouts=guest.timeouts,
         )
+        agent.recorded = []
         agent.deploy()
         self._agent = agent
         return agent, guest
@@ -227,15 +258,23 @@ class FuzzSession:
         self.tally.calls += len(steps)
         scenario = self.scenario_of(steps, f"seq-{self.tally.sequences:05d}")
         agent, guest = self._guest_agent(scenario)
+        made = calls.plan(self.interface, steps, lambda prefix: _body(scenario, prefix))
+        script = program(scenario, _no_pause, _no_nmi)
+        script = dataclasses.replace(script, body=(*made.body, *script.body[-1:]))
+        agent.shell.run(calls.setup_command(made), timeout_s=60.0)
         console = guest.vm.console_text()
         findings: list[Finding] = []
+        agent.recorded = []
         try:
-            run = run_agent(scenario, agent, program(scenario, _no_pause, _no_nmi))
+            run = run_agent(scenario, agent, script)
         except GuestError as exc:
             findings.append(Finding("guest", str(exc).splitlines()[0]))
+            if isinstance(exc, GuestCommandTimeout):
+                findings += self._unfinished(agent, made)
         except InfraError as exc:
             findings.append(Finding("call", str(exc).splitlines()[0]))
         else:
+            findings += self._call_findings(agent, made, scenario.name)
             flavour = behaviour(scenario.agent.flavour)
             facts = generate.walk(self.target, steps)
             expected = self.interface.model.expected(facts)
@@ -251,6 +290,33 @@ class FuzzSession:
         if findings:
             self._keep(scenario, new_console, dmesg, findings)
         return tuple(dict.fromkeys(findings))
+
+    def _call_findings(self, agent: _RecordingAgent, made: calls.Plan, name: str) -> list[Finding]:
+        """Each call against its deadline; each process op's processes against what it allows.
+
+        The processes' outputs stay in the run dir (``processes/<sequence>.txt``).
+        """
+        first = calls.call_mark(0)[0]
+        times: dict[str, int] = {}
+        for steps, results in agent.recorded:
+            if first in steps:
+                times = calls.call_times_ns(steps, results)
+        found = list(calls.deadline_findings(self.interface, made, times))
+        if made.children:
+            text = agent.shell.run(calls.outputs_command(made), timeout_s=60.0).stdout
+            (self.run_dir / "processes").mkdir(exist_ok=True)
+            (self.run_dir / "processes" / f"{name}.txt").write_text(text)
+            found += calls.child_findings(self.interface, made, calls.split_outputs(text))
+        return found
+
+    def _unfinished(self, agent: _RecordingAgent, made: calls.Plan) -> list[Finding]:
+        """The call a sequence that outlived its budget was in (its last mark), if any."""
+        try:
+            listing = agent.shell.run(calls.marks_command(), timeout_s=30.0).stdout
+        except HarnessError:
+            return []
+        what = f"the sequence outlived its budget {calls.running_call(made, listing)}"
+        return [Finding("deadline", what)]
 
     def _dmesg_and_unload(self, findings: list[Finding]) -> str:
         """The guest's new dmesg (cleared after), the module unloaded; a dead guest noted."""
@@ -276,6 +342,11 @@ class FuzzSession:
         (folder / "dmesg.txt").write_text(dmesg)
         (folder / f"{scenario.name}.toml").write_text(scenario.path.read_text())
         (folder / "findings.txt").write_text("".join(f"{f.kind}: {f.what}\n" for f in findings))
+
+
+def _body(scenario: Scenario, prefix: tuple[Step, ...]) -> tuple[str, ...]:
+    """The executor's body for the scenario's first steps, without its final wait."""
+    return program(dataclasses.replace(scenario, steps=prefix), _no_pause, _no_nmi).body[:-1]
 
 
 def _no_pause(ms: int) -> None:

@@ -13,11 +13,19 @@ the executor can run::
 
 from __future__ import annotations
 
-from harness.agent.controlspec import ArgRange, ControlInterface, OpDecl, shared_ops
+from harness.agent.controlspec import (
+    ArgRange,
+    ControlInterface,
+    OpDecl,
+    openers,
+    shared_ops,
+    unload_busy,
+)
+from harness.agent.steps import DEBUGFS, DEVICE
 
 INTERFACE = ControlInterface(
     flavour="skel",
-    files=("/dev/skel", "/sys/kernel/debug/profagent/stats"),
+    files=(DEVICE, f"{DEBUGFS}/stats"),
     ops=(
         *shared_ops(kick=True, hotplug=True),
         # Its own ops (the stress plan's), declared and not drawn (weight 0): a burst after
@@ -28,4 +36,8 @@ INTERFACE = ControlInterface(
         OpDecl("inject-task", cpu="one", args=(ArgRange("count", (1, 100_000), edge=(1,)),),
                weight=0, what="producer calls in task context"),
     ),
+    # Processes of their own beside the sequence's: rmmod while open, second openers.
+    processes=(unload_busy(), openers(DEVICE, "EBUSY")),
+    no_processes={"blocked-readers": "one reader: a second open is refused (EBUSY), and "
+                  "a reader sharing the owner's open would take records the oracles count"},
 )  # fmt: skip

@@ -17,11 +17,12 @@ from hypothesis import strategies as st
 
 from harness.agent import flavours
 from harness.agent.flavour import behaviour
+from harness.agent.profctl import parse_output
 from harness.builder.cache import Cache
 from harness.cli import fuzz as cli_fuzz
 from harness.cli.fuzz import FuzzOptions, fuzz_request
-from harness.errors import ConfigError
-from harness.fuzz import generate, invariants, render, search, shrink
+from harness.errors import ConfigError, InfraError
+from harness.fuzz import calls, generate, invariants, render, search, shrink
 from harness.fuzz import session as session_module
 from harness.fuzz.generate import Target
 from harness.fuzz.invariants import Finding
@@ -334,3 +335,91 @@ def test_a_finding_that_does_not_recur_when_hypothesis_replays_it_still_ends_the
     assert tally.best is not None
     assert tally.best[1] == found
     assert tally.first_sequence == 1
+
+
+# --- process ops and deadlines (harness.fuzz.calls) ---------------------------------------
+
+
+@pytest.mark.parametrize("flavour", IN_TREE)
+def test_each_flavour_runs_unload_busy_and_names_the_process_ops_it_lacks(flavour: str) -> None:
+    interface = generate.interface_of(flavour)
+    mine = {p.op for p in interface.processes}
+    assert "unload-busy" in mine
+    assert mine | set(interface.no_processes) == {"unload-busy", "openers", "blocked-readers"} - (
+        {"openers"} if flavour == "dt" else set()  # dt's blocked readers are concurrent opens
+    )
+    assert not mine & {*OPS, *behaviour(flavour).ops}  # never mistaken for a scenario op
+    assert {d.op for d in _target(flavour).ops()} >= mine  # drawn
+
+
+def _fake_body(prefix: tuple[Step, ...]) -> tuple[str, ...]:
+    return ("open:/dev/dt", *(f"sleep:{s.ms or 1}" for s in prefix))
+
+
+def test_a_plan_marks_and_times_every_call_and_awaits_each_process() -> None:
+    interface = generate.interface_of("dt")
+    steps = (Step("idle", ms=5), Step("blocked-readers", count=2), Step("idle", ms=7))
+    made = calls.plan(interface, steps, _fake_body)
+    assert made.scenario_steps == (steps[0], steps[2])
+    marks = [s for s in made.body if s.startswith(f"mark:{calls.MARK}")]
+    assert marks == [f"mark:{calls.MARK}{k}" for k in (0, 1, 2, "end")]
+    assert made.body[:4] == ("open:/dev/dt", marks[0], "clock", "sleep:5")
+    assert [c.n for c in made.children] == [0, 1]
+    launched = [s for s in made.body if s.startswith(("exec:", "await:"))]
+    assert launched == [
+        *(c.launch() for c in made.children),
+        *(f"await:{c.done}" for c in made.children),
+    ]
+    assert made.children[0].steps()[-1] == f"mark:{made.children[0].done}"
+    assert all(c.stem in calls.setup_command(made) for c in made.children)
+    with pytest.raises(InfraError, match="body changed"):
+        calls.plan(interface, steps, lambda prefix: (str(len(prefix)),))
+
+
+def _clock_lines(steps: tuple[str, ...], outcomes: dict[int, str], ns: list[int]) -> str:
+    lines, clocks = [], iter(ns)
+    for i, step in enumerate(steps):
+        op = step.split(":")[0]
+        if op == "clock":
+            lines.append(f"step={i} op=clock ok=1 ns={next(clocks)}")
+        elif i in outcomes and outcomes[i] != "ok":
+            lines.append(f"step={i} op={op} ok=0 errno={outcomes[i]}")
+        else:
+            lines.append(f"step={i} op={op} ok=1" + (" bytes=0 lines=0" if op == "cat" else ""))
+    return "".join(f"{line}\n" for line in lines)
+
+
+def test_a_call_past_its_deadline_and_a_process_step_not_allowed_are_findings() -> None:
+    interface = generate.interface_of("dt")
+    steps = (Step("idle", ms=5), Step("unload-busy", count=1))
+    made = calls.plan(interface, steps, _fake_body)
+    s = 10**9
+    body_out = _clock_lines(made.body, {}, [0, 30 * s, 31 * s])  # idle 5 ms took 30 s
+    times = calls.call_times_ns(made.body, parse_output(body_out, made.body))
+    assert times == {"0": 0, "1": 30 * s, "end": 31 * s}
+    (late,) = calls.deadline_findings(interface, made, times)
+    assert (late.kind, late.what.split(" took")[0]) == ("deadline", "call 0 (idle ms=5)")
+    child = made.children[0]
+    refused = _clock_lines(child.steps(), {1: "EAGAIN"}, [0, s, 2 * s])
+    assert calls.child_findings(interface, made, {child.out: refused}) == ()
+    unloaded = _clock_lines(child.steps(), {}, [0, s, 60 * s])  # unloaded; cat took 59 s
+    found = calls.child_findings(interface, made, {child.out: unloaded})
+    assert [f.kind for f in found] == ["process", "deadline"]
+    assert "unload:profagent ended ok, not EAGAIN or EBUSY" in found[0].what
+    (gone,) = calls.child_findings(interface, made, {})
+    assert "did not finish" in gone.what
+    listing = calls.split_outputs(f"{calls.HEADER}{child.out}\n{refused}")
+    assert listing == {child.out: refused}
+    assert calls.running_call(made, f"{calls.MARK}0\n{calls.MARK}1\n") == (
+        "in call 1 (unload-busy count=1)"
+    )
+
+
+def test_a_sequence_s_scenario_holds_no_process_op(tmp_path: Path) -> None:
+    session = object.__new__(session_module.FuzzSession)
+    session.request = FuzzRequest(flavour="dt", seed=1)
+    session.interface = generate.interface_of("dt")
+    steps = (Step("inject", cpu=0, count=3), Step("blocked-readers", count=2))
+    scenario = session.scenario_of(steps, "seq", where=tmp_path)
+    assert scenario.steps == steps[:1]
+    assert "1: blocked-readers count=2" in scenario.description

@@ -25,9 +25,12 @@ from harness.agent.controlspec import (
     Model,
     OpDecl,
     StepLike,
+    blocked_readers,
     shared_ops,
+    unload_busy,
 )
 from harness.agent.flavours.dt.data import DT_EVT
+from harness.agent.steps import DEBUGFS, DEVICE
 
 EVENT = DT_EVT.size
 #: The final drain's read: from one whole event to its default of 64.
@@ -79,7 +82,7 @@ def _closing(facts: Facts) -> tuple[Mapping[str, int | str], ...]:
 
 INTERFACE = ControlInterface(
     flavour="dt",
-    files=("/dev/dt", "/sys/kernel/debug/profagent/stats"),
+    files=(DEVICE, f"{DEBUGFS}/stats"),
     ops=(
         *shared_ops(kick=False, hotplug=False),
         OpDecl("reader", switch=True, blocks=True, what="a background reader on or off"),
@@ -118,6 +121,8 @@ INTERFACE = ControlInterface(
         ),
     ),
     model=Model(allows=_allows, after=_after, closing=_closing),
+    # Each open has its own rings, and one that never records has nothing to read.
+    processes=(unload_busy(), blocked_readers(DEVICE, EVENT * 16)),
     unjudged={
         "DT-O6": "it counts every call of a nested window as recursion, but a window whose "
         "get finds the ring full holds none (fixed build, fuzz seed 1: inject all 415, nest "

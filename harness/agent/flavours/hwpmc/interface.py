@@ -14,7 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.agent.controlspec import ControlInterface, Facts, Model, OpDecl, StepLike, shared_ops
+from harness.agent.controlspec import (
+    OK,
+    ControlInterface,
+    Facts,
+    Model,
+    OpDecl,
+    StepLike,
+    openers,
+    shared_ops,
+    unload_busy,
+)
+from harness.agent.steps import DEBUGFS, DEVICE
 
 RUNNING, STOPPED, RELEASED = 1, 0, 2
 #: Which PMC state each PMC op needs.
@@ -69,7 +80,7 @@ def _closing(facts: Facts) -> tuple[Mapping[str, int | str], ...]:
 
 INTERFACE = ControlInterface(
     flavour="hwpmc",
-    files=("/dev/hwpmc", "/sys/kernel/debug/profagent/stats"),
+    files=(DEVICE, f"{DEBUGFS}/stats"),
     ops=(
         *shared_ops(kick=True, hotplug=False),
         OpDecl("suppress", cpu="one", what="the timer stops sweeping the CPU's ring"),
@@ -80,4 +91,10 @@ INTERFACE = ControlInterface(
         OpDecl("pending", cpu="one", what="the next entry recorded stays pending"),
     ),
     model=Model(start=_start, allows=_allows, after=_after, closing=_closing),
+    # Every open is an owner of its own: others open and close beside the scenario's.
+    processes=(unload_busy(), openers(DEVICE, OK)),
+    no_processes={
+        "blocked-readers": "no read blocks: /dev/hwpmc has no read, its debugfs log "
+        "returns what it holds at once",
+    },
 )

@@ -24,10 +24,15 @@ from harness.agent.controlspec import (
     Model,
     OpDecl,
     StepLike,
+    openers,
     shared_ops,
+    unload_busy,
 )
+from harness.agent.steps import DEBUGFS
 
 KIB = 1024
+#: The control file a session holds open (`harness.agent.flavours.kprof.run.KPCTL`).
+KPCTL = f"{DEBUGFS}/kprof/kpctl"
 #: prof_qlimit's KiB accepted while stopped: 1 MiB up to totalram / 32. The guests have
 #: at least 256 MiB, so up to 8 MiB is valid on every one; above that the model says
 #: nothing (-1) rather than guess the guest's memory.
@@ -99,7 +104,7 @@ def _expected(facts: Facts) -> dict[str, int]:
 
 INTERFACE = ControlInterface(
     flavour="kprof",
-    files=("/dev/kpctl", "/dev/kpdata", "/sys/kernel/debug/profagent/stats"),
+    files=(KPCTL, f"{DEBUGFS}/kprof/kpdata", f"{DEBUGFS}/stats"),
     ops=(
         *shared_ops(kick=True, hotplug=True),
         OpDecl("reader", switch=True, blocks=True, what="a background reader of kpdata"),
@@ -131,4 +136,10 @@ INTERFACE = ControlInterface(
         ),
     ),
     model=Model(start=_start, allows=_allows, after=_after, expected=_expected, unjudged=_unjudged),
+    # The session holds kpctl: a second open is refused ("Global profiler is already open").
+    processes=(unload_busy(), openers(KPCTL, "EBUSY")),
+    no_processes={
+        "blocked-readers": "kpdata's readers share the one queue: a second reader takes "
+        "records KP-O1 counts as read by the session's drain",
+    },
 )

@@ -21,8 +21,11 @@ from harness.agent.controlspec import (
     Model,
     OpDecl,
     StepLike,
+    openers,
     shared_ops,
+    unload_busy,
 )
+from harness.agent.steps import DEBUGFS, DEVICE
 
 _FAULTS = ("fault-wq", "fault-buf")
 
@@ -72,7 +75,7 @@ def _unjudged(facts: Facts) -> tuple[str, ...]:
 
 INTERFACE = ControlInterface(
     flavour="tprof",
-    files=("/dev/tprof", "/sys/kernel/debug/profagent/stats", "/sys/kernel/debug/profagent/fault"),
+    files=(DEVICE, f"{DEBUGFS}/stats", f"{DEBUGFS}/fault"),
     ops=(
         *shared_ops(kick=True, hotplug=True),
         OpDecl("fault-wq", what="START's next workqueue creation fails (fault point wq_create)"),
@@ -81,4 +84,9 @@ INTERFACE = ControlInterface(
     ),
     model=Model(allows=_allows, after=_after, unjudged=_unjudged, closing=_closing),
     agent={"drain": "manual"},  # kicks are the only drains, so TP-O1 counts them
+    processes=(unload_busy(), openers(DEVICE, "EBUSY")),
+    no_processes={
+        "blocked-readers": "one owner: a second open is refused (EBUSY, the openers op), "
+        "and a reader sharing the owner's open would take records the oracles count",
+    },
 )
