@@ -45,7 +45,8 @@ LOG = logging.getLogger(__name__)
 FULL_SET_CPUS = (1, 2, 4, 8)
 SMT_CLUSTER_LAYOUT = "1s2cl2c2t"
 #: The environment variable naming a `ResolvedRequest`'s JSON file: ``invoke test``
-#: sets it for pytest, whose xdist workers inherit it (tests/conftest.py reads it).
+#: sets it for pytest, whose controller reads it (tests/conftest.py) and hands the
+#: object to its xdist workers (their workerinput); a run told by options has none.
 REQUEST_ENV = "PROFBENCH_REQUEST"
 
 
