@@ -65,6 +65,11 @@ CORE_MUTANTS: tuple[Mutant, ...] = (
     # built module, on any kernel (the debug kernel's lockdep is nmi_spinlock's judge).
     Mutant("nmi_plain_lock", "every producer call takes a plain spin_lock, as a seed's spin "
            "mutex ported as is", ("C-2",)),
+    # The same lock through a pointer set at load: the call graph cannot follow it (an
+    # indirect call not followed); the debug kernel's function_graph from the NMI entry
+    # sees the call (harness.agent.truth.nmitrace), and lockdep may.
+    Mutant("nmi_lock_via_pointer", "every producer call takes a plain spin_lock through a "
+           "function pointer set at load", ("C-2",), case="debug", quick=False),
     Mutant("stretched_period", "the sampling events count period + period/8 events per overflow",
            ("PEER",), case="peer"),
     Mutant("fixed_pc_3rd", "every 3rd sample's PC is replaced by a fixed kernel address",

@@ -27,6 +27,13 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.mutants import MutantRow, merge
 from harness.agent.oracles.report import unjudged
 from harness.agent.profctl_build import build_profctl
+from harness.agent.truth.nmitrace import (
+    TRACED_CASE,
+    TRACED_VARIANT,
+    arm_command,
+    collect_command,
+    nmi_trace,
+)
 from harness.agent.values.info import Mutant
 from harness.agent.values.results import Judged
 from harness.agent.witnessed import WITNESS_CASE, witnessed_run
@@ -71,6 +78,8 @@ def judge_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour
     """
     mark = guest.console_lines()
     agent = deploy_agent(bench, guest, images, flavour.name, mutant)
+    traced = images.variant == TRACED_VARIANT and case == TRACED_CASE  # the kernel's tracer
+    agent.nmi_trace = arm_command() if traced else None
     spec = AgentSpec(flavour=flavour.name)
     runner = flavour.peer_run if case == "peer" else flavour.runs.get(case)
     if runner is None and case not in (WITNESS_CASE, STRESS_CASE):
@@ -97,12 +106,29 @@ def judge_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour
         failed = {"RUN-ERROR"} | _console(guest, mark, agent.workdir / f"console-{case}.txt")
         return failed, None, ()
     failed = {v.oracle for v in violations} | _unjudged(judged, mutant, flavour.name, case)
+    if traced:
+        failed |= _traced(guest, agent, f"{name_of(mutant)}, {flavour.name}, {case}")
     failed |= _console(guest, mark, agent.workdir / f"console-{case}.txt")
     # The run's table and verdicts beside its evidence: what a catch or a survivor rests on.
     (agent.workdir / f"report-{case}.txt").write_text(flavour.report(run, violations) + "\n")
     LOG.info("mutant %s, %s, %s: failed %s", name_of(mutant), flavour.name, case,
              ", ".join(sorted(failed)) or "none")  # fmt: skip
     return failed, run, judged
+
+
+def _traced(guest: Guest, agent: Agent, what: str) -> set[str]:
+    """``{"C-2"}`` when the kernel's tracer saw the NMI entry call a forbidden function.
+
+    The evidence (`harness.agent.truth.nmitrace`) is the kernel's, not the agent's:
+    it sees a call the module's static graph could not follow.
+    """
+    text = guest.shell.run(collect_command(), timeout_s=agent.timeouts.command_s).stdout
+    trace = nmi_trace(text)
+    (agent.workdir / "nmi-trace.txt").write_text("\n".join(map(str, trace.forbidden)) + "\n")
+    LOG.info("mutant %s: function_graph from the NMI entry: %d entries, %d calls, %d forbidden%s",
+             what, trace.entries, trace.calls, len(trace.forbidden),
+             " (the tracer's ring overran)" if trace.lost else "")  # fmt: skip
+    return {"C-2"} if trace.forbidden else set()
 
 
 def _console(guest: Guest, since_line: int, evidence: Path) -> set[str]:

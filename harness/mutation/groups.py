@@ -28,6 +28,7 @@ from harness.agent.module.build import build_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.mutants import MutantRow
 from harness.agent.oracles.evidence import kmemleak_command, module_leaks
+from harness.agent.truth.nmitrace import TRACED_CASE
 from harness.agent.values.info import Mutant
 from harness.builder.cache import Cache
 from harness.builder.images import GuestImages
@@ -199,13 +200,15 @@ def debug_group(bench: Bench, images: GuestImages, name: str) -> list[MutantRow]
     """The control and the debug mutants on the debug kernel, in flavour ``name``'s runs.
 
     Their sabotage is in the core, so one flavour carries them: the first one chosen
-    (tprof when every flavour is). The lock mutant goes last: lockdep switches itself off
-    after its first report.
+    (tprof when every flavour is). The lock mutants go last, the one lockdep must catch
+    first: lockdep switches itself off after its first report (the kernel's tracer, which
+    catches the other, does not).
     """
     rows = []
     flavour = behaviour(name)
+    last = ("nmi_spinlock", "nmi_lock_via_pointer")
     order = sorted(planned(name, full=True, case="debug"),
-                   key=lambda m: m.name == "nmi_spinlock")  # fmt: skip
+                   key=lambda m: last.index(m.name) + 1 if m.name in last else 0)  # fmt: skip
     notes: list[str] = []
     try:
         with mutation_guest(bench, images, "debug", timeout_scale=2) as guest:
@@ -221,9 +224,13 @@ def debug_group(bench: Bench, images: GuestImages, name: str) -> list[MutantRow]
 
 def _debug_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour,
                 mutant: Mutant | None) -> set[str]:  # fmt: skip
-    """The standard case, then kmemleak (module still loaded) and the console."""
+    """The standard case, the exact case, kmemleak (module still loaded), the console.
+
+    In the exact case the kernel's tracer follows the NMI entry (C-2: `judge_case`).
+    """
     start = guest.console_lines()
     failed = run_case(bench, guest, images, flavour, mutant, "standard")
+    failed |= run_case(bench, guest, images, flavour, mutant, TRACED_CASE)
     report = guest.shell.run(kmemleak_command(), timeout_s=bench.timeouts.command_s).stdout
     if module_leaks(report, "profagent"):
         failed.add("KMEMLEAK")

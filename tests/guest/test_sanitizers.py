@@ -14,7 +14,10 @@ stated model (`harness.vm.kcsan`); KCSAN's counters over them are reported, and 
 that set no watchpoint fails as UNJUDGED: its clean console proved nothing. On ``debug``
 (which also has lockdep, atomic-sleep checks and kmemleak) kmemleak is scanned at the end
 of each flavour's test, while its module is loaded so that a leak's backtrace can name it:
-no object the agent allocated may be left unreferenced.
+no object the agent allocated may be left unreferenced; and the kernel's function_graph
+tracer follows each load's NMI entry (`harness.agent.truth.nmitrace`): a lock, an
+allocation or a sleep the handler reached, by any path, fails C-2 on evidence no agent
+wrapper wrote.
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ from harness.agent.flavour import AgentRun, behaviour
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import KMEMLEAK, kmemleak_command, module_leaks
 from harness.agent.overlap import CORE_PAIRS, OVERLAP_RUN, OverlapCase, overlap_case, pair_covers
+from harness.agent.truth.nmitrace import (
+    TRACED_CASE,
+    TRACED_VARIANT,
+    NmiTrace,
+    arm_command,
+    collect_command,
+    nmi_trace,
+)
 from harness.timeouts import Timeouts
 from harness.vm.topology import CpuTopology
 from tests.flavoured import each
@@ -85,11 +96,22 @@ def test_flavour_runs_clean_under_the_sanitizers(
     cases = ("standard", "exact", *((OVERLAP_RUN,) if OVERLAP_RUN in flavour.runs else ()))
 
     done: list[AgentRun] = []
+    traces: list[NmiTrace] = []
 
     def runs() -> None:
         for case in cases if variant == "kcsan" else ("standard", "exact"):
+            # On debug the kernel's own tracer follows the exact run's NMI entry (C-2
+            # without the agent's wrappers or the module's static graph: nmitrace). Not
+            # the standard run's: every traced call passes ftrace's trampoline, whose frame
+            # records CHAIN's frames law does not model (163 of dt's return addresses then
+            # followed a patch site, a NOP in the vmlinux file).
+            traced = variant == TRACED_VARIANT and case == TRACED_CASE
+            agent.nmi_trace = arm_command() if traced else None
             run = flavour.runs[case](agent, AgentSpec(flavour=name), cpus)
             done.append(run)
+            if agent.nmi_trace is not None:
+                collected = agent.shell.run(collect_command(), timeout_s=agent.timeouts.command_s)
+                traces.append(nmi_trace(collected.stdout))
             problems.extend(f"{name} {case}: {v}" for v in flavour.check(run))
             problems.extend(f"{name} {case}: {u}" for u in uncounted(flavour, run, len(cpus)))
 
@@ -107,11 +129,32 @@ def test_flavour_runs_clean_under_the_sanitizers(
         if watch.races:  # KCSAN's own count, printed or not
             problems.append(f"{name}: KCSAN counted {watch.races} race(s): {watch.describe()}")
     else:
-        runs()
+        try:
+            runs()
+        finally:
+            agent.nmi_trace = None
+    if variant == TRACED_VARIANT:
+        problems += traced(name, traces, request)
     for line in crash_defects(name, agent, topology.cpus):
         request.node.user_properties.append(("profagent-report", f"{line} ({variant} kernel)"))
     problems += leaks(agent, variant, name, request)
     assert not problems, "\n".join(problems)
+
+
+def traced(name: str, traces: list[NmiTrace], request: pytest.FixtureRequest) -> list[str]:
+    """C-2 by the kernel's function_graph from the NMI entry: each forbidden call a problem.
+
+    None traced is UNJUDGED, a problem too: the tracer saw no handler run.
+    """
+    entries, calls = sum(t.entries for t in traces), sum(t.calls for t in traces)
+    forbidden = [reach for t in traces for reach in t.forbidden]
+    lost = " (its ring overran: counts are a floor)" if any(t.lost for t in traces) else ""
+    line = (f"C-2 by the kernel's tracer: {entries} NMI entries traced, {calls} calls below "
+            f"them, {len(forbidden)} forbidden{lost}")  # fmt: skip
+    request.node.user_properties.append(("profagent-report", line))
+    if not entries:
+        return [f"{name} C-2 UNJUDGED: the kernel's tracer saw no NMI entry"]
+    return [f"{name} C-2 (the kernel's tracer): {reach}" for reach in forbidden]
 
 
 def leaks(agent: Agent, variant: str, name: str, request: pytest.FixtureRequest) -> list[str]:

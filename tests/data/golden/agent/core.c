@@ -202,6 +202,15 @@ static bool pa_software;
 static u64 pa_arm_begin_ns, pa_arm_end_ns, pa_disarm_begin_ns, pa_disarm_end_ns;
 static void *pa_mutant_leak;	/* only the leak mutant sets it */
 static DEFINE_SPINLOCK(pa_mutant_lock);	/* only the NMI-lock mutant takes it */
+/* Set at load by the pointer-lock mutant only: no initializer names its target. */
+static void (*pa_mutant_hook)(void);
+
+/* The pointer-lock mutant's target: a plain lock, reached from NMI through a pointer. */
+static noinline void pa_mutant_locked(void)
+{
+	spin_lock(&pa_mutant_lock);
+	spin_unlock(&pa_mutant_lock);
+}
 
 bool pa_quirk(unsigned int bit)
 {
@@ -265,6 +274,9 @@ static void pa_produce(struct pt_regs *regs, u32 skipped)
 		spin_lock(&pa_mutant_lock);
 		spin_unlock(&pa_mutant_lock);
 	}
+	/* Mutation point: that lock through a pointer set at load (no static path to it). */
+	if (pa_mutant(NMI_LOCK_VIA_POINTER) && READ_ONCE(pa_mutant_hook))
+		READ_ONCE(pa_mutant_hook)();
 	/* Mutation point: every 3rd sample's PC is one fixed kernel address (pa_produce). */
 	if (pa_mutant(FIXED_PC_3RD) && ++this_cpu_ptr(&pa_cpu)->mutant_tick % 3 == 0) {
 		ctx.pc = (u64)(unsigned long)pa_produce;
@@ -1380,6 +1392,8 @@ static int __init pa_init(void)
 	err = pa_check_params();
 	if (err)
 		return err;
+	if (pa_mutant(NMI_LOCK_VIA_POINTER))
+		WRITE_ONCE(pa_mutant_hook, pa_mutant_locked);
 	for_each_possible_cpu(cpu)
 		init_irq_work(&per_cpu_ptr(&pa_cpu, cpu)->mutant_work, pa_mutant_deferred_produce);
 	err = pa_fl->init();

@@ -85,6 +85,7 @@ enum pa_mutant {
 	PA_MUTANT_DEFER_PRODUCER,	/* every 5th overflow's sample is produced later, from an irq_work */
 	PA_MUTANT_NMI_WRAPPED_TRYLOCK,	/* every 50th producer call tries a lock through the wrapper */
 	PA_MUTANT_NMI_PLAIN_LOCK,	/* every producer call takes a plain spin_lock, as a seed's spin mutex ported as is */
+	PA_MUTANT_NMI_LOCK_VIA_POINTER,	/* every producer call takes a plain spin_lock through a function pointer set at load */
 	PA_MUTANT_STRETCHED_PERIOD,	/* the sampling events count period + period/8 events per overflow */
 	PA_MUTANT_FIXED_PC_3RD,	/* every 3rd sample's PC is replaced by a fixed kernel address */
 	PA_MUTANT_HANDLER_PC,	/* every sample records the handler's own PC (_THIS_IP_) */
