@@ -221,11 +221,15 @@ def child_findings(
         op = interface.process(child.op)
         if op is None:
             continue
+        text = outputs.get(child.out, "")
         try:
-            results = profctl.parse_output(outputs.get(child.out, ""), child.steps())
-        except InfraError as exc:
-            what = f"{child.op} process {child.n} of call {child.call} did not finish: {exc}"
-            found.append(Finding("process", what.splitlines()[0]))
+            results = profctl.parse_output(text, child.steps())
+        except InfraError:
+            reached = sum(line.startswith("step=") for line in text.splitlines())
+            steps = child.steps()
+            at = steps[reached] if reached < len(steps) else "its end"
+            what = f"{child.op} process {child.n} of call {child.call} did not finish: in {at}"
+            found.append(Finding("process", what))
             continue
         found += _judge_child(op, child, results)
     return tuple(found)

@@ -271,6 +271,8 @@ class FuzzSession:
             findings.append(Finding("guest", str(exc).splitlines()[0]))
             if isinstance(exc, GuestCommandTimeout):
                 findings += self._unfinished(agent, made)
+            with contextlib.suppress(HarnessError):  # which process, which call, if it can
+                findings += self._call_findings(agent, made, scenario.name)
         except InfraError as exc:
             findings.append(Finding("call", str(exc).splitlines()[0]))
         else:

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.controlspec import OK
 from harness.builder.cache import Cache
 from harness.fuzz.search import fuzz
-from harness.fuzz.session import FuzzRequest, FuzzResult
+from harness.fuzz.session import FuzzRequest, FuzzResult, FuzzSession
 from harness.scenarios.load import load_scenario
 from harness.scenarios.repro import run_scenario
+from harness.scenarios.types import Step
 from harness.vm.topology import CpuTopology
 
 pytestmark = [pytest.mark.guest, pytest.mark.flavour("kprof"), pytest.mark.limit_s(420)]
@@ -96,3 +98,36 @@ def test_a_crash_quirk_is_found_as_a_warning_and_its_scenario_replays(
     control = run_scenario(fixed, Cache.default(), repeat=1, out=tmp_path / "control")
     assert control.reproduced == 0
     assert [v.observed for v in control.verdicts[0]] == ["no such line", "the run completed"]
+
+
+def test_processes_beside_the_sequence_are_refused_and_judged(
+    tmp_path: Path, topology: CpuTopology
+) -> None:
+    """The process ops on kprof's fixed build: a clean sequence, then a model that is wrong.
+
+    Three openers of kpctl while the session holds it are refused (EBUSY), an unload
+    while it is open is refused (EAGAIN) and stats still read; every call within its
+    deadline. An interface that claims the unload must succeed turns the same refusal
+    into a finding that names it: the outcomes are judged, not only collected.
+    """
+    if topology.cpus != FUZZ_CPUS:
+        pytest.skip(f"the fuzzer boots its own {FUZZ_CPUS}-vCPU guest: `invoke test --cpus 2`")
+    steps = (Step("inject", cpu="all", count=10), Step("openers", count=3),
+             Step("unload-busy", count=1), Step("kpctl-flush"))  # fmt: skip
+    request = FuzzRequest(flavour="kprof", cpus=FUZZ_CPUS, seed=1, scenario_dir=tmp_path)
+    session = FuzzSession(request, Cache.default(), lambda _: None)
+    try:
+        session.prepare()
+        assert session.execute(steps) == ()
+        outputs = (session.run_dir / "processes" / "seq-00001.txt").read_text()
+        assert outputs.count("op=open ok=0 errno=EBUSY") == 3
+        assert "op=unload ok=0 errno=EAGAIN" in outputs
+        unload = session.interface.process("unload-busy")
+        assert unload is not None
+        wrong = replace(unload, allowed=((OK,), (OK,)))
+        session.interface = replace(session.interface, processes=(wrong,))
+        (found,) = session.execute(steps[2:3])
+    finally:
+        session.close()
+    assert found.kind == "process"
+    assert "unload:profagent ended EAGAIN, not ok" in found.what

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.agent import flavours
+from harness.agent.controlspec import STATS
 from harness.agent.flavour import behaviour
 from harness.agent.profctl import parse_output
 from harness.builder.cache import Cache
@@ -407,7 +408,10 @@ def test_a_call_past_its_deadline_and_a_process_step_not_allowed_are_findings() 
     assert [f.kind for f in found] == ["process", "deadline"]
     assert "unload:profagent ended ok, not EAGAIN or EBUSY" in found[0].what
     (gone,) = calls.child_findings(interface, made, {})
-    assert "did not finish" in gone.what
+    assert gone.what.endswith("did not finish: in clock")
+    hung = "".join(refused.splitlines(keepends=True)[:3])  # clock, unload, clock: then cat
+    (stuck,) = calls.child_findings(interface, made, {child.out: hung})
+    assert stuck.what == f"unload-busy process 0 of call 1 did not finish: in cat:{STATS}"
     listing = calls.split_outputs(f"{calls.HEADER}{child.out}\n{refused}")
     assert listing == {child.out: refused}
     assert calls.running_call(made, f"{calls.MARK}0\n{calls.MARK}1\n") == (
