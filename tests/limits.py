@@ -98,7 +98,7 @@ def _largest_guest(config: pytest.Config) -> int:
         return 1
     cpus = [int(n) for n in given]
     cpus += [CpuTopology.parse(str(t)).cpus for t in config.getoption("--topology") or []]
-    return max(cpus, default=8)  # the full set's largest (tests/conftest.py FULL_SET_CPUS)
+    return max(cpus, default=8)  # the full set's largest (harness.cli.session.FULL_SET_CPUS)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
