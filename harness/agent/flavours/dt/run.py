@@ -245,6 +245,15 @@ def event_from(record: Mapping[str, int]) -> DtEvent:
                    ustack=DT_EVT.array(record, "ustack"))  # fmt: skip
 
 
+def wait_limit_s(reader_s: int, command_s: float) -> int:
+    """How long the `wait` after a background reader may take, in seconds.
+
+    The reader's limit and a minute, or half the guest's command budget where that is
+    longer (a scaled budget: a host shared with another guest, a sanitizer kernel).
+    """
+    return max(reader_s + 60, int(command_s / 2))
+
+
 def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     """Load ``spec`` (flavour dt), run ``plan`` on one open, collect and decode.
 
@@ -259,7 +268,9 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         (
             profctl.timeout_step(plan.background_s),
             profctl.readbg_step(FD, BACKGROUND, plan.read_size, plan.background_pause_ms),
-            profctl.timeout_step(plan.background_s + 60),  # `wait` outlasts the reader's limit
+            # `wait` outlasts the reader's limit, and the busy loops and workloads the
+            # guest's budget allows (a loaded host: 64 s cut the noisy neighbour's run).
+            profctl.timeout_step(wait_limit_s(plan.background_s, agent.timeouts.command_s)),
         )
         if plan.background_reader
         else ()
