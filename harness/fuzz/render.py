@@ -63,10 +63,16 @@ def console_text(line: str) -> str:
 
 
 def error_text(what: str) -> str:
-    """What a replay's error must contain: a refused step up to its errno, else the line."""
+    """What a replay's error must contain: a refused step up to its errno, else the line.
+
+    Not the step's index: the fuzzer's sequence has steps of its own (each call's mark
+    and clock read), so a replay's index differs (KP-D5 on 6.12: step 34 found, step 28
+    replayed). The op and its errno are what recur: ``(open, failed with EDEADLK``.
+    """
     first = what.splitlines()[0] if what else what
     found = re.search(r"failed with E[A-Z0-9]+", first)
-    return first[: found.end()] if found else first
+    text = first[: found.end()] if found else first
+    return re.sub(r"^.*?\bstep \d+ \(", "(", text) if found else text
 
 
 def describe(findings: Sequence[Finding], seed: int, flavour: str) -> str:

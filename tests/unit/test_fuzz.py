@@ -205,7 +205,7 @@ def test_a_warning_and_a_refused_call_are_expected_by_their_stable_text(tmp_path
         Finding("guest", "agent step failed: step 31 (open, failed with EDEADLK; no values)\nmore"),
     )  # fmt: skip
     expect = render.finding_expect(findings)
-    refused = "agent step failed: step 31 (open, failed with EDEADLK"
+    refused = "(open, failed with EDEADLK"  # not the step's index: the replay's differs
     assert expect == ({"console": " kp_d5_would_block+0x"}, {"error": refused})
     steps = (Step("fault-queue"), Step("kpctl-reopen"))
     parts = render.ScenarioText(name="fuzz-kprof-kp-d5-s1", description="d", seed=1,
