@@ -208,12 +208,12 @@ def pair_covers(pairs: Sequence[RacePair], runs: Sequence[AgentRun], watch: Kcsa
     per host core at most (`spinner_count`); a writer's vCPU and a spinner's hold host
     cores at once `co_scheduled` of the time.
     """
-    share = co_scheduled(vcpus, os.cpu_count() or 1)
+    share, rate = co_scheduled(vcpus, os.cpu_count() or 1), watch.reads_per_s
+    numbers = [run.numbers() for run in runs]  # once a run: it derives content counts too
     covers = []
     for pair in pairs:
-        done = sum(run.numbers().get(pair.writer.format(cpu=cpu), 0)
-                   for run in runs for cpu in range(vcpus))  # fmt: skip
-        rate = watch.reads_per_s
+        done = sum(found.get(pair.writer.format(cpu=cpu), 0)
+                   for found in numbers for cpu in range(vcpus))  # fmt: skip
         covers.append(pair_cover(pair.name, done, in_nmi=pair.in_nmi, share=share,
                                  reads_per_s=rate, settings=watch.settings))  # fmt: skip
     return covers

@@ -130,13 +130,13 @@ def _simple(step: Step) -> list[str]:
     return table[step.op]()
 
 
-def observe(run: AgentRun, name: str) -> int:
-    """The number called ``name`` in a scenario's ``[[expect]] value``.
+def observe(numbers: Mapping[str, int], name: str) -> int:
+    """The number called ``name`` (a scenario's ``[[expect]] value``) of a run's ``numbers``.
 
     :raise InfraError: the run has no such number: the agent did not report it.
     """
     try:
-        return run.numbers()[name]
+        return numbers[name]
     except KeyError:
         raise InfraError(f"the run reported no number {name!r}: a stale agent build?") from None
 
@@ -167,13 +167,13 @@ def judge(
 ) -> tuple[Verdict, ...]:
     """Every expectation against a run that completed.
 
-    Oracles by name (``fails``: the oracle must fail), values by relation, console
-    text in ``console`` (the attempt's console and dmesg); an ``error`` expectation
-    does not hold: the run ended without one.
+    Oracles by name (``fails``: the oracle must fail), values by relation (the run's
+    numbers derived once), console text in ``console`` (console and dmesg); an ``error``
+    expectation does not hold: the run ended without one.
     """
-    violations = flavour.check(run)
-    failed = {v.oracle: str(v) for v in violations}
+    failed = {v.oracle: str(v) for v in flavour.check(run)}
     applies = flavour.applicable(run)
+    numbers = run.numbers() if any(item.value is not None for item in expect) else {}
     verdicts = []
     for item in expect:
         if item.console is not None or item.error is not None:
@@ -186,7 +186,7 @@ def judge(
             seen = failed[item.oracle] if broke else "holds"
             verdicts.append(Verdict(item.describe(), broke == item.fails, seen))
         else:
-            value = observe(run, item.value or "")
+            value = observe(numbers, item.value or "")
             verdicts.append(Verdict(item.describe(), item.holds(value), str(value)))
     return tuple(verdicts)
 

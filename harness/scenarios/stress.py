@@ -87,11 +87,6 @@ class CaseResult:
     scenario: Path
     numbers: int  # the expectations that compare a number of the run
 
-    @property
-    def held(self) -> bool:
-        """Every expectation held and no oracle of the flavour failed."""
-        return all(v.held for v in self.verdicts) and not self.violations
-
     def unmet(self) -> list[Violation]:
         """Each expectation that did not hold, as a violation of `STRESS_ORACLE`."""
         return [Violation(STRESS_ORACLE, None, v.expectation, v.observed, self.case.file)

@@ -51,9 +51,9 @@ def test_a_pause_becomes_a_host_action_between_marker_steps() -> None:
 
 def test_values_and_verdicts_come_from_the_run() -> None:
     sample = BASE.snapshot.stats["sample"]
-    assert observe(BASE, "stats.sample") == sample
-    assert observe(BASE, "samples") == len(BASE.samples)
-    assert observe(BASE, "core.1.x_nmi_total") == BASE.snapshot.core[1]["x_nmi_total"]
+    assert observe(BASE.numbers(), "stats.sample") == sample
+    assert observe(BASE.numbers(), "samples") == len(BASE.samples)
+    assert observe(BASE.numbers(), "core.1.x_nmi_total") == BASE.snapshot.core[1]["x_nmi_total"]
     verdicts = judge(
         (
             Expectation(value="stats.sample", equals=sample),
@@ -104,7 +104,7 @@ def test_numbers_that_differ_across_attempts_are_named() -> None:
 
 def test_a_number_the_run_did_not_report_is_an_error_not_zero() -> None:
     with pytest.raises(InfraError, match=r"stats\.no_such_counter"):
-        observe(BASE, "stats.no_such_counter")
+        observe(BASE.numbers(), "stats.no_such_counter")
 
 
 def test_dt_ops_translate_through_the_flavour() -> None:
