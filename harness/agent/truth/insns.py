@@ -85,20 +85,29 @@ class Insn:
         return _registers(self._detail()) == (arm64.ARM64_REG_X29, arm64.ARM64_REG_SP)
 
     def restores_frame_record(self) -> bool:
-        """``ldp x29, x30, [sp], #n``: the epilogue's post-indexed load of the record."""
+        """``ldp x29, x30, [sp…]``: the epilogue's load of the record, in any addressing form.
+
+        Post-indexed (``[sp], #n``) where the record sits at the frame's bottom, or an
+        offset (``[sp]``, ``[sp, #n]``) where a large frame pops its locals after
+        (6.12's ``mas_topiary_replace``: ``ldp x29, x30, [sp]``, then the callee-saved
+        registers, then ``add sp, sp, #0x220``): x29 is the caller's from the next
+        instruction on. A load of x29 and x30 from another base (a longjmp's buffer)
+        is no epilogue's.
+        """
         if self.mnemonic != "ldp":
             return False
         operands = self._detail()
-        if len(operands) != _POST_INDEXED_PAIR:
+        if len(operands) < _PAIR_LOAD:
             return False
-        first, second, memory, step = operands
+        first, second, memory = operands[:_PAIR_LOAD]
         return (_registers((first, second)) == (arm64.ARM64_REG_X29, arm64.ARM64_REG_X30)
-                and memory.type == arm64.ARM64_OP_MEM and memory.mem.base == arm64.ARM64_REG_SP
-                and step.type == arm64.ARM64_OP_IMM)  # fmt: skip
+                and memory.type == arm64.ARM64_OP_MEM
+                and memory.mem.base == arm64.ARM64_REG_SP)  # fmt: skip
 
 
-#: A post-indexed LDP's operands in capstone 5: two registers, the memory, the step.
-_POST_INDEXED_PAIR = 4
+#: An LDP's first operands in capstone 5: two registers, the memory (a post-indexed one
+#: has a fourth, its step).
+_PAIR_LOAD = 3
 #: An immediate-offset LDR's operands: the register, the memory (a pre- or post-indexed
 #: one has a third, its step, and writes its base: not a slot's load).
 _LOAD = 2
@@ -178,7 +187,7 @@ def decode(code: bytes, start: int) -> list[Insn]:
 
 
 def framed(insns: list[Insn], start: int) -> tuple[int, int]:
-    """Where the frame record holds: after ``mov x29, sp``, before ``ldp x29, x30, [sp], #…``.
+    """Where the frame record holds: after ``mov x29, sp``, before ``ldp x29, x30, [sp…]``.
 
     A shrink-wrapped function sets its record up on one path only: a branch taken
     before the setup that lands past it (skb_push's fast path, ``b.cs`` over the

@@ -283,9 +283,21 @@ def test_the_frame_record_is_read_from_operands_not_text() -> None:
     setup, restore = _decode(bytes.fromhex("fd030091fd7bc1a8"), 0)  # mov x29, sp; ldp ..., #16
     assert setup.sets_frame_pointer()
     assert restore.restores_frame_record()
-    other, pre = _decode(bytes.fromhex("e0030291fd7bc1a9"), 0)  # add x0, sp, #0x80; pre-index
+    other, longjmp = _decode(bytes.fromhex("e00302911d7840a9"), 0)  # add x0, sp, #0x80
     assert not other.sets_frame_pointer()
-    assert not pre.restores_frame_record()  # ldp x29, x30, [sp, #16]!: not the epilogue's
+    assert not longjmp.restores_frame_record()  # ldp x29, x30, [x0]: a buffer's, not a frame's
+
+
+def test_a_large_frame_restores_its_record_before_popping_its_locals() -> None:
+    # mas_topiary_replace of 6.12.118's vmlinux: its record at [sp], the locals above it
+    words = ["d10883ff", "a9007bfd", "910003fd", "97ffc73d", "a9407bfd", "a94153f3",
+             "910883ff", "d65f03c0"]  # fmt: skip
+    insns = _decode(b"".join(int(w, 16).to_bytes(4, "little") for w in words), 0x1000)
+    assert [i.mnemonic for i in insns] == ["sub", "stp", "mov", "bl", "ldp", "ldp", "add", "ret"]
+    assert insns[4].restores_frame_record()  # ldp x29, x30, [sp]
+    assert not insns[5].restores_frame_record()  # ldp x19, x20, [sp, #16]
+    # CI, kprof on 6.12: a PC after the restore walked on from the caller's record
+    assert _framed(insns, 0x1000) == (0x100C, 0x1010)
 
 
 # --- Linux 6.12's vmlinux: a word capstone cannot decode must not hide the calls after it ---
