@@ -11,7 +11,7 @@ concern, in the order of the data flow::
     flavours/  the registry and each flavour's data (its folder's rest: at the very top)
     mutants.py the sabotages compiled into the agent, and mutation runs' verdicts
     module/    the kernel module: spec, render, build
-    steps.py   the profctl sequences a run sends and the snapshot it reads back
+    steps.py   the profctl sequences a run sends and the counters it reads back
     truth/     the ground-truth workload: its build, symbols, launches, isolated CPU
     runner.py  the agent as a flavour's runner sees it, and one run as the rest reads it
     peer/      Linux perf beside the agent: the peer run, its counts, both profiles

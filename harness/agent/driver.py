@@ -32,7 +32,7 @@ from harness.agent.steps import (
     GUEST_DIR,
     PMU_EVENT_DIRS,
     SNAPSHOT_FILES,
-    snapshot_of,
+    counters_of,
     throttling_command,
 )
 from harness.agent.truth import program
@@ -48,7 +48,7 @@ from harness.agent.truth.placement import (
     spin_loop_of,
     truth_image_of,
 )
-from harness.agent.values.results import AgentSnapshot
+from harness.agent.values.results import AgentCounters
 from harness.errors import ConfigError, GuestCommandError, InfraError, ModuleLoadError
 from harness.timeouts import Timeouts
 from harness.timing import RUNS, timed
@@ -335,10 +335,10 @@ class Agent:
         return run_with_host_actions(lambda: self.steps(steps, timeout_s=budget), actions,
                                      self.shell, timeout_s=budget)  # fmt: skip
 
-    def snapshot(self) -> AgentSnapshot:
+    def counters(self) -> AgentCounters:
         """Read the debugfs files now."""
         steps = tuple(profctl.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES)
-        return snapshot_of(steps, self.steps(steps))
+        return counters_of(steps, self.steps(steps))
 
     def online_cpus(self) -> tuple[int, ...]:
         """CPUs online in the guest now."""

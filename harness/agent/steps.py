@@ -8,7 +8,7 @@ the descriptor the first ``open`` gets, the agent's device::
     body = (inject_step("all", 100), kick_step(), *host_action_steps("pause"))
     results = agent.steps(steps)          # harness.agent.driver runs them in the guest
     require_ok(results)                   # AgentStepError naming the first failed step
-    snapshot_of(steps, results).stats     # {'sample': 16, ...} from the debugfs files
+    counters_of(steps, results).stats     # {'sample': 16, ...} from the debugfs files
     busy_of(steps, results)               # {0: (pid,), 2: (pid,)}
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.agent import flavours, profctl
-from harness.agent.values.results import CORE_NAMES, AgentSnapshot
+from harness.agent.values.results import CORE_NAMES, AgentCounters
 from harness.errors import AgentStepError, InfraError
 
 GUEST_DIR = "/tmp/profagent"
@@ -132,8 +132,8 @@ def parse_percpu(lines: Sequence[str]) -> dict[int, dict[str, int]]:
     return table
 
 
-def parse_snapshot(files: dict[str, tuple[str, ...]]) -> AgentSnapshot:
-    """The debugfs files (name → lines) → `AgentSnapshot`.
+def parse_counters(files: dict[str, tuple[str, ...]]) -> AgentCounters:
+    """The debugfs files (name → lines) → `AgentCounters`.
 
     Every counter the flavour (named in ``info``) and the core declare must be
     there, for every CPU: a missing one would otherwise read as 0 and pass any
@@ -143,17 +143,17 @@ def parse_snapshot(files: dict[str, tuple[str, ...]]) -> AgentSnapshot:
     """
     info = parse_pairs(files["info"])
     flavour = flavours.get(info.get("flavour", "?"))
-    snapshot = AgentSnapshot(
+    counters = AgentCounters(
         info=info,
         stats={k: int(v) for k, v in parse_pairs(files["stats"]).items()},
         stats_percpu=parse_percpu(files["stats_percpu"]),
         core=parse_percpu(files["nmi"]),
         state=parse_pairs(files["state"]),
     )
-    require_names("stats", [(None, snapshot.stats)], flavour.stat_names)
-    require_names("stats_percpu", sorted(snapshot.stats_percpu.items()), flavour.percpu_names)
-    require_names("nmi", sorted(snapshot.core.items()), CORE_NAMES)
-    return snapshot
+    require_names("stats", [(None, counters.stats)], flavour.stat_names)
+    require_names("stats_percpu", sorted(counters.stats_percpu.items()), flavour.percpu_names)
+    require_names("nmi", sorted(counters.core.items()), CORE_NAMES)
+    return counters
 
 
 def require_names(
@@ -175,8 +175,8 @@ def require_names(
             )
 
 
-def snapshot_of(steps: Sequence[str], results: Sequence[profctl.StepResult]) -> AgentSnapshot:
-    """The snapshot from the last ``cat`` of each debugfs file among ``steps``.
+def counters_of(steps: Sequence[str], results: Sequence[profctl.StepResult]) -> AgentCounters:
+    """The counters from the last ``cat`` of each debugfs file among ``steps``.
 
     :raise InfraError: a file was not read.
     """
@@ -187,7 +187,7 @@ def snapshot_of(steps: Sequence[str], results: Sequence[profctl.StepResult]) -> 
     missing = [name for name in SNAPSHOT_FILES if name not in files]
     if missing:
         raise InfraError(f"the run did not read the agent's {', '.join(missing)}")
-    return parse_snapshot(files)
+    return parse_counters(files)
 
 
 def require_ok(results: Sequence[profctl.StepResult]) -> None:

@@ -140,7 +140,7 @@ def _cell_rows(run: AgentRun) -> list[CellRow]:
 
 def _window(run: SkelRun, period: int) -> PeerWindow:
     """Where each CPU's agent event counted, from the run's own ``info`` and ``nmi``."""
-    return info_window(run.snapshot.info, period, run.snapshot.core)
+    return info_window(run.counters.info, period, run.counters.core)
 
 
 def _samples(run: SkelRun) -> tuple[Sample, ...]:

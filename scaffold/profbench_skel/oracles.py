@@ -169,7 +169,7 @@ def check_stream(run: SkelRun) -> list[Violation]:
         None,
         "x_bytes_read",
         want=run.bytes_read,
-        got=run.snapshot.stats["x_bytes_read"],
+        got=run.counters.stats["x_bytes_read"],
         detail=f"bytes read(2) returned, {SKEL_SAMPLE.size} a record",
     )
     return found

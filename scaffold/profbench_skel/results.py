@@ -4,7 +4,7 @@
 `profbench_skel.run` fills these from the guest; the oracles and the report only read
 them, so a unit test can hand-write one::
 
-    run = SkelRun(spec=spec, snapshot=snapshot, samples=(record_of(values), ...), ...)
+    run = SkelRun(spec=spec, counters=counters, samples=(record_of(values), ...), ...)
     run.content().samples          # the records as the shared content oracles see them
     run.numbers()["percpu.0.x_recorded"]
 """
@@ -18,7 +18,7 @@ from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
 from harness.agent.oracles.walks import STOP_CAUSES, walks_of
-from harness.agent.values.results import AgentSnapshot, flat_numbers
+from harness.agent.values.results import AgentCounters, flat_numbers
 from harness.agent.values.samples import Sample, callers
 from profbench_skel.data import DEPTH, KERNEL_FLAG, SKEL_SAMPLE
 
@@ -93,7 +93,7 @@ class SkelRun(RunEvidence):
     ``outcomes``: CPU → how many calls end in each outcome, by the harness's count.
     """
 
-    snapshot: AgentSnapshot
+    counters: AgentCounters
     samples: tuple[SkelRecord, ...]
     bytes_read: int
     online_cpus: tuple[int, ...]
@@ -105,15 +105,15 @@ class SkelRun(RunEvidence):
     @property
     def core(self) -> Mapping[int, Mapping[str, int]]:
         """CPU → the core's per-CPU counters (the ``nmi`` file)."""
-        return self.snapshot.core
+        return self.counters.core
 
     def percpu(self, cpu: int, name: str) -> int:
         """One of skel's per-CPU counters (every CPU has every one: the parser made sure)."""
-        return self.snapshot.stats_percpu[cpu][name]
+        return self.counters.stats_percpu[cpu][name]
 
     def numbers(self) -> dict[str, int]:
         """Every counter under one flat name (`harness.agent.values.results.flat_numbers`)."""
-        snap = self.snapshot
+        snap = self.counters
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, [s.cpu for s in self.samples])
         return flat | content_numbers(self.content())
 
@@ -127,8 +127,8 @@ class SkelRun(RunEvidence):
         return self.samples
 
     def record(self) -> dict[str, object]:
-        """The run's spec, setup and snapshot, for ``agent-run-NN.json``."""
-        snap = self.snapshot
+        """The run's spec, setup and counters, for ``agent-run-NN.json``."""
+        snap = self.counters
         return {
             "spec": self.spec.describe(),
             "online_cpus": self.online_cpus,

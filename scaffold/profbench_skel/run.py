@@ -3,7 +3,7 @@
 
 A run is one profctl sequence, bracketed by the kernel's own evidence (the shared
 oracles' ``/proc/interrupts`` reads): open the device, START, the body, STOP, read
-to the end of the stream, snapshot the debugfs files, close::
+to the end of the stream, read the debugfs files, close::
 
     run = skel_run(agent, spec, body=(inject_step("all", 20),), injected={0: 20, 1: 20})
     skel_steps(("sleep:100",))      # the whole sequence, to read
@@ -35,8 +35,8 @@ from harness.agent.steps import (
     READ_CHUNK,
     SAMPLES,
     SNAPSHOT_FILES,
+    counters_of,
     require_ok,
-    snapshot_of,
 )
 from harness.agent.truth.program import evidence_of
 from profbench_skel.data import INFO, SKEL_SAMPLE
@@ -77,7 +77,7 @@ def ioctl_step(name: str) -> str:
 
 
 def skel_steps(body: Sequence[str], reader: bool = False) -> tuple[str, ...]:
-    """START, ``body``, STOP, then read everything and snapshot, bracketed by the evidence.
+    """START, ``body``, STOP, then read everything and the counters, bracketed by the evidence.
 
     The kernel's PMU interrupt counts are read before START, right after STOP and
     `IDLE_MS` later (IRQ and RELEASED). With ``reader``, a reader of the same open runs
@@ -133,7 +133,7 @@ def skel_run(
     data = early + agent.fetch(SAMPLES, f"samples-{agent.run_count:02d}.bin")
     run = SkelRun(
         spec=spec,
-        snapshot=snapshot_of(steps, results),
+        counters=counters_of(steps, results),
         samples=tuple(record_of(v) for v in agent.decode(SKEL_SAMPLE.c_name, data)),
         bytes_read=len(data),
         online_cpus=online,

@@ -16,7 +16,7 @@ from harness.agent.flavour import behaviour
 from harness.agent.module.render import load_decoder, render_agent
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections
-from harness.agent.values.results import CORE_NAMES, AgentSnapshot
+from harness.agent.values.results import CORE_NAMES, AgentCounters
 from profbench_skel.data import DEPTH, INFO, SKEL_SAMPLE
 from profbench_skel.oracles import ORACLES, check_skel
 from profbench_skel.report import format_table, format_verdicts
@@ -62,13 +62,13 @@ def run_of(recorded: dict[int, int], **changes: int) -> SkelRun:
     samples = tuple(record(cpu, i) for cpu, n in recorded.items() for i in range(n))
     size = len(samples) * SKEL_SAMPLE.size
     stats = {"recorded": sum(recorded.values()), "dropped": 0, "x_bytes_read": size}
-    snapshot = AgentSnapshot(
+    counters = AgentCounters(
         info={"flavour": INFO.name}, stats=stats, stats_percpu=percpu, core=core
     )
     injections = Injections(nmi=recorded, bursts=dict.fromkeys(recorded, 1))
     return SkelRun(
         spec=SPEC,
-        snapshot=snapshot,
+        counters=counters,
         samples=samples,
         bytes_read=size,
         online_cpus=tuple(recorded),

@@ -187,7 +187,7 @@ def hw_d5_two_owners_start_stop(agent: Agent, loops: int = D5_LOOPS) -> str:
     list under a shared lock; here every op is exclusive: every call succeeds, the SS count
     returns to 0, and syscalls grows by exactly the calls made. Returns the report line."""
     agent.load(HW)
-    before = agent.snapshot().stats
+    before = agent.counters().stats
     owners = []
     for cpu in (0, 1):
         pmc = PmcSpec("SS", (cpu,))
@@ -224,7 +224,7 @@ def hw_d5_two_owners_start_stop(agent: Agent, loops: int = D5_LOOPS) -> str:
         results = profctl.parse_output(text, steps)
         assert all(r.ok for r in results), [r.describe() for r in results if not r.ok]
         assert results[2].values["failed"] == "0", results[2].describe()
-    after = agent.snapshot().stats
+    after = agent.counters().stats
     assert after["x_ss_running"] == 0
     assert after["syscall_errors"] == before["syscall_errors"]
     assert after["syscalls"] - before["syscalls"] == 2 * (2 * loops + 2)

@@ -62,9 +62,9 @@ def test_sampling_workload_every_overflow_accounted(
     plan = SamplingPlan(busy_cpus=cpus[::2], probe_cpus=(cpus[-1],))
     run = tprof_run(agent, AgentSpec(), plan)
     assert_held(FLAVOUR, run, request)
-    assert run.snapshot.stats["sample"] > 0
+    assert run.counters.stats["sample"] > 0
     for cpu in plan.busy_cpus:
-        assert run.snapshot.core[cpu]["x_nmi_total"] > 0
+        assert run.counters.core[cpu]["x_nmi_total"] > 0
 
 
 @pytest.mark.limit_s(1800)  # perf reads its file back slowly under TCG: minutes on 8 vCPUs
@@ -91,7 +91,7 @@ def test_tp_d1_overflow_of_dropped_buffers(
     body = [step for _ in range(4) for step in (inject_step(0, 12), kick_step("all"))]
     run, _ = scripted_run(agent, spec, body, RunContext(injected={0: 48}, kicks=4))
     assert_held(FLAVOUR, run, request)
-    stats = run.snapshot.stats
+    stats = run.counters.stats
     seed = {k: stats[k] for k in ("sample", "overflow", "dropbuf", "dropbuf_sample")}
     assert seed == {"sample": 16, "overflow": 8, "dropbuf": 2, "dropbuf_sample": 16}
     if quirks:  # the seed's number: 40 of 48 accounted, 8 lost without a trace
@@ -115,7 +115,7 @@ def test_tp_o3_o4_per_interval_counts_and_list_policy(
     run, _ = scripted_run(agent, spec, body, context)
     assert_held(FLAVOUR, run, request)
     nonempty = len(rounds) * cpus  # M non-empty swaps, in time order
-    stats = run.snapshot.stats
+    stats = run.counters.stats
     assert stats["buf"] == min(nonempty, limit)
     assert stats["dropbuf"] == nonempty - stats["buf"]
     assert stats["x_nbuf_on_list_max"] <= limit
@@ -140,7 +140,7 @@ def test_tp_d2_zero_estimate(agent: Agent, request: pytest.FixtureRequest) -> No
     )
     # S = 0 records nothing: TP-O5 has no record to compare and says so (UNJUDGED).
     assert_held(FLAVOUR, run, request, relied=tuple(sorted(applicable_oracles(run) - {"TP-O5"})))
-    stats = run.snapshot.stats
+    stats = run.counters.stats
     assert (stats["sample"], stats["overflow"], stats["buf"]) == (0, 0, 0)
     assert stats["x_overflow_emptybuf"] == 1000
     assert stats["emptybuf"] == stats["x_swaps"]
@@ -160,8 +160,8 @@ def test_tp_d5_a_nested_producer_call_is_dropped_and_counted(
     body = (nest_step(0, nested), inject_step(0, 1, ctx="task"))
     run, _ = scripted_run(agent, EXACT, body, RunContext(injected={0: nested + 1}, kicks=0))
     assert_held(FLAVOUR, run, request)
-    assert run.snapshot.stats_percpu[0]["x_nested_drop"] == nested
-    assert run.snapshot.core[0]["x_producer_calls_task"] == 1
+    assert run.counters.stats_percpu[0]["x_nested_drop"] == nested
+    assert run.counters.core[0]["x_producer_calls_task"] == 1
     assert [(s.cpu, s.flags) for s in run.samples] == [(0, 1)]  # the outer call's, kernel PC
 
 
@@ -178,7 +178,7 @@ def test_tp_d9_a_partly_read_buffer_goes_back_past_the_limit(
     cpus = tuple(range(topology.cpus))
     run = partial_read_run(agent, replace(EXACT, quirks=quirks), cpus)
     assert_held(FLAVOUR, run, request)
-    stats = run.snapshot.stats
+    stats = run.counters.stats
     queued = PARTIAL_READ_LIMIT + (1 if quirks else 0)
     assert stats["x_nbuf_on_list_max"] == queued
     assert (stats["buf"], stats["dropbuf"]) == (queued, 3 * len(cpus) - queued)
@@ -232,7 +232,7 @@ def test_tp_o6_stats_survive_stop_start_and_reset_on_close(agent: Agent) -> None
         ioctl_step("TPROF_IOC_STOP"),
         start,
         inject_step(0, 3),
-        *collect_steps(),  # STOP, read, snapshot, GETSTAT, close
+        *collect_steps(),  # STOP, read, the counters, GETSTAT, close
         profctl.open_step(DEVICE),
         ioctl_step("TPROF_IOC_GETSTAT"),
         profctl.close_step(3),
@@ -266,7 +266,7 @@ def test_tp_o9_hotplug_during_sampling(
     run, _ = scripted_run(agent, spec, body, RunContext(injected=injected))
     assert_held(FLAVOUR, run, request)
     assert sum(1 for sample in run.samples if sample.cpu == h) == min(a, s) + min(c, s)
-    assert run.snapshot.core[h]["x_events_created"] == 2  # re-armed when it came back
+    assert run.counters.core[h]["x_events_created"] == 2  # re-armed when it came back
 
 
 def test_bad_spec_and_missing_event_fail_before_loading(agent: Agent) -> None:
@@ -310,4 +310,4 @@ def test_tp_o8_s_rule_read_back_from_info(agent: Agent, est_freq: int, expected_
     spec = EXACT.with_params(est_freq=est_freq)
     assert samples_per_buffer(est_freq, 0) == expected_s
     agent.load(spec)
-    assert agent.snapshot().info["percpu_capacity"] == str(expected_s)
+    assert agent.counters().info["percpu_capacity"] == str(expected_s)

@@ -80,7 +80,7 @@ def test_hwpmc_standard_run(
     run = hwpmc_run(agent, HW, standard_plan(tuple(range(topology.cpus))))
     assert judged(run, request) == []
     assert run.hardware_stall
-    assert sum(s["x_logged"] for s in run.snapshot.stats_percpu.values()) > 0
+    assert sum(s["x_logged"] for s in run.counters.stats_percpu.values()) > 0
 
 
 def test_hwpmc_exact_fill_restart_release(
@@ -94,7 +94,7 @@ def test_hwpmc_exact_fill_restart_release(
     assert judged(run, request) == []
     fill = run.checkpoints["fill"][0]
     assert (fill["x_recorded"], fill["x_bufferfull"], fill["x_stall_events"]) == (n, FILL_EXTRA, 1)
-    assert run.snapshot.stats_percpu[0]["x_discarded_stopped"] == 3
+    assert run.counters.stats_percpu[0]["x_discarded_stopped"] == 3
 
 
 @pytest.mark.parametrize("quirks", [0, HW_D2], ids=["fixed", "quirk-HW-D2"])
@@ -170,7 +170,7 @@ def test_hwpmc_d1_beyond_32_cpus(
         assert run.releases == ("ETIMEDOUT",)
     else:
         assert failed == set()
-        assert run.snapshot.stats_percpu[cpu]["x_restarts"] >= 1
+        assert run.counters.stats_percpu[cpu]["x_restarts"] >= 1
 
 
 def test_hwpmc_close_and_unload_with_full_rings(agent: Agent, topology: CpuTopology) -> None:
@@ -198,10 +198,10 @@ def test_hwpmc_d12_quirk_waits_until_the_watchdog(agent: Agent) -> None:
     )
     with pytest.raises(GuestCommandTimeout, match=r"profctl-\d+\.hang\.txt"):
         cd.hw_d12_steps_under_the_watchdog(agent, steps, spec.param("release_ms"))
-    stats = agent.snapshot().stats
+    stats = agent.counters().stats
     assert stats["x_release_timeouts"] == 1  # ended by the kill, never by its own bound
     assert stats["x_release_max_ticks"] == 0  # no RELEASE completed
-    after = agent.snapshot().stats_percpu[0]
+    after = agent.counters().stats_percpu[0]
     assert after["x_inring"] == 0  # the close swept what RELEASE waited for
     agent.unload()
 

@@ -71,7 +71,7 @@ def test_kprof_exact_block_arithmetic_and_control(
     assert {"KP-O2", "KP-O3", "KP-O6", "KP-O7", "KP-O8", "KP-O9", "KP-O10"} <= (
         applicable_kprof_oracles(run)
     )
-    before = run.snapshots[res.BEFORE_STOP]
+    before = run.readings[res.BEFORE_STOP]
     full = 3 + 2 * (topology.cpus - 1)  # the plan's F: 3R + 7 on CPU 0, 2R + 3 elsewhere
     assert before.total("x_blocks_full") == full
     assert before.total("x_blocks_accepted") == 2

@@ -98,7 +98,7 @@ def test_nmi_a_b_on_the_same_kernel(
     for nmi, run in runs.items():
         problems += report(run, request, f"pseudo-NMI {'on' if nmi else 'off'}")
     assert not problems, "\n".join(problems)
-    on, off = runs[True].snapshot.core, runs[False].snapshot.core
+    on, off = runs[True].counters.core, runs[False].counters.core
     assert all(c["x_producer_calls_nmi"] == c["x_producer_calls"] for c in on.values())
     assert on[1]["x_probe_hits"] > 0
     assert sum(c["x_producer_calls"] for c in off.values()) > 0
@@ -125,7 +125,7 @@ def test_throttling_left_on_loses_overflows_visibly(
     run = tprof_run(agent, AgentSpec(period=200_000), plan)
     problems = report(run, request, "throttling on, 1000 samples/s allowed, ~5000/s raised")
     assert not problems, "\n".join(problems)
-    assert run.snapshot.core[0]["x_throttled"] > 0
+    assert run.counters.core[0]["x_throttled"] > 0
     assert throttle_lost(run)[0] > 0
 
 
@@ -144,6 +144,6 @@ def test_software_clock_where_there_is_no_pmu(
             agent.load(AgentSpec())
         run = tprof_run(agent, AgentSpec(event="cpu-clock"), PLAN)
         problems = report(run, request, "x86_64 TCG, software clock")
-    assert run.snapshot.info["source"] == "software-clock (no PMU)"
-    assert run.snapshot.stats["sample"] > 0
+    assert run.counters.info["source"] == "software-clock (no PMU)"
+    assert run.counters.stats["sample"] > 0
     assert not problems, "\n".join(problems)

@@ -64,7 +64,7 @@ def test_pmu_is_present_and_delivers_nmis(
     run = tprof_run(agent, AgentSpec(), SamplingPlan(busy_cpus=cpus, probe_cpus=cpus))
     assert run.kernel is not None  # /proc/interrupts read before START and after STOP
     for cpu in cpus:
-        taken, core = run.kernel.delta(cpu), run.snapshot.core[cpu]
+        taken, core = run.kernel.delta(cpu), run.counters.core[cpu]
         assert taken, f"CPU {cpu}: the kernel handled no {run.kernel.label} interrupt"
         assert core["x_nmi_total"] == taken, f"CPU {cpu}: the handler ran for another count"
         assert core["x_nmi_ctx_ok"] == (taken if spec.nmi else 0), f"CPU {cpu}: {core}"

@@ -62,7 +62,7 @@ def test_a_restored_guest_samples_with_pmu_nmis(
     assert run.kernel is not None
     taken = {cpu: run.kernel.delta(cpu) for cpu in cpus}
     for cpu in cpus:
-        assert run.snapshot.core[cpu]["x_nmi_total"] > 0, f"CPU {cpu} took no PMU NMI"
+        assert run.counters.core[cpu]["x_nmi_total"] > 0, f"CPU {cpu} took no PMU NMI"
         assert (taken[cpu] or 0) > 0, f"the kernel handled no PMU interrupt on CPU {cpu}: {taken}"
 
 

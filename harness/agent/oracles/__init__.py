@@ -5,7 +5,7 @@ Owns the laws every oracle states (`laws`), the evidence the agent does not prod
 over a `content_view`: MODE there, then `who`, `where`, `chain` with the call-chain
 laws `frames` and `walks`), WITNESS against the emulator's witness (`witness`, its walks
 `witness_walks`), and the shared report helpers (`report`). Pure: values
-in, verdicts out. The values they are written in (the snapshot, `Violation`,
+in, verdicts out. The values they are written in (the counters, `Violation`,
 `Judged`, the sample, the statistics) are `harness.agent.values`, which the steps
 and the peer read too; `results` names the run's values here as well.
 

@@ -5,17 +5,17 @@ agent's other values; this name stays for what still imports it (the guest tier'
 ``tests/guest/verdicts.py``, flavour packages outside the tree written against it).
 New code imports `harness.agent.values.results`::
 
-    from harness.agent.values.results import AgentSnapshot, Judged, Violation
+    from harness.agent.values.results import AgentCounters, Judged, Violation
 """
 
 from __future__ import annotations
 
 from harness.agent.values.results import (
     CORE_NAMES,
-    AgentSnapshot,
+    AgentCounters,
     Judged,
     Violation,
     flat_numbers,
 )
 
-__all__ = ["CORE_NAMES", "AgentSnapshot", "Judged", "Violation", "flat_numbers"]
+__all__ = ["CORE_NAMES", "AgentCounters", "Judged", "Violation", "flat_numbers"]

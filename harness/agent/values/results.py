@@ -1,10 +1,10 @@
-"""What every flavour's run is made of: the debugfs snapshot and the oracles' verdicts.
+"""What every flavour's run is made of: the debugfs counters and the oracles' verdicts.
 
 Each flavour's own run type (``harness/agent/flavours/<name>/results.py``) is
 built from these; everything that judges or shows a run only reads plain values,
 so it can be tested on hand-written ones::
 
-    snapshot = AgentSnapshot(info={...}, stats={...}, stats_percpu={0: {...}}, core={0: {...}})
+    counters = AgentCounters(info={...}, stats={...}, stats_percpu={0: {...}}, core={0: {...}})
     Violation("TP-O1", 0, "12", "11", "one sample lost")
     Judged("WHERE", 412, "chain-phase samples")         # what the oracle compared
     Judged("PROFILE", 0, "samples", why="perf sampled nothing in the window")   # UNJUDGED
@@ -19,7 +19,7 @@ from harness.agent.values.info import CORE_PERCPU
 
 
 @dataclass(frozen=True, slots=True)
-class AgentSnapshot:
+class AgentCounters:
     """The agent's debugfs files, parsed.
 
     ``core`` is the ``nmi`` file: per CPU, the ground truth the core keeps before any

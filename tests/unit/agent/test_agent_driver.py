@@ -17,13 +17,13 @@ from harness.agent.flavours.tprof.run import (
 from harness.agent.profctl import StepResult
 from harness.agent.steps import (
     SamplingPlan,
+    counters_of,
     inject_step,
     kick_step,
     parse_pairs,
     parse_percpu,
     probe_step,
     require_ok,
-    snapshot_of,
 )
 from harness.agent.values.info import CORE_PERCPU
 from harness.agent.values.layouts import Ioctl
@@ -87,7 +87,7 @@ def test_ioctl_step_of_an_unknown_ioctl() -> None:
         ioctl_step("TPROF_IOC_FLUSH")
 
 
-def test_collect_stops_reads_snapshots_getstats_and_closes_in_order() -> None:
+def test_collect_stops_reads_counters_getstats_and_closes_in_order() -> None:
     assert collect_steps() == COLLECT
 
 
@@ -161,7 +161,7 @@ def test_parse_percpu_rejects_a_malformed_line(line: str) -> None:
         parse_percpu(("0 x_sample 5", line))
 
 
-# --- snapshot_of ----------------------------------------------------------------------------
+# --- counters_of ----------------------------------------------------------------------------
 
 #: Values the tests look at; every other counter the module declares reads 0.
 SET = {"sample": 40, "overflow": 8, "x_bytes_read": 960}
@@ -210,50 +210,50 @@ def results_of(steps: Sequence[str], files: Mapping[str, Sequence[str]]) -> list
     return results
 
 
-def test_snapshot_of_a_collect() -> None:
-    snapshot = snapshot_of(COLLECT, results_of(COLLECT, FILES))
-    assert snapshot.info == {"flavour": "tprof", "event": "cycles", "source": "pmu"}
-    assert snapshot.stats == {name: SET.get(name, 0) for name in TPROF.stat_names}
-    assert snapshot.stats_percpu[0]["x_overflow"] == 8
-    assert snapshot.stats_percpu[1]["x_sample"] == 10
-    assert (snapshot.core[0]["x_nmi_total"], snapshot.core[1]["x_nmi_total"]) == (38, 10)
-    assert snapshot.state == {"sources": "off", "running": "0", "nbuf_on_list": "0"}
+def test_counters_of_a_collect() -> None:
+    counters = counters_of(COLLECT, results_of(COLLECT, FILES))
+    assert counters.info == {"flavour": "tprof", "event": "cycles", "source": "pmu"}
+    assert counters.stats == {name: SET.get(name, 0) for name in TPROF.stat_names}
+    assert counters.stats_percpu[0]["x_overflow"] == 8
+    assert counters.stats_percpu[1]["x_sample"] == 10
+    assert (counters.core[0]["x_nmi_total"], counters.core[1]["x_nmi_total"]) == (38, 10)
+    assert counters.state == {"sources": "off", "running": "0", "nbuf_on_list": "0"}
 
 
-def test_snapshot_of_takes_the_last_cat_of_each_file() -> None:
+def test_counters_of_takes_the_last_cat_of_each_file() -> None:
     steps = (f"cat:{DEBUGFS}/stats", *COLLECT)
     results = results_of(steps, FILES)
     results[0] = result_of(0, steps[0], ("sample 1",))
-    assert snapshot_of(steps, results).stats["sample"] == 40
+    assert counters_of(steps, results).stats["sample"] == 40
     steps = (*COLLECT, f"cat:{DEBUGFS}/stats")
     results = results_of(steps, FILES)
     results[-1] = result_of(len(COLLECT), steps[-1], tuple(
         line.replace("sample 40", "sample 41") for line in FILES["stats"]
     ))  # fmt: skip
-    assert snapshot_of(steps, results).stats["sample"] == 41
+    assert counters_of(steps, results).stats["sample"] == 41
 
 
 @pytest.mark.parametrize("name", list(FILES))
-def test_snapshot_of_without_a_file_names_it(name: str) -> None:
+def test_counters_of_without_a_file_names_it(name: str) -> None:
     steps = tuple(step for step in COLLECT if step != f"cat:{DEBUGFS}/{name}")
     with pytest.raises(InfraError, match=rf"did not read the agent's {name}$"):
-        snapshot_of(steps, results_of(steps, FILES))
+        counters_of(steps, results_of(steps, FILES))
 
 
-def test_snapshot_of_a_failed_cat_is_a_missing_file() -> None:
+def test_counters_of_a_failed_cat_is_a_missing_file() -> None:
     results = results_of(COLLECT, FILES)
     index = COLLECT.index(f"cat:{DEBUGFS}/nmi")
     results[index] = result_of(index, COLLECT[index], ok=False)
     with pytest.raises(InfraError, match="did not read the agent's nmi"):
-        snapshot_of(COLLECT, results)
+        counters_of(COLLECT, results)
 
 
-def test_snapshot_of_ignores_files_of_the_same_name_elsewhere() -> None:
+def test_counters_of_ignores_files_of_the_same_name_elsewhere() -> None:
     steps = tuple(step.replace(DEBUGFS, "/tmp/elsewhere") for step in COLLECT)
     with pytest.raises(
         InfraError, match="did not read the agent's info, stats, stats_percpu, nmi, state"
     ):
-        snapshot_of(steps, results_of(steps, {}))
+        counters_of(steps, results_of(steps, {}))
 
 
 @pytest.mark.parametrize(
@@ -270,17 +270,17 @@ def test_a_counter_missing_from_a_file_is_an_error_naming_it(
     files = {**FILES, file: tuple(line for line in FILES[file] if line != drop)}
     assert len(files[file]) == len(FILES[file]) - 1
     with pytest.raises(InfraError, match=re.escape(message)):
-        snapshot_of(COLLECT, results_of(COLLECT, files))
+        counters_of(COLLECT, results_of(COLLECT, files))
 
 
 def test_a_file_without_any_cpu_is_an_error() -> None:
     with pytest.raises(InfraError, match="nmi file lists no CPU at all"):
-        snapshot_of(COLLECT, results_of(COLLECT, {**FILES, "nmi": ()}))
+        counters_of(COLLECT, results_of(COLLECT, {**FILES, "nmi": ()}))
 
 
-def test_snapshot_of_a_malformed_per_cpu_file() -> None:
+def test_counters_of_a_malformed_per_cpu_file() -> None:
     with pytest.raises(InfraError, match="malformed per-CPU line"):
-        snapshot_of(COLLECT, results_of(COLLECT, {**FILES, "nmi": ("0 x_nmi_total",)}))
+        counters_of(COLLECT, results_of(COLLECT, {**FILES, "nmi": ("0 x_nmi_total",)}))
 
 
 # --- decode_stat and require_ok --------------------------------------------------------------

@@ -50,10 +50,10 @@ def test_a_pause_becomes_a_host_action_between_marker_steps() -> None:
 
 
 def test_values_and_verdicts_come_from_the_run() -> None:
-    sample = BASE.snapshot.stats["sample"]
+    sample = BASE.counters.stats["sample"]
     assert observe(BASE.numbers(), "stats.sample") == sample
     assert observe(BASE.numbers(), "samples") == len(BASE.samples)
-    assert observe(BASE.numbers(), "core.1.x_nmi_total") == BASE.snapshot.core[1]["x_nmi_total"]
+    assert observe(BASE.numbers(), "core.1.x_nmi_total") == BASE.counters.core[1]["x_nmi_total"]
     verdicts = judge(
         (
             Expectation(value="stats.sample", equals=sample),

@@ -63,7 +63,7 @@ def _drain(run: DtRun) -> Judged:
 def _gstats(run: DtRun) -> Judged:
     """DT-O4: the events the per-CPU counters hold that DTIOCGSTATS must sum, after the read.
 
-    The after-read snapshot counts all the before-read one did, and the read events.
+    The after-read reading counts all the before-read one did, and the read events.
     """
     counted = sum(law.want for law in gstats_laws(run, run.after_read))
     return Judged("DT-O4", counted, "events counted per CPU (read, dropped, skipped, "

@@ -8,11 +8,11 @@ the stream's part is `harness.agent.flavours.dt.stream`), DT-O4 (GSTATS), DT-O6
     check_dt_conservation(run)      # [] or Violation("DT-O1", cpu, ...)
     reads_whole_events(run)         # False only with DT-D2 and a ragged read size
 
-Per-CPU laws range over the CPUs of the snapshot they judge (every possible CPU);
-a statistic missing from a snapshot reads as 0. ``E_c`` is ``x_calls``, the get
+Per-CPU laws range over the CPUs of the reading they judge (every possible CPU);
+a statistic missing from a reading reads as 0. ``E_c`` is ``x_calls``, the get
 calls on CPU c in this open; the core counts the producer calls that make them
 (``x_producer_calls``, tied to the kernel's interrupt count by IRQ and CALLS). The
-run reads only after RECORD off, so the before-read snapshot is always a "no reader
+run reads only after RECORD off, so the before-read reading is always a "no reader
 yet" state (DT-L4).
 
 Checks removed, and why (issue 23: a check that cannot fail is no check):
@@ -45,8 +45,8 @@ EVENT_SIZE = DT.record.size
 _DT_D1 = DT.quirk_bit("DT-D1")
 _DT_D2 = DT.quirk_bit("DT-D2")
 _DT_D9 = DT.quirk_bit("DT-D9")
-#: (when, snapshot) pairs, ``when`` as the violations' details say it.
-Snapshots: TypeAlias = tuple[tuple[str, DtOpenStats], ...]
+#: (when, reading) pairs, ``when`` as the violations' details say it.
+Readings: TypeAlias = tuple[tuple[str, DtOpenStats], ...]
 
 
 def reads_whole_events(run: DtRun) -> bool:
@@ -76,7 +76,7 @@ def check_dt_conservation(run: DtRun) -> list[Violation]:
         terms = {"x_producer_calls": calls, "nested windows": windows}
         detail = "every producer call and nested window is one get on the open"
         violations += sums_to("DT-O1", cpu, ("x_calls", _get(stats, cpu, "x_calls")), terms, detail)
-    for when, stats in _snapshots(run):
+    for when, stats in _readings(run):
         for cpu in sorted(stats.percpu):
             laws = (
                 ("x_calls", ("dc_recurevt", "dc_dropevt", "x_committed"), "DT-L1: every get"),
@@ -144,13 +144,13 @@ def check_dt_gstats(run: DtRun) -> list[Violation]:
     DT-D1 the values of the highest CPU (the seed assigns inside its CPU loop).
     """
     violations = []
-    for when, stats in _snapshots(run):
+    for when, stats in _readings(run):
         violations += all_equal("DT-O4", None, gstats_laws(run, stats), f"DTIOCGSTATS {when}")
     return violations
 
 
 def gstats_laws(run: DtRun, stats: DtOpenStats) -> list[Law]:
-    """DT-O4's laws over one snapshot: each DTIOCGSTATS field against what it must be."""
+    """DT-O4's laws over one reading: each DTIOCGSTATS field against what it must be."""
     last_only = bool(run.spec.quirks & _DT_D1)
     last = max(stats.percpu, default=None)
     laws = []
@@ -286,7 +286,7 @@ def _exact(
     return violations
 
 
-def _snapshots(run: DtRun) -> Snapshots:
+def _readings(run: DtRun) -> Readings:
     return (("before the read", run.before_read), ("after the read", run.after_read))
 
 

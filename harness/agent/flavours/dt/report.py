@@ -65,7 +65,7 @@ class DtRow(OverflowShares):
 
 
 def dt_rows(run: DtRun) -> tuple[DtRow, ...]:
-    """One row per CPU that any snapshot or the core knows, sorted by CPU."""
+    """One row per CPU that any reading or the core knows, sorted by CPU."""
     before, after = run.before_read.percpu, run.after_read.percpu
     rows = []
     for cpu in sorted(set(before) | set(after) | set(run.core)):

@@ -35,7 +35,7 @@ RATES_HZ = (1_000, 2_000, 4_000, 6_000, 8_000, 10_000, 16_000)
 def latency(run: HwpmcRun) -> dict[str, dict[str, float]]:
     """Per CPU: mean and max time from an overflow to the sweep that took its entry."""
     out = {}
-    for cpu, stats in sorted(run.snapshot.stats_percpu.items()):
+    for cpu, stats in sorted(run.counters.stats_percpu.items()):
         swept = stats["x_swept"]
         out[str(cpu)] = {
             "mean_ns": stats["x_sweep_lat_sum_ns"] / swept if swept else 0.0,
@@ -47,7 +47,7 @@ def latency(run: HwpmcRun) -> dict[str, dict[str, float]]:
 
 def trial(run: HwpmcRun) -> dict[str, Any]:
     """One rate's numbers, summed over the CPUs."""
-    percpu, core = run.snapshot.stats_percpu.values(), run.snapshot.core.values()
+    percpu, core = run.counters.stats_percpu.values(), run.counters.core.values()
     return {
         "overflows_seen": sum(c["x_nmi_total"] for c in core),
         "periods_undelivered": sum(c["x_periods_undelivered"] for c in core),

@@ -28,7 +28,7 @@ from harness.agent.values.results import Judged, Violation
 
 def check_interrupts(run: HwpmcRun) -> list[Violation]:
     """HW-O1: every producer call (core count, tied to /proc/interrupts) has one outcome."""
-    percpu, core, stats = run.snapshot.stats_percpu, run.snapshot.core, run.snapshot.stats
+    percpu, core, stats = run.counters.stats_percpu, run.counters.core, run.counters.stats
     outcomes = ("x_ignored", "x_recorded", "x_bufferfull", "x_stalled_nmi")
     found: list[Violation] = []
     for cpu in sorted(core):
@@ -56,7 +56,7 @@ def check_interrupts(run: HwpmcRun) -> list[Violation]:
 
 def judge_interrupts(run: HwpmcRun) -> Judged:
     """HW-O1 compared each producer call the core counted (and the global sums over them)."""
-    core = run.snapshot.core
+    core = run.counters.core
     what = f"producer calls on {len(core)} CPUs, each held to one outcome"
     return Judged("HW-O1", total(core, "x_producer_calls"), what, why="no producer call on any CPU")
 
@@ -98,7 +98,7 @@ def _ring_tables(run: HwpmcRun) -> dict[str, Table]:
     return {
         **{f"at {k}": t for k, t in run.checkpoints.items()},
         "after STOP": run.stopped,
-        "after RELEASE": run.snapshot.stats_percpu,
+        "after RELEASE": run.counters.stats_percpu,
     }
 
 
@@ -118,7 +118,7 @@ def judge_rings(run: HwpmcRun) -> Judged:
     """
     tables = _ring_tables(run)
     recorded = max(total(table, "x_recorded") for table in tables.values())
-    cpus = len(run.snapshot.stats_percpu)
+    cpus = len(run.counters.stats_percpu)
     what = f"entries recorded on {cpus} CPUs, each swept or in its ring at {len(tables)} reads"
     if run.fill:
         what += f"; {len(run.fill)} full rings held to min(calls, n)"
@@ -127,7 +127,7 @@ def judge_rings(run: HwpmcRun) -> Judged:
 
 def check_outcomes(run: HwpmcRun) -> list[Violation]:
     """HW-O3: every swept entry logged, refused by the log or discarded, and counted."""
-    percpu = run.snapshot.stats_percpu
+    percpu = run.counters.stats_percpu
     parts = ("x_logged", "x_log_failed", "x_discarded_stopped", "x_discarded_owner_kernel")
     found: list[Violation] = []
     for cpu in sorted(percpu):
@@ -151,7 +151,7 @@ def check_outcomes(run: HwpmcRun) -> list[Violation]:
 
 def judge_outcomes(run: HwpmcRun) -> Judged:
     """HW-O3 compared each swept entry (and the log's records against Σ x_logged)."""
-    percpu = run.snapshot.stats_percpu
+    percpu = run.counters.stats_percpu
     what = (f"swept entries on {len(percpu)} CPUs, each logged, refused or discarded; "
             f"{len(run.log)} log records against Σ x_logged")  # fmt: skip
     return Judged("HW-O3", total(percpu, "x_swept"), what, why="no entry swept on any CPU")
@@ -171,8 +171,8 @@ def _log_failures(run: HwpmcRun) -> list[Violation]:
         return []
     why = f"hwpmc_log faults the harness injected; the log holds {len(run.log)} of "
     why += f"{run.log_capacity}"
-    failed = total(run.snapshot.stats_percpu, "x_log_failed")
-    refused = run.snapshot.stats.get("buffer_requests_failed", 0)
+    failed = total(run.counters.stats_percpu, "x_log_failed")
+    refused = run.counters.stats.get("buffer_requests_failed", 0)
     return [
         *equal("HW-O3", None, "Σ x_log_failed", want=run.log_faults, got=failed, detail=why),
         *equal("HW-O3", None, "buffer_requests_failed", want=run.log_faults, got=refused,

@@ -206,8 +206,8 @@ OP_STEPS: dict[str, Callable[[int], str]] = {
 def _cell_rows(run: AgentRun) -> list[CellRow]:
     own = narrow(run, HwpmcRun)
     rows = []
-    for cpu, core in sorted(own.snapshot.core.items()):
-        stats = own.snapshot.stats_percpu.get(cpu, {})
+    for cpu, core in sorted(own.counters.core.items()):
+        stats = own.counters.stats_percpu.get(cpu, {})
         drops = {name: stats.get(f"x_{name}", 0) for name in ("bufferfull", "stalled_nmi")}
         irq = own.kernel.delta(cpu) if own.kernel else None
         rows.append(CellRow.from_core(cpu, core, irq=irq, recorded=stats.get("x_recorded", 0),

@@ -48,7 +48,7 @@ def judge_coverage(run: HwpmcRun) -> Judged:
 
 def check_release(run: HwpmcRun) -> list[Violation]:
     """HW-O7: runcount drained, RELEASE bounded and successful, no NMI after RELEASE."""
-    stats, found = run.snapshot.stats, []
+    stats, found = run.counters.stats, []
     for pmc in run.stopped_pmcs:
         found += zero("HW-O7", None, f"PMC {pmc.id:#x} runcount", got=pmc.runcount,
                       detail="after STOP and sweeps on every CPU")  # fmt: skip

@@ -102,7 +102,7 @@ HWPMC_ORACLES: tuple[tuple[str, str], ...] = (
 
 def core_view(run: HwpmcRun) -> CoreView:
     """What the shared oracles read of ``run``."""
-    return core_view_of(run, run.snapshot.core, throttling_disabled=run.throttling_disabled)
+    return core_view_of(run, run.counters.core, throttling_disabled=run.throttling_disabled)
 
 
 def applicable_hwpmc_oracles(run: HwpmcRun) -> frozenset[str]:
@@ -152,7 +152,7 @@ def compared_hwpmc(run: HwpmcRun) -> list[Judged]:
 
 def judge_nmi(run: HwpmcRun) -> Judged:
     """NMI compared each overflow handler entry and each producer call with its context."""
-    core = run.snapshot.core
+    core = run.counters.core
     contexts = ("x_producer_calls_nmi", "x_producer_calls_irq", "x_producer_calls_task")
     entries = total(core, "x_nmi_total")
     calls = sum(total(core, name) for name in contexts)

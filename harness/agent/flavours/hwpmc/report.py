@@ -44,7 +44,7 @@ _COUNTS = (
 
 def hwpmc_rows(run: HwpmcRun) -> list[dict[str, object]]:
     """One dict per CPU with the table's numbers (also the matrix cell's rows)."""
-    pc, core = run.snapshot.stats_percpu, run.snapshot.core
+    pc, core = run.counters.stats_percpu, run.counters.core
     rows: list[dict[str, object]] = []
     for cpu in sorted(core):
         c, own = core[cpu], pc.get(cpu, {})
@@ -102,7 +102,7 @@ def format_hwpmc_table(run: HwpmcRun) -> str:
     )
     head = (
         f"hwpmc: nsamples {run.nsamples}, sweep {run.spec.param('sweep_us')} us, "
-        f"stall {run.snapshot.info.get('stall', '?')}, {len(run.log)} log records"
+        f"stall {run.counters.info.get('stall', '?')}, {len(run.log)} log records"
     )
     return "\n".join([head, *align([TITLES, *cells])])
 

@@ -3,7 +3,7 @@
 `harness.agent.flavours.hwpmc.run` fills these from the guest; the oracles and the
 report only read them, so they can be tested on hand-written values::
 
-    run = HwpmcRun(spec=spec, snapshot=snapshot, ...)
+    run = HwpmcRun(spec=spec, counters=counters, ...)
     check_hwpmc(run)                          # harness.agent.flavours.hwpmc.oracles
 """
 
@@ -18,7 +18,7 @@ from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
 from harness.agent.oracles.walks import walks_of
-from harness.agent.values.results import AgentSnapshot, flat_numbers
+from harness.agent.values.results import AgentCounters, flat_numbers
 from harness.agent.values.samples import Sample
 
 Table = Mapping[int, Mapping[str, int]]
@@ -122,7 +122,7 @@ class HwpmcRun(RunEvidence):
 
     ``stopped`` is the per-CPU table read after STOP and an idle phase of
     several sweep periods (quiescence), ``stopped_pmcs`` the PMCs then;
-    ``snapshot`` the debugfs files after every RELEASE; ``stats_later`` the global
+    ``counters`` the debugfs files after every RELEASE; ``stats_later`` the global
     statistics some sweep periods after that. ``checkpoints`` are per-CPU tables
     the plan read mid-run, by name. ``fill`` maps CPU → producer calls injected
     with sweeps suppressed (HW-O4), ``resume`` CPU → calls injected after the
@@ -132,7 +132,7 @@ class HwpmcRun(RunEvidence):
     """
 
     kind: Kind
-    snapshot: AgentSnapshot
+    counters: AgentCounters
     online_cpus: tuple[int, ...]
     nmi_expected: bool
     stopped: Table = field(default_factory=dict)
@@ -161,8 +161,8 @@ class HwpmcRun(RunEvidence):
 
     @property
     def core(self) -> Mapping[int, Mapping[str, int]]:
-        """CPU → the core's per-CPU counters, as the snapshot read them."""
-        return self.snapshot.core
+        """CPU → the core's per-CPU counters, as the counters read them."""
+        return self.counters.core
 
     @property
     def nsamples(self) -> int:
@@ -177,11 +177,11 @@ class HwpmcRun(RunEvidence):
     @property
     def hardware_stall(self) -> bool:
         """Whether stalls stopped the counter for real (the module's own report)."""
-        return self.snapshot.info.get("stall") == "hardware"
+        return self.counters.info.get("stall") == "hardware"
 
     def numbers(self) -> dict[str, int]:
         """Every counter under one flat name (see `harness.agent.values.results.flat_numbers`)."""
-        snap = self.snapshot
+        snap = self.counters
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, [r.cpu for r in self.log])
         return flat | content_numbers(self.content())
 
@@ -195,15 +195,15 @@ class HwpmcRun(RunEvidence):
             for r in self.log
         )  # fmt: skip
         return view_of(samples, self.truth, chain_depth=self.spec.param("callchaindepth"),
-                       walks=walks_of(self.snapshot.core))  # fmt: skip
+                       walks=walks_of(self.counters.core))  # fmt: skip
 
     def records(self) -> Sequence[LogRecord]:
         """The log's records, in log order."""
         return self.log
 
     def record(self) -> dict[str, object]:
-        """The run's spec, setup and snapshot, for ``agent-run-NN.json``."""
-        snap = self.snapshot
+        """The run's spec, setup and counters, for ``agent-run-NN.json``."""
+        snap = self.counters
         return {
             "spec": self.spec.describe(),
             "kind": self.kind,

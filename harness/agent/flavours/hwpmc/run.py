@@ -2,7 +2,7 @@
 
 Everything of one run happens in one profctl process on one descriptor (the PMCs'
 owner): allocate and start the plan's PMCs, run its body, STOP, read the kernel's
-PMU interrupt counts, RELEASE, snapshot, read ``hwpmc/log``::
+PMU interrupt counts, RELEASE, the counters, read ``hwpmc/log``::
 
     run = hwpmc_run(agent, AgentSpec(flavour="hwpmc"), standard_plan((0, 1)))
     check_hwpmc(run)                       # [] when every oracle holds
@@ -44,10 +44,10 @@ from harness.agent.steps import (
     FD,
     GUEST_DIR,
     SNAPSHOT_FILES,
+    counters_of,
     fault_step,
     parse_pairs,
     parse_percpu,
-    snapshot_of,
 )
 from harness.agent.truth.program import evidence_of
 from harness.errors import AgentStepError, InfraError
@@ -281,7 +281,7 @@ def hwpmc_run(agent: AgentLike, spec: AgentSpec, plan: HwpmcPlan) -> HwpmcRun:
         kind=plan.kind,
         online_cpus=online,
         nmi_expected=agent.nmi_expected_for(spec),
-        snapshot=snapshot_of(steps, results),
+        counters=counters_of(steps, results),
         stopped=parse_percpu(by_tag["stopped"][0].lines),
         stopped_pmcs=parse_pmcs(by_tag["stopped_pmcs"][0].lines),
         final_pmcs=parse_pmcs(by_tag["final_pmcs"][0].lines),

@@ -34,7 +34,7 @@ def check_fill(run: HwpmcRun) -> list[Violation]:
         for name, value in want.items():
             found += equal("HW-O4", cpu, name, want=value, got=cell(table, cpu, name), detail=why)
     if run.hardware_stall:
-        percpu = run.snapshot.stats_percpu
+        percpu = run.counters.stats_percpu
         for cpu in sorted(set(percpu) - set(run.injections.nmi)):
             restarts = cell(percpu, cpu, "x_restarts")
             found += at_most("HW-O4", cpu, "x_bufferfull", bound=restarts + 1,
@@ -48,7 +48,7 @@ def _gated(run: HwpmcRun) -> int:
     """Producer calls that found a full ring on the CPUs `check_fill`'s gating law bounds."""
     if not run.hardware_stall:
         return 0
-    percpu = run.snapshot.stats_percpu
+    percpu = run.counters.stats_percpu
     return sum(cell(percpu, cpu, "x_bufferfull") for cpu in set(percpu) - set(run.injections.nmi))
 
 

@@ -61,7 +61,7 @@ def check_kp_accounting(run: KprofRun) -> list[Violation]:
 
 def check_kp_blocks(run: KprofRun) -> list[Violation]:
     """KP-O2 before stop: per CPU, from N = injected + kpdata (the harness's count)."""
-    stats, (_, _, size, per_block) = run.snapshots[res.BEFORE_STOP], geometry(run)
+    stats, (_, _, size, per_block) = run.readings[res.BEFORE_STOP], geometry(run)
     out = []
     for cpu, n in sorted(calls_while_tracing(run).items()):
         full = (n - 1) // per_block if n else 0
@@ -79,7 +79,7 @@ def check_kp_queue(run: KprofRun) -> list[Violation]:
     F = Σ floor((N_c - 1)/R) from the harness's counts. Every block qpass saw
     holds R records, so the total is exact on any number of CPUs.
     """
-    stats, (_, limit, size, per_block) = run.snapshots[res.BEFORE_STOP], geometry(run)
+    stats, (_, limit, size, per_block) = run.readings[res.BEFORE_STOP], geometry(run)
     full = sum((n - 1) // per_block for n in calls_while_tracing(run).values() if n)
     room = math.ceil(limit / (per_block * size))
     accepted = min(full, room)
@@ -117,22 +117,22 @@ def check_kp_limit(run: KprofRun) -> list[Violation]:
     block, limit = run.spec.param("cpubufsz"), run.spec.param("qlimit")
     out = []
     ncpu = len(run.online_cpus)
-    for name, stats in sorted(run.snapshots.items()):
+    for name, stats in sorted(run.readings.items()):
         if name in (res.QUEUED, res.REOPENED):
             continue
         flushed = name != res.BEFORE_STOP or run.flushes > 0
         bound = limit - 1 + ((ncpu + 1) * block if flushed else block)
         text = "(ncpu + 1)·B after flush/stop" if flushed else "B by qpass alone"
         out += at_most("KP-O5", None, "qlen", bound=bound, got=stats.stats.get("qlen", 0),
-                       detail=f"snapshot {name}: Q - 1 + {text}")  # fmt: skip
+                       detail=f"reading {name}: Q - 1 + {text}")  # fmt: skip
     return out
 
 
 def check_kp_visibility(run: KprofRun) -> list[Violation]:
     """KP-O6: after R records on one CPU qlen = 0; after one more, one block's R·L bytes."""
     _, _, size, per_block = geometry(run)
-    before = run.snapshots[res.VISIBLE_BEFORE].stats.get("qlen", -1)
-    after = run.snapshots[res.VISIBLE_AFTER].stats.get("qlen", -1)
+    before = run.readings[res.VISIBLE_BEFORE].stats.get("qlen", -1)
+    after = run.readings[res.VISIBLE_AFTER].stats.get("qlen", -1)
     why = f"R = {per_block} records, then one more"
     return (equal("KP-O6", None, "qlen after R", want=0, got=before, detail=why)
             + equal("KP-O6", None, "qlen after R + 1", want=per_block * size, got=after,

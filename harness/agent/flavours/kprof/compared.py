@@ -2,7 +2,7 @@
 
 Each count is read from the same run data the law's check reads
 (`harness.agent.flavours.kprof.blocks`, `.stream`, `.control`), in the unit the
-law holds to its equation: producer calls, records, full blocks, snapshots,
+law holds to its equation: producer calls, records, full blocks, readings,
 reads, kpctl commands, bytes, kpdata writes; never CPUs alone. A
 count is 0 exactly when the check had nothing to compare, and then ``why``
 says so (the law prints UNJUDGED)::
@@ -66,7 +66,7 @@ def _queue(run: KprofRun) -> Judged:
 
 def _stream(run: KprofRun) -> Judged:
     """KP-O4: the records read to the end of the stream, each decoded and checked whole."""
-    after = run.snapshots.get(res.AFTER_READ, run.last)
+    after = run.readings.get(res.AFTER_READ, run.last)
     per_cpu = ("" if after.total("x_blocks_flushed_closed") == 0
                else "; per-CPU counts not held: blocks flushed to a closed queue")  # fmt: skip
     what = (f"records read to EOF ({len(run.trace)} trace, {run.status_records} status), "
@@ -77,18 +77,18 @@ def _stream(run: KprofRun) -> Judged:
 
 
 def _limit(run: KprofRun) -> Judged:
-    """KP-O5: the snapshots whose qlen was held to its bound."""
-    held = [name for name in run.snapshots if name not in (res.QUEUED, res.REOPENED)]
-    what = "snapshots of qlen held to Q - 1 + B (qpass) or Q - 1 + (ncpu + 1)·B (flushed)"
-    return Judged("KP-O5", len(held), what, why="the run took no snapshot of the session")
+    """KP-O5: the readings whose qlen was held to its bound."""
+    held = [name for name in run.readings if name not in (res.QUEUED, res.REOPENED)]
+    what = "readings of qlen held to Q - 1 + B (qpass) or Q - 1 + (ncpu + 1)·B (flushed)"
+    return Judged("KP-O5", len(held), what, why="the run took no reading of the session")
 
 
 def _visibility(run: KprofRun) -> Judged:
     """KP-O6: the two qlen reads, after R records on one CPU and after one more."""
-    reads = len({res.VISIBLE_BEFORE, res.VISIBLE_AFTER} & set(run.snapshots))
+    reads = len({res.VISIBLE_BEFORE, res.VISIBLE_AFTER} & set(run.readings))
     what = f"qlen reads on one CPU, after R = {geometry(run)[3]} records and after one more"
     return Judged("KP-O6", reads if reads == 2 else 0, what,
-                  why="the run took no visibility snapshots")  # fmt: skip
+                  why="the run took no visibility readings")  # fmt: skip
 
 
 def _eof(run: KprofRun) -> Judged:
@@ -100,7 +100,7 @@ def _eof(run: KprofRun) -> Judged:
 def _control(run: KprofRun) -> Judged:
     """KP-O8: the kpctl probes whose outcome was read, and a flush while stopped."""
     probes = len(set(CONTROL_FIXED) & set(run.control))  # KP-D3 names the same probes
-    flush = int(res.AFTER_READ in run.snapshots and res.AFTER_FLUSH in run.snapshots)
+    flush = int(res.AFTER_READ in run.readings and res.AFTER_FLUSH in run.readings)
     what = f"kpctl commands held to their rule ({probes} probes, {flush} flush while stopped)"
     return Judged("KP-O8", probes + flush, what, why="no kpctl probe ran")
 
@@ -108,8 +108,8 @@ def _control(run: KprofRun) -> Judged:
 def _discard(run: KprofRun) -> Judged:
     """KP-O9: the bytes queued at the close, which the reopen must not show."""
     what = "bytes queued at close, held to the reopened queue"
-    queued = run.snapshot(res.QUEUED)
-    if queued is None or res.REOPENED not in run.snapshots:
+    queued = run.reading(res.QUEUED)
+    if queued is None or res.REOPENED not in run.readings:
         return Judged("KP-O9", 0, what, why="no close and reopen")
     return Judged("KP-O9", queued.stats.get("qlen", 0), what, why="no byte queued at the close")
 

@@ -45,7 +45,7 @@ def check_kp_control(run: KprofRun) -> list[Violation]:
     out = [Violation("KP-O8", None, f"{name}: {expected}", run.control.get(name, "not run"),
                      "kpctl command outcome")
            for name, expected in want.items() if run.control.get(name) != expected]  # fmt: skip
-    before, after = run.snapshots.get(res.AFTER_READ), run.snapshots.get(res.AFTER_FLUSH)
+    before, after = run.readings.get(res.AFTER_READ), run.readings.get(res.AFTER_FLUSH)
     if before is not None and after is not None and before != after:
         changed = sorted(_changed(before, after))
         out.append(
@@ -57,7 +57,7 @@ def check_kp_control(run: KprofRun) -> list[Violation]:
 
 
 def _changed(before: KprofStats, after: KprofStats) -> set[str]:
-    """Names (``cpu:name`` per CPU) whose value differs between two snapshots."""
+    """Names (``cpu:name`` per CPU) whose value differs between two readings."""
     names = {f"{cpu}:{k}" for cpu, values in after.percpu.items() for k, v in values.items()
              if before.get(cpu, k) != v}  # fmt: skip
     return names | {k for k, v in after.stats.items() if before.stats.get(k) != v}
@@ -65,8 +65,8 @@ def _changed(before: KprofStats, after: KprofStats) -> set[str]:
 
 def check_kp_discard(run: KprofRun) -> list[Violation]:
     """KP-O9: bytes were queued at close; after the reopen qlen = x_status_bytes."""
-    queued = run.snapshots[res.QUEUED].stats.get("qlen", 0)
-    reopened = run.snapshots[res.REOPENED].stats
+    queued = run.readings[res.QUEUED].stats.get("qlen", 0)
+    reopened = run.readings[res.REOPENED].stats
     out = at_least("KP-O9", None, "qlen before close", bound=1, got=queued,
                    detail="a flushed record was queued")  # fmt: skip
     status = reopened.get("x_status_bytes", 0)

@@ -47,7 +47,7 @@ from harness.agent.flavours.kprof.run import (
     KprofPlan,
     ctl_step,
     kprof_run,
-    snapshot,
+    reading,
 )
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content import check_content, judge_content
@@ -147,8 +147,8 @@ def exact_plan(spec: AgentSpec, cpus: tuple[int, ...]) -> KprofPlan:
     per_block = records_per_block(spec.param("cpubufsz"), spec.param("trace_depth"))
     first, last = cpus[0], cpus[-1]
     body = (
-        inject_step(first, per_block, ctx="task"), snapshot(res.VISIBLE_BEFORE),
-        inject_step(first, 1, ctx="task"), snapshot(res.VISIBLE_AFTER),
+        inject_step(first, per_block, ctx="task"), reading(res.VISIBLE_BEFORE),
+        inject_step(first, 1, ctx="task"), reading(res.VISIBLE_AFTER),
         inject_step(first, 2 * per_block + 6, ctx="task"),
         *(inject_step(cpu, 2 * per_block + 3, ctx="task") for cpu in cpus[1:]),
     )  # fmt: skip

@@ -72,15 +72,15 @@ def applicable_kprof_oracles(run: KprofRun) -> frozenset[str]:
     """Names of the oracles `check_kprof` evaluates for ``run``."""
     core = {name for name, _ in CORE_ORACLES}
     names = {name for name, _ in KPROF_ORACLES} - core | applicable_core(core_view(run))
-    if not exact(run) or res.BEFORE_STOP not in run.snapshots:
+    if not exact(run) or res.BEFORE_STOP not in run.readings:
         names -= {"KP-O2", "KP-O3"}
-    if not {res.VISIBLE_BEFORE, res.VISIBLE_AFTER} <= set(run.snapshots):
+    if not {res.VISIBLE_BEFORE, res.VISIBLE_AFTER} <= set(run.readings):
         names.discard("KP-O6")
     if not run.eof:
         names.discard("KP-O7")
     if not run.control:
         names.discard("KP-O8")
-    if not {res.QUEUED, res.REOPENED} <= set(run.snapshots):
+    if not {res.QUEUED, res.REOPENED} <= set(run.readings):
         names.discard("KP-O9")
     if not run.kpdata and not run.kpdata_idle:
         names.discard("KP-O10")

@@ -53,7 +53,7 @@ def _row(run: KprofRun, cpu: int | None) -> tuple[str, ...]:
     nmi_ok = sum(c.get("x_nmi_ctx_ok", 0) for c in core)
     undelivered = sum(c.get("x_periods_undelivered", 0) for c in core)
     irq = known_sum(run.kernel.delta(c) if run.kernel else None for c in cpus)
-    before = run.snapshot(res.BEFORE_STOP)
+    before = run.reading(res.BEFORE_STOP)
     qlen = "-" if cpu is not None or before is None else str(before.stats.get("qlen", 0))
     return (
         "all" if cpu is None else str(cpu), "-" if irq is None else str(irq), str(seen),

@@ -3,7 +3,7 @@
 `harness.agent.flavours.kprof.run` fills these from the guest; the oracles and
 the report only read them, so they can be tested on hand-written values::
 
-    run = KprofRun(spec=spec, snapshots={"final": stats, ...}, trace=(...), ...)
+    run = KprofRun(spec=spec, readings={"final": stats, ...}, trace=(...), ...)
     check_kprof(run)                         # harness.agent.flavours.kprof.oracles
 """
 
@@ -63,7 +63,7 @@ class KprofRecord:
 class KprofRun(RunEvidence):
     """One kprof session from kpctl open to close, and what the harness did to it.
 
-    ``snapshots`` maps the names above to the counters taken there; ``core_at``
+    ``readings`` maps the names above to the counters taken there; ``core_at``
     the core's `nmi` file taken with ``final`` (before any reopen), ``core`` the
     one at the very end. ``injected`` maps CPU → producer calls the harness
     injected while tracing (task context; None: not an exact run); ``kpdata``
@@ -73,7 +73,7 @@ class KprofRun(RunEvidence):
     KP-O8 probe to its outcome ("ok" or an errno name).
     """
 
-    snapshots: Mapping[str, KprofStats]
+    readings: Mapping[str, KprofStats]
     trace: tuple[KprofRecord, ...]
     bytes_read: int
     undecoded: int  # bytes at the end of the stream that form no whole record
@@ -93,20 +93,20 @@ class KprofRun(RunEvidence):
     #: traced, so recorded, only inside them (None: the run read no clock there).
     tracing_ns: tuple[int, int] | None = None
 
-    def snapshot(self, name: str) -> KprofStats | None:
+    def reading(self, name: str) -> KprofStats | None:
         """The counters taken at ``name`` (None: this run took none there)."""
-        return self.snapshots.get(name)
+        return self.readings.get(name)
 
     @property
     def last(self) -> KprofStats:
         """The final counters (after close), or the latest the run took."""
         for name in (FINAL, AFTER_READ, AFTER_STOP, BEFORE_STOP):
-            if name in self.snapshots:
-                return self.snapshots[name]
-        raise KeyError("the run took no kprof snapshot")
+            if name in self.readings:
+                return self.readings[name]
+        raise KeyError("the run took no kprof reading")
 
     def numbers(self) -> dict[str, int]:
-        """Every counter of the final snapshot under one flat name (`flat_numbers`)."""
+        """Every counter of the final reading under one flat name (`flat_numbers`)."""
         last = self.last
         flat = flat_numbers(last.stats, last.percpu, self.core, [r.cpu for r in self.trace])
         return flat | content_numbers(self.content())

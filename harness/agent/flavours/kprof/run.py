@@ -45,7 +45,7 @@ EOF_READS = 4
 READ_SIZE = 4000
 #: How long the drain read may take before the run is judged hung.
 DRAIN_TIMEOUT_S = 60
-SNAPSHOT = "snapshot:"  # a pseudo-step in a plan's body: take the counters here
+READING = "reading:"  # a pseudo-step in a plan's body: take the counters here
 
 #: KP-O8 probes: (name, step) after the stream was read, kpctl still open and stopped.
 CONTROL_PROBES: tuple[tuple[str, str], ...] = (
@@ -62,9 +62,9 @@ CONTROL_PROBES: tuple[tuple[str, str], ...] = (
 )
 
 
-def snapshot(name: str) -> str:
+def reading(name: str) -> str:
     """A body step that takes the counters under ``name`` (see `harness...kprof.results`)."""
-    return f"{SNAPSHOT}{name}"
+    return f"{READING}{name}"
 
 
 def ctl_step(command: str) -> str:
@@ -81,10 +81,10 @@ def kpdata_steps(cpu: int, pc_value: int) -> tuple[str, ...]:
 class KprofPlan:
     """What a kprof session does, and what that means for the oracles.
 
-    ``body`` runs while tracing (it may hold `snapshot` steps and ``flush``
+    ``body`` runs while tracing (it may hold `reading` steps and ``flush``
     commands); ``injected`` is CPU → task-context producer calls in it (None:
     not an exact run); ``kpdata`` CPU → PCs written to kpdata while tracing
-    (their steps are added before the before-stop snapshot), ``kpdata_idle``
+    (their steps are added before the before-stop reading), ``kpdata_idle``
     PCs written from CPU 0 before ``start``. ``control`` appends the KP-O8 and
     KP-O9 probes.
     """
@@ -119,14 +119,14 @@ def session_steps(plan: KprofPlan) -> tuple[str, ...]:
     return (
         profctl.open_step(KPCTL), profctl.open_step(KPDATA), *idle, *reader, profctl.clock_step(),
         ctl_step("start"),
-        *plan.body, *writes, snapshot(res.BEFORE_STOP), ctl_step("stop"),
+        *plan.body, *writes, reading(res.BEFORE_STOP), ctl_step("stop"),
         profctl.clock_step(),
-        snapshot(res.AFTER_STOP), profctl.timeout_step(DRAIN_TIMEOUT_S),
+        reading(res.AFTER_STOP), profctl.timeout_step(DRAIN_TIMEOUT_S),
         *((profctl.wait_step(),) if plan.background_reader else ()),
         profctl.read_step(DATA_FD, STREAM, plan.read_size),
         *(profctl.read_step(DATA_FD, EOF_FILE, plan.read_size) for _ in range(EOF_READS)),
-        snapshot(res.AFTER_READ), *(_control_steps() if plan.control else ()),
-        profctl.close_step(DATA_FD), profctl.close_step(CTL_FD), snapshot(res.FINAL),
+        reading(res.AFTER_READ), *(_control_steps() if plan.control else ()),
+        profctl.close_step(DATA_FD), profctl.close_step(CTL_FD), reading(res.FINAL),
         profctl.cat_step(f"{DEBUGFS}/nmi"), *(_reopen_steps() if plan.control else ()),
         *(retry_open_steps() if plan.reopen else ()),
     )  # fmt: skip
@@ -142,15 +142,15 @@ def retry_open_steps() -> tuple[str, ...]:
 
 def _control_steps() -> tuple[str, ...]:
     """KP-O8: flush while stopped changes nothing, then the probes."""
-    return (ctl_step("flush"), snapshot(res.AFTER_FLUSH), *(step for _, step in CONTROL_PROBES))
+    return (ctl_step("flush"), reading(res.AFTER_FLUSH), *(step for _, step in CONTROL_PROBES))
 
 
 def _reopen_steps() -> tuple[str, ...]:
     """KP-O9: one record flushed onto the queue, close with it unread, reopen."""
     return (
         profctl.open_step(KPCTL), ctl_step("start"), _one_task_injection(), ctl_step("flush"),
-        snapshot(res.QUEUED), profctl.close_step(CTL_FD), profctl.open_step(KPCTL),
-        snapshot(res.REOPENED), profctl.close_step(CTL_FD),
+        reading(res.QUEUED), profctl.close_step(CTL_FD), profctl.open_step(KPCTL),
+        reading(res.REOPENED), profctl.close_step(CTL_FD),
     )  # fmt: skip
 
 
@@ -159,15 +159,15 @@ def _one_task_injection() -> str:
 
 
 def expand(steps: Sequence[str]) -> tuple[tuple[str, ...], dict[int, str]]:
-    """Replace each `snapshot` pseudo-step by its two ``cat`` steps.
+    """Replace each `reading` pseudo-step by its two ``cat`` steps.
 
-    Returns the steps and, for each snapshot, the index of its first cat → its name.
+    Returns the steps and, for each reading, the index of its first cat → its name.
     """
     out: list[str] = []
     at: dict[int, str] = {}
     for step in steps:
-        if step.startswith(SNAPSHOT):
-            at[len(out)] = step.removeprefix(SNAPSHOT)
+        if step.startswith(READING):
+            at[len(out)] = step.removeprefix(READING)
             out += [
                 profctl.cat_step(f"{DEBUGFS}/stats"),
                 profctl.cat_step(f"{DEBUGFS}/stats_percpu"),
@@ -178,12 +178,12 @@ def expand(steps: Sequence[str]) -> tuple[tuple[str, ...], dict[int, str]]:
 
 
 def parse_stats(stats: profctl.StepResult, percpu: profctl.StepResult) -> KprofStats:
-    """One snapshot from its ``stats`` and ``stats_percpu`` cats.
+    """One reading from its ``stats`` and ``stats_percpu`` cats.
 
     :raise InfraError: a cat failed, or a counter kprof declares is missing.
     """
     if not stats.ok or not percpu.ok:
-        raise InfraError(f"kprof snapshot failed: {stats.describe()}; {percpu.describe()}")
+        raise InfraError(f"kprof reading failed: {stats.describe()}; {percpu.describe()}")
     values = {k: int(v) for k, v in parse_pairs(stats.lines).items()}
     table = parse_percpu(percpu.lines)
     require_names("stats", [(None, values)], KPROF.stat_names)
@@ -227,7 +227,7 @@ def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
     steps, at = expand((IRQ_READ, *session, IRQ_READ, profctl.sleep_step(IDLE_MS), IRQ_READ,
                         profctl.cat_step(f"{DEBUGFS}/nmi")))  # fmt: skip
     results = agent.run_steps(steps, actions=plan.actions)
-    snapshots = {name: parse_stats(results[i], results[i + 1]) for i, name in at.items()}
+    readings = {name: parse_stats(results[i], results[i + 1]) for i, name in at.items()}
     _require_session_ok(steps, results, plan)
     data = agent.fetch(BACKGROUND, "kprof-background.bin") if plan.background_reader else b""
     data += agent.fetch(STREAM, "kprof-stream.bin")
@@ -235,7 +235,7 @@ def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
     nmi = profctl.results_of(profctl.cat_step(f"{DEBUGFS}/nmi"), steps, results)
     irq = [r.lines for r in profctl.results_of(IRQ_READ, steps, results)]
     return KprofRun(
-        spec=spec, snapshots=snapshots, trace=trace, bytes_read=len(data),
+        spec=spec, readings=readings, trace=trace, bytes_read=len(data),
         undecoded=undecoded, status_records=status, online_cpus=online,
         core=parse_percpu(nmi[-1].lines),
         core_at_final=parse_percpu(nmi[0].lines),

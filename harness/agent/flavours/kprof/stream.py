@@ -28,7 +28,7 @@ def check_kp_stream(run: KprofRun) -> list[Violation]:
     so that law is judged only when there were none). Records: type 1 iff kernel
     PC, cpu online, timestamps non-decreasing per CPU.
     """
-    after = run.snapshots.get(res.AFTER_READ, run.last)
+    after = run.readings.get(res.AFTER_READ, run.last)
     traced = sum(r.size for r in run.trace)
     status = after.stats.get("x_status_bytes", 0)
     out = equal("KP-O4", None, "undecoded bytes", want=0, got=run.undecoded,

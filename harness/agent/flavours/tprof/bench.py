@@ -32,8 +32,8 @@ RATES_HZ = (250, 500, 1_000, 2_000, 5_000, 10_000, 20_000)
 def drops(run: TprofRun) -> int:
     """Every producer call that did not end in a recorded sample, all CPUs."""
     return sum(
-        run.snapshot.stats_percpu[cpu].get(name, 0)
-        for cpu in run.snapshot.stats_percpu
+        run.counters.stats_percpu[cpu].get(name, 0)
+        for cpu in run.counters.stats_percpu
         for name, _ in TPROF_DROP_CAUSES
     )
 
@@ -50,14 +50,14 @@ def measure(agent: AgentLike, cpus: tuple[int, ...]) -> dict[str, Any]:
     plan = SamplingPlan(busy_cpus=cpus, busy_ms=DROPFREE_RUN_MS)
     for rate in RATES_HZ:
         run = tprof_run(agent, AgentSpec(period=1_000_000_000 // rate), plan)
-        core = run.snapshot.core.values()
+        core = run.counters.core.values()
         throttled = sum(c["x_throttled"] for c in core)
         results[rate] = {
             "drops": drops(run),
             "overflows_seen": sum(c["x_nmi_total"] for c in core),
             "periods_undelivered": sum(c["x_periods_undelivered"] for c in core),
             "throttled": throttled,
-            "recorded": run.snapshot.stats["sample"],
+            "recorded": run.counters.stats["sample"],
         }
         LOG.info("bench: tprof %d Hz per CPU: %s", rate, results[rate])
         if results[rate]["drops"] or throttled:

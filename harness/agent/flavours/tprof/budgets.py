@@ -38,4 +38,4 @@ def check_stop_latency(run: TprofRun) -> list[Violation]:
     """TP-O10: the run's STOP returned within its budget of guest time."""
     detail = f"{run.spec.drain} drain: STOP within {stop_budget_ns(run.spec) / 1e9:g} s"
     return at_most("TP-O10", None, "x_stop_ns", bound=stop_budget_ns(run.spec),
-                   got=run.snapshot.stats.get("x_stop_ns", 0), detail=detail)  # fmt: skip
+                   got=run.counters.stats.get("x_stop_ns", 0), detail=detail)  # fmt: skip

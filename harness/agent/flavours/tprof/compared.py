@@ -13,7 +13,7 @@ TP-O1 and ONLINE count producer calls (each ends in one outcome; none may find i
 without a buffer), TP-O2 the swaps the module counted, TP-O5 the records read to EOF,
 PLACE the pinned loops' samples held to their CPUs, NMI the contexts of overflows and
 producer calls (the core's `judge_nmi`, as for every flavour),
-PROBE the IRQ-off windows it judges, TP-O10 the STOP it timed and STOPPED the snapshot
+PROBE the IRQ-off windows it judges, TP-O10 the STOP it timed and STOPPED the counters
 read after STOP.
 """
 
@@ -43,11 +43,11 @@ def compared_tprof(run: TprofRun) -> list[Judged]:
 
 
 def _on(run: TprofRun) -> str:
-    return f"on {len(run.snapshot.core)} CPUs"
+    return f"on {len(run.counters.core)} CPUs"
 
 
 def _core_sum(run: TprofRun, name: str) -> int:
-    return sum(values.get(name, 0) for values in run.snapshot.core.values())
+    return sum(values.get(name, 0) for values in run.counters.core.values())
 
 
 def _calls(run: TprofRun) -> list[Judged]:
@@ -64,7 +64,7 @@ def _calls(run: TprofRun) -> list[Judged]:
 
 def _swaps(run: TprofRun) -> Judged:
     """TP-O2: the swaps the module counted, each classified once, held to the drain's count."""
-    swaps, ncpu = run.snapshot.stats.get("x_swaps", 0), len(run.online_cpus)
+    swaps, ncpu = run.counters.stats.get("x_swaps", 0), len(run.online_cpus)
     if run.kicks is not None:
         held = f"{ncpu} × ({run.kicks} kicks + 2)"
     elif run.runtime_s > 0:
@@ -102,9 +102,9 @@ def _windows(run: TprofRun) -> Judged:
         where = f"probe CPUs {format_cpus(cpus)}"
         held = "held to catching overflows (pseudo-NMI on)"
     else:
-        cpus, where = tuple(run.snapshot.core), f"{len(run.snapshot.core)} CPUs"
+        cpus, where = tuple(run.counters.core), f"{len(run.counters.core)} CPUs"
         held = "each held to catching none (pseudo-NMI off)"
-    windows, hits = (sum(run.snapshot.core.get(cpu, {}).get(name, 0) for cpu in cpus)
+    windows, hits = (sum(run.counters.core.get(cpu, {}).get(name, 0) for cpu in cpus)
                      for name in ("x_probe_runs", "x_probe_hits"))  # fmt: skip
     what = f"IRQ-off probe windows on {where} ({hits} overflows inside), {held}"
     why = "the probe ran no window" if run.probe_cpus else "no probe CPU in this run"
@@ -113,13 +113,13 @@ def _windows(run: TprofRun) -> Judged:
 
 def _stop(run: TprofRun) -> Judged:
     """TP-O10: the STOP the module timed (x_stop_ns), held to its budget."""
-    took = run.snapshot.stats.get("x_stop_ns", 0)
+    took = run.counters.stats.get("x_stop_ns", 0)
     what = f"STOP timed in guest time ({took} ns), held to {stop_budget_ns(run.spec)} ns"
     return Judged("TP-O10", 1 if took > 0 else 0, what, why="the module timed no STOP")
 
 
 def _stopped(run: TprofRun) -> Judged:
-    """STOPPED: the snapshot read after STOP, whose current buffers it counts."""
-    read = "cur_buffers" in run.snapshot.state
-    return Judged("STOPPED", 1 if read else 0, "snapshot read after STOP, its current "
+    """STOPPED: the counters read after STOP, whose current buffers it counts."""
+    read = "cur_buffers" in run.counters.state
+    return Judged("STOPPED", 1 if read else 0, "counters read after STOP, its current "
                   "buffers counted", why="the module prints no cur_buffers")  # fmt: skip

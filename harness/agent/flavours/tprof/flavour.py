@@ -144,8 +144,8 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
 def _cell_rows(run: AgentRun) -> list[CellRow]:
     own = narrow(run, TprofRun)
     rows = []
-    for cpu, core in sorted(own.snapshot.core.items()):
-        stats = own.snapshot.stats_percpu.get(cpu, {})
+    for cpu, core in sorted(own.counters.core.items()):
+        stats = own.counters.stats_percpu.get(cpu, {})
         drops = {name.removeprefix("x_"): stats.get(name, 0) for name, _ in TPROF_DROP_CAUSES}
         rows.append(CellRow.from_core(cpu, core, irq=own.kernel.delta(cpu) if own.kernel else None,
                                       recorded=stats["x_sample"], drops=drops))  # fmt: skip

@@ -106,7 +106,7 @@ def applicable_oracles(run: TprofRun) -> frozenset[str]:
         names.discard("PROBE")
     if not run.instruction_clock:  # wall-clock budgets would flake under TCG: see budgets
         names.discard("TP-O10")
-    if "cur_buffers" not in run.snapshot.state:  # a module from before it printed the count
+    if "cur_buffers" not in run.counters.state:  # a module from before it printed the count
         names.discard("STOPPED")
     return frozenset(names)
 
@@ -137,7 +137,7 @@ def judge_tprof(run: TprofRun) -> list[Judged]:
 
 def core_view(run: TprofRun) -> CoreView:
     """What the shared oracles (`harness.agent.oracles.core`) read of a tprof run."""
-    return core_view_of(run, run.snapshot.core, throttling_disabled=run.throttling_disabled)
+    return core_view_of(run, run.counters.core, throttling_disabled=run.throttling_disabled)
 
 
 def check_conservation(run: TprofRun) -> list[Violation]:
@@ -148,7 +148,7 @@ def check_conservation(run: TprofRun) -> list[Violation]:
     law = "TP-L1: every call ends in one outcome"
     per_cpu = [
         violation
-        for cpu in sorted(run.snapshot.core)
+        for cpu in sorted(run.counters.core)
         for violation in sums_to(
             "TP-O1",
             cpu,
@@ -184,7 +184,7 @@ def _injection(run: TprofRun) -> list[Violation]:
         detail = "with pmu_produce off only injected calls reach the producer"
     return [
         violation
-        for cpu in sorted(set(run.snapshot.core) | set(injected))
+        for cpu in sorted(set(run.counters.core) | set(injected))
         for violation in all_equal(
             "TP-O1",
             cpu,
@@ -253,7 +253,7 @@ def check_read(run: TprofRun) -> list[Violation]:
         detail="an interrupted PC is never 0: the record was published unfilled",
     )
     out += all_equal("TP-O5", None, totals, "TP-L4: after STOP, read to EOF")
-    for cpu in sorted(set(counts) | set(run.snapshot.stats_percpu)):
+    for cpu in sorted(set(counts) | set(run.counters.stats_percpu)):
         recorded = _percpu(run, cpu, "x_sample")
         law = Law("records", recorded, counts[cpu], f"x_sample = {recorded}")
         out += all_equal("TP-O5", cpu, (law,), "records whose cpu field is this CPU")
@@ -335,21 +335,21 @@ def check_probe(run: TprofRun) -> list[Violation]:
             )
     if not run.nmi_expected:
         detail = "pseudo-NMI off: IRQ-off windows cannot be sampled"
-        out += [v for cpu in sorted(run.snapshot.core)
+        out += [v for cpu in sorted(run.counters.core)
                 for v in zero("PROBE", cpu, "x_probe_hits", got=_core(run, cpu, "x_probe_hits"),
                               detail=detail)]  # fmt: skip
     return out
 
 
 def check_stopped(run: TprofRun) -> list[Violation]:
-    """STOPPED: the snapshot, read after STOP, finds no CPU holding a current buffer.
+    """STOPPED: the counters, read after STOP, find no CPU holding a current buffer.
 
     STOP's final swaps and its free of the offline CPUs' buffers leave none. A kick that
     passed its running check before STOP and swapped after it (tp_swap no longer
     refusing it: issue 10's fix, mutant ``kick_after_stop``, window opened by the
     ``stop_kick`` run) installs a buffer nothing frees: a leak, which KASAN does not see.
     """
-    got = int(run.snapshot.state.get("cur_buffers", "0"))
+    got = int(run.counters.state.get("cur_buffers", "0"))
     detail = "STOP frees every current buffer; one after it was installed late"
     return zero("STOPPED", None, "cur_buffers", got=got, detail=detail)
 
@@ -365,7 +365,7 @@ def check_online(run: TprofRun) -> list[Violation]:
     detail = "a producer call on a CPU armed before its buffer"
     return [
         violation
-        for cpu in sorted(run.snapshot.core)
+        for cpu in sorted(run.counters.core)
         for violation in zero(
             "ONLINE", cpu, "x_nobuf", got=_percpu(run, cpu, "x_nobuf"), detail=detail
         )
@@ -386,12 +386,12 @@ _CHECKS: dict[str, Callable[[TprofRun], list[Violation]]] = {
 
 
 def _core(run: TprofRun, cpu: int, name: str) -> int:
-    return run.snapshot.core.get(cpu, {}).get(name, 0)
+    return run.counters.core.get(cpu, {}).get(name, 0)
 
 
 def _percpu(run: TprofRun, cpu: int, name: str) -> int:
-    return run.snapshot.stats_percpu.get(cpu, {}).get(name, 0)
+    return run.counters.stats_percpu.get(cpu, {}).get(name, 0)
 
 
 def _stat(run: TprofRun, name: str) -> int:
-    return run.snapshot.stats.get(name, 0)
+    return run.counters.stats.get(name, 0)

@@ -109,9 +109,9 @@ class CpuRow(OverflowShares):
 def cpu_rows(run: TprofRun) -> tuple[CpuRow, ...]:
     """One row per CPU that has core or per-CPU statistics, sorted by CPU."""
     rows = []
-    for cpu in sorted(set(run.snapshot.core) | set(run.snapshot.stats_percpu)):
-        core = run.snapshot.core.get(cpu, {})
-        stats = run.snapshot.stats_percpu.get(cpu, {})
+    for cpu in sorted(set(run.counters.core) | set(run.counters.stats_percpu)):
+        core = run.counters.core.get(cpu, {})
+        stats = run.counters.stats_percpu.get(cpu, {})
         rows.append(
             CpuRow(
                 cpu=cpu,
@@ -154,8 +154,8 @@ def drop_columns(rows: Iterable[CpuRow]) -> tuple[str, ...]:
 
 def nmi_mode(run: TprofRun) -> str:
     """The NMI mode the run was in, in words, with the producer calls that ran in NMI."""
-    nmi = sum(c.get("x_producer_calls_nmi", 0) for c in run.snapshot.core.values())
-    calls = sum(c.get("x_producer_calls", 0) for c in run.snapshot.core.values())
+    nmi = sum(c.get("x_producer_calls_nmi", 0) for c in run.counters.core.values())
+    calls = sum(c.get("x_producer_calls", 0) for c in run.counters.core.values())
     if not run.nmi_expected:
         mode = "NMI off (pseudo-NMI off, or a software clock): overflows are normal IRQs"
         return f"{mode}; {nmi} of {calls} producer calls in NMI"
@@ -241,7 +241,7 @@ def throttle_lost(run: TprofRun) -> dict[int, int]:
     if rate is None:
         return {}
     lost = {}
-    for cpu, core in sorted(run.snapshot.core.items()):
+    for cpu, core in sorted(run.counters.core.items()):
         if core.get("x_events_created", 0) <= 0:
             lost[cpu] = 0  # never sampled here
             continue

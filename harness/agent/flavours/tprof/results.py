@@ -3,7 +3,7 @@
 `harness.agent.flavours.tprof.run` fills these from the guest; the oracles and
 the report only read them, so they can be tested on hand-written values::
 
-    run = TprofRun(spec=spec, snapshot=snapshot, samples=(), ...)
+    run = TprofRun(spec=spec, counters=counters, samples=(), ...)
     check_tprof(run)                      # harness.agent.flavours.tprof.oracles
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
-from harness.agent.values.results import AgentSnapshot, flat_numbers
+from harness.agent.values.results import AgentCounters, flat_numbers
 from harness.agent.values.samples import Sample
 
 #: Bit 0 of a tprof record's flags: the sampled PC is a kernel address (the seed's format).
@@ -50,7 +50,7 @@ class TprofRun(RunEvidence):
     ``kicks`` is the number of manual drains (None in auto drain mode).
     """
 
-    snapshot: AgentSnapshot
+    counters: AgentCounters
     samples: tuple[TprofRecord, ...]
     bytes_read: int
     online_cpus: tuple[int, ...]
@@ -69,12 +69,12 @@ class TprofRun(RunEvidence):
 
     @property
     def core(self) -> Mapping[int, Mapping[str, int]]:
-        """CPU → the core's per-CPU counters, as the snapshot read them."""
-        return self.snapshot.core
+        """CPU → the core's per-CPU counters, as the counters read them."""
+        return self.counters.core
 
     def numbers(self) -> dict[str, int]:
         """Every counter under one flat name (see `harness.agent.values.results.flat_numbers`)."""
-        snap = self.snapshot
+        snap = self.counters
         cpus = [s.cpu for s in self.samples]
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, cpus)
         return flat | content_numbers(self.content())
@@ -91,8 +91,8 @@ class TprofRun(RunEvidence):
         return self.samples
 
     def record(self) -> dict[str, object]:
-        """The run's spec, setup and snapshot, for ``agent-run-NN.json``."""
-        snap = self.snapshot
+        """The run's spec, setup and counters, for ``agent-run-NN.json``."""
+        snap = self.counters
         return {
             "spec": self.spec.describe(),
             "online_cpus": self.online_cpus,

@@ -41,10 +41,10 @@ from harness.agent.steps import (
     SNAPSHOT_FILES,
     SamplingPlan,
     busy_of,
+    counters_of,
     inject_step,
     kick_step,
     require_ok,
-    snapshot_of,
     workload_steps,
 )
 from harness.agent.truth.program import (
@@ -100,7 +100,7 @@ def start_steps() -> tuple[str, ...]:
 
 
 def collect_steps() -> tuple[str, ...]:
-    """STOP, read the stream to EOF, snapshot every debugfs file, GETSTAT, close."""
+    """STOP, read the stream to EOF, read every debugfs file, GETSTAT, close."""
     return (
         ioctl_step("TPROF_IOC_STOP"),
         profctl.timeout_step(60),
@@ -203,7 +203,7 @@ def profile_samples(run: TprofRun) -> tuple[Sample, ...]:
 
 def _window(run: TprofRun, period: int) -> PeerWindow:
     """A tprof run's window, from the ``info`` and per-CPU ``nmi`` numbers it kept."""
-    return info_window(run.snapshot.info, period, run.snapshot.core)
+    return info_window(run.counters.info, period, run.counters.core)
 
 
 PEER_HOOKS = PeerHooks(samples=profile_samples, window=_window)
@@ -281,7 +281,7 @@ def run_steps(
         data = agent.fetch(BACKGROUND, f"background-{agent.run_count:02d}.bin") + data
     run = TprofRun(
         spec=spec,
-        snapshot=snapshot_of(steps, results),
+        counters=counters_of(steps, results),
         samples=tuple(TprofRecord(**r) for r in agent.decode(TPROF.record.c_name, data)),
         bytes_read=len(data),
         online_cpus=online,

@@ -21,7 +21,7 @@ from harness.agent.flavours.hwpmc.results import HwpmcRun, OpOutcome
 from harness.agent.oracles.core import CORE_ORACLES
 from harness.agent.oracles.evidence import Injections
 from harness.agent.oracles.report import unjudged
-from harness.agent.values.results import AgentSnapshot
+from harness.agent.values.results import AgentCounters
 from tests.unit.agent.flavours.hwpmc.test_oracles import (
     SPEC,
     N,
@@ -53,9 +53,9 @@ def idle() -> HwpmcRun:
     run = healthy()
     pc = {c: percpu() for c in (0, 1)}
     stats = dict.fromkeys(HWPMC.stat_names, 0)
-    snap = AgentSnapshot(info={"stall": "hardware"}, stats=stats, stats_percpu=pc,
+    snap = AgentCounters(info={"stall": "hardware"}, stats=stats, stats_percpu=pc,
                          core={c: core() for c in (0, 1)})  # fmt: skip
-    return replace(run, snapshot=snap, stopped=pc, stats_later=stats, log=(), kernel=None)
+    return replace(run, counters=snap, stopped=pc, stats_later=stats, log=(), kernel=None)
 
 
 def test_every_own_law_has_one_count_and_no_core_law_is_counted_here() -> None:
@@ -117,7 +117,7 @@ def test_the_fill_counts_injected_calls_and_the_gate_ring_full_calls() -> None:
     gated = with_percpu(healthy(), 0, x_bufferfull=2, x_restarts=1, x_recorded=8)
     gated = with_percpu(gated, 1, x_bufferfull=1, x_restarts=1, x_recorded=9)
     assert counts(gated)["HW-O4"] == 3  # 2 + 1 calls that found a ring full
-    assert counts(replace(gated, snapshot=replace(gated.snapshot, info={})))["HW-O4"] == 0
+    assert counts(replace(gated, counters=replace(gated.counters, info={})))["HW-O4"] == 0
 
 
 def test_the_largest_table_is_every_entry_recorded() -> None:

@@ -14,7 +14,7 @@ from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, parse_pmcs, 
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections, KernelEvidence
 from harness.agent.values.info import CORE_PERCPU
-from harness.agent.values.results import AgentSnapshot, Violation
+from harness.agent.values.results import AgentCounters, Violation
 
 N = 32
 KPC = 0xFFFF800080001000
@@ -53,13 +53,13 @@ def healthy() -> HwpmcRun:
         c: core(x_nmi_total=10, x_producer_calls=10, x_producer_calls_nmi=10, x_nmi_ctx_ok=10)
         for c in (0, 1)
     }
-    snap = AgentSnapshot(info={"stall": "hardware"}, stats=stats, stats_percpu=pc, core=nmi)
+    snap = AgentCounters(info={"stall": "hardware"}, stats=stats, stats_percpu=pc, core=nmi)
     kernel = KernelEvidence("arm-pmu", {0: 0, 1: 0}, {0: 10, 1: 10}, {0: 10, 1: 10})
     pmcs = tuple(PmcLine(pmc_id(c, "SS"), "SS", str(c), "stopped", 0, {c: 0}) for c in (0, 1))
     return HwpmcRun(
         spec=SPEC,
         kind="standard",
-        snapshot=snap,
+        counters=snap,
         online_cpus=(0, 1),
         nmi_expected=True,
         stopped=pc,
@@ -72,8 +72,8 @@ def healthy() -> HwpmcRun:
 
 
 def with_percpu(run: HwpmcRun, cpu: int, **values: int) -> HwpmcRun:
-    pc = {**run.snapshot.stats_percpu, cpu: {**run.snapshot.stats_percpu[cpu], **values}}
-    return replace(run, snapshot=replace(run.snapshot, stats_percpu=pc))
+    pc = {**run.counters.stats_percpu, cpu: {**run.counters.stats_percpu[cpu], **values}}
+    return replace(run, counters=replace(run.counters, stats_percpu=pc))
 
 
 def test_a_healthy_run_passes_every_applicable_oracle() -> None:
@@ -117,9 +117,9 @@ def test_hw_o3_the_log_misses_a_logged_record() -> None:
 def test_hw_o3_log_failures_are_the_faults_the_harness_injected() -> None:
     # One injected fault: a log with room refuses exactly that write, counted twice.
     failed = with_percpu(healthy(), 0, x_logged=8, x_log_failed=1)
-    stats = {**failed.snapshot.stats, "buffer_requests_failed": 1}
+    stats = {**failed.counters.stats, "buffer_requests_failed": 1}
     failed = replace(failed, log=log({0: 8, 1: 9}), log_faults=1,
-                     snapshot=replace(failed.snapshot, stats=stats))  # fmt: skip
+                     counters=replace(failed.counters, stats=stats))  # fmt: skip
     assert check_hwpmc(failed) == []
     # The refused write counted as a discard: every sum still balances, the count does not.
     hidden = with_percpu(failed, 0, x_log_failed=0, x_discarded_stopped=2)
@@ -184,14 +184,14 @@ def test_hw_o5_a_sweep_that_does_not_restart() -> None:
 def test_hw_o7_runcount_release_and_a_counter_left_running() -> None:
     run = healthy()
     pmcs = (replace(run.stopped_pmcs[0], runcount=2), run.stopped_pmcs[1])
-    stats = {**run.snapshot.stats, "x_release_max_ticks": 3}
+    stats = {**run.counters.stats, "x_release_max_ticks": 3}
     later = {**stats, "intr_ignored": 40}
     run = replace(
         run,
         stopped_pmcs=pmcs,
         releases=("ok", "ETIMEDOUT"),
         stats_later=later,
-        snapshot=replace(run.snapshot, stats=stats),
+        counters=replace(run.counters, stats=stats),
     )
     found = [v[2:] for v in brief(check_hwpmc(run)) if v[0] == "HW-O7"]
     assert found == [

@@ -2,7 +2,7 @@
 
 The good run of `test_oracles` (one CPU): 3R + 7 injected task calls and one kpdata
 write while tracing (N = 3R + 8), one kpdata write before start, 2R + 8 records read,
-nine snapshots, five reads past the end, ten kpctl probes, one record (L bytes)
+nine readings, five reads past the end, ten kpctl probes, one record (L bytes)
 queued at the close, 10 overflows. A run that traced nothing holds every law, yet
 the laws with nothing to compare say UNJUDGED, not PASS.
 """
@@ -47,7 +47,7 @@ def test_each_own_law_counts_what_its_check_compared_in_the_good_run() -> None:
         "KP-O2": N,  # the harness's records on CPU 0: injected + the kpdata write
         "KP-O3": 3,  # F = floor((N - 1)/R) full blocks offered to the queue
         "KP-O4": 2 * R + 8,  # two accepted blocks and the flushed eight records
-        "KP-O5": 7,  # every snapshot but queued and reopened
+        "KP-O5": 7,  # every reading but queued and reopened
         "KP-O6": 2,  # qlen after R, after R + 1
         "KP-O7": 5,  # reads past the end
         "KP-O8": 11,  # ten probes and one flush while stopped
@@ -70,10 +70,10 @@ def test_every_own_law_has_one_count_and_the_verdicts_show_it() -> None:
 def test_counts_sum_over_cpus_not_count_them() -> None:
     run = good_run()
     cpu1 = percpu(x_records_committed=5)
-    final = run.snapshots[res.FINAL]
+    final = run.readings[res.FINAL]
     two = KprofStats(final.stats, {0: final.percpu[0], 1: cpu1})
     core = {0: run.core[0], 1: {"x_producer_calls": 5, "x_nmi_total": 4}}
-    wider = replace(run, snapshots={**run.snapshots, res.FINAL: two}, core=core,
+    wider = replace(run, readings={**run.readings, res.FINAL: two}, core=core,
                     core_at_final=core, injected={0: INJECTED, 1: 5})  # fmt: skip
     found = counts(wider)
     assert (found["KP-O1"], found["KP-O2"]) == (INJECTED + 2 + 5, N + 5)
@@ -84,9 +84,9 @@ def test_counts_sum_over_cpus_not_count_them() -> None:
 def idle_run() -> KprofRun:
     """A session that traced nothing: no call, no record, no overflow; every law holds."""
     empty = stats(percpu())
-    snapshots = {name: empty for name in (res.BEFORE_STOP, res.AFTER_STOP, res.AFTER_READ,
+    readings = {name: empty for name in (res.BEFORE_STOP, res.AFTER_STOP, res.AFTER_READ,
                                           res.FINAL)}  # fmt: skip
-    return replace(good_run(), snapshots=snapshots, trace=(), bytes_read=0, core={0: {}},
+    return replace(good_run(), readings=readings, trace=(), bytes_read=0, core={0: {}},
                    core_at_final={0: {}}, injected={}, kpdata={}, kpdata_idle=(),
                    control={}, injections=Injections())  # fmt: skip
 
@@ -116,7 +116,7 @@ def test_no_full_block_leaves_the_queue_law_unjudged() -> None:
     assert "no CPU filled a block" in str(found["KP-O3"])
 
 
-def test_a_stopped_session_with_no_flush_snapshot_counts_the_probes_alone() -> None:
-    snapshots = {k: v for k, v in good_run().snapshots.items() if k != res.AFTER_FLUSH}
-    run = replace(good_run(), snapshots=snapshots)
+def test_a_stopped_session_with_no_flush_reading_counts_the_probes_alone() -> None:
+    readings = {k: v for k, v in good_run().readings.items() if k != res.AFTER_FLUSH}
+    run = replace(good_run(), readings=readings)
     assert counts(run)["KP-O8"] == 10

@@ -67,7 +67,7 @@ def good_run() -> KprofRun:
         KprofRecord(type=1, cpu=0, ts_ns=1000 + i, pcs=(PC if i == 2 * R + 7 else PC + 4,), size=L)
         for i in range(2 * R + 8)
     )
-    snapshots = {
+    readings = {
         res.VISIBLE_BEFORE: stats(percpu(x_records_committed=R)),
         res.VISIBLE_AFTER: stats(percpu(x_records_committed=R + 1), qlen=R * L),
         res.BEFORE_STOP: stats(BEFORE, qlen=2 * R * L),
@@ -87,7 +87,7 @@ def good_run() -> KprofRun:
         }
     }
     return KprofRun(
-        spec=SPEC, snapshots=snapshots, trace=trace, bytes_read=READ_BYTES, undecoded=0,
+        spec=SPEC, readings=readings, trace=trace, bytes_read=READ_BYTES, undecoded=0,
         status_records=0, online_cpus=(0,), core=core, core_at_final=core,
         nmi_expected=True, injected={0: INJECTED}, kpdata={0: (PC,)}, kpdata_idle=(IDLE_PC,),
         eof=("0",) * 5, control=CONTROL_FIXED,
@@ -95,11 +95,11 @@ def good_run() -> KprofRun:
     )  # fmt: skip
 
 
-def with_snapshot(run: KprofRun, name: str, cpu0: Mapping[str, int], **globals_: int) -> KprofRun:
-    base = run.snapshots[name]
+def with_reading(run: KprofRun, name: str, cpu0: Mapping[str, int], **globals_: int) -> KprofRun:
+    base = run.readings[name]
     row = {**base.percpu[0], **cpu0}
     changed = stats(row, **{**{k: v for k, v in base.stats.items() if k not in row}, **globals_})
-    return replace(run, snapshots={**run.snapshots, name: changed})
+    return replace(run, readings={**run.readings, name: changed})
 
 
 def oracles_of(run: KprofRun) -> set[str]:
@@ -119,23 +119,23 @@ BREAKS: dict[str, Callable[[KprofRun], KprofRun]] = {
         run, core_at_final={0: {"x_producer_calls": INJECTED + 1, "x_producer_calls_task": 1}}
     ),
     # one record early: the block handed off at R records, not R + 1
-    "KP-O2": lambda run: with_snapshot(run, res.BEFORE_STOP, {"x_cur_block_records": 11}),
+    "KP-O2": lambda run: with_reading(run, res.BEFORE_STOP, {"x_cur_block_records": 11}),
     # a block accepted over the limit
-    "KP-O3": lambda run: with_snapshot(
+    "KP-O3": lambda run: with_reading(
         run, res.BEFORE_STOP, {"x_blocks_accepted": 3, "x_hidden_blocks_dropped": 0}
     ),
     # a record lost at the flush: the stream is one record short
     "KP-O4": lambda run: replace(run, trace=run.trace[:-2] + run.trace[-1:]),
     # the queue past Q - 1 + B before any flush
-    "KP-O5": lambda run: with_snapshot(run, res.BEFORE_STOP, {}, qlen=Q + 65536),
+    "KP-O5": lambda run: with_reading(run, res.BEFORE_STOP, {}, qlen=Q + 65536),
     # bytes visible before a block filled
-    "KP-O6": lambda run: with_snapshot(run, res.VISIBLE_BEFORE, {}, qlen=L),
+    "KP-O6": lambda run: with_reading(run, res.VISIBLE_BEFORE, {}, qlen=L),
     # EPIPE in fixed mode
     "KP-O7": lambda run: replace(run, eof=("0", "0", "0", "EPIPE", "EPIPE")),
     # prof_qlimit refused while stopped (KP-D3's behaviour in fixed mode)
     "KP-O8": lambda run: replace(run, control=CONTROL_KP_D3),
     # unread bytes survive the close
-    "KP-O9": lambda run: with_snapshot(run, res.REOPENED, {}, qlen=L),
+    "KP-O9": lambda run: with_reading(run, res.REOPENED, {}, qlen=L),
     # the kpdata trace twice
     "KP-O10": lambda run: replace(run, trace=(*run.trace, run.trace[2 * R + 7])),
 }
@@ -152,7 +152,7 @@ def test_quirks_change_the_expected_numbers() -> None:
     quirks = KPROF.quirk_bit("KP-D11") | KPROF.quirk_bit("KP-D3") | KPROF.quirk_bit("KP-D7")
     run = replace(good_run(), spec=replace(SPEC, quirks=quirks),
                   eof=("0", "0", "0", "EPIPE", "EPIPE"), control=CONTROL_KP_D3)  # fmt: skip
-    hidden = with_snapshot(run, res.BEFORE_STOP, {"blocks_dropped": 0}, blocks_dropped=0)
+    hidden = with_reading(run, res.BEFORE_STOP, {"blocks_dropped": 0}, blocks_dropped=0)
     assert check_kprof(hidden) == []
     assert oracles_of(run) == {"KP-O3"}  # KP-D7 set, yet the drops show
 
@@ -162,16 +162,16 @@ def test_blocks_dropped_is_judged_against_the_harness_count_of_drops() -> None:
         return [(v.expected, v.observed) for v in check_kprof(run) if v.oracle == "KP-O3"]
 
     # Unreported (KP-D7's behaviour without its bit): the hidden count alone is right.
-    unreported = with_snapshot(good_run(), res.BEFORE_STOP, {"blocks_dropped": 0})
+    unreported = with_reading(good_run(), res.BEFORE_STOP, {"blocks_dropped": 0})
     assert laws(unreported) == [("stats blocks_dropped = 1", "0")]
     # Both counters agree, yet the harness counted one drop (F = 3, 2 fit).
-    both = with_snapshot(good_run(), res.BEFORE_STOP,
+    both = with_reading(good_run(), res.BEFORE_STOP,
                          {"blocks_dropped": 2, "x_hidden_blocks_dropped": 2})  # fmt: skip
     assert laws(both) == [("Σ x_hidden_blocks_dropped = 1", "2"), ("stats blocks_dropped = 1", "2")]
 
 
 def test_flush_while_stopped_must_change_nothing() -> None:
-    run = with_snapshot(good_run(), res.AFTER_FLUSH, {"x_blocks_flushed": 2})
+    run = with_reading(good_run(), res.AFTER_FLUSH, {"x_blocks_flushed": 2})
     assert oracles_of(run) == {"KP-O8"}
 
 

@@ -97,10 +97,10 @@ def silent_run() -> TprofRun:
 
     Auto drain for 1 s, so TP-O2 applies (0 swaps under its ceiling); no kernel evidence.
     """
-    zeros = {cpu: core() for cpu in BASE.snapshot.core}
-    snapshot = replace(BASE.snapshot, core=zeros, stats=stats(),
+    zeros = {cpu: core() for cpu in BASE.counters.core}
+    counters = replace(BASE.counters, core=zeros, stats=stats(),
                        stats_percpu={cpu: percpu() for cpu in zeros})  # fmt: skip
-    return replace(BASE, snapshot=snapshot, samples=(), bytes_read=0, kicks=None, runtime_s=1.0,
+    return replace(BASE, counters=counters, samples=(), bytes_read=0, kicks=None, runtime_s=1.0,
                    spec=replace(BASE.spec, drain="auto"), kernel=None, probe_cpus=())  # fmt: skip
 
 
@@ -131,10 +131,10 @@ def test_probe_without_a_probe_cpu_compares_nothing_and_does_not_apply() -> None
     assert [j.n for j in compared_tprof(run) if j.oracle == "PROBE"] == [0]
 
 
-def test_stopped_counts_the_snapshot_only_when_it_prints_its_buffers() -> None:
+def test_stopped_counts_the_counters_only_when_it_prints_its_buffers() -> None:
     assert compared_tprof(BASE)[-1] == Judged(
-        "STOPPED", 1, "snapshot read after STOP, its current buffers counted",
+        "STOPPED", 1, "counters read after STOP, its current buffers counted",
         why="the module prints no cur_buffers",
     )  # fmt: skip
-    unprinted = replace(BASE, snapshot=replace(BASE.snapshot, state={}))
+    unprinted = replace(BASE, counters=replace(BASE.counters, state={}))
     assert [j.n for j in compared_tprof(unprinted) if j.oracle == "STOPPED"] == [0]

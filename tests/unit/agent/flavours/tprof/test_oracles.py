@@ -22,7 +22,7 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections, KernelEvidence
 from harness.agent.oracles.report import failed_oracles
 from harness.agent.values.info import CORE_PERCPU
-from harness.agent.values.results import AgentSnapshot, Violation
+from harness.agent.values.results import AgentCounters, Violation
 from harness.errors import ConfigError
 
 PERIOD = 1_000_000
@@ -76,11 +76,11 @@ def consistent_run(*, nmi: bool = True) -> TprofRun:
     core0 = busy_core(240, nmi=nmi, irqoff=12, x_nmi_max_ns=8_000)
     core1 = busy_core(160, nmi=nmi, irqoff=9, x_nmi_max_ns=12_000, x_probe_runs=3)
     core1.update(x_probe_hits=5 if nmi else 0, x_periods_undelivered=2)
-    counters = {0: (240_400_000, 241_500_000), 1: (162_900_000, 164_000_000)}
-    for cpu_core, (value, ref) in zip((core0, core1), counters.values(), strict=True):
+    counted = {0: (240_400_000, 241_500_000), 1: (162_900_000, 164_000_000)}
+    for cpu_core, (value, ref) in zip((core0, core1), counted.values(), strict=True):
         cpu_core.update(x_counter_value=value, x_enabled_ns=ref)
     totals = {"sample": 350, "overflow": 46, "buf": 6, "emptybuf": 4, "x_not_running": 4}
-    snapshot = AgentSnapshot(
+    counters = AgentCounters(
         info={"flavour": "tprof", "S": "100"},
         stats=stats(**totals, x_swaps=10, x_nbuf_on_list_max=6, x_bytes_read=24 * 350),
         stats_percpu={
@@ -93,7 +93,7 @@ def consistent_run(*, nmi: bool = True) -> TprofRun:
     return TprofRun(
         ref_events_per_ns=1.0,
         spec=AgentSpec(period=PERIOD, drain="manual").with_params(buffer_samples=100),
-        snapshot=snapshot,
+        counters=counters,
         samples=samples(0, 101, 150) + samples(0, 0, 50) + samples(1, 202, 100) + samples(1, 0, 50),
         bytes_read=24 * 350,
         online_cpus=(0, 1),
@@ -122,7 +122,7 @@ def tp_d1_run(*, quirk: bool) -> TprofRun:
     cpu0 = busy_core(30, nmi=True, irqoff=0, x_nmi_max_ns=20_000)
     cpu0.update(x_producer_calls=48, x_producer_calls_nmi=48, x_injected=48)
     cpu0.update(x_counter_value=30_000_500, x_enabled_ns=30_200_000)
-    snapshot = AgentSnapshot(
+    counters = AgentCounters(
         info={"flavour": "tprof", "S": "8"},
         stats=stats(**seed, dropbuf_sample=16, x_swaps=6, x_bytes_read=24 * 16, **lost),
         stats_percpu={0: percpu(x_sample=16, x_overflow=8, x_dropbuf_sample=16, x_swaps=6, **lost)},
@@ -135,7 +135,7 @@ def tp_d1_run(*, quirk: bool) -> TprofRun:
         spec=AgentSpec(period=PERIOD, drain="manual", quirks=d1, pmu_produce=False).with_params(
             buffer_samples=8, list_limit=2
         ),
-        snapshot=snapshot,
+        counters=counters,
         samples=samples(0, 0, 16),
         bytes_read=24 * 16,
         online_cpus=(0,),
@@ -159,13 +159,13 @@ def broken(
     **fields: Any,
 ) -> TprofRun:
     """``run`` with some numbers changed: core/percpu per CPU, global stats, run fields."""
-    snapshot = replace(
-        run.snapshot,
-        core=_merged(run.snapshot.core, core or {}),
-        stats_percpu=_merged(run.snapshot.stats_percpu, percpu or {}),
-        stats={**run.snapshot.stats, **(stats or {})},
+    counters = replace(
+        run.counters,
+        core=_merged(run.counters.core, core or {}),
+        stats_percpu=_merged(run.counters.stats_percpu, percpu or {}),
+        stats={**run.counters.stats, **(stats or {})},
     )
-    return replace(run, snapshot=snapshot, **fields)
+    return replace(run, counters=counters, **fields)
 
 
 def _merged(
@@ -483,7 +483,7 @@ def test_failed_oracles_names_each_once() -> None:
 def test_tp_d1_seed_numbers_pass_tp_o1_and_tp_o2(quirk: bool) -> None:
     run = tp_d1_run(quirk=quirk)
     seed = [
-        run.snapshot.stats[name] for name in ("sample", "overflow", "dropbuf", "dropbuf_sample")
+        run.counters.stats[name] for name in ("sample", "overflow", "dropbuf", "dropbuf_sample")
     ]
     assert seed == [16, 8, 2, 16]
     skipped = {"PLACE", "PROBE", "PEER", "PROFILE", *BUDGETS}  # no busy loop, no probe CPU
@@ -596,13 +596,13 @@ def test_throttle_lost_is_the_clamped_estimate() -> None:
 
 def test_stopped_a_buffer_current_after_stop_fails() -> None:
     # kick_after_stop: a kick that passed its check before STOP installed one after it.
-    state = {**BASE.snapshot.state, "cur_buffers": "1"}
-    run = replace(BASE, snapshot=replace(BASE.snapshot, state=state))
+    state = {**BASE.counters.state, "cur_buffers": "1"}
+    run = replace(BASE, counters=replace(BASE.counters, state=state))
     assert brief(check_tprof(run)) == [("STOPPED", None, "cur_buffers = 0", "cur_buffers = 1")]
 
 
 def test_stopped_not_judged_when_the_module_does_not_print_the_count() -> None:
-    run = replace(BASE, snapshot=replace(BASE.snapshot, state={}))
+    run = replace(BASE, counters=replace(BASE.counters, state={}))
     assert "STOPPED" not in applicable_oracles(run)
     assert check_tprof(run) == []
 
