@@ -49,7 +49,7 @@ from harness.scenarios import deterministic_bundle as bundles
 from harness.scenarios import repro as reprolib
 from harness.scenarios.load import find_scenario, load_scenario
 from harness.timeouts import Timeouts
-from harness.vm.argv import DeterministicMode
+from harness.vm.argv import DeterministicKind
 from harness.vm.record import new_run_dir
 
 P = ParamSpec("P")
@@ -282,10 +282,10 @@ def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
     if deterministic or record or replay or gdb:
         if deterministic and record:
             raise ConfigError("--record is already deterministic; give one of the two")
-        mode: DeterministicMode = "replay" if replay else "record" if record else "deterministic"
+        kind: DeterministicKind = "replay" if replay else "record" if record else "deterministic"
         announce = functools.partial(print, flush=True)
         outcome = bundles.repro_deterministic(
-            scenario, Cache.default(), bundle=bundle, mode=mode, repeat=repeat, gdb=gdb,
+            scenario, Cache.default(), bundle=bundle, kind=kind, repeat=repeat, gdb=gdb,
             announce=announce)  # fmt: skip
         print(texts.format_deterministic(outcome))
         if texts.deterministic_failed(outcome):

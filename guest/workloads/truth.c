@@ -34,7 +34,7 @@
  *
  * Built with -fno-ipa-icf so hot and cold stay two functions.
  *
- * It pins itself to CPU, then prints "pid=N tid=N cpu=N mode=M" before the work
+ * It pins itself to CPU, then prints "pid=N tid=N cpu=N kind=K" before the work
  * (tid: the thread that does it) and "calls=N iterations=N rounds=N faults=N
  * begin_ns=N end_ns=N" after it (calls: leaf calls, each one return to middle and
  * one clock syscall, or zero's reads, each one read and one clock syscall; faults: the kernel's count of the working thread's page
@@ -212,7 +212,7 @@ static int lanes(const char *list, unsigned long home, unsigned long ms, long lo
 
 struct truth_work {
 	unsigned long cpu, ms;
-	const char *mode;
+	const char *kind;
 };
 
 /* The work itself, in the calling thread: its lines name that thread's tid. */
@@ -223,10 +223,10 @@ TRUTH_FN void *work(void *arg)
 	long long begin_ns, end_ns;
 	int fd = -1;
 
-	printf("pid=%d tid=%ld cpu=%lu mode=%s\n", (int)getpid(), (long)syscall(SYS_gettid),
-	       w->cpu, w->mode);
+	printf("pid=%d tid=%ld cpu=%lu kind=%s\n", (int)getpid(), (long)syscall(SYS_gettid),
+	       w->cpu, w->kind);
 	fflush(stdout);
-	if (w->mode[0] == 'z') {	/* the phase neither faults the buffer in nor opens */
+	if (w->kind[0] == 'z') {	/* the phase neither faults the buffer in nor opens */
 		memset(zero_buf, 1, sizeof(zero_buf));
 		fd = open("/dev/zero", O_RDONLY);
 		if (fd < 0)
@@ -235,9 +235,9 @@ TRUTH_FN void *work(void *arg)
 	getrusage(RUSAGE_THREAD, &before);
 	begin_ns = now_ns();
 	end_ns = begin_ns + (long long)w->ms * 1000000LL;
-	if (w->mode[0] == 'c')
+	if (w->kind[0] == 'c')
 		outer(end_ns);
-	else if (w->mode[0] == 'z')
+	else if (w->kind[0] == 'z')
 		zero(end_ns, fd);
 	else
 		mix(end_ns);
@@ -267,7 +267,7 @@ TRUTH_FN int main(int argc, char **argv)
 		w.cpu = strtoul(argv[2], NULL, 10);
 		if (w.cpu >= CPU_SETSIZE || pin(w.cpu))
 			return 3;
-		printf("pid=%d tid=%d cpu=%lu mode=lanes\n", (int)getpid(), (int)getpid(), w.cpu);
+		printf("pid=%d tid=%d cpu=%lu kind=lanes\n", (int)getpid(), (int)getpid(), w.cpu);
 		fflush(stdout);
 		if (lanes(argv[4], w.cpu, strtoul(argv[3], NULL, 10), &begin_ns, &end_ns))
 			return 3;
@@ -282,14 +282,14 @@ TRUTH_FN int main(int argc, char **argv)
 		fprintf(stderr, "usage: truth chain|mix|zero CPU MS | truth lanes CPU MS L\n");
 		return 2;
 	}
-	w.mode = argv[1];
+	w.kind = argv[1];
 	w.cpu = strtoul(argv[2], NULL, 10);
 	w.ms = strtoul(argv[3], NULL, 10);
 	CPU_ZERO(&set);
 	CPU_SET(w.cpu, &set);
 	if (w.cpu >= CPU_SETSIZE || sched_setaffinity(0, sizeof(set), &set))
 		return 3;
-	if (w.mode[0] == 'c') {
+	if (w.kind[0] == 'c') {
 		work(&w);
 	} else if (pthread_attr_init(&attr) ||
 		   pthread_attr_setaffinity_np(&attr, sizeof(set), &set) ||

@@ -185,7 +185,7 @@ def _deterministic_case(bench: Bench, scenario: Scenario, mutant: Mutant | None)
     out = bench.out / f"deterministic-{scenario.name}-{name_of(mutant)}"
     out.mkdir(parents=True, exist_ok=True)
     try:
-        result = run_deterministic(scenario, bench.cache, mode="deterministic", attempts=1,
+        result = run_deterministic(scenario, bench.cache, kind="deterministic", attempts=1,
                                    out=out, mutant=name_of(mutant))  # fmt: skip
     except HarnessError as exc:
         LOG.warning("mutant %s, %s, deterministic: the run failed: %s", name_of(mutant),

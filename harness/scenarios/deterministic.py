@@ -52,7 +52,7 @@ from harness.scenarios.repro import (
     write_records,
 )
 from harness.timeouts import Timeouts, wait_until
-from harness.vm.argv import DeterministicMode, DeterministicRun, MachineSpec
+from harness.vm.argv import DeterministicKind, DeterministicRun, MachineSpec
 from harness.vm.machine import GuestVM
 from harness.vm.preflight import FACTS_COMMAND, check_facts, parse_facts, split_sections
 from harness.vm.record import RunRecord, spec_record
@@ -172,7 +172,7 @@ def attempt(setup: DeterministicSetup, run: DeterministicRun, workdir: Path,
     workdir.mkdir(parents=True, exist_ok=True)
     spec = replace(setup.spec, deterministic=run)
     record = RunRecord(workdir / "run.json")
-    record.update(spec=spec_record(spec), deterministic={"mode": run.mode, "seed": run.seed,
+    record.update(spec=spec_record(spec), deterministic={"kind": run.kind, "seed": run.seed,
                   "rr_file": str(run.rr_file) if run.rr_file else None})  # fmt: skip
     try:
         vm, wall_s = _run_guest(setup, spec, workdir, on_gdb)
@@ -184,7 +184,7 @@ def attempt(setup: DeterministicSetup, run: DeterministicRun, workdir: Path,
         record.finish(exc)
         raise
     record.finish(None)
-    LOG.info("%s: %s run took %.1fs", vm.name, run.mode, wall_s)
+    LOG.info("%s: %s run took %.1fs", vm.name, run.kind, wall_s)
     (workdir / "profagent.text").write_text(collected.module_text + "\n")
     return DeterministicAttempt(workdir, verdicts, numbers, vm.argv, wall_s, collected.module_text)
 
@@ -211,12 +211,12 @@ def _run_guest(setup: DeterministicSetup, spec: MachineSpec, workdir: Path,
             vm.qmp.execute("cont")
         # Only a recording performs host actions: rr logs them, and the replay repeats
         # them from the log. See `SKIPPED_ACTIONS` for why a deterministic run does not.
-        actions = host_actions(setup.scenario, vm) if run.mode == "record" else {}
+        actions = host_actions(setup.scenario, vm) if run.kind == "record" else {}
         _await_poweroff(vm, actions, _budget_s(setup.timeouts, run, spec.topology.cpus))
     vm.check_console(what=f"{vm.name} during its input-free run")
     if vm.exitcode() != 0:  # a guest power-off exits 0; e.g. a cut rr log exits 1
         output = vm.qemu_log.read_text(errors="replace").strip()[-2000:]
-        raise InfraError(f"QEMU exited with status {vm.exitcode()} during the {run.mode} "
+        raise InfraError(f"QEMU exited with status {vm.exitcode()} during the {run.kind} "
                          f"run: {output or 'no output'} (log {vm.qemu_log})")  # fmt: skip
     return vm, time.monotonic() - started
 
@@ -282,10 +282,10 @@ def judge_collected(
     return judge(setup.scenario.expect, run, behaviour(setup.scenario.agent.flavour)), run.numbers()
 
 
-def deterministic_run(mode: DeterministicMode, seed: int, rr_file: Path | None = None,
+def deterministic_run(kind: DeterministicKind, seed: int, rr_file: Path | None = None,
                       gdb_dir: Path | None = None) -> DeterministicRun:  # fmt: skip
     """One attempt's `DeterministicRun`; with ``gdb_dir``, a free gdbstub port and snapshot file."""
     if gdb_dir is None:
-        return DeterministicRun(mode=mode, seed=seed, rr_file=rr_file)
-    return DeterministicRun(mode=mode, seed=seed, rr_file=rr_file, gdb_port=free_tcp_port(),
+        return DeterministicRun(kind=kind, seed=seed, rr_file=rr_file)
+    return DeterministicRun(kind=kind, seed=seed, rr_file=rr_file, gdb_port=free_tcp_port(),
                             snapshots=gdb_dir / "snapshots.qcow2")  # fmt: skip

@@ -53,7 +53,7 @@ from harness.scenarios.load import (
 )
 from harness.scenarios.repro import ReproResult, _as_named, _verdict_dict, write_bundle_ktap
 from harness.timeouts import Timeouts
-from harness.vm.argv import FIXED_RTC_BASE, DeterministicMode, DeterministicRun, MachineSpec
+from harness.vm.argv import FIXED_RTC_BASE, DeterministicKind, DeterministicRun, MachineSpec
 from harness.vm.record import host_facts, new_run_dir, spec_record
 
 LOG = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ MANIFEST = "deterministic.json"
 EXTRA_CPIO = "guest/extra.cpio"
 
 
-def run_deterministic(scenario: Scenario, cache: Cache, *, mode: DeterministicMode, attempts: int,
+def run_deterministic(scenario: Scenario, cache: Cache, *, kind: DeterministicKind, attempts: int,
                       out: Path | None = None,
                       mutant: str = NONE) -> DeterministicResult:  # fmt: skip
     """Run ``scenario`` input-free ``attempts`` times under ``mode`` into a new bundle.
@@ -73,9 +73,9 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, mode: DeterministicMo
     :raise GuestError: a run crashed or hung.
     :raise InfraError: the host side failed.
     """
-    if mode == "replay":
+    if kind == "replay":
         raise ConfigError("a replay starts from a bundle: invoke repro --bundle DIR --replay")
-    spec = _spec(scenario, mode)  # refuses what cannot run deterministically, before any bundle
+    spec = _spec(scenario, kind)  # refuses what cannot run deterministically, before any bundle
     bundle = out or new_run_dir("repro", scenario.name)
     (bundle / "scenario.toml").write_text(scenario_source(scenario))
     (bundle / "scenario.json").write_text(json.dumps(scenario_record(scenario), indent=1) + "\n")
@@ -84,33 +84,33 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, mode: DeterministicMo
     setup = _setup(scenario, spec, images, cache, bundle, mutant=mutant)
     try:
         done = [
-            attempt(setup, _attempt_run(mode, scenario.seed, bundle / f"attempt-{n}"),
+            attempt(setup, _attempt_run(kind, scenario.seed, bundle / f"attempt-{n}"),
                     bundle / f"attempt-{n}")
             for n in range(1, attempts + 1)
         ]  # fmt: skip
     finally:
         setup.initrd.unlink(missing_ok=True)  # rootfs + extra cpio: rebuilt for a replay
-    manifest = _manifest(mode, scenario, spec, images, setup, done)
+    manifest = _manifest(kind, scenario, spec, images, setup, done)
     write_json_atomic(bundle / MANIFEST, manifest)
     result = _result(bundle, scenario, done, [f"attempt {n}" for n in range(1, attempts + 1)],
                      [a.numbers for a in done])  # fmt: skip
-    skipped = skipped_actions(scenario) if mode == "deterministic" else ()
+    skipped = skipped_actions(scenario) if kind == "deterministic" else ()
     return replace(result, notes=tuple(f"{name}: {SKIPPED_ACTIONS}" for name in skipped))
 
 
-def _attempt_run(mode: DeterministicMode, seed: int, workdir: Path) -> DeterministicRun:
-    return deterministic_run(mode, seed, workdir / "rr.bin" if mode == "record" else None)
+def _attempt_run(kind: DeterministicKind, seed: int, workdir: Path) -> DeterministicRun:
+    return deterministic_run(kind, seed, workdir / "rr.bin" if kind == "record" else None)
 
 
-def _spec(scenario: Scenario, mode: DeterministicMode) -> MachineSpec:
+def _spec(scenario: Scenario, kind: DeterministicKind) -> MachineSpec:
     guest = scenario.guest
     if guest.accel == "kvm":
         raise ConfigError(f"{scenario.name} asks for KVM; deterministic runs need TCG (-icount)")
     spec = MachineSpec(arch=arches.get(guest.arch), topology=guest.topology, nmi=guest.nmi,
                        accel="tcg", kernel_args=guest.kernel_args)  # fmt: skip
     # Checks the mode against the machine now (record: 1 vCPU), before anything is built.
-    rr_file = None if mode == "deterministic" else Path("-")
-    replace(spec, deterministic=DeterministicRun(mode=mode, seed=scenario.seed, rr_file=rr_file))
+    rr_file = None if kind == "deterministic" else Path("-")
+    replace(spec, deterministic=DeterministicRun(kind=kind, seed=scenario.seed, rr_file=rr_file))
     return spec
 
 
@@ -146,12 +146,12 @@ def _concatenate(rootfs: Path, extra: Path, target: Path) -> None:
                 shutil.copyfileobj(source, out)
 
 
-def _manifest(mode: DeterministicMode, scenario: Scenario, spec: MachineSpec,
+def _manifest(kind: DeterministicKind, scenario: Scenario, spec: MachineSpec,
               images: GuestImages, setup: DeterministicSetup,
               done: Sequence[DeterministicAttempt]) -> dict[str, object]:  # fmt: skip
     bundle = done[0].workdir.parent
     return {
-        "mode": mode, "seed": scenario.seed, "rtc_base": FIXED_RTC_BASE,
+        "kind": kind, "seed": scenario.seed, "rtc_base": FIXED_RTC_BASE,
         "machine": spec_record(spec),
         "kernel": {"path": str(images.files.kernel), "sha256": images.kernel_sha256},
         "rootfs": {"path": str(images.files.initrd), "sha256": images.rootfs_sha256},
@@ -161,11 +161,11 @@ def _manifest(mode: DeterministicMode, scenario: Scenario, spec: MachineSpec,
         "commands": list(setup.plan.commands),
         "not_deterministic": dict(NOT_DETERMINISTIC),
         "host_actions_not_performed": {
-            name: SKIPPED_ACTIONS for name in skipped_actions(scenario) if mode == "deterministic"
+            name: SKIPPED_ACTIONS for name in skipped_actions(scenario) if kind == "deterministic"
         },
         "attempts": [{"dir": a.workdir.name, "argv": list(a.argv), "numbers": dict(a.numbers),
                       "wall_s": round(a.wall_s, 3), "profagent_text": a.module_text,
-                      "rr_file": f"{a.workdir.name}/rr.bin" if mode == "record" else None}
+                      "rr_file": f"{a.workdir.name}/rr.bin" if kind == "record" else None}
                      for a in done],
     }  # fmt: skip
 
@@ -210,8 +210,10 @@ def replay_deterministic(bundle: Path, cache: Cache, *, gdb: bool = False,
                           "--deterministic first")  # fmt: skip
     manifest = json.loads((bundle / MANIFEST).read_text())
     scenario = load_scenario(_as_named(bundle))
-    mode: DeterministicMode = "replay" if manifest["mode"] == "record" else "deterministic"
-    spec = _spec(scenario, mode)
+    kind: DeterministicKind = (
+        "replay" if manifest.get("kind", manifest.get("mode")) == "record" else "deterministic"
+    )
+    spec = _spec(scenario, kind)
     images = prepare_images(spec.arch, scenario.guest.variant, cache,
                             kernel=KernelChoice(scenario.guest.kernel))  # fmt: skip
     _check_identities(bundle, manifest, images)
@@ -225,7 +227,7 @@ def replay_deterministic(bundle: Path, cache: Cache, *, gdb: bool = False,
     try:
         workdir.mkdir()
         gdb_dir = workdir if gdb else None
-        again = attempt(setup, deterministic_run(mode, scenario.seed, rr_file, gdb_dir), workdir,
+        again = attempt(setup, deterministic_run(kind, scenario.seed, rr_file, gdb_dir), workdir,
                         lambda port: announce(gdb_hint(port, setup, bundle, recorded)))  # fmt: skip
     finally:
         setup.initrd.unlink(missing_ok=True)
@@ -320,7 +322,7 @@ def argv_differences(recorded: Sequence[str], now: Sequence[str],
     return [f"{a!r} → {b!r}" for a, b in zip(before, after, strict=True) if a != b]
 
 
-def repro_deterministic(target: str, cache: Cache, *, bundle: bool, mode: DeterministicMode,
+def repro_deterministic(target: str, cache: Cache, *, bundle: bool, kind: DeterministicKind,
                         repeat: int = 0, gdb: bool = False,
                         announce: Callable[[str], None] = lambda _: None,
                         ) -> DeterministicResult:  # fmt: skip
@@ -331,15 +333,15 @@ def repro_deterministic(target: str, cache: Cache, *, bundle: bool, mode: Determ
     :raise ConfigError: the options do not fit together, or the scenario cannot run
         deterministically.
     """
-    if gdb and mode != "replay":
+    if gdb and kind != "replay":
         raise ConfigError("--gdb opens the gdbstub of a replay: --bundle DIR --replay --gdb")
-    if (mode == "replay") != bundle:
+    if (kind == "replay") != bundle:
         raise ConfigError("--replay takes a bundle (--bundle DIR --replay), and a bundle is "
                           "replayed instruction for instruction only with --replay")  # fmt: skip
-    if mode == "replay":
+    if kind == "replay":
         return replay_deterministic(Path(target), cache, gdb=gdb, announce=announce)
     scenario = load_scenario(find_scenario(target))
-    attempts = repeat or (2 if mode == "deterministic" else 1)
-    if mode == "record" and attempts != 1:
+    attempts = repeat or (2 if kind == "deterministic" else 1)
+    if kind == "record" and attempts != 1:
         raise ConfigError("--record makes one recording; replay it with --bundle DIR --replay")
-    return run_deterministic(scenario, cache, mode=mode, attempts=attempts)
+    return run_deterministic(scenario, cache, kind=kind, attempts=attempts)

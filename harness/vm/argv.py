@@ -24,7 +24,7 @@ from harness.errors import ConfigError
 from harness.vm.topology import CpuTopology
 
 TcgThreads = Literal["multi", "single"]
-DeterministicMode = Literal["deterministic", "record", "replay"]
+DeterministicKind = Literal["deterministic", "record", "replay"]
 GUEST_SSH_PORT = 22
 MIN_MEMORY_MIB = 128
 #: The guest's wall clock at boot in a deterministic run (``-rtc base=...,clock=vm``).
@@ -45,7 +45,7 @@ class DeterministicRun:
     (and gdb's ``continue`` starts the guest).
     """
 
-    mode: DeterministicMode
+    kind: DeterministicKind
     seed: int
     rr_file: Path | None = None
     rtc_base: str = FIXED_RTC_BASE
@@ -54,10 +54,10 @@ class DeterministicRun:
     snapshots: Path | None = None
 
     def __post_init__(self) -> None:
-        if (self.mode == "deterministic") != (self.rr_file is None):
-            raise ConfigError(f"a deterministic run in mode {self.mode!r} needs an rr file "
+        if (self.kind == "deterministic") != (self.rr_file is None):
+            raise ConfigError(f"a deterministic run of kind {self.kind!r} needs an rr file "
                               "exactly when it records or replays")  # fmt: skip
-        if (self.gdb_port is not None or self.snapshots is not None) and self.mode != "replay":
+        if (self.gdb_port is not None or self.snapshots is not None) and self.kind != "replay":
             raise ConfigError("--gdb attaches to a replay only (--bundle DIR --replay --gdb)")
 
 
@@ -103,7 +103,7 @@ class MachineSpec:
         if self.accel != "tcg" or self.icount_shift is not None:
             raise ConfigError("a deterministic run (--deterministic, --record, --replay) needs TCG "
                               "and sets -icount itself")  # fmt: skip
-        if self.deterministic.mode != "deterministic" and self.topology.cpus > RR_MAX_CPUS:
+        if self.deterministic.kind != "deterministic" and self.topology.cpus > RR_MAX_CPUS:
             raise ConfigError(
                 f"record/replay needs a 1-vCPU guest: QEMU 7.2 refuses -icount rr= with "
                 f"-smp > {RR_MAX_CPUS}, and this one has {self.topology.cpus} CPUs "
@@ -193,7 +193,7 @@ def deterministic_argv(run: DeterministicRun) -> tuple[str, ...]:
     """The options `DeterministicRun` adds: icount (and rr), seed, RTC, gdbstub."""
     icount = "shift=0,sleep=off"
     if run.rr_file is not None:
-        icount += f",rr={run.mode},rrfile={quote_optarg(str(run.rr_file))}"
+        icount += f",rr={run.kind},rrfile={quote_optarg(str(run.rr_file))}"
     gdb: tuple[str, ...] = ()
     if run.gdb_port is not None:
         gdb = ("-gdb", f"tcp:127.0.0.1:{run.gdb_port}")

@@ -31,7 +31,7 @@ MULTI = "dt-d1-fixed-4cpu"
 @pytest.fixture(scope="module")
 def recording(cache: Cache) -> DeterministicResult:
     return run_deterministic(
-        load_scenario(find_scenario(RECORDED)), cache, mode="record", attempts=1
+        load_scenario(find_scenario(RECORDED)), cache, kind="record", attempts=1
     )
 
 
@@ -56,7 +56,7 @@ def test_a_recorded_run_replays_with_every_number_identical(
 
 
 def test_a_multi_vcpu_scenario_runs_twice_alike_under_deterministic(cache: Cache) -> None:
-    result = run_deterministic(load_scenario(find_scenario(MULTI)), cache, mode="deterministic",
+    result = run_deterministic(load_scenario(find_scenario(MULTI)), cache, kind="deterministic",
                                attempts=2)  # fmt: skip
     assert result.repro.reproduced == 2, result.repro.verdicts
     assert differing(result.rows) == []

@@ -40,7 +40,7 @@ def test_a_time_budget_fails_only_under_its_mutant(
     path = behaviour(flavour).budget_scenario
     assert path is not None
     scenario = on_kernel(load_scenario(path), pytestconfig.getoption("--kernel"))
-    result = run_deterministic(scenario, cache, mode="deterministic", attempts=1, mutant=mutant)
+    result = run_deterministic(scenario, cache, kind="deterministic", attempts=1, mutant=mutant)
     verdicts = result.repro.verdicts[0]
     failed = [f"{v.expectation}: observed {v.observed}" for v in verdicts if not v.held]
     expected = [v for v in failed if v.startswith(f"oracle {broken} ")] if broken else []

@@ -56,7 +56,7 @@ def test_large_scenario_reproduces_input_free(
     """Every run: under -icount the guest's clocks count instructions, so host load
     cannot starve a 40-vCPU guest's RCU or timers (one TCG thread, about a minute)."""
     on_session_kernel = on_kernel(scenario, pytestconfig.getoption("--kernel"))
-    result = run_deterministic(on_session_kernel, cache, mode="deterministic", attempts=1)
+    result = run_deterministic(on_session_kernel, cache, kind="deterministic", attempts=1)
     _assert_held(result.repro)
 
 

@@ -54,7 +54,7 @@ def chain_checked(view: ContentView) -> tuple[list[Sample], list[Sample]]:
     """The leaf samples and the probe samples CHAIN judges by their next frames."""
     leaf: list[Sample] = []
     probe: list[Sample] = []
-    chain_pids = {w.pid for w in view.workloads if w.mode == "chain"}
+    chain_pids = {w.pid for w in view.workloads if w.kind == "chain"}
     if view.image is not None:
         framed = view.image.functions.named("leaf")
         leaf = [s for s in view.samples

@@ -144,20 +144,20 @@ def content_numbers(view: ContentView) -> dict[str, int]:
     for w in view.workloads if view.image is not None else ():
         chosen, life = population(view, w), life_outside(view, w)
         names = function_counts(view, chosen)
-        key = f"content.{w.mode}.cpu{w.cpu}"
+        key = f"content.{w.kind}.cpu{w.cpu}"
         numbers |= {f"{key}.population": len(chosen),
                     f"{key}.in_text": sum(1 for s in chosen if in_text(view, s)),
                     f"{key}.worker": len(worker_samples(view, w))}  # fmt: skip
-        if w.mode == "zero":
+        if w.kind == "zero":
             kernel = kernel_population(view, w)
             if kernel is not None:
                 numbers[f"{key}.kernel_population"] = len(kernel)
                 numbers[f"{key}.in_zeroing"] = in_zeroing(view, kernel)
                 numbers[f"{key}.zeroing_bound"] = zero_bound(len(kernel))
-        elif w.mode == "chain":
+        elif w.kind == "chain":
             numbers[f"{key}.leaf"] = names["leaf"]
             numbers[f"{key}.leaf_bound"] = leaf_bound(len(chosen), w, life)
-        elif w.mode == "lanes":
+        elif w.kind == "lanes":
             found = Counter(k for k, _ in lane_samples(view, w))
             numbers |= {f"content.lanes.lane{k}.cpu{cpu}": found[k]
                         for k, (cpu, _) in enumerate(w.lanes)}  # fmt: skip
@@ -194,12 +194,12 @@ def format_content(view: ContentView) -> str:
     span = "its phase" if timed(view) else "its whole life (tprof's samples carry no time)"
     lines = []
     for w in view.workloads if view.image is not None else ():
-        key = f"content.{w.mode}.cpu{w.cpu}"
+        key = f"content.{w.kind}.cpu{w.cpu}"
         n, worker = numbers[f"{key}.population"], numbers[f"{key}.worker"]
-        head = (f"truth {w.mode} on CPU {w.cpu} (pid {w.pid}, worker tid {w.tid}): {n} user "
+        head = (f"truth {w.kind} on CPU {w.cpu} (pid {w.pid}, worker tid {w.tid}): {n} user "
                 f"samples of its pid there in {span}, {numbers[f'{key}.in_text']} in its text, "
                 f"{worker} in worker-only code")  # fmt: skip
-        if w.mode == "zero":
+        if w.kind == "zero":
             if f"{key}.kernel_population" not in numbers:
                 why = (
                     "kernel samples carry neither pid nor time"
@@ -213,11 +213,11 @@ def format_content(view: ContentView) -> str:
                          f"{'of its pid' if view.kernel_pids else 'of any task'} there, {z} in "
                          f"{program.KERNEL_ZERO} ({100 * z / max(k, 1):.1f} %), model bound "
                          f"{numbers[f'{key}.zeroing_bound']}")  # fmt: skip
-        elif w.mode == "chain":
+        elif w.kind == "chain":
             leaf = numbers[f"{key}.leaf"]
             lines.append(f"{head}, {leaf} in leaf ({100 * leaf / max(n, 1):.1f} %), model "
                          f"bound {numbers[f'{key}.leaf_bound']}")  # fmt: skip
-        elif w.mode == "lanes":
+        elif w.kind == "lanes":
             each = ", ".join(f"lane{k} (CPU {cpu}, tid {tid}) "
                              f"{numbers[f'content.lanes.lane{k}.cpu{cpu}']}"
                              for k, (cpu, tid) in enumerate(w.lanes))  # fmt: skip

@@ -29,7 +29,7 @@ as many as this model allows:
   where Q is the upper ``1 - ALPHA`` quantile of Binomial(n, p): a false alarm at most
   ``ALPHA`` = 1e-6 per run, under the model.
 
-Mix mode, the same model (`mix_bound`): of its population's m samples, hot and cold
+The mix workload, the same model (`mix_bound`): of its population's m samples, hot and cold
 hold at least m - (EL changes) - Q, with ``MIX_OUT_INSNS`` per round outside them
 against ``MIX_ROUND_INSNS`` inside. Hot and cold run the same body, hot 3 parts, cold
 1, each round's slice drawn at random (2048 to 6143 iterations), so a sampling clock as
@@ -90,7 +90,7 @@ def kernel_population(view: ContentView, workload: program.WorkloadRun) -> list[
     time, or the model does not hold in this guest (``view.unmodelled``: a sanitizer
     kernel). Never by PC: a shifted PC stays in the count it is judged in.
     """
-    if workload.mode != "zero" or view.zeroing is None or view.unmodelled:
+    if workload.kind != "zero" or view.zeroing is None or view.unmodelled:
         return None
     if not view.kernel_pids and not timed(view):
         return None
@@ -124,7 +124,7 @@ def life_outside(view: ContentView, workload: program.WorkloadRun) -> tuple[int,
     """
     if timed(view):
         return (0, 0)
-    return (program.LIFE_INSNS, program.LIFE_SYSCALLS[workload.mode] + workload.life_faults)
+    return (program.LIFE_INSNS, program.LIFE_SYSCALLS[workload.kind] + workload.life_faults)
 
 
 def leaf_bound(n: int, workload: program.WorkloadRun, life: tuple[int, int] = (0, 0)) -> int:
@@ -153,7 +153,7 @@ def mix_bound(m: int, workload: program.WorkloadRun, life: tuple[int, int] = (0,
 def modelled_bound(view: ContentView, workload: program.WorkloadRun, n: int) -> int:
     """WHERE's lower bound for a chain or mix ``workload``, of ``n`` in its `population`."""
     life = life_outside(view, workload)
-    if workload.mode == "chain":
+    if workload.kind == "chain":
         return leaf_bound(n, workload, life)
     return mix_bound(n, workload, life)
 
@@ -176,17 +176,17 @@ def judge_where(view: ContentView) -> list[Judged]:
     span = "its phase" if timed(view) else "its whole life"
     found = []
     for w in view.workloads:
-        if w.mode in ("chain", "mix"):
+        if w.kind in ("chain", "mix"):
             chosen = population(view, w)
             n, can_fail = len(chosen), modelled_bound(view, w, len(chosen)) > 0
-            if w.mode == "mix" and not can_fail:
+            if w.kind == "mix" and not can_fail:
                 names = function_counts(view, chosen)
                 m = names["hot"] + names["cold"]
                 low, high = mix_interval(m)
                 can_fail = low > 0 or m - high > 0
             what = f"user samples of pid {w.pid} on CPU {w.cpu} in {span}"
             why = f"{n} {TOO_FEW}" if n else "none recorded"
-            found.append(Judged("WHERE", n if can_fail else 0, what, why=why, part=w.mode,
+            found.append(Judged("WHERE", n if can_fail else 0, what, why=why, part=w.kind,
                                 shares_cpu=True))  # fmt: skip
         kernel = kernel_population(view, w)
         if kernel is not None:
@@ -195,7 +195,7 @@ def judge_where(view: ContentView) -> list[Judged]:
             why = f"{n} {TOO_FEW}" if n else "none recorded"
             found.append(Judged("WHERE", n if zero_bound(n) > 0 else 0, what, why=why,
                                 part="zero", shares_cpu=True))  # fmt: skip
-        elif w.mode == "zero" and view.unmodelled:
+        elif w.kind == "zero" and view.unmodelled:
             found.append(Judged("WHERE", 0, "kernel samples", why=view.unmodelled, part="zero",
                                 unmodelled=True))  # fmt: skip
     return found
@@ -226,7 +226,7 @@ def check_where(view: ContentView) -> list[Violation]:
         detail="neither the workload's text nor profctl's (before exec)")]  # fmt: skip
     span = "its whole life" if not timed(view) else "its phase"
     for w in view.workloads:
-        if w.mode == "zero":  # its kernel half only: its user code runs a few calls a read
+        if w.kind == "zero":  # its kernel half only: its user code runs a few calls a read
             kernel = kernel_population(view, w)
             if kernel is not None:
                 out += at_least("WHERE", w.cpu, f"kernel samples in {program.KERNEL_ZERO} (of "
@@ -235,11 +235,11 @@ def check_where(view: ContentView) -> list[Violation]:
                                 detail=f"model: at most {program.KERNEL_OUT_SHARE:.0%} outside "
                                 f"the kernel's zeroing loop; {w.calls} reads")  # fmt: skip
             continue
-        if w.mode == "lanes":  # judged by WHO's lanes half: who ran there, not how much
+        if w.kind == "lanes":  # judged by WHO's lanes half: who ran there, not how much
             continue
         chosen = population(view, w)
         names, n = function_counts(view, chosen), len(chosen)
-        if w.mode == "chain":
+        if w.kind == "chain":
             out += at_least("WHERE", w.cpu, f"samples in leaf (of {n} of pid {w.pid} in {span})",
                             bound=modelled_bound(view, w, n), got=names["leaf"],
                             detail=f"model: {w.calls} leaf calls, {w.faults} faults")  # fmt: skip

@@ -50,7 +50,7 @@ def worker_samples(view: ContentView, workload: program.WorkloadRun) -> list[Sam
     Its population is chosen by the pid and the PC, never by the tid it judges.
     """
     assert view.image is not None
-    only = [view.image.functions.named(name) for name in program.WORKER_ONLY[workload.mode]]
+    only = [view.image.functions.named(name) for name in program.WORKER_ONLY[workload.kind]]
     return [s for s in view.samples if s.user and s.pid == workload.pid and s.tid is not None
             and any(f.holds(s.pc) for f in only)]  # fmt: skip
 
@@ -69,7 +69,7 @@ def check_who(view: ContentView) -> list[Violation]:
         wrong = [s for s in worker_samples(view, w) if s.tid != w.tid]
         if wrong:
             first = wrong[0]
-            out += zero("WHO", w.cpu, f"samples in {w.mode}'s worker code with another tid than "
+            out += zero("WHO", w.cpu, f"samples in {w.kind}'s worker code with another tid than "
                         f"{w.tid}", got=len(wrong),
                         detail=f"first: pid {first.pid} tid {first.tid} pc {first.pc:#x}; "
                         f"the worker printed tid {w.tid}, its process pid {w.pid}")  # fmt: skip

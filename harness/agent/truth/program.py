@@ -7,7 +7,7 @@ deployed beside it; the host keeps the unstripped binary::
 
     launch = TruthLaunch("chain", cpu=1, ms=1000)
     steps = (*launch_steps((launch,)), wait_step(), *output_steps((launch,)))
-    runs = workloads_of(steps, results)      # (WorkloadRun(mode='chain', pid=..., ...),)
+    runs = workloads_of(steps, results)      # (WorkloadRun(kind='chain', pid=..., ...),)
     image = read_image(profctl_binary)       # TruthImage: its functions and profctl's text
 
 It is linked at `harness.agent.truth.build.TEXT_BASE`, far from profctl's and any
@@ -32,7 +32,7 @@ from harness.agent.truth.isolation import Isolation
 from harness.errors import InfraError
 
 GUEST_PATH = f"{GUEST_DIR}/truth"
-#: The call path of chain mode, innermost first (work: the thread's body, truth.c).
+#: The call path of the chain workload, innermost first (work: the thread's body, truth.c).
 CHAIN_PATH = ("leaf", "middle", "outer", "work", "main")
 #: Iterations of leaf's loop per call (truth.c LEAF_ITERATIONS) and its instructions
 #: per iteration (ldr, add, add, str, cmp, b.ne in the disassembly).
@@ -41,13 +41,13 @@ LEAF_LOOP_INSNS = 6
 #: User instructions between two leaf calls, an upper bound: leaf's prologue and
 #: epilogue, middle's loop, now_ns and libc's syscall() add up to about 40.
 OUT_OF_LEAF_INSNS = 400
-#: The code chain mode runs once it is in outer, until outer returns: leaf, its
+#: The code the chain workload runs once it is in outer, until outer returns: leaf, its
 #: callers, the clock read and libc's syscall() (WHERE's leaf bound counts samples
 #: there; start-up and exit run once, elsewhere, before and after).
 CHAIN_PHASE = ("leaf", "middle", "outer", "now_ns", "syscall")
-#: hot's iterations per cold's in mix mode (truth.c: hot(3 * SLICE), cold(SLICE)).
+#: hot's iterations per cold's in the mix workload (truth.c: hot(3 * SLICE), cold(SLICE)).
 MIX_HOT_PARTS, MIX_COLD_PARTS = 3, 1
-#: The code mix mode runs in its phase: mix, hot, cold, the clock read and syscall().
+#: The code the mix workload runs in its phase: mix, hot, cold, the clock read and syscall().
 MIX_PHASE = ("mix", "hot", "cold", "now_ns", "syscall")
 
 
@@ -59,16 +59,16 @@ class TruthIncomplete(InfraError):
     """
 
 
-#: Functions only the thread that does a mode's work runs (WHO judges its tid there).
+#: Functions only the thread that does a kind's work runs (WHO judges its tid there).
 WORKER_ONLY = {"chain": ("leaf", "middle", "outer"), "mix": ("mix", "hot", "cold"),
                "zero": ("zero",), "lanes": ()}  # fmt: skip
-#: Where zero mode's kernel time lies: the kernel's loop that zeroes a user buffer
+#: Where the zero workload's kernel time lies: the kernel's loop that zeroes a user buffer
 #: (arm64 6.1 and 6.12: ``__arch_clear_user``, 4 instructions per 8 bytes, called by
 #: read_zero once a 4 KiB page), read from ``/proc/kallsyms`` with the symbol after it.
 KERNEL_ZERO = "__arch_clear_user"
 #: The core kernel functions the truth names, read from /proc/kallsyms at every load.
 KERNEL_NAMES = (KERNEL_ZERO,)
-#: WHERE's kernel half: the share of zero mode's kernel samples outside KERNEL_ZERO is
+#: WHERE's kernel half: the share of the zero workload's kernel samples outside KERNEL_ZERO is
 #: at most this. Per 4 KiB page the loop runs 2048 instructions; read_zero's page
 #: loop, clear_user's user-access toggles, the syscall's entry and exit and vfs_read
 #: add about 60 per page (15 000 per 1 MiB read, 256 pages): 3 % of the loop's. But
@@ -95,18 +95,18 @@ def sanitizers_of(vmlinux: Path | None) -> tuple[str, ...]:
     return tuple(name for name in KERNEL_SANITIZERS if f"{name}=y" in lines)
 
 
-#: Mix mode's user instructions per round outside hot and cold, an upper bound: the
+#: The mix workload's user instructions per round outside hot and cold, an upper bound: the
 #: xorshift step, the slice and two calls (about 20), and one clock read (now_ns and
 #: syscall(), about 40) every MIX_ROUNDS_PER_CLOCK rounds.
 MIX_OUT_INSNS = 64
-#: Mix mode's fewest instructions in hot and cold per round: 4 × the smallest slice
+#: The mix workload's fewest instructions in hot and cold per round: 4 × the smallest slice
 #: (MIX_SLICE / 2 = 2048) iterations of the 6-instruction loop leaf also has.
 MIX_ROUND_INSNS = 4 * 2048 * LEAF_LOOP_INSNS
-#: Rounds per clock read in mix mode (truth.c MIX_ROUNDS_PER_CLOCK).
+#: Rounds per clock read in the mix workload (truth.c MIX_ROUNDS_PER_CLOCK).
 MIX_ROUNDS_PER_CLOCK = 256
 #: A workload's life outside its phase, upper bounds: the user instructions of
 #: profctl's child between fork and exec, static glibc's start-up, main, the worker
-#: thread's start and exit (``LIFE_INSNS``), and the system calls among them, per mode
+#: thread's start and exit (``LIFE_INSNS``), and the system calls among them, per kind
 #: (``LIFE_SYSCALLS``; its page faults it counts itself, ``life_faults``). Where
 #: samples carry no time (tprof) WHERE's population is the workload's whole life, and
 #: these widen its bound. Measured on the host under qemu-aarch64 (-singlestep, one
@@ -119,20 +119,20 @@ MIX_ROUNDS_PER_CLOCK = 256
 LIFE_INSNS = 100_000
 LIFE_SYSCALLS: dict[str, int] = {"chain": 32, "mix": 64, "zero": 64, "lanes": 64}
 
-Mode = Literal["chain", "mix", "zero", "lanes"]
-MODES: tuple[Mode, ...] = ("chain", "mix", "zero", "lanes")
-#: Lanes mode's threads, at most (truth.c LANES_MAX): thread k spins in ``lane{k}``.
+Kind = Literal["chain", "mix", "zero", "lanes"]
+KINDS: tuple[Kind, ...] = ("chain", "mix", "zero", "lanes")
+#: The lanes workload's threads, at most (truth.c LANES_MAX): thread k spins in ``lane{k}``.
 LANES_MAX = 8
 
 
 @dataclass(frozen=True, slots=True)
 class TruthLaunch:
-    """One run of the workload: its mode, pinned to ``cpu``, for ``ms``.
+    """One run of the workload: its kind, pinned to ``cpu``, for ``ms``.
 
-    ``lanes``: lanes mode's CPUs, one thread each (main waits on ``cpu``).
+    ``lanes``: the lanes workload's CPUs, one thread each (main waits on ``cpu``).
     """
 
-    mode: Mode
+    kind: Kind
     cpu: int
     ms: int
     lanes: tuple[int, ...] = ()
@@ -140,20 +140,20 @@ class TruthLaunch:
     @property
     def argv(self) -> tuple[str, ...]:
         """The workload's command line."""
-        lanes = (",".join(map(str, self.lanes)),) if self.mode == "lanes" else ()
-        return (GUEST_PATH, self.mode, str(self.cpu), str(self.ms), *lanes)
+        lanes = (",".join(map(str, self.lanes)),) if self.kind == "lanes" else ()
+        return (GUEST_PATH, self.kind, str(self.cpu), str(self.ms), *lanes)
 
     @property
     def output(self) -> str:
         """The guest file its lines go to."""
-        return f"{GUEST_DIR}/truth-{self.mode}-{self.cpu}.out"
+        return f"{GUEST_DIR}/truth-{self.kind}-{self.cpu}.out"
 
 
 @dataclass(frozen=True, slots=True)
 class WorkloadRun:
     """What one launched workload said about itself: who it was and how much it did."""
 
-    mode: Mode
+    kind: Kind
     cpu: int
     pid: int
     tid: int
@@ -166,7 +166,7 @@ class WorkloadRun:
     span: tuple[int, int] = (0, 0)
     #: Page faults of the whole process since profctl forked it (exec keeps the count).
     life_faults: int = 0
-    #: Lanes mode: (CPU, tid) of thread k at index k, each spinning in ``lane{k}``.
+    #: The lanes workload: (CPU, tid) of thread k at index k, each spinning in ``lane{k}``.
     lanes: tuple[tuple[int, int], ...] = ()
 
     @property
@@ -219,7 +219,7 @@ class TruthEvidence:
     module: FunctionTable | None = None
     isolation: tuple[Isolation, ...] = ()
     kernel: FunctionTable | None = None
-    #: Core kernel functions a workload's kernel time lies in (zero mode: `KERNEL_ZERO`),
+    #: Core kernel functions a workload's kernel time lies in (the zero workload: `KERNEL_ZERO`),
     #: where ``/proc/kallsyms`` puts them; None: no such workload ran.
     zeroing: FunctionTable | None = None
     #: Why the zero workload's kernel model does not hold in this guest ("": it holds).
@@ -287,11 +287,11 @@ def workloads_of(
         pairs = _pairs(result.lines)
         if not {"pid", "calls", "begin_ns", "end_ns", "life_faults"} <= pairs.keys():
             raise TruthIncomplete(f"the ground-truth workload said {result.lines!r} in {step}")
-        mode = next((m for m in MODES if m == pairs["mode"]), None)
-        if mode is None:
-            raise InfraError(f"the ground-truth workload ran mode {pairs['mode']!r} in {step}")
+        kind = next((m for m in KINDS if m == pairs["kind"]), None)
+        if kind is None:
+            raise InfraError(f"the ground-truth workload ran kind {pairs['kind']!r} in {step}")
         cpu = int(pairs["cpu"])
-        runs.append(WorkloadRun(mode, cpu, int(pairs["pid"]), int(pairs["tid"]),
+        runs.append(WorkloadRun(kind, cpu, int(pairs["pid"]), int(pairs["tid"]),
                                 int(pairs["calls"]), int(pairs["rounds"]), int(pairs["faults"]),
                                 busy.get(cpu, ()),
                                 (int(pairs["begin_ns"]), int(pairs["end_ns"])),
@@ -300,7 +300,7 @@ def workloads_of(
 
 
 def _lanes(lines: Sequence[str], step: str) -> tuple[tuple[int, int], ...]:
-    """Lanes mode's ``lane=k lane_tid=N lane_cpu=N`` lines: (CPU, tid) by k.
+    """The lanes workload's ``lane=k lane_tid=N lane_cpu=N`` lines: (CPU, tid) by k.
 
     :raise InfraError: the lanes are not numbered 0, 1, ... (one did not start).
     """
@@ -346,7 +346,7 @@ def evidence_of(
         return None
     module = agent.module_functions() if chains else None
     kernel = agent.kernel_functions() if chains else None
-    zero = any(w.mode == "zero" for w in workloads)
+    zero = any(w.kind == "zero" for w in workloads)
     zeroing = agent.kallsyms_functions((KERNEL_ZERO,)) if zero else None
     sanitizers = agent.kernel_sanitizers() if zero else ()
     unmodelled = (f"the guest kernel is built with {', '.join(sanitizers)}: its read path is "

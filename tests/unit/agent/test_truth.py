@@ -89,9 +89,9 @@ def test_workloads_come_from_their_output_files() -> None:
     chain, mix = program.TruthLaunch("chain", 1, 900), program.TruthLaunch("mix", 0, 900)
     steps = program.output_steps((chain, mix))
     results = _results(
-        ("pid=71 tid=71 cpu=1 mode=chain",
+        ("pid=71 tid=71 cpu=1 kind=chain",
          "calls=12 iterations=1 rounds=0 faults=40 begin_ns=1000 end_ns=9000", "life_faults=90"),
-        ("pid=72 tid=73 cpu=0 mode=mix",
+        ("pid=72 tid=73 cpu=0 kind=mix",
          "calls=0 iterations=0 rounds=512 faults=41 begin_ns=1100 end_ns=9100", "life_faults=91"),
     )  # fmt: skip
     chain_run, mix_run = program.workloads_of(steps, results)
@@ -104,12 +104,12 @@ def test_workloads_come_from_their_output_files() -> None:
         False,
     )
     with pytest.raises(InfraError, match="said"):
-        program.workloads_of(steps[:1], _results(("pid=71 tid=71 cpu=1 mode=chain",)))
+        program.workloads_of(steps[:1], _results(("pid=71 tid=71 cpu=1 kind=chain",)))
     with pytest.raises(InfraError, match="said"):  # a workload from before it printed its phase
         program.workloads_of(
             steps[:1],
             _results(
-                ("pid=71 tid=71 cpu=1 mode=chain", "calls=12 iterations=1 rounds=0 faults=40")
+                ("pid=71 tid=71 cpu=1 kind=chain", "calls=12 iterations=1 rounds=0 faults=40")
             ),
         )
     assert program.launch_steps((chain,)) == (
@@ -122,7 +122,7 @@ def test_a_workload_knows_the_busy_loops_pinned_beside_it() -> None:
     steps = (profctl.spin_step(1, 900), profctl.spin_step(0, 900), *program.output_steps((chain,)))
     spins = profctl.parse_output("step=0 op=spin ok=1 pid=80 cpu=1\n"
                                  "step=1 op=spin ok=1 pid=81 cpu=0\n", steps[:2])  # fmt: skip
-    lines = ("pid=71 tid=71 cpu=1 mode=chain", "calls=1 rounds=0 faults=4 begin_ns=1 end_ns=2",
+    lines = ("pid=71 tid=71 cpu=1 kind=chain", "calls=1 rounds=0 faults=4 begin_ns=1 end_ns=2",
              "life_faults=9")  # fmt: skip
     (cat,) = _results(lines)
     (run,) = program.workloads_of(steps, (*spins, cat))
@@ -147,13 +147,13 @@ def test_a_stripped_binary_is_refused(tmp_path: Path) -> None:
 
 def test_lanes_run_a_thread_on_each_cpu_between_the_others() -> None:
     eight = program.standard_launches(range(8), 900)
-    assert [(w.mode, w.cpu, w.lanes) for w in eight][-1] == ("lanes", 1, (1, 2, 3, 4, 5, 6))
-    assert [w.mode for w in program.standard_launches((0, 1), 900)] == ["chain", "mix", "zero"]
+    assert [(w.kind, w.cpu, w.lanes) for w in eight][-1] == ("lanes", 1, (1, 2, 3, 4, 5, 6))
+    assert [w.kind for w in program.standard_launches((0, 1), 900)] == ["chain", "mix", "zero"]
     (step,) = program.launch_steps(eight[-1:])
     assert step == "exec:1:/tmp/profagent/truth-lanes-1.out:/tmp/profagent/truth lanes 1 900 " \
         "1,2,3,4,5,6"  # fmt: skip
     lines = (
-        "pid=80 tid=80 cpu=1 mode=lanes",
+        "pid=80 tid=80 cpu=1 kind=lanes",
         "lane=1 lane_tid=83 lane_cpu=2",
         "lane=0 lane_tid=82 lane_cpu=1",
         "calls=0 iterations=0 rounds=0 faults=0 begin_ns=5 end_ns=9",

@@ -46,9 +46,9 @@ def argv(run_dir: str, run: DeterministicRun, *, qmp_fd: int = 5) -> tuple[str, 
 
 def test_a_replay_with_gdb_starts_qemu_as_the_recording_did() -> None:
     record = argv(
-        "/b/attempt-1", DeterministicRun(mode="record", seed=3, rr_file=Path("/b/attempt-1/rr"))
+        "/b/attempt-1", DeterministicRun(kind="record", seed=3, rr_file=Path("/b/attempt-1/rr"))
     )
-    replay = argv("/r/replay", DeterministicRun(mode="replay", seed=3,
+    replay = argv("/r/replay", DeterministicRun(kind="replay", seed=3,
                                                 rr_file=Path("/b/attempt-1/rr"), gdb_port=999,
                                                 snapshots=Path("/r/replay/s.qcow2")),
                   qmp_fd=7)  # fmt: skip
@@ -56,12 +56,12 @@ def test_a_replay_with_gdb_starts_qemu_as_the_recording_did() -> None:
 
 
 def test_a_replay_with_another_seed_or_machine_is_caught() -> None:
-    record = argv("/b/a", DeterministicRun(mode="record", seed=3, rr_file=Path("/b/a/rr")))
-    other_seed = argv("/r", DeterministicRun(mode="replay", seed=4, rr_file=Path("/b/a/rr")))
+    record = argv("/b/a", DeterministicRun(kind="record", seed=3, rr_file=Path("/b/a/rr")))
+    other_seed = argv("/r", DeterministicRun(kind="replay", seed=4, rr_file=Path("/b/a/rr")))
     assert argv_differences(record, other_seed, ("/b/a", "/r")) == ["'3' → '4'"]
     other_memory = build_argv(
         replace(ONE, memory_mib=2048,
-                deterministic=DeterministicRun(mode="replay", seed=3, rr_file=Path("x"))),
+                deterministic=DeterministicRun(kind="replay", seed=3, rr_file=Path("x"))),
         BootFiles(Path("/cache/Image"), Path("/r/guest/initrd.cpio")), qmp_fd=5,
         console_log=Path("/r/console.log"))  # fmt: skip
     assert argv_differences(record, other_memory, ("/b/a", "/r")) == ["'1024M' → '2048M'"]
@@ -110,10 +110,10 @@ def test_a_changed_identity_refuses_the_replay(
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"bundle": False, "mode": "deterministic", "gdb": True}, "--gdb opens the gdbstub"),
-        ({"bundle": False, "mode": "replay"}, "--replay takes a bundle"),
-        ({"bundle": True, "mode": "record"}, "--replay takes a bundle"),
-        ({"bundle": False, "mode": "record", "repeat": 2}, "--record makes one recording"),
+        ({"bundle": False, "kind": "deterministic", "gdb": True}, "--gdb opens the gdbstub"),
+        ({"bundle": False, "kind": "replay"}, "--replay takes a bundle"),
+        ({"bundle": True, "kind": "record"}, "--replay takes a bundle"),
+        ({"bundle": False, "kind": "record", "repeat": 2}, "--record makes one recording"),
     ],
 )
 def test_options_that_do_not_fit_are_refused(kwargs: dict[str, object], message: str,
@@ -124,7 +124,7 @@ def test_options_that_do_not_fit_are_refused(kwargs: dict[str, object], message:
 
 def test_recording_a_multi_vcpu_scenario_is_refused_before_building(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"QEMU 7\.2 refuses -icount rr="):
-        repro_deterministic("dt-d1-fixed-4cpu", Cache(tmp_path), bundle=False, mode="record")
+        repro_deterministic("dt-d1-fixed-4cpu", Cache(tmp_path), bundle=False, kind="record")
     assert not any(tmp_path.iterdir())  # nothing was built into the cache
 
 
@@ -149,7 +149,7 @@ def test_the_manifest_holds_what_a_replay_needs(tmp_path: Path) -> None:
     done = [DeterministicAttempt(tmp_path / "attempt-1", (), {"samples": 16}, ("qemu", "-S"), 3.21,
                                  "0xffffffc000330000")]  # fmt: skip
     record = _manifest("record", scenario, ONE, images(tmp_path, "K", "R"), setup, done)
-    assert (record["mode"], record["seed"], record["timeout_scale"]) == ("record", 1, 3.0)
+    assert (record["kind"], record["seed"], record["timeout_scale"]) == ("record", 1, 3.0)
     assert record["kernel"] == {"path": str(tmp_path / "Image"), "sha256": "K"}
     assert record["rootfs"] == {"path": str(tmp_path / "rootfs.cpio"), "sha256": "R"}
     assert record["extra_cpio"] == {

@@ -29,7 +29,7 @@ def values_of(argv: tuple[str, ...], option: str) -> list[str]:
 
 
 def test_deterministic_is_single_threaded_icount_seeded_clocked_and_offline() -> None:
-    argv = argv_of(replace(EIGHT, deterministic=DeterministicRun(mode="deterministic", seed=7)))
+    argv = argv_of(replace(EIGHT, deterministic=DeterministicRun(kind="deterministic", seed=7)))
     assert values_of(argv, "-accel") == ["tcg,thread=single"]
     assert values_of(argv, "-icount") == ["shift=0,sleep=off"]
     assert values_of(argv, "-seed") == ["7"]
@@ -49,24 +49,24 @@ def test_an_ordinary_run_keeps_its_network_and_threads() -> None:
 
 def test_record_and_replay_name_the_rr_file() -> None:
     record = argv_of(
-        replace(ONE, deterministic=DeterministicRun(mode="record", seed=1, rr_file=RR))
+        replace(ONE, deterministic=DeterministicRun(kind="record", seed=1, rr_file=RR))
     )
     replay = argv_of(
-        replace(ONE, deterministic=DeterministicRun(mode="replay", seed=1, rr_file=RR))
+        replace(ONE, deterministic=DeterministicRun(kind="replay", seed=1, rr_file=RR))
     )
     assert values_of(record, "-icount") == [f"shift=0,sleep=off,rr=record,rrfile={RR}"]
     assert values_of(replay, "-icount") == [f"shift=0,sleep=off,rr=replay,rrfile={RR}"]
 
 
 def test_rr_file_commas_are_escaped() -> None:
-    run = DeterministicRun(mode="record", seed=1, rr_file=Path("/a,b/rr.bin"))
+    run = DeterministicRun(kind="record", seed=1, rr_file=Path("/a,b/rr.bin"))
     assert values_of(argv_of(replace(ONE, deterministic=run)), "-icount")[0].endswith(
         "/a,,b/rr.bin"
     )
 
 
 def test_gdb_replay_opens_the_stub_and_an_orphan_snapshot_drive() -> None:
-    run = DeterministicRun(mode="replay", seed=1, rr_file=RR, gdb_port=4321,
+    run = DeterministicRun(kind="replay", seed=1, rr_file=RR, gdb_port=4321,
                            snapshots=Path("/r/snapshots.qcow2"))  # fmt: skip
     argv = argv_of(replace(ONE, deterministic=run))
     assert values_of(argv, "-gdb") == ["tcp:127.0.0.1:4321"]
@@ -76,19 +76,19 @@ def test_gdb_replay_opens_the_stub_and_an_orphan_snapshot_drive() -> None:
 
 def test_record_refuses_more_than_one_vcpu_naming_qemus_limit() -> None:
     with pytest.raises(ConfigError, match=r"QEMU 7\.2 refuses -icount rr= with -smp > 1"):
-        replace(EIGHT, deterministic=DeterministicRun(mode="record", seed=1, rr_file=RR))
+        replace(EIGHT, deterministic=DeterministicRun(kind="record", seed=1, rr_file=RR))
 
 
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"mode": "deterministic", "rr_file": RR}, "needs an rr file exactly when"),
-        ({"mode": "record"}, "needs an rr file exactly when"),
-        ({"mode": "deterministic", "gdb_port": 1234}, "--gdb attaches to a replay only"),
-        ({"mode": "record", "rr_file": RR, "snapshots": Path("/s")}, "replay only"),
+        ({"kind": "deterministic", "rr_file": RR}, "needs an rr file exactly when"),
+        ({"kind": "record"}, "needs an rr file exactly when"),
+        ({"kind": "deterministic", "gdb_port": 1234}, "--gdb attaches to a replay only"),
+        ({"kind": "record", "rr_file": RR, "snapshots": Path("/s")}, "replay only"),
     ],
 )
-def test_deterministic_run_refuses_inconsistent_modes(
+def test_deterministic_run_refuses_inconsistent_kinds(
     fields: dict[str, object], message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -96,7 +96,7 @@ def test_deterministic_run_refuses_inconsistent_modes(
 
 
 def test_deterministic_run_refuses_kvm_and_a_second_icount() -> None:
-    run = DeterministicRun(mode="deterministic", seed=1)
+    run = DeterministicRun(kind="deterministic", seed=1)
     with pytest.raises(ConfigError, match="needs TCG"):
         replace(ONE, accel="kvm", deterministic=run)
     with pytest.raises(ConfigError, match="sets -icount itself"):
