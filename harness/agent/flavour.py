@@ -11,6 +11,10 @@ and the registry (`harness.agent.flavours`) lists it in one line::
     unjudged(fl.judged(run), ("WHERE",))       # [] when WHERE compared something
     run.numbers()["stats.dropevt"]             # every counter under one flat name
 
+How a flavour is judged and shown (check, judged, applicable, report, matrix rows) is
+its declaration (`harness.agent.judging.Judging`: its own laws, when each applies,
+its per-CPU counters and columns) composed once by `harness.agent.judging.compose`.
+
 Runners take the agent as `AgentLike` (what `harness.agent.driver.Agent` offers),
 so a flavour's package never imports the driver; `AgentLike`, `AgentRun` and `narrow`
 live in `harness.agent.runner`, below the peer, and are named here too.
@@ -22,15 +26,12 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 from harness.agent import flavours
+from harness.agent.judging import Judges, ReportedRun, run_report
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import content_report
-from harness.agent.oracles.content_view import ContentView
 from harness.agent.oracles.report import CellRow
-from harness.agent.peer.counts import PeerEvidence
-from harness.agent.peer.profile import profile_report
 from harness.agent.runner import AgentLike, AgentRun, narrow
 from harness.agent.values.info import FlavourInfo
 from harness.agent.values.results import Judged, Violation
@@ -39,32 +40,12 @@ from harness.errors import FlavourPackageError
 from harness.timing import ANALYSIS, timed
 
 __all__ = [
-    "AgentLike", "AgentRun", "BenchRow", "Flavour", "FlavourBench", "OpRule", "ReportedRun",
-    "Script", "behaviour", "narrow", "run_report", "typed",
+    "AgentLike", "AgentRun", "BenchRow", "Flavour", "FlavourBench", "Judges", "OpRule",
+    "ReportedRun", "Script", "behaviour", "narrow", "run_report", "typed",
 ]  # fmt: skip
 
 _R = TypeVar("_R")
 _T = TypeVar("_T")
-
-
-class ReportedRun(Protocol):
-    """What `run_report` reads of a flavour's run besides its own table and verdicts."""
-
-    @property
-    def peer(self) -> PeerEvidence | None:
-        """Linux perf beside the agent (None: no peer ran)."""
-
-    def content(self) -> ContentView:
-        """The run's samples and ground truth, as the content oracles judge them."""
-
-
-def run_report(run: ReportedRun, table: str, verdicts: str, violations: Sequence[Violation]) -> str:
-    """A flavour's report: its per-CPU ``table``, perf beside it, its ``verdicts``, content.
-
-    Every flavour's `Flavour.report` is this, with its own table and verdict lines.
-    """
-    content = content_report(run.content(), violations)
-    return f"{table}\n{profile_report(run.peer)}{verdicts}\n{content}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,19 +119,13 @@ class Flavour:
     """
 
     info: FlavourInfo
-    oracles: tuple[tuple[str, str], ...]  # (name, what it checks), report order
-    check: Callable[[AgentRun], list[Violation]]
-    #: What each applicable oracle compared (its table's and the content oracles'): a
-    #: ``PASS`` needs n > 0; n = 0 is ``UNJUDGED`` (`harness.agent.oracles.report.unjudged`).
-    judged: Callable[[AgentRun], tuple[Judged, ...]]
-    applicable: Callable[[AgentRun], frozenset[str]]  # the oracles `check` judges for a run
-    report: Callable[[AgentRun, Sequence[Violation]], str]
+    #: How it is judged and shown: its declaration composed (`harness.agent.judging.compose`).
+    judges: Judges
     standard_run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
     #: Exact counts: overflows only carry injected bursts, drained by hand where the
     #: flavour can be; every number the oracles judge is then predictable.
     exact_run: Callable[[AgentLike, AgentSpec, tuple[int, ...]], AgentRun]
     run_script: Callable[[AgentLike, AgentSpec, Script], AgentRun]
-    cell_rows: Callable[[AgentRun], list[CellRow]]  # one per CPU, for the matrix report
     ops: Mapping[str, OpRule] = field(default_factory=dict)
     op_steps: Mapping[str, Callable[[int, int], str | tuple[str, ...]]] = field(
         default_factory=dict
@@ -180,6 +155,31 @@ class Flavour:
     def name(self) -> str:
         """The flavour's name (``tprof``, ``dt``)."""
         return self.info.name
+
+    @property
+    def oracles(self) -> tuple[tuple[str, str], ...]:
+        """Its oracles, (name, what it checks), in report order."""
+        return self.judges.oracles
+
+    def check(self, run: AgentRun) -> list[Violation]:
+        """Every violation of every oracle that applies to ``run``."""
+        return self.judges.check(run)
+
+    def judged(self, run: AgentRun) -> tuple[Judged, ...]:
+        """What each applicable oracle compared in ``run`` (`Judges.judged`)."""
+        return self.judges.judged(run)
+
+    def applicable(self, run: AgentRun) -> frozenset[str]:
+        """The oracles `check` judges for ``run``."""
+        return self.judges.applicable(run)
+
+    def report(self, run: AgentRun, violations: Sequence[Violation]) -> str:
+        """Its per-CPU table, perf beside it, one verdict per oracle, the content."""
+        return self.judges.report(run, violations)
+
+    def cell_rows(self, run: AgentRun) -> list[CellRow]:
+        """One row per CPU, for the matrix report."""
+        return self.judges.cell_rows(run)
 
     @property
     def oracle_names(self) -> tuple[str, ...]:

@@ -18,8 +18,8 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections
 from harness.agent.values.results import CORE_NAMES, AgentCounters
 from profbench_skel.data import DEPTH, INFO, SKEL_SAMPLE
-from profbench_skel.oracles import ORACLES, check_skel
-from profbench_skel.report import format_table, format_verdicts
+from profbench_skel.flavour import FLAVOUR
+from profbench_skel.oracles import LAWS
 from profbench_skel.results import SkelRecord, SkelRun, record_of
 
 SPEC = AgentSpec(flavour=INFO.name, pmu_produce=False)
@@ -97,18 +97,18 @@ def test_a_record_decodes_into_the_sample_the_oracles_read(tmp_path: Path) -> No
 
 def test_a_clean_run_passes_every_own_law() -> None:
     run = run_of({0: 12, 1: 9})
-    assert check_skel(run) == []
+    assert LAWS.check(run) == []
 
 
 def test_conservation_catches_a_drop_counted_nowhere() -> None:
     run = run_of({0: 12, 1: 9}, x_recorded=10, x_read=10)  # 2 calls ended nowhere
-    assert {(v.oracle, v.cpu) for v in check_skel(run)} >= {("SKEL-O1", 0)}
+    assert {(v.oracle, v.cpu) for v in LAWS.check(run)} >= {("SKEL-O1", 0)}
 
 
 def test_the_stream_law_sees_a_record_read_twice() -> None:
     clean = run_of({0: 4})
     twice = replace(clean, samples=(*clean.samples, clean.samples[0]))
-    found = [(v.oracle, v.expected) for v in check_skel(twice)]
+    found = [(v.oracle, v.expected) for v in LAWS.check(twice)]
     assert found == [
         ("SKEL-O2", "records in the stream = 4"),
         ("SKEL-O2", "records out of order = 0"),
@@ -122,7 +122,17 @@ def test_every_oracle_has_a_mutant_that_must_fail_it() -> None:
 
 def test_the_report_shows_every_cpu_and_every_verdict() -> None:
     run = run_of({0: 3, 1: 2})
-    table = format_table(run)
-    assert [line.split()[0] for line in table.splitlines()[1:-1]] == ["cpu", "0", "1", "all"]
-    verdicts = format_verdicts(run, check_skel(run))
-    assert [line.split()[1] for line in verdicts.splitlines()] == [n for n, _ in ORACLES]
+    lines = FLAVOUR.report(run, LAWS.check(run)).splitlines()
+    assert [line.split()[0] for line in lines[1:5]] == ["cpu", "0", "1", "all"]
+    assert lines[5] == f"stream: {run.bytes_read} bytes read, 5 records"
+    verdicts = LAWS.verdicts(run, LAWS.check(run)).splitlines()
+    assert [line.split()[1] for line in verdicts] == [n for n, _ in LAWS.table]
+    assert verdicts == lines[6 : 6 + len(verdicts)]
+
+
+def test_the_matrix_rows_hold_its_recorded_and_drop_counters() -> None:
+    rows = FLAVOUR.cell_rows(run_of({0: 3, 1: 2}, x_drop_full=4))
+    assert [(r.cpu, r.recorded, dict(r.drops)) for r in rows] == [
+        (0, 3, {"full": 4, "stopped": 0, "nested": 0}),
+        (1, 2, {"full": 0, "stopped": 0, "nested": 0}),
+    ]

@@ -43,7 +43,7 @@ INFO = FlavourInfo(
 FLAVOUR = """\
 from typing import NoReturn
 
-from harness.agent.flavour import Flavour
+from harness.agent.flavour import Flavour, Judges
 
 from {package}.data import INFO
 
@@ -53,8 +53,8 @@ def _never(*args: object) -> NoReturn:
 
 
 FLAVOUR = Flavour(
-    info=INFO, oracles=(), check=_never, judged=_never, applicable=_never, report=_never,
-    standard_run=_never, exact_run=_never, run_script=_never, cell_rows=_never,
+    info=INFO, judges=Judges((), _never, _never, _never, _never, _never),
+    standard_run=_never, exact_run=_never, run_script=_never,
 )
 """
 

@@ -70,7 +70,7 @@ def test_values_and_verdicts_come_from_the_run() -> None:
 def test_a_defect_s_expectations_hold_when_the_oracle_fails_and_the_text_is_seen() -> None:
     tprof = behaviour("tprof")
     lost = Violation("TP-O1", 1, "x_producer_calls = 1", "every term 0 = 0")
-    broken = replace(tprof, check=lambda run: [lost])
+    broken = replace(tprof, judges=replace(tprof.judges, check=lambda run: [lost]))
     expect = (Expectation(oracle="TP-O1", fails=True), Expectation(console=" tp_stop+0x"),
               Expectation(error="EBUSY"))  # fmt: skip
     console = "[ 9.1] WARNING: CPU: 1 PID: 7 at x.c:1 tp_stop+0x1/0x2 [profagent]\n"

@@ -12,7 +12,6 @@ disabled and enabled again); ``kick`` is refused, since dt has no drain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,13 +22,10 @@ from harness.agent.flavour import (
     Flavour,
     OpRule,
     Script,
-    narrow,
-    run_report,
-    typed,
 )
 from harness.agent.flavours.dt.data import DT, DT_EVT
-from harness.agent.flavours.dt.oracles import DT_ORACLES, applicable_dt_oracles, check_dt, judge_dt
-from harness.agent.flavours.dt.report import format_dt_table, format_dt_verdicts
+from harness.agent.flavours.dt.oracles import LAWS
+from harness.agent.flavours.dt.report import format_dt_table
 from harness.agent.flavours.dt.results import DtRun
 from harness.agent.flavours.dt.run import (
     DtPlan,
@@ -38,17 +34,14 @@ from harness.agent.flavours.dt.run import (
     reprobe_steps,
     skip_step,
 )
+from harness.agent.judging import Judging, compose
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import check_content, judge_content
-from harness.agent.oracles.content_view import applicable_content, oracles_for
-from harness.agent.oracles.report import CellRow
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.pairing import pair_window
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import standard_launches
-from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample
 from harness.agent.values.stress import Provoke, RacePair, Stress
 
@@ -59,12 +52,6 @@ MAX_RACERS = 3  # readers racing each other on the rings after RECORD off
 MAX_COPY_FAULT = 1000  # the nth copy-out fails: a ring holds 15, so a few rings' worth
 BUSY_MS = 1000
 PROBE_MS = 200  # the IRQ-off probe on the last CPU: kernel ground truth for CHAIN
-
-
-def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
-    own = narrow(run, DtRun)
-    verdicts = format_dt_verdicts(violations, applicable_dt_oracles(own), judged=judge_dt(own))
-    return run_report(own, format_dt_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -100,14 +87,6 @@ def _busy(
     plan = DtPlan(body=body, read_size=DT_EVT.size * 16, background_reader=True, truth=truth,
                   background_pause_ms=READER_PAUSE_MS)  # fmt: skip
     return isolated(agent, isolation_cpu(cpus, cpus[-1]), lambda: dt_run(agent, spec, plan))
-
-
-def _check(run: DtRun) -> list[Violation]:
-    return check_dt(run) + check_content(run.content())
-
-
-def _applicable(run: DtRun) -> frozenset[str]:
-    return applicable_dt_oracles(run) | applicable_content(run.content())
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -198,17 +177,6 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     return replace(run, instruction_clock=script.instruction_clock)
 
 
-def _cell_rows(run: AgentRun) -> list[CellRow]:
-    own = narrow(run, DtRun)
-    rows = []
-    for cpu, stats in sorted(own.after_read.percpu.items()):
-        drops = {"dropevt": stats["dc_dropevt"], "recurevt": stats["dc_recurevt"]}
-        rows.append(CellRow.from_core(cpu, own.core.get(cpu, {}), recorded=stats["x_committed"],
-                                      irq=own.kernel.delta(cpu) if own.kernel else None,
-                                      drops=drops))  # fmt: skip
-    return rows
-
-
 def _samples(run: DtRun) -> list[Sample]:
     """Dt's events as samples: the PC, its own stack's callers, its time."""
     return [e.sample() for e in run.events]
@@ -275,10 +243,6 @@ def _reprobe_step(cpu: int, count: int) -> tuple[str, ...]:
     return reprobe_steps()
 
 
-def _judged(run: DtRun) -> tuple[Judged, ...]:
-    return (*judge_dt(run), *judge_content(run.content()))
-
-
 #: dt's part of the shared stress plan: a ring of 16 slots keeps 15 events.
 STRESS = Stress(
     agent={"period": 200_000, "pmu_produce": False},
@@ -304,17 +268,22 @@ STRESS = Stress(
     restart=({"op": "reprobe"},),
 )
 
+#: How dt is judged and shown: its laws, its table, its matrix columns (after the read).
+JUDGING = Judging(
+    kind=DtRun,
+    laws=LAWS,
+    table=format_dt_table,
+    percpu=lambda run: run.after_read.percpu,
+    recorded="x_committed",
+    drops=(("dropevt", "dc_dropevt"), ("recurevt", "dc_recurevt")),
+)
+
 FLAVOUR = Flavour(
-    judged=typed(DtRun, _judged),
     info=DT,
-    oracles=(*DT_ORACLES, *oracles_for(DT)),
-    check=typed(DtRun, _check),
-    applicable=typed(DtRun, _applicable),
-    report=_report,
+    judges=compose(JUDGING, DT),
     standard_run=_standard,
     exact_run=_exact,
     run_script=_script,
-    cell_rows=_cell_rows,
     peer_run=_peer,
     ops={
         "reader": OpRule(on=True),  # a background reader racing the producers

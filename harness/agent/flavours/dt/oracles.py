@@ -38,23 +38,20 @@ from harness.agent.flavours.dt.stream import (
     canary_of,
     readers_share,
 )
+from harness.agent.judging import Laws
 from harness.agent.oracles.core import (
     CORE_ORACLES,
     CoreView,
-    applicable_core,
-    check_core,
     core_view_of,
-    judge_flavour,
 )
 from harness.agent.oracles.nmi import check_nmi
 from harness.agent.values.results import Judged, Violation
-from harness.errors import ConfigError
 
 __all__ = ["CANARY", "PROBE_PROFILE", "canary_of"]  # re-exported: the stream's constants
 
 #: Oracle names and one-line descriptions, in report order.
-DT_ORACLES: tuple[tuple[str, str], ...] = (
-    *CORE_ORACLES,
+#: Its own oracles, after the shared ones, in report order.
+_OWN: tuple[tuple[str, str], ...] = (
     ("DT-O1", "conservation: E = the core's producer calls (+ nested windows); every get "
               "recurs, drops or commits; committed = read + inring"),
     ("DT-O2", "no reader before the read: committed = min(E - recurevt, 15), the rest dropped"),
@@ -68,26 +65,12 @@ DT_ORACLES: tuple[tuple[str, str], ...] = (
     ("DT-INJ", "injection: get calls = injected + nested + one outer get per nested window"),
     ("NMI", "overflow context matches the pseudo-NMI mode the guest booted with"),
 )  # fmt: skip
+DT_ORACLES = (*CORE_ORACLES, *_OWN)
 
 
 def applicable_dt_oracles(run: DtRun) -> frozenset[str]:
-    """Names of the oracles `check_dt` evaluates for ``run``.
-
-    DT-INJ needs an injection run without PMU-produced ticks (``pmu_produce`` off);
-    DT-O2 (no reader) does not hold when a reader ran while recording; DT-O8 needs
-    that reader, DT-O10 readers racing each other on the drain.
-    """
-    core = {name for name, _ in CORE_ORACLES}
-    names = {name for name, _ in DT_ORACLES} - core | applicable_core(core_view(run))
-    if not run.reader_during_recording:
-        names.discard("DT-O8")
-    if run.concurrent_readers < 2:
-        names.discard("DT-O10")
-    if run.injected is None or run.spec.pmu_produce:
-        names.discard("DT-INJ")
-    if run.reader_during_recording:
-        names.discard("DT-O2")
-    return frozenset(names)
+    """Names of the oracles `check_dt` evaluates for ``run`` (`LAWS`: ``_APPLIES``)."""
+    return LAWS.applicable(run)
 
 
 def check_dt(run: DtRun) -> list[Violation]:
@@ -95,12 +78,7 @@ def check_dt(run: DtRun) -> list[Violation]:
 
     :raise ConfigError: the run's flavour is not dt (these are dt's oracles).
     """
-    if run.spec.flavour != DT.name:
-        raise ConfigError(f"check_dt holds dt's oracles; the run's flavour is {run.spec.flavour!r}")
-    applicable = applicable_dt_oracles(run)
-    own = [v for name, _ in DT_ORACLES if name in applicable and name in _CHECKS
-           for v in _CHECKS[name](run)]  # fmt: skip
-    return [*check_core(core_view(run)), *own]
+    return LAWS.check(run)
 
 
 def judge_dt(run: DtRun) -> list[Judged]:
@@ -109,7 +87,7 @@ def judge_dt(run: DtRun) -> list[Judged]:
     The core's as `harness.agent.oracles.core` counts them, dt's own as
     `harness.agent.flavours.dt.compared` does (n = 0: UNJUDGED, with why).
     """
-    return judge_flavour(core_view(run), applicable_dt_oracles(run), compared_dt(run))
+    return LAWS.judge(run)
 
 
 def core_view(run: DtRun) -> CoreView:
@@ -153,3 +131,16 @@ _CHECKS: dict[str, Callable[[DtRun], list[Violation]]] = {
     "DT-INJ": check_dt_injection,
     "NMI": check_nmi,
 }
+
+#: When a law applies (the others always do). DT-INJ needs an injection run without
+#: PMU-produced ticks (``pmu_produce`` off); DT-O2 (no reader) does not hold when a
+#: reader ran while recording; DT-O8 needs that reader, DT-O10 readers racing each
+#: other on the drain.
+_APPLIES: dict[str, Callable[[DtRun], bool]] = {
+    "DT-O2": lambda run: not run.reader_during_recording,
+    "DT-O8": lambda run: run.reader_during_recording,
+    "DT-O10": lambda run: run.concurrent_readers >= 2,
+    "DT-INJ": lambda run: run.injected is not None and not run.spec.pmu_produce,
+}
+LAWS = Laws(name=DT.name, oracles=_OWN, checks=_CHECKS, compared=compared_dt, core=core_view,
+            applies=_APPLIES)  # fmt: skip

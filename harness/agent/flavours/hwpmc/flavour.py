@@ -12,7 +12,7 @@ of that CPU), ``pmc-start`` / ``pmc-stop`` / ``pmc-release`` (its SS PMC) and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,18 +23,10 @@ from harness.agent.flavour import (
     Flavour,
     OpRule,
     Script,
-    narrow,
-    run_report,
-    typed,
 )
 from harness.agent.flavours.hwpmc.bench import HWPMC_BENCH
 from harness.agent.flavours.hwpmc.data import HWPMC
-from harness.agent.flavours.hwpmc.oracles import (
-    HWPMC_ORACLES,
-    applicable_hwpmc_oracles,
-    check_hwpmc,
-    judge_hwpmc,
-)
+from harness.agent.flavours.hwpmc.oracles import LAWS
 from harness.agent.flavours.hwpmc.plans import (
     BUSY_MS,
     control_plan,
@@ -45,7 +37,7 @@ from harness.agent.flavours.hwpmc.plans import (
     pair_spec,
     standard_plan,
 )
-from harness.agent.flavours.hwpmc.report import format_hwpmc_table, format_hwpmc_verdicts
+from harness.agent.flavours.hwpmc.report import format_hwpmc_table
 from harness.agent.flavours.hwpmc.results import HwpmcRun
 from harness.agent.flavours.hwpmc.run import (
     HwpmcPlan,
@@ -57,10 +49,8 @@ from harness.agent.flavours.hwpmc.run import (
     ss_op_step,
     sweep_step,
 )
+from harness.agent.judging import Judging, compose, content_samples
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import check_content, judge_content
-from harness.agent.oracles.content_view import applicable_content, oracles_for
-from harness.agent.oracles.report import CellRow
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.counts import PeerWindow, bracket_window
 from harness.agent.peer.pairing import pair_window
@@ -69,22 +59,12 @@ from harness.agent.peer.sizing import MIN_MS
 from harness.agent.steps import probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
-from harness.agent.values.results import Judged, Violation
-from harness.agent.values.samples import Sample
 from harness.agent.values.stress import RacePair, Stress
 from harness.errors import ConfigError, InfraError
 
 #: The standard run's ground-truth workloads and IRQ-off probe (content oracles).
 TRUTH_MS = 1000
 PROBE_MS = 200
-
-
-def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
-    own = narrow(run, HwpmcRun)
-    verdicts = format_hwpmc_verdicts(
-        violations, applicable_hwpmc_oracles(own), judged=judge_hwpmc(own)
-    )
-    return run_report(own, format_hwpmc_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -131,14 +111,6 @@ def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
 def _peer_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: int) -> HwpmcRun:
     """`_peer` with busy loops of ``ms`` (a peer round: `harness.agent.peer.sizing`)."""
     return _standard_for(agent, peer_spec(spec), cpus, ms)
-
-
-def _check(run: HwpmcRun) -> list[Violation]:
-    return check_hwpmc(run) + check_content(run.content())
-
-
-def _applicable(run: HwpmcRun) -> frozenset[str]:
-    return applicable_hwpmc_oracles(run) | applicable_content(run.content())
 
 
 def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -203,26 +175,6 @@ OP_STEPS: dict[str, Callable[[int], str]] = {
 }
 
 
-def _cell_rows(run: AgentRun) -> list[CellRow]:
-    own = narrow(run, HwpmcRun)
-    rows = []
-    for cpu, core in sorted(own.counters.core.items()):
-        stats = own.counters.stats_percpu.get(cpu, {})
-        drops = {name: stats.get(f"x_{name}", 0) for name in ("bufferfull", "stalled_nmi")}
-        irq = own.kernel.delta(cpu) if own.kernel else None
-        rows.append(CellRow.from_core(cpu, core, irq=irq, recorded=stats.get("x_recorded", 0),
-                                      drops=drops))  # fmt: skip
-    return rows
-
-
-def _samples(run: HwpmcRun) -> tuple[Sample, ...]:
-    """Hwpmc's log records as samples, times and chains, as the content oracles see them.
-
-    The flame graph draws the chains; PROFILE compares leaves.
-    """
-    return run.content().samples
-
-
 def _window(run: HwpmcRun, period: int) -> PeerWindow:
     """Hwpmc arms each CPU at its PMC's START: the plan's clock reads bracket them all.
 
@@ -234,10 +186,6 @@ def _window(run: HwpmcRun, period: int) -> PeerWindow:
     if len(run.clocks) < 4:
         raise InfraError(f"hwpmc peer run: {len(run.clocks)} clock reads, 4 needed")
     return bracket_window((run.clocks[0], run.clocks[1]), (run.clocks[-2], run.clocks[-1]), period)
-
-
-def _judged(run: HwpmcRun) -> tuple[Judged, ...]:
-    return (*judge_hwpmc(run), *judge_content(run.content()))
 
 
 #: hwpmc's part of the shared stress plan: rings of 4 entries, their sweeps held back.
@@ -260,17 +208,23 @@ STRESS = Stress(
     },
 )
 
+#: How hwpmc is judged and shown: its laws, its table, its matrix columns.
+JUDGING = Judging(
+    kind=HwpmcRun,
+    laws=LAWS,
+    table=format_hwpmc_table,
+    percpu=lambda run: run.counters.stats_percpu,
+    recorded="x_recorded",
+    drops=(("bufferfull", "x_bufferfull"), ("stalled_nmi", "x_stalled_nmi")),
+)
+JUDGES = compose(JUDGING, HWPMC)
+
 FLAVOUR = Flavour(
-    judged=typed(HwpmcRun, _judged),
     info=HWPMC,
-    oracles=(*HWPMC_ORACLES, *oracles_for(HWPMC)),
-    check=typed(HwpmcRun, _check),
-    applicable=typed(HwpmcRun, _applicable),
-    report=_report,
+    judges=JUDGES,
     standard_run=_standard,
     exact_run=_exact,
     run_script=_script,
-    cell_rows=_cell_rows,
     # Paired profiles (`harness.agent.peer.profile`): a stalled or stopped PMC samples
     # nothing while perf's counter runs on, and where the CPU is then is no random
     # draw (the 6.1 debug kernel, 8 vCPUs: arch_local_irq_enable 9.2 % of hwpmc's
@@ -279,12 +233,12 @@ FLAVOUR = Flavour(
         _peer,
         HwpmcRun,
         PeerHooks(
-            samples=_samples,
+            samples=content_samples,  # the flame graph draws the chains
             window=_window,
             pair_within_ns=pair_window(HWPMC),
             sized=_peer_for,
             usual_ms=BUSY_MS,
-            check=_check,
+            check=JUDGES.check,
         ),
     ),
     ops={name: OpRule(cpu="one") for name in OP_STEPS},

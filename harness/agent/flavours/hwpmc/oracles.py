@@ -72,19 +72,17 @@ from harness.agent.flavours.hwpmc.stalls import (
     judge_independence,
     judge_restart,
 )
+from harness.agent.judging import Laws
 from harness.agent.oracles.core import (
     CORE_ORACLES,
     CoreView,
-    applicable_core,
-    check_core,
     core_view_of,
-    judge_flavour,
 )
 from harness.agent.oracles.nmi import check_nmi
 from harness.agent.values.results import Judged, Violation
 
-HWPMC_ORACLES: tuple[tuple[str, str], ...] = (
-    *CORE_ORACLES,
+#: Its own oracles, after the shared ones, in report order.
+_OWN: tuple[tuple[str, str], ...] = (
     ("HW-O1", "producer calls = ignored + recorded + bufferfull + stalled NMIs, sums match"),
     ("HW-O2", "recorded = swept + in ring; with sweeps suppressed a full ring holds n"),
     ("HW-O3", "swept = logged + log failed + discarded; log = Σ logged; failures = faults"),
@@ -98,6 +96,7 @@ HWPMC_ORACLES: tuple[tuple[str, str], ...] = (
     ("HW-SC", "an SC PMC counts its CPU's cycles from START to STOP, then holds its value"),
     ("NMI", "producer calls in NMI context iff the guest booted with pseudo-NMI"),
 )
+HWPMC_ORACLES = (*CORE_ORACLES, *_OWN)
 
 
 def core_view(run: HwpmcRun) -> CoreView:
@@ -106,34 +105,13 @@ def core_view(run: HwpmcRun) -> CoreView:
 
 
 def applicable_hwpmc_oracles(run: HwpmcRun) -> frozenset[str]:
-    """The oracles `check_hwpmc` judges ``run`` by (which laws its kind exercises)."""
-    names = {name for name, _ in HWPMC_ORACLES} - {n for n, _ in CORE_ORACLES}
-    names |= applicable_core(core_view(run))
-    if not run.fill:  # HW-O4 judges the fills the plan makes; a busy loop's is the host's timing
-        names.discard("HW-O4")
-    if not run.resume:
-        names.discard("HW-O5")
-    if run.pair is None:
-        names.discard("HW-O8")
-    if not run.ops:
-        names.discard("HW-O9")
-    if run.spec.drain != "auto":
-        names.discard("HW-O6")
-    if run.counting is None:
-        names.discard("HW-SC")
-    if run.kind == "counting":  # no sampling PMC: no producer call to judge the context of
-        names.discard("NMI")
-    return frozenset(names)
+    """The oracles `check_hwpmc` judges ``run`` by (`LAWS`: ``_APPLIES``)."""
+    return LAWS.applicable(run)
 
 
 def check_hwpmc(run: HwpmcRun) -> list[Violation]:
     """Every violation of every applicable oracle, in `HWPMC_ORACLES` order."""
-    applicable = applicable_hwpmc_oracles(run)
-    found = check_core(core_view(run))
-    for name, check in _CHECKS.items():
-        if name in applicable:
-            found += check(run)
-    return found
+    return LAWS.check(run)
 
 
 def judge_hwpmc(run: HwpmcRun) -> list[Judged]:
@@ -142,7 +120,7 @@ def judge_hwpmc(run: HwpmcRun) -> list[Judged]:
     The shared ones as `harness.agent.oracles.core` counts them, the own ones as
     `compared_hwpmc` does.
     """
-    return judge_flavour(core_view(run), applicable_hwpmc_oracles(run), compared_hwpmc(run))
+    return LAWS.judge(run)
 
 
 def compared_hwpmc(run: HwpmcRun) -> list[Judged]:
@@ -192,3 +170,18 @@ _JUDGES: dict[str, Callable[[HwpmcRun], Judged]] = {
     "HW-SC": judge_counting,
     "NMI": judge_nmi,
 }
+
+#: When a law applies (which laws its kind exercises; the others always apply). HW-O4
+#: judges the fills the plan makes (a busy loop's is the host's timing); a counting run
+#: has no sampling PMC, so no producer call whose context NMI could judge.
+_APPLIES: dict[str, Callable[[HwpmcRun], bool]] = {
+    "HW-O4": lambda run: bool(run.fill),
+    "HW-O5": lambda run: bool(run.resume),
+    "HW-O6": lambda run: run.spec.drain == "auto",
+    "HW-O8": lambda run: run.pair is not None,
+    "HW-O9": lambda run: bool(run.ops),
+    "HW-SC": lambda run: run.counting is not None,
+    "NMI": lambda run: run.kind != "counting",
+}
+LAWS = Laws(name="hwpmc", oracles=_OWN, checks=_CHECKS, compared=compared_hwpmc,
+            core=core_view, applies=_APPLIES)  # fmt: skip

@@ -16,7 +16,6 @@ was, user code included); ``kick`` is kprof's ``flush`` on one CPU.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,20 +26,12 @@ from harness.agent.flavour import (
     Flavour,
     OpRule,
     Script,
-    narrow,
-    run_report,
-    typed,
 )
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.bench import KPROF_BENCH
 from harness.agent.flavours.kprof.data import KPROF, record_size, records_per_block
-from harness.agent.flavours.kprof.oracles import (
-    KPROF_ORACLES,
-    applicable_kprof_oracles,
-    check_kprof,
-    judge_kprof,
-)
-from harness.agent.flavours.kprof.report import format_kprof_table, format_kprof_verdicts
+from harness.agent.flavours.kprof.oracles import LAWS
+from harness.agent.flavours.kprof.report import format_kprof_table
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.run import (
     KPDATA,
@@ -49,17 +40,14 @@ from harness.agent.flavours.kprof.run import (
     kprof_run,
     reading,
 )
+from harness.agent.judging import Judging, compose
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import check_content, judge_content
-from harness.agent.oracles.content_view import applicable_content, oracles_for
-from harness.agent.oracles.report import CellRow
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.peer.sizing import MIN_MS
 from harness.agent.steps import GUEST_DIR, fault_step, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
-from harness.agent.values.results import Judged, Violation
 from harness.agent.values.samples import Sample, callers
 from harness.agent.values.stress import RacePair, Stress
 from harness.errors import ConfigError, InfraError
@@ -78,14 +66,6 @@ BUSY_MS = 1500
 CHAIN_DEPTH = 8
 TRUTH_SLACK_MS = 700
 PROBE_MS = 200
-
-
-def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
-    own = narrow(run, KprofRun)
-    verdicts = format_kprof_verdicts(
-        violations, applicable_kprof_oracles(own), judged=judge_kprof(own)
-    )
-    return run_report(own, format_kprof_table(own), verdicts, violations)
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -128,14 +108,6 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     fast = replace(spec, period=OVERLAP_PERIOD)
     plan = KprofPlan(body=(profctl.sleep_step(OVERLAP_MS),), background_reader=True)
     return kprof_run(agent, fast, plan)
-
-
-def _check(run: KprofRun) -> list[Violation]:
-    return check_kprof(run) + check_content(run.content())
-
-
-def _applicable(run: KprofRun) -> frozenset[str]:
-    return applicable_kprof_oracles(run) | applicable_content(run.content())
 
 
 def exact_plan(spec: AgentSpec, cpus: tuple[int, ...]) -> KprofPlan:
@@ -220,20 +192,6 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     return replace(kprof_run(agent, spec, plan), instruction_clock=script.instruction_clock)
 
 
-def _cell_rows(run: AgentRun) -> list[CellRow]:
-    own = narrow(run, KprofRun)
-    final = own.last
-    rows = []
-    for cpu, core in sorted(own.core.items()):
-        drops = {name.removeprefix("x_"): final.get(cpu, name)
-                 for name in ("x_records_nospare", "x_records_nested_drop",
-                              "x_records_not_tracing", "x_records_in_dropped_blocks")}  # fmt: skip
-        rows.append(CellRow.from_core(cpu, core, irq=own.kernel.delta(cpu) if own.kernel else None,
-                                      recorded=final.get(cpu, "x_records_committed"),
-                                      drops=drops))  # fmt: skip
-    return rows
-
-
 def _kpdata_step(cpu: int, count: int) -> str:
     return profctl.write_step(KPDATA, f"{KPDATA_BASE + 8 * count:#x}")
 
@@ -256,10 +214,6 @@ def _recording(run: KprofRun) -> tuple[int, int]:
     if run.tracing_ns is None:
         raise InfraError("kprof peer run: no clock reads around start and stop")
     return run.tracing_ns
-
-
-def _judged(run: KprofRun) -> tuple[Judged, ...]:
-    return (*judge_kprof(run), *judge_content(run.content()))
 
 
 #: The stress plan's kprof: blocks of 16 KiB, a queue limit that one block meets.
@@ -285,17 +239,26 @@ STRESS = Stress(
     },
 )  # fmt: skip
 
+#: How kprof is judged and shown: its laws, its table, its matrix columns (final counters).
+JUDGING = Judging(
+    kind=KprofRun,
+    laws=LAWS,
+    table=format_kprof_table,
+    percpu=lambda run: run.last.percpu,
+    recorded="x_records_committed",
+    drops=tuple((name.removeprefix("x_"), name) for name in (
+        "x_records_nospare", "x_records_nested_drop", "x_records_not_tracing",
+        "x_records_in_dropped_blocks")),
+)  # fmt: skip
+
+JUDGES = compose(JUDGING, KPROF)
+
 FLAVOUR = Flavour(
-    judged=typed(KprofRun, _judged),
     info=KPROF,
-    oracles=(*KPROF_ORACLES, *oracles_for(KPROF)),
-    check=typed(KprofRun, _check),
-    applicable=typed(KprofRun, _applicable),
-    report=_report,
+    judges=JUDGES,
     standard_run=_standard,
     exact_run=_exact,
     run_script=_script,
-    cell_rows=_cell_rows,
     peer_run=beside_perf(
         _standard,
         KprofRun,
@@ -304,7 +267,7 @@ FLAVOUR = Flavour(
             recording=_recording,
             sized=_standard_for,
             usual_ms=BUSY_MS,
-            check=_check,
+            check=JUDGES.check,
         ),
     ),
     ops={

@@ -37,20 +37,17 @@ from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.kprof.model import exact
 from harness.agent.flavours.kprof.results import KprofRun
 from harness.agent.flavours.kprof.stream import check_kp_kpdata, check_kp_stream
+from harness.agent.judging import Laws
 from harness.agent.oracles.core import (
     CORE_ORACLES,
     CoreView,
-    applicable_core,
-    check_core,
     core_view_of,
-    judge_flavour,
 )
 from harness.agent.oracles.nmi import check_nmi
 from harness.agent.values.results import Judged, Violation
-from harness.errors import ConfigError
 
-KPROF_ORACLES: tuple[tuple[str, str], ...] = (
-    *CORE_ORACLES,
+#: Its own oracles, after the shared ones, in report order.
+_OWN: tuple[tuple[str, str], ...] = (
     (
         "KP-O1",
         "commit accounting: every producer call is committed, nospare, nested or not tracing",
@@ -66,25 +63,12 @@ KPROF_ORACLES: tuple[tuple[str, str], ...] = (
     ("KP-O10", "kpdata: a write while tracing adds one kernel record with its PC; idle: none"),
     ("NMI", "overflow context matches the pseudo-NMI mode the guest booted with"),
 )
+KPROF_ORACLES = (*CORE_ORACLES, *_OWN)
 
 
 def applicable_kprof_oracles(run: KprofRun) -> frozenset[str]:
-    """Names of the oracles `check_kprof` evaluates for ``run``."""
-    core = {name for name, _ in CORE_ORACLES}
-    names = {name for name, _ in KPROF_ORACLES} - core | applicable_core(core_view(run))
-    if not exact(run) or res.BEFORE_STOP not in run.readings:
-        names -= {"KP-O2", "KP-O3"}
-    if not {res.VISIBLE_BEFORE, res.VISIBLE_AFTER} <= set(run.readings):
-        names.discard("KP-O6")
-    if not run.eof:
-        names.discard("KP-O7")
-    if not run.control:
-        names.discard("KP-O8")
-    if not {res.QUEUED, res.REOPENED} <= set(run.readings):
-        names.discard("KP-O9")
-    if not run.kpdata and not run.kpdata_idle:
-        names.discard("KP-O10")
-    return frozenset(names)
+    """Names of the oracles `check_kprof` evaluates for ``run`` (`LAWS`: ``_APPLIES``)."""
+    return LAWS.applicable(run)
 
 
 def core_view(run: KprofRun) -> CoreView:
@@ -97,12 +81,7 @@ def check_kprof(run: KprofRun) -> list[Violation]:
 
     :raise ConfigError: the run's flavour is not kprof.
     """
-    if run.spec.flavour != KPROF.name:
-        raise ConfigError(f"check_kprof holds kprof's oracles; the run is {run.spec.flavour!r}")
-    applicable = applicable_kprof_oracles(run)
-    own = [v for name, _ in KPROF_ORACLES if name in applicable and name in _CHECKS
-           for v in _CHECKS[name](run)]  # fmt: skip
-    return [*check_core(core_view(run)), *own]
+    return LAWS.check(run)
 
 
 def judge_kprof(run: KprofRun) -> list[Judged]:
@@ -110,7 +89,7 @@ def judge_kprof(run: KprofRun) -> list[Judged]:
 
     Kprof's own laws count what their checks compared (`compared.compared_kprof`).
     """
-    return judge_flavour(core_view(run), applicable_kprof_oracles(run), compared_kprof(run))
+    return LAWS.judge(run)
 
 
 _CHECKS: dict[str, Callable[[KprofRun], list[Violation]]] = {
@@ -126,3 +105,17 @@ _CHECKS: dict[str, Callable[[KprofRun], list[Violation]]] = {
     "KP-O10": check_kp_kpdata,
     "NMI": check_nmi,
 }
+
+#: When a law applies (the others always do): each needs the readings, reads or writes
+#: its comparison is made with.
+_APPLIES: dict[str, Callable[[KprofRun], bool]] = {
+    "KP-O2": lambda run: exact(run) and res.BEFORE_STOP in run.readings,
+    "KP-O3": lambda run: exact(run) and res.BEFORE_STOP in run.readings,
+    "KP-O6": lambda run: {res.VISIBLE_BEFORE, res.VISIBLE_AFTER} <= set(run.readings),
+    "KP-O7": lambda run: bool(run.eof),
+    "KP-O8": lambda run: bool(run.control),
+    "KP-O9": lambda run: {res.QUEUED, res.REOPENED} <= set(run.readings),
+    "KP-O10": lambda run: bool(run.kpdata or run.kpdata_idle),
+}
+LAWS = Laws(name=KPROF.name, oracles=_OWN, checks=_CHECKS, compared=compared_kprof,
+            core=core_view, applies=_APPLIES)  # fmt: skip

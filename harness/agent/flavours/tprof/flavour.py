@@ -11,7 +11,7 @@ outcome; the second must succeed). The extra run ``partial_read`` is TP-D9's sha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,25 +22,17 @@ from harness.agent.flavour import (
     Flavour,
     OpRule,
     Script,
-    narrow,
-    run_report,
-    typed,
 )
 from harness.agent.flavours.tprof.bench import TPROF_BENCH
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES, TPROF_PARAM
-from harness.agent.flavours.tprof.oracles import (
-    TPROF_ORACLES,
-    applicable_oracles,
-    check_tprof,
-    judge_tprof,
-)
+from harness.agent.flavours.tprof.oracles import LAWS
 from harness.agent.flavours.tprof.races import (
     burst_timeout_run,
     offline_stop_run,
     online_run,
     stop_kick_run,
 )
-from harness.agent.flavours.tprof.report import format_cpu_table, format_verdicts
+from harness.agent.flavours.tprof.report import format_cpu_table
 from harness.agent.flavours.tprof.results import TprofRun
 from harness.agent.flavours.tprof.run import (
     RunContext,
@@ -51,25 +43,16 @@ from harness.agent.flavours.tprof.run import (
     tprof_beside_perf,
     tprof_run,
 )
+from harness.agent.judging import Judging, compose
 from harness.agent.module.spec import AgentSpec
-from harness.agent.oracles.content import check_content, judge_content
-from harness.agent.oracles.content_view import applicable_content, oracles_for
-from harness.agent.oracles.report import CellRow
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.steps import SamplingPlan, fault_step, inject_step, kick_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import TruthLaunch, standard_launches
-from harness.agent.values.results import Judged, Violation
 from harness.agent.values.stress import Provoke, RacePair, StepData, Stress
 
 #: Calls nested in one task-context producer call in the exact run (TP-D5).
 NESTED = 7
-
-
-def _report(run: AgentRun, violations: Sequence[Violation]) -> str:
-    own = narrow(run, TprofRun)
-    verdicts = format_verdicts(violations, applicable_oracles(own), judged=judge_tprof(own))
-    return run_report(own, format_cpu_table(own), verdicts, violations)
 
 
 #: How long the standard run's ground-truth workloads run. tprof's records carry no
@@ -86,14 +69,6 @@ def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
     truth = standard_launches(cpus, TRUTH_MS)
     return isolated(agent, isolation_cpu(cpus, cpus[-1]),
                     lambda: tprof_run(agent, spec, plan, truth))  # fmt: skip
-
-
-def _check(run: TprofRun) -> list[Violation]:
-    return check_tprof(run) + check_content(run.content())
-
-
-def _applicable(run: TprofRun) -> frozenset[str]:
-    return applicable_oracles(run) | applicable_content(run.content())
 
 
 def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -139,21 +114,6 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
         instruction_clock=script.instruction_clock,
     )
     return scripted_run(agent, spec, script.body, context)[0]
-
-
-def _cell_rows(run: AgentRun) -> list[CellRow]:
-    own = narrow(run, TprofRun)
-    rows = []
-    for cpu, core in sorted(own.counters.core.items()):
-        stats = own.counters.stats_percpu.get(cpu, {})
-        drops = {name.removeprefix("x_"): stats.get(name, 0) for name, _ in TPROF_DROP_CAUSES}
-        rows.append(CellRow.from_core(cpu, core, irq=own.kernel.delta(cpu) if own.kernel else None,
-                                      recorded=stats["x_sample"], drops=drops))  # fmt: skip
-    return rows
-
-
-def _judged(run: TprofRun) -> tuple[Judged, ...]:
-    return (*judge_tprof(run), *judge_content(run.content()))
 
 
 def _fault(point: str) -> Callable[[int, int], str]:
@@ -213,17 +173,22 @@ STRESS = Stress(
     },
 )
 
+#: How tprof is judged and shown: its laws, its table, its matrix columns.
+JUDGING = Judging(
+    kind=TprofRun,
+    laws=LAWS,
+    table=format_cpu_table,
+    percpu=lambda run: run.counters.stats_percpu,
+    recorded="x_sample",
+    drops=tuple((name.removeprefix("x_"), name) for name, _ in TPROF_DROP_CAUSES),
+)
+
 FLAVOUR = Flavour(
-    judged=typed(TprofRun, _judged),
     info=TPROF,
-    oracles=(*TPROF_ORACLES, *oracles_for(TPROF)),
-    check=typed(TprofRun, _check),
-    applicable=typed(TprofRun, _applicable),
-    report=_report,
+    judges=compose(JUDGING, TPROF),
     standard_run=_standard,
     exact_run=_exact,
     run_script=_script,
-    cell_rows=_cell_rows,
     peer_run=_peer,
     # TP-D9's scenarios; the windows of issue 10's races and set-up order, reintroduced as
     # mutants (issue 25)

@@ -44,22 +44,19 @@ from harness.agent.flavours.tprof.budgets import check_stop_latency
 from harness.agent.flavours.tprof.compared import compared_tprof
 from harness.agent.flavours.tprof.data import TPROF, TPROF_DROP_CAUSES
 from harness.agent.flavours.tprof.results import TprofRun
+from harness.agent.judging import Laws
 from harness.agent.oracles.core import (
     CORE_ORACLES,
     CoreView,
-    applicable_core,
-    check_core,
     core_view_of,
-    judge_flavour,
 )
 from harness.agent.oracles.laws import Law, all_equal, at_least, at_most, sums_to, zero
 from harness.agent.oracles.nmi import check_nmi
 from harness.agent.values.results import Judged, Violation
-from harness.errors import ConfigError
 
 #: Oracle names and one-line descriptions, in report order.
-TPROF_ORACLES: tuple[tuple[str, str], ...] = (
-    *CORE_ORACLES,
+#: Its own oracles, after the shared ones, in report order.
+_OWN: tuple[tuple[str, str], ...] = (
     ("TP-O1", "conservation: every producer call is recorded, dropped with a cause or current"),
     ("TP-O2", "swaps: buf + emptybuf + dropbuf = x_swaps = ncpu × (kicks + 2), or auto ceiling"),
     ("TP-O5", "read completeness: records read = sample per CPU, every one filled, online CPUs"),
@@ -70,6 +67,7 @@ TPROF_ORACLES: tuple[tuple[str, str], ...] = (
     ("STOPPED", "after STOP no CPU holds a current buffer: a kick that lost the race is refused"),
     ("ONLINE", "no producer call finds its CPU without a buffer: set up before it is armed"),
 )
+TPROF_ORACLES = (*CORE_ORACLES, *_OWN)
 
 #: Per-CPU outcome → the global statistic that sums it (same name unless listed).
 _GLOBAL_NAME: dict[str, str] = {
@@ -89,26 +87,8 @@ def global_name(percpu_name: str) -> str:
 
 
 def applicable_oracles(run: TprofRun) -> frozenset[str]:
-    """Names of the oracles `check_tprof` evaluates for ``run``.
-
-    TP-O2 needs kicks (manual drain) or a run time (auto drain): a manual-drain run
-    without a kick count (hotplug adds swaps) skips it. PLACE needs busy loops, PROBE
-    probe CPUs (a run without them has no IRQ-off window to judge). TP-O10
-    (like the core's C-3) needs a guest clock that counts instructions (`budgets`).
-    """
-    core = {name for name, _ in CORE_ORACLES}
-    names = {name for name, _ in TPROF_ORACLES} - core | applicable_core(core_view(run))
-    if run.kicks is None and (run.spec.drain != "auto" or run.runtime_s <= 0):
-        names.discard("TP-O2")
-    if not run.busy:
-        names.discard("PLACE")
-    if not run.probe_cpus:
-        names.discard("PROBE")
-    if not run.instruction_clock:  # wall-clock budgets would flake under TCG: see budgets
-        names.discard("TP-O10")
-    if "cur_buffers" not in run.counters.state:  # a module from before it printed the count
-        names.discard("STOPPED")
-    return frozenset(names)
+    """Names of the oracles `check_tprof` evaluates for ``run`` (`LAWS`: ``_APPLIES``)."""
+    return LAWS.applicable(run)
 
 
 def check_tprof(run: TprofRun) -> list[Violation]:
@@ -116,23 +96,12 @@ def check_tprof(run: TprofRun) -> list[Violation]:
 
     :raise ConfigError: the run's flavour is not tprof (these are tprof's oracles).
     """
-    if run.spec.flavour != TPROF.name:
-        raise ConfigError(
-            f"check_tprof holds tprof's oracles; the run's flavour is {run.spec.flavour!r}"
-        )
-    applicable = applicable_oracles(run)
-    own = [
-        v
-        for name, _ in TPROF_ORACLES
-        if name in applicable and name in _CHECKS
-        for v in _CHECKS[name](run)
-    ]
-    return [*check_core(core_view(run)), *own]
+    return LAWS.check(run)
 
 
 def judge_tprof(run: TprofRun) -> list[Judged]:
     """What each oracle of the table compared in ``run`` (its own laws': `compared`)."""
-    return judge_flavour(core_view(run), applicable_oracles(run), compared_tprof(run))
+    return LAWS.judge(run)
 
 
 def core_view(run: TprofRun) -> CoreView:
@@ -383,6 +352,23 @@ _CHECKS: dict[str, Callable[[TprofRun], list[Violation]]] = {
     "STOPPED": check_stopped,
     "ONLINE": check_online,
 }
+
+
+#: When a law applies (the others always do). TP-O2 needs kicks (manual drain) or a run
+#: time (auto drain): a manual-drain run without a kick count (hotplug adds swaps) skips
+#: it. PLACE needs busy loops, PROBE probe CPUs (a run without them has no IRQ-off
+#: window to judge). TP-O10 (like the core's C-3) needs a guest clock that counts
+#: instructions: wall-clock budgets would flake under TCG (`budgets`). STOPPED needs a
+#: module that prints ``cur_buffers`` (one from before it did skips it).
+_APPLIES: dict[str, Callable[[TprofRun], bool]] = {
+    "TP-O2": lambda run: run.kicks is not None or (run.spec.drain == "auto" and run.runtime_s > 0),
+    "PLACE": lambda run: bool(run.busy),
+    "PROBE": lambda run: bool(run.probe_cpus),
+    "TP-O10": lambda run: run.instruction_clock,
+    "STOPPED": lambda run: "cur_buffers" in run.counters.state,
+}
+LAWS = Laws(name=TPROF.name, oracles=_OWN, checks=_CHECKS, compared=compared_tprof,
+            core=core_view, applies=_APPLIES)  # fmt: skip
 
 
 def _core(run: TprofRun, cpu: int, name: str) -> int:

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 from harness.agent.flavours.hwpmc.conservation import check_outcomes
 from harness.agent.flavours.hwpmc.data import HW_MAX_DEPTH, HWPMC, HWPMC_LOG_REC
-from harness.agent.flavours.hwpmc.flavour import _samples as profile_samples
 from harness.agent.flavours.hwpmc.oracles import applicable_hwpmc_oracles, check_hwpmc
 from harness.agent.flavours.hwpmc.results import Counting, HwpmcRun, LogRecord, OpOutcome, PmcLine
 from harness.agent.flavours.hwpmc.run import SC_INITIAL, decode_op, parse_pmcs, pmc_id, pmc_op_bytes
+from harness.agent.judging import content_samples as profile_samples
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import Injections, KernelEvidence
 from harness.agent.values.info import CORE_PERCPU
