@@ -74,7 +74,9 @@ class PerfCpu:
 
     cpu: int
     samples: int  # PERF_RECORD_SAMPLE
-    lost: int  # records the kernel could not write (sum of PERF_RECORD_LOST's ``lost``)
+    #: Records the kernel could not write: PERF_RECORD_LOST's ``lost``, of each record whose
+    #: span (since the CPU's record before it) meets the window.
+    lost: int
     lost_records: int  # PERF_RECORD_LOST records
     throttles: int  # PERF_RECORD_THROTTLE
     throttled_ns: int  # time between THROTTLE and UNTHROTTLE, clipped to the window

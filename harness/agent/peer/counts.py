@@ -41,7 +41,9 @@ interrupt: its periods fold; one handled less late keeps its phase. Hence:
    CPU; an agent that knows only an outer span adds its per-CPU enable skew as
    ``PeerBound(edges=2 + 2 * ceil(skew_ns / period))``.
 5. *perf's own losses.* LOST records: the kernel counted those overflows but the
-   ring buffer refused them (an upper bound: they may be other records too).
+   ring buffer refused them (an upper bound: they may be other records too). A LOST
+   record is written once the ring has room again, so it counts where its losses
+   lay, since the CPU's record before it (`harness.vm.perfread`), not where written.
    THROTTLE: perf's event stopped; it misses the periods it spans and restarts
    out of phase (+2 per throttle).
 

@@ -186,6 +186,28 @@ def test_lost_records_are_summed_per_cpu() -> None:
     assert dict(counts.totals)["LOST"] == LOST_COUNTS[2]
 
 
+def test_a_lost_record_counts_where_its_losses_were_not_where_it_was_written() -> None:
+    # dt, 8 vCPUs (CI): perf's reader fell behind on CPU 1; its ring took no sample from
+    # 142.275 s, and the LOST record came at 151.652 s, after the agent's window ended
+    lines = ["[001]   142.273066560:   cycles: ", "[001]   142.275117760:   cycles: ",
+             "[001]   151.651595792: PERF_RECORD_LOST lost 2829",
+             "[001]   151.651595792:   cycles: ", "[000]   151.700000000:   cycles: ",
+             "[000]   151.800000000: PERF_RECORD_LOST lost 7"]  # fmt: skip
+    text = "\n".join(["### version", "perf version 6.1.192", "### stats", "Aggregated stats:",
+                      "          SAMPLE events:          4", "### script", *lines,
+                      "### throttle"])  # fmt: skip
+    inside = parse_perf_output(text, period=MS, window=(142_000_000_000, 150_000_000_000))
+    assert (inside.cpu(1).samples, inside.cpu(1).lost, inside.cpu(1).lost_records) == (2, 2829, 1)
+    assert inside.cpu(0).lost == 0  # lost after its sample at 151.7 s: outside
+    # a window after the LOST record keeps the sample written with it, not the losses
+    after = parse_perf_output(text, period=MS, window=(151_651_595_792, 152_000_000_000))
+    assert (after.cpu(1).samples, after.cpu(1).lost) == (1, 0)
+    assert after.cpu(0).lost == 7
+    # ending before the last sample that preceded the losses: none of them
+    before = parse_perf_output(text, period=MS, window=(142_000_000_000, 142_274_000_000))
+    assert (before.cpu(1).samples, before.cpu(1).lost) == (1, 0)
+
+
 def test_throttles_are_counted_with_the_time_spent_throttled() -> None:
     counts = parse_perf_output(recorded("throttle"), period=100_000)
     assert {c.cpu: c.throttles for c in counts.cpus} == THROTTLES
