@@ -41,10 +41,9 @@ SKEL_SAMPLE = RecordLayout(
     ),
 )
 
-SKEL_IOC_TYPE = ord("k")
-SKEL_IOCTLS = (
-    Ioctl("SKEL_IOC_START", ioc_none(SKEL_IOC_TYPE, 1), 0, "start sampling"),
-    Ioctl("SKEL_IOC_STOP", ioc_none(SKEL_IOC_TYPE, 2), 0, "stop sampling; the rings stay"),
+SKEL_IOCTLS = (  # type 'k'
+    Ioctl("SKEL_IOC_START", ioc_none(ord("k"), 1), 0, "start sampling"),
+    Ioctl("SKEL_IOC_STOP", ioc_none(ord("k"), 2), 0, "stop sampling; the rings stay"),
 )
 
 #: Where a producer call ends when it is not recorded: one counter per cause, per CPU.
@@ -58,6 +57,15 @@ RECORDED = "x_recorded"
 FULL = DROP_CAUSES[0][0]
 
 SLOTS = Param("skel_slots", 4096, 2, 1 << 20, "records each CPU's ring holds")
+
+#: Each sabotage, and the law that must catch it (`invoke mutants`).
+MUTANTS = (
+    Mutant("skel_uncounted_drop", "a sample refused by a full ring is counted nowhere",
+           ("SKEL-O1",)),
+    Mutant("skel_full_as_nested", "a sample refused by a full ring is counted as a nested drop",
+           ("SKEL-O1",)),
+    Mutant("skel_double_read", "the reader copies every 64th record of a CPU twice", ("SKEL-O2",)),
+)  # fmt: skip
 
 INFO = FlavourInfo(
     name=NAME,
@@ -80,21 +88,7 @@ INFO = FlavourInfo(
     ioctls=SKEL_IOCTLS,
     params=(SLOTS,),
     template_context={"skel_depth": DEPTH, "skel_kernel_flag": KERNEL_FLAG},
-    mutants=(
-        Mutant(
-            "skel_uncounted_drop",
-            "a sample refused by a full ring is counted nowhere",
-            ("SKEL-O1",),
-        ),
-        Mutant(
-            "skel_full_as_nested",
-            "a sample refused by a full ring is counted as a nested drop",
-            ("SKEL-O1",),
-        ),
-        Mutant(
-            "skel_double_read", "the reader copies every 64th record of a CPU twice", ("SKEL-O2",)
-        ),
-    ),
+    mutants=MUTANTS,
     # What its records carry, beyond CPU, PC, pid and mode (guest/agent/README.md,
     # "The contract"): a tid, a call chain with its frame count and stop cause.
     records_chains=True,
