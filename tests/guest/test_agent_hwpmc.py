@@ -190,7 +190,7 @@ def test_hwpmc_d12_quirk_waits_until_the_watchdog(agent: Agent, topology: CpuTop
 
     One PMC on CPU 0 and the watchdog's deadline: nothing here depends on the other
     CPUs, and on 8 vCPUs the deadline's scale made it the main command's longest test
-    (19.6 s of 402 s): it runs on 2 vCPUs or fewer (CI's first tier has both)."""
+    (19.6 s of 402 s): it runs on 2 vCPUs or fewer (CI: 1 vCPU in its first tier, 2 on 6.12)."""
     if topology.cpus > D12_VCPUS:
         pytest.skip(f"HW-D12 uses CPU 0 alone and waits for the watchdog: on {D12_VCPUS} "
                     "vCPUs or fewer, `invoke test --cpus 2 -k d12`")  # fmt: skip
