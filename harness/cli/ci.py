@@ -66,6 +66,11 @@ CI_TIER_CPUS = (1, 8)
 #: other engineers' guests: 4 flavours on 2 vCPUs 160 s wall; on 8 vCPUs (2 spinners,
 #: one a host core) dt and tprof 220 s, kprof and hwpmc 284 s, every flavour clean.
 SANITIZER_TESTS = "tests/guest/test_sanitizers.py"
+#: The shared stress plan (full buffers, each drop cause alone, a reader racing the
+#: producers, stop and start under them): on the debug kernel too, where a record past a
+#: full ring, a use after free at STOP or a lock in the reader's race is a KASAN,
+#: UBSAN or lockdep report on the console, which the ``guest`` fixture fails on.
+STRESS_TESTS = "tests/guest/test_stress.py"
 #: The guest test that boots the debug kernel whatever the tier's variant: CI runs it
 #: in the debug stage, not in the first tier, which starts before that kernel is built
 #: (`harness.cli.prebuild` builds it beside the tier; the test skips without it).
@@ -118,7 +123,7 @@ class CiStage:
 #: guest fills both host cores.
 CI_STAGES: tuple[CiStage, ...] = (
     CiStage("debug", GuestRequest(cpus=2, variant="debug", memory_mib=512),
-            (SANITIZER_TESTS, DEBUG_KERNEL_TESTS, *TRUTH_TESTS)),
+            (SANITIZER_TESTS, STRESS_TESTS, DEBUG_KERNEL_TESTS, *TRUTH_TESTS)),
     CiStage("linux6.12", GuestRequest(cpus=2, kernel="6.12"), ("tests/guest",),
             keyword=NEWER_KERNEL_TESTS, selftests=False),
     CiStage("kcsan", GuestRequest(cpus=8, variant="kcsan"), (SANITIZER_TESTS,)),
