@@ -27,12 +27,13 @@ from harness.agent.module.spec import AgentSpec, event_available
 from harness.agent.overlap import UNLOAD_IF_LOADED
 from harness.agent.profctl_run import hang_evidence, run_profctl, run_with_host_actions
 from harness.agent.steps import (
-    DEBUGFS,
     FD,
     GUEST_DIR,
     PMU_EVENT_DIRS,
-    SNAPSHOT_FILES,
+    Results,
     counters_of,
+    counters_steps,
+    texts,
     throttling_command,
 )
 from harness.agent.truth import program
@@ -317,9 +318,9 @@ class Agent:
         log = self.workdir / f"profctl-{self._runs:02d}.txt"
         pairs = zip(steps, results, strict=True)
         log.write_text("".join(f"{s}\n  -> {r.describe()}\n" for s, r in pairs))
-        first = results[0]
-        if first.op == "open" and first.ok and first.int_value("fd") != FD:
-            raise InfraError(f"profctl's first open got fd {results[0].values['fd']}, not {FD}")
+        opened = [r.int_value("fd") for r in results if r.op == "open" and r.ok][:1]
+        if opened and opened[0] != FD:
+            raise InfraError(f"profctl's first open got fd {opened[0]}, not {FD}")
         return results
 
     @timed(RUNS)
@@ -337,8 +338,8 @@ class Agent:
 
     def counters(self) -> AgentCounters:
         """Read the debugfs files now."""
-        steps = tuple(profctl.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES)
-        return counters_of(steps, self.steps(steps))
+        plan = counters_steps()
+        return counters_of(Results.of(plan, self.steps(texts(plan))))
 
     def online_cpus(self) -> tuple[int, ...]:
         """CPUs online in the guest now."""

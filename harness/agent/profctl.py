@@ -7,18 +7,20 @@ module builds the step tokens (pure and validated) and parses what it printed in
 `StepResult` values; `harness.agent.profctl_build` compiles it and
 `harness.agent.profctl_run` runs a sequence in a guest::
 
-    results = run_profctl(shell, "/tmp/profagent/profctl", (
+    opened, started, *_, drained = run_profctl(shell, "/tmp/profagent/profctl", (
         open_step("/dev/profagent"),             # fd 3: the lowest free descriptor
         ioctl_step(3, 0x40087401, 8, b"\x01"),
         spin_step(1, 200), wait_step(),
         timeout_step(5), read_step(3, "/tmp/samples.bin", 65536),
     ), timeout_s=30)
-    results[1].out_bytes                         # the 8 bytes after the ioctl
-    results[5].int_value("bytes")
+    started.out_bytes                            # the 8 bytes after the ioctl
+    drained.int_value("bytes")
 
-Steps are checked before any runs, so later steps name descriptors by number: an
-``open`` gets the lowest free one, 3 for the first when the command starts with
-only 0-2 open. Compare ``results[k].int_value("fd")`` with what later steps assumed.
+A run names the steps whose results it wants, and asks for them by that name
+(`harness.agent.steps.Results`). Steps are checked before any runs, so later steps
+name descriptors by number: an ``open`` gets the lowest free one, 3 for the first
+when the command starts with only 0-2 open. Compare an open's ``int_value("fd")``
+with what later steps assumed.
 """
 
 from __future__ import annotations
@@ -304,23 +306,6 @@ class StepResult:
         status = "ok" if self.ok else f"failed with {self.errno}"
         pairs = " ".join(f"{key}={value}" for key, value in self.values.items())
         return f"step {self.index} ({self.op}, {status}; {pairs or 'no values'})"
-
-
-def results_of(
-    step: str, steps: Sequence[str], results: Sequence[StepResult]
-) -> tuple[StepResult, ...]:
-    """The results of every occurrence of ``step`` in ``steps``, in order.
-
-    A run finds its evidence by the step that made it, never by position.
-
-    :raise InfraError: ``steps`` and ``results`` differ in length, or ``step`` is not there.
-    """
-    if len(steps) != len(results):
-        raise InfraError(f"{len(results)} profctl results for {len(steps)} steps")
-    found = tuple(result for at, result in zip(steps, results, strict=True) if at == step)
-    if not found:
-        raise InfraError(f"no profctl step {step!r} in the sequence run")
-    return found
 
 
 def parse_output(text: str, steps: Sequence[str]) -> tuple[StepResult, ...]:

@@ -2,19 +2,21 @@
 
 Pure: strings in, strings or values out; `harness.agent.driver` runs them in a
 guest. A step is one profctl command (see `harness.agent.profctl`); ``FD`` is
-the descriptor the first ``open`` gets, the agent's device::
+the descriptor the first ``open`` gets, the agent's device. A plan names the steps
+whose results it wants (`Named`, `named`), and asks `Results` for them by name::
 
-    steps = workload_steps(SamplingPlan(busy_cpus=(0, 2)))  # spins, probes, wait, idle
-    body = (inject_step("all", 100), kick_step(), *host_action_steps("pause"))
-    results = agent.steps(steps)          # harness.agent.driver runs them in the guest
-    require_ok(results)                   # AgentStepError naming the first failed step
-    counters_of(steps, results).stats     # {'sample': 16, ...} from the debugfs files
-    busy_of(steps, results)               # {0: (pid,), 2: (pid,)}
+    plan = (*named("irq", cat_step(PROC_INTERRUPTS)), *workload_steps(SamplingPlan((0, 2))),
+            inject_step("all", 100), kick_step(), *counters_steps())
+    results = Results.of(plan, agent.run_steps(texts(plan)))
+    require_ok(results.results)           # AgentStepError naming the first failed step
+    results.one("irq").lines              # InfraError when no step, or two, has that name
+    counters_of(results).stats            # {'sample': 16, ...} from the debugfs files
+    busy_of(results)                      # {0: (pid,), 2: (pid,)}
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.agent import flavours, profctl
@@ -32,6 +34,8 @@ PMU_EVENT_DIRS = (
     "/sys/bus/event_source/devices/armv8_pmuv3*/events /sys/bus/event_source/devices/cpu/events"
 )
 SNAPSHOT_FILES = ("info", "stats", "stats_percpu", "nmi", "state")
+#: The names `counters_steps` gives its reads: this, then the file's.
+COUNTERS = "counters."
 #: With throttling off, the perf core's sample rate, near the sysctl's INT_MAX (its
 #: ceil(rate / HZ) must not overflow an int). perf_cpu_time_max_percent=0 turns only
 #: the handler-time throttle off: the core still throttles an event past ceil(rate / HZ)
@@ -54,6 +58,76 @@ class SamplingPlan:
     throttling_disabled: bool = True
     #: With throttling on: the perf core's sample-rate limit (None: its default).
     max_sample_rate: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    """A step under the name a run asks for its result by (`Results`)."""
+
+    step: str
+    name: str
+
+
+def named(name: str, *steps: str) -> tuple[Named, ...]:
+    """``steps`` under ``name``: `Results.all` gives their results in this order."""
+    return tuple(Named(step, name) for step in steps)
+
+
+def texts(plan: Sequence[str | Named]) -> tuple[str, ...]:
+    """The steps profctl runs for ``plan`` (a bare string is a step without a name)."""
+    return tuple(step.step if isinstance(step, Named) else step for step in plan)
+
+
+@dataclass(frozen=True, slots=True)
+class Results:
+    """What a plan's steps reported, asked for by the names the plan gave them.
+
+    ``steps`` and ``names`` run beside ``results`` (a step without a name has "").
+    """
+
+    steps: tuple[str, ...]
+    names: tuple[str, ...]
+    results: tuple[profctl.StepResult, ...]
+
+    @classmethod
+    def of(cls, plan: Sequence[str | Named], results: Sequence[profctl.StepResult]) -> Results:
+        """``results`` of ``plan``'s steps, in order.
+
+        :raise InfraError: there are not as many results as steps.
+        """
+        if len(plan) != len(results):
+            raise InfraError(f"{len(results)} profctl results for {len(plan)} steps")
+        names = tuple(step.name if isinstance(step, Named) else "" for step in plan)
+        return cls(texts(plan), names, tuple(results))
+
+    def all(self, name: str, *, at_least: int = 1) -> tuple[profctl.StepResult, ...]:
+        """The results of the steps named ``name``, in order.
+
+        :raise InfraError: fewer than ``at_least`` steps carry that name.
+        """
+        found = tuple(r for n, r in zip(self.names, self.results, strict=True) if n == name)
+        if len(found) < at_least:
+            raise InfraError(f"the profctl sequence has {len(found)} step(s) named {name!r}, "
+                             f"not {at_least} or more")  # fmt: skip
+        return found
+
+    def one(self, name: str) -> profctl.StepResult:
+        """The result of the one step named ``name``.
+
+        :raise InfraError: no step or more than one carries that name.
+        """
+        found = self.all(name, at_least=0)
+        if len(found) != 1:
+            raise InfraError(f"the profctl sequence has {len(found)} steps named {name!r}, not 1")
+        return found[0]
+
+    def named(self) -> Iterator[tuple[str, profctl.StepResult]]:
+        """(name, result) of every step, in order: for names that carry data (``op:...``)."""
+        return zip(self.names, self.results, strict=True)
+
+    def pairs(self) -> Iterator[tuple[str, profctl.StepResult]]:
+        """(step, result) of every step, in order: for readers of what the steps did."""
+        return zip(self.steps, self.results, strict=True)
 
 
 def fault_step(point: str, nth: int = 1) -> str:
@@ -97,13 +171,11 @@ def host_action_steps(name: str) -> tuple[str, ...]:
     return (profctl.mark_step(marker), profctl.await_step(go))
 
 
-def busy_of(
-    steps: Sequence[str], results: Sequence[profctl.StepResult]
-) -> dict[int, tuple[int, ...]]:
+def busy_of(results: Results) -> dict[int, tuple[int, ...]]:
     """CPU → PIDs of the busy loops the ``spin`` steps started there."""
     busy: dict[int, tuple[int, ...]] = {}
-    for step, result in zip(steps, results, strict=True):
-        if step.startswith("spin:"):
+    for result in results.results:
+        if result.op == "spin":
             cpu = result.int_value("cpu")
             busy[cpu] = (*busy.get(cpu, ()), result.int_value("pid"))
     return busy
@@ -175,19 +247,23 @@ def require_names(
             )
 
 
-def counters_of(steps: Sequence[str], results: Sequence[profctl.StepResult]) -> AgentCounters:
-    """The counters from the last ``cat`` of each debugfs file among ``steps``.
+def counters_steps() -> tuple[Named, ...]:
+    """Read every debugfs file, each named for `counters_of`."""
+    return tuple(Named(profctl.cat_step(f"{DEBUGFS}/{name}"), f"{COUNTERS}{name}")
+                 for name in SNAPSHOT_FILES)  # fmt: skip
+
+
+def counters_of(results: Results) -> AgentCounters:
+    """The counters from the last read of each debugfs file that succeeded (`counters_steps`).
 
     :raise InfraError: a file was not read.
     """
-    files: dict[str, tuple[str, ...]] = {}
-    for step, result in zip(steps, results, strict=True):
-        if result.op == "cat" and result.ok and step.startswith(f"cat:{DEBUGFS}/"):
-            files[step.rsplit("/", 1)[-1]] = result.lines
-    missing = [name for name in SNAPSHOT_FILES if name not in files]
+    files = {name: [r.lines for r in results.all(f"{COUNTERS}{name}", at_least=0) if r.ok]
+             for name in SNAPSHOT_FILES}  # fmt: skip
+    missing = [name for name, reads in files.items() if not reads]
     if missing:
         raise InfraError(f"the run did not read the agent's {', '.join(missing)}")
-    return parse_counters(files)
+    return parse_counters({name: reads[-1] for name, reads in files.items()})
 
 
 def require_ok(results: Sequence[profctl.StepResult]) -> None:

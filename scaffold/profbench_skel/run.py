@@ -6,7 +6,7 @@ oracles' ``/proc/interrupts`` reads): open the device, START, the body, STOP, re
 to the end of the stream, read the debugfs files, close::
 
     run = skel_run(agent, spec, body=(inject_step("all", 20),), injected={0: 20, 1: 20})
-    skel_steps(("sleep:100",))      # the whole sequence, to read
+    skel_steps(("sleep:100",))      # the whole sequence, to read (some steps `Named`)
 
 The runner takes the agent as `harness.agent.runner.AgentLike`, so this package
 never imports the bench's driver.
@@ -28,21 +28,24 @@ from harness.agent.oracles.evidence import (
     interrupt_reads,
 )
 from harness.agent.steps import (
-    DEBUGFS,
     DEVICE,
     FD,
     GUEST_DIR,
     READ_CHUNK,
     SAMPLES,
-    SNAPSHOT_FILES,
+    Named,
+    Results,
     counters_of,
+    counters_steps,
     require_ok,
+    texts,
 )
 from harness.agent.truth.program import evidence_of
 from profbench_skel.data import INFO, SKEL_SAMPLE
 from profbench_skel.results import SkelRun, record_of
 
-IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
+#: The kernel's PMU interrupt counts, read three times: asked for by the name "irq".
+IRQ_READ = Named(profctl.cat_step(PROC_INTERRUPTS), "irq")
 #: The read to the end of the stream gives up after this (it ends at once after STOP).
 READ_TIMEOUT_S = 60
 #: A reader concurrent with the producers (`RunContext.reader`): its stream, and its time
@@ -76,7 +79,7 @@ def ioctl_step(name: str) -> str:
     return profctl.ioctl_step(FD, ioctl.number, ioctl.arg_size)
 
 
-def skel_steps(body: Sequence[str], reader: bool = False) -> tuple[str, ...]:
+def skel_steps(body: Sequence[str], reader: bool = False) -> tuple[str | Named, ...]:
     """START, ``body``, STOP, then read everything and the counters, bracketed by the evidence.
 
     The kernel's PMU interrupt counts are read before START, right after STOP and
@@ -100,7 +103,7 @@ def skel_steps(body: Sequence[str], reader: bool = False) -> tuple[str, ...]:
         IRQ_READ,
         profctl.timeout_step(READ_TIMEOUT_S),
         profctl.read_step(FD, SAMPLES, READ_CHUNK),
-        *(profctl.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES),
+        *counters_steps(),
         profctl.close_step(FD),
     )
 
@@ -123,9 +126,8 @@ def skel_run(
     online = agent.online_cpus()
     steps = skel_steps(body, reader=context.reader)
     started = time.monotonic()
-    results = agent.run_steps(steps, actions=context.actions, timeout_s=None)
-    require_ok(results)
-    reads = [r.lines for s, r in zip(steps, results, strict=True) if s == IRQ_READ]
+    results = Results.of(steps, agent.run_steps(texts(steps), actions=context.actions))
+    require_ok(results.results)
     # What the reader took while sampling, then the read after STOP: one stream, in order.
     early = (
         agent.fetch(BACKGROUND, f"background-{agent.run_count:02d}.bin") if context.reader else b""
@@ -133,7 +135,7 @@ def skel_run(
     data = early + agent.fetch(SAMPLES, f"samples-{agent.run_count:02d}.bin")
     run = SkelRun(
         spec=spec,
-        counters=counters_of(steps, results),
+        counters=counters_of(results),
         samples=tuple(record_of(v) for v in agent.decode(SKEL_SAMPLE.c_name, data)),
         bytes_read=len(data),
         online_cpus=online,
@@ -141,10 +143,10 @@ def skel_run(
         injected=context.injected,
         outcomes=context.outcomes,
         throttling_disabled=context.throttling_disabled,
-        kernel=interrupt_reads(reads, agent.pmu_irq_label),
-        injections=injections_of(steps, online),
+        kernel=interrupt_reads([r.lines for r in results.all("irq")], agent.pmu_irq_label),
+        injections=injections_of(results.steps, online),
         instruction_clock=context.instruction_clock,
-        truth=evidence_of(agent, steps, results, chains=INFO.records_chains),
+        truth=evidence_of(agent, results.steps, results.results, chains=INFO.records_chains),
         nmi_graph=agent.nmi_graph(spec.flavour),
     )
     agent.save_run({**run.record(), "runtime_s": time.monotonic() - started})

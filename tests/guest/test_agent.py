@@ -37,7 +37,7 @@ from harness.agent.flavours.tprof.run import (
 )
 from harness.agent.module.build import AgentBuild
 from harness.agent.module.spec import AgentSpec
-from harness.agent.steps import DEVICE, SamplingPlan, inject_step, kick_step
+from harness.agent.steps import DEVICE, SamplingPlan, inject_step, kick_step, texts
 from harness.builder.images import GuestImages
 from harness.builder.modules import build_module
 from harness.errors import BuildError, ConfigError, ModuleLoadError
@@ -232,7 +232,7 @@ def test_tp_o6_stats_survive_stop_start_and_reset_on_close(agent: Agent) -> None
         ioctl_step("TPROF_IOC_STOP"),
         start,
         inject_step(0, 3),
-        *collect_steps(),  # STOP, read, the counters, GETSTAT, close
+        *texts(collect_steps()),  # STOP, read, the counters, GETSTAT, close
         profctl.open_step(DEVICE),
         ioctl_step("TPROF_IOC_GETSTAT"),
         profctl.close_step(3),

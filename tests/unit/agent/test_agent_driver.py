@@ -16,14 +16,18 @@ from harness.agent.flavours.tprof.run import (
 )
 from harness.agent.profctl import StepResult
 from harness.agent.steps import (
+    Named,
+    Results,
     SamplingPlan,
     counters_of,
+    counters_steps,
     inject_step,
     kick_step,
     parse_pairs,
     parse_percpu,
     probe_step,
     require_ok,
+    texts,
 )
 from harness.agent.values.info import CORE_PERCPU
 from harness.agent.values.layouts import Ioctl
@@ -88,13 +92,13 @@ def test_ioctl_step_of_an_unknown_ioctl() -> None:
 
 
 def test_collect_stops_reads_counters_getstats_and_closes_in_order() -> None:
-    assert collect_steps() == COLLECT
+    assert texts(collect_steps()) == COLLECT
 
 
 def test_sampling_steps_for_a_plan() -> None:
     plan = SamplingPlan(busy_cpus=(0, 2), busy_ms=500, probe_cpus=(1,), probe_ms=100, idle_ms=300)
     assert (
-        tprof_steps(plan)
+        texts(tprof_steps(plan))
         == (
             IRQS,
             "open:/dev/profagent",
@@ -114,7 +118,7 @@ def test_sampling_steps_for_a_plan() -> None:
 
 
 def test_sampling_steps_without_busy_loops_or_probe() -> None:
-    steps = tprof_steps(SamplingPlan(busy_cpus=()))
+    steps = texts(tprof_steps(SamplingPlan(busy_cpus=())))
     assert steps == (IRQS, "open:/dev/profagent", START, "wait", "sleep:300", COLLECT[0],
                      IRQS, "sleep:300", IRQS, *COLLECT[1:])  # fmt: skip
 
@@ -201,7 +205,7 @@ def result_of(index: int, step: str, lines: Sequence[str] = (), *, ok: bool = Tr
     )
 
 
-def results_of(steps: Sequence[str], files: Mapping[str, Sequence[str]]) -> list[StepResult]:
+def lists_of(steps: Sequence[str], files: Mapping[str, Sequence[str]]) -> list[StepResult]:
     """A successful result per step; a cat of the agent's ``name`` reads ``files[name]``."""
     results = []
     for index, step in enumerate(steps):
@@ -210,8 +214,13 @@ def results_of(steps: Sequence[str], files: Mapping[str, Sequence[str]]) -> list
     return results
 
 
+def results_of(plan: Sequence[str | Named], files: Mapping[str, Sequence[str]]) -> Results:
+    """`lists_of` the plan's steps, asked for by the plan's names."""
+    return Results.of(plan, lists_of(texts(plan), files))
+
+
 def test_counters_of_a_collect() -> None:
-    counters = counters_of(COLLECT, results_of(COLLECT, FILES))
+    counters = counters_of(results_of(collect_steps(), FILES))
     assert counters.info == {"flavour": "tprof", "event": "cycles", "source": "pmu"}
     assert counters.stats == {name: SET.get(name, 0) for name in TPROF.stat_names}
     assert counters.stats_percpu[0]["x_overflow"] == 8
@@ -220,40 +229,46 @@ def test_counters_of_a_collect() -> None:
     assert counters.state == {"sources": "off", "running": "0", "nbuf_on_list": "0"}
 
 
-def test_counters_of_takes_the_last_cat_of_each_file() -> None:
-    steps = (f"cat:{DEBUGFS}/stats", *COLLECT)
-    results = results_of(steps, FILES)
-    results[0] = result_of(0, steps[0], ("sample 1",))
-    assert counters_of(steps, results).stats["sample"] == 40
-    steps = (*COLLECT, f"cat:{DEBUGFS}/stats")
-    results = results_of(steps, FILES)
-    results[-1] = result_of(len(COLLECT), steps[-1], tuple(
+def test_counters_of_takes_the_last_read_of_each_file() -> None:
+    stats = Named(f"cat:{DEBUGFS}/stats", "counters.stats")
+    plan = (stats, *collect_steps())
+    results = lists_of(texts(plan), FILES)
+    results[0] = result_of(0, stats.step, ("sample 1",))
+    assert counters_of(Results.of(plan, results)).stats["sample"] == 40
+    plan = (*collect_steps(), stats)
+    results = lists_of(texts(plan), FILES)
+    results[-1] = result_of(len(COLLECT), stats.step, tuple(
         line.replace("sample 40", "sample 41") for line in FILES["stats"]
     ))  # fmt: skip
-    assert counters_of(steps, results).stats["sample"] == 41
+    assert counters_of(Results.of(plan, results)).stats["sample"] == 41
+
+
+def test_counters_of_reads_only_the_steps_named_so() -> None:
+    plan = (*texts(collect_steps()), *collect_steps()[3:5])  # unnamed, then info and stats
+    with pytest.raises(InfraError, match=r"did not read the agent's stats_percpu, nmi, state$"):
+        counters_of(results_of(plan, FILES))
 
 
 @pytest.mark.parametrize("name", list(FILES))
 def test_counters_of_without_a_file_names_it(name: str) -> None:
-    steps = tuple(step for step in COLLECT if step != f"cat:{DEBUGFS}/{name}")
+    plan = tuple(s for s in collect_steps() if texts((s,))[0] != f"cat:{DEBUGFS}/{name}")
     with pytest.raises(InfraError, match=rf"did not read the agent's {name}$"):
-        counters_of(steps, results_of(steps, FILES))
+        counters_of(results_of(plan, FILES))
 
 
 def test_counters_of_a_failed_cat_is_a_missing_file() -> None:
-    results = results_of(COLLECT, FILES)
+    plan = collect_steps()
+    results = lists_of(COLLECT, FILES)
     index = COLLECT.index(f"cat:{DEBUGFS}/nmi")
     results[index] = result_of(index, COLLECT[index], ok=False)
     with pytest.raises(InfraError, match="did not read the agent's nmi"):
-        counters_of(COLLECT, results)
+        counters_of(Results.of(plan, results))
 
 
-def test_counters_of_ignores_files_of_the_same_name_elsewhere() -> None:
-    steps = tuple(step.replace(DEBUGFS, "/tmp/elsewhere") for step in COLLECT)
-    with pytest.raises(
-        InfraError, match="did not read the agent's info, stats, stats_percpu, nmi, state"
-    ):
-        counters_of(steps, results_of(steps, {}))
+def test_counters_steps_read_every_debugfs_file_under_its_name() -> None:
+    assert [(s.step, s.name) for s in counters_steps()] == [
+        (f"cat:{DEBUGFS}/{name}", f"counters.{name}") for name in FILES
+    ]
 
 
 @pytest.mark.parametrize(
@@ -270,17 +285,17 @@ def test_a_counter_missing_from_a_file_is_an_error_naming_it(
     files = {**FILES, file: tuple(line for line in FILES[file] if line != drop)}
     assert len(files[file]) == len(FILES[file]) - 1
     with pytest.raises(InfraError, match=re.escape(message)):
-        counters_of(COLLECT, results_of(COLLECT, files))
+        counters_of(results_of(collect_steps(), files))
 
 
 def test_a_file_without_any_cpu_is_an_error() -> None:
     with pytest.raises(InfraError, match="nmi file lists no CPU at all"):
-        counters_of(COLLECT, results_of(COLLECT, {**FILES, "nmi": ()}))
+        counters_of(results_of(collect_steps(), {**FILES, "nmi": ()}))
 
 
 def test_counters_of_a_malformed_per_cpu_file() -> None:
     with pytest.raises(InfraError, match="malformed per-CPU line"):
-        counters_of(COLLECT, results_of(COLLECT, {**FILES, "nmi": ("0 x_nmi_total",)}))
+        counters_of(results_of(collect_steps(), {**FILES, "nmi": ("0 x_nmi_total",)}))
 
 
 # --- decode_stat and require_ok --------------------------------------------------------------
@@ -304,7 +319,7 @@ def test_decode_stat_is_little_endian() -> None:
 
 
 def test_require_ok_names_the_first_failed_step() -> None:
-    results = [*results_of(COLLECT[:2], {}), result_of(2, COLLECT[2], ok=False)]
+    results = [*lists_of(COLLECT[:2], {}), result_of(2, COLLECT[2], ok=False)]
     require_ok(results[:2])
     with pytest.raises(AgentStepError, match=r"step 2 \(read, failed with ENOENT"):
         require_ok(results)

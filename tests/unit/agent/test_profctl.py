@@ -31,7 +31,6 @@ from harness.agent.profctl import (
     read_step,
     readbg_step,
     repeat_step,
-    results_of,
     sleep_step,
     spin_step,
     timeout_step,
@@ -42,6 +41,7 @@ from harness.agent.profctl import (
 )
 from harness.agent.profctl_build import build_profctl
 from harness.agent.profctl_run import MAX_COMMAND, run_profctl
+from harness.agent.steps import Named, Results, texts
 from harness.agent.truth.elfsyms import symbol_span
 from harness.builder.cache import Cache, file_sha256
 from harness.errors import BuildError, ConfigError, GuestCommandError, InfraError
@@ -107,17 +107,25 @@ def test_step_result_accessors() -> None:
         results[0].values["fd"] = "4"  # type: ignore[index]
 
 
-def test_results_are_found_by_the_step_that_made_them() -> None:
-    steps = (*STEPS, STEPS[3])
-    results = parse_output(OUTPUT + "step=5 op=cat ok=1 bytes=0 lines=0\n", steps)
-    cats = results_of(STEPS[3], steps, results)
+def test_results_are_asked_for_by_the_name_of_the_step_that_made_them() -> None:
+    cat = Named(STEPS[3], "cat")
+    plan: tuple[str | Named, ...] = (Named(STEPS[0], "opened"), *STEPS[1:3], cat, STEPS[4], cat)
+    assert texts(plan) == (*STEPS, STEPS[3])
+    results = Results.of(plan, parse_output(OUTPUT + "step=5 op=cat ok=1 bytes=0 lines=0\n",
+                                            texts(plan)))  # fmt: skip
+    cats = results.all("cat")
     assert [r.index for r in cats] == [3, 5]
     assert cats[0].lines == ("state=running", "", "| step=9 op=x ok=1")
-    assert results_of(STEPS[0], steps, results)[0].int_value("fd") == 3
-    with pytest.raises(InfraError, match="no profctl step 'sleep:5'"):
-        results_of(sleep_step(5), steps, results)
+    assert results.one("opened").int_value("fd") == 3
+    assert [name for name, _ in results.named()][:3] == ["opened", "", ""]
+    assert next(results.pairs()) == (STEPS[0], results.one("opened"))
+    assert results.all("sleep", at_least=0) == ()
+    with pytest.raises(InfraError, match="has 0 step\\(s\\) named 'sleep', not 1 or more"):
+        results.all("sleep")
+    with pytest.raises(InfraError, match="has 2 steps named 'cat', not 1"):
+        results.one("cat")
     with pytest.raises(InfraError, match="5 profctl results for 6 steps"):
-        results_of(STEPS[0], steps, results[:-1])
+        Results.of(plan, results.results[:-1])
 
 
 def test_parse_output_with_empty_ioctl_buffer() -> None:

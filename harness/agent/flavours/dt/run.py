@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harness.agent import profctl
@@ -38,9 +38,13 @@ from harness.agent.steps import (
     DEVICE,
     FD,
     GUEST_DIR,
+    Named,
+    Results,
     fault_step,
+    named,
     parse_percpu,
     require_ok,
+    texts,
 )
 from harness.agent.truth.program import (
     TruthLaunch,
@@ -53,9 +57,12 @@ from harness.errors import AgentStepError, InfraError
 PROBE_PROFILE = 1
 #: The profile probe's period a run enables it with (DTIOCPRBENABLE), unless its plan says.
 PROFILE_PERIOD_NS = 1_000_000
-IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
+#: The kernel's PMU interrupt counts (`harness.agent.oracles.evidence`), read three times.
+IRQ_READ = Named(profctl.cat_step(PROC_INTERRUPTS), "irq")
 #: The core's per-CPU counters, read last before the close: the run's `core`.
-NMI_CAT = profctl.cat_step(f"{DEBUGFS}/nmi")
+NMI_CAT = Named(profctl.cat_step(f"{DEBUGFS}/nmi"), "core")
+#: The counters' names before and after the final drain (`collect_steps`, `open_stats`).
+BEFORE_READ, AFTER_READ = "before_read", "after_read"
 EVENTS = f"{GUEST_DIR}/dt-events.bin"
 BACKGROUND = f"{GUEST_DIR}/dt-background.bin"
 #: How long the final read waits on empty rings before it counts as drained.
@@ -166,30 +173,35 @@ def nest_windows(steps: Iterable[str]) -> dict[int, int]:
     return windows
 
 
-def collect_steps(read_size: int, racers: tuple[str, ...] = ()) -> tuple[str, ...]:
+def counters_steps(name: str) -> tuple[Named, ...]:
+    """DTIOCGSTATS and DTIOC_X_PCPUSTATS, named ``name.gstats`` and ``name.pcpu``."""
+    return (Named(dt_ioctl_step("DTIOCGSTATS"), f"{name}.gstats"),
+            Named(pcpustats_step(), f"{name}.pcpu"))  # fmt: skip
+
+
+def collect_steps(read_size: int, racers: tuple[str, ...] = ()) -> tuple[str | Named, ...]:
     """RECORD off, then the rest of the run's evidence, and close.
 
     The kernel's PMU interrupt counts right after RECORD off and `IDLE_MS` later,
-    the counters, the ``racers`` steps (`racer_steps`), every ring drained, the
-    counters again.
+    the counters (`BEFORE_READ`), the ``racers`` steps (`racer_steps`), every ring
+    drained (``drain``), the counters again (`AFTER_READ`).
     """
-    counters = (dt_ioctl_step("DTIOCGSTATS"), pcpustats_step())
     return (
         record_step(False),
         IRQ_READ,
         profctl.sleep_step(IDLE_MS),
         IRQ_READ,
-        *counters,
+        *counters_steps(BEFORE_READ),
         *racers,
         profctl.timeout_step(DRAIN_TIMEOUT_S),
-        profctl.read_step(FD, EVENTS, read_size),
-        *counters,
+        *named("drain", profctl.read_step(FD, EVENTS, read_size)),
+        *counters_steps(AFTER_READ),
         NMI_CAT,
         profctl.close_step(FD),
     )
 
 
-def require_dt_ioctls(steps: Sequence[str], results: Sequence[profctl.StepResult]) -> None:
+def require_dt_ioctls(results: Results) -> None:
     """Raise on the first of dt's own ioctls that failed: the module refused a valid call.
 
     Every dt ioctl of a run is one the port must accept where the run makes it (after
@@ -199,7 +211,7 @@ def require_dt_ioctls(steps: Sequence[str], results: Sequence[profctl.StepResult
     :raise AgentStepError: naming the ioctl, its errno and the step (a `GuestError`).
     """
     names = {ioctl.number: ioctl.name for ioctl in DT.ioctls}
-    for step, result in zip(steps, results, strict=True):
+    for step, result in results.pairs():
         found = _IOCTL.match(step)
         if found and not result.ok and int(found[1], 16) in names:
             name = names[int(found[1], 16)]
@@ -225,10 +237,10 @@ def parse_pcpustats(data: bytes) -> tuple[dict[int, dict[str, int]], dict[str, i
     return percpu, per_open
 
 
-def open_stats(gstats: profctl.StepResult, pcpu: profctl.StepResult) -> DtOpenStats:
-    """The counters of one moment, from a DTIOCGSTATS and a DTIOC_X_PCPUSTATS result."""
-    values = struct.unpack(DT_STAT.struct_format, gstats.out_bytes)
-    percpu, per_open = parse_pcpustats(pcpu.out_bytes)
+def open_stats(results: Results, name: str) -> DtOpenStats:
+    """The counters ``name`` read (`counters_steps`): DTIOCGSTATS and DTIOC_X_PCPUSTATS."""
+    values = struct.unpack(DT_STAT.struct_format, results.one(f"{name}.gstats").out_bytes)
+    percpu, per_open = parse_pcpustats(results.one(f"{name}.pcpu").out_bytes)
     return DtOpenStats(dict(zip(DT_STAT.names, values, strict=True)), percpu, per_open)
 
 
@@ -285,15 +297,13 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
         *output_steps(plan.truth),
         *collect_steps(plan.read_size, racer_steps(plan)),
     )
-    results = agent.run_steps(steps, actions=plan.actions)
-    (drain,) = profctl.results_of(profctl.read_step(FD, EVENTS, plan.read_size), steps, results)
+    results = Results.of(steps, agent.run_steps(texts(steps), actions=plan.actions))
+    drain = results.one("drain")
     if not drain.ok and drain.errno != "EINTR":
         raise InfraError(f"dt drain read failed: {drain.describe()}")
-    require_dt_ioctls(steps, results)
-    require_ok([r for r in results if r is not drain])
-    gstats = profctl.results_of(dt_ioctl_step("DTIOCGSTATS"), steps, results)
-    pcpus = profctl.results_of(pcpustats_step(), steps, results)
-    reads = [r.lines for r in profctl.results_of(IRQ_READ, steps, results)]
+    require_dt_ioctls(results)
+    require_ok([r for r in results.results if r is not drain])
+    reads = [r.lines for r in results.all(IRQ_READ.name)]
     status = _reader_status(agent) if plan.background_reader else None
     # In the order they read: the background reader while recording, the racers
     # after RECORD off, the final drain last (one reader's seqs must rise: DT-O3).
@@ -303,25 +313,25 @@ def dt_run(agent: AgentLike, spec: AgentSpec, plan: DtPlan) -> DtRun:
     data = [agent.fetch(remote, name) for remote, name in streams]
     return DtRun(
         spec=spec,
-        before_read=open_stats(gstats[0], pcpus[0]),
-        after_read=open_stats(gstats[1], pcpus[1]),
+        before_read=open_stats(results, BEFORE_READ),
+        after_read=open_stats(results, AFTER_READ),
         events=tuple(e for chunk in data for e in decode_events(agent, chunk)),
         bytes_read=sum(map(len, data)),
         read_size=plan.read_size,
         online_cpus=online,
-        core=parse_percpu(profctl.results_of(NMI_CAT, steps, results)[-1].lines),
+        core=parse_percpu(results.one(NMI_CAT.name).lines),
         nmi_expected=agent.nmi_expected_for(spec),
         injected=plan.injected,
         nested=plan.nested,
-        windows=nest_windows(steps),
+        windows=nest_windows(results.steps),
         skips=plan.skips,
         concurrent_readers=plan.racers,
         reader_during_recording=plan.background_reader,
         background_errno=None if status is None else status.errno,
         background_reads=0 if status is None else status.reads,
         kernel=interrupt_reads(reads, agent.pmu_irq_label),
-        injections=injections_of(steps, online),
-        truth=evidence_of(agent, steps, results, chains=DT.records_chains),
+        injections=injections_of(results.steps, online),
+        truth=evidence_of(agent, results.steps, results.results, chains=DT.records_chains),
         nmi_graph=agent.nmi_graph(spec.flavour),
     )
 

@@ -7,14 +7,15 @@ PMU interrupt counts, RELEASE, the counters, read ``hwpmc/log``::
     run = hwpmc_run(agent, AgentSpec(flavour="hwpmc"), standard_plan((0, 1)))
     check_hwpmc(run)                       # [] when every oracle holds
 
-Steps are tagged as the plan builds them, so results are found by tag, not by text.
+Steps are tagged as the plan builds them (a tag is the step's name, `Named`), so
+results are asked for by tag, not by text or place.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.agent import profctl
 from harness.agent.flavour import AgentLike
@@ -43,8 +44,10 @@ from harness.agent.steps import (
     DEVICE,
     FD,
     GUEST_DIR,
-    SNAPSHOT_FILES,
+    Named,
+    Results,
     counters_of,
+    counters_steps,
     fault_step,
     parse_pairs,
     parse_percpu,
@@ -218,7 +221,7 @@ def plan_steps(plan: HwpmcPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
         *reads("sc_later"),
         *late,
         *released,
-        *_untagged([profctl.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES]),
+        *((read.step, read.name) for read in counters_steps()),
         (pmcs, "final_pmcs"),
         (profctl.sleep_step(5 * sweep_ms), ""),
         (profctl.cat_step(f"{DEBUGFS}/stats"), "later"),
@@ -271,75 +274,70 @@ def hwpmc_run(agent: AgentLike, spec: AgentSpec, plan: HwpmcPlan) -> HwpmcRun:
     """
     agent.load(spec)
     online = agent.online_cpus()
-    tagged = plan_steps(plan, spec)
-    steps = tuple(step for step, _ in tagged)
-    results = agent.run_steps(steps)
-    by_tag = _by_tag(tagged, results)
+    tagged = tuple(Named(step, tag) for step, tag in plan_steps(plan, spec))
+    results = Results.of(tagged, agent.run_steps(tuple(t.step for t in tagged)))
+    _require_ok(results)
+    stats_later = {k: int(v) for k, v in parse_pairs(results.one("later").lines).items()}
+    # Kept from before the steps were named: the counters' ``stats`` are the later read
+    # (the last read of the file was taken), so HW-O7's intr_ignored 5 sweep periods
+    # after RELEASE is compared with itself. Reading the counters' own would change
+    # verdicts: a change of its own.
+    counters = replace(counters_of(results), stats=stats_later)
     data = agent.fetch(LOG_COPY, f"hwpmc-log-{agent.run_count:02d}.bin")
     run = HwpmcRun(
         spec=spec,
         kind=plan.kind,
         online_cpus=online,
         nmi_expected=agent.nmi_expected_for(spec),
-        counters=counters_of(steps, results),
-        stopped=parse_percpu(by_tag["stopped"][0].lines),
-        stopped_pmcs=parse_pmcs(by_tag["stopped_pmcs"][0].lines),
-        final_pmcs=parse_pmcs(by_tag["final_pmcs"][0].lines),
-        stats_later={k: int(v) for k, v in parse_pairs(by_tag["later"][0].lines).items()},
-        checkpoints={
-            tag[3:]: parse_percpu(rs[0].lines)
-            for tag, rs in by_tag.items()
-            if tag.startswith("ck:")
-        },
+        counters=counters,
+        stopped=parse_percpu(results.one("stopped").lines),
+        stopped_pmcs=parse_pmcs(results.one("stopped_pmcs").lines),
+        final_pmcs=parse_pmcs(results.one("final_pmcs").lines),
+        stats_later=stats_later,
+        checkpoints={name.removeprefix("ck:"): parse_percpu(results.one(name).lines)
+                     for name in dict.fromkeys(results.names) if name.startswith("ck:")},
         log=tuple(LogRecord.decoded(r) for r in agent.decode(HWPMC_LOG_REC.c_name, data)),
         fill=plan.fill,
         resume=plan.resume,
         pair=plan.pair,
-        releases=tuple(r.errno or "ok" for r in by_tag.get("release", [])),
-        ops=op_outcomes(tagged, results),
-        driver_before=driver_stats(by_tag["driver_before"][0]) if "driver_before" in by_tag else {},
-        driver_after=driver_stats(by_tag["driver_after"][0]) if "driver_after" in by_tag else {},
-        ss_around_offline_start=_ss_running(by_tag),
-        kernel=interrupt_reads([r.lines for r in by_tag["irq"]], agent.pmu_irq_label),
-        injections=injections_of(steps, online),
-        counting=_counting(plan, by_tag, agent.events_per_ns(spec)),
-        clocks=tuple(r.int_value("ns") for r in by_tag.get("clock", ())),
+        releases=tuple(r.errno or "ok" for r in results.all("release", at_least=0)),
+        ops=op_outcomes(results),
+        driver_before=_driver_stats(results, "driver_before"),
+        driver_after=_driver_stats(results, "driver_after"),
+        ss_around_offline_start=_ss_running(results),
+        kernel=interrupt_reads([r.lines for r in results.all("irq")], agent.pmu_irq_label),
+        injections=injections_of(results.steps, online),
+        counting=_counting(plan, results, agent.events_per_ns(spec)),
+        clocks=tuple(r.int_value("ns") for r in results.all("clock", at_least=0)),
         log_faults=plan.log_faults,
-        truth=evidence_of(agent, steps, results, chains=HWPMC.records_chains),
+        truth=evidence_of(agent, results.steps, results.results, chains=HWPMC.records_chains),
         nmi_graph=agent.nmi_graph(spec.flavour),
-    )
+    )  # fmt: skip
     agent.save_run(run.record())
     return run
 
 
-def _by_tag(
-    tagged: Sequence[Tagged], results: Sequence[profctl.StepResult]
-) -> dict[str, list[profctl.StepResult]]:
-    """Results grouped by tag; raises on a failed step its tag does not allow to fail."""
-    by_tag: dict[str, list[profctl.StepResult]] = {}
-    for (_, tag), result in zip(tagged, results, strict=True):
+def _require_ok(results: Results) -> None:
+    """Raise on a failed step its tag does not allow to fail."""
+    for tag, result in results.named():
         may_fail = tag in ("release", "resume") or tag.startswith("op:")
         if not result.ok and not may_fail:
             raise AgentStepError(f"hwpmc step failed: {result.describe()}")
-        by_tag.setdefault(tag, []).append(result)
-    return by_tag
 
 
-def _counting(
-    plan: HwpmcPlan, by_tag: Mapping[str, list[profctl.StepResult]], events_per_ns: float | None
-) -> Counting | None:
+def _counting(plan: HwpmcPlan, results: Results, events_per_ns: float | None) -> Counting | None:
     """The plan's SC PMC (at most one) as read: clocks and RW values."""
     sc = [p for p in plan.pmcs if p.mode == "SC"]
     if not sc:
         return None
     if len(sc) > 1:
         raise InfraError("a hwpmc plan has at most one SC PMC")
-    clocks = tuple(r.int_value("ns") for r in by_tag["clock"])
+    clocks = tuple(r.int_value("ns") for r in results.all("clock"))
     if len(clocks) != 4:
         raise InfraError(f"expected 4 clock reads around START and STOP, got {len(clocks)}")
 
     def value(tag: str) -> int:
-        return decode_op(by_tag[tag][0].out_bytes)["value"]
+        return decode_op(results.one(tag).out_bytes)["value"]
 
     return Counting(
         cpu=sc[0].cpus[0],
@@ -352,25 +350,25 @@ def _counting(
     )
 
 
-def _ss_running(by_tag: Mapping[str, list[profctl.StepResult]]) -> tuple[int, int] | None:
-    if "ss_before" not in by_tag:
+def _ss_running(results: Results) -> tuple[int, int] | None:
+    if not results.all("ss_before", at_least=0):
         return None
-    before, after = (parse_pairs(by_tag[t][0].lines) for t in ("ss_before", "ss_after"))
+    before, after = (parse_pairs(results.one(t).lines) for t in ("ss_before", "ss_after"))
     return int(before["x_ss_running"]), int(after["x_ss_running"])
 
 
-def driver_stats(result: profctl.StepResult) -> dict[str, int]:
-    """GETDRIVERSTATS's outputs, by the seed's names."""
-    out = decode_op(result.out_bytes)
+def _driver_stats(results: Results, tag: str) -> dict[str, int]:
+    """The outputs of the GETDRIVERSTATS tagged ``tag``, by the seed's names ({}: none)."""
+    if not results.all(tag, at_least=0):
+        return {}
+    out = decode_op(results.one(tag).out_bytes)
     return {name: out[f"out{i}"] for i, name in enumerate(DRIVER_STATS)}
 
 
-def op_outcomes(
-    tagged: Sequence[Tagged], results: Sequence[profctl.StepResult]
-) -> tuple[OpOutcome, ...]:
+def op_outcomes(results: Results) -> tuple[OpOutcome, ...]:
     """The control ops (tags ``op:<label>:<expected>:<op>``) with the errno each gave."""
     outcomes = []
-    for (_, tag), result in zip(tagged, results, strict=True):
+    for tag, result in results.named():
         if tag.startswith("op:"):
             _, label, expected, op = tag.split(":", 3)
             outcomes.append(OpOutcome(label, expected, result.errno or "ok", op))

@@ -25,7 +25,17 @@ from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.flavours.kprof.results import KprofRecord, KprofRun, KprofStats
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import IDLE_MS, PROC_INTERRUPTS, injections_of, interrupt_reads
-from harness.agent.steps import DEBUGFS, GUEST_DIR, parse_pairs, parse_percpu, require_names
+from harness.agent.steps import (
+    DEBUGFS,
+    GUEST_DIR,
+    Named,
+    Results,
+    named,
+    parse_pairs,
+    parse_percpu,
+    require_names,
+    texts,
+)
 from harness.agent.truth.program import evidence_of
 from harness.errors import AgentStepError, InfraError
 
@@ -35,7 +45,8 @@ KPDATA = f"{KPROF_DIR}/kpdata"
 KPTRACE = f"{KPROF_DIR}/kptrace"
 CTL_FD = 3
 DATA_FD = 4
-IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
+#: The kernel's PMU interrupt counts (`harness.agent.oracles.evidence`), read three times.
+IRQ_READ = Named(profctl.cat_step(PROC_INTERRUPTS), "irq")
 STREAM = f"{GUEST_DIR}/kprof-stream.bin"
 BACKGROUND = f"{GUEST_DIR}/kprof-background.bin"
 EOF_FILE = f"{GUEST_DIR}/kprof-eof.bin"
@@ -46,6 +57,9 @@ READ_SIZE = 4000
 #: How long the drain read may take before the run is judged hung.
 DRAIN_TIMEOUT_S = 60
 READING = "reading:"  # a pseudo-step in a plan's body: take the counters here
+#: The names of the reads whose outcome is judged, not required: the read to the end
+#: of the stream, those past it, and the KP-O8 probes (``control:<probe>``).
+DRAIN, PAST_EOF, CONTROL = "drain", "past_eof", "control:"
 
 #: KP-O8 probes: (name, step) after the stream was read, kpctl still open and stopped.
 CONTROL_PROBES: tuple[tuple[str, str], ...] = (
@@ -102,12 +116,13 @@ class KprofPlan:
     actions: Mapping[str, Callable[[], None]] = field(default_factory=dict)
 
 
-def session_steps(plan: KprofPlan) -> tuple[str, ...]:
+def session_steps(plan: KprofPlan) -> tuple[str | Named, ...]:
     """The session: open, start, body, kpdata writes, stop, the reads, close.
 
-    A clock read comes just before ``start`` and just after ``stop``: the span in
-    which any CPU traced (`KprofRun.tracing_ns`).
+    A clock read comes just before ``start`` and just after ``stop`` (``tracing``): the
+    span in which any CPU traced (`KprofRun.tracing_ns`).
     """
+    tracing = Named(profctl.clock_step(), "tracing")
     idle = tuple(s for value in plan.kpdata_idle for s in kpdata_steps(0, value))
     writes = tuple(s for cpu, pcs in sorted(plan.kpdata.items()) for v in pcs
                    for s in kpdata_steps(cpu, v))  # fmt: skip
@@ -117,17 +132,18 @@ def session_steps(plan: KprofPlan) -> tuple[str, ...]:
         else ()
     )
     return (
-        profctl.open_step(KPCTL), profctl.open_step(KPDATA), *idle, *reader, profctl.clock_step(),
+        profctl.open_step(KPCTL), profctl.open_step(KPDATA), *idle, *reader, tracing,
         ctl_step("start"),
-        *plan.body, *writes, reading(res.BEFORE_STOP), ctl_step("stop"),
-        profctl.clock_step(),
+        *plan.body, *writes, reading(res.BEFORE_STOP), ctl_step("stop"), tracing,
         reading(res.AFTER_STOP), profctl.timeout_step(DRAIN_TIMEOUT_S),
         *((profctl.wait_step(),) if plan.background_reader else ()),
-        profctl.read_step(DATA_FD, STREAM, plan.read_size),
-        *(profctl.read_step(DATA_FD, EOF_FILE, plan.read_size) for _ in range(EOF_READS)),
+        *named(DRAIN, profctl.read_step(DATA_FD, STREAM, plan.read_size)),
+        *named(PAST_EOF, *(profctl.read_step(DATA_FD, EOF_FILE, plan.read_size)
+                           for _ in range(EOF_READS))),
         reading(res.AFTER_READ), *(_control_steps() if plan.control else ()),
         profctl.close_step(DATA_FD), profctl.close_step(CTL_FD), reading(res.FINAL),
-        profctl.cat_step(f"{DEBUGFS}/nmi"), *(_reopen_steps() if plan.control else ()),
+        Named(profctl.cat_step(f"{DEBUGFS}/nmi"), "core_at_final"),
+        *(_reopen_steps() if plan.control else ()),
         *(retry_open_steps() if plan.reopen else ()),
     )  # fmt: skip
 
@@ -140,9 +156,10 @@ def retry_open_steps() -> tuple[str, ...]:
     return (profctl.repeat_step(2, 2), profctl.open_step(KPCTL), profctl.close_step(CTL_FD))
 
 
-def _control_steps() -> tuple[str, ...]:
-    """KP-O8: flush while stopped changes nothing, then the probes."""
-    return (ctl_step("flush"), reading(res.AFTER_FLUSH), *(step for _, step in CONTROL_PROBES))
+def _control_steps() -> tuple[str | Named, ...]:
+    """KP-O8: flush while stopped changes nothing, then the probes (``control:<probe>``)."""
+    probes = (Named(step, f"{CONTROL}{name}") for name, step in CONTROL_PROBES)
+    return (ctl_step("flush"), reading(res.AFTER_FLUSH), *probes)
 
 
 def _reopen_steps() -> tuple[str, ...]:
@@ -158,30 +175,35 @@ def _one_task_injection() -> str:
     return profctl.write_step(f"{DEBUGFS}/inject", "cpu=0 count=1 ctx=task")
 
 
-def expand(steps: Sequence[str]) -> tuple[tuple[str, ...], dict[int, str]]:
-    """Replace each `reading` pseudo-step by its two ``cat`` steps.
+def expand(steps: Sequence[str | Named]) -> tuple[tuple[str | Named, ...], tuple[str, ...]]:
+    """Replace each `reading` pseudo-step by its two ``cat`` steps (`reading_steps`).
 
-    Returns the steps and, for each reading, the index of its first cat → its name.
+    Returns the steps and the readings' names, in order.
     """
-    out: list[str] = []
-    at: dict[int, str] = {}
+    out: list[str | Named] = []
+    names: list[str] = []
     for step in steps:
-        if step.startswith(READING):
-            at[len(out)] = step.removeprefix(READING)
-            out += [
-                profctl.cat_step(f"{DEBUGFS}/stats"),
-                profctl.cat_step(f"{DEBUGFS}/stats_percpu"),
-            ]
+        if isinstance(step, str) and step.startswith(READING):
+            names.append(step.removeprefix(READING))
+            out += reading_steps(names[-1])
         else:
             out.append(step)
-    return tuple(out), at
+    return tuple(out), tuple(names)
 
 
-def parse_stats(stats: profctl.StepResult, percpu: profctl.StepResult) -> KprofStats:
-    """One reading from its ``stats`` and ``stats_percpu`` cats.
+def reading_steps(name: str) -> tuple[Named, Named]:
+    """The ``stats`` and ``stats_percpu`` cats of reading ``name``, named for `parse_stats`."""
+    stats, percpu = (profctl.cat_step(f"{DEBUGFS}/{file}") for file in ("stats", "stats_percpu"))
+    return Named(stats, f"{READING}{name}.stats"), Named(percpu, f"{READING}{name}.percpu")
+
+
+def parse_stats(results: Results, name: str) -> KprofStats:
+    """Reading ``name`` from its ``stats`` and ``stats_percpu`` cats (`reading_steps`).
 
     :raise InfraError: a cat failed, or a counter kprof declares is missing.
     """
+    stats = results.one(f"{READING}{name}.stats")
+    percpu = results.one(f"{READING}{name}.percpu")
     if not stats.ok or not percpu.ok:
         raise InfraError(f"kprof reading failed: {stats.describe()}; {percpu.describe()}")
     values = {k: int(v) for k, v in parse_pairs(stats.lines).items()}
@@ -224,39 +246,36 @@ def kprof_run(agent: AgentLike, spec: AgentSpec, plan: KprofPlan) -> KprofRun:
     agent.load(spec)
     online = agent.online_cpus()
     session = session_steps(plan)
-    steps, at = expand((IRQ_READ, *session, IRQ_READ, profctl.sleep_step(IDLE_MS), IRQ_READ,
-                        profctl.cat_step(f"{DEBUGFS}/nmi")))  # fmt: skip
-    results = agent.run_steps(steps, actions=plan.actions)
-    readings = {name: parse_stats(results[i], results[i + 1]) for i, name in at.items()}
-    _require_session_ok(steps, results, plan)
+    steps, names = expand((IRQ_READ, *session, IRQ_READ, profctl.sleep_step(IDLE_MS), IRQ_READ,
+                           Named(profctl.cat_step(f"{DEBUGFS}/nmi"), "core")))  # fmt: skip
+    results = Results.of(steps, agent.run_steps(texts(steps), actions=plan.actions))
+    readings = {name: parse_stats(results, name) for name in names}
+    _require_session_ok(results, plan)
     data = agent.fetch(BACKGROUND, "kprof-background.bin") if plan.background_reader else b""
     data += agent.fetch(STREAM, "kprof-stream.bin")
     trace, status, undecoded = decode_stream(agent, data)
-    nmi = profctl.results_of(profctl.cat_step(f"{DEBUGFS}/nmi"), steps, results)
-    irq = [r.lines for r in profctl.results_of(IRQ_READ, steps, results)]
+    irq = [r.lines for r in results.all(IRQ_READ.name)]
     return KprofRun(
         spec=spec, readings=readings, trace=trace, bytes_read=len(data),
         undecoded=undecoded, status_records=status, online_cpus=online,
-        core=parse_percpu(nmi[-1].lines),
-        core_at_final=parse_percpu(nmi[0].lines),
+        core=parse_percpu(results.one("core").lines),
+        core_at_final=parse_percpu(results.one("core_at_final").lines),
         nmi_expected=agent.nmi_expected_for(spec), injected=plan.injected,
         kpdata=plan.kpdata, kpdata_idle=plan.kpdata_idle,
         flushes=_flushes_before_stop(plan.body), reader_during=plan.background_reader,
-        eof=_eof_outcomes(agent, steps, results, plan),
-        control=_control_outcomes(steps, results) if plan.control else {},
+        eof=_eof_outcomes(agent, results, plan),
+        control=_control_outcomes(results) if plan.control else {},
         kernel=interrupt_reads(irq, agent.pmu_irq_label),
-        injections=injections_of(steps, online),
-        truth=evidence_of(agent, steps, results, chains=KPROF.records_chains),
+        injections=injections_of(results.steps, online),
+        truth=evidence_of(agent, results.steps, results.results, chains=KPROF.records_chains),
         nmi_graph=agent.nmi_graph(spec.flavour),
-        tracing_ns=_tracing_span(steps, results),
+        tracing_ns=_tracing_span(results),
     )  # fmt: skip
 
 
-def _tracing_span(
-    steps: Sequence[str], results: Sequence[profctl.StepResult]
-) -> tuple[int, int] | None:
-    """The session's first two clock reads: just before ``start``, just after ``stop``."""
-    clocks = [r.int_value("ns") for s, r in zip(steps, results, strict=True) if s == "clock"]
+def _tracing_span(results: Results) -> tuple[int, int] | None:
+    """The clock reads just before ``start`` and just after ``stop`` (``tracing``)."""
+    clocks = [r.int_value("ns") for r in results.all("tracing", at_least=0)]
     return (clocks[0], clocks[1]) if len(clocks) >= 2 else None
 
 
@@ -269,50 +288,37 @@ def _flushes_before_stop(body: Sequence[str]) -> int:
     return sum(1 for step in body if step == ctl_step("flush") or _OFFLINE_STEP.fullmatch(step))
 
 
-def _require_session_ok(
-    steps: Sequence[str], results: Sequence[profctl.StepResult], plan: KprofPlan
-) -> None:
+def _require_session_ok(results: Results, plan: KprofPlan) -> None:
     """Raise on a failed step, except the reads and probes whose outcome is judged."""
-    reads = {profctl.read_step(DATA_FD, EOF_FILE, plan.read_size),
-             profctl.read_step(DATA_FD, STREAM, plan.read_size)}  # fmt: skip
-    # kpctl commands of the body (a scenario's) may be refused: their effect is judged.
-    reads |= {step for step in plan.body if step.startswith(f"writefd:{CTL_FD}:")}
-    probes: set[int] = set()
-    if plan.control:
-        first = steps.index(CONTROL_PROBES[0][1])
-        probes = set(range(first, first + len(CONTROL_PROBES)))
-    for index, (step, result) in enumerate(zip(steps, results, strict=True)):
-        if not result.ok and step not in reads and index not in probes:
+    # kpctl commands of the body (a scenario's) may be refused: their effect is judged, and
+    # the same command of the session's own may then be refused too (a body's ``stop``
+    # leaves the session's ``stop`` nothing to stop).
+    refusable = {step for step in plan.body if step.startswith(f"writefd:{CTL_FD}:")}
+    for name, step, result in zip(results.names, results.steps, results.results, strict=True):
+        judged = name in (DRAIN, PAST_EOF) or name.startswith(CONTROL) or step in refusable
+        if not result.ok and not judged:
             raise AgentStepError(f"kprof step failed: {result.describe()}")
 
 
-def _eof_outcomes(
-    agent: AgentLike, steps: Sequence[str], results: Sequence[profctl.StepResult], plan: KprofPlan
-) -> tuple[str, ...]:
+def _eof_outcomes(agent: AgentLike, results: Results, plan: KprofPlan) -> tuple[str, ...]:
     """Every read that met the end of the stream, in order: "0" or the errno."""
     outcomes: list[str] = []
     if plan.background_reader:
         status = agent.fetch(f"{BACKGROUND}.status", "kprof-background.status").decode()
         fields = dict(part.partition("=")[::2] for part in status.split())
         outcomes.append(fields.get("errno", "?"))
-    reads = (profctl.read_step(DATA_FD, STREAM, plan.read_size),
-             profctl.read_step(DATA_FD, EOF_FILE, plan.read_size))  # fmt: skip
-    for step, result in zip(steps, results, strict=True):
-        if step in reads:
-            if result.ok or result.errno != "EINTR":
-                outcomes.append("0" if result.ok else str(result.errno))
-            else:
-                raise InfraError(f"kprof drain read hung: {result.describe()}")
+    for result in (results.one(DRAIN), *results.all(PAST_EOF)):
+        if result.ok or result.errno != "EINTR":
+            outcomes.append("0" if result.ok else str(result.errno))
+        else:
+            raise InfraError(f"kprof drain read hung: {result.describe()}")
     return tuple(outcomes)
 
 
-def _control_outcomes(
-    steps: Sequence[str], results: Sequence[profctl.StepResult]
-) -> dict[str, str]:
+def _control_outcomes(results: Results) -> dict[str, str]:
     """KP-O8 probe → "ok" or its errno (the probes run once each, in order)."""
-    first = steps.index(CONTROL_PROBES[0][1])
     outcomes = {}
-    for offset, (name, _) in enumerate(CONTROL_PROBES):
-        result = results[first + offset]
+    for name, _ in CONTROL_PROBES:
+        result = results.one(f"{CONTROL}{name}")
         outcomes[name] = "ok" if result.ok else str(result.errno)
     return outcomes

@@ -38,13 +38,16 @@ from harness.agent.steps import (
     GUEST_DIR,
     READ_CHUNK,
     SAMPLES,
-    SNAPSHOT_FILES,
+    Named,
+    Results,
     SamplingPlan,
     busy_of,
     counters_of,
+    counters_steps,
     inject_step,
     kick_step,
     require_ok,
+    texts,
     workload_steps,
 )
 from harness.agent.truth.program import (
@@ -56,7 +59,8 @@ from harness.agent.truth.program import (
 from harness.agent.values.results import Violation
 from harness.agent.values.samples import Sample
 
-IRQ_READ = profctl.cat_step(PROC_INTERRUPTS)
+#: The kernel's PMU interrupt counts (`harness.agent.oracles.evidence`), read three times.
+IRQ_READ = Named(profctl.cat_step(PROC_INTERRUPTS), "irq")
 #: Where a background reader (`partial_read_run`) writes what it read.
 BACKGROUND = f"{GUEST_DIR}/tprof-background.bin"
 #: TP-D9's shape: S and the list limit of `partial_read_run`.
@@ -99,19 +103,19 @@ def start_steps() -> tuple[str, ...]:
     return (profctl.open_step(DEVICE), ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size)))
 
 
-def collect_steps() -> tuple[str, ...]:
-    """STOP, read the stream to EOF, read every debugfs file, GETSTAT, close."""
+def collect_steps() -> tuple[str | Named, ...]:
+    """STOP, read the stream to EOF, read every debugfs file (`counters_steps`), GETSTAT, close."""
     return (
         ioctl_step("TPROF_IOC_STOP"),
         profctl.timeout_step(60),
         profctl.read_step(FD, SAMPLES, READ_CHUNK),
-        *(profctl.cat_step(f"{DEBUGFS}/{name}") for name in SNAPSHOT_FILES),
+        *counters_steps(),
         ioctl_step("TPROF_IOC_GETSTAT"),
         profctl.close_step(FD),
     )
 
 
-def judged_steps(body: Sequence[str], after_stop: Sequence[str] = ()) -> tuple[str, ...]:
+def judged_steps(body: Sequence[str], after_stop: Sequence[str] = ()) -> tuple[str | Named, ...]:
     """START, ``body``, STOP, ``after_stop`` and collect, bracketed by the kernel's evidence.
 
     The kernel's PMU interrupt counts are read before START, right after STOP and
@@ -142,7 +146,9 @@ def read_kick_wait_step(ms: int) -> str:
     return profctl.write_step(f"{DEBUGFS}/read_kick", f"wait ms={ms}")
 
 
-def tprof_steps(plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()) -> tuple[str, ...]:
+def tprof_steps(
+    plan: SamplingPlan, launches: Sequence[TruthLaunch] = ()
+) -> tuple[str | Named, ...]:
     """The whole standard run as one profctl sequence (with the ground-truth ``launches``)."""
     body = (*launch_steps(launches), *workload_steps(plan), *output_steps(launches))
     return judged_steps(body)
@@ -248,7 +254,7 @@ def partial_read_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -
 
 def scripted_run(
     agent: AgentLike, spec: AgentSpec, body: Sequence[str], context: RunContext | None = None
-) -> tuple[TprofRun, tuple[profctl.StepResult, ...]]:
+) -> tuple[TprofRun, Results]:
     """Load ``spec``, START, run ``body``, then collect as `tprof_run` does.
 
     ``context`` says what ``body`` does (injected counts, kicks), for the oracles.
@@ -260,32 +266,33 @@ def scripted_run(
 
 
 def run_steps(
-    agent: AgentLike, spec: AgentSpec, steps: Sequence[str], context: RunContext
-) -> tuple[TprofRun, tuple[profctl.StepResult, ...]]:
+    agent: AgentLike, spec: AgentSpec, steps: Sequence[str | Named], context: RunContext
+) -> tuple[TprofRun, Results]:
     """Load ``spec``, run ``steps`` (every one must succeed), collect and save."""
     agent.load(spec, throttling_disabled=context.throttling_disabled,
                max_sample_rate=context.max_sample_rate,
                burst_wait_ms=context.burst_wait_ms)  # fmt: skip
     online = agent.online_cpus()
     started = time.monotonic()
-    results = agent.run_steps(steps, actions=context.actions, timeout_s=None)
+    results = Results.of(steps, agent.run_steps(texts(steps), actions=context.actions))
     runtime_s = time.monotonic() - started
-    taken_back = {i for i, (step, result) in enumerate(zip(steps, results, strict=True))
-                  if context.injections_may_time_out and is_injection(step)
-                  and result.errno == "ETIMEDOUT"}  # fmt: skip
-    require_ok([r for i, r in enumerate(results) if i not in taken_back])
-    injections = injections_of([s for i, s in enumerate(steps) if i not in taken_back], online)
-    reads = [r.lines for r in profctl.results_of(IRQ_READ, steps, results)]
+    # An inject step taken back whole (ETIMEDOUT, where the context allows it) made nothing.
+    made = [(step, result) for step, result in results.pairs()
+            if not (context.injections_may_time_out and is_injection(step)
+                    and result.errno == "ETIMEDOUT")]  # fmt: skip
+    require_ok([result for _, result in made])
+    injections = injections_of([step for step, _ in made], online)
+    reads = [r.lines for r in results.all(IRQ_READ.name)]
     data = agent.fetch(SAMPLES, f"samples-{agent.run_count:02d}.bin")
     if context.background_reader:  # it read the stream's start; the collect read the rest
         data = agent.fetch(BACKGROUND, f"background-{agent.run_count:02d}.bin") + data
     run = TprofRun(
         spec=spec,
-        counters=counters_of(steps, results),
+        counters=counters_of(results),
         samples=tuple(TprofRecord(**r) for r in agent.decode(TPROF.record.c_name, data)),
         bytes_read=len(data),
         online_cpus=online,
-        busy=busy_of(steps, results),
+        busy=busy_of(results),
         probe_cpus=context.probe_cpus,
         nmi_expected=agent.nmi_expected_for(spec),
         throttling_disabled=context.throttling_disabled,
@@ -293,12 +300,10 @@ def run_steps(
         kicks=context.kicks,
         runtime_s=runtime_s,
         ref_events_per_ns=agent.events_per_ns(spec),
-        kernel=interrupt_reads(reads, agent.pmu_irq_label, pmu_shared=context.pmu_shared)
-        if reads
-        else None,
+        kernel=interrupt_reads(reads, agent.pmu_irq_label, pmu_shared=context.pmu_shared),
         injections=injections,
         instruction_clock=context.instruction_clock,
-        truth=evidence_of(agent, steps, results, chains=TPROF.records_chains),
+        truth=evidence_of(agent, results.steps, results.results, chains=TPROF.records_chains),
         nmi_graph=agent.nmi_graph(spec.flavour),
         spin_loop=agent.spin_loop(),
     )

@@ -20,6 +20,7 @@ from harness.agent.flavours.dt.run import (
     reprobe_steps,
     require_dt_ioctls,
 )
+from harness.agent.steps import Results
 from harness.errors import AgentStepError, GuestError
 from harness.fuzz import generate
 from harness.scenarios.types import Step
@@ -71,8 +72,8 @@ def test_reprobe_is_record_off_disable_enable_record_on_in_the_body() -> None:
     assert all(step.endswith(request.hex()) for step in made[1:3])
 
 
-def _results(lines: str, steps: tuple[str, ...]) -> tuple[profctl.StepResult, ...]:
-    return profctl.parse_output(lines, steps)
+def _results(lines: str, steps: tuple[str, ...]) -> Results:
+    return Results.of(steps, profctl.parse_output(lines, steps))
 
 
 def test_a_refused_re_enable_is_a_guest_error_naming_the_ioctl_and_errno() -> None:
@@ -84,7 +85,7 @@ def test_a_refused_re_enable_is_a_guest_error_naming_the_ioctl_and_errno() -> No
         "step=3 op=ioctl ok=1 rc=0 out=01000000\n"
     )
     with pytest.raises(AgentStepError) as raised:
-        require_dt_ioctls(steps, _results(lines, steps))
+        require_dt_ioctls(_results(lines, steps))
     assert isinstance(raised.value, GuestError)  # the fuzzer's finding of kind "guest"
     first = str(raised.value).splitlines()[0]
     assert first.startswith("dt ioctl DTIOCPRBENABLE failed with EEXIST")
@@ -93,4 +94,4 @@ def test_a_refused_re_enable_is_a_guest_error_naming_the_ioctl_and_errno() -> No
 def test_other_failed_steps_are_left_to_require_ok() -> None:
     steps = (profctl.write_step("/sys/kernel/debug/profagent/skip", "cpu=0 count=1"),)
     results = _results("step=0 op=write ok=0 errno=EINVAL\n", steps)
-    require_dt_ioctls(steps, results)  # not dt's ioctl: no GuestError
+    require_dt_ioctls(results)  # not dt's ioctl: no GuestError
