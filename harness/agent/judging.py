@@ -200,8 +200,14 @@ def compose(judging: Judging[_R], info: FlavourInfo) -> Judges:
     """``judging`` composed with the shared and content oracles: what `Flavour` calls.
 
     ``check``, ``judged`` and ``applicable`` count as host analysis (`harness.timing`).
+
+    :raise ConfigError: a declared column names no per-CPU counter of ``info``.
     """
     laws, kind = judging.laws, judging.kind
+    named = {judging.recorded, *(name for _, name in (*judging.drops, *judging.columns))}
+    if unknown := sorted(named - set(info.percpu_names)):
+        raise ConfigError(f"{info.name}'s judging names counters its data does not declare "
+                          f"per CPU: {', '.join(unknown)}")  # fmt: skip
 
     @timed(ANALYSIS)
     def check(run: AgentRun) -> list[Violation]:

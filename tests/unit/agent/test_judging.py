@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -42,8 +42,8 @@ def _core(run: Run) -> CoreView:
 
 
 def _law_a(run: Run) -> list[Violation]:
-    return [Violation("LAW-A", cpu, "kept = 0", str(c["kept"]), "") for cpu, c in
-            sorted(run.percpu.items()) if c["kept"]]  # fmt: skip
+    return [Violation("LAW-A", cpu, "kept = 0", str(c["x_sample"]), "") for cpu, c in
+            sorted(run.percpu.items()) if c["x_sample"]]  # fmt: skip
 
 
 def _law_b(run: Run) -> list[Violation]:
@@ -62,9 +62,9 @@ JUDGING = Judging(
     kind=Run,
     laws=LAWS,
     percpu=lambda run: run.percpu,
-    recorded="kept",
-    drops=(("lost", "x_lost"),),
-    columns=(("kept", "kept"),),
+    recorded="x_sample",
+    drops=(("overflow", "x_overflow"),),
+    columns=(("sample", "x_sample"),),
     footer=lambda run: "the end",
 )
 
@@ -75,7 +75,7 @@ def run_of(kept: int, *, odd: bool = False, flavour: str = "tprof") -> Run:
         | {"x_nmi_total": 2, "x_producer_calls": 2, "x_producer_calls_nmi": 2}
         for cpu in (0, 1)
     }
-    percpu = {0: {"kept": kept, "x_lost": 1}, 1: {"kept": 0, "x_lost": 0}}
+    percpu = {0: {"x_sample": kept, "x_overflow": 1}, 1: {"x_sample": 0, "x_overflow": 0}}
     return Run(spec=AgentSpec(flavour=flavour), core=core, percpu=percpu, odd=odd)
 
 
@@ -104,13 +104,18 @@ def test_declared_columns_make_the_table_and_the_matrix_rows() -> None:
     judges = compose(JUDGING, TPROF)
     run = run_of(4)
     lines = judges.report(run, judges.check(run)).splitlines()
-    assert lines[1].split() == ["cpu", "irq", "seen", "calls", "kept", "nmi%", "deliv%"]
+    assert lines[1].split() == ["cpu", "irq", "seen", "calls", "sample", "nmi%", "deliv%"]
     assert [line.split()[0] for line in lines[2:5]] == ["0", "1", "all"]
-    assert lines[4].split()[2:5] == ["4", "4", "4"]  # seen, calls, kept: summed
+    assert lines[4].split()[2:5] == ["4", "4", "4"]  # seen, calls, sample: summed
     assert lines[5] == "the end"
     assert any(line.startswith("FAIL") and "LAW-A" in line for line in lines)
     rows = judges.cell_rows(run)
     assert [(r.cpu, r.recorded, dict(r.drops), r.overflows) for r in rows] == [
-        (0, 4, {"lost": 1}, 2),
-        (1, 0, {"lost": 0}, 2),
+        (0, 4, {"overflow": 1}, 2),
+        (1, 0, {"overflow": 0}, 2),
     ]
+
+
+def test_a_column_that_is_no_counter_of_the_flavour_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"tprof's judging names counters .*: kept, x_lost"):
+        compose(replace(JUDGING, recorded="kept", drops=(("lost", "x_lost"),)), TPROF)
