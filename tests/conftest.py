@@ -1,11 +1,12 @@
 """Shared test plumbing: options that choose the guest, images, per-worker guest pools.
 
 The guests come from one `ResolvedRequest` (`harness.cli.session`), resolved once a
-run: ``invoke test`` writes it to a file ``$PROFBENCH_REQUEST`` names; a pytest run
-given none resolves its options (``--arch``, ``--cpus N`` and ``--topology T``, both
-repeatable, with neither the full set; ``--variant``, ``--accel``, ``--nmi on|off``,
-``--kernel``...) as the CLI does. xdist workers are given the controller's. Also
-``--no-snapshot``; ``--flavour NAME`` (repeatable) keeps only those flavours' tests.
+run (tests/runrequest.py): ``invoke test`` writes it to a file ``$PROFBENCH_REQUEST``
+names; a pytest run given none resolves its options (``--cpus``, ``--kernel``,
+``--flavour``...) as the CLI does. xdist workers are given the controller's. Tests
+read it through the ``run_request`` fixture, hooks through `runrequest.of`. Also
+``--no-snapshot``, pytest's own: how this run's pytest restores guests (`snapshots`,
+the one place it is read), not which guests; the matrix's cells take it from there.
 
 Guests are restored from their topology's snapshot (saved once, kept in the build
 cache; cold boots with ``--no-snapshot``) once per (xdist worker, topology) and
@@ -18,10 +19,8 @@ WARNING or BUG the test provoked fails that test.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
 
 import pytest
 
@@ -34,7 +33,7 @@ from harness.agent.steps import throttling_command
 from harness.builder.cache import Cache
 from harness.builder.images import GuestImages, describe_kernel
 from harness.cli import session
-from harness.cli.session import GuestRequest, ResolvedRequest
+from harness.cli.session import ResolvedRequest
 from harness.cli.skips import format_skipped, invoke_test_command, skip_reason, skipped_checks
 from harness.errors import HarnessError
 from harness.ktap import REPORT_PROPERTY
@@ -46,14 +45,11 @@ from harness.vm.pool import GuestPool
 from harness.vm.record import new_run_dir
 from harness.vm.snapstore import SnapshotStore
 from harness.vm.topology import CpuTopology
-from tests import flavoured, limits
+from tests import flavoured, limits, runrequest
 from tests.pace import RunPace
 
 SMT_CLUSTER_LAYOUT = session.SMT_CLUSTER_LAYOUT  # in the full set (`session.FULL_SET_CPUS`)
 POOLS = pytest.StashKey[list[GuestPool]]()
-REQUEST = pytest.StashKey[ResolvedRequest]()  # this run's guests (`_run_request`)
-WORKER_REQUEST = "profbench-request"  # the controller's, as JSON, in an xdist worker's input
-ASKED = GuestRequest()  # the options' defaults
 AGENT_REPORT = REPORT_PROPERTY  # what KTAP reads a run's oracles from (harness.ktap)
 DEPLOYED = pytest.StashKey[set[str]]()  # guests (workdir:QEMU pid) the agent is copied into
 PMU_EVENTS = pytest.StashKey[dict[str, tuple[frozenset[str], bool]]]()  # by guest, as DEPLOYED
@@ -62,91 +58,30 @@ _COUNTED = [timing.totals()]  # the stage totals at the last test's end (this pr
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    runrequest.add_options(parser)  # read once, by `runrequest.settle`
     group = parser.getgroup("profbench", "profbench guest selection")
-    group.addoption("--arch", default=ASKED.arch, help="guest architecture")
-    group.addoption("--cpus", type=int, action="append", default=[], help="vCPU count")
-    group.addoption("--topology", action="append", default=[], help="explicit layout")
-    group.addoption("--variant", default=ASKED.variant, help="kernel variant")
-    group.addoption("--accel", default=ASKED.accel, help="auto, kvm or tcg")
-    group.addoption("--nmi", default="on" if ASKED.nmi else "off", help="on or off")
-    group.addoption("--memory-mib", type=int, default=ASKED.memory_mib, help="guest memory")
-    group.addoption("--append", action="append", default=[], help="extra kernel argument")
-    group.addoption("--kernel", default=ASKED.kernel, help="Debian kernel version (6.1, 6.12)")
-    group.addoption("--kernel-src", default=None, help="a kernel source tree to build instead")
     group.addoption("--no-snapshot", action="store_true", default=False,
                     help="boot guests cold instead of restoring them from snapshots")  # fmt: skip
-    group.addoption(flavoured.OPTION, action="append", default=[], help="only this flavour's "
-                    "tests (repeatable; one outside the tree too)")  # fmt: skip
 
 
 def pytest_configure(config: pytest.Config) -> None:
     handle_sigterm()  # SIGTERM unwinds like Ctrl-C, so fixtures stop their guests
+    config.stash[POOLS] = []
+    runrequest.settle(config)  # an unknown flavour or kernel ends the run here, before a boot
     config.pluginmanager.register(limits, "profbench-limits")  # a scaled limit per test
     config.pluginmanager.register(RunPace(config), "profbench-pace")  # progress of long runs
-    config.stash[POOLS] = []
-    flavoured.chosen(config)  # an unknown name ends the run here, before any guest boots
-    config.stash[REQUEST] = _run_request(config)
-
-
-class _Node(Protocol):  # an xdist WorkerController, as far as this file uses one
-    config: pytest.Config
-    workerinput: dict[str, object]
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: _Node) -> None:
+def pytest_configure_node(node: runrequest.WorkerNode) -> None:
     """Give an xdist worker the controller's request: it resolves nothing again."""
-    node.workerinput[WORKER_REQUEST] = session.request_json(node.config.stash[REQUEST])
-
-
-def _run_request(config: pytest.Config) -> ResolvedRequest:
-    """This run's guests: the controller's (in an xdist worker), ``invoke test``'s (the
-    file ``$PROFBENCH_REQUEST`` names, beside no guest option) or its options' (`_options`).
-
-    :raise pytest.UsageError: a request that does not hold, or both a file and options.
-    """
-    text = getattr(config, "workerinput", {}).get(WORKER_REQUEST)
-    try:
-        if text is None and (path := os.environ.get(session.REQUEST_ENV)):
-            if _options(config) != (ASKED, None):
-                raise pytest.UsageError(f"${session.REQUEST_ENV} names this run's guests ({path}): "
-                                        "give no guest options beside it")  # fmt: skip
-            text = Path(path).read_text()
-        if text is None:
-            asked, tier = _options(config)
-            return session.resolve_request(asked, tier=tier)  # as `invoke test` does
-        request = session.request_from_json(str(text))
-    except (HarnessError, OSError) as exc:
-        raise pytest.UsageError(str(exc)) from exc
-    # What reads options, not the request, sees its words: tests/limits.py (--cpus,
-    # --topology, --variant), test_sanitizers (--variant), tests/scenarios (--kernel).
-    words = request.asked
-    vars(config.option).update(arch=words.arch, cpus=[], variant=words.variant,
-        topology=[t.name for t in request.topologies], accel=words.accel,
-        nmi="on" if words.nmi else "off", memory_mib=words.memory_mib, kernel=words.kernel,
-        append=list(words.kernel_args), kernel_src=words.kernel_src)  # fmt: skip
-    return request
-
-
-def _options(config: pytest.Config) -> tuple[GuestRequest, tuple[CpuTopology, ...] | None]:
-    """The guest options as words (a rerun's), and the guests they list (None: no list)."""
-    cpus: list[int] = config.getoption("--cpus")
-    texts: list[str] = config.getoption("--topology")
-    asked = GuestRequest(
-        arch=config.getoption("--arch"), variant=config.getoption("--variant"),
-        accel=config.getoption("--accel"), nmi=session.parse_nmi(config.getoption("--nmi")),
-        memory_mib=config.getoption("--memory-mib"),
-        kernel_args=tuple(config.getoption("--append")),
-        kernel=config.getoption("--kernel"), kernel_src=config.getoption("--kernel-src"),
-        cpus=cpus[0] if len(cpus) == 1 else None, topology=texts[0] if len(texts) == 1 else None,
-    )  # fmt: skip
-    return asked, (session.tier_topologies(cpus, texts) if cpus or texts else None)
+    runrequest.hand_to_worker(node)
 
 
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
-    kernel = f"Linux {describe_kernel(config.stash[REQUEST].kernel)}"
+    kernel = f"Linux {describe_kernel(runrequest.of(config).kernel)}"
     lines = [line for pool in config.stash.get(POOLS, []) for line in pool.summary_lines()]
     if lines:
         terminalreporter.section(f"guests on {kernel}")
@@ -172,7 +107,7 @@ def pytest_terminal_summary(
         for line in budget:
             terminalreporter.write_line(line)
     skips = [(r.nodeid, skip_reason(r.longrepr)) for r in terminalreporter.stats.get("skipped", [])]
-    asked = config.stash[REQUEST].asked
+    asked = runrequest.of(config).asked
     if checks := skipped_checks(skips, arch=asked.arch):
         terminalreporter.section("checks that did not run")
         rerun = invoke_test_command(asked, complete=True)
@@ -213,7 +148,7 @@ def _test_times(terminalreporter: pytest.TerminalReporter) -> list[timing.TimedT
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "topology" in metafunc.fixturenames:
-        topologies = metafunc.config.stash[REQUEST].topologies
+        topologies = runrequest.of(metafunc.config).topologies
         metafunc.parametrize("topology", topologies, ids=[t.name for t in topologies])
 
 
@@ -253,8 +188,8 @@ def timeouts(run_request: ResolvedRequest) -> Timeouts:
 
 @pytest.fixture(scope="session")
 def run_request(pytestconfig: pytest.Config) -> ResolvedRequest:
-    """This run's guests, resolved once (`_run_request`)."""
-    return pytestconfig.stash[REQUEST]
+    """This run's guests, resolved once (`runrequest.settle`)."""
+    return runrequest.of(pytestconfig)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,9 @@ marks itself (``pytestmark = [pytest.mark.guest, pytest.mark.flavour("dt")]``); 
 shared test over every flavour, in the tree or found outside it, takes its values
 from `each`, which marks each one; a matrix cell is marked with its cell's flavour.
 With ``--flavour`` (repeatable) every test without a marker for a named flavour is
-deselected; a name that is no flavour's ends the run before any guest boots::
+deselected. The names come checked, from this run's request (tests/runrequest.py:
+``invoke test --flavour`` resolves them once, as a pytest run given the option does);
+a name that is no flavour's ends the run there, before any guest boots::
 
     @pytest.mark.parametrize("name", each(flavours.names()))
     def test_every_sample_tells_the_truth(..., name: str) -> None: ...
@@ -19,28 +21,14 @@ from collections.abc import Iterable
 
 import pytest
 
-from harness.agent import flavours
-from harness.errors import ConfigError
+from tests import runrequest
 
 MARK = "flavour"
-OPTION = "--flavour"
 
 
 def each(names: Iterable[str]) -> list[object]:
     """``names`` as parameters, each marked as its flavour's test and named by it."""
     return [pytest.param(name, marks=pytest.mark.flavour(name), id=name) for name in names]
-
-
-def chosen(config: pytest.Config) -> tuple[str, ...]:
-    """The flavours ``--flavour`` names, each checked; () when it names none.
-
-    :raise pytest.UsageError: a name no flavour has; the message lists the known ones.
-    """
-    names: list[str] = config.getoption(OPTION)
-    try:
-        return flavours.known(names)
-    except ConfigError as exc:
-        raise pytest.UsageError(f"--flavour: {exc}") from exc
 
 
 def flavours_of(item: pytest.Item) -> frozenset[str]:
@@ -49,8 +37,8 @@ def flavours_of(item: pytest.Item) -> frozenset[str]:
 
 
 def deselect(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep only the tests of the flavours ``--flavour`` names (all, when it names none)."""
-    names = frozenset(chosen(config))
+    """Keep only the tests of the request's flavours (``--flavour``; all, when it names none)."""
+    names = frozenset(runrequest.of(config).flavours)
     if not names:
         return
     dropped = [item for item in items if not flavours_of(item) & names]

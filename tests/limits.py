@@ -42,7 +42,7 @@ import pytest
 from pytest_timeout import Settings
 
 from harness.timeouts import Timeouts
-from harness.vm.topology import CpuTopology
+from tests import runrequest
 
 TESTS_ROOT = Path(__file__).resolve().parent
 
@@ -88,26 +88,24 @@ def _own_limit_s(item: pytest.Item) -> float | None:
     return float(marker.args[0])
 
 
-def _largest_guest(config: pytest.Config) -> int:
-    """The most vCPUs a guest of this run has (--cpus, --topology; neither given: 8).
-
-    1 where the guest options are not registered (a pytest run of no guest).
+def _scale(config: pytest.Config) -> float:
+    """The limits' scale: the environment's, this run's kernel variant's factor and its
+    largest guest's overcommit (its request's; 1 vCPU where there is none: a pytest run
+    without tests/conftest.py, which settles it).
     """
-    given = config.getoption("--cpus", default=None)
-    if given is None:
-        return 1
-    cpus = [int(n) for n in given]
-    cpus += [CpuTopology.parse(str(t)).cpus for t in config.getoption("--topology") or []]
-    return max(cpus, default=8)  # the full set's largest (harness.cli.session.FULL_SET_CPUS)
+    request = config.stash.get(runrequest.KEY, None)
+    timeouts = Timeouts.from_env()
+    if request is None:
+        return timeouts.for_overcommit(1).scale
+    vcpus = max(topology.cpus for topology in request.topologies)
+    return timeouts.for_variant(request.variant).for_overcommit(vcpus).scale
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give every test without a limit of its own its scaled tier limit."""
-    if config.getoption("timeout") is not None:  # --timeout N: the user decides
+    if config.getoption("timeout") is not None:  # --timeout N (pytest-timeout's): the user's
         return
-    variant = config.getoption("--variant", default="default")
-    vcpus = _largest_guest(config)
-    scale = Timeouts.from_env().for_variant(str(variant)).for_overcommit(vcpus).scale
+    scale = _scale(config)
     for item in items:
         if item.get_closest_marker("timeout") is not None:
             continue

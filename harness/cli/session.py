@@ -2,9 +2,10 @@
 
 `GuestRequest` holds command-line words (``--cpus 8``, ``--accel auto``);
 `resolve_request` validates them, the only place that does, into a
-`ResolvedRequest` (the kernel choice, the run's topologies). That object is what
-reaches pytest and its xdist workers, as JSON (`request_json`) in a file that
-`REQUEST_ENV` names, never as options to parse again. `prepare` checks the host,
+`ResolvedRequest` (the kernel choice, the run's topologies, the flavours whose
+tests run). That object is what reaches pytest and its xdist workers, as JSON
+(`request_json`) in a file that `REQUEST_ENV` names, never as options to parse
+again; the tests read it (tests/runrequest.py), never pytest's options. `prepare` checks the host,
 picks the accelerator, builds or finds the images and returns a ready
 `MachineSpec`; `resolve` is both steps. `interactive_shell` is ``invoke shell``::
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import arches
+from harness.agent import flavours as registry
 from harness.builder.cache import Cache
 from harness.builder.hostdeps import ensure_host
 from harness.builder.images import GuestImages, prepare_images
@@ -122,13 +124,15 @@ class ResolvedRequest:
 
     ``asked`` keeps the words (a rerun's command line, `harness.cli.skips`); the rest is
     what they mean. The first of ``topologies`` is the guest a single-guest entry point
-    boots (``invoke shell``); the guest tier boots each.
+    boots (``invoke shell``); the guest tier boots each. ``flavours``: the only flavours
+    whose tests run (``--flavour``, each checked against the registry); () all.
     """
 
     asked: GuestRequest
     variant: Variant
     kernel: KernelChoice
     topologies: tuple[CpuTopology, ...]
+    flavours: tuple[str, ...] = ()
 
 
 def tier_topologies(cpus: Sequence[int], layouts: Sequence[str]) -> tuple[CpuTopology, ...]:
@@ -142,23 +146,33 @@ def tier_topologies(cpus: Sequence[int], layouts: Sequence[str]) -> tuple[CpuTop
 
 
 def resolve_request(
-    asked: GuestRequest, *, tier: tuple[CpuTopology, ...] | None = None
+    asked: GuestRequest,
+    *,
+    tier: tuple[CpuTopology, ...] | None = None,
+    flavours: tuple[str, ...] = (),
 ) -> ResolvedRequest:
     """Validate every word of ``asked``: the one place each option is resolved.
 
     ``tier``: the guests where pytest's repeatable options named them (`tier_topologies`);
     None: ``asked``'s one guest (``--cpus`` and ``--topology`` must agree), or the full
-    set where it names none. Pure but for ``--kernel-src``'s look at the tree.
+    set where it names none. ``flavours``: ``--flavour``'s names (the registry's,
+    out-of-tree ones included once ``--flavour-path`` added them). Pure but for
+    ``--kernel-src``'s look at the tree.
 
-    :raise ConfigError: an unknown arch, variant or kernel, or a layout that does not hold.
+    :raise ConfigError: an unknown arch, variant, kernel or flavour, or a layout that does
+        not hold.
     """
     arches.get(asked.arch)
     if tier is None:
         named = asked.cpus is not None or asked.topology is not None
         tier = (resolve_topology(asked.cpus, asked.topology),) if named else tier_topologies((), ())
+    try:
+        chosen = registry.known(flavours)
+    except ConfigError as exc:
+        raise ConfigError(f"--flavour: {exc}") from exc
     return ResolvedRequest(asked=asked, variant=check_variant(asked.variant),
                            kernel=parse_kernel(asked.kernel, asked.kernel_src),
-                           topologies=tier)  # fmt: skip
+                           topologies=tier, flavours=chosen)  # fmt: skip
 
 
 def request_json(request: ResolvedRequest) -> str:
@@ -170,6 +184,7 @@ def request_json(request: ResolvedRequest) -> str:
         "variant": request.variant,
         "kernel": {"version": request.kernel.version, "tree": None if tree is None else str(tree)},
         "topologies": [dataclasses.asdict(topology) for topology in request.topologies],
+        "flavours": list(request.flavours),
     }, indent=2)  # fmt: skip
 
 
@@ -185,9 +200,11 @@ def request_from_json(text: str) -> ResolvedRequest:
         kernel = KernelChoice(data["kernel"]["version"], _path(data["kernel"]["tree"]))
         topologies = tuple(CpuTopology(**topology) for topology in data["topologies"])
         variant = check_variant(data["variant"])  # the file's edge: a Literal again
+        chosen = tuple(str(name) for name in data["flavours"])  # checked when written
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"not a request written by request_json: {exc}") from exc
-    return ResolvedRequest(asked=asked, variant=variant, kernel=kernel, topologies=topologies)
+    return ResolvedRequest(asked=asked, variant=variant, kernel=kernel, topologies=topologies,
+                           flavours=chosen)  # fmt: skip
 
 
 def _path(text: str | None) -> Path | None:

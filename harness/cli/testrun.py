@@ -132,7 +132,7 @@ class TierOptions:
     selftests: bool = False  # also the harness's own failure-path and CLI checks
     complete: bool = False  # first build every image the tier can use (see `tier_images`)
     snapshot: bool = True  # restore a snapshot per test; False: boot cold, reuse guests
-    flavours: tuple[str, ...] = ()  # only these flavours' tests (pytest --flavour); () all
+    flavours: tuple[str, ...] = ()  # only these flavours' tests (in the request); () all
     ktap: bool = False  # print KTAP on standard output instead of pytest's tables
     junit: Path | None = None  # where the JUnit goes (None: a new run directory's)
 
@@ -148,7 +148,8 @@ def run_guest_tier(
     workers read ``request`` resolved, from `REQUEST_FILE` beside the JUnit. Returns
     pytest's exit status (5, "no tests ran", is a failure too).
     """
-    resolved = resolve_request(request)  # the only validation: pytest is given this object
+    # The only validation (the flavours' names too): pytest is given this object.
+    resolved = resolve_request(request, flavours=options.flavours)
     spec, _ = prepare(resolved, cache)  # builds before pytest starts
     if options.complete:
         build_tier_images(resolved, cache)
@@ -162,7 +163,6 @@ def run_guest_tier(
         extra += ["-m", "not selftest"]
     if not options.snapshot:
         extra.append("--no-snapshot")
-    extra += [f"--flavour={name}" for name in options.flavours]
     log = junit.with_name("pytest.log") if options.ktap else None
     status = _run(pytest_argv(["tests/guest"], [], workers=workers,
                               extra=[*extra, f"--junitxml={junit}"]), log=log,

@@ -40,6 +40,7 @@ from harness.agent.truth.nmitrace import (
 )
 from harness.timeouts import Timeouts
 from harness.vm.topology import CpuTopology
+from tests import runrequest
 from tests.flavoured import each
 from tests.guest import crash_defects as cd
 from tests.guest.verdicts import uncounted
@@ -73,7 +74,7 @@ def test_flavour_runs_clean_under_the_sanitizers(
     request: pytest.FixtureRequest,
     timeouts: Timeouts,
 ) -> None:
-    variant = request.config.getoption("--variant")
+    variant = runrequest.of(request.config).variant  # this run's kernel
     if variant not in SANITIZER_VARIANTS:
         pytest.skip(
             "needs a sanitizer kernel: "

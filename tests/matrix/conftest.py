@@ -10,6 +10,12 @@ cell reports a JSON summary; the controller writes ``summary.json`` and
 ``report.html`` into ``--matrix-report`` when the session ends. ``--flavour NAME``
 (repeatable) runs those flavours' cells on the matrix's guests, one found outside the
 tree (``--flavour-path``, its entry point) on each of them.
+
+``--matrix``, ``--matrix-report`` and ``--matrix-workers`` are pytest's own options,
+read once (`pytest_configure`, into a `MatrixRun`): they say how this pytest run
+reports, and ``invoke test --matrix`` names the matrix, not a guest, so there is no
+request for them to be part of. The flavours are the run's request's
+(tests/runrequest.py), ``--no-snapshot`` the ``snapshots`` fixture's (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import datetime
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -39,10 +46,22 @@ from harness.vm.argv import MachineSpec
 from harness.vm.guest import Guest
 from harness.vm.record import new_run_dir
 from harness.vm.snapstore import SnapshotStore
-from tests import flavoured, limits
+from tests import limits, runrequest
 
 CELL_SUMMARY = "matrix-cell"
 STARTED = pytest.StashKey[float]()
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixRun:
+    """This run's matrix options, read once: the matrix (its flavours' cells) and its report."""
+
+    matrix: Matrix
+    report_dir: Path | None  # --matrix-report; None: a new run directory's
+    workers: int  # --matrix-workers, for the report only
+
+
+RUN = pytest.StashKey[MatrixRun]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,13 +71,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--matrix-workers", type=int, default=1, help="for the report only")
 
 
+@pytest.hookimpl(trylast=True)  # after tests/conftest.py's, which settles the request
 def pytest_configure(config: pytest.Config) -> None:
+    """Read the matrix options, the only place that does.
+
+    :raise pytest.UsageError: no such matrix.
+    """
     config.stash[STARTED] = time.monotonic()
+    report = config.getoption("--matrix-report")
+    try:
+        matrix = with_flavours(get_matrix(config.getoption("--matrix")),
+                               runrequest.of(config).flavours)  # fmt: skip
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    config.stash[RUN] = MatrixRun(matrix=matrix, report_dir=Path(report) if report else None,
+                                  workers=config.getoption("--matrix-workers"))  # fmt: skip
 
 
 def chosen_matrix(config: pytest.Config) -> Matrix:
     """``--matrix``'s matrix; with ``--flavour``, those flavours' cells (`with_flavours`)."""
-    return with_flavours(get_matrix(config.getoption("--matrix")), flavoured.chosen(config))
+    return config.stash[RUN].matrix
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -86,10 +118,11 @@ def _cell_of(item: pytest.Item) -> Cell | None:
 class CellGuests:
     """This worker's guest for the current cell; one runs at a time."""
 
-    def __init__(self, cache: Cache, root: Path, timeouts: Timeouts, config: pytest.Config) -> None:
-        self._cache, self._root, self._timeouts, self._config = cache, root, timeouts, config
-        self._snapshots = (None if config.getoption("--no-snapshot")
-                           else SnapshotStore(cache, timeouts))  # fmt: skip
+    def __init__(self, root: Path, timeouts: Timeouts, config: pytest.Config,
+                 snapshots: SnapshotStore | None) -> None:  # fmt: skip
+        """``snapshots``: the store cells restore from; None (``--no-snapshot``): cold boots."""
+        self._cache, self._root, self._timeouts = Cache.default(), root, timeouts
+        self._config, self._snapshots = config, snapshots
         self._cells = 0
         self._key: str | None = None
         self._guest: Guest | None = None
@@ -153,10 +186,12 @@ class CellGuests:
 
 @pytest.fixture(scope="session")
 def cell_guests(
-    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
+    snapshots: SnapshotStore | None,
 ) -> Iterator[CellGuests]:
-    guests = CellGuests(Cache.default(), tmp_path_factory.mktemp("matrix"), Timeouts.from_env(),
-                        pytestconfig)  # fmt: skip
+    guests = CellGuests(tmp_path_factory.mktemp("matrix"), Timeouts.from_env(), pytestconfig,
+                        snapshots)  # fmt: skip
     try:
         yield guests
     finally:
@@ -196,9 +231,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     cells = _cell_summaries(config, reporter)
     if not cells:
         return
-    name = config.getoption("--matrix")
-    out_opt = config.getoption("--matrix-report")
-    out = Path(out_opt) if out_opt else new_run_dir("matrix", name)
+    run = config.stash[RUN]
+    name = run.matrix.name
+    out = run.report_dir or new_run_dir("matrix", name)
     out.mkdir(parents=True, exist_ok=True)
     summary_path = write_summary(
         cells,
@@ -206,7 +241,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         matrix=name,
         started_at=datetime.datetime.now(datetime.UTC).isoformat(),
         wall_s=time.monotonic() - config.stash[STARTED],
-        workers=config.getoption("--matrix-workers"),
+        workers=run.workers,
         kernels=_kernel_names(chosen_matrix(config), cells),
     )
     html = write_html(json.loads(summary_path.read_text()), out)

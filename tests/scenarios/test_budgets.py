@@ -17,6 +17,7 @@ from harness.agent import flavours
 from harness.agent.flavour import behaviour
 from harness.agent.mutants import NONE
 from harness.builder.cache import Cache
+from harness.cli.session import ResolvedRequest
 from harness.scenarios.deterministic_bundle import run_deterministic
 from harness.scenarios.load import load_scenario, on_kernel
 
@@ -35,11 +36,11 @@ CASES = [
     ("flavour", "mutant", "broken"), CASES, ids=[f"{f}-{m}" for f, m, _ in CASES]
 )
 def test_a_time_budget_fails_only_under_its_mutant(
-    cache: Cache, flavour: str, mutant: str, broken: str | None, pytestconfig: pytest.Config
+    cache: Cache, flavour: str, mutant: str, broken: str | None, run_request: ResolvedRequest
 ) -> None:
     path = behaviour(flavour).budget_scenario
     assert path is not None
-    scenario = on_kernel(load_scenario(path), pytestconfig.getoption("--kernel"))
+    scenario = on_kernel(load_scenario(path), run_request.kernel.version)
     result = run_deterministic(scenario, cache, kind="deterministic", attempts=1, mutant=mutant)
     verdicts = result.repro.verdicts[0]
     failed = [f"{v.expectation}: observed {v.observed}" for v in verdicts if not v.held]

@@ -3,7 +3,7 @@
 Each one boots its own guest (the scenario says which) and writes a bundle under
 ``artifacts/repro/``; a failure lists every expectation that did not hold.
 ``pytest tests/scenarios --kernel 6.12`` replays every scenario that names no other
-kernel on that version instead of its own (issue 26: every scenario on 6.12).
+kernel on that version (the run's request's) instead of its own (issue 26: every scenario on 6.12).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from harness.agent.flavour import behaviour
 from harness.agent.overlap import OVERLAP_RUN
 from harness.builder.cache import Cache
+from harness.cli.session import ResolvedRequest
 from harness.scenarios.deterministic_bundle import run_deterministic
 from harness.scenarios.load import Scenario, load_all, on_kernel
 from harness.scenarios.repro import ReproResult, run_scenario
@@ -39,9 +40,9 @@ def _param(scenario: Scenario) -> object:
 
 @pytest.mark.parametrize("scenario", [_param(s) for s in SHIPPED])
 def test_shipped_scenario_reproduces(
-    scenario: Scenario, cache: Cache, pytestconfig: pytest.Config
+    scenario: Scenario, cache: Cache, run_request: ResolvedRequest
 ) -> None:
-    on_session_kernel = on_kernel(scenario, pytestconfig.getoption("--kernel"))
+    on_session_kernel = on_kernel(scenario, run_request.kernel.version)
     result = run_scenario(on_session_kernel, cache, repeat=1)
     _assert_held(result)
 
@@ -51,11 +52,11 @@ def test_shipped_scenario_reproduces(
 )
 @pytest.mark.limit_s(1800)  # 40 vCPUs on one TCG thread: the run's budget is 5 x 2 commands
 def test_large_scenario_reproduces_input_free(
-    scenario: Scenario, cache: Cache, pytestconfig: pytest.Config
+    scenario: Scenario, cache: Cache, run_request: ResolvedRequest
 ) -> None:
     """Every run: under -icount the guest's clocks count instructions, so host load
     cannot starve a 40-vCPU guest's RCU or timers (one TCG thread, about a minute)."""
-    on_session_kernel = on_kernel(scenario, pytestconfig.getoption("--kernel"))
+    on_session_kernel = on_kernel(scenario, run_request.kernel.version)
     result = run_deterministic(on_session_kernel, cache, kind="deterministic", attempts=1)
     _assert_held(result.repro)
 

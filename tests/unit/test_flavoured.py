@@ -1,21 +1,26 @@
-"""``--flavour``: a real pytest run keeps only the named flavours' tests, or stops at once."""
+"""``--flavour``: a real pytest run keeps only the named flavours' tests, or stops at once.
+
+The names reach `flavoured.deselect` in the run's request (tests/runrequest.py), resolved
+once from the options of a pytest run given no request file.
+"""
 
 from __future__ import annotations
 
 import pytest
 
+from harness.cli.session import REQUEST_ENV
 from tests.limits import TESTS_ROOT
 
 pytest_plugins = ("pytester",)
 
 PLUGGED = """
-from tests import flavoured
+from tests import flavoured, runrequest
 
 def pytest_addoption(parser):
-    parser.addoption(flavoured.OPTION, action="append", default=[])
+    runrequest.add_options(parser)
 
 def pytest_configure(config):
-    flavoured.chosen(config)
+    runrequest.settle(config)  # the names are checked here, once
 
 def pytest_collection_modifyitems(config, items):
     flavoured.deselect(config, items)
@@ -53,6 +58,7 @@ def test_only_the_named_flavours_tests_are_kept(
     kept: set[str],
 ) -> None:  # fmt: skip
     monkeypatch.syspath_prepend(str(TESTS_ROOT.parent))
+    monkeypatch.delenv(REQUEST_ENV, raising=False)  # the options, not an outer run's file
     pytester.makeconftest(PLUGGED)
     pytester.makepyfile(test_flav=TESTS)
     result = pytester.runpytest("-p", "no:cacheprovider", "-o", "markers=flavour", "-v", *args)
@@ -65,6 +71,7 @@ def test_an_unknown_flavour_stops_the_run_before_any_test(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.syspath_prepend(str(TESTS_ROOT.parent))
+    monkeypatch.delenv(REQUEST_ENV, raising=False)  # the options, not an outer run's file
     pytester.makeconftest(PLUGGED)
     pytester.makepyfile(test_flav=TESTS)
     result = pytester.runpytest("-p", "no:cacheprovider", "-o", "markers=flavour",

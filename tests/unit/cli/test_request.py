@@ -54,8 +54,11 @@ def kernel_tree(root: Path) -> Path:
      GuestRequest(arch="x86_64", accel="tcg", cpus=3)],
     ids=["full-set", "eight", "topology", "x86"],
 )  # fmt: skip
-def test_a_request_comes_back_from_its_json_unchanged(asked: GuestRequest) -> None:
-    request = resolve_request(asked)
+@pytest.mark.parametrize("flavours", [(), ("dt", "tprof")])
+def test_a_request_comes_back_from_its_json_unchanged(
+    asked: GuestRequest, flavours: tuple[str, ...]
+) -> None:
+    request = resolve_request(asked, flavours=flavours)
     assert request_from_json(request_json(request)) == request
 
 
@@ -163,6 +166,22 @@ def test_invoke_test_resolves_the_kernel_once_and_pytest_gets_the_object(
     assert not {"--cpus", "--topology", "--kernel", "--arch", "--nmi"} & set(argv)
     assert env[REQUEST_ENV] == str(junit.with_name(testrun.REQUEST_FILE))
     assert request_from_json(Path(env[REQUEST_ENV]).read_text()) == resolve_request(EIGHT)
+
+
+def test_the_flavours_are_checked_once_and_travel_in_the_file_not_as_options(
+    tier: Callable[[GuestRequest, testrun.TierOptions], tuple[int, Pytest]], tmp_path: Path
+) -> None:
+    junit = tmp_path / "run" / "junit.xml"
+    options = testrun.TierOptions(workers=1, flavours=("dt", "kprof"), junit=junit)
+    _, started = tier(EIGHT, options)
+    [(argv, env)] = started.runs
+    assert not [word for word in argv if word.startswith("--flavour")]
+    assert request_from_json(Path(env[REQUEST_ENV]).read_text()).flavours == ("dt", "kprof")
+
+
+def test_an_unknown_flavour_fails_where_it_is_resolved() -> None:
+    with pytest.raises(ConfigError, match="--flavour: unknown agent flavour 'nope'"):
+        resolve_request(GuestRequest(), flavours=("tprof", "nope"))
 
 
 def test_a_run_told_by_options_inherits_no_request(
