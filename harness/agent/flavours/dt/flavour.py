@@ -34,7 +34,7 @@ from harness.agent.flavours.dt.run import (
     reprobe_steps,
     skip_step,
 )
-from harness.agent.judging import Judging, compose
+from harness.agent.judging import Judging, compose, content_samples
 from harness.agent.module.spec import AgentSpec
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.pairing import pair_window
@@ -42,7 +42,6 @@ from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import standard_launches
-from harness.agent.values.samples import Sample
 from harness.agent.values.stress import Provoke, RacePair, Stress
 
 MAX_SKIP = 2**32 - 1  # the hook's count is a u32; several add up (DT-D9 needs > 2^32)
@@ -177,11 +176,6 @@ def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     return replace(run, instruction_clock=script.instruction_clock)
 
 
-def _samples(run: DtRun) -> list[Sample]:
-    """Dt's events as samples: the PC, its own stack's callers, its time."""
-    return [e.sample() for e in run.events]
-
-
 def _unprobed(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     """The standard run without the IRQ-off probe (the peer run's: no starved reader).
 
@@ -216,7 +210,8 @@ def _unprobed(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Agent
 #: samples on 8 busy vCPUs (2663 of 7908), so the content oracles judged in this run have
 #: the thinnest populations of any flavour's; at 500 ms its WHO lanes half compared no
 #: sample in one of two tier runs (load average 4), so it keeps `BUSY_MS`.
-_peer = beside_perf(_unprobed, DtRun, PeerHooks(samples=_samples, pair_within_ns=pair_window(DT)))
+_PEER: PeerHooks[DtRun] = PeerHooks(samples=content_samples, pair_within_ns=pair_window(DT))
+_peer = beside_perf(_unprobed, DtRun, _PEER)
 
 
 def _read_size_step(cpu: int, count: int) -> str:
