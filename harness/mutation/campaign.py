@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import arches
-from harness.agent import mutants
 from harness.agent.mutants import MutantRow
 from harness.builder.cache import Cache, write_json_atomic
 from harness.builder.hostdeps import ensure_host
@@ -28,7 +27,7 @@ from harness.mutation.groups import (
     deterministic_group,
     prebuild,
 )
-from harness.mutation.plan import MutationRequest, agent_builds, flavour_plan, selection
+from harness.mutation.plan import MutationRequest, agent_builds, flavour_plan, resolve_selection
 from harness.mutation.sanitizers import sanitizer_group
 from harness.timeouts import Timeouts
 from harness.vm.record import new_run_dir
@@ -48,27 +47,31 @@ def run_mutants(request: MutationRequest, cache: Cache) -> MutationResult:
 
     Blocks for minutes (quick: one guest, about 20 runs); builds what is missing.
 
+    :raise ConfigError: an unknown flavour or mutant, before anything is built.
     :raise InfraError: the host or a guest failed outside a mutant's doing.
     """
     started = time.monotonic()
+    selected = resolve_selection(request)  # the names, once: every group reads this
+    chosen, only = selected.flavours, selected.by_flavour()
     ensure_host()
     arch = arches.get("arm64")
     out = request.out or new_run_dir("mutants", "full" if request.full else "quick")
     bench = Bench(arch, cache, tuple(range(request.cpus)), Timeouts.from_env(), out)
     images = prepare_images(arch, "default", cache, kernel=request.kernel)
-    chosen, only = selection(request)
     rows = default_group(bench, images, full=request.full, chosen=chosen, only=only)
     if request.deterministic:
         rows += deterministic_group(bench, request.kernel, full=request.full,
                                     chosen=chosen, only=only)  # fmt: skip
     if request.full:
         # With --mutant, only the groups of the named mutants boot their guests.
-        if not request.only or "leave_event_armed" in request.only:
+        named = selected.named
+        if not named or any(m.name == "leave_event_armed" for m in named):
             rows += armed_group(bench, images, chosen)
-        if not request.only or any(mutants.get(n).case == "debug" for n in request.only):
+        if not named or any(m.case == "debug" for m in named):
             debug = prepare_images(arch, "debug", cache, kernel=request.kernel)
             rows += debug_group(bench, debug, chosen[0])
-        rows += sanitizer_group(bench, request.kernel, chosen=chosen, only=request.only)
+        rows += sanitizer_group(bench, request.kernel, chosen=chosen,
+                                only=tuple(m.name for m in named))  # fmt: skip
     elapsed = time.monotonic() - started
     record = {"kernel": images.kernel_name, "full": request.full, "cpus": request.cpus,
               "elapsed_s": round(elapsed, 1), "rows": [row.as_dict() for row in rows]}  # fmt: skip
@@ -82,10 +85,11 @@ def build_default_group(request: MutationRequest, cache: Cache) -> int:
     `harness.cli.prebuild` runs it beside CI's first tier, so the mutant stage after it
     finds them cached (a cold per-oracle set: 43 builds, about 4 minutes of two cores).
     """
+    selected = resolve_selection(request)  # before anything is built
     images = prepare_images(arches.get("arm64"), "default", cache, kernel=request.kernel)
-    chosen, only = selection(request)
-    builds = agent_builds({name: flavour_plan(name, full=request.full, only=only[name])
-                           for name in chosen})  # fmt: skip
+    builds = agent_builds({name: flavour_plan(name, full=request.full,
+                                              only=selected.only_for(name))
+                           for name in selected.flavours})  # fmt: skip
     prebuild(cache, images, builds)
     return len(set(builds))
 

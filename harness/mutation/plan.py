@@ -1,11 +1,13 @@
 """What a mutation campaign runs: the request, each flavour's plan, the plans' lanes.
 
-Pure: nothing is built or booted here. A flavour's `Plan` is its (build, cases) runs,
-the control first, and its peer mutants; `shares` spreads the flavours over at most
-`LANES` guests, by the runs each makes::
+Pure: nothing is built or booted here. `resolve_selection` looks the request's names
+up once, before anything is built, into a `Selection` every group reads. A flavour's
+`Plan` is its (build, cases) runs, the control first, and its peer mutants; `shares`
+spreads the flavours over at most `LANES` guests, by the runs each makes::
 
-    chosen, only = selection(MutationRequest(per_oracle=True))
-    plans = {name: flavour_plan(name, full=False, only=only[name]) for name in chosen}
+    chosen = resolve_selection(MutationRequest(per_oracle=True))
+    plans = {name: flavour_plan(name, full=False, only=chosen.only_for(name))
+             for name in chosen.flavours}
     shares(plans, LANES)                       # each flavour on one of the guests
     planned("tprof", full=True, case="debug")  # the mutants one group runs
 """
@@ -46,19 +48,36 @@ class MutationRequest:
     kernel: KernelChoice = DEFAULT_KERNEL  # --kernel / --kernel-src
 
 
-def selection(request: MutationRequest) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """A `MutationRequest`'s names looked up once (`resolve_selection`): what the groups run."""
+
+    flavours: tuple[str, ...]  # the flavours run, in order
+    only: tuple[tuple[str, tuple[str, ...]], ...]  # per flavour, the mutants run (() all)
+    named: tuple[Mutant, ...]  # the request's ``--mutant`` names, each found (() none named)
+
+    def only_for(self, flavour: str) -> tuple[str, ...]:
+        """The mutants ``flavour`` runs beside its control (() all of its set)."""
+        return dict(self.only)[flavour]
+
+    def by_flavour(self) -> dict[str, tuple[str, ...]]:
+        """`only` as a mapping, for the groups."""
+        return dict(self.only)
+
+
+def resolve_selection(request: MutationRequest) -> Selection:
     """The flavours ``request`` runs, and per flavour the mutants it names (all: ``()``).
 
     :raise ConfigError: an unknown flavour or mutant (before any build or guest).
     """
     chosen = tuple(flavours.get(name).name for name in request.flavours) or flavours.names()
-    for name in request.only:
-        mutants.get(name)
+    named = tuple(mutants.get(name) for name in request.only)
     only = {name: request.only for name in chosen}
     if request.per_oracle:
         only = per_oracle(chosen, full=request.full)
         chosen = tuple(name for name in chosen if only[name])
-    return chosen, only
+    return Selection(flavours=chosen, only=tuple((name, only[name]) for name in chosen),
+                     named=named)  # fmt: skip
 
 
 def per_oracle(chosen: Sequence[str], *, full: bool = False) -> dict[str, tuple[str, ...]]:
