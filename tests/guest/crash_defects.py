@@ -25,7 +25,7 @@ from harness.agent.flavours.hwpmc.run import HWPMC_DIR, PmcSpec, pmc_step, sweep
 from harness.agent.flavours.kprof.run import CTL_FD, KPCTL, KPTRACE
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import PROC_INTERRUPTS, parse_interrupts
-from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, parse_percpu
+from harness.agent.steps import DEBUGFS, DEVICE, FD, GUEST_DIR, Named, Results, parse_percpu, texts
 from harness.timeouts import SCALE_ENV, wait_until
 from tests.guest.procs import dmesg_mark, dmesg_since, kill_spins
 
@@ -152,20 +152,21 @@ def hw_d8_close_and_unload_with_full_rings(agent: Agent, cpus: int) -> None:
     pmcs = [PmcSpec("SS", (cpu,)) for cpu in every]
     agent.load(HW)
     mark = dmesg_mark(agent.shell)  # the pooled guest's log holds earlier tests' unloads
-    steps = (
+    percpu = profctl.cat_step(f"{DEBUGFS}/stats_percpu")
+    steps: tuple[str | Named, ...] = (
         profctl.open_step(DEVICE),
         sweep_step("all", False),
         *(p.allocate() for p in pmcs),
         *(pmc_step("PMCSTART", id=p.id) for p in pmcs),
         *(profctl.spin_step(cpu, 300) for cpu in every),
         profctl.wait_step(),
-        profctl.cat_step(f"{DEBUGFS}/stats_percpu"),
+        Named(percpu, "before"),
         profctl.close_step(FD),
-        profctl.cat_step(f"{DEBUGFS}/stats_percpu"),
+        Named(percpu, "after"),
     )
-    results = agent.steps(steps)
-    assert all(r.ok for r in results), [r.describe() for r in results if not r.ok]
-    before, after = parse_percpu(results[-3].lines), parse_percpu(results[-1].lines)
+    results = Results.of(steps, agent.steps(texts(steps)))
+    assert all(r.ok for r in results.results), [r.describe() for r in results.results if not r.ok]
+    before, after = (parse_percpu(results.one(name).lines) for name in ("before", "after"))
     for cpu in every:
         assert before[cpu]["x_inring"] > 0, f"CPU {cpu} recorded nothing to strand"
         assert after[cpu]["x_inring"] == 0, f"CPU {cpu}: entries stranded after close"
@@ -195,7 +196,7 @@ def hw_d5_two_owners_start_stop(agent: Agent, loops: int = D5_LOOPS) -> str:
             (
                 profctl.open_step(DEVICE),
                 pmc.allocate(),
-                profctl.repeat_step(loops, 2),
+                Named(profctl.repeat_step(loops, 2), "loops"),
                 pmc_step("PMCSTART", id=pmc.id),
                 pmc_step("PMCSTOP", id=pmc.id),
                 pmc_step("PMCRELEASE", id=pmc.id),
@@ -203,7 +204,7 @@ def hw_d5_two_owners_start_stop(agent: Agent, loops: int = D5_LOOPS) -> str:
             )
         )
     runs = " ".join(
-        f"{PROFCTL} {' '.join(shlex.quote(s) for s in steps)} > /tmp/d5-{i}.out &"
+        f"{PROFCTL} {' '.join(shlex.quote(s) for s in texts(steps))} > /tmp/d5-{i}.out &"
         for i, steps in enumerate(owners)
     )
     # The spins outlast the loops whatever the host's load (2000 loops took over 60 s on
@@ -221,9 +222,10 @@ def hw_d5_two_owners_start_stop(agent: Agent, loops: int = D5_LOOPS) -> str:
     took = time.monotonic() - began  # for the report only, never asserted
     for i, steps in enumerate(owners):
         text = agent.shell.run(f"cat /tmp/d5-{i}.out").stdout
-        results = profctl.parse_output(text, steps)
-        assert all(r.ok for r in results), [r.describe() for r in results if not r.ok]
-        assert results[2].values["failed"] == "0", results[2].describe()
+        results = Results.of(steps, profctl.parse_output(text, texts(steps)))
+        failed = [r.describe() for r in results.results if not r.ok]
+        assert not failed, failed
+        assert results.one("loops").values["failed"] == "0", results.one("loops").describe()
     after = agent.counters().stats
     assert after["x_ss_running"] == 0
     assert after["syscall_errors"] == before["syscall_errors"]
