@@ -14,6 +14,8 @@ concern, in the order of the data flow::
     steps.py   the profctl sequences a run sends and the counters it reads back
     truth/     the ground-truth workload: its build, symbols, launches, isolated CPU
     runner.py  the agent as a flavour's runner sees it, and one run as the rest reads it
+    streamrun.py  a run whose records stream from read(2): its steps, collection, values
+    judging.py the judging a flavour declares (`Laws`, `Judging`), composed once
     peer/      Linux perf beside the agent: the peer run, its counts, both profiles
     oracles/   the verdicts: laws, core and content oracles, evidence, reports
 
