@@ -1,8 +1,7 @@
 """Drive the agent in a booted guest: deploy, load, run workloads, collect.
 
-The thin shell between the pure parts (spec, steps in `harness.agent.steps`,
-parsers, oracles) and a guest. One `Agent` serves one guest; each run loads
-the module fresh, so no state leaks from one run into the next::
+The thin shell between the pure parts (spec, steps in `harness.agent.steps`, parsers,
+oracles) and a guest. One `Agent` serves one guest; each run loads the module anew::
 
     agent = Agent(guest.shell, build, profctl_binary, workdir, nmi_expected=True,
                   pmu_irq_label="arm-pmu"); agent.deploy()

@@ -1,4 +1,4 @@
-"""The harness's layout is its data flow: no import cycle, and no stage imports a later one.
+"""The harness's layout is its data flow: no import cycle, no stage imports a later one.
 
 Stages, in order: the foundation modules at the top of ``harness/`` (errors, paths,
 timeouts, ...), then ``builder`` → ``vm`` → ``agent`` → ``scenarios`` → ``fuzz`` → ``mutation`` →
@@ -235,3 +235,16 @@ def test_only_the_listed_modules_read_the_registry() -> None:
     }
     assert len(allowed) == 7
     assert sorted(readers) == sorted(allowed)
+
+
+#: The most lines a module of the harness (or tasks.py) may have: one a newcomer reads top
+#: to bottom (issue 43). Counted as ``wc -l`` does.
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_longer_than_a_newcomer_reads() -> None:
+    modules = [*HARNESS.rglob("*.py"), REPO_ROOT / "tasks.py"]
+    long = {str(p.relative_to(REPO_ROOT)): n for p in modules
+            if (n := p.read_text().count("\n")) > MAX_MODULE_LINES}  # fmt: skip
+    assert len(modules) > 100
+    assert long == {}
