@@ -40,7 +40,7 @@ from harness.agent.flavours.kprof.run import (
     kprof_run,
     reading,
 )
-from harness.agent.judging import Judging, compose
+from harness.agent.judging import Judging, compose, content_samples
 from harness.agent.module.spec import AgentSpec
 from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.peer.run import PeerHooks, beside_perf
@@ -48,7 +48,6 @@ from harness.agent.peer.sizing import MIN_MS
 from harness.agent.steps import GUEST_DIR, fault_step, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
-from harness.agent.values.samples import Sample, callers
 from harness.agent.values.stress import RacePair, Stress
 from harness.errors import ConfigError, InfraError
 
@@ -196,12 +195,6 @@ def _kpdata_step(cpu: int, count: int) -> str:
     return profctl.write_step(KPDATA, f"{KPDATA_BASE + 8 * count:#x}")
 
 
-def _samples(run: KprofRun) -> list[Sample]:
-    """Kprof's traces as samples: type 2 is a user trace; PCs after the first: callers."""
-    return [Sample(r.cpu, r.pcs[0], r.pid, None, user=r.type == 2, chain=callers(r.pcs))
-            for r in run.trace if r.pcs]  # fmt: skip
-
-
 def _recording(run: KprofRun) -> tuple[int, int]:
     """Kprof records only while its CPUs trace: from ``start`` to ``stop``.
 
@@ -263,7 +256,7 @@ FLAVOUR = Flavour(
         _standard,
         KprofRun,
         PeerHooks(
-            samples=_samples,
+            samples=content_samples,  # its traces, one way (KprofRun.content)
             recording=_recording,
             sized=_standard_for,
             usual_ms=BUSY_MS,
