@@ -244,6 +244,11 @@ HWPMC = FlavourInfo(
             "a CPU's first sweep after a RELEASE leaves its entries for the next tick",
             ("HW-O7",),
         ),
+        Mutant(
+            "sources_outlive_release",
+            "the last RELEASE leaves the sampling events running (the close stops them)",
+            ("HW-O7",),
+        ),
         # The LKMM's plain-index class on the strict kcsan kernel, in hwpmc's overlap run
         # (harness.agent.overlap): the spinners' READ_ONCE of every CPU's ring indices
         # (the state file) meets the NMI's watched plain store. dt's and tprof's are the

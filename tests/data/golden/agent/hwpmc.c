@@ -927,7 +927,8 @@ static int hw_release(struct hw_pmc *pmc)
 	pmc->releasing = false;
 	if (!err)
 		hw_free(pmc);
-	if (!hw_pmcs && pa_sources_running())
+	/* Mutation point: the last RELEASE leaves the events running; the close stops them. */
+	if (!hw_pmcs && pa_sources_running() && !pa_mutant(SOURCES_OUTLIVE_RELEASE))
 		pa_sources_stop_cpuslocked();
 	return err;
 }
