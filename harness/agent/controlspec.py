@@ -18,6 +18,11 @@ files open (several at once: openers refused, readers blocked then signalled, an
 unload that must be refused); each step's outcome must be one it allows::
 
     unload_busy().allowed                          # (('EAGAIN', 'EBUSY'), ('ok',))
+
+A flavour's own ops are declared once, as the scenario loader's rules (`Flavour.ops`);
+`own_ops` makes them the interface's, drawn where the flavour gives their ranges::
+
+    own_ops(FLAVOUR.ops, OpDecl("skip", cpu="one", args=(...,)))   # the rest: weight 0
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
+
+from harness.agent.flavour import OpRule
+from harness.errors import ConfigError
 
 #: What a ``cpu`` argument may name: one CPU, one or ``all``, a CPU that can go offline.
 CpuKind = Literal["one", "one-or-all", "hotplug"]
@@ -250,6 +258,57 @@ def shared_ops(*, kick: bool = True, hotplug: bool = True) -> tuple[OpDecl, ...]
         ops.append(OpDecl("offline", cpu="hotplug", blocks=True, what="CPU hotplug: off"))
         ops.append(OpDecl("online", cpu="hotplug", blocks=True, what="CPU hotplug: on"))
     return tuple(ops)
+
+
+def own_ops(rules: Mapping[str, OpRule], *drawn: OpDecl) -> tuple[OpDecl, ...]:
+    """A flavour's own scenario ops (``Flavour.ops``: op → `OpRule`) as the fuzzer knows them.
+
+    An op of ``drawn`` is declared as given (its ranges, its weight); every other op
+    from its rule, and not drawn (weight 0): a step of it still replays with a
+    deadline. Its count or ms ranges from 1 to the rule's limit; a switch blocks, as a
+    background reader's read does.
+
+    :raise ConfigError: an op of ``drawn`` is not in ``rules``, or takes other keys or
+        values than its rule lets a scenario give it.
+    """
+    given = {decl.op: decl for decl in drawn}
+    if unknown := sorted(set(given) - set(rules)):
+        raise ConfigError(f"ops not among the flavour's own (Flavour.ops): {', '.join(unknown)}")
+    for decl in drawn:
+        _check_rule(decl, rules[decl.op])
+    return tuple(given.get(name) or _from_rule(name, rule) for name, rule in rules.items())
+
+
+def _limits(rule: OpRule) -> dict[Literal["count", "ms"], int]:
+    limits: dict[Literal["count", "ms"], int | None] = {"count": rule.count_max, "ms": rule.ms_max}
+    return {key: top for key, top in limits.items() if top is not None}
+
+
+def _from_rule(name: str, rule: OpRule) -> OpDecl:
+    args = tuple(ArgRange(key, (1, top), edge=(1,)) for key, top in _limits(rule).items())
+    return OpDecl(
+        name,
+        cpu=rule.cpu,
+        args=args,
+        switch=rule.on,
+        blocks=rule.on,
+        weight=0,
+        what="the flavour's own op, declared from its rule and not drawn",
+    )
+
+
+def _check_rule(decl: OpDecl, rule: OpRule) -> None:
+    limits = _limits(rule)
+    wrong = [f"cpu {decl.cpu} (its rule: {rule.cpu})"] if decl.cpu != rule.cpu else []
+    wrong += [f"on: {decl.switch} (its rule: {rule.on})"] if decl.switch != rule.on else []
+    for arg in decl.args:
+        values, top = (*arg.valid, *arg.values()), limits.get(arg.key)
+        if top is None:
+            wrong.append(f"a {arg.key} (its rule takes none)")
+        elif not all(1 <= v <= top for v in values):
+            wrong.append(f"{arg.key} {values} (its rule: 1 to {top})")
+    if wrong:
+        raise ConfigError(f"op {decl.op!r} is declared with {', '.join(wrong)}")
 
 
 #: What delete_module(2) says while a file of the module is open: EAGAIN (EWOULDBLOCK);

@@ -1,0 +1,49 @@
+"""A flavour's own ops are declared once (`Flavour.ops`); the interface takes them from there."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.agent.controlspec import ArgRange, OpDecl, own_ops
+from harness.agent.flavour import OpRule
+from harness.errors import ConfigError
+
+RULES = {
+    "reader": OpRule(on=True),
+    "stop": OpRule(),
+    "burst": OpRule(cpu="one", count_max=100),
+    "nap": OpRule(ms_max=50),
+}
+
+
+def test_an_op_not_given_is_declared_from_its_rule_and_not_drawn() -> None:
+    reader, stop, burst, nap = own_ops(RULES)
+    assert [d.op for d in (reader, stop, burst, nap)] == list(RULES)
+    assert {d.weight for d in (reader, stop, burst, nap)} == {0}
+    assert (reader.switch, reader.blocks, reader.args) == (True, True, ())
+    assert (stop.cpu, stop.switch, stop.args) == (None, False, ())
+    assert burst.cpu == "one"
+    assert burst.arg("count") == ArgRange("count", (1, 100), edge=(1,))
+    assert nap.arg("ms") == ArgRange("ms", (1, 50), edge=(1,))
+
+
+def test_an_op_given_is_declared_as_given_in_the_rules_order() -> None:
+    drawn = OpDecl("burst", cpu="one", args=(ArgRange("count", (1, 40), edge=(1, 100)),), weight=3)
+    ops = own_ops(RULES, drawn)
+    assert [d.op for d in ops] == list(RULES)
+    assert ops[2] is drawn
+
+
+@pytest.mark.parametrize(
+    ("drawn", "says"),
+    [
+        (OpDecl("kick"), "not among the flavour's own"),
+        (OpDecl("burst", cpu="one-or-all", args=(ArgRange("count", (1, 9)),)), "cpu one-or-all"),
+        (OpDecl("reader"), "on: False"),
+        (OpDecl("burst", cpu="one", args=(ArgRange("count", (1, 9), invalid=(101,)),)), "1 to 100"),
+        (OpDecl("stop", args=(ArgRange("ms", (1, 9)),)), "a ms \\(its rule takes none\\)"),
+    ],
+)
+def test_an_op_given_must_be_one_its_rule_lets_a_scenario_give(drawn: OpDecl, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        own_ops(RULES, drawn)
