@@ -90,6 +90,14 @@ class Script:
     #: guest nanosecond is one retired instruction and a time budget counts instructions.
     instruction_clock: bool = False
 
+    def injected_by(self, *ops: str) -> dict[int, int]:
+        """CPU → producer calls: ``inject``'s, and those of the flavour's own counting ``ops``.
+
+        For an op whose count is producer calls like ``inject``'s (``inject-task``).
+        """
+        counted = (self.injected, *(self.op_counts.get(op, {}) for op in ops))
+        return {cpu: sum(c.get(cpu, 0) for c in counted) for cpu in set[int]().union(*counted)}
+
 
 #: One line of ``invoke bench``'s table: measurement, value (or median), min, max.
 BenchRow = tuple[str, str, str, str]

@@ -56,26 +56,23 @@ def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun
 
 def _script(agent: AgentLike, spec: AgentSpec, script: Script) -> AgentRun:
     """A scenario's steps between START and STOP (`harness.scenarios.repro.program`)."""
-    in_task = script.op_counts.get("inject-task", {})
-    injected = {cpu: script.injected.get(cpu, 0) + in_task.get(cpu, 0)
-                for cpu in {*script.injected, *in_task}}  # fmt: skip
-    context = RunContext(injected=injected or None, reader=script.switches.get("reader", False),
-                         actions=script.actions, throttling_disabled=script.throttling_disabled,
+    context = RunContext(injected=script.injected_by("inject-task") or None,
+                         reader=script.switches.get("reader", False), actions=script.actions,
+                         throttling_disabled=script.throttling_disabled,
                          max_sample_rate=script.max_sample_rate,
                          instruction_clock=script.instruction_clock)  # fmt: skip
     return skel_run(agent, spec, script.body, context)
 
 
+DROPS = tuple((name.removeprefix("x_drop_"), name) for name, _ in DROP_CAUSES)  # (title, counter)
 #: Its laws, its per-CPU counters, their columns in its table and in the matrix's.
 JUDGING = Judging(
     kind=SkelRun,
     laws=LAWS,
     percpu=lambda run: run.counters.stats_percpu,
     recorded=RECORDED,
-    drops=tuple((name.removeprefix("x_drop_"), name) for name, _ in DROP_CAUSES),
-    columns=(("recorded", RECORDED),
-             *((name.removeprefix("x_drop_"), name) for name, _ in DROP_CAUSES),
-             ("read", "x_read"), ("inring", "x_inring")),
+    drops=DROPS,
+    columns=(("recorded", RECORDED), *DROPS, ("read", "x_read"), ("inring", "x_inring")),
     footer=lambda run: f"stream: {run.bytes_read} bytes read, {len(run.samples)} records",
 )  # fmt: skip
 PEER: PeerHooks[SkelRun] = PeerHooks(
