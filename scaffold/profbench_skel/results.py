@@ -39,11 +39,6 @@ class SkelRecord:
     stop: int
     walk: tuple[int, ...]  # chain[0] the PC, then the callers
 
-    @property
-    def user(self) -> bool:
-        """Whether the sampled PC was a user address."""
-        return not self.flags & KERNEL_FLAG
-
     def sample(self) -> Sample:
         """The record as the shared content oracles read it (the chain rule: callers only)."""
         return Sample(
@@ -51,7 +46,7 @@ class SkelRecord:
             self.pc,
             self.pid,
             self.tid,
-            user=self.user,
+            user=not self.flags & KERNEL_FLAG,
             chain=callers(self.walk),
             truncated=self.stop == CHAIN_TRUNCATED,
             time_ns=self.ts_ns,
@@ -63,22 +58,13 @@ class SkelRecord:
 def record_of(values: Mapping[str, int]) -> SkelRecord:
     """A record from the decoder's field → value dict (``chain[0]`` … for the array).
 
-    A depth beyond the array is kept as written, so the oracles see the lie; the walk
-    holds what the array does.
+    Each plain field of the layout is the record's field of that name. A depth beyond
+    the array is kept as written, so the oracles see the lie; the walk holds what the
+    array does.
     """
-    depth = values["depth"]
-    walk = SKEL_SAMPLE.array(values, "chain")[: min(max(depth, 1), DEPTH)]
-    return SkelRecord(
-        values["ts_ns"],
-        values["pc"],
-        values["pid"],
-        values["tid"],
-        values["cpu"],
-        values["flags"],
-        depth,
-        values["stop"],
-        walk,
-    )
+    walk = SKEL_SAMPLE.array(values, "chain")[: min(max(values["depth"], 1), DEPTH)]
+    plain = {field.name: values[field.name] for field in SKEL_SAMPLE.fields if field.count == 1}
+    return SkelRecord(**plain, walk=walk)
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,13 @@ def test_its_own_unit_tests_pass(tmp_path: Path) -> None:
     assert " passed" in found.stdout
 
 
+def test_its_python_is_at_most_450_lines(tmp_path: Path) -> None:
+    """Issue 43: a port starts from what differs; the bench holds the glue."""
+    made = new_flavour(fresh_name("port"), tmp_path)
+    python = [p for p in made.files if p.parent.name == made.package and p.suffix == ".py"]
+    assert sum(len(p.read_text().splitlines()) for p in python) <= 450
+
+
 def test_names_spell_in_every_case() -> None:
     assert spellings("my_port") == {"SKEL": "MY_PORT", "Skel": "MyPort", "skel": "my_port"}
 
