@@ -70,7 +70,8 @@ def format_result(result: FuzzResult) -> str:
     """The run's summary: counts, then each finding and its scenario, or none."""
     lines = [
         f"{result.sequences} sequences, {result.calls} calls in {result.elapsed_s:.0f} s; "
-        f"artifacts: {result.run_dir}"
+        f"artifacts: {result.run_dir}",
+        format_injected(result.injected),
     ]
     if result.scenario is None:
         lines.append("no finding")
@@ -82,6 +83,15 @@ def format_result(result: FuzzResult) -> str:
     lines += [f"  {f.kind}: {f.what}" for f in result.findings]
     lines.append(f"scenario: {result.scenario} (replay: invoke repro {result.scenario.stem})")
     return "\n".join(lines)
+
+
+def format_injected(injected: dict[str, tuple[int, int]] | None) -> str:
+    """The fault-injection line: failures forced and steps refused per capability."""
+    if injected is None:
+        return "fault injection: not in this kernel (the debug variant has it)"
+    shown = [f"{name} forced {forced} failure(s), {failed} step(s) refused"
+             for name, (forced, failed) in sorted(injected.items())]  # fmt: skip
+    return "fault injection: " + ("; ".join(shown) or "no fault op ran")
 
 
 #: CI's fuzz stage: each flavour's fixed agent, the in-tree four and a port scaffolded

@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.agent import profctl
-from harness.agent.controlspec import OK, ControlInterface, ProcessOp
+from harness.agent.controlspec import OK, ControlInterface, OpDecl, ProcessOp
 from harness.agent.steps import GUEST_DIR
 from harness.errors import InfraError
+from harness.fuzz import faults
 from harness.fuzz.invariants import Finding
 from harness.scenarios.types import Step
 
@@ -82,8 +83,22 @@ class Plan:
 
 
 def scenario_steps(interface: ControlInterface, steps: Sequence[Step]) -> tuple[Step, ...]:
-    """The steps a scenario file holds: all but the process ops."""
-    return tuple(step for step in steps if interface.process(step.op) is None)
+    """The steps a scenario file holds: all but the process ops and the fault ops."""
+    return tuple(step for step in steps if not fuzz_only(interface, step.op))
+
+
+def fuzz_only(interface: ControlInterface, op: str) -> bool:
+    """Whether ``op`` runs only under the fuzzer: a process op or a fault op."""
+    return interface.process(op) is not None or faults.capability(op) is not None
+
+
+def decl_of(interface: ControlInterface, op: str) -> OpDecl:
+    """The declared op ``op``, a fault op's too.
+
+    :raise KeyError: neither the interface nor fault injection has such an op.
+    """
+    cap = faults.capability(op)
+    return cap.decl() if cap is not None else interface.op(op)
 
 
 def call_mark(index: int | str) -> tuple[str, str]:
@@ -95,11 +110,13 @@ def plan(
     interface: ControlInterface,
     steps: Sequence[Step],
     body_of: Callable[[tuple[Step, ...]], tuple[str, ...]],
+    fault_call: faults.FaultCall | None = None,
 ) -> Plan:
     """The body of ``steps``: per step, its mark and clock, then its part.
 
     ``body_of(prefix)`` is the executor's body for a prefix of the scenario steps
-    (without its final wait); a step's part is what its step added to it.
+    (without its final wait); a step's part is what its step added to it. A fault
+    op's part is `faults.steps_of` around ``fault_call``.
 
     :raise InfraError: the executor's body of a prefix is not a prefix of the next one.
     """
@@ -116,6 +133,12 @@ def plan(
             children += made
             body += [child.launch() for child in made]
             body += [profctl.await_step(child.done) for child in made]
+            continue
+        cap = faults.capability(step.op)
+        if cap is not None:
+            if fault_call is None:
+                raise InfraError(f"step {index} ({step.op}) on a kernel without fault injection")
+            body += faults.steps_of(cap, step.count or 1, fault_call.steps)
             continue
         done.append(step)
         after = body_of(tuple(done))
@@ -201,7 +224,7 @@ def deadline_findings(
         start, end = times_ns.get(keys[index]), times_ns.get(keys[index + 1])
         if start is None or end is None:
             continue
-        limit = interface.op(step.op).deadline_of(step.ms)
+        limit = decl_of(interface, step.op).deadline_of(step.ms)
         took = (end - start) / NS_PER_S
         if took > limit:
             what = f"call {index} ({step.describe()}) took {took:.1f} s, over its {limit:.0f} s"

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from harness.agent import flavours
 from harness.agent.controlspec import ArgRange, ControlInterface, Facts, OpDecl
 from harness.errors import ConfigError
+from harness.fuzz import faults
 from harness.scenarios.types import Step
 
 #: The interface module a flavour package holds beside ``data.py`` and ``flavour.py``.
@@ -47,16 +48,29 @@ def interface_of(flavour: str) -> ControlInterface:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """What a sequence runs on: the interface, the guest's CPU count, the load parameters."""
+    """What a sequence runs on: the interface, the guest's CPU count, the load parameters.
+
+    ``fault_call`` is the flavour's fault call on a kernel with fault injection (the
+    fault ops are drawn then), None elsewhere.
+    """
 
     interface: ControlInterface
     cpus: int
     params: Mapping[str, int] = field(default_factory=dict)
+    fault_call: faults.FaultCall | None = None
 
     def ops(self) -> tuple[OpDecl, ...]:
-        """The ops this guest can run (hotplug needs a second CPU), process ops too."""
+        """The ops this guest can run (hotplug needs a second CPU), process and fault ops too."""
         drawn = (*self.interface.ops, *(p.decl() for p in self.interface.processes))
+        if self.fault_call is not None:
+            drawn += tuple(cap.decl() for cap in faults.CAPABILITIES)
         return tuple(op for op in drawn if op.weight > 0 and (op.cpu != "hotplug" or self.cpus > 1))
+
+    def as_model_sees(self, step: Step) -> Step:
+        """A fault op as the op its call amounts to (tprof: ``restart``); others as they are."""
+        if faults.capability(step.op) is None or self.fault_call is None:
+            return step
+        return Step(op=self.fault_call.amounts_to or "wait")
 
 
 def _offline(facts: Facts) -> set[int]:
@@ -76,12 +90,12 @@ def allows(target: Target, facts: Facts, step: Step) -> bool:
         shared = step.cpu in offline
     else:
         shared = not (offline and step.cpu == "all") and step.cpu not in offline
-    return shared and target.interface.model.allows(facts, step)
+    return shared and target.interface.model.allows(facts, target.as_model_sees(step))
 
 
 def after(target: Target, facts: Facts, step: Step) -> dict[str, int]:
     """The facts once ``step`` ran."""
-    out = target.interface.model.after(facts, step)
+    out = target.interface.model.after(facts, target.as_model_sees(step))
     if step.op in ("offline", "online"):
         out[f"offline.{step.cpu}"] = int(step.op == "offline")
     return out

@@ -126,9 +126,11 @@ def _progress(session: FuzzSession, findings: tuple[object, ...]) -> None:
     tally.found += bool(findings)
     elapsed = time.monotonic() - tally.started
     phase = "shrinking" if tally.first_s is not None else "searching"
+    forced = sum(forced for forced, _ in tally.injected.values())
+    injected = f", {forced} failures injected" if session.target.fault_call else ""
     session.announce(
         f"fuzz {session.request.flavour}: {tally.sequences} sequences, "
-        f"{tally.calls} calls, {tally.found} findings, {elapsed:.0f} s ({phase})"
+        f"{tally.calls} calls, {tally.found} findings{injected}, {elapsed:.0f} s ({phase})"
     )
 
 
@@ -151,6 +153,7 @@ def _result(session: FuzzSession) -> FuzzResult:
         first_found_sequence=tally.first_sequence,
         shrunk_steps=len(tally.best[0]) if tally.best else None,
         elapsed_s=time.monotonic() - tally.started,
+        injected=dict(tally.injected) if session.target.fault_call else None,
     )
     write_json_atomic(
         session.run_dir / "fuzz.json",
@@ -169,6 +172,11 @@ def _result(session: FuzzSession) -> FuzzResult:
             "scenario": str(scenario) if scenario else None,
             "findings": [f"{f.kind}: {f.what}" for f in result.findings],
             "notes": tally.notes,
+            "injected": {
+                name: {"forced": forced, "refused_steps": failed}
+                for name, (forced, failed) in (result.injected or {}).items()
+            },
+            "fault_injection": session.target.fault_call is not None,
             "elapsed_s": result.elapsed_s,
         },
     )

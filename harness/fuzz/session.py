@@ -31,7 +31,7 @@ from harness.agent.profctl_build import build_profctl
 from harness.builder.cache import Cache
 from harness.builder.images import prepare_images
 from harness.errors import GuestError, HarnessError, InfraError
-from harness.fuzz import calls, generate, invariants, render
+from harness.fuzz import calls, faults, generate, invariants, render
 from harness.fuzz.invariants import Finding
 from harness.scenarios.load import SCENARIOS_DIR, Scenario, load_scenario
 from harness.scenarios.repro import program, run_agent
@@ -86,6 +86,9 @@ class FuzzResult:
     first_found_sequence: int | None
     shrunk_steps: int | None
     elapsed_s: float
+    #: Per fault-injection capability: failures forced, steps refused in first rounds;
+    #: None on a kernel without fault injection.
+    injected: dict[str, tuple[int, int]] | None = None
 
 
 @dataclass(slots=True)
@@ -100,6 +103,13 @@ class _Tally:
     first_sequence: int | None = None
     best: tuple[tuple[Step, ...], tuple[Finding, ...]] | None = None
     notes: list[str] = field(default_factory=list)
+    injected: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def add_injected(self, counts: dict[str, tuple[int, int]]) -> None:
+        """Add one sequence's `harness.fuzz.faults.fired` counts."""
+        for name, (forced, failed) in counts.items():
+            before = self.injected.get(name, (0, 0))
+            self.injected[name] = (before[0] + forced, before[1] + failed)
 
 
 class _FoundError(Exception):
@@ -170,11 +180,11 @@ class FuzzSession:
             if findings
             else f"fuzzed sequence {name}"
         )
-        if any(self.interface.process(step.op) for step in steps):
+        if any(calls.fuzz_only(self.interface, step.op) for step in steps):
             described = ", ".join(f"{i}: {s.describe()}" for i, s in enumerate(steps))
             description += (
-                "\nThe whole sequence, with its process ops (run by invoke fuzz in guest "
-                f"processes of their own, not by invoke repro): {described}"
+                "\nThe whole sequence, with its process ops and fault ops (run by invoke "
+                f"fuzz only, not by invoke repro): {described}"
             )
         parts = render.ScenarioText(
             name=name,
@@ -236,10 +246,16 @@ class FuzzSession:
         """
         began = time.monotonic()
         ready = self.scenario_of((Step(op="wait"),), "guest", where=self.run_dir / "prepare")
-        self._guest_agent(ready)
+        agent, _ = self._guest_agent(ready)
+        present = agent.shell.run(faults.PRESENT_COMMAND, timeout_s=30.0, check=False)
+        if present.exit_status == 0:  # the guest's kernel has failslab: fault ops are drawn
+            call = faults.call_of(self.interface)
+            self.target = dataclasses.replace(self.target, fault_call=call)
         self.tally.started = time.monotonic()
+        injection = "on" if self.target.fault_call else "absent"
         self.announce(f"fuzz {self.request.flavour}: guest and agent ready after "
-                      f"{self.tally.started - began:.0f} s; the budget starts now")  # fmt: skip
+                      f"{self.tally.started - began:.0f} s, fault injection {injection}; "
+                      "the budget starts now")  # fmt: skip
 
     def _drop_guest(self) -> None:
         """Stop the guest (a new one is started for the next sequence)."""
@@ -258,7 +274,8 @@ class FuzzSession:
         self.tally.calls += len(steps)
         scenario = self.scenario_of(steps, f"seq-{self.tally.sequences:05d}")
         agent, guest = self._guest_agent(scenario)
-        made = calls.plan(self.interface, steps, lambda prefix: _body(scenario, prefix))
+        made = calls.plan(self.interface, steps, lambda prefix: _body(scenario, prefix),
+                          self.target.fault_call)  # fmt: skip
         script = program(scenario, _no_pause, _no_nmi)
         script = dataclasses.replace(script, body=(*made.body, *script.body[-1:]))
         agent.shell.run(calls.setup_command(made), timeout_s=60.0)
@@ -285,6 +302,8 @@ class FuzzSession:
             failed = [(v.oracle, str(v)) for v in flavour.check(run) if v.oracle in applies]
             unjudged = self.interface.model.unjudged(facts)
             findings += invariants.oracle_findings(self.interface, failed, unjudged)
+        for ran, results in agent.recorded:
+            self.tally.add_injected(faults.fired(ran, results))
         new_console = guest.vm.console_text()[len(console) :]
         findings += invariants.console_findings(new_console)
         dmesg = self._dmesg_and_unload(findings)
@@ -327,6 +346,8 @@ class FuzzSession:
             return ""
         try:  # a sequence that failed half-way may have left a CPU offline
             agent.shell.run(ONLINE_ALL, timeout_s=60.0)
+            if self.target.fault_call is not None:  # a sequence cut short may have left times
+                agent.shell.run(faults.RESET_COMMAND, timeout_s=30.0)
             if self.request.variant == "debug":  # closed, still loaded: leaks name it
                 scan = agent.shell.run(kmemleak_command(), timeout_s=KMEMLEAK_TIMEOUT_S)
                 findings += invariants.leak_findings(module_leaks(scan.stdout, AGENT_MODULE))

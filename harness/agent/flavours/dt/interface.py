@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from harness.agent import profctl
 from harness.agent.controlspec import (
     ArgRange,
     ControlInterface,
@@ -129,3 +130,9 @@ INTERFACE = ControlInterface(
         "cpu=1 count=9 → recurevt 0, expected 9)",
     },
 )
+
+#: What a failslab or fail_page_alloc op arms failures for (`harness.fuzz.faults`): a
+#: second open of the device, which allocates its rings (each open has its own), and
+#: its close; the body holds only the session's descriptor, so the open's is fd 4. The
+#: first try may be refused, the second must open.
+FAULT_CALL = (profctl.open_step(DEVICE), profctl.close_step(4))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from harness.agent import profctl
 from harness.agent.controlspec import (
     OK,
     ControlInterface,
@@ -98,3 +99,9 @@ INTERFACE = ControlInterface(
         "returns what it holds at once",
     },
 )
+
+#: What a failslab or fail_page_alloc op arms failures for (`harness.fuzz.faults`): a
+#: second open of the device, which allocates its owner, and its close; the
+#: body holds only the session's descriptor, so the open's is fd 4. The first try may
+#: be refused, the second must open.
+FAULT_CALL = (profctl.open_step(DEVICE), profctl.close_step(4))

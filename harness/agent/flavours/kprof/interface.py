@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from harness.agent import profctl
 from harness.agent.controlspec import (
     ArgRange,
     ControlInterface,
@@ -28,6 +29,7 @@ from harness.agent.controlspec import (
     shared_ops,
     unload_busy,
 )
+from harness.agent.flavours.kprof.run import KPTRACE
 from harness.agent.steps import DEBUGFS
 
 KIB = 1024
@@ -143,3 +145,9 @@ INTERFACE = ControlInterface(
         "records KP-O1 counts as read by the session's drain",
     },
 )
+
+#: What a failslab or fail_page_alloc op arms failures for (`harness.fuzz.faults`): a
+#: kptrace write (its scratch, the ring on first use) and read (the flattened copy).
+#: kpctl's own allocations are at its open, which the session holds (a second open is
+#: refused before it allocates); the first try may be refused, the second must succeed.
+FAULT_CALL = (profctl.write_step(KPTRACE, "fuzz fault call"), profctl.cat_step(KPTRACE))

@@ -25,6 +25,8 @@ from harness.agent.controlspec import (
     shared_ops,
     unload_busy,
 )
+from harness.agent.flavours.tprof.data import TPROF_PARAM
+from harness.agent.flavours.tprof.run import ioctl_step
 from harness.agent.steps import DEBUGFS, DEVICE
 
 _FAULTS = ("fault-wq", "fault-buf")
@@ -90,3 +92,9 @@ INTERFACE = ControlInterface(
         "and a reader sharing the owner's open would take records the oracles count",
     },
 )
+
+#: What a failslab or fail_page_alloc op arms failures for (`harness.fuzz.faults`): STOP,
+#: then START, which allocates the buffers and creates the workqueue; the first try may
+#: be refused, the second must START. The model counts it as a ``restart``.
+FAULT_CALL = (ioctl_step("TPROF_IOC_STOP"), ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size)))
+FAULT_CALL_AS = "restart"
