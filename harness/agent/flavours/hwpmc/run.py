@@ -200,6 +200,15 @@ def plan_steps(plan: HwpmcPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
     # back (`leave_event_armed` re-arms it there).
     idle_end = ((profctl.sleep_step(IDLE_MS), ""), (IRQ_READ, "irq"))
     settled, released = (idle_end[:1], idle_end) if late else (idle_end, ())
+    # HW-O7's quiet after RELEASE: every sampled CPU spins 5 sweep periods before the
+    # stats are read again. An idle vCPU's cycles raise almost no overflow under TCG (a
+    # mutant whose events outlived RELEASE kept intr_ignored at 0 across a 20 ms sleep),
+    # a spinning one raises one a period.
+    sampled = sorted({cpu for p in plan.pmcs if p.mode != "SC" for cpu in p.cpus})
+    quiet = (
+        *((profctl.spin_step(cpu, 5 * sweep_ms), "") for cpu in sampled),
+        (profctl.wait_step(), ""),
+    )
     return (
         (IRQ_READ, "irq"),
         (profctl.open_step(DEVICE), ""),
@@ -223,7 +232,7 @@ def plan_steps(plan: HwpmcPlan, spec: AgentSpec) -> tuple[Tagged, ...]:
         *released,
         *((read.step, read.name) for read in counters_steps()),
         (pmcs, "final_pmcs"),
-        (profctl.sleep_step(5 * sweep_ms), ""),
+        *quiet,
         (profctl.cat_step(f"{DEBUGFS}/stats"), "later"),
         *_untagged(
             [

@@ -198,7 +198,7 @@ def test_hw_o7_runcount_release_and_a_counter_left_running() -> None:
         (f"PMC {pmc_id(0, 'SS'):#x} runcount = 0", f"PMC {pmc_id(0, 'SS'):#x} runcount = 2"),
         ("RELEASE returns 0", "ETIMEDOUT"),
         ("x_release_max_ticks ≤ 1", "x_release_max_ticks = 3"),
-        ("intr_ignored 5 sweep periods after RELEASE = 0", "40"),
+        ("intr_ignored after RELEASE and 5 sweep periods of spinning = 0", "40"),
     ]
 
 
