@@ -25,13 +25,13 @@ from harness.builder.kernel import KernelChoice, Variant
 from harness.cli import checks
 from harness.cli.fuzz import run_fuzz_stage
 from harness.cli.mutantruns import MutationRequest, run_mutants, write_table
-from harness.cli.session import GuestRequest
+from harness.cli.session import GuestRequest, resolve_request, tier_topologies
 from harness.cli.testrun import (
     MatrixOptions,
     _run,
-    guest_options,
     pytest_argv,
     run_matrix,
+    save_request,
     write_ktap,
 )
 from harness.errors import ConfigError
@@ -162,10 +162,10 @@ def run_ci(cache: Cache, *, workers: int = 2) -> int:
         static_ok = checks.run_checks(checks.static_checks())  # the unit tier shuffled
         results.append(StageResult("static", 0 if static_ok else 1))
         junit = new_run_dir("ci", "all") / "junit.xml"
-        layouts = [f"--cpus={cpus}" for cpus in CI_TIER_CPUS]
+        tier = resolve_request(GuestRequest(), tier=tier_topologies(CI_TIER_CPUS, ()))
         extra = [f"--junitxml={junit}", f"--ignore={DEBUG_KERNEL_TESTS}"]
-        status = _run(pytest_argv(["tests/guest", "tests/scenarios"], layouts,
-                                  workers=workers, extra=extra))  # fmt: skip
+        status = _run(pytest_argv(["tests/guest", "tests/scenarios"], [], workers=workers,
+                                  extra=extra), request=save_request(tier, junit))  # fmt: skip
         LOG.info("guest and scenario tiers: exit status %d; JUnit: %s", status, junit)
         write_ktap(junit)
         results.append(StageResult("first tier", status, junit))
@@ -236,8 +236,8 @@ def run_stage(stage: CiStage, cache: Cache, workers: int = 1) -> StageResult:
     extra += [] if stage.selftests else ["-m", "not selftest"]
     extra.append(f"--junitxml={junit}")
     count = stage_workers(request, workers)
-    found = _run(pytest_argv(list(stage.paths), guest_options(request), workers=count,
-                             extra=extra))  # fmt: skip
+    saved = save_request(resolve_request(request), junit)  # pytest resolves nothing again
+    found = _run(pytest_argv(list(stage.paths), [], workers=count, extra=extra), request=saved)
     LOG.info("stage %s (%s kernel %s, %d vCPUs): exit status %d; JUnit: %s", stage.name,
              request.variant, request.kernel, request.cpus, found, junit)  # fmt: skip
     write_ktap(junit)

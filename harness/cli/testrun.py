@@ -4,9 +4,9 @@ The harness never imports pytest; it builds pytest's command line and runs it
 as a child with the same interpreter. Images are prepared *before* pytest
 starts, so build progress is visible even when xdist hides worker output. The
 guest tier's request is resolved once (`resolve_request`) and reaches pytest and
-its workers as that object: ``request.json`` beside the JUnit, named by
-`REQUEST_ENV`; `guest_options` is the command-line form, for a pytest run told by
-options (CI's later stages). Every run writes KTAP beside its JUnit (`write_ktap`).
+its workers as that object: ``request.json`` beside the JUnit (`save_request`), named
+by `REQUEST_ENV`; CI's stages pass theirs the same way. Every run writes KTAP beside its
+JUnit (`write_ktap`).
 ``invoke ci`` is `harness.cli.ci`'s::
 
     status = run_guest_tier(GuestRequest(cpus=8), Cache.default(), TierOptions(complete=True))
@@ -50,19 +50,12 @@ LOG = logging.getLogger(__name__)
 REQUEST_FILE = "request.json"  # a guest tier's `ResolvedRequest`, beside its JUnit
 
 
-def guest_options(request: GuestRequest) -> list[str]:
-    """The tests' own command-line options for ``request`` (a run not given a request file)."""
-    options = ["--arch", request.arch, "--variant", request.variant, "--accel", request.accel,
-               "--nmi", "on" if request.nmi else "off"]  # fmt: skip
-    options += ["--memory-mib", str(request.memory_mib)]
-    options += [f"--append={arg}" for arg in request.kernel_args]
-    options += ["--kernel", request.kernel]
-    options += ["--kernel-src", request.kernel_src] if request.kernel_src else []
-    if request.topology:
-        options += ["--topology", request.topology]
-    elif request.cpus:
-        options += ["--cpus", str(request.cpus)]
-    return options
+def save_request(resolved: ResolvedRequest, junit: Path) -> Path:
+    """Write ``resolved`` as `REQUEST_FILE` beside ``junit``: what `_run` hands pytest."""
+    saved = junit.with_name(REQUEST_FILE)
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text(request_json(resolved))
+    return saved
 
 
 def pytest_argv(
@@ -154,9 +147,7 @@ def run_guest_tier(
     if options.complete:
         build_tier_images(resolved, cache)
     junit = options.junit or new_run_dir("test", spec.name) / "junit.xml"
-    saved = junit.with_name(REQUEST_FILE)
-    saved.parent.mkdir(parents=True, exist_ok=True)
-    saved.write_text(request_json(resolved))
+    saved = save_request(resolved, junit)
     workers = options.workers or tier_workers(spec.topology.cpus, request.memory_mib)
     extra = ["-k", options.keyword] if options.keyword else []
     if not options.selftests:

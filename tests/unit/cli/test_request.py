@@ -20,7 +20,7 @@ import pytest
 from harness import arches
 from harness.builder.images import GuestImages
 from harness.builder.kernel import KernelChoice
-from harness.cli import session, testrun
+from harness.cli import ci, session, testrun
 from harness.cli.session import (
     FULL_SET_CPUS,
     REQUEST_ENV,
@@ -184,16 +184,31 @@ def test_an_unknown_flavour_fails_where_it_is_resolved() -> None:
         resolve_request(GuestRequest(), flavours=("tprof", "nope"))
 
 
-def test_a_run_told_by_options_inherits_no_request(
+def test_a_run_given_no_request_inherits_none(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     started = Pytest()
     monkeypatch.setattr("harness.cli.testrun.subprocess.Popen", started)
     monkeypatch.setenv(REQUEST_ENV, str(tmp_path / "stale.json"))
-    argv = testrun.pytest_argv(["tests/guest"], testrun.guest_options(EIGHT), workers=1)
-    assert testrun._run(argv) == 0  # CI's later stages: options, as before
+    assert testrun._run(testrun.pytest_argv(["tests/unit"], [], workers=1)) == 0
     [(_, env)] = started.runs
     assert REQUEST_ENV not in env
+
+
+def test_a_ci_stage_hands_pytest_its_request_resolved_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    started = Pytest()
+    monkeypatch.setattr("harness.cli.testrun.subprocess.Popen", started)
+    monkeypatch.setattr(ci, "_prepare_for", lambda request, cache: None)  # no build
+    monkeypatch.setattr(ci, "new_run_dir", lambda *parts: tmp_path)
+    stage = next(s for s in ci.CI_STAGES if s.request.kernel == "6.12")
+    ci.run_stage(stage, cast(Any, None))
+    [(argv, env)] = started.runs
+    saved = request_from_json(Path(env[REQUEST_ENV]).read_text())
+    assert saved == resolve_request(stage.request)
+    assert [t.cpus for t in saved.topologies] == [stage.request.cpus]
+    assert not {"--kernel", "--cpus", "--variant"} & set(argv)  # nothing to parse again
 
 
 #: Put in front of a child pytest's path: every process it starts, xdist workers too,
