@@ -27,12 +27,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from harness.agent.runner import AgentRun
 from harness.agent.steps import DEBUGFS, GUEST_DIR
-from harness.agent.values.stress import RacePair
+from harness.agent.values.stress import RacePair, RareWriters
 from harness.timeouts import wait_until
 from harness.vm.kcsan import (
     KCSAN_DEBUGFS,
@@ -199,6 +199,16 @@ def overlap_case(where: OverlapCase, case: str, runs: Callable[[], T]) -> tuple[
 CORE_PAIRS = (RacePair("the core's producer-call count", "core.{cpu}.x_producer_calls"),)
 
 
+def declared_pairs(race_pairs: Sequence[RacePair]) -> tuple[RacePair, ...]:
+    """`CORE_PAIRS`, then a flavour's ``race_pairs``: every pair its kcsan case covers.
+
+    The core's count rises with every producer call, so the flavour's first pair's drive
+    (its producer's, in the tree) drives it too.
+    """
+    drive = race_pairs[0].drive if race_pairs else None
+    return (*(replace(pair, drive=pair.drive or drive) for pair in CORE_PAIRS), *race_pairs)
+
+
 def pair_covers(pairs: Sequence[RacePair], runs: Sequence[AgentRun], watch: KcsanWatch,
                 vcpus: int) -> list[PairCover]:  # fmt: skip
     """Each declared pair over the case, by the model (`harness.vm.kcsan.pair_cover`).
@@ -217,3 +227,132 @@ def pair_covers(pairs: Sequence[RacePair], runs: Sequence[AgentRun], watch: Kcsa
         covers.append(pair_cover(pair.name, done, in_nmi=pair.in_nmi, share=share,
                                  reads_per_s=rate, settings=watch.settings))  # fmt: skip
     return covers
+
+
+#: Host seconds of rare-writer rounds a flavour's kcsan case may spend, all drives: a
+#: runtime budget, not a threshold (the cap is the model's). A drive whose expected rounds
+#: do not fit in what is left is not repeated, and its pairs stay UNJUDGED saying so.
+RARE_BUDGET_S = 300
+#: A drive runs at most this many times the rounds the model expected after its first:
+#: a pair not met by then is one the model does not describe; it stays UNJUDGED.
+CAP_FACTOR = 2
+#: A round's pairs: each declared pair over that round alone, and its host seconds.
+Round = Callable[[RareWriters], tuple[Sequence[PairCover], float]]
+
+
+@dataclass(frozen=True, slots=True)
+class DrivenPair:
+    """A declared pair over the case and the rare-writer rounds that ran after it."""
+
+    cover: PairCover  # summed over the case and every round
+    rounds: int  # rounds of its drive that ran
+    why: str = ""  # why it is still not met ('' where met)
+
+    def describe(self) -> str:
+        """The cover's line, then the rounds and why the pair is not met, if it is not."""
+        after = f" after {self.rounds} rare-writer round(s)" if self.rounds else ""
+        return self.cover.describe() + after + (f": {self.why}" if self.why else "")
+
+
+@dataclass(frozen=True, slots=True)
+class RareRounds:
+    """Every declared pair after the rare-writer rounds, and the rounds run and their time."""
+
+    pairs: tuple[DrivenPair, ...]
+    rounds: int
+    seconds: float  # the rounds' host time, as ``run_round`` measured it
+
+    def describe(self, case: str) -> str:
+        """One line: the case, its rounds and their time, the pairs met, the rest named.
+
+        ``KCSAN kprof after 3 rare-writer rounds (41 s): could see a race on 2 of 3
+        declared pairs; UNJUDGED: kprof's block hand-off (16 KiB blocks...: ...)``.
+        """
+        met = [d for d in self.pairs if d.cover.met]
+        unmet = [f"{d.cover.name} ({d.why})" for d in self.pairs if not d.cover.met]
+        return (f"KCSAN {case} after {self.rounds} rare-writer round(s) ({self.seconds:.0f} s):"
+                f" could see a race on {len(met)} of {len(self.pairs)} declared pairs"
+                + (f"; UNJUDGED: {'; '.join(unmet)}" if unmet else ""))  # fmt: skip
+
+
+@dataclass(slots=True)
+class _Drive:
+    """A drive's state: its rounds, their seconds, its cap, why it stopped."""
+
+    rounds: int = 0
+    seconds: float = 0.0
+    cap: int | None = None
+    stopped: str = ""
+
+
+def drive_rare_writers(pairs: Sequence[RacePair], covers: Sequence[PairCover],
+                       run_round: Round, budget_s: float) -> RareRounds:  # fmt: skip
+    """Repeat each unmet pair's drive until the pair is met, its cap or the budget is hit.
+
+    ``covers``: the pairs over the case, in ``pairs``' order. ``run_round(drive)`` runs
+    one round beside the spinners and gives every pair's cover over it: a round of one
+    drive counts for every pair. After a drive's first round its cap is `CAP_FACTOR`
+    times the rounds the model expects its unmet pairs to need (`PairCover.rounds_needed`
+    at that round's measured writes, reads a second and share); a drive whose expected
+    rounds would take longer than what is left of ``budget_s`` (host seconds, at that
+    round's length) stops at once. Blocks for the rounds: at most about ``budget_s``.
+    """
+    totals = {pair.name: cover for pair, cover in zip(pairs, covers, strict=True)}
+    drives: dict[str, _Drive] = {}
+    spent = 0.0
+    while (drive := _next_drive(pairs, totals, drives)) is not None:
+        state, before = drives[drive.name], dict(totals)
+        found, seconds = run_round(drive)
+        spent += seconds
+        state.rounds, state.seconds = state.rounds + 1, state.seconds + seconds
+        for cover in found:
+            totals[cover.name] = totals[cover.name].plus(cover)
+        if state.cap is None:
+            state.cap, state.stopped = _cap(pairs, drive, before, found, budget_s - spent, seconds)
+        if not state.stopped and state.rounds >= state.cap:
+            state.stopped = f"not met after {state.rounds} rounds, the cap"
+        elif not state.stopped and spent + state.seconds / state.rounds > budget_s:
+            state.stopped = f"the budget of {budget_s:.0f} s ran out after {state.rounds} rounds"
+    driven = tuple(_driven(pair, totals[pair.name], cover, drives)
+                   for pair, cover in zip(pairs, covers, strict=True))  # fmt: skip
+    return RareRounds(driven, sum(d.rounds for d in drives.values()), spent)
+
+
+def _next_drive(pairs: Sequence[RacePair], totals: dict[str, PairCover],
+                drives: dict[str, _Drive]) -> RareWriters | None:  # fmt: skip
+    """The drive of the first unmet pair whose drive has not stopped (None: none left)."""
+    for pair in pairs:
+        if pair.drive is None or totals[pair.name].met:
+            continue
+        if not drives.setdefault(pair.drive.name, _Drive()).stopped:
+            return pair.drive
+    return None
+
+
+def _cap(pairs: Sequence[RacePair], drive: RareWriters, before: dict[str, PairCover],
+         found: Sequence[PairCover], left_s: float, seconds: float) -> tuple[int, str]:  # fmt: skip
+    """A drive's cap after its first round, and why it stops at once ('' if it goes on)."""
+    per_round = {cover.name: cover for cover in found}
+    needed = [n for p in pairs if p.drive == drive and not before[p.name].met
+              and (n := before[p.name].rounds_needed(per_round[p.name])) is not None]  # fmt: skip
+    if not needed:
+        return 1, "its first round met none of its pairs (no write, or no spinner read)"
+    expected = max(needed)
+    if (expected - 1) * seconds > left_s:
+        return 1, (f"the model expects {expected} rounds of {seconds:.0f} s, more than the "
+                   f"{max(left_s, 0):.0f} s left of the budget")  # fmt: skip
+    return CAP_FACTOR * expected, ""
+
+
+def _driven(pair: RacePair, cover: PairCover, case: PairCover,
+            drives: dict[str, _Drive]) -> DrivenPair:  # fmt: skip
+    """The pair after the rounds (``cover``; ``case``: over the case alone), and why unmet."""
+    state = drives.get(pair.drive.name, _Drive()) if pair.drive else _Drive()
+    if cover.met:
+        return DrivenPair(cover, state.rounds)
+    if pair.drive is None:
+        return DrivenPair(cover, 0, "no rare-writer run declared")
+    if state.rounds and cover.executions == case.executions:
+        return DrivenPair(cover, state.rounds, f"{pair.drive.name}: its writer did not run "
+                                               f"in {state.rounds} round(s) of it")  # fmt: skip
+    return DrivenPair(cover, state.rounds, f"{pair.drive.name}: {state.stopped}")

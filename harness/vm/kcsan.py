@@ -86,6 +86,8 @@ def p_seen(executions: int, rate_hz: float, settings: KcsanSettings, *, in_nmi: 
 
 #: A pair is met when the model's chance that its race would have been seen is this high.
 PAIR_MET_P = 0.95
+#: The expected meetings that make `PAIR_MET_P`: ``1 - exp(-m) = p`` (about 3.0).
+MEETINGS_MET = -math.log(1 - PAIR_MET_P)
 
 
 def co_scheduled(vcpus: int, cores: int) -> float:
@@ -113,6 +115,24 @@ class PairCover:
     def met(self) -> bool:
         """Whether a race of this pair would have been seen with at least `PAIR_MET_P`."""
         return self.p_seen >= PAIR_MET_P
+
+    def plus(self, other: PairCover) -> PairCover:
+        """The pair over this case and ``other`` (another case's): meetings add up."""
+        meetings = self.meetings + other.meetings
+        return PairCover(self.name, self.executions + other.executions, meetings,
+                         1 - math.exp(-meetings))  # fmt: skip
+
+    def rounds_needed(self, per_round: PairCover) -> int | None:
+        """Rounds like ``per_round`` the model expects to make this pair met (0: met).
+
+        The writes still needed for `MEETINGS_MET`, at the rate of writes a round and
+        meetings a write (its spinners' reads a second, their share of the host) that
+        ``per_round`` measured. None: a round met nothing (its writer did not run).
+        """
+        missing = MEETINGS_MET - self.meetings
+        if missing <= 0:
+            return 0
+        return math.ceil(missing / per_round.meetings) if per_round.meetings > 0 else None
 
     def describe(self) -> str:
         """``dt index: 12000 writes, 3.1 expected meetings, p 0.95: met``."""

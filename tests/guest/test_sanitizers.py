@@ -22,6 +22,9 @@ wrapper wrote.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
+
 import pytest
 
 from harness.agent import flavours
@@ -29,7 +32,15 @@ from harness.agent.driver import Agent
 from harness.agent.flavour import AgentRun, behaviour
 from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import KMEMLEAK, kmemleak_command, module_leaks
-from harness.agent.overlap import CORE_PAIRS, OVERLAP_RUN, OverlapCase, overlap_case, pair_covers
+from harness.agent.overlap import (
+    OVERLAP_RUN,
+    RARE_BUDGET_S,
+    OverlapCase,
+    declared_pairs,
+    drive_rare_writers,
+    overlap_case,
+    pair_covers,
+)
 from harness.agent.truth.nmitrace import (
     TRACED_CASE,
     TRACED_VARIANT,
@@ -38,7 +49,11 @@ from harness.agent.truth.nmitrace import (
     collect_command,
     nmi_trace,
 )
+from harness.agent.values.stress import RareWriters
+from harness.scenarios.rarewriters import rare_case
+from harness.scenarios.stress import run_case
 from harness.timeouts import Timeouts
+from harness.vm.kcsan import KcsanWatch, PairCover
 from harness.vm.topology import CpuTopology
 from tests import runrequest
 from tests.flavoured import each
@@ -73,6 +88,7 @@ def test_flavour_runs_clean_under_the_sanitizers(
     topology: CpuTopology,
     request: pytest.FixtureRequest,
     timeouts: Timeouts,
+    tmp_path: Path,
 ) -> None:
     variant = runrequest.of(request.config).variant  # this run's kernel
     if variant not in SANITIZER_VARIANTS:
@@ -122,13 +138,15 @@ def test_flavour_runs_clean_under_the_sanitizers(
         # Per pair, not per run: a writer that ran rarely may never have met a watch. An
         # unmet pair is UNJUDGED by name in the report, not passed; the test fails on
         # what KCSAN saw, and on a case that could see nothing at all.
-        covers = pair_covers((*CORE_PAIRS, *flavour.race_pairs), done, watch, topology.cpus)
+        pairs = declared_pairs(flavour.race_pairs)
+        covers = pair_covers(pairs, done, watch, topology.cpus)
         report = [watch.describe(covers), *(f"KCSAN pair {c.describe()}" for c in covers)]
+        problems += kcsan_problems(name, watch)
+        rare = RareRun(agent, where, name, topology, tmp_path)
+        rounds = drive_rare_writers(pairs, covers, rare.round, RARE_BUDGET_S)
+        report += [rounds.describe(name), *(f"KCSAN pair {d.describe()}" for d in rounds.pairs)]
         request.node.user_properties += [("profagent-report", line) for line in report]
-        if why := watch.unjudged_reason():
-            problems.append(f"{name} KCSAN UNJUDGED: {why}")
-        if watch.races:  # KCSAN's own count, printed or not
-            problems.append(f"{name}: KCSAN counted {watch.races} race(s): {watch.describe()}")
+        problems += rare.problems
     else:
         try:
             runs()
@@ -140,6 +158,42 @@ def test_flavour_runs_clean_under_the_sanitizers(
         request.node.user_properties.append(("profagent-report", f"{line} ({variant} kernel)"))
     problems += leaks(agent, variant, name, request)
     assert not problems, "\n".join(problems)
+
+
+def kcsan_problems(name: str, watch: KcsanWatch) -> list[str]:
+    """A case that could see nothing, and every race KCSAN counted (printed or not)."""
+    found = [f"{name} KCSAN UNJUDGED ({watch.case}): {why}"] if (
+        why := watch.unjudged_reason()) else []  # fmt: skip
+    if watch.races:
+        found.append(f"{name}: KCSAN counted {watch.races} race(s): {watch.describe()}")
+    return found
+
+
+@dataclass
+class RareRun:
+    """A flavour's rare-writer rounds in the kcsan guest: each a scenario beside the spinners.
+
+    Each round's scenario file is kept in ``out`` (``invoke repro`` replays it); its
+    expectations, the flavour's oracles and KCSAN's count judge it as any run.
+    """
+
+    agent: Agent
+    where: OverlapCase
+    name: str
+    topology: CpuTopology
+    out: Path
+    problems: list[str] = field(default_factory=list)
+
+    def round(self, drive: RareWriters) -> tuple[list[PairCover], float]:
+        """One round of ``drive``: every pair over it, and its host seconds."""
+        case = rare_case(self.name, drive, self.topology.name, self.topology.cpus)
+        result, watch = overlap_case(self.where, f"{self.name} {drive.name}",
+                                     lambda: run_case(self.agent, case, self.out))  # fmt: skip
+        self.problems += [f"{self.name} {case.name}: {f}" for f in result.failures()]
+        self.problems += kcsan_problems(self.name, watch)
+        runs = [] if watch.unjudged_reason() else [result.run]  # no watch: nothing met
+        pairs = declared_pairs(behaviour(self.name).race_pairs)
+        return pair_covers(pairs, runs, watch, self.topology.cpus), watch.seconds
 
 
 def traced(name: str, traces: list[NmiTrace], request: pytest.FixtureRequest) -> list[str]:

@@ -85,6 +85,23 @@ class Stress:
 
 
 @dataclass(frozen=True, slots=True)
+class RareWriters:
+    """A run that makes a flavour's rare writers write often: the kcsan case repeats it.
+
+    ``agent``: its ``[agent]`` keys (small blocks, small rings, a short sweep or drain
+    period); ``steps``: its scenario steps, ``"cpu": "each"`` as in `Stress` (a reader
+    that drains often, or none so that the rings stay full). ``name`` says what it does
+    in the report (``"16 KiB blocks, a reader draining"``). The kcsan case runs it beside
+    its spinners while a pair that names it is not met, up to the model's cap
+    (`harness.agent.overlap.drive_rare_writers`).
+    """
+
+    name: str
+    agent: AgentKeys
+    steps: tuple[StepData, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RacePair:
     """A variable a producer writes and the kcsan case's spinners read: one pair to meet.
 
@@ -92,8 +109,11 @@ class RacePair:
     with ``{cpu}`` for it (``percpu.{cpu}.x_committed``: one store of the index per
     committed event); ``in_nmi``: the writer runs in NMI (KCSAN's interrupt stall).
     `harness.vm.kcsan.pair_cover` says whether a race there could have been seen.
+    ``drive``: the run that makes this writer write often, repeated while the pair is
+    not met (None: none declared; an unmet pair stays UNJUDGED).
     """
 
     name: str
     writer: str
     in_nmi: bool = True
+    drive: RareWriters | None = None

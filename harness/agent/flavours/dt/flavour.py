@@ -42,7 +42,7 @@ from harness.agent.peer.run import PeerHooks, beside_perf
 from harness.agent.steps import GUEST_DIR, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import standard_launches
-from harness.agent.values.stress import Provoke, RacePair, Stress
+from harness.agent.values.stress import Provoke, RacePair, RareWriters, Stress
 
 MAX_SKIP = 2**32 - 1  # the hook's count is a u32; several add up (DT-D9 needs > 2^32)
 MAX_NEST = 100_000  # calls in one nested window: one burst, run inside one NMI
@@ -151,6 +151,19 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
                   period_ns=OVERLAP_PERIOD, background_reader=True,
                   background_s=OVERLAP_MS // 1000 + 1)  # fmt: skip
     return dt_run(agent, fast, plan)
+
+
+#: The kcsan case's rare-writer runs (`harness.agent.overlap.drive_rare_writers`): the
+#: overlap run's period, no busy loop; a reader draining every ring, or none, so that
+#: every CPU's ring (15 events) stays full and each sample counts a drop.
+DRAINED = RareWriters(
+    "a reader draining every ring",
+    {"period": OVERLAP_PERIOD},
+    ({"op": "reader", "on": True}, {"op": "idle", "ms": OVERLAP_MS}),
+)
+FULL = RareWriters(
+    "no reader, every ring full", {"period": OVERLAP_PERIOD}, ({"op": "idle", "ms": OVERLAP_MS},)
+)
 
 
 def script_plan(script: Script) -> DtPlan:
@@ -300,9 +313,9 @@ FLAVOUR = Flavour(
     refused_ops={"kick": "dt has no drain; its reader empties the rings"},
     stress=STRESS,
     race_pairs=(
-        RacePair("dt's ring index", "percpu.{cpu}.x_committed"),
-        RacePair("dt's ring-full count", "percpu.{cpu}.dc_dropevt"),
-        RacePair("dt's reader index", "percpu.{cpu}.dc_readevt", in_nmi=False),
+        RacePair("dt's ring index", "percpu.{cpu}.x_committed", drive=DRAINED),
+        RacePair("dt's ring-full count", "percpu.{cpu}.dc_dropevt", drive=FULL),
+        RacePair("dt's reader index", "percpu.{cpu}.dc_readevt", in_nmi=False, drive=DRAINED),
     ),
     extra_runs={
         "readers": readers_run,

@@ -59,7 +59,7 @@ from harness.agent.peer.sizing import MIN_MS
 from harness.agent.steps import probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
-from harness.agent.values.stress import RacePair, Stress
+from harness.agent.values.stress import RacePair, RareWriters, Stress
 from harness.errors import ConfigError, InfraError
 
 #: The standard run's ground-truth workloads and IRQ-off probe (content oracles).
@@ -124,6 +124,12 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     fast = peer_spec(replace(spec, period=OVERLAP_PERIOD))
     plan = replace(standard_plan(cpus), body=((profctl.sleep_step(OVERLAP_MS), ""),))
     return hwpmc_run(agent, fast, plan)
+
+
+#: The kcsan case's rare-writer run (`harness.agent.overlap.drive_rare_writers`): one SS
+#: PMC a CPU at the overlap run's period, the timer sweeping every 1 ms (not 4).
+OFTEN_SWEPT = RareWriters("the sweep every 1 ms", {"period": OVERLAP_PERIOD, "sweep_us": 1000},
+                          ({"op": "idle", "ms": OVERLAP_MS},))  # fmt: skip
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -253,7 +259,9 @@ FLAVOUR = Flavour(
     budget_scenario=Path(__file__).with_name("hwpmc-budgets.toml"),  # C-3
     stress=STRESS,
     race_pairs=(
-        RacePair("hwpmc's ring write index", "percpu.{cpu}.x_recorded"),
-        RacePair("hwpmc's sweep of the ring", "percpu.{cpu}.x_swept", in_nmi=False),
+        RacePair("hwpmc's ring write index", "percpu.{cpu}.x_recorded", drive=OFTEN_SWEPT),
+        RacePair(
+            "hwpmc's sweep of the ring", "percpu.{cpu}.x_swept", in_nmi=False, drive=OFTEN_SWEPT
+        ),
     ),
 )

@@ -29,7 +29,7 @@ from harness.agent.flavour import (
 )
 from harness.agent.flavours.kprof import results as res
 from harness.agent.flavours.kprof.bench import KPROF_BENCH
-from harness.agent.flavours.kprof.data import KPROF, record_size, records_per_block
+from harness.agent.flavours.kprof.data import KPROF, MAX_DEPTH, record_size, records_per_block
 from harness.agent.flavours.kprof.oracles import LAWS
 from harness.agent.flavours.kprof.report import format_kprof_table
 from harness.agent.flavours.kprof.results import KprofRun
@@ -48,7 +48,7 @@ from harness.agent.peer.sizing import MIN_MS
 from harness.agent.steps import GUEST_DIR, fault_step, inject_step, probe_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import launch_steps, output_steps, standard_launches
-from harness.agent.values.stress import RacePair, Stress
+from harness.agent.values.stress import RacePair, RareWriters, Stress
 from harness.errors import ConfigError, InfraError
 
 #: Kernel PCs the exact run writes to kpdata: while tracing, and before ``start``.
@@ -107,6 +107,16 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     fast = replace(spec, period=OVERLAP_PERIOD)
     plan = KprofPlan(body=(profctl.sleep_step(OVERLAP_MS),), background_reader=True)
     return kprof_run(agent, fast, plan)
+
+
+#: The kcsan case's rare-writer run (`harness.agent.overlap.drive_rare_writers`): the
+#: smallest blocks (16 KiB) of the largest records (16 PCs, padded: 108 a block, not
+#: 545), so a block is handed off every 108 samples; a reader drains the queue.
+SMALL_BLOCKS = RareWriters(
+    "16 KiB blocks of 16-PC records, a reader draining",
+    {"period": OVERLAP_PERIOD, "cpubufsz": 16 * 1024, "trace_depth": MAX_DEPTH, "trace_pad": 1},
+    ({"op": "reader", "on": True}, {"op": "idle", "ms": OVERLAP_MS}),
+)
 
 
 def exact_plan(spec: AgentSpec, cpus: tuple[int, ...]) -> KprofPlan:
@@ -292,7 +302,7 @@ FLAVOUR = Flavour(
     budget_scenario=Path(__file__).with_name("kprof-budgets.toml"),  # C-3
     stress=STRESS,
     race_pairs=(
-        RacePair("kprof's block offset", "percpu.{cpu}.x_records_committed"),
-        RacePair("kprof's block hand-off", "percpu.{cpu}.x_blocks_full"),
+        RacePair("kprof's block offset", "percpu.{cpu}.x_records_committed", drive=SMALL_BLOCKS),
+        RacePair("kprof's block hand-off", "percpu.{cpu}.x_blocks_full", drive=SMALL_BLOCKS),
     ),
 )

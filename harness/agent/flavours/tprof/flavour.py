@@ -49,7 +49,7 @@ from harness.agent.overlap import OVERLAP_MS, OVERLAP_PERIOD, OVERLAP_RUN
 from harness.agent.steps import SamplingPlan, fault_step, inject_step, kick_step
 from harness.agent.truth.isolation import isolated, isolation_cpu
 from harness.agent.truth.program import TruthLaunch, standard_launches
-from harness.agent.values.stress import Provoke, RacePair, StepData, Stress
+from harness.agent.values.stress import Provoke, RacePair, RareWriters, StepData, Stress
 
 #: Calls nested in one task-context producer call in the exact run (TP-D5).
 NESTED = 7
@@ -84,6 +84,13 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     """
     plan = SamplingPlan(busy_cpus=(), busy_ms=0, idle_ms=OVERLAP_MS)
     return tprof_run(agent, replace(spec, period=OVERLAP_PERIOD), plan)
+
+
+#: The kcsan case's rare-writer run (`harness.agent.overlap.drive_rare_writers`): the
+#: auto drain at its shortest interval (10 ms, not 1000), each swapping every CPU's buffer.
+OFTEN_DRAINED = RareWriters("the auto drain every 10 ms",
+                            {"period": OVERLAP_PERIOD, "drain": "auto", "drain_ms": 10},
+                            ({"op": "idle", "ms": OVERLAP_MS},))  # fmt: skip
 
 
 def _exact(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
@@ -205,8 +212,8 @@ FLAVOUR = Flavour(
     ops={"fault-wq": OpRule(), "fault-buf": OpRule(), "restart": OpRule()},
     stress=STRESS,
     race_pairs=(
-        RacePair("tprof's buffer fill", "percpu.{cpu}.x_sample"),
-        RacePair("tprof's buffer swap", "percpu.{cpu}.x_swaps", in_nmi=False),
+        RacePair("tprof's buffer fill", "percpu.{cpu}.x_sample", drive=OFTEN_DRAINED),
+        RacePair("tprof's buffer swap", "percpu.{cpu}.x_swaps", in_nmi=False, drive=OFTEN_DRAINED),
     ),
     op_steps={
         "fault-wq": _fault("wq_create"),

@@ -1,0 +1,175 @@
+"""The kcsan case's rare-writer rounds: repeated until each pair is met, a cap, a budget."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from harness.agent import flavours
+from harness.agent.flavour import behaviour
+from harness.agent.overlap import CAP_FACTOR, declared_pairs, drive_rare_writers
+from harness.agent.values.stress import RacePair, RareWriters
+from harness.scenarios.load import load_scenario
+from harness.scenarios.rarewriters import rare_case
+from harness.vm.kcsan import MEETINGS_MET, PairCover
+
+SMALL = RareWriters("small blocks", {"cpubufsz": 16384}, ({"op": "idle", "ms": 100},))
+OTHER = RareWriters("no reader", {}, ({"op": "spin", "cpu": "each", "ms": 100},))
+
+
+def cover(name: str, meetings: float, executions: int = 10) -> PairCover:
+    return PairCover(name, executions, meetings, 1 - math.exp(-meetings))
+
+
+class FakeRounds:
+    """Each round of a drive meets each pair ``per_round[drive][pair]`` times (a list: in turn).
+
+    A pair met 0 times had no write in the round.
+    """
+
+    def __init__(self, per_round: dict[str, dict[str, list[float]]], seconds: float = 10) -> None:
+        self.per_round, self.seconds, self.ran = per_round, seconds, list[str]()
+
+    def __call__(self, drive: RareWriters) -> tuple[Sequence[PairCover], float]:
+        rounds = self.ran.count(drive.name)
+        self.ran.append(drive.name)
+        found = self.per_round.get(drive.name, {})
+        met = {name: m[min(rounds, len(m) - 1)] for name, m in found.items()}
+        return [cover(name, m, 10 if m else 0) for name, m in met.items()], self.seconds
+
+
+def test_a_rare_writer_is_driven_until_met() -> None:
+    pairs = [RacePair("offset", "o"), RacePair("hand-off", "h", drive=SMALL)]
+    rounds = FakeRounds({"small blocks": {"offset": [5.0], "hand-off": [0.7]}})
+    result = drive_rare_writers(pairs, [cover("offset", 4.0), cover("hand-off", 0.1)], rounds, 300)
+    # 3.0 meetings needed, 0.1 before, 0.7 a round: 5 rounds (0.1 + 3.5).
+    assert rounds.ran == ["small blocks"] * 5
+    assert [d.cover.met for d in result.pairs] == [True, True]
+    assert result.pairs[1].rounds == 5
+    assert result.pairs[1].cover.meetings == pytest.approx(3.6)
+    assert (result.rounds, result.seconds) == (5, 50)
+    assert result.describe("kprof").endswith("could see a race on 2 of 2 declared pairs")
+
+
+def test_a_pair_met_by_the_case_runs_no_round() -> None:
+    pairs = [RacePair("index", "i", drive=SMALL)]
+    rounds = FakeRounds({})
+    result = drive_rare_writers(pairs, [cover("index", 3.5)], rounds, 300)
+    assert rounds.ran == []
+    assert (result.rounds, result.pairs[0].why, result.pairs[0].cover.met) == (0, "", True)
+
+
+def test_a_writer_that_never_runs_in_its_drive_stays_unjudged_after_one_round() -> None:
+    pairs = [RacePair("hand-off", "h", drive=SMALL)]
+    rounds = FakeRounds({"small blocks": {"hand-off": [0.0]}})
+    result = drive_rare_writers(pairs, [cover("hand-off", 0.0, executions=0)], rounds, 300)
+    (driven,) = result.pairs
+    assert rounds.ran == ["small blocks"]
+    assert not driven.cover.met
+    assert driven.why == "small blocks: its writer did not run in 1 round(s) of it"
+    assert "UNJUDGED: hand-off (small blocks: its writer did not run" in result.describe("x")
+    assert "UNJUDGED" in driven.describe()
+
+
+def test_a_pair_without_a_drive_stays_unjudged_and_runs_nothing() -> None:
+    rounds = FakeRounds({})
+    result = drive_rare_writers([RacePair("swap", "s")], [cover("swap", 0.2)], rounds, 300)
+    assert rounds.ran == []
+    assert result.pairs[0].why == "no rare-writer run declared"
+    assert result.describe("tprof").endswith("UNJUDGED: swap (no rare-writer run declared)")
+
+
+def test_a_pair_another_drive_does_not_meet_stays_unjudged_by_name() -> None:
+    pairs = [RacePair("index", "i", drive=SMALL), RacePair("full", "f", drive=OTHER)]
+    per_round = {"small blocks": {"index": [1.0], "full": [0.0]},
+                 "no reader": {"index": [0.0], "full": [0.0]}}  # fmt: skip
+    rounds = FakeRounds(per_round, seconds=1)
+    result = drive_rare_writers(pairs, [cover("index", 0.5), cover("full", 0.0, 0)], rounds, 300)
+    assert rounds.ran == ["small blocks"] * 3 + ["no reader"]
+    assert [d.cover.met for d in result.pairs] == [True, False]
+    assert result.describe("dt").endswith(
+        "could see a race on 1 of 2 declared pairs; "
+        "UNJUDGED: full (no reader: its writer did not run in 1 round(s) of it)"
+    )
+
+
+def test_the_cores_pair_is_driven_by_the_flavours_first_drive() -> None:
+    pairs = declared_pairs([RacePair("hand-off", "h", drive=SMALL), RacePair("x", "x")])
+    assert [p.name for p in pairs] == ["the core's producer-call count", "hand-off", "x"]
+    assert pairs[0].drive == SMALL
+    assert declared_pairs([])[0].drive is None
+
+
+def test_the_budget_stops_a_drive_the_model_says_cannot_finish() -> None:
+    pairs = [RacePair("hand-off", "h", drive=SMALL)]
+    rounds = FakeRounds({"small blocks": {"hand-off": [0.01]}}, seconds=10)
+    result = drive_rare_writers(pairs, [cover("hand-off", 0.0)], rounds, 300)
+    # 300 rounds of 10 s expected: not started beyond the first.
+    assert rounds.ran == ["small blocks"]
+    (driven,) = result.pairs
+    assert not driven.cover.met
+    assert "the model expects 300 rounds of 10 s, more than the 290 s left" in driven.why
+
+
+def test_a_drive_slower_than_the_model_expected_stops_at_its_cap() -> None:
+    pairs = [RacePair("hand-off", "h", drive=SMALL)]
+    # The first round promises 3 rounds; later rounds meet a tenth as often.
+    rounds = FakeRounds({"small blocks": {"hand-off": [1.0, 0.1]}}, seconds=1)
+    result = drive_rare_writers(pairs, [cover("hand-off", 0.0)], rounds, 300)
+    assert len(rounds.ran) == CAP_FACTOR * math.ceil(MEETINGS_MET / 1.0)
+    (driven,) = result.pairs
+    assert not driven.cover.met
+    assert driven.why == f"small blocks: not met after {len(rounds.ran)} rounds, the cap"
+
+
+def test_the_budget_ends_rounds_that_ran_long() -> None:
+    pairs = [RacePair("hand-off", "h", drive=SMALL)]
+    rounds = FakeRounds({"small blocks": {"hand-off": [0.5]}}, seconds=100)
+    result = drive_rare_writers(pairs, [cover("hand-off", 0.0)], rounds, 250)
+    # 6 rounds expected, 600 s: more than 150 s left after the first: stopped at once.
+    assert rounds.ran == ["small blocks"]
+    assert "more than the 150 s left of the budget" in result.pairs[0].why
+
+
+def test_every_drive_runs_and_a_round_counts_for_every_pair() -> None:
+    pairs = [RacePair("full", "f", drive=OTHER), RacePair("hand-off", "h", drive=SMALL)]
+    per_round = {"no reader": {"full": [1.0], "hand-off": [0.0]},
+                 "small blocks": {"full": [0.0], "hand-off": [1.5]}}  # fmt: skip
+    rounds = FakeRounds(per_round, seconds=1)
+    result = drive_rare_writers(pairs, [cover("full", 0.5), cover("hand-off", 0.0)], rounds, 300)
+    assert rounds.ran == ["no reader"] * 3 + ["small blocks"] * 2
+    assert [d.rounds for d in result.pairs] == [3, 2]
+    assert result.rounds == 5
+
+
+def test_rounds_needed_is_the_meetings_missing_over_a_rounds() -> None:
+    assert cover("x", 1.0).rounds_needed(cover("x", 0.5)) == math.ceil((MEETINGS_MET - 1) / 0.5)
+    assert cover("x", 3.5).rounds_needed(cover("x", 0.0)) == 0
+    assert cover("x", 1.0).rounds_needed(cover("x", 0.0)) is None
+    both = cover("x", 1.0, executions=3).plus(cover("x", 2.0, executions=4))
+    assert (both.executions, both.meetings) == (7, 3.0)
+    assert both.p_seen == pytest.approx(1 - math.exp(-3))
+
+
+def test_a_drive_is_a_scenario_with_each_cpu_expanded(tmp_path: Path) -> None:
+    case = rare_case("dt", OTHER, "1s1cl2c1t", 2)
+    path = tmp_path / f"{case.file}.toml"
+    path.write_text(case.text)
+    scenario = load_scenario(path)
+    assert case.file == "rare-dt-no-reader"
+    assert [(s.op, s.cpu) for s in scenario.steps] == [("spin", 0), ("spin", 1)]
+
+
+@pytest.mark.parametrize("name", flavours.names())
+def test_each_flavours_pairs_have_a_drive_that_loads(name: str, tmp_path: Path) -> None:
+    pairs = behaviour(name).race_pairs
+    assert pairs
+    for pair in pairs:
+        assert pair.drive is not None, f"{name}: {pair.name} declares no rare-writer run"
+        case = rare_case(name, pair.drive, "1s1cl2c1t", 2)
+        path = tmp_path / f"{case.file}.toml"
+        path.write_text(case.text)
+        assert load_scenario(path).agent.flavour == name
