@@ -13,7 +13,8 @@ from harness.builder.cache import Cache
 from harness.builder.kernel import KernelChoice
 from harness.builder.kernels import VARIANTS, VERSIONS
 from harness.cli import checks, ci
-from harness.cli.ci import CI_IMAGES, CI_STAGES, DEBUG_KERNEL_TESTS, TRUTH_TESTS
+from harness.cli.ci import CI_IMAGES, CI_STAGES, CI_TIER_CPUS, DEBUG_KERNEL_TESTS, TRUTH_TESTS
+from harness.cli.session import ResolvedRequest, request_from_json
 from harness.matrix.load import get_matrix
 
 
@@ -63,6 +64,7 @@ def test_ci_runs_the_debug_kernel_test_with_the_debug_kernel_and_builds_beside_e
     (it skips without it) runs in the debug run; the later kernels build beside the
     stages, in the order the stages ask for them, each ready before its pytest starts."""
     runs: list[list[str]] = []
+    requests: list[ResolvedRequest] = []
     events: list[str] = []
 
     @contextlib.contextmanager
@@ -75,8 +77,9 @@ def test_ci_runs_the_debug_kernel_test_with_the_debug_kernel_and_builds_beside_e
 
         yield finish
 
-    def fake_run(argv: list[str]) -> int:
+    def fake_run(argv: list[str], *, request: Path) -> int:
         runs.append(list(argv))
+        requests.append(request_from_json(request.read_text()))
         events.append("pytest")
         return 0
 
@@ -99,14 +102,18 @@ def test_ci_runs_the_debug_kernel_test_with_the_debug_kernel_and_builds_beside_e
     assert "tests/unit" not in first  # the unit tier runs shuffled with the static checks
     assert DEBUG_KERNEL_TESTS in debug
     assert "not selftest" not in debug  # the test is a selftest
-    assert debug[debug.index("--variant") + 1] == "debug"
+    tier, debug_asked, newer_asked, kcsan_asked, truth_asked = requests  # each resolved once
+    assert [t.cpus for t in tier.topologies] == list(CI_TIER_CPUS)
+    assert (tier.variant, tier.kernel.version) == ("default", "6.1")
+    assert (debug_asked.variant, debug_asked.asked.memory_mib) == ("debug", 512)
     assert debug[debug.index("-n") + 1] == "2"
-    assert newer[newer.index("--kernel") + 1] == "6.12"
+    assert newer_asked.kernel.version == "6.12"
     assert newer[newer.index("-n") + 1] == "2"
-    assert kcsan[kcsan.index("--variant") + 1] == "kcsan"
+    assert (kcsan_asked.variant, kcsan_asked.topologies[0].cpus) == ("kcsan", 8)
     assert "-n" not in kcsan  # 8 vCPUs fill both host cores
-    assert kcsan_truth[kcsan_truth.index("--cpus") + 1] == "2"
+    assert (truth_asked.variant, truth_asked.topologies[0].cpus) == ("kcsan", 2)
     assert kcsan_truth[kcsan_truth.index("-n") + 1] == "2"
+    assert not any(option in run for run in runs for option in ("--cpus", "--variant"))
     assert all(path in kcsan_truth and path in debug for path in TRUTH_TESTS)
     later = [f"images {v} {k}" for _, v, k in CI_IMAGES[1:]]
     assert events == [
