@@ -155,8 +155,8 @@ class StreamRun(RunEvidence, Generic[_Record_co]):
     def content(self) -> ContentView:
         """Its samples and the ground truth, for the content oracles."""
         samples = tuple(record.sample() for record in self.samples)
-        return view_of(samples, self.truth, chain_depth=self.chain_depth,
-                       walks=walks_of(self.core))  # fmt: skip
+        walks = walks_of(self.core) if self.chain_depth is not None else ()
+        return view_of(samples, self.truth, chain_depth=self.chain_depth, walks=walks)
 
     def records(self) -> Sequence[_Record_co]:
         """The decoded records, in stream order."""
