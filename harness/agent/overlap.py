@@ -20,6 +20,14 @@ hook (`SPIN_HOOK`) `SPIN_REPEAT` times, until a stop file appears; it writes how
 processes' writes all succeeded. An
 open debugfs file holds the module, so the agent's unload pauses them
 (`unload_command`).
+
+Each declared pair (`declared_pairs`) is held to the model over the case
+(`pair_covers`); a pair not met has its drive, the flavour's rare-writer run, repeated
+beside the spinners until it is met, its cap or the budget is reached
+(`drive_rare_writers`), and stays UNJUDGED by name otherwise::
+
+    rounds = drive_rare_writers(pairs, covers, run_round, RARE_BUDGET_S)
+    rounds.describe("kprof")  # "KCSAN kprof after 3 rare-writer round(s) (41 s): ..."
 """
 
 from __future__ import annotations

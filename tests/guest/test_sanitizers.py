@@ -11,7 +11,10 @@ the code is the kernel's) and this test's id. On ``kcsan`` (strict: the LKMM's r
 two runs go beside a spinner on every CPU that reads every CPU's ring indices, counts
 and statistics (`harness.agent.overlap`), with KCSAN's watch rate and stalls set from a
 stated model (`harness.vm.kcsan`); KCSAN's counters over them are reported, and a case
-that set no watchpoint fails as UNJUDGED: its clean console proved nothing. On ``debug``
+that set no watchpoint fails as UNJUDGED: its clean console proved nothing. Each declared
+pair the case did not meet has its rare-writer run repeated beside the spinners
+(`harness.agent.overlap.drive_rare_writers`, `RareRun`) up to the model's cap or a
+budget; a pair still not met is UNJUDGED by name in the report. On ``debug``
 (which also has lockdep, atomic-sleep checks and kmemleak) kmemleak is scanned at the end
 of each flavour's test, while its module is loaded so that a leak's backtrace can name it:
 no object the agent allocated may be left unreferenced; and the kernel's function_graph
