@@ -341,13 +341,15 @@ def _cap(pairs: Sequence[RacePair], drive: RareWriters, before: dict[str, PairCo
          found: Sequence[PairCover], left_s: float, seconds: float) -> tuple[int, str]:  # fmt: skip
     """A drive's cap after its first round, and why it stops at once ('' if it goes on)."""
     per_round = {cover.name: cover for cover in found}
-    needed = [n for p in pairs if p.drive == drive and not before[p.name].met
+    needed = [(n, p.name) for p in pairs if p.drive == drive and not before[p.name].met
               and (n := before[p.name].rounds_needed(per_round[p.name])) is not None]  # fmt: skip
     if not needed:
         return 1, "its first round met none of its pairs (no write, or no spinner read)"
-    expected = max(needed)
+    expected, name = max(needed)
     if (expected - 1) * seconds > left_s:
-        return 1, (f"the model expects {expected} rounds of {seconds:.0f} s, more than the "
+        writes = per_round[name].executions
+        return 1, (f"the model expects {expected} rounds of {seconds:.0f} s ({name}: "
+                   f"{expected * writes} writes at {writes} a round), more than the "
                    f"{max(left_s, 0):.0f} s left of the budget")  # fmt: skip
     return CAP_FACTOR * expected, ""
 

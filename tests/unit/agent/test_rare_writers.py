@@ -30,15 +30,18 @@ class FakeRounds:
     A pair met 0 times had no write in the round.
     """
 
-    def __init__(self, per_round: dict[str, dict[str, list[float]]], seconds: float = 10) -> None:
-        self.per_round, self.seconds, self.ran = per_round, seconds, list[str]()
+    def __init__(self, per_round: dict[str, dict[str, list[float]]],
+                 seconds: float | list[float] = 10) -> None:  # fmt: skip
+        self.per_round, self.ran = per_round, list[str]()
+        self.seconds = seconds if isinstance(seconds, list) else [seconds]
 
     def __call__(self, drive: RareWriters) -> tuple[Sequence[PairCover], float]:
         rounds = self.ran.count(drive.name)
         self.ran.append(drive.name)
         found = self.per_round.get(drive.name, {})
         met = {name: m[min(rounds, len(m) - 1)] for name, m in found.items()}
-        return [cover(name, m, 10 if m else 0) for name, m in met.items()], self.seconds
+        seconds = self.seconds[min(rounds, len(self.seconds) - 1)]
+        return [cover(name, m, 10 if m else 0) for name, m in met.items()], seconds
 
 
 def test_a_rare_writer_is_driven_until_met() -> None:
@@ -111,7 +114,10 @@ def test_the_budget_stops_a_drive_the_model_says_cannot_finish() -> None:
     assert rounds.ran == ["small blocks"]
     (driven,) = result.pairs
     assert not driven.cover.met
-    assert "the model expects 300 rounds of 10 s, more than the 290 s left" in driven.why
+    assert driven.why == (
+        "small blocks: the model expects 300 rounds of 10 s (hand-off: 3000 "
+        "writes at 10 a round), more than the 290 s left of the budget"
+    )
 
 
 def test_a_drive_slower_than_the_model_expected_stops_at_its_cap() -> None:
@@ -173,3 +179,14 @@ def test_each_flavours_pairs_have_a_drive_that_loads(name: str, tmp_path: Path) 
         path = tmp_path / f"{case.file}.toml"
         path.write_text(case.text)
         assert load_scenario(path).agent.flavour == name
+
+
+def test_rounds_longer_than_the_first_end_when_the_next_would_pass_the_budget() -> None:
+    pairs = [RacePair("hand-off", "h", drive=SMALL)]
+    # The first round (10 s) promises 3 rounds in 30 s; the next one takes 200 s.
+    rounds = FakeRounds({"small blocks": {"hand-off": [1.0]}}, seconds=[10.0, 200.0])
+    result = drive_rare_writers(pairs, [cover("hand-off", 0.0)], rounds, 300)
+    # After 2 rounds (210 s) a third at their mean (105 s) would pass 300 s.
+    assert len(rounds.ran) == 2
+    assert result.pairs[0].why == "small blocks: the budget of 300 s ran out after 2 rounds"
+    assert result.seconds == 210
