@@ -10,8 +10,8 @@ forced. Armed, it makes the flavour's fault call (``FAULT_CALL`` in its interfac
 module: tprof's STOP and START, kprof's kptrace write and read, an open and close of
 dt's and hwpmc's device; the stats read otherwise) inside a ``repeat:2`` whose first
 round may fail, so a refused call is an outcome the model accepts; the round then
-disarms (again until an attempt succeeds: every failed one used up a ``times``), and
-the second round, unarmed, must succeed: the agent unwound what the failure left.
+disarms (``probability`` 0, tried until nothing can fail), and the second round must
+succeed: the agent unwound what the failure left.
 Sanitizers, kmemleak and the laws judge the rest, as after any sequence::
 
     body = steps_of(FAILSLAB, times=2, call=("cat:/sys/kernel/debug/profagent/stats",))
@@ -104,30 +104,33 @@ def capability(op: str) -> Capability | None:
     return next((c for c in CAPABILITIES if c.op == op), None)
 
 
-def arm_steps(cap: Capability, times: int) -> tuple[str, ...]:
-    """Set the capability's attributes, then mark this process: its allocations fail now.
+def attribute_steps(cap: Capability, times: int) -> tuple[str, ...]:
+    """Set the capability's attributes (nothing fails yet: no process is marked).
 
-    ``verbose`` 1 prints the kernel's one "forcing a failure" line for each, which
-    `fired` counts (its rate limit raised so that none is left out).
+    ``verbose`` 1 prints the kernel's "forcing a failure" line for each failure that
+    did not ask __GFP_NOWARN (its rate limit raised so that none is left out).
     """
     attrs = (("task-filter", "Y"), ("probability", "100"), ("interval", "1"), ("space", "0"),
              ("verbose", "1"), ("verbose_ratelimit_burst", "1000"), *cap.extra,
              ("times", str(times)))  # fmt: skip
-    writes = tuple(profctl.write_step(f"{cap.directory}/{k}", v) for k, v in attrs)
-    return (*writes, profctl.write_step(MAKE_IT_FAIL, "1"))
+    return tuple(profctl.write_step(f"{cap.directory}/{k}", v) for k, v in attrs)
 
 
 def steps_of(cap: Capability, times: int, call: Sequence[str]) -> tuple[str, ...]:
-    """The op's steps: arm, then twice the call and the disarming; the first round may fail.
+    """The op's steps: twice {mark this process, the call, disarm}; the first round may fail.
 
-    A disarm's open of /proc/self/make-it-fail allocates too: while ``times`` is left
-    it fails and uses one up, so ``times`` + 1 attempts leave the process disarmed
-    (or nothing left to fail) before the second round.
+    The process is marked inside the repeat: profctl's repeat itself opens /dev/null and
+    grows its descriptor table, which fails in a process marked before it (ENOMEM, the
+    first guest run). The disarm writes ``probability`` 0; its open allocates too, so
+    while ``times`` is left it fails and uses one up: after ``times`` + 1 attempts
+    nothing can fail any more (``probability`` or ``times`` is 0), and the second
+    round's marking is harmless. Then the process is unmarked and ``times`` read back
+    (`fired`).
     """
-    disarm = (profctl.write_step(MAKE_IT_FAIL, "0"),) * (times + 1)
-    rounds = (*call, *disarm)
-    readback = profctl.cat_step(f"{cap.directory}/times")  # what is left: `fired`
-    return (*arm_steps(cap, times), profctl.repeat_step(2, len(rounds)), *rounds, readback)
+    disarm = (profctl.write_step(f"{cap.directory}/probability", "0"),) * (times + 1)
+    rounds = (profctl.write_step(MAKE_IT_FAIL, "1"), *call, *disarm)
+    after = (profctl.write_step(MAKE_IT_FAIL, "0"), profctl.cat_step(f"{cap.directory}/times"))
+    return (*attribute_steps(cap, times), profctl.repeat_step(2, len(rounds)), *rounds, *after)
 
 
 #: Every capability disarmed, from the harness's shell (between sequences: a sequence that

@@ -25,20 +25,20 @@ FEW = settings(max_examples=40, deadline=None, suppress_health_check=list(Health
 CALL = (f"cat:{STATS}",)
 
 
-def test_an_op_arms_its_process_last_and_disarms_before_the_second_round() -> None:
+def test_an_op_marks_its_process_inside_the_repeat_and_disarms_in_the_round() -> None:
     steps = faults.steps_of(faults.FAILSLAB, 2, CALL)
-    arm = steps.index(f"write:{faults.MAKE_IT_FAIL}:1")
-    repeat = steps.index("repeat:2:4")  # the call and 3 disarms, twice
-    assert arm == repeat - 1  # every attribute is written before the process is marked
-    written = {s.split(":")[1].rsplit("/", 1)[1]: s.rsplit(":", 1)[1] for s in steps[:arm]}
+    repeat = steps.index("repeat:2:5")  # mark, the call and 3 disarms, twice
+    # the repeat's own open of /dev/null comes before the process is marked
+    written = {s.split(":")[1].rsplit("/", 1)[1]: s.rsplit(":", 1)[1] for s in steps[:repeat]}
     assert written["task-filter"] == "Y"
     assert written["probability"] == "100"
     assert written["ignore-gfp-wait"] == "N"
     assert written["times"] == "2"
-    assert list(written)[-1] == "times"  # nothing can fail before the arming's last write
     assert steps[repeat + 1 :] == (
+        f"write:{faults.MAKE_IT_FAIL}:1",
         *CALL,
-        *(f"write:{faults.MAKE_IT_FAIL}:0",) * 3,
+        *("write:/sys/kernel/debug/failslab/probability:0",) * 3,
+        f"write:{faults.MAKE_IT_FAIL}:0",
         "cat:/sys/kernel/debug/failslab/times",
     )
 
@@ -54,7 +54,7 @@ def _output(steps: tuple[str, ...], left: int, failed: int) -> str:
     for i, step in enumerate(steps):
         op = step.split(":")[0]
         if op == "repeat":
-            lines.append(f"step={i} op=repeat ok=1 times=2 steps=4 failed={failed}")
+            lines.append(f"step={i} op=repeat ok=1 times=2 steps=5 failed={failed}")
         elif op == "cat":
             lines.append(f"step={i} op=cat ok=1 bytes=2 lines=1\n| {left}")
         else:
