@@ -245,8 +245,9 @@ HWPMC = FlavourInfo(
             ("HW-O7",),
         ),
         Mutant(
-            "sources_outlive_release",
-            "the last RELEASE leaves the sampling events running (the close stops them)",
+            "counter_outlives_release",
+            "STOP and RELEASE leave each counter running (a flag set only) and the last "
+            "RELEASE keeps the sampling events (the close releases them)",
             ("HW-O7",),
         ),
         # The LKMM's plain-index class on the strict kcsan kernel, in hwpmc's overlap run

@@ -752,6 +752,11 @@ static void hw_counter_on_here(void *arg)
 
 static void hw_counter_off_here(void *arg)
 {
+	/* Mutation point: STOP and RELEASE leave the counter running, its flag set only. */
+	if (pa_mutant(COUNTER_OUTLIVES_RELEASE)) {
+		WRITE_ONCE(this_cpu_ptr(&hw_cpu)->soft_stopped, 1);
+		return;
+	}
 	hw_stop_counter(this_cpu_ptr(&hw_cpu));
 }
 
@@ -927,8 +932,8 @@ static int hw_release(struct hw_pmc *pmc)
 	pmc->releasing = false;
 	if (!err)
 		hw_free(pmc);
-	/* Mutation point: the last RELEASE leaves the events running; the close stops them. */
-	if (!hw_pmcs && pa_sources_running() && !pa_mutant(SOURCES_OUTLIVE_RELEASE))
+	/* Mutation point: the last RELEASE keeps the events; the close releases them. */
+	if (!hw_pmcs && pa_sources_running() && !pa_mutant(COUNTER_OUTLIVES_RELEASE))
 		pa_sources_stop_cpuslocked();
 	return err;
 }

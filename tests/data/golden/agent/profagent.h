@@ -169,7 +169,7 @@ enum pa_mutant {
 	PA_MUTANT_LOG_FAIL_AS_DISCARD,	/* a swept entry the log refused is counted as discarded, not as a failed write */
 	PA_MUTANT_SETCOUNT_RUNNING,	/* PMCSETCOUNT of a running PMC succeeds (§4.4: EBUSY) */
 	PA_MUTANT_SWEEP_LAGS_RELEASE,	/* a CPU's first sweep after a RELEASE leaves its entries for the next tick */
-	PA_MUTANT_SOURCES_OUTLIVE_RELEASE,	/* the last RELEASE leaves the sampling events running (the close stops them) */
+	PA_MUTANT_COUNTER_OUTLIVES_RELEASE,	/* STOP and RELEASE leave each counter running (a flag set only) and the last RELEASE keeps the sampling events (the close releases them) */
 	PA_MUTANT_PLAIN_WRITE_INDEX,	/* the producer advances its ring's write index with a plain store, which other CPUs' state readers load */
 };
 #define PA_MUTANT_ACTIVE PA_MUTANT_NONE
