@@ -5,16 +5,17 @@ Pure. On a kernel built with fault injection (the debug variant: ``CONFIG_FAILSL
 capability for the profctl process that holds the agent's files, and for it only
 (``task-filter``, ``/proc/self/make-it-fail``; Documentation/fault-injection/
 fault-injection.rst): every allocation it makes fails (``probability`` 100,
-``interval`` 1, ``space`` 0) until ``times`` = the step's ``count`` failures were
-forced. Armed, it makes the flavour's fault call (``FAULT_CALL`` in its interface
-module: tprof's STOP and START, kprof's kptrace write and read, an open and close of
-dt's and hwpmc's device; the stats read otherwise) inside a ``repeat:2`` whose first
-round may fail, so a refused call is an outcome the model accepts; the round then
-disarms (``probability`` 0, tried until nothing can fail), and the second round must
-succeed: the agent unwound what the failure left.
+``interval`` 1) until ``times`` = the step's ``count`` failures were forced; a late op
+(``failslab-late``, ``fail-page-alloc-late``) lets ``space`` = ``count`` units of
+allocations through first and forces one. Armed, it makes the flavour's fault call
+(``FAULT_CALL`` in its interface module: tprof's STOP and START, kprof's kptrace write
+and read, an open and close of dt's and hwpmc's device; the stats read otherwise)
+inside a ``repeat:2`` whose first round may fail, so a refused call is an outcome the
+model accepts; the round then disarms (``probability`` 0, tried until nothing can
+fail), and the second round must succeed: the agent unwound what the failure left.
 Sanitizers, kmemleak and the laws judge the rest, as after any sequence::
 
-    body = steps_of(FAILSLAB, times=2, call=("cat:/sys/kernel/debug/profagent/stats",))
+    body = steps_of(FAILSLAB, count=2, call=("cat:/sys/kernel/debug/profagent/stats",))
     fired(body, results)         # {'failslab': (2, 1)}: failures forced, steps refused
 """
 
@@ -34,15 +35,29 @@ DEBUGFS = "/sys/kernel/debug"
 MAKE_IT_FAIL = "/proc/self/make-it-fail"
 #: How many failures one op forces at most (``times``); the call's first round takes them.
 TIMES = ArgRange("count", (1, 4), edge=(1, 4))
+#: A late op's ``space``, in its capability's units: the allocations let through first.
+SPACE = ArgRange("count", (1, 32), edge=(1, 32))
 
 
 @dataclass(frozen=True, slots=True)
 class Capability:
-    """One fault-injection capability: its op, its debugfs directory, its own attributes."""
+    """One fault-injection capability as an op: its debugfs directory, its own attributes.
+
+    ``space_unit`` 0: the op's ``count`` is ``times`` (the call's first allocations fail:
+    for an open, the VFS's own file). Otherwise one failure (``times`` 1) after ``space``
+    = ``count`` units (bytes of slab objects, or pages) of the call's allocations
+    passed (Documentation/fault-injection: ``space``), so it lands further in, in the
+    agent's own code (a second open: past the VFS's file, in the driver's open).
+    """
 
     op: str
     name: str  # the debugfs directory, and the name its "forcing a failure" line gives
     extra: tuple[tuple[str, str], ...] = ()
+    space_unit: int = 0
+
+    def times_space(self, count: int) -> tuple[int, int]:
+        """``times`` and ``space`` for a step's ``count``."""
+        return (count, 0) if not self.space_unit else (1, count * self.space_unit)
 
     @property
     def directory(self) -> str:
@@ -51,13 +66,14 @@ class Capability:
 
     def decl(self) -> OpDecl:
         """The op as the generator draws it: ``count`` is ``times``."""
-        return OpDecl(self.op, args=(TIMES,), blocks=True,
+        return OpDecl(self.op, args=(SPACE if self.space_unit else TIMES,), blocks=True,
                       what=f"{self.name} armed for this process's fault call")  # fmt: skip
 
 
 #: kmalloc and kmem_cache_alloc; GFP_KERNEL ones too (the default ignores every allocation
 #: that may sleep, which is every one the agent's calls make).
 FAILSLAB = Capability("failslab", "failslab", (("ignore-gfp-wait", "N"),))
+FAILSLAB_LATE = Capability("failslab-late", "failslab", FAILSLAB.extra, space_unit=128)
 #: alloc_pages(): order 0 too (the default starts at order 1); highmem pages (user memory,
 #: pipe buffers, vmalloc's pages) stay out, so profctl's own output and page faults hold.
 FAIL_PAGE_ALLOC = Capability(
@@ -65,7 +81,12 @@ FAIL_PAGE_ALLOC = Capability(
     "fail_page_alloc",
     (("ignore-gfp-wait", "N"), ("ignore-gfp-highmem", "Y"), ("min-order", "0")),
 )
-CAPABILITIES = (FAILSLAB, FAIL_PAGE_ALLOC)
+FAIL_PAGE_ALLOC_LATE = Capability(
+    "fail-page-alloc-late", "fail_page_alloc", FAIL_PAGE_ALLOC.extra, space_unit=1
+)
+CAPABILITIES = (FAILSLAB, FAILSLAB_LATE, FAIL_PAGE_ALLOC, FAIL_PAGE_ALLOC_LATE)
+#: The debugfs directories, each once.
+DIRECTORIES = (f"{DEBUGFS}/failslab", f"{DEBUGFS}/fail_page_alloc")
 #: The guest command that says whether the kernel has fault injection's debugfs files.
 PRESENT_COMMAND = f"test -d {FAILSLAB.directory} && test -d {FAIL_PAGE_ALLOC.directory}"
 
@@ -104,19 +125,20 @@ def capability(op: str) -> Capability | None:
     return next((c for c in CAPABILITIES if c.op == op), None)
 
 
-def attribute_steps(cap: Capability, times: int) -> tuple[str, ...]:
+def attribute_steps(cap: Capability, count: int) -> tuple[str, ...]:
     """Set the capability's attributes (nothing fails yet: no process is marked).
 
     ``verbose`` 1 prints the kernel's "forcing a failure" line for each failure that
     did not ask __GFP_NOWARN (its rate limit raised so that none is left out).
     """
-    attrs = (("task-filter", "Y"), ("probability", "100"), ("interval", "1"), ("space", "0"),
-             ("verbose", "1"), ("verbose_ratelimit_burst", "1000"), *cap.extra,
-             ("times", str(times)))  # fmt: skip
+    times, space = cap.times_space(count)
+    attrs = (("task-filter", "Y"), ("probability", "100"), ("interval", "1"),
+             ("space", str(space)), ("verbose", "1"), ("verbose_ratelimit_burst", "1000"),
+             *cap.extra, ("times", str(times)))  # fmt: skip
     return tuple(profctl.write_step(f"{cap.directory}/{k}", v) for k, v in attrs)
 
 
-def steps_of(cap: Capability, times: int, call: Sequence[str]) -> tuple[str, ...]:
+def steps_of(cap: Capability, count: int, call: Sequence[str]) -> tuple[str, ...]:
     """The op's steps: twice {mark this process, the call, disarm}; the first round may fail.
 
     The process is marked inside the repeat: profctl's repeat itself opens /dev/null and
@@ -127,16 +149,17 @@ def steps_of(cap: Capability, times: int, call: Sequence[str]) -> tuple[str, ...
     round's marking is harmless. Then the process is unmarked and ``times`` read back
     (`fired`).
     """
+    times, _ = cap.times_space(count)
     disarm = (profctl.write_step(f"{cap.directory}/probability", "0"),) * (times + 1)
     rounds = (profctl.write_step(MAKE_IT_FAIL, "1"), *call, *disarm)
     after = (profctl.write_step(MAKE_IT_FAIL, "0"), profctl.cat_step(f"{cap.directory}/times"))
-    return (*attribute_steps(cap, times), profctl.repeat_step(2, len(rounds)), *rounds, *after)
+    return (*attribute_steps(cap, count), profctl.repeat_step(2, len(rounds)), *rounds, *after)
 
 
 #: Every capability disarmed, from the harness's shell (between sequences: a sequence that
 #: failed half-way may have left ``times``).
 RESET_COMMAND = " ; ".join(
-    f"echo 0 > {c.directory}/probability ; echo 0 > {c.directory}/times" for c in CAPABILITIES
+    f"echo 0 > {d}/probability ; echo 0 > {d}/times ; echo 0 > {d}/space" for d in DIRECTORIES
 )
 
 
@@ -152,13 +175,14 @@ def fired(
     out: dict[str, tuple[int, int]] = {}
     armed: dict[str, int] = {}
     for step, result in zip(steps, results, strict=False):
-        for cap in CAPABILITIES:
-            if step.startswith(f"write:{cap.directory}/times:"):
-                armed[cap.name] = int(step.rsplit(":", 1)[1])
-            elif step == profctl.cat_step(f"{cap.directory}/times") and result.ok:
-                left = int(result.lines[0]) if result.lines else armed.get(cap.name, 0)
-                forced, failed = out.get(cap.name, (0, 0))
-                out[cap.name] = (forced + armed.pop(cap.name, 0) - left, failed)
+        for directory in DIRECTORIES:
+            name = directory.rsplit("/", 1)[1]
+            if step.startswith(f"write:{directory}/times:"):
+                armed[name] = int(step.rsplit(":", 1)[1])
+            elif step == profctl.cat_step(f"{directory}/times") and result.ok:
+                left = int(result.lines[0]) if result.lines else armed.get(name, 0)
+                forced, failed = out.get(name, (0, 0))
+                out[name] = (forced + armed.pop(name, 0) - left, failed)
         if step.startswith("repeat:") and result.ok and armed:
             name = next(iter(armed))
             forced, failed = out.get(name, (0, 0))

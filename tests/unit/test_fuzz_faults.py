@@ -43,6 +43,17 @@ def test_an_op_marks_its_process_inside_the_repeat_and_disarms_in_the_round() ->
     )
 
 
+def test_a_late_op_lets_its_space_through_and_forces_one_failure() -> None:
+    steps = faults.steps_of(faults.FAILSLAB_LATE, 3, CALL)
+    assert "write:/sys/kernel/debug/failslab/space:384" in steps
+    assert "write:/sys/kernel/debug/failslab/times:1" in steps
+    assert steps.count("write:/sys/kernel/debug/failslab/probability:0") == 2
+    pages = faults.steps_of(faults.FAIL_PAGE_ALLOC_LATE, 5, CALL)
+    assert "write:/sys/kernel/debug/fail_page_alloc/space:5" in pages
+    assert faults.FAILSLAB_LATE.decl().arg("count").valid == (1, 32)
+    assert "space" in faults.RESET_COMMAND
+
+
 def test_fail_page_alloc_reaches_order_0_and_spares_highmem() -> None:
     steps = faults.steps_of(faults.FAIL_PAGE_ALLOC, 1, CALL)
     assert "write:/sys/kernel/debug/fail_page_alloc/min-order:0" in steps
