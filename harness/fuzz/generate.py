@@ -90,7 +90,9 @@ def allows(target: Target, facts: Facts, step: Step) -> bool:
         shared = step.cpu in offline
     else:
         shared = not (offline and step.cpu == "all") and step.cpu not in offline
-    return shared and target.interface.model.allows(facts, target.as_model_sees(step))
+    model = target.interface.model
+    seen = target.as_model_sees(step)  # a fault op: the model may refuse it by name, too
+    return shared and model.allows(facts, step) and model.allows(facts, seen)
 
 
 def after(target: Target, facts: Facts, step: Step) -> dict[str, int]:

@@ -128,6 +128,15 @@ def test_a_tprof_fault_op_is_a_restart_to_the_model() -> None:
     assert interface.model.unjudged(facts) == ("TP-O2",)
 
 
+def test_no_tprof_fault_op_runs_while_the_agent_s_own_fault_is_armed() -> None:
+    interface = generate.interface_of("tprof")
+    target = Target(interface, 2, fault_call=faults.call_of(interface))
+    armed = generate.after(target, generate.start(target), Step("fault-buf"))
+    for cap in faults.CAPABILITIES:
+        assert not generate.allows(target, armed, Step(cap.op, count=1)), cap.op
+        assert generate.allows(target, generate.start(target), Step(cap.op, count=1))
+
+
 def test_a_plan_runs_the_fault_op_in_the_sequence_s_process_and_keeps_it_out_of_the_file() -> None:
     interface = generate.interface_of("hwpmc")
     call = faults.call_of(interface)
