@@ -26,6 +26,7 @@ from harness.agent.controlspec import (
     shared_ops,
     unload_busy,
 )
+from harness.agent.flavours.hwpmc.data import HWPMC
 from harness.agent.steps import DEBUGFS, DEVICE
 
 RUNNING, STOPPED, RELEASED = 1, 0, 2
@@ -35,7 +36,16 @@ _MAKES = {"pmc-start": RUNNING, "pmc-stop": STOPPED, "pmc-release": RELEASED}
 
 
 def _start(params: Mapping[str, int]) -> dict[str, int]:
-    return {}  # every PMC runs: a missing pmc.<cpu> reads RUNNING
+    # Every PMC runs: a missing pmc.<cpu> reads RUNNING. A ring holds nsamples entries.
+    return {"nsamples": params.get("nsamples", HWPMC.param("nsamples").default)}
+
+
+def _filled(facts: Facts, cpu: int) -> int:
+    """Entries injected on ``cpu`` since its sweeps last resumed, or since the start.
+
+    An upper bound on what its ring holds: a sweep that still ran may have emptied it.
+    """
+    return facts.get(f"filled.{cpu}", 0) + facts.get("filled.all", 0) - facts.get(f"mark.{cpu}", 0)
 
 
 def _allows(facts: Facts, step: StepLike) -> bool:
@@ -44,10 +54,20 @@ def _allows(facts: Facts, step: StepLike) -> bool:
     A burst lands through the PMCs' overflows: with one stopped or released it waits
     out its deadline (ETIMEDOUT) or finds the sources off (EAGAIN). Measured on the
     fixed build, fuzz seed 1: pmc-release cpu=1, inject cpu=1 count=4000 → ETIMEDOUT.
+    So does a burst on a CPU whose ring fills while its sweeps are suppressed: the full
+    ring stalls the counter, and nothing sweeps it to restart (seed 7: suppress cpu=1,
+    inject cpu=1 count=2106, inject cpu=all count=1 → ETIMEDOUT after 30 s).
     """
     cpu = step.cpu
     if step.op == "inject":
-        return all(state == RUNNING for key, state in facts.items() if key.startswith("pmc."))
+        suppressed = [
+            int(k.split(".")[1]) for k, on in facts.items() if k.startswith("suppressed.") and on
+        ]
+        hit = suppressed if step.cpu == "all" else [c for c in suppressed if c == step.cpu]
+        room = all(_filled(facts, c) + int(step.count or 0) < facts["nsamples"] for c in hit)
+        return room and all(
+            state == RUNNING for key, state in facts.items() if key.startswith("pmc.")
+        )
     if step.op in _NEEDS:
         return facts.get(f"pmc.{cpu}", RUNNING) in _NEEDS[step.op]
     if step.op in ("suppress", "resume"):
@@ -61,6 +81,11 @@ def _after(facts: Facts, step: StepLike) -> dict[str, int]:
         out[f"pmc.{step.cpu}"] = _MAKES[step.op]
     elif step.op in ("suppress", "resume"):
         out[f"suppressed.{step.cpu}"] = int(step.op == "suppress")
+        if step.op == "resume":  # its sweeps empty the ring: count from here
+            out[f"filled.{step.cpu}"], out[f"mark.{step.cpu}"] = 0, facts.get("filled.all", 0)
+    elif step.op == "inject":
+        key = f"filled.{step.cpu}"  # filled.all for every CPU's
+        out[key] = facts.get(key, 0) + int(step.count or 0)
     return out
 
 
