@@ -240,10 +240,11 @@ def pair_covers(pairs: Sequence[RacePair], runs: Sequence[AgentRun], watch: Kcsa
 #: Host seconds of rare-writer rounds a flavour's kcsan case may spend, all drives: a
 #: runtime budget, not a threshold (the cap is the model's). A drive whose expected rounds
 #: do not fit in what is left is not repeated, and its pairs stay UNJUDGED saying so.
-#: Measured on the kcsan kernel (6.1): on 2 vCPUs dt met all 4 pairs in 3 rounds (41 s),
-#: hwpmc 3 in 2 (45 s), tprof 3 in 4 (31 s); kprof's block hand-off, 82 a round of 17 s,
-#: would need 356 rounds. On 8 vCPUs (2 host cores: co_scheduled 2/56) no pair met; the
-#: model expected 53 (dt's full rings) to 20295 rounds (kprof's hand-off) of each drive.
+#: Measured on the kcsan kernel (6.1), two runs: on 2 vCPUs dt met all 4 pairs in 3 and
+#: 2 rounds (41 s, 23 s), hwpmc 3 in 2 (45 s, 42 s), tprof 3 in 4 (31 s, 30 s); kprof's
+#: block hand-off, 82 and 80 a round of 17 s and 13 s, would need 356 and 180. On 8 vCPUs
+#: (2 host cores: co_scheduled 2/56) no pair met; the model expected 53 (dt's full rings)
+#: to 20295 rounds (kprof's hand-off) of each drive.
 RARE_BUDGET_S = 300
 #: A drive runs at most this many times the rounds the model expected after its first:
 #: a pair not met by then is one the model does not describe; it stays UNJUDGED.
