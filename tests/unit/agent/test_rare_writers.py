@@ -190,3 +190,14 @@ def test_rounds_longer_than_the_first_end_when_the_next_would_pass_the_budget() 
     assert len(rounds.ran) == 2
     assert result.pairs[0].why == "small blocks: the budget of 300 s ran out after 2 rounds"
     assert result.seconds == 210
+
+
+def test_no_round_runs_where_vcpus_share_host_cores() -> None:
+    pairs = [RacePair("offset", "o"), RacePair("hand-off", "h", drive=SMALL)]
+    rounds = FakeRounds({"small blocks": {"hand-off": [5.0]}})
+    covers = [cover("offset", 4.0), cover("hand-off", 0.1)]
+    result = drive_rare_writers(pairs, covers, rounds, 300, share=2 / 56)
+    assert rounds.ran == []  # the round would have met it: the share alone decides
+    assert [d.cover.met for d in result.pairs] == [True, False]
+    assert "no round: two vCPUs hold host cores at once 0.036 of the time" in result.pairs[1].why
+    assert "UNJUDGED: hand-off (small blocks: no round" in result.describe("kprof")
