@@ -217,6 +217,11 @@ def declared_pairs(race_pairs: Sequence[RacePair]) -> tuple[RacePair, ...]:
     return (*(replace(pair, drive=pair.drive or drive) for pair in CORE_PAIRS), *race_pairs)
 
 
+def host_share(vcpus: int) -> float:
+    """The time two of ``vcpus`` vCPUs hold this host's cores at once (`co_scheduled`)."""
+    return co_scheduled(vcpus, os.cpu_count() or 1)
+
+
 def pair_covers(pairs: Sequence[RacePair], runs: Sequence[AgentRun], watch: KcsanWatch,
                 vcpus: int) -> list[PairCover]:  # fmt: skip
     """Each declared pair over the case, by the model (`harness.vm.kcsan.pair_cover`).
@@ -226,7 +231,7 @@ def pair_covers(pairs: Sequence[RacePair], runs: Sequence[AgentRun], watch: Kcsa
     per host core at most (`spinner_count`); a writer's vCPU and a spinner's hold host
     cores at once `co_scheduled` of the time.
     """
-    share, rate = co_scheduled(vcpus, os.cpu_count() or 1), watch.reads_per_s
+    share, rate = host_share(vcpus), watch.reads_per_s
     numbers = [run.numbers() for run in runs]  # once a run: it derives content counts too
     covers = []
     for pair in pairs:
@@ -310,7 +315,7 @@ def drive_rare_writers(pairs: Sequence[RacePair], covers: Sequence[PairCover], r
     rounds would take longer than what is left of ``budget_s`` (host seconds, at that
     round's length) stops at once. Blocks for the rounds: at most about ``budget_s``.
 
-    ``share``: the time two vCPUs hold host cores at once (`co_scheduled`). Below 1 no
+    ``share``: the time two vCPUs hold host cores at once (`host_share`). Below 1 no
     drive runs: a meeting is that much rarer for every writer, and on 8 vCPUs of 2 cores
     (2/56) each drive's one round (653 s for the four flavours) led the model to expect
     53 to 20295 more. The drives run where every vCPU has a core of its own.

@@ -25,7 +25,6 @@ wrapper wrote.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from harness.agent.overlap import (
     OverlapCase,
     declared_pairs,
     drive_rare_writers,
+    host_share,
     overlap_case,
     pair_covers,
 )
@@ -57,7 +57,7 @@ from harness.agent.values.stress import RareWriters
 from harness.scenarios.rarewriters import rare_case
 from harness.scenarios.stress import run_case
 from harness.timeouts import Timeouts
-from harness.vm.kcsan import KcsanWatch, PairCover, co_scheduled
+from harness.vm.kcsan import KcsanWatch, PairCover
 from harness.vm.topology import CpuTopology
 from tests import runrequest
 from tests.flavoured import each
@@ -147,7 +147,7 @@ def test_flavour_runs_clean_under_the_sanitizers(
         report = [watch.describe(covers), *(f"KCSAN pair {c.describe()}" for c in covers)]
         problems += kcsan_problems(name, watch)
         rare = RareRun(agent, where, name, topology, tmp_path)
-        share = co_scheduled(topology.cpus, os.cpu_count() or 1)
+        share = host_share(topology.cpus)  # as pair_covers held the case: one model
         rounds = drive_rare_writers(pairs, covers, rare.round, RARE_BUDGET_S, share=share)
         # The pairs the rounds changed or that stay unmet: a pair the case met is above.
         driven = [f"KCSAN pair {d.describe()}" for d in rounds.pairs if d.rounds or d.why]
