@@ -46,6 +46,8 @@ Expect = Mapping[str, str | int | bool]
 STRESS_CASE = "stress"
 #: What a case's failed expectation counts as among a run's failed oracles.
 STRESS_ORACLE = "STRESS"
+#: A drop cause's case is named by this and the counter it provokes: ``cause-dc_recurevt``.
+CAUSE_PREFIX = "cause-"
 #: The fill's records past capacity on CPU c, in granules: ``EXTRA[c % 3]``.
 EXTRA = (1, 2, 3)
 #: The reader and restart cases: busy loops this long on every CPU, the PMU producing.
@@ -109,7 +111,7 @@ def case_names(stress: Stress | None) -> tuple[str, ...]:
     """Every case the plan has for a flavour declaring ``stress``, in order."""
     if stress is None:
         return ()
-    causes = tuple(f"cause-{p.counter}" for p in stress.provoke)
+    causes = tuple(f"{CAUSE_PREFIX}{p.counter}" for p in stress.provoke)
     return ("fill", *causes, "reader", "restart", "exact")
 
 
@@ -123,7 +125,7 @@ def stress_plan(flavour: str, stress: Stress | None, topology: str, cpus: int) -
     _check(stress)
     head = _Head(flavour, topology, cpus)
     cases = [_fill(head, stress), *(_provoked(head, stress, p) for p in stress.provoke)]
-    missing = [(f"cause-{c}", why) for c, why in stress.unprovoked.items()]
+    missing = [(f"{CAUSE_PREFIX}{c}", why) for c, why in stress.unprovoked.items()]
     if stress.reader is None:
         missing.append(("reader", f"{flavour} declares no reader concurrent with its producers"))
     else:
@@ -214,7 +216,7 @@ def _provoked(head: _Head, stress: Stress, provoke: Provoke) -> StressCase:
     what = f"{provoke.counter} alone on CPU 0" + (f" ({provoke.why})" if provoke.why else "")
     agent = {**stress.agent, **provoke.agent}
     steps = (*stress.setup, *provoke.steps)
-    return head.case(f"cause-{provoke.counter}", what, agent, steps, (*expect, CALLS))
+    return head.case(f"{CAUSE_PREFIX}{provoke.counter}", what, agent, steps, (*expect, CALLS))
 
 
 def _busy(head: _Head, name: str, agent: AgentKeys, first: Sequence[StepData],
