@@ -155,7 +155,7 @@ class Flavour:
     #: Its part of the shared stress plan (`harness.scenarios.stress`); None: it declared
     #: none, and the plan's every case is UNJUDGED for it, saying so.
     stress: Stress | None = None
-    #: The variables its producers write and the kcsan case's spinners read, besides the
+    #: The variables its producers write and the overlap watch's spinners read, besides the
     #: core's (`harness.agent.overlap.pair_covers`); each must be met, else UNJUDGED.
     race_pairs: tuple[RacePair, ...] = ()
 

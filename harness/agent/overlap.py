@@ -3,7 +3,7 @@
 KCSAN sees a race only when the two sides meet inside a watch's stall
 (`harness.vm.kcsan`). A flavour's own reader reads a CPU's ring index only after a
 publish woke it, so on its own it almost never overlaps the producer's next store.
-The kcsan case (`overlap_case`) runs the flavour's runs with a spinner for every CPU
+The overlap watch (`overlap_watch`) runs the flavour's runs with a spinner for every CPU
 that reads, in a loop for the whole of them, what the module's ``stats_percpu``, ``nmi``
 and ``state`` show: every flavour's ``show_stats_percpu`` reads each CPU's ring
 indices, published counts and statistics, ``nmi`` the core's per-CPU counters the NMI
@@ -11,8 +11,8 @@ raises, ``state`` the flags the control path sets: the reader's side of every pa
 port rests on, against the producers' publishes. KCSAN's
 counters are read before and after::
 
-    where = OverlapCase(guest.shell, cpus=(0, 1), budget_s=60)
-    runs, watch = overlap_case(where, "dt kcsan", lambda: [run(...) for run in runs])
+    where = WatchSetup(guest.shell, cpus=(0, 1), budget_s=60)
+    runs, watch = overlap_watch(where, "dt kcsan", lambda: [run(...) for run in runs])
     watch.describe()      # "KCSAN dt kcsan: 812 watchpoints set, 0 found a racing access..."
 
 Each spinner is a shell loop of profctl processes, each writing the module's spinner
@@ -21,7 +21,7 @@ processes' writes all succeeded. An
 open debugfs file holds the module, so the agent's unload pauses them
 (`unload_command`).
 
-Each declared pair (`declared_pairs`) is held to the model over the case
+Each declared pair (`declared_pairs`) is held to the model over the watch
 (`pair_covers`); a pair not met has its drive, the flavour's rare-writer run, repeated
 beside the spinners until it is met, its cap or the budget is reached
 (`drive_rare_writers`), and stays UNJUDGED by name otherwise::
@@ -64,11 +64,11 @@ SPIN_DIR = f"{GUEST_DIR}/spin"
 SPIN_HOOK = f"{DEBUGFS}/spin"
 #: Passes one write of the hook makes. A spinner looks at `SPIN_PAUSE` only between its
 #: profctl processes (`SPIN_REPEAT` writes each), so these bound how long an unload
-#: waits for it: at 200, hwpmc's kcsan case on 8 vCPUs, with the host's two cores also
-#: running a CI tier, held the module past the 20 s wait (rmmod: EAGAIN). kprof's case
+#: waits for it: at 200, hwpmc's overlap watch on 8 vCPUs, with the host's two cores also
+#: running a CI tier, held the module past the 20 s wait (rmmod: EAGAIN). kprof's watch
 #: in that run made 8000 passes with 2 spinners over about 56 s of runs, some 14 ms a
 #: pass: a process of 5 x 200 passes took about 14 s, more on a loaded host. At 20 the
-#: same hwpmc case made 3000 passes, not 6000 (a profctl started for every 100); at 50 a
+#: same hwpmc watch made 3000 passes, not 6000 (a profctl started for every 100); at 50 a
 #: process takes about 3.5 s, inside `UNLOAD_WAIT_S` even at a sixth of that pace.
 SPIN_COUNT = 50
 #: How long `unload_command` retries rmmod while a spinner still holds the module.
@@ -83,7 +83,7 @@ UNLOAD_WAIT_S = 60
 #: with a busy loop each and met the producers only in its 1 s: plain_ring_index
 #: survived there (52000 spinner passes, 248301 watchpoints, 0 races).
 OVERLAP_PERIOD = 250_000
-#: The name of that run among a flavour's runs: the kcsan case's own, no scenario's.
+#: The name of that run among a flavour's runs: the overlap watch's own, no scenario's.
 OVERLAP_RUN = "overlap"
 OVERLAP_MS = 5000
 #: The spinners' own copy of profctl: each run deploys profctl again, and a binary being
@@ -174,8 +174,8 @@ def read_kcsan(shell: CommandShell, budget_s: float) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class OverlapCase:
-    """Where an overlap case runs: the guest's shell (profctl deployed), its CPUs, a budget."""
+class WatchSetup:
+    """Where an overlap watch runs: the guest's shell (profctl deployed), its CPUs, a budget."""
 
     shell: CommandShell
     cpus: tuple[int, ...]
@@ -183,10 +183,10 @@ class OverlapCase:
     settings: KcsanSettings = OVERLAP
 
 
-def overlap_case(where: OverlapCase, case: str, runs: Callable[[], T]) -> tuple[T, KcsanWatch]:
+def overlap_watch(where: WatchSetup, title: str, runs: Callable[[], T]) -> tuple[T, KcsanWatch]:
     """``runs()`` with a spinner on every CPU; its result and what KCSAN did meanwhile.
 
-    KCSAN's knobs are set first (`OverlapCase.settings`); the spinners are stopped
+    KCSAN's knobs are set first (`WatchSetup.settings`); the spinners are stopped
     however ``runs`` ends.
     """
     for command in where.settings.commands():
@@ -200,7 +200,7 @@ def overlap_case(where: OverlapCase, case: str, runs: Callable[[], T]) -> tuple[
         seconds = time.monotonic() - started
         reads = stop_spinners(where.shell, where.cpus, where.budget_s)
     after = parse_kcsan_stats(read_kcsan(where.shell, where.budget_s))
-    return result, KcsanWatch(case, where.settings, before.until(after), reads, seconds)
+    return result, KcsanWatch(title, where.settings, before.until(after), reads, seconds)
 
 
 #: The core's variable every flavour's producer writes and the spinners read (``nmi``).
@@ -208,7 +208,7 @@ CORE_PAIRS = (RacePair("the core's producer-call count", "core.{cpu}.x_producer_
 
 
 def declared_pairs(race_pairs: Sequence[RacePair]) -> tuple[RacePair, ...]:
-    """`CORE_PAIRS`, then a flavour's ``race_pairs``: every pair its kcsan case covers.
+    """`CORE_PAIRS`, then a flavour's ``race_pairs``: every pair its overlap watch covers.
 
     The core's count rises with every producer call, so the flavour's first pair's drive
     (its producer's, in the tree) drives it too.
@@ -224,7 +224,7 @@ def host_share(vcpus: int) -> float:
 
 def pair_covers(pairs: Sequence[RacePair], runs: Sequence[AgentRun], watch: KcsanWatch,
                 vcpus: int) -> list[PairCover]:  # fmt: skip
-    """Each declared pair over the case, by the model (`harness.vm.kcsan.pair_cover`).
+    """Each declared pair over the watch, by the model (`harness.vm.kcsan.pair_cover`).
 
     Its writer's executions are summed over ``runs``' numbers on every CPU; the
     spinners' rate comes from ``watch``. The spinners are placed by the scheduler, one
@@ -242,7 +242,7 @@ def pair_covers(pairs: Sequence[RacePair], runs: Sequence[AgentRun], watch: Kcsa
     return covers
 
 
-#: Host seconds of rare-writer rounds a flavour's kcsan case may spend, all drives: a
+#: Host seconds of rare-writer rounds a flavour's overlap watch may spend, all drives: a
 #: runtime budget, not a threshold (the cap is the model's). A drive whose expected rounds
 #: do not fit in what is left is not repeated, and its pairs stay UNJUDGED saying so.
 #: Measured on the kcsan kernel (6.1), two runs: on 2 vCPUs dt met all 4 pairs in 3 and
@@ -260,9 +260,9 @@ Round = Callable[[RareWriters], tuple[Sequence[PairCover], float]]
 
 @dataclass(frozen=True, slots=True)
 class DrivenPair:
-    """A declared pair over the case and the rare-writer rounds that ran after it."""
+    """A declared pair over the watch and the rare-writer rounds that ran after it."""
 
-    cover: PairCover  # summed over the case and every round
+    cover: PairCover  # summed over the watch and every round
     rounds: int  # rounds of its drive that ran
     why: str = ""  # why it is still not met ('' where met)
 
@@ -280,15 +280,15 @@ class RareRounds:
     rounds: int
     seconds: float  # the rounds' host time, as ``run_round`` measured it
 
-    def describe(self, case: str) -> str:
-        """One line: the case, its rounds and their time, the pairs met, the rest named.
+    def describe(self, title: str) -> str:
+        """One line: the watch, its rounds and their time, the pairs met, the rest named.
 
         ``KCSAN kprof after 3 rare-writer rounds (41 s): could see a race on 2 of 3
         declared pairs; UNJUDGED: kprof's block hand-off (16 KiB blocks...: ...)``.
         """
         met = [d for d in self.pairs if d.cover.met]
         unmet = [f"{d.cover.name} ({d.why})" for d in self.pairs if not d.cover.met]
-        return (f"KCSAN {case} after {self.rounds} rare-writer round(s) ({self.seconds:.0f} s):"
+        return (f"KCSAN {title} after {self.rounds} rare-writer round(s) ({self.seconds:.0f} s):"
                 f" could see a race on {len(met)} of {len(self.pairs)} declared pairs"
                 + (f"; UNJUDGED: {'; '.join(unmet)}" if unmet else ""))  # fmt: skip
 
@@ -307,7 +307,7 @@ def drive_rare_writers(pairs: Sequence[RacePair], covers: Sequence[PairCover], r
                        budget_s: float, *, share: float = 1.0) -> RareRounds:  # fmt: skip
     """Repeat each unmet pair's drive until the pair is met, its cap or the budget is hit.
 
-    ``covers``: the pairs over the case, in ``pairs``' order. ``run_round(drive)`` runs
+    ``covers``: the pairs over the watch, in ``pairs``' order. ``run_round(drive)`` runs
     one round beside the spinners and gives every pair's cover over it: a round of one
     drive counts for every pair. After a drive's first round its cap is `CAP_FACTOR`
     times the rounds the model expects its unmet pairs to need (`PairCover.rounds_needed`
@@ -375,15 +375,15 @@ def _cap(pairs: Sequence[RacePair], drive: RareWriters, before: dict[str, PairCo
     return CAP_FACTOR * expected, ""
 
 
-def _driven(pair: RacePair, cover: PairCover, case: PairCover,
+def _driven(pair: RacePair, cover: PairCover, watched: PairCover,
             drives: dict[str, _Drive]) -> DrivenPair:  # fmt: skip
-    """The pair after the rounds (``cover``; ``case``: over the case alone), and why unmet."""
+    """The pair after the rounds (``cover``; ``watched``: over the watch alone), and why unmet."""
     state = drives.get(pair.drive.name, _Drive()) if pair.drive else _Drive()
     if cover.met:
         return DrivenPair(cover, state.rounds)
     if pair.drive is None:
         return DrivenPair(cover, 0, "no rare-writer run declared")
-    if state.rounds and cover.executions == case.executions:
+    if state.rounds and cover.executions == watched.executions:
         return DrivenPair(cover, state.rounds, f"{pair.drive.name}: its writer did not run "
                                                f"in {state.rounds} round(s) of it")  # fmt: skip
     return DrivenPair(cover, state.rounds, f"{pair.drive.name}: {state.stopped}")

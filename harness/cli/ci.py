@@ -138,7 +138,7 @@ def stage_workers(request: GuestRequest, workers: int) -> int:
 
     A 2-vCPU debug guest kept 60 % of the two host cores busy (4 flavours in 381 s,
     one worker), so two fit; the kcsan stage's 8 vCPUs fill both cores alone, and its
-    overlap cases need their CPUs to run at once for races to meet.
+    overlap watches need their CPUs to run at once for races to meet.
     """
     return workers if request.cpus is not None and request.cpus <= 2 else 1
 

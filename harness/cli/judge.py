@@ -5,7 +5,7 @@ where a plain index instead of acquire/release (KCSAN), a use after free (KASAN)
 lock taken where it must not be (lockdep) show. This builds whatever is missing and
 runs, in order (`CHECKS`): the tier on 2 vCPUs; on 8 vCPUs spread over sockets,
 clusters and SMT threads; the debug kernel's sanitizer runs; the kcsan kernel's
-overlap case; one mutant per oracle beside a clean control. Each check is the very
+overlap watch; one mutant per oracle beside a clean control. Each check is the very
 command its card row names, so a failure reruns on its own::
 
     card = judge_flavour("myport", Cache.default())
@@ -61,7 +61,7 @@ CHECKS: tuple[Check, ...] = (
           f"{SANITIZERS} or test_stress", 240,
           "no KASAN, UBSAN, lockdep or kmemleak report in its runs and its stress plan"),
     Check("kcsan", GuestRequest(cpus=8, variant="kcsan"), SANITIZERS, 180,
-          "no KCSAN report while spinners race the producers (overlap case)"),
+          "no KCSAN report while spinners race the producers (overlap watch)"),
     Check("mutants", None, None, 480,
           "one mutant per oracle, shared and its own, each caught beside a clean control"),
 )  # fmt: skip

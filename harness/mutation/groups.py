@@ -161,9 +161,9 @@ def deterministic_group(bench: Bench, kernel: KernelChoice, *, full: bool,
     """The control and the ``deterministic`` mutants: the flavour's budget scenario, input-free.
 
     Their oracles (the core's C-3, tprof's TP-O10) judge time, which only a guest whose clock
-    counts instructions makes exact (``-icount``): one deterministic run each, one vCPU, on
-    ``kernel``'s Debian version (a scenario names no source tree: with ``--kernel-src`` they
-    run on the scenario's own kernel).
+    counts instructions (``-icount``) measures free of the host: one deterministic run each,
+    one vCPU, on ``kernel``'s Debian version (a scenario names no source tree: with
+    ``--kernel-src`` they run on the scenario's own kernel).
     """
     rows = []
     for name in chosen:

@@ -1,11 +1,11 @@
 """The sanitizer cases: the ``kasan`` and ``kcsan`` mutants, each group on its own kernel.
 
-A `SanitizerCase` says which kernel a case boots and how its guest is set up; the
+A `SanitizerKernel` says which kernel a case boots and how its guest is set up; the
 group runs the control and each of the case's mutants through every run of their
 flavour, and what failed is the oracles plus each sanitizer report the runs caused::
 
     rows = sanitizer_group(bench, request.kernel, chosen=("tprof",), only=())
-    SANITIZER_CASES["kcsan"].overlap            # True: runs beside a spinner per CPU
+    SANITIZER_KERNELS["kcsan"].overlap            # True: runs beside a spinner per CPU
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from harness.agent.flavour import Flavour, behaviour
 from harness.agent.mutants import MutantRow
-from harness.agent.overlap import OVERLAP_RUN, OverlapCase, overlap_case
+from harness.agent.overlap import OVERLAP_RUN, WatchSetup, overlap_watch
 from harness.agent.values.info import Mutant
 from harness.builder.images import GuestImages, prepare_images
 from harness.builder.kernel import KernelChoice, Variant
@@ -37,7 +37,7 @@ LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class SanitizerCase:
+class SanitizerKernel:
     """The kernel a sanitizer case runs on, and how its guest is set up.
 
     ``setup``: shell commands after boot, before the first run. ``overlap``: the runs
@@ -56,10 +56,10 @@ class SanitizerCase:
 
 #: The sanitizer cases. KASAN reports only its first bug unless told to go on (a
 #: control and several mutants share one guest). KCSAN's watch rate and stalls are set
-#: by the overlap case (`harness.vm.kcsan.OVERLAP`, from its model).
-SANITIZER_CASES: dict[str, SanitizerCase] = {
-    "kasan": SanitizerCase("debug", boot_args=("kasan_multi_shot",)),
-    "kcsan": SanitizerCase("kcsan", overlap=True),
+#: by the overlap watch (`harness.vm.kcsan.OVERLAP`, from its model).
+SANITIZER_KERNELS: dict[str, SanitizerKernel] = {
+    "kasan": SanitizerKernel("debug", boot_args=("kasan_multi_shot",)),
+    "kcsan": SanitizerKernel("kcsan", overlap=True),
 }
 
 
@@ -72,7 +72,7 @@ def sanitizer_group(bench: Bench, kernel: KernelChoice, *, chosen: tuple[str, ..
     ``UBSAN``) when an agent frame is in it, ``<tool>-KERNEL`` when none is.
     """
     rows: list[MutantRow] = []
-    for case, sanitizer in SANITIZER_CASES.items():
+    for case, sanitizer in SANITIZER_KERNELS.items():
         plans = {name: planned(name, full=True, case=case, only=only) for name in chosen}
         plans = {name: found for name, found in plans.items() if found}
         if not plans:
@@ -117,7 +117,7 @@ def _after_guest_error(rows: list[MutantRow], plans: dict[str, tuple[Mutant, ...
 
 def _sanitizer_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Flavour,
                     mutant: Mutant | None,
-                    sanitizer: SanitizerCase) -> tuple[set[str], list[str], bool]:  # fmt: skip
+                    sanitizer: SanitizerKernel) -> tuple[set[str], list[str], bool]:  # fmt: skip
     """Every run's failed oracles and the sanitizer reports the runs caused; notes; unjudged.
 
     The runs: standard, exact and the flavour's extra runs (kprof's offline run takes
@@ -141,8 +141,8 @@ def _sanitizer_case(bench: Bench, guest: Guest, images: GuestImages, flavour: Fl
     unjudged = False
     if sanitizer.overlap:
         deploy_agent(bench, guest, images, flavour.name, mutant)  # deploys profctl for the spinners
-        where = OverlapCase(guest.shell, bench.cpus, bench.timeouts.command_s)
-        _, watch = overlap_case(where, f"{flavour.name} {name_of(mutant)}", runs)
+        where = WatchSetup(guest.shell, bench.cpus, bench.timeouts.command_s)
+        _, watch = overlap_watch(where, f"{flavour.name} {name_of(mutant)}", runs)
         notes.append(watch.describe())
         LOG.info("%s", watch.describe())
         unjudged = bool(watch.unjudged_reason())

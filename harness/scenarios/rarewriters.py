@@ -1,4 +1,4 @@
-"""A flavour's rare-writer run as a scenario: what the kcsan case repeats until a pair is met.
+"""A flavour's rare-writer run as a scenario: what the overlap watch repeats until a pair is met.
 
 A flavour declares, with each race pair, the run that makes its writer write often
 (`harness.agent.values.stress.RareWriters`: small blocks, small rings, a drain or sweep
@@ -9,7 +9,7 @@ count (`CALLS`). The file is kept, and ``invoke repro FILE`` replays it::
     case = rare_case("kprof", pair.drive, "1s1cl2c1t", cpus=2)
     result = run_case(agent, case, out_dir)      # harness.scenarios.stress: run, judge
 
-The kcsan case runs it beside its spinners (`harness.agent.overlap.drive_rare_writers`).
+The overlap watch runs it beside its spinners (`harness.agent.overlap.drive_rare_writers`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def rare_case(flavour: str, drive: RareWriters, topology: str, cpus: int) -> Str
     file = f"rare-{flavour}-{slug}"[:80].strip("-")
     parts = ScenarioText(
         name=file,
-        description=f"The kcsan case's rare writers, {flavour}: {drive.name}.",
+        description=f"The overlap watch's rare writers, {flavour}: {drive.name}.",
         seed=1,
         topology=topology,
         agent={"flavour": flavour, **drive.agent},

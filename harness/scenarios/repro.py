@@ -223,7 +223,7 @@ def run_scenario(
 
     Each attempt restores the scenario's guest from its snapshot into a fresh QEMU
     (saved by a cold boot the first time); ``snapshot=False`` boots each cold. The
-    bundle says which numbers were identical across the attempts. (Exact,
+    bundle says which numbers were identical across the attempts. (Deterministic,
     input-free runs are `harness.scenarios.deterministic_bundle`'s.)
 
     :raise ConfigError: the scenario cannot run here (e.g. KVM demanded).

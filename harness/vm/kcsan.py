@@ -69,7 +69,7 @@ class KcsanSettings:
         )  # fmt: skip
 
 
-#: The mutant guest's and the kcsan tier's overlap cases (see the module's model).
+#: The mutant guest's and the kcsan tier's overlap watches (see the module's model).
 OVERLAP = KcsanSettings(skip_watch=100, udelay_task_us=200, udelay_interrupt_us=100)
 
 
@@ -192,13 +192,13 @@ def parse_kcsan_stats(text: str) -> KcsanCounts:
 
 @dataclass(frozen=True, slots=True)
 class KcsanWatch:
-    """What KCSAN did over one case: its settings, counters, and the spinners' reads."""
+    """What KCSAN did over one watch: its settings, counters, and the spinners' reads."""
 
-    case: str
+    title: str  # what ran under it: the flavour and its runs
     settings: KcsanSettings
-    counts: KcsanCounts  # the change over the case
+    counts: KcsanCounts  # the change over the watch
     spinner_reads: int  # passes over every CPU's indices and state (harness.agent.overlap)
-    seconds: float = 0.0  # the case's host time, while the spinners ran
+    seconds: float = 0.0  # the watch's host time, while the spinners ran
 
     @property
     def reads_per_s(self) -> float:
@@ -243,7 +243,7 @@ class KcsanWatch:
                        + (f"; UNJUDGED: {', '.join(unmet)}" if unmet else ""))  # fmt: skip
         else:
             verdict = "could see a race somewhere (no pair declared: watchpoints overall)"
-        return (f"KCSAN {self.case}: {c.setup_watchpoints} watchpoints set, "
+        return (f"KCSAN {self.title}: {c.setup_watchpoints} watchpoints set, "
                 f"{c.data_races} found a racing access ({c.races_unknown_origin} of unknown "
                 f"origin), {c.no_capacity} without capacity; {self.spinner_reads} spinner "
                 f"reads; skip_watch {s.skip_watch}, udelay_task {s.udelay_task_us} us, "

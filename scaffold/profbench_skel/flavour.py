@@ -88,7 +88,7 @@ FLAVOUR = Flavour(
     peer_run=beside_perf(_standard, SkelRun, PEER),
     budget_scenario=Path(__file__).with_name("skel-budgets.toml"),  # C-3, input-free
     stress=STRESS,
-    # What its producer writes and the kcsan case's spinners read (stats_percpu).
+    # What its producer writes and the overlap watch's spinners read (stats_percpu).
     race_pairs=(RacePair("skel's ring index", "percpu.{cpu}.x_recorded"),
                 RacePair("skel's reader index", "percpu.{cpu}.x_read", in_nmi=False)),
     # Its own scenario ops (`scenarios/FORMAT.md`), which its stress plan uses.

@@ -10,9 +10,9 @@ these kernels is the console's: the ``guest`` fixture scans it after each test, 
 the code is the kernel's) and this test's id. On ``kcsan`` (strict: the LKMM's rules) the
 two runs go beside a spinner on every CPU that reads every CPU's ring indices, counts
 and statistics (`harness.agent.overlap`), with KCSAN's watch rate and stalls set from a
-stated model (`harness.vm.kcsan`); KCSAN's counters over them are reported, and a case
+stated model (`harness.vm.kcsan`); KCSAN's counters over them are reported, and a watch
 that set no watchpoint fails as UNJUDGED: its clean console proved nothing. Each declared
-pair the case did not meet has its rare-writer run repeated beside the spinners
+pair the watch did not meet has its rare-writer run repeated beside the spinners
 (`harness.agent.overlap.drive_rare_writers`, `RareRun`) up to the model's cap or a
 budget; a pair still not met is UNJUDGED by name in the report. On ``debug``
 (which also has lockdep, atomic-sleep checks and kmemleak) kmemleak is scanned at the end
@@ -38,11 +38,11 @@ from harness.agent.oracles.evidence import KMEMLEAK, kmemleak_command, module_le
 from harness.agent.overlap import (
     OVERLAP_RUN,
     RARE_BUDGET_S,
-    OverlapCase,
+    WatchSetup,
     declared_pairs,
     drive_rare_writers,
     host_share,
-    overlap_case,
+    overlap_watch,
     pair_covers,
 )
 from harness.agent.truth.nmitrace import (
@@ -137,19 +137,19 @@ def test_flavour_runs_clean_under_the_sanitizers(
             problems.extend(f"{name} {case}: {u}" for u in uncounted(flavour, run, len(cpus)))
 
     if variant == "kcsan":
-        where = OverlapCase(agent.shell, cpus, agent.timeouts.command_s)
-        _, watch = overlap_case(where, f"{name} {'+'.join(cases)}", runs)
+        where = WatchSetup(agent.shell, cpus, agent.timeouts.command_s)
+        _, watch = overlap_watch(where, f"{name} {'+'.join(cases)}", runs)
         # Per pair, not per run: a writer that ran rarely may never have met a watch. An
         # unmet pair is UNJUDGED by name in the report, not passed; the test fails on
-        # what KCSAN saw, and on a case that could see nothing at all.
+        # what KCSAN saw, and on a watch that could see nothing at all.
         pairs = declared_pairs(flavour.race_pairs)
         covers = pair_covers(pairs, done, watch, topology.cpus)
         report = [watch.describe(covers), *(f"KCSAN pair {c.describe()}" for c in covers)]
         problems += kcsan_problems(name, watch)
         rare = RareRun(agent, where, name, topology, tmp_path)
-        share = host_share(topology.cpus)  # as pair_covers held the case: one model
+        share = host_share(topology.cpus)  # as pair_covers held the watch: one model
         rounds = drive_rare_writers(pairs, covers, rare.round, RARE_BUDGET_S, share=share)
-        # The pairs the rounds changed or that stay unmet: a pair the case met is above.
+        # The pairs the rounds changed or that stay unmet: a pair the watch met is above.
         driven = [f"KCSAN pair {d.describe()}" for d in rounds.pairs if d.rounds or d.why]
         report += [rounds.describe(name), *driven]
         request.node.user_properties += [("profagent-report", line) for line in report]
@@ -168,8 +168,8 @@ def test_flavour_runs_clean_under_the_sanitizers(
 
 
 def kcsan_problems(name: str, watch: KcsanWatch) -> list[str]:
-    """A case that could see nothing, and every race KCSAN counted (printed or not)."""
-    found = [f"{name} KCSAN UNJUDGED ({watch.case}): {why}"] if (
+    """A watch that could see nothing, and every race KCSAN counted (printed or not)."""
+    found = [f"{name} KCSAN UNJUDGED ({watch.title}): {why}"] if (
         why := watch.unjudged_reason()) else []  # fmt: skip
     if watch.races:
         found.append(f"{name}: KCSAN counted {watch.races} race(s): {watch.describe()}")
@@ -185,7 +185,7 @@ class RareRun:
     """
 
     agent: Agent
-    where: OverlapCase
+    where: WatchSetup
     name: str
     topology: CpuTopology
     out: Path
@@ -194,7 +194,7 @@ class RareRun:
     def round(self, drive: RareWriters) -> tuple[list[PairCover], float]:
         """One round of ``drive``: every pair over it, and its host seconds."""
         case = rare_case(self.name, drive, self.topology.name, self.topology.cpus)
-        result, watch = overlap_case(self.where, f"{self.name} {drive.name}",
+        result, watch = overlap_watch(self.where, f"{self.name} {drive.name}",
                                      lambda: run_case(self.agent, case, self.out))  # fmt: skip
         self.problems += [f"{self.name} {case.name}: {f}" for f in result.failures()]
         self.problems += kcsan_problems(self.name, watch)

@@ -78,7 +78,7 @@ def test_the_shipped_set_covers_the_issue() -> None:
                      for m in ("quirk", "fixed")),
                    "hwpmc-hw-d1-quirk-40cpu", "hwpmc-hw-d1-fixed-40cpu",
                    "hwpmc-hw-d1-quirk-33cpu", "hwpmc-hw-d1-fixed-33cpu",
-                   # every hwpmc run but the kcsan case's own (spinners beside, kcsan kernel)
+                   # every hwpmc run but the overlap watch's own (spinners beside, kcsan kernel)
                    *(f"hwpmc-oracles-40cpu-{run}" for run in behaviour("hwpmc").runs
                      if run != OVERLAP_RUN)):  # fmt: skip
         assert wanted in names

@@ -9,7 +9,7 @@ the agent derived::
     violations = check_content(view)           # MODE, WHO, WHERE (CHAIN: not applicable)
     content_numbers(view)["content.chain.leaf"]
 
-**MODE** (exact, every sample): the user/kernel flag agrees with the PC's half of the
+**MODE** (no bound, every sample): the user/kernel flag agrees with the PC's half of the
 address space (arm64: top 16 bits clear for user, set for kernel).
 
 Every oracle says what it compared (`judge_content`, `harness.agent.values.results.Judged`):

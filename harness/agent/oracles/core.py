@@ -199,7 +199,7 @@ def judge_flavour(view: CoreView, applicable: Collection[str],
 def check_irq(view: CoreView) -> list[Violation]:
     """IRQ: per CPU, x_nmi_total = the kernel's PMU interrupt count over the run.
 
-    Exact when the agent is the only PMU user; with the perf peer beside it an
+    Equal when the agent is the only PMU user; with the perf peer beside it an
     interrupt may serve both, so then only ``seen ≤ interrupts`` holds.
     """
     kernel = view.kernel

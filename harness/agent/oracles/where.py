@@ -3,7 +3,7 @@ r"""WHERE: where the workload's samples lie, against its text and a model of its
 Pure. Judges a `harness.agent.oracles.content_view.ContentView`; the binomial
 bounds come from `harness.agent.values.stats`.
 
-**WHERE**: (exact) a user sample of the workload's pid lies in its text, or in
+**WHERE**: (no bound) a user sample of the workload's pid lies in its text, or in
 profctl's (the child between fork and exec); (bound) of the workload's `population`
 (every user sample with its pid on its CPU inside the span of its phase that the
 workload read on the guest clock, or its whole life where the flavour's records carry

@@ -2,7 +2,7 @@ r"""WHO: whose sample it is, against the ids the workload printed and the CPUs t
 
 Pure. Judges a `harness.agent.oracles.content_view.ContentView`.
 
-**WHO** (exact): *text half*: a user sample whose PC lies in the workload's text
+**WHO** (no bound): *text half*: a user sample whose PC lies in the workload's text
 (linked at `harness.agent.truth.build.TEXT_BASE`, where nothing else in the guest maps code)
 carries the pid and the tid of a thread of a workload pinned to that CPU (main's, tid
 = pid, or its worker's). *Thread half* (flavours that record a tid): a sample of the
@@ -137,7 +137,7 @@ def exclusive_samples(view: ContentView, cpu: int) -> tuple[list[Sample], list[S
 def check_exclusive(view: ContentView) -> list[Violation]:
     """WHO's exclusive half: on a CPU kept for the harness's tasks, every user sample is theirs.
 
-    Exact: only those tasks could run user code there (the isolation's evidence, not
+    With no bound: only those tasks could run user code there (the isolation's evidence, not
     the agent's); a CPU that is not exclusive is not judged.
     """
     out: list[Violation] = []

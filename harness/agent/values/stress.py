@@ -1,4 +1,4 @@
-"""What a flavour tells the shared stress plan and the kcsan case about itself: data only.
+"""What a flavour tells the shared stress plan and the overlap watch about itself: data only.
 
 Every flavour, in the tree or outside it, is put through the same stress plan
 (`harness.scenarios.stress`): its buffers filled past their capacity, each drop cause
@@ -86,12 +86,12 @@ class Stress:
 
 @dataclass(frozen=True, slots=True)
 class RareWriters:
-    """A run that makes a flavour's rare writers write often: the kcsan case repeats it.
+    """A run that makes a flavour's rare writers write often: the overlap watch repeats it.
 
     ``agent``: its ``[agent]`` keys (small blocks, small rings, a short sweep or drain
     period); ``steps``: its scenario steps, ``"cpu": "each"`` as in `Stress` (a reader
     that drains often, or none so that the rings stay full). ``name`` says what it does
-    in the report (``"16 KiB blocks, a reader draining"``). The kcsan case runs it beside
+    in the report (``"16 KiB blocks, a reader draining"``). The overlap watch runs it beside
     its spinners while a pair that names it is not met, up to the model's cap
     (`harness.agent.overlap.drive_rare_writers`).
     """
@@ -103,7 +103,7 @@ class RareWriters:
 
 @dataclass(frozen=True, slots=True)
 class RacePair:
-    """A variable a producer writes and the kcsan case's spinners read: one pair to meet.
+    """A variable a producer writes and the overlap watch's spinners read: one pair to meet.
 
     ``writer`` names the run's number that counts the writer's executions on one CPU,
     with ``{cpu}`` for it (``percpu.{cpu}.x_committed``: one store of the index per

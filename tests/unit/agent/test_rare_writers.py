@@ -1,4 +1,4 @@
-"""The kcsan case's rare-writer rounds: repeated until each pair is met, a cap, a budget."""
+"""The overlap watch's rare-writer rounds: repeated until each pair is met, a cap, a budget."""
 
 from __future__ import annotations
 

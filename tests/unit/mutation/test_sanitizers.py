@@ -7,23 +7,23 @@ from harness.agent.flavour import behaviour
 from harness.agent.values.info import SHARED_CASES
 from harness.builder.kernels import VARIANT_FRAGMENTS
 from harness.mutation.cases import mutant_row
-from harness.mutation.sanitizers import SANITIZER_CASES, _after_guest_error
+from harness.mutation.sanitizers import SANITIZER_KERNELS, _after_guest_error
 
 #: Which reports each sanitizer kernel can print.
 REPORTS = {"debug": {"KASAN", "UBSAN"}, "kcsan": {"KCSAN"}}
 
 
 def test_every_sanitizer_case_is_a_shared_case_on_a_sanitizer_kernel() -> None:
-    assert set(SANITIZER_CASES) <= set(SHARED_CASES)
-    assert {case.variant for case in SANITIZER_CASES.values()} == set(REPORTS)
+    assert set(SANITIZER_KERNELS) <= set(SHARED_CASES)
+    assert {case.variant for case in SANITIZER_KERNELS.values()} == set(REPORTS)
     assert set(REPORTS) <= set(VARIANT_FRAGMENTS)
 
 
 def test_every_sanitizer_mutant_is_caught_by_a_report_its_kernel_prints() -> None:
-    found = [m for m in mutants.all_mutants() if m.case in SANITIZER_CASES]
+    found = [m for m in mutants.all_mutants() if m.case in SANITIZER_KERNELS]
     assert found  # one per class at least
     for mutant in found:
-        variant = SANITIZER_CASES[mutant.case].variant
+        variant = SANITIZER_KERNELS[mutant.case].variant
         assert set(mutant.caught_by) <= REPORTS[variant], mutant.name
         assert not mutant.quick, f"{mutant.name}: the sanitizer set runs with --full only"
 

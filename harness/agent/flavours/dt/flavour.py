@@ -140,7 +140,7 @@ def racing_reader_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) 
 
 
 def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    """The kcsan case's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
+    """The overlap watch's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
 
     Every CPU samples, and a reader reads again at once.
     The spinners beside it read every CPU's write index and counters; the reader loads
@@ -153,7 +153,7 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     return dt_run(agent, fast, plan)
 
 
-#: The kcsan case's rare-writer runs (`harness.agent.overlap.drive_rare_writers`): the
+#: The overlap watch's rare-writer runs (`harness.agent.overlap.drive_rare_writers`): the
 #: overlap run's period, no busy loop; a reader draining every ring, or none, so that
 #: every CPU's ring (15 events) stays full and each sample counts a drop.
 DRAINED = RareWriters(

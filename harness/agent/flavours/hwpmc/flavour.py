@@ -114,7 +114,7 @@ def _peer_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: int)
 
 
 def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    """The kcsan case's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
+    """The overlap watch's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
 
     One SS PMC per CPU; every CPU's timer sweeps its ring into the log while the
     spinners beside it read every CPU's ring indices, stall flags and counters (the
@@ -126,7 +126,7 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     return hwpmc_run(agent, fast, plan)
 
 
-#: The kcsan case's rare-writer run (`harness.agent.overlap.drive_rare_writers`): one SS
+#: The overlap watch's rare-writer run (`harness.agent.overlap.drive_rare_writers`): one SS
 #: PMC a CPU at the overlap run's period, the timer sweeping every 1 ms (not 4).
 OFTEN_SWEPT = RareWriters("the sweep every 1 ms", {"period": OVERLAP_PERIOD, "sweep_us": 1000},
                           ({"op": "idle", "ms": OVERLAP_MS},))  # fmt: skip
@@ -253,7 +253,7 @@ FLAVOUR = Flavour(
         "counting": _counting,
         "independence": _independence,
         "control": _control,
-        OVERLAP_RUN: overlap_run,  # the kcsan case's (harness.agent.overlap)
+        OVERLAP_RUN: overlap_run,  # the overlap watch's (harness.agent.overlap)
     },
     bench=HWPMC_BENCH,
     budget_scenario=Path(__file__).with_name("hwpmc-budgets.toml"),  # C-3

@@ -77,7 +77,7 @@ def check_kp_queue(run: KprofRun) -> list[Violation]:
     """KP-O3 before stop: accepted = min(F, ceil(Q/(R·L))), dropped whole, qlen exact.
 
     F = Σ floor((N_c - 1)/R) from the harness's counts. Every block qpass saw
-    holds R records, so the total is exact on any number of CPUs.
+    holds R records, so the total holds with no slack on any number of CPUs.
     """
     stats, (_, limit, size, per_block) = run.readings[res.BEFORE_STOP], geometry(run)
     full = sum((n - 1) // per_block for n in calls_while_tracing(run).values() if n)

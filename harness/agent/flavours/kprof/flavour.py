@@ -98,7 +98,7 @@ def _standard_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: 
 
 
 def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    """The kcsan case's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
+    """The overlap watch's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
 
     Every CPU samples into its block queue while the background reader drains it and
     the spinners beside it read every CPU's queue, counters and state. Judged by
@@ -109,7 +109,7 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     return kprof_run(agent, fast, plan)
 
 
-#: The kcsan case's rare-writer run (`harness.agent.overlap.drive_rare_writers`): the
+#: The overlap watch's rare-writer run (`harness.agent.overlap.drive_rare_writers`): the
 #: smallest blocks (16 KiB) of the largest records (16 PCs, padded: 108 a block, not
 #: 545), so a block is handed off every 108 samples; a reader drains the queue.
 SMALL_BLOCKS = RareWriters(
@@ -297,7 +297,7 @@ FLAVOUR = Flavour(
         "fault-queue": lambda cpu, count: fault_step("queue_alloc"),
         "kpctl-reopen": lambda cpu, count: profctl.mark_step(f"{GUEST_DIR}/kprof-reopen"),
     },
-    extra_runs={"offline": offline_run, OVERLAP_RUN: overlap_run},  # overlap: the kcsan case's
+    extra_runs={"offline": offline_run, OVERLAP_RUN: overlap_run},  # overlap: the overlap watch's
     bench=KPROF_BENCH,
     budget_scenario=Path(__file__).with_name("kprof-budgets.toml"),  # C-3
     stress=STRESS,

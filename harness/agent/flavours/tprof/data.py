@@ -252,7 +252,7 @@ TPROF = FlavourInfo(
             ("CALLS",),
             case="burst_timeout",  # 10 s a run: in the quick set, so CI proves inject's contract
         ),
-        # The LKMM's plain-index class on the strict kcsan kernel, in its overlap case
+        # The LKMM's plain-index class on the strict kcsan kernel, in its overlap watch
         # (harness.agent.overlap): the spinners' READ_ONCE of every CPU's cur->used.
         Mutant(
             "plain_used_publish",

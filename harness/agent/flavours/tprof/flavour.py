@@ -78,7 +78,7 @@ def _peer(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
 
 
 def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
-    """The kcsan case's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
+    """The overlap watch's own run (`harness.agent.overlap`): 5 s at a 250 us period, no busy loop.
 
     Every CPU samples; the spinners beside it read every CPU's fill index.
     """
@@ -86,7 +86,7 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     return tprof_run(agent, replace(spec, period=OVERLAP_PERIOD), plan)
 
 
-#: The kcsan case's rare-writer run (`harness.agent.overlap.drive_rare_writers`): the
+#: The overlap watch's rare-writer run (`harness.agent.overlap.drive_rare_writers`): the
 #: auto drain at its shortest interval (10 ms, not 1000), each swapping every CPU's buffer.
 OFTEN_DRAINED = RareWriters("the auto drain every 10 ms",
                             {"period": OVERLAP_PERIOD, "drain": "auto", "drain_ms": 10},
@@ -205,7 +205,7 @@ FLAVOUR = Flavour(
         "stop_kick": stop_kick_run,
         "online": online_run,
         "burst_timeout": burst_timeout_run,
-        OVERLAP_RUN: overlap_run,  # the kcsan case's (harness.agent.overlap)
+        OVERLAP_RUN: overlap_run,  # the overlap watch's (harness.agent.overlap)
     },
     budget_scenario=Path(__file__).with_name("tprof-budgets.toml"),  # C-3, TP-O10
     bench=TPROF_BENCH,

@@ -1269,7 +1269,7 @@ DEFINE_SHOW_ATTRIBUTE(pa_state);
  * `count=<n>`: read every CPU's indices, counts and state n times as the stats files
  * do (the flavour's show_stats_percpu, the core's nmi, show_state), into a buffer
  * nobody reads, after PA_SPIN_NS of the flavour's own spin op where it has one (the
- * same loads, unformatted, called again and again). The kcsan overlap case's spinners
+ * same loads, unformatted, called again and again). The KCSAN overlap watch's spinners
  * (harness.agent.overlap): a reader that meets the other CPUs' producers thousands of
  * times a second, where one cat of the files a pass reached about 30 passes a second.
  * A producer's watched store stalls at most udelay_interrupt (100 us): 16 single calls
