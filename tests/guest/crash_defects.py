@@ -39,20 +39,20 @@ HW = AgentSpec(flavour="hwpmc")
 def kp_d5_d12_failed_opens_unwind(agent: Agent) -> None:
     """A failed queue allocation and a failed status emission fail the open; the next opens."""
     agent.load(AgentSpec(flavour="kprof").with_params(status=1))
-    steps = (
+    steps: tuple[str | Named, ...] = (
         profctl.write_step(FAULT, "point=queue_alloc nth=1"),
-        profctl.open_step(KPCTL),
+        Named(profctl.open_step(KPCTL), "no_queue"),
         profctl.write_step(FAULT, "point=status_emit nth=1"),
-        profctl.open_step(KPCTL),
-        profctl.open_step(KPCTL),
-        profctl.cat_step(f"{DEBUGFS}/stats"),
+        Named(profctl.open_step(KPCTL), "no_status"),
+        Named(profctl.open_step(KPCTL), "open"),
+        Named(profctl.cat_step(f"{DEBUGFS}/stats"), "stats"),
         profctl.close_step(CTL_FD),
     )
-    r = agent.steps(steps)
-    assert (r[1].errno, r[3].errno) == ("ENOMEM", "EIO")
-    assert r[4].ok
-    assert r[4].int_value("fd") == CTL_FD
-    stats = dict(line.split() for line in r[5].lines)
+    results = Results.of(steps, agent.steps(texts(steps)))
+    assert (results.one("no_queue").errno, results.one("no_status").errno) == ("ENOMEM", "EIO")
+    assert results.one("open").ok
+    assert results.one("open").int_value("fd") == CTL_FD
+    stats = dict(line.split() for line in results.one("stats").lines)
     assert int(stats["qlen"]) == int(stats["x_status_bytes"]) > 0
 
 
@@ -66,9 +66,11 @@ def kp_d9_long_kptrace_line_is_cut(agent: Agent, size: int) -> None:
     line = "/tmp/profagent/kptrace-line"
     agent.shell.run(f"head -c {size} /dev/zero | tr '\\0' k > {line} && "
                     f"dd if={line} of={KPTRACE} bs={size} count=1 2>/dev/null")  # fmt: skip
-    r = agent.steps((profctl.cat_step(KPTRACE), profctl.cat_step(f"{DEBUGFS}/stats")))
-    assert r[0].lines == ("k" * 3071,)
-    assert dict(line.split() for line in r[1].lines)["x_trace_truncated"] == "1"
+    steps = (Named(profctl.cat_step(KPTRACE), "kptrace"),
+             Named(profctl.cat_step(f"{DEBUGFS}/stats"), "stats"))  # fmt: skip
+    results = Results.of(steps, agent.steps(texts(steps)))
+    assert results.one("kptrace").lines == ("k" * 3071,)
+    assert dict(line.split() for line in results.one("stats").lines)["x_trace_truncated"] == "1"
 
 
 #: KP-D2's default count (every guest run) and the issue's full count (PROFBENCH_SLOW=1).
@@ -128,13 +130,15 @@ def kp_d2_cycles(
     took = time.monotonic() - began
     values = dict(word.split("=") for word in out if "=" in word)
     assert int(values["cycles"]) == cycles, f"a cycle failed: {out}"
-    reads = agent.steps(
-        (profctl.cat_step(before), profctl.cat_step(after), profctl.cat_step(f"{DEBUGFS}/state"))
-    )
+    steps = (Named(profctl.cat_step(before), "irq_before"),
+             Named(profctl.cat_step(after), "irq_after"),
+             Named(profctl.cat_step(f"{DEBUGFS}/state"), "state"))  # fmt: skip
+    reads = Results.of(steps, agent.steps(texts(steps)))
     label = agent.pmu_irq_label
-    first, last = (parse_interrupts(read.lines, label) for read in reads[:2])
+    first, last = (parse_interrupts(reads.one(name).lines, label)
+                   for name in ("irq_before", "irq_after"))  # fmt: skip
     grew = {cpu: last[cpu] - first.get(cpu, 0) for cpu in last}
-    assert "opened 0" in reads[2].lines
+    assert "opened 0" in reads.one("state").lines
     idle = sorted(cpu for cpu, n in grew.items() if n <= 0)
     assert not idle, f"CPUs {idle} took no PMU interrupt during the cycles: {grew}"
     return D2Result(took, grew)
@@ -230,7 +234,8 @@ def hw_d5_two_owners_start_stop(agent: Agent, loops: int = D5_LOOPS) -> str:
     assert after["x_ss_running"] == 0
     assert after["syscall_errors"] == before["syscall_errors"]
     assert after["syscalls"] - before["syscalls"] == 2 * (2 * loops + 2)
-    assert agent.steps((profctl.cat_step(f"{HWPMC_DIR}/pmcs"),))[0].lines == ()  # none left
+    left = (Named(profctl.cat_step(f"{HWPMC_DIR}/pmcs"), "pmcs"),)
+    assert Results.of(left, agent.steps(texts(left))).one("pmcs").lines == ()  # none left
     return f"HW-D5: 2 owners x {loops} START/STOP loops in {took:.1f} s"
 
 

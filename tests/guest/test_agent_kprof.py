@@ -41,6 +41,7 @@ from harness.agent.flavours.kprof.run import (
     kprof_run,
 )
 from harness.agent.module.spec import AgentSpec
+from harness.agent.steps import Named, Results, texts
 from harness.vm.topology import CpuTopology
 from tests.conftest import AGENT_REPORT
 from tests.guest import crash_defects as cd
@@ -140,9 +141,13 @@ def test_kp_d9_long_kptrace_lines_are_cut(agent: Agent, size: int) -> None:
 
 def test_kpdata_without_kpctl_reads_nothing(agent: Agent) -> None:
     agent.load(AgentSpec(flavour="kprof"))
-    r = agent.steps((profctl.open_step(KPDATA), profctl.read_step(3, "/tmp/profagent/kp.bin", 64)))
-    assert r[1].ok
-    assert r[1].int_value("bytes") == 0
+    steps = (
+        profctl.open_step(KPDATA),
+        Named(profctl.read_step(3, "/tmp/profagent/kp.bin", 64), "read"),
+    )
+    read = Results.of(steps, agent.steps(texts(steps))).one("read")
+    assert read.ok
+    assert read.int_value("bytes") == 0
     assert ctl_step("start") == f"writefd:{CTL_FD}:start"
 
 
