@@ -17,7 +17,7 @@ import pytest
 from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
-from harness.agent.flavours.tprof.data import TPROF, samples_per_buffer
+from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, samples_per_buffer
 from harness.agent.flavours.tprof.oracles import (
     applicable_oracles,
 )
@@ -37,7 +37,16 @@ from harness.agent.flavours.tprof.run import (
 )
 from harness.agent.module.build import AgentBuild
 from harness.agent.module.spec import AgentSpec
-from harness.agent.steps import DEVICE, SamplingPlan, inject_step, kick_step, texts
+from harness.agent.steps import (
+    DEVICE,
+    Named,
+    Results,
+    SamplingPlan,
+    inject_step,
+    kick_step,
+    name_step,
+    texts,
+)
 from harness.builder.images import GuestImages
 from harness.builder.modules import build_module
 from harness.errors import BuildError, ConfigError, ModuleLoadError
@@ -131,8 +140,9 @@ def test_tp_d2_zero_estimate(agent: Agent, request: pytest.FixtureRequest) -> No
     """est_freq = 0 gives S = 0: fixed START refuses it, the quirk loses everything."""
     fixed = EXACT.with_params(est_freq=0)
     agent.load(fixed)
-    refused = agent.steps((*start_steps(), profctl.close_step(3)))
-    assert refused[1].errno == "EINVAL"
+    start = ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size))
+    steps = (*name_step(start_steps(), start, "start"), profctl.close_step(3))
+    assert Results.of(steps, agent.steps(texts(steps))).one("start").errno == "EINVAL"
 
     faithful = replace(EXACT, quirks=TP_D2).with_params(est_freq=0)
     run, _ = scripted_run(
@@ -190,58 +200,60 @@ def test_tp_d9_a_partly_read_buffer_goes_back_past_the_limit(
 def test_tp_o7_control_errors(agent: Agent, quirks: int) -> None:
     agent.load(replace(EXACT, quirks=quirks))
     steps = (
-        profctl.open_step(DEVICE),
+        Named(profctl.open_step(DEVICE), "open"),
         profctl.timeout_step(5),
-        profctl.read_step(3, "/tmp/profagent/never-started.bin", 4096),  # 0 bytes at once
-        profctl.open_step(DEVICE),  # single owner
-        ioctl_step("TPROF_IOC_GETVERSION"),
-        ioctl_step("TPROF_IOC_STOP"),  # stopped: 0
-        profctl.ioctl_step(3, 0x5499, 0),  # unknown: the seed's EINVAL
+        Named(profctl.read_step(3, "/tmp/profagent/never-started.bin", 4096), "read_unstarted"),
+        Named(profctl.open_step(DEVICE), "second_open"),  # single owner
+        Named(ioctl_step("TPROF_IOC_GETVERSION"), "version"),
+        Named(ioctl_step("TPROF_IOC_STOP"), "stop_stopped"),  # stopped: 0
+        Named(profctl.ioctl_step(3, 0x5499, 0), "unknown"),  # unknown: the seed's EINVAL
         profctl.write_step("/sys/kernel/debug/profagent/fault", "point=wq_create nth=1"),
-        ioctl_step("TPROF_IOC_START", bytes(24)),  # workqueue creation fails
-        ioctl_step("TPROF_IOC_START", bytes(24)),  # fixed: works; quirk: backend leaked
-        ioctl_step("TPROF_IOC_START", bytes(24)),  # running (fixed) or still leaked
-        ioctl_step("TPROF_IOC_STOP"),
-        profctl.close_step(3),
+        Named(ioctl_step("TPROF_IOC_START", bytes(24)), "no_wq"),  # workqueue creation fails
+        Named(ioctl_step("TPROF_IOC_START", bytes(24)), "start"),  # fixed: works; quirk: leaked
+        Named(ioctl_step("TPROF_IOC_START", bytes(24)), "again"),  # running (fixed) or leaked
+        Named(ioctl_step("TPROF_IOC_STOP"), "stop"),
+        Named(profctl.close_step(3), "close"),
     )
-    r = agent.steps(steps)
-    assert r[0].ok
-    assert r[2].ok
-    assert r[2].int_value("bytes") == 0
-    assert r[3].errno == "EBUSY"
-    assert int.from_bytes(r[4].out_bytes, "little") == 3
-    assert r[5].ok
-    assert r[5].int_value("rc") == 0
-    assert r[6].errno == "EINVAL"
-    assert r[8].errno == "ENOMEM"
+    results = Results.of(steps, agent.steps(texts(steps)))
+    assert results.one("open").ok
+    assert results.one("read_unstarted").ok
+    assert results.one("read_unstarted").int_value("bytes") == 0  # 0 bytes at once
+    assert results.one("second_open").errno == "EBUSY"
+    assert int.from_bytes(results.one("version").out_bytes, "little") == 3
+    assert results.one("stop_stopped").ok
+    assert results.one("stop_stopped").int_value("rc") == 0
+    assert results.one("unknown").errno == "EINVAL"
+    assert results.one("no_wq").errno == "ENOMEM"
     if quirks:
-        assert (r[9].errno, r[10].errno) == ("EBUSY", "EBUSY")
+        assert (results.one("start").errno, results.one("again").errno) == ("EBUSY", "EBUSY")
     else:
-        assert r[9].ok
-        assert r[10].errno == "EBUSY"
-    assert r[11].ok
-    assert r[12].ok
+        assert results.one("start").ok
+        assert results.one("again").errno == "EBUSY"
+    assert results.one("stop").ok
+    assert results.one("close").ok
 
 
 def test_tp_o6_stats_survive_stop_start_and_reset_on_close(agent: Agent) -> None:
     agent.load(EXACT)
     start = ioctl_step("TPROF_IOC_START", bytes(24))
+    getstat = ioctl_step("TPROF_IOC_GETSTAT")
     steps = (
         *start_steps(),
         inject_step(0, 4),
         ioctl_step("TPROF_IOC_STOP"),
         start,
         inject_step(0, 3),
-        *texts(collect_steps()),  # STOP, read, the counters, GETSTAT, close
+        *name_step(collect_steps(), getstat, "getstat"),  # STOP, read, counters, GETSTAT, close
         profctl.open_step(DEVICE),
-        ioctl_step("TPROF_IOC_GETSTAT"),
+        Named(getstat, "getstat_reopened"),
         profctl.close_step(3),
     )
-    r = agent.steps(steps)
+    results = Results.of(steps, agent.steps(texts(steps)))
+    r = results.results
     assert all(x.ok for x in r), [x.describe() for x in r if not x.ok]
-    getstat = [x for s, x in zip(steps, r, strict=True) if s == ioctl_step("TPROF_IOC_GETSTAT")]
-    assert decode_stat(getstat[0].out_bytes)["sample"] == 7  # cumulative over both runs
-    assert decode_stat(getstat[1].out_bytes) == dict.fromkeys(decode_stat(bytes(48)), 0)
+    reset = dict.fromkeys(decode_stat(bytes(48)), 0)
+    assert decode_stat(results.one("getstat").out_bytes)["sample"] == 7  # cumulative: both runs
+    assert decode_stat(results.one("getstat_reopened").out_bytes) == reset
 
 
 def test_tp_o9_hotplug_during_sampling(
