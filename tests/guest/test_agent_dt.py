@@ -35,7 +35,7 @@ from harness.agent.flavours.dt.run import (
     skip_step,
 )
 from harness.agent.module.spec import AgentSpec
-from harness.agent.steps import DEVICE, host_action_steps, inject_step
+from harness.agent.steps import DEVICE, Named, Results, host_action_steps, inject_step, named, texts
 from harness.timeouts import Timeouts, wait_until
 from harness.vm.topology import CpuTopology
 from tests.guest.verdicts import assert_held
@@ -91,13 +91,13 @@ def test_dt_o5_read_sizing(agent: Agent, quirks: int) -> None:
         inject_step(0, 5),
         record_step(False),
         profctl.timeout_step(1),
-        profctl.read_step(3, "/tmp/profagent/one-byte.bin", 1),
-        profctl.read_step(3, "/tmp/profagent/sized.bin", SZ + SZ // 2),
-        dt_ioctl_step("DTIOCGSTATS"),
+        Named(profctl.read_step(3, "/tmp/profagent/one-byte.bin", 1), "one_byte"),
+        Named(profctl.read_step(3, "/tmp/profagent/sized.bin", SZ + SZ // 2), "sized"),
+        Named(dt_ioctl_step("DTIOCGSTATS"), "gstats"),
         profctl.close_step(3),
     )
-    r = agent.steps(steps)
-    one_byte, sized, gstats = r[6], r[7], r[8]
+    results = Results.of(steps, agent.steps(texts(steps)))
+    one_byte, sized, gstats = (results.one(name) for name in ("one_byte", "sized", "gstats"))
     readevt = struct.unpack("<4Q", gstats.out_bytes)[0]
     if quirks:  # 1 byte of one event, then 1.5 events per read: fragments, all consumed
         assert one_byte.int_value("bytes") >= 1
@@ -113,36 +113,42 @@ def test_dt_o5_read_sizing(agent: Agent, quirks: int) -> None:
 def test_dt_o9_control_errors(agent: Agent) -> None:
     agent.load(DT_EXACT)
     enable = dt_ioctl_step("DTIOCPRBENABLE", probe_request())
-    steps = (
+    allowdt = "/sys/module/profagent/parameters/allowdt"
+    steps: tuple[str | Named, ...] = (
         profctl.open_step(DEVICE),
-        record_step(True),  # no probe enabled
-        dt_ioctl_step("DTIOCPRBENABLE", probe_request(period_ns=199_999)),
-        dt_ioctl_step("DTIOCPRBENABLE", probe_request(probe=7)),
-        enable,
-        enable,  # duplicate
-        record_step(True),
-        record_step(True),  # twice
-        enable,  # while recording
-        profctl.ioctl_step(3, 0x4499, 0),  # unknown
-        dt_ioctl_step("DTIOCGSTATS"),
-        record_step(False),
-        record_step(False),  # idempotent
-        dt_ioctl_step("DTIOCPRBDISABLE", probe_request()),
-        enable,  # DT-D10 fixed: disabled for real, so enabling again works
-        profctl.write_step("/sys/module/profagent/parameters/allowdt", "0"),
-        profctl.open_step(DEVICE),  # refused
-        profctl.write_step("/sys/module/profagent/parameters/allowdt", "1"),
-        profctl.close_step(3),
+        Named(record_step(True), "no_probe"),
+        Named(dt_ioctl_step("DTIOCPRBENABLE", probe_request(period_ns=199_999)), "short_period"),
+        Named(dt_ioctl_step("DTIOCPRBENABLE", probe_request(probe=7)), "unknown_probe"),
+        Named(enable, "enable"),
+        Named(enable, "enable_duplicate"),
+        Named(record_step(True), "record"),
+        Named(record_step(True), "record_twice"),
+        Named(enable, "enable_recording"),
+        Named(profctl.ioctl_step(3, 0x4499, 0), "unknown"),
+        *named(
+            "allowed",
+            dt_ioctl_step("DTIOCGSTATS"),
+            record_step(False),
+            record_step(False),  # idempotent
+            dt_ioctl_step("DTIOCPRBDISABLE", probe_request()),
+            enable,  # DT-D10 fixed: disabled for real, so enabling again works
+            profctl.write_step(allowdt, "0"),
+        ),
+        Named(profctl.open_step(DEVICE), "open_refused"),
+        *named("allowed", profctl.write_step(allowdt, "1"), profctl.close_step(3)),
     )
-    r = agent.steps(steps)
-    errnos = [x.errno for x in r]
-    assert errnos[1:4] == ["ENOENT", "EINVAL", "ENOENT"]
-    assert r[4].ok
-    assert errnos[5] == "EEXIST"
-    assert r[6].ok
-    assert errnos[7:10] == ["EBUSY", "EBUSY", "ENOTTY"]
-    assert all(x.ok for x in (*r[10:16], r[17], r[18]))
-    assert errnos[16] == "EPERM"
+    results = Results.of(steps, agent.steps(texts(steps)))
+
+    def errnos(*names: str) -> list[str | None]:
+        return [results.one(name).errno for name in names]
+
+    assert errnos("no_probe", "short_period", "unknown_probe") == ["ENOENT", "EINVAL", "ENOENT"]
+    assert results.one("enable").ok
+    assert errnos("enable_duplicate") == ["EEXIST"]
+    assert results.one("record").ok
+    assert errnos("record_twice", "enable_recording", "unknown") == ["EBUSY", "EBUSY", "ENOTTY"]
+    assert all(x.ok for x in results.all("allowed", at_least=8))
+    assert errnos("open_refused") == ["EPERM"]
 
 
 #: profctl's processes asleep in the module's ``dt_read``, by PID: the kernel names
@@ -200,7 +206,7 @@ def test_dt_o8_blocking_reader_wakes_on_an_event(
     last = topology.cpus - 1
     background = "/tmp/profagent/waiting.bin"
     window_s = math.ceil(timeouts.command_s)  # an upper bound: the host ends the reader
-    steps = (
+    steps: tuple[str | Named, ...] = (
         profctl.open_step(DEVICE),
         dt_ioctl_step("DTIOCPRBENABLE", probe_request()),
         record_step(True),
@@ -212,20 +218,21 @@ def test_dt_o8_blocking_reader_wakes_on_an_event(
         profctl.wait_step(),  # the reader ends on the host's SIGALRM
         record_step(False),
         profctl.timeout_step(1),
-        profctl.read_step(3, "/tmp/profagent/after-off.bin", SZ * 16),  # RECORD off: still blocks
-        pcpustats_step(),
-        profctl.cat_step(f"{background}.status"),
+        Named(profctl.read_step(3, "/tmp/profagent/after-off.bin", SZ * 16), "read_after_off"),
+        Named(pcpustats_step(), "pcpustats"),
+        Named(profctl.cat_step(f"{background}.status"), "status"),
         profctl.close_step(3),
     )
     actions = {
         "reader-blocked": functools.partial(reader_blocked_in_dt_read, agent),
         "events-read": functools.partial(reader_took_events, agent, background, 3 * SZ),
     }
-    r = agent.steps_with_host_actions(steps, actions)
-    status = dict(pair.split("=") for pair in r[15].lines[0].split())
+    results = Results.of(steps, agent.steps_with_host_actions(texts(steps), actions))
+    status = dict(pair.split("=") for pair in results.one("status").lines[0].split())
     assert status == {"bytes": str(3 * SZ), "reads": "1", "errno": "EINTR"}
-    assert (r[13].errno, r[13].int_value("bytes")) == ("EINTR", 0)
-    per_open = struct.unpack_from("<4I", r[14].out_bytes)
+    after_off = results.one("read_after_off")  # RECORD off: still blocks
+    assert (after_off.errno, after_off.int_value("bytes")) == ("EINTR", 0)
+    per_open = struct.unpack_from("<4I", results.one("pcpustats").out_bytes)
     assert per_open[1] == topology.cpus
 
 
@@ -264,21 +271,22 @@ def test_dt_two_readers_and_a_copy_fault(
 def test_dt_o10_two_opens_are_independent(agent: Agent, topology: CpuTopology) -> None:
     agent.load(DT_EXACT)
     opens = (3, 4)
-    steps = (
+    steps: tuple[str | Named, ...] = (
         profctl.open_step(DEVICE),
         profctl.open_step(DEVICE),
         *(profctl.ioctl_step(fd, *_ioctl("DTIOCPRBENABLE", probe_request())) for fd in opens),
         *(profctl.ioctl_step(fd, *_ioctl("DTIOCRECORD", struct.pack("<i", 1))) for fd in opens),
         inject_step("all", 9),
         *(profctl.ioctl_step(fd, *_ioctl("DTIOCRECORD", struct.pack("<i", 0))) for fd in opens),
-        *(profctl.ioctl_step(fd, *_pcpu()) for fd in opens),
+        *(Named(profctl.ioctl_step(fd, *_pcpu()), f"pcpustats.{fd}") for fd in opens),
         profctl.close_step(3),
         profctl.close_step(4),
     )
-    r = agent.steps(steps)
+    results = Results.of(steps, agent.steps(texts(steps)))
+    r = results.results
     assert all(x.ok for x in r), [x.describe() for x in r if not x.ok]
-    first, _ = parse_pcpustats(r[9].out_bytes)
-    second, _ = parse_pcpustats(r[10].out_bytes)
+    first, _ = parse_pcpustats(results.one("pcpustats.3").out_bytes)
+    second, _ = parse_pcpustats(results.one("pcpustats.4").out_bytes)
     for cpu in range(topology.cpus):
         assert first[cpu]["x_calls"] == second[cpu]["x_calls"] == 9
         for counters in (first[cpu], second[cpu]):
