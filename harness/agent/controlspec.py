@@ -268,8 +268,19 @@ def own_ops(rules: Mapping[str, OpRule], *drawn: OpDecl) -> tuple[OpDecl, ...]:
     deadline. Its count or ms ranges from 1 to the rule's limit; a switch blocks, as a
     background reader's read does.
 
-    :raise ConfigError: an op of ``drawn`` is not in ``rules``, or takes other keys or
-        values than its rule lets a scenario give it.
+    A drawn op may narrow its rule and weigh more than 1, since the two say different
+    things: the rule is every value a scenario may give (what the loader takes and the
+    agent must handle), the draw is where a budget of a few minutes is spent. dt's
+    ``skip`` takes up to 2^32 - 1 forced ticks (several add up past a u32: DT-D9); a
+    draw of 1..100 with 2^32 - 1 as an edge reaches both small counts and the sum past
+    a u32. One of dt's ``racers`` races nothing, though a scenario may ask for it
+    (drawn: 2 to 3). A drawn range, edge or invalid value stays inside its rule, never
+    beyond it: beyond, the fuzzer would draw a step the loader refuses, and a finding
+    would not replay. Likewise a drawn op gives every count or ms its rule requires.
+
+    :raise ConfigError: an op of ``drawn`` is not in ``rules``, takes other keys or
+        values than its rule lets a scenario give it, or leaves out a count or ms its
+        rule requires.
     """
     given = {decl.op: decl for decl in drawn}
     if unknown := sorted(set(given) - set(rules)):
@@ -307,6 +318,8 @@ def _check_rule(decl: OpDecl, rule: OpRule) -> None:
             wrong.append(f"a {arg.key} (its rule takes none)")
         elif not all(1 <= v <= top for v in values):
             wrong.append(f"{arg.key} {values} (its rule: 1 to {top})")
+    given = {arg.key for arg in decl.args}
+    wrong += [f"no {key} (its rule requires one)" for key in limits if key not in given]
     if wrong:
         raise ConfigError(f"op {decl.op!r} is declared with {', '.join(wrong)}")
 

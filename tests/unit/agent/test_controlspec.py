@@ -34,13 +34,28 @@ def test_an_op_given_is_declared_as_given_in_the_rules_order() -> None:
     assert ops[2] is drawn
 
 
+def test_a_drawn_op_may_narrow_its_rule_and_weigh_more() -> None:
+    """The rule is what a scenario may give; the draw, where the budget goes (dt's skip)."""
+    narrow = ArgRange("count", (10, 20), edge=(1, 100), invalid=(50,))
+    drawn = OpDecl("burst", cpu="one", args=(narrow,), weight=5)
+    burst = own_ops(RULES, drawn)[2]
+    assert (burst.arg("count"), burst.weight) == (narrow, 5)
+
+
+def _burst(arg: ArgRange | None) -> OpDecl:
+    return OpDecl("burst", cpu="one", args=(arg,) if arg else ())
+
+
 @pytest.mark.parametrize(
     ("drawn", "says"),
     [
         (OpDecl("kick"), "not among the flavour's own"),
         (OpDecl("burst", cpu="one-or-all", args=(ArgRange("count", (1, 9)),)), "cpu one-or-all"),
         (OpDecl("reader"), "on: False"),
-        (OpDecl("burst", cpu="one", args=(ArgRange("count", (1, 9), invalid=(101,)),)), "1 to 100"),
+        (_burst(ArgRange("count", (1, 9), invalid=(101,))), "1 to 100"),
+        (_burst(ArgRange("count", (1, 9), edge=(0,))), "1 to 100"),
+        (_burst(ArgRange("count", (50, 101))), "count \\(50, 101\\) \\(its rule: 1 to 100\\)"),
+        (_burst(None), "no count \\(its rule requires one\\)"),
         (OpDecl("stop", args=(ArgRange("ms", (1, 9)),)), "a ms \\(its rule takes none\\)"),
     ],
 )
