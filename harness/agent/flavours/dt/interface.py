@@ -27,10 +27,12 @@ from harness.agent.controlspec import (
     OpDecl,
     StepLike,
     blocked_readers,
+    own_ops,
     shared_ops,
     unload_busy,
 )
 from harness.agent.flavours.dt.data import DT_EVT
+from harness.agent.flavours.dt.flavour import FLAVOUR
 from harness.agent.steps import DEBUGFS, DEVICE
 
 EVENT = DT_EVT.size
@@ -84,34 +86,40 @@ def _closing(facts: Facts) -> tuple[Mapping[str, int | str], ...]:
 INTERFACE = ControlInterface(
     flavour="dt",
     files=(DEVICE, f"{DEBUGFS}/stats"),
+    # Every own op is drawn, inside its rule (`FLAVOUR.ops`) and narrower where the
+    # rule is a scenario's limit: skip 1..100 and 2^32 - 1 (rule: up to 2^32 - 1),
+    # nest 1..64 (100000), racers 2..3 (3: one races nothing), copy-fault 1..12 (1000).
     ops=(
         *shared_ops(kick=False, hotplug=False),
-        OpDecl("reader", switch=True, blocks=True, what="a background reader on or off"),
-        OpDecl(
-            "skip",
-            cpu="one",
-            args=(ArgRange("count", (1, 100), edge=(1, 2**32 - 1)),),
-            what="forced skipped profile ticks",
+        *own_ops(
+            FLAVOUR.ops,
+            OpDecl("reader", switch=True, blocks=True, what="a background reader on or off"),
+            OpDecl(
+                "skip",
+                cpu="one",
+                args=(ArgRange("count", (1, 100), edge=(1, 2**32 - 1)),),
+                what="forced skipped profile ticks",
+            ),
+            OpDecl(
+                "nest",
+                cpu="one",
+                args=(ArgRange("count", (1, 64), edge=(1,)),),
+                what="a burst inside a held-open get",
+            ),
+            OpDecl("read-size", args=(READ,), what="bytes each read of the final drain asks"),
+            OpDecl(
+                "racers",
+                args=(ArgRange("count", (2, 3)),),
+                blocks=True,
+                what="readers racing each other on the rings after RECORD off",
+            ),
+            OpDecl(
+                "copy-fault",
+                args=(ArgRange("count", (1, 12), edge=(1, 2)),),
+                what="the nth copy-out of a racer's reads fails as on an unmapped page",
+            ),
+            OpDecl("reprobe", what="RECORD off, the profile probe disabled and enabled, RECORD on"),
         ),
-        OpDecl(
-            "nest",
-            cpu="one",
-            args=(ArgRange("count", (1, 64), edge=(1,)),),
-            what="a burst inside a held-open get",
-        ),
-        OpDecl("read-size", args=(READ,), what="bytes each read of the final drain asks"),
-        OpDecl(
-            "racers",
-            args=(ArgRange("count", (2, 3)),),
-            blocks=True,
-            what="readers racing each other on the rings after RECORD off",
-        ),
-        OpDecl(
-            "copy-fault",
-            args=(ArgRange("count", (1, 12), edge=(1, 2)),),
-            what="the nth copy-out of a racer's reads fails as on an unmapped page",
-        ),
-        OpDecl("reprobe", what="RECORD off, the profile probe disabled and enabled, RECORD on"),
     ),
     laws=(
         Law(

@@ -1,11 +1,11 @@
 """hwpmc's control interface for the fuzzer (`harness.agent.controlspec`).
 
 A scenario allocates and starts one SS PMC on every CPU before the steps (``pmc`` and
-``process`` only place them, so the fuzzer leaves them out). A sequence starts, stops
-and releases those PMCs, suppresses and resumes the sweeping timer per CPU, holds an
-entry pending and injects bursts. The model keeps each PMC's state, since a START,
-STOP or RELEASE step must succeed: a stopped PMC is started, a released one is
-never touched again::
+``process`` only place them, so the fuzzer declares them from their rules and draws
+neither). A sequence starts, stops and releases those PMCs, suppresses and resumes the
+sweeping timer per CPU, holds an entry pending and injects bursts. The model keeps
+each PMC's state, since a START, STOP or RELEASE step must succeed: a stopped PMC is
+started, a released one is never touched again::
 
     INTERFACE.model.allows({"pmc.0": RELEASED}, Step("pmc-start", cpu=0))   # False
 """
@@ -23,10 +23,12 @@ from harness.agent.controlspec import (
     OpDecl,
     StepLike,
     openers,
+    own_ops,
     shared_ops,
     unload_busy,
 )
 from harness.agent.flavours.hwpmc.data import HWPMC
+from harness.agent.flavours.hwpmc.flavour import FLAVOUR
 from harness.agent.steps import DEBUGFS, DEVICE
 
 RUNNING, STOPPED, RELEASED = 1, 0, 2
@@ -109,12 +111,16 @@ INTERFACE = ControlInterface(
     files=(DEVICE, f"{DEBUGFS}/stats"),
     ops=(
         *shared_ops(kick=True, hotplug=False),
-        OpDecl("suppress", cpu="one", what="the timer stops sweeping the CPU's ring"),
-        OpDecl("resume", cpu="one", what="the timer sweeps the CPU's ring again"),
-        OpDecl("pmc-start", cpu="one", weight=2, what="PMCSTART of the CPU's SS PMC"),
-        OpDecl("pmc-stop", cpu="one", weight=2, what="PMCSTOP of the CPU's SS PMC"),
-        OpDecl("pmc-release", cpu="one", what="PMCRELEASE of the CPU's SS PMC"),
-        OpDecl("pending", cpu="one", what="the next entry recorded stays pending"),
+        # pmc and process are not given: declared from their rules, never drawn.
+        *own_ops(
+            FLAVOUR.ops,
+            OpDecl("suppress", cpu="one", what="the timer stops sweeping the CPU's ring"),
+            OpDecl("resume", cpu="one", what="the timer sweeps the CPU's ring again"),
+            OpDecl("pmc-start", cpu="one", weight=2, what="PMCSTART of the CPU's SS PMC"),
+            OpDecl("pmc-stop", cpu="one", weight=2, what="PMCSTOP of the CPU's SS PMC"),
+            OpDecl("pmc-release", cpu="one", what="PMCRELEASE of the CPU's SS PMC"),
+            OpDecl("pending", cpu="one", what="the next entry recorded stays pending"),
+        ),
     ),
     model=Model(start=_start, allows=_allows, after=_after, closing=_closing),
     # Every open is an owner of its own: others open and close beside the scenario's.

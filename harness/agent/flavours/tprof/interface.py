@@ -22,10 +22,12 @@ from harness.agent.controlspec import (
     OpDecl,
     StepLike,
     openers,
+    own_ops,
     shared_ops,
     unload_busy,
 )
 from harness.agent.flavours.tprof.data import TPROF_PARAM
+from harness.agent.flavours.tprof.flavour import FLAVOUR
 from harness.agent.flavours.tprof.run import ioctl_step
 from harness.agent.steps import DEBUGFS, DEVICE
 
@@ -84,9 +86,16 @@ INTERFACE = ControlInterface(
     files=(DEVICE, f"{DEBUGFS}/stats", f"{DEBUGFS}/fault"),
     ops=(
         *shared_ops(kick=True, hotplug=True),
-        OpDecl("fault-wq", what="START's next workqueue creation fails (fault point wq_create)"),
-        OpDecl("fault-buf", what="START's next buffer allocation fails (fault point buf_alloc)"),
-        OpDecl("restart", weight=2, blocks=True, what="STOP and START twice; the second holds"),
+        *own_ops(
+            FLAVOUR.ops,
+            OpDecl(
+                "fault-wq", what="START's next workqueue creation fails (fault point wq_create)"
+            ),
+            OpDecl(
+                "fault-buf", what="START's next buffer allocation fails (fault point buf_alloc)"
+            ),
+            OpDecl("restart", weight=2, blocks=True, what="STOP and START twice; the second holds"),
+        ),
     ),
     model=Model(allows=_allows, after=_after, unjudged=_unjudged, closing=_closing),
     agent={"drain": "manual"},  # kicks are the only drains, so TP-O1 counts them
