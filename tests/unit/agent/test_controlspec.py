@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from harness.agent.controlspec import ArgRange, OpDecl, own_ops
-from harness.agent.flavour import OpRule
+from harness.agent.flavour import OpRule, behaviour
 from harness.errors import ConfigError
+from harness.fuzz.generate import interface_of
 
 RULES = {
     "reader": OpRule(on=True),
@@ -62,3 +63,15 @@ def _burst(arg: ArgRange | None) -> OpDecl:
 def test_an_op_given_must_be_one_its_rule_lets_a_scenario_give(drawn: OpDecl, says: str) -> None:
     with pytest.raises(ConfigError, match=says):
         own_ops(RULES, drawn)
+
+
+#: The in-tree flavours' own ops the fuzzer declares and does not draw.
+NOT_DRAWN = {"tprof": set(), "dt": set(), "kprof": {"kpdata"}, "hwpmc": {"pmc", "process"}}
+
+
+@pytest.mark.parametrize("flavour", list(NOT_DRAWN))
+def test_an_in_tree_interface_declares_each_own_op_from_its_rule(flavour: str) -> None:
+    rules = behaviour(flavour).ops
+    own = [decl for decl in interface_of(flavour).ops if decl.op in rules]
+    assert [decl.op for decl in own] == list(rules)
+    assert {decl.op for decl in own if decl.weight == 0} == NOT_DRAWN[flavour]

@@ -56,6 +56,9 @@ KPDATA_PC = 0xFFFF_FFFF_8100_0000
 KPDATA_IDLE_PC = 0xFFFF_FFFF_8100_0040
 #: The ``kpdata`` scenario op writes this + 8 × count.
 KPDATA_BASE = 0xFFFF_FFFF_8200_0000
+#: kpdata's count: any PC from KPDATA_BASE to 8 MiB above it is a kernel one (at least
+#: TASK_SIZE_MAX), all the port asks of a written PC.
+MAX_KPDATA = 1 << 20
 #: The exact run's qlimit: two 65 490-byte blocks of depth-1 records fit (ceil).
 EXACT_QLIMIT = 100_000
 MAX_KIB = 1 << 20
@@ -280,11 +283,11 @@ FLAVOUR = Flavour(
         "kpctl-flush": OpRule(),
         "kpctl-qlimit": OpRule(count_max=MAX_KIB),  # prof_qlimit <count KiB>
         "kpctl-cpubufsz": OpRule(count_max=MAX_KIB),  # prof_cpubufsz <count KiB>
-        "kpdata": OpRule(count_max=MAX_KIB),  # one kernel trace, PC KPDATA_BASE + 8 count
-        # producer calls in task context: kernel PCs only, so the records are uniform
-        "inject-task": OpRule(cpu="one", count_max=MAX_TASK),
+        "kpdata": OpRule(count_max=MAX_KPDATA),  # one kernel trace, PC KPDATA_BASE + 8 count
         "fault-queue": OpRule(),  # kpctl's next open fails its queue allocation
         "kpctl-reopen": OpRule(),  # after the session: kpctl opened again (twice at most)
+        # producer calls in task context: kernel PCs only, so the records are uniform
+        "inject-task": OpRule(cpu="one", count_max=MAX_TASK),
     },
     op_steps={
         "kpctl-start": lambda cpu, count: ctl_step("start"),
