@@ -41,9 +41,19 @@ STAGES = (BOOT, BUILD, RUNS, PERF, ANALYSIS, WITNESS)
 #: Stages that keep the time of every stage opened inside them: a witnessed run is the
 #: witness's cost, not a run's.
 ABSORBING = frozenset({WITNESS})
+#: Stages whose cost the budget also gives per 1000 of what they handled (`tally`): the
+#: witness's, per overflow it saw.
+UNITS = {WITNESS: "overflows"}
 OTHER = "other"
 
-_totals: dict[str, float] = dict.fromkeys(STAGES, 0.0)
+
+def tally_key(name: str) -> str:
+    """The key `totals` and `since` give the count `tally` kept for stage ``name``."""
+    return f"{name} {UNITS[name]}"
+
+
+_totals: dict[str, float] = {**dict.fromkeys(STAGES, 0.0),
+                             **{tally_key(name): 0.0 for name in UNITS}}  # fmt: skip
 _open: list[str] = []  # the stages open now, the innermost last
 _resumed: list[float] = []  # when each began counting again (an inner one closed)
 
@@ -95,18 +105,29 @@ def _count(now: float) -> None:
     _resumed[-1] = now
 
 
+def tally(name: str, count: int) -> None:
+    """Count ``count`` more of what stage ``name`` handled (its `UNITS`: overflows witnessed).
+
+    :raise ValueError: ``name`` has no unit.
+    """
+    if name not in UNITS:
+        raise ValueError(f"stage {name!r} counts nothing: one of {', '.join(UNITS)}")
+    _totals[tally_key(name)] += count
+
+
 def totals() -> dict[str, float]:
-    """Seconds per stage in this process so far (an open stage up to its last change)."""
+    """Seconds per stage in this process so far (an open stage up to its last change).
+
+    And each `tally` under its `tally_key`.
+    """
     return dict(_totals)
 
 
 def since(before: Mapping[str, float]) -> dict[str, float]:
-    """Seconds per stage since ``before`` (a `totals`), the stages with any time only."""
+    """Seconds per stage and tallies since ``before`` (a `totals`), those that grew only."""
     now = totals()
     return {
-        name: now[name] - before.get(name, 0.0)
-        for name in STAGES
-        if now[name] > before.get(name, 0.0)
+        name: now[name] - before.get(name, 0.0) for name in now if now[name] > before.get(name, 0.0)
     }
 
 
@@ -130,12 +151,15 @@ def format_budget(tests: list[TimedTest], *, slowest: int = 5) -> list[str]:
     spent = {name: sum(dict(t.stages).get(name, 0.0) for t in tests) for name in STAGES}
     spent[OTHER] = max(0.0, total - sum(spent.values()))
     lines = [f"{len(tests)} tests, {total:.1f} s of test time"]
-    lines += [
-        f"  {name:<14} {secs:8.1f} s  {100 * secs / total:5.1f} %" for name, secs in spent.items()
-    ]
+    for name, secs in spent.items():
+        line = f"  {name:<14} {secs:8.1f} s  {100 * secs / total:5.1f} %"
+        if name in UNITS and (n := sum(dict(t.stages).get(tally_key(name), 0) for t in tests)):
+            line += f"  ({1000 * secs / n:.1f} s per 1000 {UNITS[name]}: {n:.0f})"
+        lines.append(line)
     lines.append(f"slowest {min(slowest, len(tests))}:")
     for test in sorted(tests, key=lambda t: -t.duration_s)[:slowest]:
-        parts = ", ".join(f"{name} {secs:.1f}" for name, secs in test.stages if secs >= 0.05)
+        parts = ", ".join(f"{name} {secs:.1f}" for name, secs in test.stages
+                          if name in STAGES and secs >= 0.05)  # fmt: skip
         lines.append(
             f"  {test.duration_s:7.1f} s  {test.nodeid}" + (f"  ({parts})" if parts else "")
         )

@@ -143,6 +143,7 @@ def witnessed_run(agent: Agent, guest: Guest, cache: Cache, flavour: Flavour,
             finally:
                 agent.witness = None
             log = witness.disarm()
+        timing.tally(timing.WITNESS, len(log.overflows))  # every attempt's, as its time
         done = _judged(agent, flavour, spec, run, log, armed_s=witness.armed_s, attempt=attempt)
         if not again(done, attempt):
             return done

@@ -24,7 +24,8 @@ class Clock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
     monkeypatch.setattr(time, "monotonic", fake)
-    monkeypatch.setattr(timing, "_totals", dict.fromkeys(timing.STAGES, 0.0))  # not the run's
+    zero = {**dict.fromkeys(timing.STAGES, 0.0), **{timing.tally_key(n): 0.0 for n in timing.UNITS}}
+    monkeypatch.setattr(timing, "_totals", zero)  # not the run's
     return fake
 
 
@@ -91,3 +92,22 @@ def test_the_budget_sums_stages_names_the_rest_other_and_lists_the_slowest() -> 
 
 def test_no_tests_no_budget() -> None:
     assert format_budget([]) == []
+
+
+def test_the_witness_is_also_given_per_1000_overflows_it_saw() -> None:
+    key = timing.tally_key(timing.WITNESS)
+    tests = [TimedTest("a", 10.0, ((timing.WITNESS, 6.0), (key, 40.0))),
+             TimedTest("b", 8.0, ((timing.WITNESS, 3.0), (key, 20.0)))]  # fmt: skip
+    lines = format_budget(tests)
+    assert "  witness             9.0 s   50.0 %  (150.0 s per 1000 overflows: 60)" in lines
+    assert "     10.0 s  a  (witness 6.0)" in lines  # the count is no stage of the test's
+
+
+def test_a_tally_is_counted_since_like_a_stage_and_only_for_a_stage_with_a_unit(
+    clock: Clock,
+) -> None:
+    before = totals()
+    timing.tally(timing.WITNESS, 48)
+    assert since(before) == {timing.tally_key(timing.WITNESS): 48}
+    with pytest.raises(ValueError, match="counts nothing"):
+        timing.tally(timing.RUNS, 1)
