@@ -42,7 +42,9 @@ class DeterministicRun:
     time and host packets in); the guest writes its results to the console. The guest
     starts stopped (``-S``) until QMP ``cont``.
     ``record``/``replay`` add ``rr=...,rrfile=``; ``gdb_port`` opens QEMU's gdbstub there
-    (and gdb's ``continue`` starts the guest).
+    for a person's gdb (and gdb's ``continue`` starts the guest). ``witness_port`` opens
+    it for the witness (`harness.vm.witness`) in a deterministic run, whose gdb starts
+    the guest the same way.
     """
 
     kind: DeterministicKind
@@ -52,6 +54,7 @@ class DeterministicRun:
     gdb_port: int | None = None
     #: A qcow2 file for the replay's snapshots (reverse debugging seeks from one).
     snapshots: Path | None = None
+    witness_port: int | None = None
 
     def __post_init__(self) -> None:
         if (self.kind == "deterministic") != (self.rr_file is None):
@@ -59,6 +62,8 @@ class DeterministicRun:
                               "exactly when it records or replays")  # fmt: skip
         if (self.gdb_port is not None or self.snapshots is not None) and self.kind != "replay":
             raise ConfigError("--gdb attaches to a replay only (--bundle DIR --replay --gdb)")
+        if self.witness_port is not None and (self.kind != "deterministic" or self.gdb_port):
+            raise ConfigError("the witness watches --deterministic runs only, without --gdb")
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,8 +200,9 @@ def deterministic_argv(run: DeterministicRun) -> tuple[str, ...]:
     if run.rr_file is not None:
         icount += f",rr={run.kind},rrfile={quote_optarg(str(run.rr_file))}"
     gdb: tuple[str, ...] = ()
-    if run.gdb_port is not None:
-        gdb = ("-gdb", f"tcp:127.0.0.1:{run.gdb_port}")
+    port = run.gdb_port if run.gdb_port is not None else run.witness_port
+    if port is not None:
+        gdb = ("-gdb", f"tcp:127.0.0.1:{port}")
     if run.snapshots is not None:  # an orphan node: no device sees it, savevm writes it
         gdb += ("-drive", f"file={quote_optarg(str(run.snapshots))},if=none,id=rrsnap")
     return (

@@ -34,6 +34,16 @@ resumes the guest.
 
 SIGINT (from the session, to gdb's own PID) interrupts the guest: the breakpoint is
 deleted, gdb detaches (the guest runs on) and writes its last line, ``{"end": hits}``.
+A guest that powers off ends the session the same way (QEMU closes the gdbstub).
+
+**Discovery** (``"address": null`` and ``"discover": {"at": ..., "image": [lo, hi]}``):
+an input-free guest cannot be told the handler's address after the module loaded, so
+gdb breaks on the kernel's ``perf_event_create_kernel_counter`` (``at``, from
+vmlinux) and reads its fourth argument, ``x3``, the overflow handler the caller passes.
+A non-NULL one outside the kernel image (``[lo, hi)``: a module's) becomes the overflow
+breakpoint from then on, and its line says so: ``{"handler": ..., "cpu": 0}``. The
+kernel hands over that address, not the agent. A Python ``stop`` may not add a
+breakpoint (gdb's manual), so the discovery stops the guest and the main loop adds it.
 """
 
 import json
@@ -170,8 +180,57 @@ class Overflow(gdb.Breakpoint):  # type: ignore[misc]
         return False
 
 
+class Discovery(gdb.Breakpoint):  # type: ignore[misc]
+    """The breakpoint on ``perf_event_create_kernel_counter``: a module's handler, once each."""
+
+    def __init__(self, at: int, image: tuple[int, int], out: IO[str]) -> None:
+        super().__init__(f"*{at:#x}", internal=True)
+        self.text, self.out = image, out
+        self.seen_handlers: set[int] = set()
+        self.new_handlers: list[int] = []
+
+    def stop(self) -> bool:
+        """True (the guest stops) for a handler not seen before: the main loop breaks on it."""
+        handler = _u64(gdb.selected_frame().read_register("x3"))
+        if is_new_handler(handler, self.text, self.seen_handlers):
+            self.seen_handlers.add(handler)
+            self.new_handlers.append(handler)
+            cpu = gdb.selected_thread().ptid[1] - 1
+            self.out.write(json.dumps({"handler": handler, "cpu": cpu}) + "\n")
+            return True
+        return False
+
+
+def is_new_handler(handler: int, image: tuple[int, int], known: set[int]) -> bool:
+    """Whether ``handler`` is a module's overflow handler not broken on yet.
+
+    NULL (a counting event) and the kernel's own (its watchdog's) are not.
+    """
+    return handler != 0 and not image[0] <= handler < image[1] and handler not in known
+
+
+def _run(out: IO[str], points: list[gdb.Breakpoint]) -> None:
+    """Break (into ``points``), signal ready, run until the guest is interrupted or gone."""
+    address, discover = CONFIG.get("address"), CONFIG.get("discover")
+    if address is not None:
+        points.append(Overflow(int(address), out))
+    finder = None
+    if discover is not None:
+        image = (int(discover["image"][0]), int(discover["image"][1]))
+        finder = Discovery(int(discover["at"]), image, out)
+        points.append(finder)
+    with open(CONFIG["ready"], "w") as ready:  # inserted: the guest may START
+        ready.write("ready\n")
+    while True:
+        gdb.execute("continue")
+        if finder is None or not finder.new_handlers:  # SIGINT, or the guest powered off
+            return
+        points += [Overflow(handler, out) for handler in finder.new_handlers]
+        finder.new_handlers.clear()
+
+
 def main() -> None:
-    """Attach, break, signal ready, run until SIGINT, then delete, detach and say how many."""
+    """Attach, break, run until SIGINT or power-off, say how many, then delete and detach."""
     for command in (
         "set pagination off",
         "set confirm off",
@@ -180,16 +239,20 @@ def main() -> None:
     ):
         gdb.execute(command)
     gdb.execute(f"target remote 127.0.0.1:{CONFIG['port']}")
+    points: list[gdb.Breakpoint] = []
     with open(CONFIG["out"], "w") as out:
-        point = Overflow(int(CONFIG["address"]), out)
-        with open(CONFIG["ready"], "w") as ready:  # inserted: the guest may START
-            ready.write("ready\n")
         try:
-            gdb.execute("continue")
+            _run(out, points)
+        except gdb.error as exc:  # the gdbstub closed under a running continue
+            out.write(json.dumps({"closed": str(exc)}) + "\n")
         finally:
-            point.delete()
             out.write(json.dumps({"end": HITS[0]}) + "\n")
-    gdb.execute("detach")
+    try:  # a guest that powered off has no gdbstub left to delete them from
+        for point in points:
+            point.delete()
+        gdb.execute("detach")
+    except gdb.error:
+        pass
 
 
 main()

@@ -76,6 +76,9 @@ class WitnessLog:
     #: hit before it there): gdb's step over the breakpoint, cut short by another vCPU's
     #: stop, reports it twice. Not overflows; counted so the report can say so.
     rereported: int = 0
+    #: Overflow handlers gdbside found passed to ``perf_event_create_kernel_counter`` and
+    #: broke on (discovery mode; empty where the harness gave the address).
+    handlers: tuple[int, ...] = ()
 
     def per_cpu(self) -> dict[int, tuple[Overflow, ...]]:
         """CPU → its overflows, in the order the vCPU took them."""
@@ -131,6 +134,9 @@ def _optional_int(value: object) -> int | None:
 def parse_log(text: str, offsets: KernelOffsets, *, nmi_on: bool) -> WitnessLog:
     """Every overflow `gdbside` wrote, each once; a last line cut short by a kill is left out.
 
+    Discovery lines (``handler``) name the handlers broken on; a ``closed`` line (the
+    gdbstub went away under gdb) is skipped.
+
     A hit with the vCPU, event and count of that vCPU's hit before it is one handover
     reported again (`WitnessLog.rereported`): the driver advances the count by a period
     at every overflow before calling the handler.
@@ -138,6 +144,7 @@ def parse_log(text: str, offsets: KernelOffsets, *, nmi_on: bool) -> WitnessLog:
     :raise InfraError: a line is not one gdbside writes.
     """
     overflows: list[Overflow] = []
+    handlers: list[int] = []
     last: dict[int, Overflow] = {}
     hits, rereported = -1, 0
     lines = text.splitlines()
@@ -151,6 +158,11 @@ def parse_log(text: str, offsets: KernelOffsets, *, nmi_on: bool) -> WitnessLog:
         if "end" in line:
             hits = int(line["end"])
             continue
+        if "handler" in line:
+            handlers.append(int(line["handler"]))
+            continue
+        if "closed" in line:  # the gdbstub went away under gdb (the guest powered off)
+            continue
         overflow = overflow_of(line, offsets, nmi_on=nmi_on)
         before = last.get(overflow.cpu)
         if before is not None and (before.event, before.count) == (overflow.event, overflow.count):
@@ -158,4 +170,4 @@ def parse_log(text: str, offsets: KernelOffsets, *, nmi_on: bool) -> WitnessLog:
             continue
         last[overflow.cpu] = overflow
         overflows.append(overflow)
-    return WitnessLog(tuple(overflows), hits, rereported)
+    return WitnessLog(tuple(overflows), hits, rereported, tuple(handlers))

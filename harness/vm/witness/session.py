@@ -13,6 +13,16 @@ inserted. Disarming sends gdb SIGINT (to its PID), so gdbside deletes the breakp
 and detaches; a gdb that does not finish in time is killed. Leaving the block disarms
 and closes the gdbstub, on success, failure and Ctrl-C alike. gdb's output and the
 overflows it saw stay in ``workdir``.
+
+An input-free guest (`harness.scenarios.deterministic`) takes no QMP command once it
+runs and cannot be told the handler's address: its gdbstub is on QEMU's command line
+(``port``), and `watch` has gdbside find the handler itself (`Discovery`); gdb's
+``continue`` starts the guest, and `finish` waits for gdb to leave once it powered off::
+
+    with Witness(None, offsets, workdir, timeouts, depth=33, nmi_on=True, port=port) as w:
+        w.watch(Discovery(at=create_counter, image=(stext, etext)))
+        ...                               # the guest runs and powers off
+        log = w.finish()
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol
@@ -47,6 +58,18 @@ class HumanMonitor(Protocol):
         """Run a human-monitor command; its text."""
 
 
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """Where gdbside finds the overflow handler itself (`gdbside`'s discovery mode).
+
+    ``at``: ``perf_event_create_kernel_counter``'s address (vmlinux); ``image``: the
+    kernel's text ``[lo, hi)``, whose handlers (its watchdog's) are not the agent's.
+    """
+
+    at: int
+    image: tuple[int, int]
+
+
 def free_tcp_port() -> int:
     """A TCP port on 127.0.0.1 free right now (syzkaller's UnusedTCPPort; a small race)."""
     with socket.socket() as probe:
@@ -66,12 +89,13 @@ def _gdb_child_setup() -> None:
 class Witness:
     """One guest's witness: armed on one handler address at a time."""
 
-    def __init__(self, qmp: HumanMonitor, offsets: KernelOffsets, workdir: Path,
-                 timeouts: Timeouts, *, depth: int, nmi_on: bool,
-                 gdb: str = GDB) -> None:  # fmt: skip
+    def __init__(self, qmp: HumanMonitor | None, offsets: KernelOffsets, workdir: Path,
+                 timeouts: Timeouts, *, depth: int, nmi_on: bool, gdb: str = GDB,
+                 port: int | None = None) -> None:  # fmt: skip
+        """``port``: the gdbstub QEMU opened from its command line (None: open it over ``qmp``)."""
         self._qmp, self._offsets, self._workdir, self._gdb_binary = qmp, offsets, workdir, gdb
         self._timeouts, self._depth, self._nmi_on = timeouts, depth, nmi_on
-        self._port: int | None = None
+        self._port, self._own_port = port, port is None
         self._gdb: subprocess.Popen[bytes] | None = None
         self._arms = 0
         self.armed_s = 0.0  # seconds the guest ran with the breakpoint in, over every arm
@@ -102,13 +126,37 @@ class Witness:
         if self._gdb is not None:
             self.disarm()
         if self._port is None:
+            if self._qmp is None:
+                raise InfraError("the witness has neither a gdbstub port nor QMP to open one")
             self._port = free_tcp_port()
             self._qmp.hmp(f"gdbserver tcp:127.0.0.1:{self._port}")
+        self._start({"address": address})
+        LOG.info("witness armed at %#x (gdb pid %s, port %d)", address, self.gdb_pid, self._port)
+
+    def watch(self, discovery: Discovery) -> None:
+        """Start gdb on the command line's gdbstub; it breaks on every handler it discovers.
+
+        Returns once the discovery breakpoint is in; gdb's ``continue`` then starts a guest
+        that QEMU holds stopped (``-S``).
+
+        :raise HostSetupError: gdb-multiarch is not installed.
+        :raise HarnessTimeout: gdb did not insert its breakpoint in time (its log kept).
+        :raise InfraError: no gdbstub port was given, or gdb left early.
+        """
+        if self._port is None or self._gdb is not None:
+            raise InfraError("watch needs the gdbstub QEMU opened (port) and no gdb yet")
+        self._start({"address": None, "discover": {"at": discovery.at,
+                                                   "image": list(discovery.image)}})  # fmt: skip
+        LOG.info("witness watching perf_event_create_kernel_counter at %#x (gdb pid %s)",
+                 discovery.at, self.gdb_pid)  # fmt: skip
+
+    def _start(self, where: dict[str, object]) -> None:
+        """Write gdbside's configuration, start gdb, wait for its breakpoint."""
         self._arms += 1
         self._workdir.mkdir(parents=True, exist_ok=True)
         config, out, ready, log = self._paths()
         config.write_text(json.dumps({
-            "port": self._port, "address": address, "depth": self._depth,
+            "port": self._port, **where, "depth": self._depth,
             "offsets": self._offsets.as_dict(), "out": str(out), "ready": str(ready)}))  # fmt: skip
         env = dict(os.environ, PROFBENCH_WITNESS=str(config))
         argv = [self._gdb_binary, "-nx", "-batch", "-x", str(GDBSIDE)]
@@ -131,7 +179,6 @@ class Witness:
                 raise HarnessTimeout(f"gdb's breakpoint (log: {log})", time.monotonic() - started)
             time.sleep(_POLL_S)
         self._armed_at = time.monotonic()
-        LOG.info("witness armed at %#x (gdb pid %d, port %d)", address, self._gdb.pid, self._port)
 
     def disarm(self) -> WitnessLog:
         """Detach: what the witness saw since `arm`.
@@ -150,6 +197,21 @@ class Witness:
             raise HarnessTimeout(f"gdb to detach (log: {log}; saw {len(seen.overflows)})",
                                  self._timeouts.qmp_s * 3)  # fmt: skip
         return seen
+
+    def finish(self, timeout_s: float) -> WitnessLog:
+        """What the witness saw, once gdb left by itself (the guest powered off).
+
+        Waits up to ``timeout_s`` for gdb to exit, then stops it as `disarm` does.
+
+        :raise InfraError: nothing is armed.
+        :raise HarnessTimeout: gdb had to be killed (the log is what it wrote).
+        """
+        if self._gdb is not None:
+            try:
+                self._gdb.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                LOG.warning("witness: gdb %d still runs after the guest left", self._gdb.pid)
+        return self.disarm()
 
     def _stop_gdb(self) -> bool:
         """SIGINT gdb by its PID and wait; SIGKILL it if it stays. Whether it left by itself."""
@@ -171,7 +233,7 @@ class Witness:
             self._stop_gdb()
         except (OSError, subprocess.TimeoutExpired) as exc:
             LOG.warning("witness: gdb did not stop: %r", exc)
-        if self._port is not None:
+        if self._port is not None and self._own_port and self._qmp is not None:
             self._port = None
             try:
                 self._qmp.hmp("gdbserver none")

@@ -74,6 +74,17 @@ def test_gdb_replay_opens_the_stub_and_an_orphan_snapshot_drive() -> None:
     assert not any(token.startswith("virtio-blk") for token in argv)  # no device sees it
 
 
+def test_a_witnessed_run_opens_the_stub_from_the_start_and_nothing_else() -> None:
+    """gdb attaches before the guest runs; the argv is the unwitnessed one plus ``-gdb``."""
+    plain = DeterministicRun(kind="deterministic", seed=1)
+    witnessed = argv_of(replace(EIGHT, deterministic=replace(plain, witness_port=4321)))
+    assert values_of(witnessed, "-gdb") == ["tcp:127.0.0.1:4321"]
+    assert "-S" in witnessed  # gdb's continue starts the guest
+    assert "-drive" not in witnessed  # no snapshot file: nothing seeks backwards
+    without = [t for t in witnessed if t not in ("-gdb", "tcp:127.0.0.1:4321")]
+    assert without == list(argv_of(replace(EIGHT, deterministic=plain)))
+
+
 def test_record_refuses_more_than_one_vcpu_naming_qemus_limit() -> None:
     with pytest.raises(ConfigError, match=r"QEMU 7\.2 refuses -icount rr= with -smp > 1"):
         replace(EIGHT, deterministic=DeterministicRun(kind="record", seed=1, rr_file=RR))
@@ -86,6 +97,8 @@ def test_record_refuses_more_than_one_vcpu_naming_qemus_limit() -> None:
         ({"kind": "record"}, "needs an rr file exactly when"),
         ({"kind": "deterministic", "gdb_port": 1234}, "--gdb attaches to a replay only"),
         ({"kind": "record", "rr_file": RR, "snapshots": Path("/s")}, "replay only"),
+        ({"kind": "record", "rr_file": RR, "witness_port": 1234}, "--deterministic runs only"),
+        ({"kind": "replay", "rr_file": RR, "witness_port": 1234}, "--deterministic runs only"),
     ],
 )
 def test_deterministic_run_refuses_inconsistent_kinds(

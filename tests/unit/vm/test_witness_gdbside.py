@@ -14,8 +14,10 @@ import json
 import struct
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +44,8 @@ class FakeGuest:
     reads: list[int] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
     cpu: int = 0
+    points: list[Any] = field(default_factory=list)  # every breakpoint gdbside made
+    on_continue: Callable[[], None] = lambda: None
 
     def read_memory(self, address: int, size: int) -> bytes:
         self.reads.append(address)
@@ -55,6 +59,8 @@ class FakeGuest:
 
     def execute(self, command: str, to_string: bool = False) -> str:
         self.commands.append(command)
+        if command == "continue":
+            self.on_continue()
         if command.startswith("monitor gva2gpa "):
             address = int(command.rsplit(maxsplit=1)[-1], 16)
             return f"gpa: {self.gpa[address]:#x}\r\n" if address in self.gpa else "Unmapped\r\n"
@@ -81,17 +87,19 @@ def guest(ttbr0: int, *, kthread: bool = False) -> FakeGuest:
     return FakeGuest(memory, {"TTBR0_EL1": ttbr0}, {PGD: PGD_PHYS})
 
 
-def load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeGuest) -> types.ModuleType:
-    """gdbside as gdb loads it, against ``fake``."""
+def load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeGuest,
+         **where: object) -> types.ModuleType:  # fmt: skip
+    """gdbside as gdb loads it, against ``fake``; ``where`` replaces ``address``."""
     config = tmp_path / "witness.json"
     config.write_text(json.dumps({
         "port": 1, "address": 0x1000, "depth": 8, "offsets": OFFSETS.as_dict(),
-        "out": str(tmp_path / "out.jsonl"), "ready": str(tmp_path / "ready")}))  # fmt: skip
+        "out": str(tmp_path / "out.jsonl"), "ready": str(tmp_path / "ready")} | where))  # fmt: skip
     monkeypatch.setenv("PROFBENCH_WITNESS", str(config))
 
     class Breakpoint:
         def __init__(self, spec: str, internal: bool = False) -> None:
             self.spec = spec
+            fake.points.append(self)
 
         def delete(self) -> None:
             pass
@@ -173,3 +181,44 @@ def test_a_kernel_hit_writes_the_ttbr0_evidence_in_its_line(
     line = json.loads(out.getvalue())
     assert (line["user_walk"], line["user_stop"]) == (walk, stop)
     assert (line["ttbr0"], line["pgd_phys"]) == (ttbr0, PGD_PHYS)
+
+
+CREATE, TEXT = 0xFFFFFFC008200000, (0xFFFFFFC008000000, 0xFFFFFFC009000000)
+HANDLER = 0xFFFFFFC000330A00  # a module's: below the kernel's text
+
+
+def test_discovery_breaks_on_each_new_module_handler_the_kernel_is_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """x3 of perf_event_create_kernel_counter: NULL and kernel handlers pass, a module's stops."""
+    fake = guest(0)
+    calls = iter([0, TEXT[0] + 0x40, HANDLER, HANDLER])  # counting event, watchdog, agent x2
+    stops: list[bool] = []
+
+    def run_guest() -> None:  # the kernel creates its events during the first continue
+        finder = next(p for p in fake.points if p.spec == f"*{CREATE:#x}")
+        for x3 in calls:
+            fake.registers["x3"] = x3
+            stops.append(finder.stop())
+            if stops[-1]:
+                return  # gdb stops; gdbside's loop adds the breakpoint and continues
+
+    fake.on_continue = run_guest
+    load(tmp_path, monkeypatch, fake, address=None, discover={"at": CREATE, "image": list(TEXT)})
+    assert stops == [False, False, True, False]  # the agent's second CPU: already broken on
+    assert [p.spec for p in fake.points] == [f"*{CREATE:#x}", f"*{HANDLER:#x}"]
+    lines = (tmp_path / "out.jsonl").read_text().splitlines()
+    assert json.loads(lines[0]) == {"handler": HANDLER, "cpu": 0}
+    assert json.loads(lines[-1]) == {"end": 0}
+    assert (tmp_path / "ready").exists()
+    assert fake.commands.count("continue") == 2
+
+
+def test_a_handler_inside_the_kernels_text_or_null_is_not_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    side = load(tmp_path, monkeypatch, guest(0))
+    assert not side.is_new_handler(0, TEXT, set())
+    assert not side.is_new_handler(TEXT[0], TEXT, set())
+    assert side.is_new_handler(TEXT[1], TEXT, set())
+    assert not side.is_new_handler(HANDLER, TEXT, {HANDLER})

@@ -118,3 +118,14 @@ def test_a_log_cut_short_is_not_complete_and_a_torn_last_line_is_left_out() -> N
     assert not log.complete
     with pytest.raises(InfraError, match="line 1"):
         parse_log("garbage\n" + hit(0, 1), OFFSETS, nmi_on=True)
+
+
+def test_discovery_and_closed_lines_are_not_overflows() -> None:
+    """gdbside's discovery names each handler it broke on; a closed gdbstub is said, once."""
+    closed = json.dumps({"closed": "Remote connection closed"})
+    text = "\n".join((json.dumps({"handler": 0xFFFFFFC000330A00, "cpu": 0}), hit(0, 100),
+                      closed, json.dumps({"end": 1}), ""))  # fmt: skip
+    log = parse_log(text, OFFSETS, nmi_on=True)
+    assert log.handlers == (0xFFFFFFC000330A00,)
+    assert len(log.overflows) == 1
+    assert log.complete

@@ -17,7 +17,7 @@ import pytest
 
 from harness.errors import HarnessTimeout, HostSetupError, InfraError
 from harness.timeouts import Timeouts
-from harness.vm.witness.session import Witness
+from harness.vm.witness.session import Discovery, Witness
 from tests.unit.vm.test_witness_records import OFFSETS, hit
 
 FAKE_GDB = """#!{python}
@@ -108,3 +108,48 @@ def test_disarming_what_was_never_armed_is_refused(tmp_path: Path) -> None:
 def test_a_missing_gdb_says_how_to_install_it(tmp_path: Path) -> None:
     with pytest.raises(HostSetupError, match="invoke setup"):
         witness(tmp_path, Monitor(), tmp_path / "no-such-gdb").arm(0x1000)
+
+
+LEAVES_BY_ITSELF = """#!{python}
+import json, os
+config = json.load(open(os.environ["PROFBENCH_WITNESS"]))
+with open(config["out"], "w") as out:
+    out.write(json.dumps({{"handler": 4096, "cpu": 0}}) + "\\n")
+    out.write({hits!r})
+    open(config["ready"], "w").write("ready\\n")
+    out.write(json.dumps({{"closed": "Remote connection closed"}}) + "\\n")
+    out.write(json.dumps({{"end": 2}}) + "\\n")
+"""
+
+
+def test_watch_uses_the_command_lines_gdbstub_and_finish_waits_for_gdb_to_leave(
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """A deterministic run's witness: no QMP at all, the handler found by gdbside itself."""
+    script = tmp_path / "gdb-multiarch"
+    hits = "".join(f"{hit(cpu, count)}\n" for cpu, count in ((0, 100), (1, 100)))
+    script.write_text(LEAVES_BY_ITSELF.format(python=sys.executable, hits=hits))
+    script.chmod(0o755)
+    with Witness(None, OFFSETS, tmp_path / "w", Timeouts(qmp_s=1.0), depth=8, nmi_on=True,
+                 gdb=str(script), port=1234) as w:  # fmt: skip
+        w.watch(Discovery(at=0xFFFFFFC008200000, image=(0xFFFFFFC008000000, 0xFFFFFFC009000000)))
+        config = json.loads((tmp_path / "w" / "witness-01.json").read_text())
+        log = w.finish(timeout_s=5.0)
+    assert config["port"] == 1234
+    assert config["address"] is None
+    assert config["discover"] == {"at": 0xFFFFFFC008200000,
+                                  "image": [0xFFFFFFC008000000, 0xFFFFFFC009000000]}  # fmt: skip
+    assert log.handlers == (4096,)
+    assert [(o.cpu, o.count) for o in log.overflows] == [(0, 100), (1, 100)]
+    assert log.complete
+
+
+def test_watch_needs_the_command_lines_port(tmp_path: Path) -> None:
+    with pytest.raises(InfraError, match="port"):
+        witness(tmp_path, Monitor(), fake_gdb(tmp_path, stops=True)).watch(Discovery(1, (2, 3)))
+
+
+def test_arming_without_a_port_or_qmp_is_refused(tmp_path: Path) -> None:
+    alone = Witness(None, OFFSETS, tmp_path / "w", Timeouts(qmp_s=1.0), depth=8, nmi_on=True)
+    with pytest.raises(InfraError, match="neither"):
+        alone.arm(0x1000)
