@@ -211,6 +211,12 @@ def junit_counts(xml_text: str) -> dict[str, int]:
     return counts
 
 
+def junit_properties(xml_text: str, name: str) -> tuple[str, ...]:
+    """Every value of the test-case property ``name`` in a JUnit file, in its order."""
+    return tuple(p.get("value", "") for case in ET.fromstring(xml_text).iter("testcase")
+                 for p in case.iter("property") if p.get("name") == name)  # fmt: skip
+
+
 def junit_failures(xml_text: str) -> tuple[str, ...]:
     """The ids (``classname::name``) of a JUnit file's failed test cases, in its order."""
     return tuple(t.name for t in from_junit(xml_text) if not t.ok)

@@ -272,6 +272,11 @@ class DrivenPair:
         return self.cover.describe() + after + (f": {self.why}" if self.why else "")
 
 
+#: The JUnit property a sanitizer test keeps each declared pair's outcome in, as JSON
+#: ``{pair name: met}`` (`RareRounds.outcome`): `invoke judge`'s card counts the pairs met.
+PAIRS_PROPERTY = "profbench-kcsan-pairs"
+
+
 @dataclass(frozen=True, slots=True)
 class RareRounds:
     """Every declared pair after the rare-writer rounds, and the rounds run and their time."""
@@ -279,6 +284,10 @@ class RareRounds:
     pairs: tuple[DrivenPair, ...]
     rounds: int
     seconds: float  # the rounds' host time, as ``run_round`` measured it
+
+    def outcome(self) -> dict[str, bool]:
+        """Each declared pair by name: met over the watch and the rounds (`PAIRS_PROPERTY`)."""
+        return {d.cover.name: d.cover.met for d in self.pairs}
 
     def describe(self, title: str) -> str:
         """One line: the watch, its rounds and their time, the pairs met, the rest named.

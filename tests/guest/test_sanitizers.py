@@ -25,6 +25,7 @@ wrapper wrote.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import KMEMLEAK, kmemleak_command, module_leaks
 from harness.agent.overlap import (
     OVERLAP_RUN,
+    PAIRS_PROPERTY,
     RARE_BUDGET_S,
     WatchSetup,
     declared_pairs,
@@ -153,6 +155,7 @@ def test_flavour_runs_clean_under_the_sanitizers(
         driven = [f"KCSAN pair {d.describe()}" for d in rounds.pairs if d.rounds or d.why]
         report += [rounds.describe(name), *driven]
         request.node.user_properties += [("profagent-report", line) for line in report]
+        request.node.user_properties.append((PAIRS_PROPERTY, json.dumps(rounds.outcome())))
         problems += rare.problems
     else:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from harness.cli.judge import CHECKS, Row, estimate, render_card, rerun_command
+from harness.cli.judge import CHECKS, Row, estimate, pairs_met, render_card, rerun_command
 
 SANITIZER_TEST = "tests.guest.test_sanitizers::test_x[myport]"
 
@@ -35,3 +35,11 @@ def test_the_card_names_each_failed_test_under_its_check() -> None:
     assert card[2].split()[:2] == ["debug", "FAILED"]
     assert card[3].split() == ["failed:", SANITIZER_TEST]
     assert card[-1].split() == ["debug", "invoke", "test", "-k", "s"]
+
+
+def test_the_kcsan_check_counts_the_pairs_met_and_names_each_unmet_one() -> None:
+    values = ['{"the core\'s producer-call count": true, "dt ring index": false}',
+              '{"kprof\'s block hand-off": false}']  # fmt: skip
+    assert pairs_met(values) == ("KCSAN pairs met 1 of 3 (UNJUDGED: dt ring index, "
+                                 "kprof's block hand-off)")  # fmt: skip
+    assert pairs_met(['{"a": true}']) == "KCSAN pairs met 1 of 1"
