@@ -276,7 +276,7 @@ def matrix(
 def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
           dump_memory: bool = False, deterministic: bool = False, record: bool = False,
           replay: bool = False, gdb: bool = False, no_snapshot: bool = False,
-          flavour_path: list[str] | None = None) -> None:  # fmt: skip
+          witness: bool = False, flavour_path: list[str] | None = None) -> None:  # fmt: skip
     """Run a reproduction scenario into a bundle, or (--bundle DIR) replay a bundle."""
     _use_flavours(flavour_path)
     if deterministic or record or replay or gdb:
@@ -286,7 +286,7 @@ def repro(c: Context, scenario: str, repeat: int = 0, bundle: bool = False,
         announce = functools.partial(print, flush=True)
         outcome = bundles.repro_deterministic(
             scenario, Cache.default(), bundle=bundle, kind=kind, repeat=repeat, gdb=gdb,
-            announce=announce)  # fmt: skip
+            witness=witness, announce=announce)  # fmt: skip
         print(texts.format_deterministic(outcome))
         if texts.deterministic_failed(outcome):
             raise Exit(code=4)

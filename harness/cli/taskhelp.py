@@ -132,6 +132,8 @@ REPRO = {
     "replay": "with --bundle: replay a recording (or re-run a --deterministic bundle) "
     "and compare every number with the recorded one",
     "gdb": "with --replay: start stopped, with QEMU's gdbstub on a port it prints",
+    "witness": "with --deterministic: gdb on QEMU's gdbstub from the start sees every "
+    "overflow the kernel hands the agent; judged against the run's counts and records",
     "no_snapshot": "boot each attempt's guest cold instead of restoring its snapshot "
     "(deterministic runs never use snapshots)",
     "flavour_path": FLAVOUR_PATH,

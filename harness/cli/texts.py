@@ -61,6 +61,10 @@ def format_deterministic(outcome: DeterministicResult) -> str:
     lines = [format_verdicts(outcome.repro)]
     lines += [f"note: {note}" for note in outcome.notes]
     lines.append(format_rows(outcome.rows, outcome.headers))
+    lines += [f"attempt {n}: {seen.summary()}" for n, seen in enumerate(outcome.witnessed, 1)]
+    if outcome.witness_logs_identical is not None:
+        same = "identical" if outcome.witness_logs_identical else "DIFFER"
+        lines.append(f"witness logs across attempts: {same}")
     lines.append(f"wall time per run: {', '.join(f'{s:.1f}s' for s in outcome.wall_s)}; "
                  f"bundle: {outcome.repro.bundle}")  # fmt: skip
     different = differing(outcome.rows)
@@ -73,8 +77,11 @@ def format_deterministic(outcome: DeterministicResult) -> str:
 
 
 def deterministic_failed(outcome: DeterministicResult) -> bool:
-    """Whether a number differed or an attempt's verdicts failed (``invoke repro`` exits 4)."""
-    return bool(differing(outcome.rows)) or outcome.repro.reproduced != outcome.repro.attempts
+    """Whether a number differed, an attempt's verdicts or witness failed (``repro`` exits 4)."""
+    witness = any(seen.status == "FAIL" for seen in outcome.witnessed)
+    logs = outcome.witness_logs_identical is False
+    return (bool(differing(outcome.rows)) or witness or logs
+            or outcome.repro.reproduced != outcome.repro.attempts)  # fmt: skip
 
 
 def format_matrix(name: str, form: str, *, keyword: str | None, flavours: tuple[str, ...]) -> str:

@@ -17,14 +17,16 @@ The bundle holds what a replay needs (`harness.scenarios.deterministic_bundle`).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.agent.driver import Agent
-from harness.agent.flavour import Script, behaviour
+from harness.agent.flavour import AgentRun, Script, behaviour
 from harness.agent.module.build import AgentBuild
 from harness.agent.module.spec import PMU_EVENTS
 from harness.agent.steps import GUEST_DIR
@@ -51,12 +53,14 @@ from harness.scenarios.repro import (
     run_agent,
     write_records,
 )
+from harness.scenarios.witnessing import WitnessPlan, WitnessReport, judge_witnessed
 from harness.timeouts import Timeouts, wait_until
 from harness.vm.argv import DeterministicKind, DeterministicRun, MachineSpec
 from harness.vm.machine import GuestVM
 from harness.vm.preflight import FACTS_COMMAND, check_facts, parse_facts, split_sections
 from harness.vm.record import RunRecord, spec_record
-from harness.vm.witness.session import free_tcp_port
+from harness.vm.witness.records import WitnessLog
+from harness.vm.witness.session import Witness, free_tcp_port
 
 LOG = logging.getLogger(__name__)
 #: How long a --gdb replay may stay open: a debugging session, not a test.
@@ -77,6 +81,7 @@ class DeterministicSetup:
     build: AgentBuild
     profctl: Path
     timeouts: Timeouts
+    witness: WitnessPlan | None = None  # where gdbside finds the handler (None: unwitnessed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +94,7 @@ class DeterministicAttempt:
     argv: tuple[str, ...]
     wall_s: float
     module_text: str  # where the agent's code was loaded ("" if unknown)
+    witness: WitnessReport | None = None  # what the witness saw, judged (None: unwitnessed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,8 @@ class DeterministicResult:
     headers: tuple[str, ...]  # what each value column of ``rows`` is
     wall_s: tuple[float, ...]
     notes: tuple[str, ...] = ()  # what the run did otherwise than an SSH run would
+    witnessed: tuple[WitnessReport, ...] = ()  # per attempt, where the witness watched
+    witness_logs_identical: bool | None = None  # every attempt's log alike (None: < 2)
 
 
 def input_free_script(scenario: Scenario) -> Script:
@@ -175,23 +183,41 @@ def attempt(setup: DeterministicSetup, run: DeterministicRun, workdir: Path,
     record.update(spec=spec_record(spec), deterministic={"kind": run.kind, "seed": run.seed,
                   "rr_file": str(run.rr_file) if run.rr_file else None})  # fmt: skip
     try:
-        vm, wall_s = _run_guest(setup, spec, workdir, on_gdb)
+        vm, wall_s, log = _run_guest(setup, spec, workdir, on_gdb)
         record.update(argv=list(vm.argv))
         record.add_timing("launch_to_poweroff", wall_s)
         collected = parse_results(vm.console_text())
-        verdicts, numbers = judge_collected(setup, collected, workdir)
+        verdicts, agent_run = judge_collected(setup, collected, workdir)
+        numbers = agent_run.numbers()
+        seen = None if log is None else _judge_witness(setup, agent_run, log, workdir)
     except BaseException as exc:
         record.finish(exc)
         raise
     record.finish(None)
     LOG.info("%s: %s run took %.1fs", vm.name, run.kind, wall_s)
     (workdir / "profagent.text").write_text(collected.module_text + "\n")
-    return DeterministicAttempt(workdir, verdicts, numbers, vm.argv, wall_s, collected.module_text)
+    if seen is not None:
+        numbers = {**numbers, **seen.numbers()}
+    return DeterministicAttempt(workdir, verdicts, numbers, vm.argv, wall_s, collected.module_text,
+                                seen)  # fmt: skip
 
 
-def _run_guest(setup: DeterministicSetup, spec: MachineSpec, workdir: Path,
-               on_gdb: Callable[[int], None]) -> tuple[GuestVM, float]:  # fmt: skip
-    """Launch QEMU, start the guest (or hand it to gdb), wait for its power-off."""
+def _judge_witness(setup: DeterministicSetup, run: AgentRun, log: WitnessLog,
+                   workdir: Path) -> WitnessReport:  # fmt: skip
+    """The witnessed overflows judged against the run; ``witness.json`` written."""
+    spec = setup.scenario.agent
+    flavour = behaviour(spec.flavour)
+    report = judge_witnessed(run, log, spec=spec, info=flavour.info,
+                             nmi_expected=setup.spec.nmi and spec.event != "cpu-clock")  # fmt: skip
+    (workdir / "witness.json").write_text(json.dumps(report.as_dict(), indent=1) + "\n")
+    LOG.info("%s", report.summary())
+    return report
+
+
+def _run_guest(
+    setup: DeterministicSetup, spec: MachineSpec, workdir: Path, on_gdb: Callable[[int], None]
+) -> tuple[GuestVM, float, WitnessLog | None]:
+    """Launch QEMU, start the guest (or hand it to gdb, or to the witness), await power-off."""
     run = spec.deterministic
     assert run is not None
     started = time.monotonic()
@@ -201,24 +227,45 @@ def _run_guest(setup: DeterministicSetup, spec: MachineSpec, workdir: Path,
         run_logged(["qemu-img", "create", "-f", "qcow2", str(run.snapshots), "4G"],
                    log=workdir / "qemu-img.log", what="creating the replay's snapshot file",
                    timeout_s=setup.timeouts.command_s)  # fmt: skip
-    with vm:
+    log = None
+    with vm, _witness(setup, run, workdir) as witness:
         if run.gdb_port is not None:
             said = vm.qmp.hmp("savevm start").strip()  # reverse execution seeks from it
             if said:
                 raise InfraError(f"QEMU could not take the replay's snapshot: {said}")
             on_gdb(run.gdb_port)
-        else:  # QMP is idle from here on: nothing host-timed reaches the vCPUs
+        elif witness is None:  # QMP is idle from here on: nothing host-timed reaches the vCPUs
             vm.qmp.execute("cont")
         # Only a recording performs host actions: rr logs them, and the replay repeats
         # them from the log. See `SKIPPED_ACTIONS` for why a deterministic run does not.
         actions = host_actions(setup.scenario, vm) if run.kind == "record" else {}
         _await_poweroff(vm, actions, _budget_s(setup.timeouts, run, spec.topology.cpus))
+        if witness is not None:
+            log = witness.finish(timeout_s=setup.timeouts.qmp_s * 3)
     vm.check_console(what=f"{vm.name} during its input-free run")
     if vm.exitcode() != 0:  # a guest power-off exits 0; e.g. a cut rr log exits 1
         output = vm.qemu_log.read_text(errors="replace").strip()[-2000:]
         raise InfraError(f"QEMU exited with status {vm.exitcode()} during the {run.kind} "
                          f"run: {output or 'no output'} (log {vm.qemu_log})")  # fmt: skip
-    return vm, time.monotonic() - started
+    return vm, time.monotonic() - started, log
+
+
+@contextlib.contextmanager
+def _witness(setup: DeterministicSetup, run: DeterministicRun,
+             workdir: Path) -> Iterator[Witness | None]:  # fmt: skip
+    """Gdb on the command line's gdbstub, watching for the handler (None: unwitnessed).
+
+    Its ``continue`` starts the guest: QMP sends nothing. gdb is stopped by its PID on
+    the way out, whatever happened.
+    """
+    plan = setup.witness
+    if run.witness_port is None or plan is None:
+        yield None
+        return
+    with Witness(None, plan.offsets, workdir / "witness", setup.timeouts, depth=plan.depth,
+                 nmi_on=plan.nmi_on, port=run.witness_port) as witness:  # fmt: skip
+        witness.watch(plan.discovery)
+        yield witness
 
 
 #: vCPUs one command budget covers in an input-free run (see `_budget_s`).
@@ -263,8 +310,8 @@ def _await_poweroff(vm: GuestVM, actions: Mapping[str, Callable[[], None]],
 
 def judge_collected(
     setup: DeterministicSetup, collected: Collected, workdir: Path
-) -> tuple[tuple[Verdict, ...], dict[str, int]]:
-    """Run the scenario's runner over what the guest reported; its verdicts and numbers.
+) -> tuple[tuple[Verdict, ...], AgentRun]:
+    """Run the scenario's runner over what the guest reported; its verdicts and the run.
 
     :raise EnvironmentMismatch: the guest is not the machine asked for (preflight).
     :raise InfraError: the guest ran other commands than the runner sends.
@@ -279,13 +326,18 @@ def judge_collected(
                                   problems)  # fmt: skip
     run = run_agent(setup.scenario, agent_for(setup, shell, workdir), setup.script)
     write_records(run, workdir / "samples.csv")
-    return judge(setup.scenario.expect, run, behaviour(setup.scenario.agent.flavour)), run.numbers()
+    return judge(setup.scenario.expect, run, behaviour(setup.scenario.agent.flavour)), run
 
 
 def deterministic_run(kind: DeterministicKind, seed: int, rr_file: Path | None = None,
-                      gdb_dir: Path | None = None) -> DeterministicRun:  # fmt: skip
-    """One attempt's `DeterministicRun`; with ``gdb_dir``, a free gdbstub port and snapshot file."""
+                      gdb_dir: Path | None = None, *,
+                      witness: bool = False) -> DeterministicRun:  # fmt: skip
+    """One attempt's `DeterministicRun`; with ``gdb_dir``, a free gdbstub port and snapshot file.
+
+    ``witness``: a free gdbstub port for the witness (a ``deterministic`` run only).
+    """
     if gdb_dir is None:
-        return DeterministicRun(kind=kind, seed=seed, rr_file=rr_file)
+        port = free_tcp_port() if witness else None
+        return DeterministicRun(kind=kind, seed=seed, rr_file=rr_file, witness_port=port)
     return DeterministicRun(kind=kind, seed=seed, rr_file=rr_file, gdb_port=free_tcp_port(),
                             snapshots=gdb_dir / "snapshots.qcow2")  # fmt: skip

@@ -52,6 +52,7 @@ from harness.scenarios.load import (
     scenario_source,
 )
 from harness.scenarios.repro import ReproResult, _as_named, _verdict_dict, write_bundle_ktap
+from harness.scenarios.witnessing import witness_plan
 from harness.timeouts import Timeouts
 from harness.vm.argv import FIXED_RTC_BASE, DeterministicKind, DeterministicRun, MachineSpec
 from harness.vm.record import host_facts, new_run_dir, spec_record
@@ -62,12 +63,14 @@ EXTRA_CPIO = "guest/extra.cpio"
 
 
 def run_deterministic(scenario: Scenario, cache: Cache, *, kind: DeterministicKind, attempts: int,
-                      out: Path | None = None,
-                      mutant: str = NONE) -> DeterministicResult:  # fmt: skip
+                      out: Path | None = None, mutant: str = NONE,
+                      witness: bool = False) -> DeterministicResult:  # fmt: skip
     """Run ``scenario`` input-free ``attempts`` times under ``mode`` into a new bundle.
 
     ``record`` needs a 1-vCPU scenario; ``deterministic`` takes any. ``mutant`` builds
     a deliberate sabotage in (guest tests of budgets only make sense under ``-icount``).
+    ``witness`` (``deterministic`` only) has the witness watch every attempt
+    (`harness.scenarios.witnessing`) and judges what it saw.
 
     :raise ConfigError: the scenario cannot run deterministically (KVM, several vCPUs to record).
     :raise GuestError: a run crashed or hung.
@@ -75,17 +78,19 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, kind: DeterministicKi
     """
     if kind == "replay":
         raise ConfigError("a replay starts from a bundle: invoke repro --bundle DIR --replay")
+    if witness and kind != "deterministic":
+        raise ConfigError("the witness watches --deterministic runs only (not --record)")
     spec = _spec(scenario, kind)  # refuses what cannot run deterministically, before any bundle
     bundle = out or new_run_dir("repro", scenario.name)
     (bundle / "scenario.toml").write_text(scenario_source(scenario))
     (bundle / "scenario.json").write_text(json.dumps(scenario_record(scenario), indent=1) + "\n")
     images = prepare_images(spec.arch, scenario.guest.variant, cache,
                             kernel=KernelChoice(scenario.guest.kernel))  # fmt: skip
-    setup = _setup(scenario, spec, images, cache, bundle, mutant=mutant)
+    setup = _setup(scenario, spec, images, cache, bundle, mutant=mutant, witness=witness)
     try:
         done = [
-            attempt(setup, _attempt_run(kind, scenario.seed, bundle / f"attempt-{n}"),
-                    bundle / f"attempt-{n}")
+            attempt(setup, _attempt_run(kind, scenario.seed, bundle / f"attempt-{n}",
+                                        witness=witness), bundle / f"attempt-{n}")
             for n in range(1, attempts + 1)
         ]  # fmt: skip
     finally:
@@ -98,8 +103,10 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, kind: DeterministicKi
     return replace(result, notes=tuple(f"{name}: {SKIPPED_ACTIONS}" for name in skipped))
 
 
-def _attempt_run(kind: DeterministicKind, seed: int, workdir: Path) -> DeterministicRun:
-    return deterministic_run(kind, seed, workdir / "rr.bin" if kind == "record" else None)
+def _attempt_run(kind: DeterministicKind, seed: int, workdir: Path, *,
+                 witness: bool) -> DeterministicRun:  # fmt: skip
+    rr_file = workdir / "rr.bin" if kind == "record" else None
+    return deterministic_run(kind, seed, rr_file, witness=witness)
 
 
 def _spec(scenario: Scenario, kind: DeterministicKind) -> MachineSpec:
@@ -115,8 +122,8 @@ def _spec(scenario: Scenario, kind: DeterministicKind) -> MachineSpec:
 
 
 def _setup(scenario: Scenario, spec: MachineSpec, images: GuestImages, cache: Cache,
-           bundle: Path, *, timeouts: Timeouts | None = None,
-           mutant: str = NONE) -> DeterministicSetup:  # fmt: skip
+           bundle: Path, *, timeouts: Timeouts | None = None, mutant: str = NONE,
+           witness: bool = False) -> DeterministicSetup:  # fmt: skip
     """Build the agent and profctl, plan the guest's commands, write the extra cpio."""
     build = export_agent(scenario.agent, images, cache, bundle / "agent", mutant=mutant)
     draft = DeterministicSetup(scenario=scenario, spec=spec, kernel=images.files.kernel,
@@ -124,7 +131,9 @@ def _setup(scenario: Scenario, spec: MachineSpec, images: GuestImages, cache: Ca
                                initrd=bundle / "guest" / "initrd.cpio", plan=GuestPlan(()),
                                script=input_free_script(scenario), build=build,
                                profctl=build_profctl(spec.arch, cache),
-                               timeouts=timeouts or Timeouts.from_env())  # fmt: skip
+                               timeouts=timeouts or Timeouts.from_env(),
+                               witness=witness_plan(images, cache, nmi_on=spec.nmi)
+                               if witness else None)  # fmt: skip
     (bundle / "plan").mkdir(exist_ok=True)
     setup = replace(draft, plan=plan_guest(draft, bundle / "plan"))
     extra = bundle / EXTRA_CPIO
@@ -159,13 +168,15 @@ def _manifest(kind: DeterministicKind, scenario: Scenario, spec: MachineSpec,
         "agent_ko_sha256": file_sha256(setup.build.ko),
         "timeout_scale": setup.timeouts.scale,
         "commands": list(setup.plan.commands),
+        "witness": setup.witness is not None,
         "not_deterministic": dict(NOT_DETERMINISTIC),
         "host_actions_not_performed": {
             name: SKIPPED_ACTIONS for name in skipped_actions(scenario) if kind == "deterministic"
         },
         "attempts": [{"dir": a.workdir.name, "argv": list(a.argv), "numbers": dict(a.numbers),
                       "wall_s": round(a.wall_s, 3), "profagent_text": a.module_text,
-                      "rr_file": f"{a.workdir.name}/rr.bin" if kind == "record" else None}
+                      "rr_file": f"{a.workdir.name}/rr.bin" if kind == "record" else None,
+                      "witness": a.witness.status if a.witness else None}
                      for a in done],
     }  # fmt: skip
 
@@ -182,10 +193,22 @@ def _result(bundle: Path, scenario: Scenario, done: Sequence[DeterministicAttemp
               "deterministic": True, "manifest": MANIFEST,
               "wall_s": [round(a.wall_s, 3) for a in done],
               "across_attempts": summary_record(rows)}  # fmt: skip
+    seen = tuple(a.witness for a in done if a.witness is not None)
+    same = witness_logs_identical([a.workdir for a in done]) if seen else None
+    if seen:
+        record["witness"] = {"status": [w.status for w in seen], "logs_identical": same}
     write_json_atomic(bundle / "bundle.json", record)
     write_bundle_ktap(bundle, scenario.name, verdicts)
     return DeterministicResult(ReproResult(bundle, len(done), reproduced, verdicts), rows,
-                               tuple(headers), tuple(a.wall_s for a in done))  # fmt: skip
+                               tuple(headers), tuple(a.wall_s for a in done), witnessed=seen,
+                               witness_logs_identical=same)  # fmt: skip
+
+
+def witness_logs_identical(workdirs: Sequence[Path]) -> bool | None:
+    """Whether every attempt's witness log holds the same bytes (None: fewer than two)."""
+    logs = [w / "witness" / "witness-01.jsonl" for w in workdirs]
+    texts = {log.read_bytes() for log in logs if log.is_file()}
+    return len(texts) == 1 if len([log for log in logs if log.is_file()]) > 1 else None
 
 
 def is_deterministic_bundle(bundle: Path) -> bool:
@@ -219,15 +242,19 @@ def replay_deterministic(bundle: Path, cache: Cache, *, gdb: bool = False,
     _check_identities(bundle, manifest, images)
     out = new_run_dir("repro", f"{scenario.name}-replay")
     shutil.copy2(bundle / "scenario.toml", out / "scenario.toml")
+    # A witnessed bundle is re-run witnessed: gdb's stops restart the round-robin slice
+    # of vCPUs, so the witness is part of what the numbers were measured under.
+    witness = bool(manifest.get("witness")) and kind == "deterministic" and not gdb
     setup = _replay_setup(bundle, manifest, scenario=scenario, spec=spec, images=images,
-                          cache=cache, out=out)  # fmt: skip
+                          cache=cache, out=out, witness=witness)  # fmt: skip
     recorded = manifest["attempts"][0]
     rr_file = bundle / recorded["rr_file"] if recorded["rr_file"] else None
     workdir = out / "replay"
     try:
         workdir.mkdir()
         gdb_dir = workdir if gdb else None
-        again = attempt(setup, deterministic_run(kind, scenario.seed, rr_file, gdb_dir), workdir,
+        run = deterministic_run(kind, scenario.seed, rr_file, gdb_dir, witness=witness)
+        again = attempt(setup, run, workdir,
                         lambda port: announce(gdb_hint(port, setup, bundle, recorded)))  # fmt: skip
     finally:
         setup.initrd.unlink(missing_ok=True)
@@ -271,11 +298,12 @@ def _check_identities(bundle: Path, manifest: dict[str, object], images: GuestIm
 
 
 def _replay_setup(bundle: Path, manifest: dict[str, object], *, scenario: Scenario,
-                  spec: MachineSpec, images: GuestImages, cache: Cache,
-                  out: Path) -> DeterministicSetup:  # fmt: skip
+                  spec: MachineSpec, images: GuestImages, cache: Cache, out: Path,
+                  witness: bool) -> DeterministicSetup:  # fmt: skip
     scale = manifest["timeout_scale"]
     assert isinstance(scale, float | int)
-    setup = _setup(scenario, spec, images, cache, out, timeouts=Timeouts().scaled_by(scale))
+    setup = _setup(scenario, spec, images, cache, out, timeouts=Timeouts().scaled_by(scale),
+                   witness=witness)  # fmt: skip
     if file_sha256(setup.build.ko) != manifest["agent_ko_sha256"]:
         raise ConfigError(
             "the agent module built now differs from the recorded one (the "
@@ -323,12 +351,14 @@ def argv_differences(recorded: Sequence[str], now: Sequence[str],
 
 
 def repro_deterministic(target: str, cache: Cache, *, bundle: bool, kind: DeterministicKind,
-                        repeat: int = 0, gdb: bool = False,
+                        repeat: int = 0, gdb: bool = False, witness: bool = False,
                         announce: Callable[[str], None] = lambda _: None,
                         ) -> DeterministicResult:  # fmt: skip
     """What ``invoke repro`` runs for ``--deterministic``, ``--record`` and ``--replay``.
 
     ``target`` is a scenario (name or path), or with ``bundle`` a bundle directory.
+    ``witness``: watch a ``--deterministic`` run's overflows from gdb (a replay of a
+    witnessed bundle is witnessed by itself).
 
     :raise ConfigError: the options do not fit together, or the scenario cannot run
         deterministically.
@@ -344,4 +374,5 @@ def repro_deterministic(target: str, cache: Cache, *, bundle: bool, kind: Determ
     attempts = repeat or (2 if kind == "deterministic" else 1)
     if kind == "record" and attempts != 1:
         raise ConfigError("--record makes one recording; replay it with --bundle DIR --replay")
-    return run_deterministic(scenario, cache, kind=kind, attempts=attempts)
+    return run_deterministic(scenario, cache, kind=kind, attempts=attempts,
+                             witness=witness and kind == "deterministic")  # fmt: skip

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
+from harness.agent.values.results import Judged, Violation
 from harness.cli.texts import (
     deterministic_failed,
     format_across,
@@ -14,6 +16,7 @@ from harness.cli.texts import (
 from harness.scenarios.deterministic import DeterministicResult
 from harness.scenarios.identity import NumberRow
 from harness.scenarios.repro import ReproResult, Verdict
+from harness.scenarios.witnessing import WitnessReport
 
 HELD, FAILED = Verdict("IRQ holds", True, "3"), Verdict("lost < 2", False, "5")
 
@@ -46,3 +49,20 @@ def test_a_deterministic_run_fails_on_a_differing_number(tmp_path: Path) -> None
     )
     same = DeterministicResult(outcome.repro, rows[:1], ("1", "2"), (1.0, 2.0))
     assert not deterministic_failed(same)
+
+
+def test_a_witnessed_deterministic_run_says_what_the_witness_saw_and_fails_on_it(
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    rows = (NumberRow("witness.0.overflows", (5, 5), "identical"),)
+    held = WitnessReport({0: 5}, {0: 5}, None, (), (Judged("WITNESS", 5, "x", part="counts"),),
+                         (), None, "PMU sampling off", 5, 0)  # fmt: skip
+    caught = replace(held, violations=(Violation("WITNESS", 0, "6", "7", "counts"),))
+    outcome = DeterministicResult(ReproResult(tmp_path, 2, 2, ()), rows, ("1", "2"), (1.0, 2.0),
+                                  witnessed=(held, held), witness_logs_identical=True)  # fmt: skip
+    text = format_deterministic(outcome)
+    assert "attempt 1: witness: PASS: overflows witnessed CPU 0 5; compared counts 5" in text
+    assert "witness logs across attempts: identical" in text
+    assert not deterministic_failed(outcome)
+    assert deterministic_failed(replace(outcome, witnessed=(held, caught)))
+    assert deterministic_failed(replace(outcome, witness_logs_identical=False))

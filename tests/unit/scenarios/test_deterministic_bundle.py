@@ -27,6 +27,8 @@ from harness.scenarios.deterministic_bundle import (
     argv_differences,
     replay_deterministic,
     repro_deterministic,
+    run_deterministic,
+    witness_logs_identical,
 )
 from harness.scenarios.identity import NOT_DETERMINISTIC
 from harness.scenarios.inputfree import GuestPlan
@@ -163,7 +165,8 @@ def test_the_manifest_holds_what_a_replay_needs(tmp_path: Path) -> None:
     assert record["attempts"] == [{"dir": "attempt-1", "argv": ["qemu", "-S"],
                                    "numbers": {"samples": 16}, "wall_s": 3.21,
                                    "profagent_text": "0xffffffc000330000",
-                                   "rr_file": "attempt-1/rr.bin"}]  # fmt: skip
+                                   "rr_file": "attempt-1/rr.bin", "witness": None}]  # fmt: skip
+    assert record["witness"] is False  # a replay of it is not witnessed either
     deterministic = _manifest("deterministic", scenario, ONE, images(tmp_path, "K", "R"), setup,
                               done)  # fmt: skip
     assert isinstance(deterministic["attempts"], list)
@@ -173,3 +176,20 @@ def test_the_manifest_holds_what_a_replay_needs(tmp_path: Path) -> None:
 def test_a_deterministic_run_names_the_pause_it_leaves_out() -> None:
     assert skipped_actions(load_scenario(find_scenario("nmi-ab-on"))) == ("pause-2",)
     assert skipped_actions(load_scenario(find_scenario("tprof-tp-d1-quirk"))) == ()
+
+
+def test_only_a_deterministic_run_is_witnessed(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--deterministic runs only"):
+        run_deterministic(load_scenario(find_scenario("tprof-tp-d1-quirk")), Cache(tmp_path),
+                          kind="record", attempts=1, witness=True)  # fmt: skip
+    assert not any(tmp_path.iterdir())  # refused before anything was built
+
+
+def test_witness_logs_are_compared_byte_for_byte(tmp_path: Path) -> None:
+    attempts = [tmp_path / f"attempt-{n}" for n in (1, 2, 3)]
+    for n, workdir in enumerate(attempts):
+        (workdir / "witness").mkdir(parents=True)
+        (workdir / "witness" / "witness-01.jsonl").write_text('{"end": 5}\n' if n < 2 else "")
+    assert witness_logs_identical(attempts[:2]) is True
+    assert witness_logs_identical(attempts) is False
+    assert witness_logs_identical(attempts[:1]) is None  # nothing to compare with
