@@ -61,7 +61,10 @@ def format_deterministic(outcome: DeterministicResult) -> str:
     lines = [format_verdicts(outcome.repro)]
     lines += [f"note: {note}" for note in outcome.notes]
     lines.append(format_rows(outcome.rows, outcome.headers))
-    lines += [f"attempt {n}: {seen.summary()}" for n, seen in enumerate(outcome.witnessed, 1)]
+    labels = outcome.witness_labels or tuple(f"attempt {n}" for n, _ in
+                                             enumerate(outcome.witnessed, 1))  # fmt: skip
+    lines += [f"{label}: {seen.summary()}"
+              for label, seen in zip(labels, outcome.witnessed, strict=True)]  # fmt: skip
     if outcome.witness_logs_identical is not None:
         same = "identical" if outcome.witness_logs_identical else "DIFFER"
         lines.append(f"witness logs across attempts: {same}")

@@ -107,6 +107,7 @@ class DeterministicResult:
     wall_s: tuple[float, ...]
     notes: tuple[str, ...] = ()  # what the run did otherwise than an SSH run would
     witnessed: tuple[WitnessReport, ...] = ()  # per attempt, where the witness watched
+    witness_labels: tuple[str, ...] = ()  # which attempt each of ``witnessed`` is
     witness_logs_identical: bool | None = None  # every attempt's log alike (None: < 2)
 
 

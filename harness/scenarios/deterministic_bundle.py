@@ -52,7 +52,12 @@ from harness.scenarios.load import (
     scenario_source,
 )
 from harness.scenarios.repro import ReproResult, _as_named, _verdict_dict, write_bundle_ktap
-from harness.scenarios.witnessing import witness_plan
+from harness.scenarios.witnessing import (
+    WITNESS_ASIDE,
+    WITNESSED_CPUS_MAX,
+    witness_logs_identical,
+    witness_plan,
+)
 from harness.timeouts import Timeouts
 from harness.vm.argv import FIXED_RTC_BASE, DeterministicKind, DeterministicRun, MachineSpec
 from harness.vm.record import host_facts, new_run_dir, spec_record
@@ -69,8 +74,10 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, kind: DeterministicKi
 
     ``record`` needs a 1-vCPU scenario; ``deterministic`` takes any. ``mutant`` builds
     a deliberate sabotage in (guest tests of budgets only make sense under ``-icount``).
-    ``witness`` (``deterministic`` only) has the witness watch every attempt
-    (`harness.scenarios.witnessing`) and judges what it saw.
+    ``witness`` (``deterministic`` only) has the witness watch (`harness.scenarios.witnessing`)
+    and judges what it saw: every attempt of a 1-vCPU guest, where witnessed runs repeat
+    each other; with more vCPUs they do not (`WITNESS_ASIDE`), so the attempts compared
+    run unwitnessed and one more attempt (``witnessed/``) is witnessed and judged apart.
 
     :raise ConfigError: the scenario cannot run deterministically (KVM, several vCPUs to record).
     :raise GuestError: a run crashed or hung.
@@ -87,20 +94,30 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, kind: DeterministicKi
     images = prepare_images(spec.arch, scenario.guest.variant, cache,
                             kernel=KernelChoice(scenario.guest.kernel))  # fmt: skip
     setup = _setup(scenario, spec, images, cache, bundle, mutant=mutant, witness=witness)
+    each = witness and spec.topology.cpus <= WITNESSED_CPUS_MAX
     try:
         done = [
             attempt(setup, _attempt_run(kind, scenario.seed, bundle / f"attempt-{n}",
-                                        witness=witness), bundle / f"attempt-{n}")
+                                        witness=each), bundle / f"attempt-{n}")
             for n in range(1, attempts + 1)
         ]  # fmt: skip
+        aside = None
+        if witness and not each:
+            run = _attempt_run(kind, scenario.seed, bundle / "witnessed", witness=True)
+            aside = attempt(setup, run, bundle / "witnessed")
     finally:
         setup.initrd.unlink(missing_ok=True)  # rootfs + extra cpio: rebuilt for a replay
     manifest = _manifest(kind, scenario, spec, images, setup, done)
+    if aside is not None:
+        manifest["witnessed_aside"] = _attempt_record(aside, kind)
     write_json_atomic(bundle / MANIFEST, manifest)
     result = _result(bundle, scenario, done, [f"attempt {n}" for n in range(1, attempts + 1)],
-                     [a.numbers for a in done])  # fmt: skip
+                     [a.numbers for a in done], aside=aside)  # fmt: skip
     skipped = skipped_actions(scenario) if kind == "deterministic" else ()
-    return replace(result, notes=tuple(f"{name}: {SKIPPED_ACTIONS}" for name in skipped))
+    notes = [f"{name}: {SKIPPED_ACTIONS}" for name in skipped]
+    if aside is not None:
+        notes.append(f"witness: {WITNESS_ASIDE}")
+    return replace(result, notes=tuple(notes))
 
 
 def _attempt_run(kind: DeterministicKind, seed: int, workdir: Path, *,
@@ -168,22 +185,25 @@ def _manifest(kind: DeterministicKind, scenario: Scenario, spec: MachineSpec,
         "agent_ko_sha256": file_sha256(setup.build.ko),
         "timeout_scale": setup.timeouts.scale,
         "commands": list(setup.plan.commands),
-        "witness": setup.witness is not None,
+        "witness": any(a.witness is not None for a in done),
         "not_deterministic": dict(NOT_DETERMINISTIC),
         "host_actions_not_performed": {
             name: SKIPPED_ACTIONS for name in skipped_actions(scenario) if kind == "deterministic"
         },
-        "attempts": [{"dir": a.workdir.name, "argv": list(a.argv), "numbers": dict(a.numbers),
-                      "wall_s": round(a.wall_s, 3), "profagent_text": a.module_text,
-                      "rr_file": f"{a.workdir.name}/rr.bin" if kind == "record" else None,
-                      "witness": a.witness.status if a.witness else None}
-                     for a in done],
+        "attempts": [_attempt_record(a, kind) for a in done],
     }  # fmt: skip
 
 
+def _attempt_record(a: DeterministicAttempt, kind: DeterministicKind) -> dict[str, object]:
+    return {"dir": a.workdir.name, "argv": list(a.argv), "numbers": dict(a.numbers),
+            "wall_s": round(a.wall_s, 3), "profagent_text": a.module_text,
+            "rr_file": f"{a.workdir.name}/rr.bin" if kind == "record" else None,
+            "witness": a.witness.status if a.witness else None}  # fmt: skip
+
+
 def _result(bundle: Path, scenario: Scenario, done: Sequence[DeterministicAttempt],
-            headers: Sequence[str],
-            numbers: Sequence[Mapping[str, int]]) -> DeterministicResult:  # fmt: skip
+            headers: Sequence[str], numbers: Sequence[Mapping[str, int]], *,
+            aside: DeterministicAttempt | None = None) -> DeterministicResult:  # fmt: skip
     rows = compare_attempts(numbers)
     verdicts = tuple(a.verdicts for a in done)
     reproduced = sum(all(v.held for v in one) for one in verdicts)
@@ -193,22 +213,22 @@ def _result(bundle: Path, scenario: Scenario, done: Sequence[DeterministicAttemp
               "deterministic": True, "manifest": MANIFEST,
               "wall_s": [round(a.wall_s, 3) for a in done],
               "across_attempts": summary_record(rows)}  # fmt: skip
-    seen = tuple(a.witness for a in done if a.witness is not None)
-    same = witness_logs_identical([a.workdir for a in done]) if seen else None
+    labelled = [(f"attempt {n}", a) for n, a in enumerate(done, 1)]
+    if aside is not None:
+        labelled.append((f"witnessed attempt ({aside.wall_s:.1f}s, not compared)", aside))
+    seen = tuple(a.witness for _, a in labelled if a.witness is not None)
+    labels = tuple(label for label, a in labelled if a.witness is not None)
+    same = witness_logs_identical([a.workdir for a in done if a.witness is not None])
     if seen:
-        record["witness"] = {"status": [w.status for w in seen], "logs_identical": same}
+        record["witness"] = {"status": [w.status for w in seen], "logs_identical": same,
+                             "aside": aside is not None,
+                             "aside_verdicts": [_verdict_dict(v) for v in aside.verdicts]
+                             if aside else []}  # fmt: skip
     write_json_atomic(bundle / "bundle.json", record)
     write_bundle_ktap(bundle, scenario.name, verdicts)
     return DeterministicResult(ReproResult(bundle, len(done), reproduced, verdicts), rows,
                                tuple(headers), tuple(a.wall_s for a in done), witnessed=seen,
-                               witness_logs_identical=same)  # fmt: skip
-
-
-def witness_logs_identical(workdirs: Sequence[Path]) -> bool | None:
-    """Whether every attempt's witness log holds the same bytes (None: fewer than two)."""
-    logs = [w / "witness" / "witness-01.jsonl" for w in workdirs]
-    texts = {log.read_bytes() for log in logs if log.is_file()}
-    return len(texts) == 1 if len([log for log in logs if log.is_file()]) > 1 else None
+                               witness_labels=labels, witness_logs_identical=same)  # fmt: skip
 
 
 def is_deterministic_bundle(bundle: Path) -> bool:

@@ -28,11 +28,11 @@ from harness.scenarios.deterministic_bundle import (
     replay_deterministic,
     repro_deterministic,
     run_deterministic,
-    witness_logs_identical,
 )
 from harness.scenarios.identity import NOT_DETERMINISTIC
 from harness.scenarios.inputfree import GuestPlan
 from harness.scenarios.load import find_scenario, load_scenario
+from harness.scenarios.witnessing import witness_logs_identical
 from harness.timeouts import Timeouts
 from harness.vm.argv import DeterministicRun, MachineSpec, build_argv
 from harness.vm.topology import CpuTopology
