@@ -3,8 +3,7 @@
 Pure: strings in, strings or values out; `harness.agent.driver` runs them in a
 guest. A step is one profctl command (see `harness.agent.profctl`); ``FD`` is
 the descriptor the first ``open`` gets, the agent's device. A plan names the steps
-whose results it wants (`Named`, `named`; `name_step` for one inside steps built
-elsewhere), and asks `Results` for them by name::
+whose results it wants (`Named`, `named`), and asks `Results` for them by name::
 
     plan = (*named("irq", cat_step(PROC_INTERRUPTS)), *workload_steps(SamplingPlan((0, 2))),
             inject_step("all", 100), kick_step(), *counters_steps())
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 
 from harness.agent import flavours, profctl
 from harness.agent.values.results import CORE_NAMES, AgentCounters
-from harness.errors import AgentStepError, ConfigError, InfraError
+from harness.errors import AgentStepError, InfraError
 
 GUEST_DIR = "/tmp/profagent"
 DEBUGFS = "/sys/kernel/debug/profagent"
@@ -72,19 +71,6 @@ class Named:
 def named(name: str, *steps: str) -> tuple[Named, ...]:
     """``steps`` under ``name``: `Results.all` gives their results in this order."""
     return tuple(Named(step, name) for step in steps)
-
-
-def name_step(plan: Sequence[str | Named], step: str, name: str) -> tuple[str | Named, ...]:
-    """``plan`` with each bare ``step`` in it named ``name``.
-
-    For a result inside steps another function built, e.g. the GETSTAT of tprof's
-    ``collect_steps``: the plan's texts stay as they were.
-
-    :raise ConfigError: ``plan`` has no bare ``step``.
-    """
-    if step not in plan:
-        raise ConfigError(f"no unnamed step {step!r} in the plan to name {name!r}")
-    return tuple(Named(s, name) if s == step else s for s in plan)
 
 
 def texts(plan: Sequence[str | Named]) -> tuple[str, ...]:

@@ -17,13 +17,15 @@ import pytest
 from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
-from harness.agent.flavours.tprof.data import TPROF, TPROF_PARAM, samples_per_buffer
+from harness.agent.flavours.tprof.data import TPROF, samples_per_buffer
 from harness.agent.flavours.tprof.oracles import (
     applicable_oracles,
 )
 from harness.agent.flavours.tprof.run import (
+    GETSTAT,
     PARTIAL_READ_LIMIT,
     PARTIAL_READ_S,
+    START,
     RunContext,
     collect_steps,
     decode_stat,
@@ -44,7 +46,6 @@ from harness.agent.steps import (
     SamplingPlan,
     inject_step,
     kick_step,
-    name_step,
     texts,
 )
 from harness.builder.images import GuestImages
@@ -140,9 +141,8 @@ def test_tp_d2_zero_estimate(agent: Agent, request: pytest.FixtureRequest) -> No
     """est_freq = 0 gives S = 0: fixed START refuses it, the quirk loses everything."""
     fixed = EXACT.with_params(est_freq=0)
     agent.load(fixed)
-    start = ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size))
-    steps = (*name_step(start_steps(), start, "start"), profctl.close_step(3))
-    assert Results.of(steps, agent.steps(texts(steps))).one("start").errno == "EINVAL"
+    steps = (*start_steps(), profctl.close_step(3))
+    assert Results.of(steps, agent.steps(texts(steps))).one(START).errno == "EINVAL"
 
     faithful = replace(EXACT, quirks=TP_D2).with_params(est_freq=0)
     run, _ = scripted_run(
@@ -235,24 +235,22 @@ def test_tp_o7_control_errors(agent: Agent, quirks: int) -> None:
 
 def test_tp_o6_stats_survive_stop_start_and_reset_on_close(agent: Agent) -> None:
     agent.load(EXACT)
-    start = ioctl_step("TPROF_IOC_START", bytes(24))
-    getstat = ioctl_step("TPROF_IOC_GETSTAT")
     steps = (
         *start_steps(),
         inject_step(0, 4),
         ioctl_step("TPROF_IOC_STOP"),
-        start,
+        ioctl_step("TPROF_IOC_START", bytes(24)),
         inject_step(0, 3),
-        *name_step(collect_steps(), getstat, "getstat"),  # STOP, read, counters, GETSTAT, close
+        *collect_steps(),  # STOP, read, counters, GETSTAT (named), close
         profctl.open_step(DEVICE),
-        Named(getstat, "getstat_reopened"),
+        Named(ioctl_step("TPROF_IOC_GETSTAT"), "getstat_reopened"),
         profctl.close_step(3),
     )
     results = Results.of(steps, agent.steps(texts(steps)))
     r = results.results
     assert all(x.ok for x in r), [x.describe() for x in r if not x.ok]
     reset = dict.fromkeys(decode_stat(bytes(48)), 0)
-    assert decode_stat(results.one("getstat").out_bytes)["sample"] == 7  # cumulative: both runs
+    assert decode_stat(results.one(GETSTAT).out_bytes)["sample"] == 7  # cumulative: both runs
     assert decode_stat(results.one("getstat_reopened").out_bytes) == reset
 
 

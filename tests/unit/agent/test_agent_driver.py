@@ -70,11 +70,11 @@ def test_debugfs_write_steps(step: str, expected: str) -> None:
 
 
 def test_start_opens_the_device_then_starts_with_a_zero_param() -> None:
-    assert start_steps() == ("open:/dev/profagent", START)
+    assert texts(start_steps()) == ("open:/dev/profagent", START)
 
 
 def test_start_step_carries_starts_number_and_24_zero_bytes() -> None:
-    op, fd, request, size, data = start_steps()[1].split(":")
+    op, fd, request, size, data = texts(start_steps())[1].split(":")
     start = TPROF.ioctl("TPROF_IOC_START")
     assert (op, fd, int(request, 16), int(size)) == ("ioctl", "3", start.number, 24)
     assert bytes.fromhex(data) == bytes(24)

@@ -41,7 +41,7 @@ from harness.agent.profctl import (
 )
 from harness.agent.profctl_build import build_profctl
 from harness.agent.profctl_run import MAX_COMMAND, run_profctl
-from harness.agent.steps import Named, Results, name_step, texts
+from harness.agent.steps import Named, Results, texts
 from harness.agent.truth.elfsyms import symbol_span
 from harness.builder.cache import Cache, file_sha256
 from harness.errors import BuildError, ConfigError, GuestCommandError, InfraError
@@ -126,16 +126,6 @@ def test_results_are_asked_for_by_the_name_of_the_step_that_made_them() -> None:
         results.one("cat")
     with pytest.raises(InfraError, match="5 profctl results for 6 steps"):
         Results.of(plan, results.results[:-1])
-
-
-def test_a_step_inside_a_plan_built_elsewhere_is_named_in_place() -> None:
-    plan: tuple[str | Named, ...] = (STEPS[0], Named(STEPS[3], "cat"), STEPS[3], STEPS[4], STEPS[3])
-    named = name_step(plan, STEPS[3], "read")
-    assert texts(named) == texts(plan)
-    assert named == (STEPS[0], Named(STEPS[3], "cat"), Named(STEPS[3], "read"), STEPS[4],
-                     Named(STEPS[3], "read"))  # fmt: skip
-    with pytest.raises(ConfigError, match="no unnamed step 'sleep:1' in the plan to name 'nap'"):
-        name_step(plan, "sleep:1", "nap")
 
 
 def test_parse_output_with_empty_ioctl_buffer() -> None:

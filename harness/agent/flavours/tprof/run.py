@@ -98,19 +98,27 @@ def ioctl_step(name: str, data: bytes = b"") -> str:
     return profctl.ioctl_step(FD, ioctl.number, ioctl.arg_size, data)
 
 
-def start_steps() -> tuple[str, ...]:
-    """Open the device and START (the seed ignores START's argument)."""
-    return (profctl.open_step(DEVICE), ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size)))
+#: The names a plan's START and GETSTAT carry (`start_steps`, `collect_steps`).
+START, GETSTAT = "start", "getstat"
+
+
+def start_steps() -> tuple[str | Named, ...]:
+    """Open the device and START, named `START` (the seed ignores START's argument)."""
+    start = ioctl_step("TPROF_IOC_START", bytes(TPROF_PARAM.size))
+    return (profctl.open_step(DEVICE), Named(start, START))
 
 
 def collect_steps() -> tuple[str | Named, ...]:
-    """STOP, read the stream to EOF, read every debugfs file (`counters_steps`), GETSTAT, close."""
+    """STOP, read the stream to EOF, read every debugfs file (`counters_steps`), GETSTAT, close.
+
+    GETSTAT is named `GETSTAT`.
+    """
     return (
         ioctl_step("TPROF_IOC_STOP"),
         profctl.timeout_step(60),
         profctl.read_step(FD, SAMPLES, READ_CHUNK),
         *counters_steps(),
-        ioctl_step("TPROF_IOC_GETSTAT"),
+        Named(ioctl_step("TPROF_IOC_GETSTAT"), GETSTAT),
         profctl.close_step(FD),
     )
 
