@@ -121,7 +121,7 @@ class CiStage:
 #: quiet host), where 295 MiB stay free with KASAN's shadow. The kcsan kernel's truth
 #: tests run on 2 vCPUs beside each other, not in its 8-vCPU sanitizer stage, whose one
 #: guest fills both host cores; so does its sanitizer test again, where each vCPU has a
-#: core and the rare-writer rounds run (`harness.agent.overlap.drive_rare_writers`: 4
+#: core and the rare-writer rounds run (`harness.agent.rarerounds.drive_rare_writers`: 4
 #: flavours in 162 s wall on 2 workers; on 8 vCPUs they would take 653 s and meet nothing).
 CI_STAGES: tuple[CiStage, ...] = (
     CiStage("debug", GuestRequest(cpus=2, variant="debug", memory_mib=512),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from harness import ktap
 from harness.agent.mutants import survivors, tally
-from harness.agent.overlap import PAIRS_PROPERTY
+from harness.agent.rarerounds import PAIRS_PROPERTY
 from harness.builder.cache import Cache
 from harness.cli.mutantruns import MutationRequest, run_mutants
 from harness.cli.session import GuestRequest

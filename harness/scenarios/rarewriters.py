@@ -9,7 +9,7 @@ count (`CALLS`). The file is kept, and ``invoke repro FILE`` replays it::
     case = rare_case("kprof", pair.drive, "1s1cl2c1t", cpus=2)
     result = run_case(agent, case, out_dir)      # harness.scenarios.stress: run, judge
 
-The overlap watch runs it beside its spinners (`harness.agent.overlap.drive_rare_writers`).
+The overlap watch runs it beside its spinners (`harness.agent.rarerounds.drive_rare_writers`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ and statistics (`harness.agent.overlap`), with KCSAN's watch rate and stalls set
 stated model (`harness.vm.kcsan`); KCSAN's counters over them are reported, and a watch
 that set no watchpoint fails as UNJUDGED: its clean console proved nothing. Each declared
 pair the watch did not meet has its rare-writer run repeated beside the spinners
-(`harness.agent.overlap.drive_rare_writers`, `RareRun`) up to the model's cap or a
+(`harness.agent.rarerounds.drive_rare_writers`, `RareRun`) up to the model's cap or a
 budget; a pair still not met is UNJUDGED by name in the report. On ``debug``
 (which also has lockdep, atomic-sleep checks and kmemleak) kmemleak is scanned at the end
 of each flavour's test, while its module is loaded so that a leak's backtrace can name it:
@@ -38,15 +38,13 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.evidence import KMEMLEAK, kmemleak_command, module_leaks
 from harness.agent.overlap import (
     OVERLAP_RUN,
-    PAIRS_PROPERTY,
-    RARE_BUDGET_S,
     WatchSetup,
     declared_pairs,
-    drive_rare_writers,
     host_share,
     overlap_watch,
     pair_covers,
 )
+from harness.agent.rarerounds import PAIRS_PROPERTY, RARE_BUDGET_S, drive_rare_writers
 from harness.agent.truth.nmitrace import (
     TRACED_CASE,
     TRACED_VARIANT,

@@ -93,7 +93,7 @@ class RareWriters:
     that drains often, or none so that the rings stay full). ``name`` says what it does
     in the report (``"16 KiB blocks, a reader draining"``). The overlap watch runs it beside
     its spinners while a pair that names it is not met, up to the model's cap
-    (`harness.agent.overlap.drive_rare_writers`).
+    (`harness.agent.rarerounds.drive_rare_writers`).
     """
 
     name: str

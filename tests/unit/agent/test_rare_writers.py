@@ -10,7 +10,8 @@ import pytest
 
 from harness.agent import flavours
 from harness.agent.flavour import behaviour
-from harness.agent.overlap import CAP_FACTOR, declared_pairs, drive_rare_writers
+from harness.agent.overlap import SAMPLING, declared_pairs
+from harness.agent.rarerounds import CAP_FACTOR, drive_rare_writers
 from harness.agent.values.stress import RacePair, RareWriters
 from harness.scenarios.load import load_scenario
 from harness.scenarios.rarewriters import rare_case
@@ -100,10 +101,20 @@ def test_a_pair_another_drive_does_not_meet_stays_unjudged_by_name() -> None:
 
 
 def test_the_cores_pair_is_driven_by_the_flavours_first_drive() -> None:
-    pairs = declared_pairs([RacePair("hand-off", "h", drive=SMALL), RacePair("x", "x")])
-    assert [p.name for p in pairs] == ["the core's producer-call count", "hand-off", "x"]
+    pairs = declared_pairs([RacePair("hand-off", "h", drive=SMALL),
+                            RacePair("reader", "r", in_nmi=False)])  # fmt: skip
+    assert [p.name for p in pairs] == ["the core's producer-call count", "hand-off", "reader"]
     assert pairs[0].drive == SMALL
-    assert declared_pairs([])[0].drive is None
+    assert pairs[2].drive is None  # sampling does not move a reader's index: none made up
+
+
+def test_a_pair_written_in_nmi_with_no_drive_is_driven_by_sampling() -> None:
+    # A scaffolded port declares no drive: on 2 vCPUs its ring index and the core's count
+    # went unmet over its standard and exact runs, and no round ran.
+    core, ring = declared_pairs([RacePair("ring index", "percpu.{cpu}.x_recorded")])
+    assert core.drive == SAMPLING
+    assert ring.drive == SAMPLING
+    assert declared_pairs([])[0].drive == SAMPLING
 
 
 def test_the_budget_stops_a_drive_the_model_says_cannot_finish() -> None:

@@ -153,7 +153,7 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     return dt_run(agent, fast, plan)
 
 
-#: The overlap watch's rare-writer runs (`harness.agent.overlap.drive_rare_writers`): the
+#: The overlap watch's rare-writer runs (`harness.agent.rarerounds.drive_rare_writers`): the
 #: overlap run's period, no busy loop; a reader draining every ring, or none, so that
 #: every CPU's ring (15 events) stays full and each sample counts a drop.
 DRAINED = RareWriters(

@@ -126,7 +126,7 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     return hwpmc_run(agent, fast, plan)
 
 
-#: The overlap watch's rare-writer run (`harness.agent.overlap.drive_rare_writers`): one SS
+#: The overlap watch's rare-writer run (`harness.agent.rarerounds.drive_rare_writers`): one SS
 #: PMC a CPU at the overlap run's period, the timer sweeping every 1 ms (not 4).
 OFTEN_SWEPT = RareWriters("the sweep every 1 ms", {"period": OVERLAP_PERIOD, "sweep_us": 1000},
                           ({"op": "idle", "ms": OVERLAP_MS},))  # fmt: skip

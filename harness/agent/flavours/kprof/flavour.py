@@ -112,7 +112,7 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     return kprof_run(agent, fast, plan)
 
 
-#: The overlap watch's rare-writer run (`harness.agent.overlap.drive_rare_writers`): the
+#: The overlap watch's rare-writer run (`harness.agent.rarerounds.drive_rare_writers`): the
 #: smallest blocks (16 KiB) of the largest records (16 PCs, padded: 108 a block, not
 #: 545), so a block is handed off every 108 samples; a reader drains the queue.
 SMALL_BLOCKS = RareWriters(

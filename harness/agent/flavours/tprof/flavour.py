@@ -86,7 +86,7 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
     return tprof_run(agent, replace(spec, period=OVERLAP_PERIOD), plan)
 
 
-#: The overlap watch's rare-writer run (`harness.agent.overlap.drive_rare_writers`): the
+#: The overlap watch's rare-writer run (`harness.agent.rarerounds.drive_rare_writers`): the
 #: auto drain at its shortest interval (10 ms, not 1000), each swapping every CPU's buffer.
 OFTEN_DRAINED = RareWriters("the auto drain every 10 ms",
                             {"period": OVERLAP_PERIOD, "drain": "auto", "drain_ms": 10},
