@@ -3,6 +3,8 @@
 Each test boots its own input-free guests (no pool: deterministic runs take no SSH), one at
 a time. ``tprof-tp-d1-quirk`` is the 1-vCPU scenario recorded and replayed;
 ``dt-d1-fixed-4cpu`` the shipped multi-vCPU one run twice under ``--deterministic``.
+Witnessed (``--witness``): ``tprof-throttling`` on 1 vCPU twice, every record paired,
+alike with its witness logs, and with ``drop_7th_overflow`` built in, caught by the witness.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 import shutil
 import subprocess
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,12 +23,17 @@ from harness.builder.cache import Cache
 from harness.scenarios.deterministic import DeterministicResult
 from harness.scenarios.deterministic_bundle import replay_deterministic, run_deterministic
 from harness.scenarios.identity import differing
-from harness.scenarios.load import find_scenario, load_scenario
+from harness.scenarios.load import Scenario, find_scenario, load_scenario
+from harness.scenarios.witnessing import WitnessReport
 from harness.timeouts import Timeouts
+from harness.vm.topology import CpuTopology
 
 pytestmark = [pytest.mark.guest, pytest.mark.selftest]
 RECORDED = "tprof-tp-d1-quirk"
 MULTI = "dt-d1-fixed-4cpu"
+PAIRED = "tprof-throttling"  # PMU sampling on, no injected burst: WITNESS pairs every record
+NO_GDB = pytest.mark.skipif(shutil.which("gdb-multiarch") is None,
+                            reason="no gdb-multiarch: `invoke setup` installs it")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +89,7 @@ def gdb_session(port: int, vmlinux: Path, timeouts: Timeouts) -> str:
     return done.stdout + done.stderr
 
 
-@pytest.mark.skipif(shutil.which("gdb-multiarch") is None,
-                    reason="no gdb-multiarch: `invoke setup` installs it")  # fmt: skip
+@NO_GDB
 def test_gdb_steps_a_replay_backwards(
     recording: DeterministicResult, cache: Cache, timeouts: Timeouts
 ) -> None:
@@ -112,3 +119,45 @@ def test_gdb_steps_a_replay_backwards(
     result = outcome[0]
     assert isinstance(result, DeterministicResult), result
     assert differing(result.rows) == []  # going backwards changed nothing recorded
+
+
+def parts(report: WitnessReport) -> dict[str, int]:
+    return {judged.part or "pairs": judged.n for judged in report.judged}
+
+
+def one_vcpu_sampling() -> Scenario:
+    """``tprof-throttling`` on 1 vCPU: PMU sampling on, no burst (every record paired),
+    about 2000 overflows; on 1 vCPU witnessed runs repeat (README, "Deterministic runs")."""
+    scenario = load_scenario(find_scenario(PAIRED))
+    return replace(scenario, guest=replace(scenario.guest, topology=CpuTopology()))
+
+
+@NO_GDB
+def test_a_witnessed_run_pairs_every_record_and_repeats_with_its_witness_log(
+    cache: Cache,
+) -> None:  # fmt: skip
+    result = run_deterministic(one_vcpu_sampling(), cache, kind="deterministic", attempts=2,
+                               witness=True)  # fmt: skip
+    assert differing(result.rows) == []
+    assert result.witness_logs_identical is True
+    assert len(result.witnessed) == 2
+    for report in result.witnessed:
+        assert report.status == "PASS", report.violations
+        assert report.handlers  # found through perf_event_create_kernel_counter's x3
+        assert report.pairing is not None, report.unpaired
+        assert report.pairing.compared > 0
+        assert parts(report)["counts"] > 0
+        assert not report.pairing.mismatches
+    assert numbers_of(result)["witness.0.overflows"][0] == parts(result.witnessed[0])["counts"]
+
+
+@NO_GDB
+def test_the_witness_catches_an_agent_that_drops_an_overflow(cache: Cache) -> None:
+    """drop_7th_overflow: every 7th overflow returns before any counter sees it."""
+    result = run_deterministic(one_vcpu_sampling(), cache, kind="deterministic", attempts=1,
+                               witness=True, mutant="drop_7th_overflow")  # fmt: skip
+    (report,) = result.witnessed
+    assert report.status == "FAIL"
+    counted = [v for v in report.violations if v.detail == "counts"]
+    assert counted, report.violations
+    assert all(int(v.observed) > int(v.expected.split()[0]) for v in counted)
