@@ -133,7 +133,8 @@ REPRO = {
     "and compare every number with the recorded one",
     "gdb": "with --replay: start stopped, with QEMU's gdbstub on a port it prints",
     "witness": "with --deterministic: gdb on QEMU's gdbstub from the start sees every "
-    "overflow the kernel hands the agent; judged against the run's counts and records",
+    "overflow the kernel hands the agent, judged against the run's counts and records "
+    "(1 vCPU: every attempt; more: one extra attempt, not compared)",
     "no_snapshot": "boot each attempt's guest cold instead of restoring its snapshot "
     "(deterministic runs never use snapshots)",
     "flavour_path": FLAVOUR_PATH,
