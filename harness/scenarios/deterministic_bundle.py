@@ -54,9 +54,9 @@ from harness.scenarios.load import (
 from harness.scenarios.repro import ReproResult, _as_named, _verdict_dict, write_bundle_ktap
 from harness.scenarios.witnessing import (
     WITNESS_ASIDE,
-    WITNESSED_CPUS_MAX,
     witness_logs_identical,
     witness_plan,
+    witnessed_attempts,
 )
 from harness.timeouts import Timeouts
 from harness.vm.argv import FIXED_RTC_BASE, DeterministicKind, DeterministicRun, MachineSpec
@@ -94,7 +94,7 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, kind: DeterministicKi
     images = prepare_images(spec.arch, scenario.guest.variant, cache,
                             kernel=KernelChoice(scenario.guest.kernel))  # fmt: skip
     setup = _setup(scenario, spec, images, cache, bundle, mutant=mutant, witness=witness)
-    each = witness and spec.topology.cpus <= WITNESSED_CPUS_MAX
+    each, apart = witnessed_attempts(witness, spec.topology.cpus)
     try:
         done = [
             attempt(setup, _attempt_run(kind, scenario.seed, bundle / f"attempt-{n}",
@@ -102,7 +102,7 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, kind: DeterministicKi
             for n in range(1, attempts + 1)
         ]  # fmt: skip
         aside = None
-        if witness and not each:
+        if apart:
             run = _attempt_run(kind, scenario.seed, bundle / "witnessed", witness=True)
             aside = attempt(setup, run, bundle / "witnessed")
     finally:

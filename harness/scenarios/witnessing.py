@@ -57,6 +57,14 @@ Status = Literal["PASS", "FAIL", "UNJUDGED"]
 
 #: vCPUs up to which witnessed attempts are compared with each other (see `WITNESS_ASIDE`).
 WITNESSED_CPUS_MAX = 1
+
+
+def witnessed_attempts(witness: bool, cpus: int) -> tuple[bool, bool]:
+    """(every compared attempt witnessed, one more witnessed apart) for a guest of ``cpus``."""
+    each = witness and cpus <= WITNESSED_CPUS_MAX
+    return each, witness and not each
+
+
 #: Why a guest of more vCPUs is witnessed in an attempt of its own, not compared.
 WITNESS_ASIDE = (
     "the attempts compared ran unwitnessed and one more (witnessed/) was witnessed and judged "

@@ -19,7 +19,12 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content_view import ContentView
 from harness.agent.oracles.evidence import Injections, KernelEvidence
 from harness.agent.values.samples import Sample
-from harness.scenarios.witnessing import WitnessReport, judge_witnessed, pairing_applies
+from harness.scenarios.witnessing import (
+    WitnessReport,
+    judge_witnessed,
+    pairing_applies,
+    witnessed_attempts,
+)
 from harness.vm.witness.records import WitnessLog, parse_log
 from tests.unit.vm.test_witness_records import OFFSETS, hit
 
@@ -127,3 +132,11 @@ def test_paired_records_are_held_to_the_witness_and_a_wrong_pc_is_caught() -> No
     assert report.status == "FAIL"
     assert report.pairing is not None
     assert report.pairing.by_field["pc"] == 1
+
+
+def test_one_vcpu_is_witnessed_in_every_attempt_more_in_one_apart() -> None:
+    """A gdb stop is deterministic on 1 vCPU only (README, "Deterministic runs")."""
+    assert witnessed_attempts(True, 1) == (True, False)
+    assert witnessed_attempts(True, 2) == (False, True)
+    assert witnessed_attempts(False, 1) == (False, False)
+    assert witnessed_attempts(False, 4) == (False, False)
