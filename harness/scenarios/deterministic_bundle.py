@@ -37,6 +37,7 @@ from harness.scenarios.deterministic import (
     DeterministicResult,
     DeterministicSetup,
     attempt,
+    attempt_apart,
     deterministic_run,
     input_free_script,
     plan_guest,
@@ -104,7 +105,7 @@ def run_deterministic(scenario: Scenario, cache: Cache, *, kind: DeterministicKi
         aside = None
         if apart:
             run = _attempt_run(kind, scenario.seed, bundle / "witnessed", witness=True)
-            aside = attempt(setup, run, bundle / "witnessed")
+            aside = attempt_apart(setup, run, bundle / "witnessed")
     finally:
         setup.initrd.unlink(missing_ok=True)  # rootfs + extra cpio: rebuilt for a replay
     manifest = _manifest(kind, scenario, spec, images, setup, done)

@@ -156,6 +156,12 @@ class WitnessReport:
                 + (f"; records not paired: {self.unpaired}" if self.unpaired else ""))  # fmt: skip
 
 
+def unjudged_witness(why: str) -> WitnessReport:
+    """The report of a witnessed attempt that compared nothing, and ``why``."""
+    nothing = Judged(ORACLE, 0, "overflows witnessed", why, part="counts")
+    return WitnessReport({}, {}, None, (), (nothing,), (), None, why, -1, 0)
+
+
 def pairing_applies(spec: AgentSpec, run: AgentRun) -> str:
     """Why WITNESS cannot pair this run's records one to one ("" where it can).
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -19,12 +20,16 @@ from harness.agent.module.spec import AgentSpec
 from harness.agent.oracles.content_view import ContentView
 from harness.agent.oracles.evidence import Injections, KernelEvidence
 from harness.agent.values.samples import Sample
+from harness.errors import GuestError, HarnessTimeout
+from harness.scenarios import deterministic
+from harness.scenarios.deterministic import DeterministicAttempt, DeterministicSetup
 from harness.scenarios.witnessing import (
     WitnessReport,
     judge_witnessed,
     pairing_applies,
     witnessed_attempts,
 )
+from harness.vm.argv import DeterministicRun
 from harness.vm.witness.records import WitnessLog, parse_log
 from tests.unit.vm.test_witness_records import OFFSETS, hit
 
@@ -140,3 +145,27 @@ def test_one_vcpu_is_witnessed_in_every_attempt_more_in_one_apart() -> None:
     assert witnessed_attempts(True, 2) == (False, True)
     assert witnessed_attempts(False, 1) == (False, False)
     assert witnessed_attempts(False, 4) == (False, False)
+
+
+def test_a_witnessed_attempt_apart_that_hangs_is_unjudged_and_a_crash_is_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside other guests a multi-vCPU witnessed attempt can stop making progress."""
+
+    def hangs(*_: object) -> DeterministicAttempt:
+        hung = GuestError("did not finish its input-free run and power off")
+        hung.__cause__ = HarnessTimeout("guest to power off", 360.0)  # as _await_poweroff's
+        raise hung
+
+    def crashes(*_: object) -> DeterministicAttempt:
+        raise GuestError("Kernel panic - not syncing")
+
+    setup, run = cast(DeterministicSetup, None), DeterministicRun(kind="deterministic", seed=1)
+    monkeypatch.setattr(deterministic, "attempt", hangs)
+    aside = deterministic.attempt_apart(setup, run, tmp_path)
+    assert aside.witness is not None
+    assert aside.witness.status == "UNJUDGED"
+    assert "did not finish" in aside.witness.summary()
+    monkeypatch.setattr(deterministic, "attempt", crashes)
+    with pytest.raises(GuestError, match="panic"):
+        deterministic.attempt_apart(setup, run, tmp_path)
