@@ -212,10 +212,11 @@ def shell(c: Context, cpus: str | None = None, topology: str | None = None, arch
 def bench(c: Context, out: str | None = None, cold: bool = True, repeats: int = 3,
           matrix: str = "quick", test_wall: bool = False, only_boots: bool = False,
           against: str | None = None, k: str | None = None, rounds: int = 1,
-          kernel: str = "6.1", kernel_src: str | None = None) -> None:  # fmt: skip
+          warmup: bool = False, kernel: str = "6.1",
+          kernel_src: str | None = None) -> None:  # fmt: skip
     """Measure build, boot, restore, agent and matrix times; write JSON and print a table."""
     if against is not None:
-        wall = againstmod.TestWall(keyword=k, rounds=rounds)
+        wall = againstmod.TestWall(keyword=k, rounds=rounds, warmup=warmup)
         found = benchmod.run_against(against, wall, Path(out) if out else None)
         print(benchmod.format_against(found))
         return

@@ -82,6 +82,8 @@ BENCH = {
     "by side (with or without --test-wall; nothing else is measured)",
     "k": "with --against: the tests to time (pytest -k; default the whole tier)",
     "rounds": "with --against: REV-then-this-tree rounds",
+    "warmup": "with --against: run each tree's tier once, untimed, before the rounds "
+    "(agents whose template changed are built there)",
     "kernel": GUEST["kernel"],
     "kernel_src": GUEST["kernel_src"],
 }

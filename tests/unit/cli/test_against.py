@@ -72,3 +72,22 @@ def test_both_trees_run_alternately_rev_first_each_timed_with_its_status(tmp_pat
     assert format_rows(found)[0] == ("invoke test --cpus 8, main", "110.0", "100.0", "120.0")
     assert format_rows(found)[-1] == ("this tree / against", "0.227", "", "")
     assert ("invoke images, main, before timing", "210.0", "", "") in format_rows(found)
+
+
+def test_a_warm_up_runs_each_tree_once_untimed_before_the_rounds(tmp_path: Path) -> None:
+    seen: list[Path] = []
+    walls = iter([(1.0, 0), (1.0, 0), (90.0, 0), (140.0, 0), (100.0, 0), (110.0, 0)])
+
+    def run(argv: Sequence[str], cwd: Path, log: Path) -> tuple[float, int]:
+        seen.append(cwd)
+        log.write_text("")
+        return next(walls)
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    found = compare_test_wall(old, "main", TestWall(rounds=1, warmup=True), here=new, run=run)
+    # The new tree's first run built its agents (140 s): a warm-up, not a timed round.
+    assert [(b["tree"], b.get("what"), b["wall_s"]) for b in found["builds"][2:]] == [
+        ("main", "warm-up", 90.0), ("this tree", "warm-up", 140.0)
+    ]  # fmt: skip
+    assert (found["against_median_s"], found["this_median_s"]) == (100.0, 110.0)
+    assert ("invoke test, warm-up, this tree, before timing", "140.0", "", "") in format_rows(found)
