@@ -32,6 +32,7 @@ from harness.agent.oracles.evidence import (
     injections_of,
     interrupt_reads,
 )
+from harness.agent.oracles.memo import by_identity
 from harness.agent.oracles.walks import walks_of
 from harness.agent.runner import AgentLike
 from harness.agent.steps import (
@@ -152,6 +153,7 @@ class StreamRun(RunEvidence, Generic[_Record_co]):
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, [s.cpu for s in self.samples])
         return flat | content_numbers(self.content())
 
+    @by_identity  # judged by check, judged and report: made once (`memo`)
     def content(self) -> ContentView:
         """Its samples and the ground truth, for the content oracles."""
         samples = tuple(record.sample() for record in self.samples)

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from harness.agent.oracles.content_view import ContentView
 from harness.agent.oracles.frames import FrameVerdict, judge_frames
 from harness.agent.oracles.laws import zero
+from harness.agent.oracles.memo import by_identity
 from harness.agent.oracles.walks import WALKED, check_walks, length_of
 from harness.agent.truth import program
 from harness.agent.truth.elfsyms import FunctionTable
@@ -65,6 +66,7 @@ def chain_checked(view: ContentView) -> tuple[list[Sample], list[Sample]]:
     return leaf, probe
 
 
+@by_identity  # asked by check, judged and the report's numbers of one view (`memo`)
 def frame_verdict(view: ContentView) -> FrameVerdict:
     """CHAIN's general law (`harness.agent.oracles.frames`) on every chain whose code is known.
 

@@ -40,6 +40,7 @@ from harness.agent.oracles.content_view import (
     timed,
 )
 from harness.agent.oracles.laws import zero
+from harness.agent.oracles.memo import by_identity
 from harness.agent.oracles.report import verdict_lines
 from harness.agent.oracles.walks import walk_numbers
 from harness.agent.oracles.where import (
@@ -92,7 +93,8 @@ def check_mode(samples: Sequence[Sample]) -> list[Violation]:
                                                      else kernel_address(s.pc))))]  # fmt: skip
 
 
-def judge_content(view: ContentView) -> list[Judged]:
+@by_identity  # asked by ``judged`` and the report of one view (`memo`)
+def judge_content(view: ContentView) -> tuple[Judged, ...]:
     """What each applicable content oracle compared (`Judged`; n = 0: UNJUDGED, with why).
 
     MODE: every sample. WHO: the samples in the workload's text, those in code only a
@@ -122,7 +124,7 @@ def judge_content(view: ContentView) -> list[Judged]:
             found.append(Judged("CHAIN", walked, "records' stop causes against the core's "
                                 "walks (walk)", part="walk",
                                 why="no record carries a walk's stop cause"))  # fmt: skip
-    return found
+    return tuple(found)
 
 
 def content_numbers(view: ContentView) -> dict[str, int]:

@@ -216,11 +216,25 @@ def judge_frames(
     *,
     entry_known: Callable[[Sample], bool] = lambda _sample: True,
 ) -> FrameVerdict:
-    """The law over ``samples``, each against the tables ``tables_of`` gives it."""
+    """The law over ``samples``, each against the tables ``tables_of`` gives it.
+
+    A chain is judged once per run: samples with the same PC, mode and return addresses
+    against the same tables (by identity) share its verdict, their faults naming each
+    sample (a busy loop repeats its chains: kprof's standard run, 8 vCPUs, 118 400 chains
+    in 1.75 s before).
+    """
     faults: list[FrameFault] = []
     judged = frames = targets = unknown = 0
+    # keyed by the tables' id, which holding them in the value keeps from being reused
+    seen: dict[tuple[int, bool, int, bool, tuple[int, ...]],
+               tuple[Tables, list[FrameFault], _Count]] = {}  # fmt: skip
     for sample in samples:
-        found, count = judge_chain(sample, tables_of(sample), entry_known=entry_known(sample))
+        tables, known = tables_of(sample), entry_known(sample)
+        key = (id(tables), known, sample.pc, sample.user, sample.chain)
+        if key not in seen:
+            seen[key] = (tables, *judge_chain(sample, tables, entry_known=known))
+        _, first, count = seen[key]
+        found = [FrameFault(sample, f.index, f.why) for f in first]
         faults += found
         judged += count.frames > 0
         frames, targets = frames + count.frames, targets + count.targets

@@ -355,3 +355,25 @@ def test_on_linux_6_12_a_return_address_after_a_call_is_one(tmp_path: Path) -> N
     sample = Sample(0, 0xFFFF80008010B28C, 1, 1, False, (0xFFFF80008010B624,))
     verdict = frames.judge_frames([sample], lambda _: (table,))
     assert (verdict.faults, verdict.frames) == ((), 1)
+
+
+def test_a_repeated_chain_is_counted_and_faulted_for_every_sample_that_carries_it() -> None:
+    wrong = (RET["outer"], RET["main"])  # outer's call of middle under leaf: a fault
+    right = (RET["middle"], RET["outer"], RET["main"])
+    samples = [Sample(cpu, LEAF_PC, 1, 1, True, chain)
+               for cpu in (0, 1, 2) for chain in (wrong, right)]  # fmt: skip
+    verdict = frames.judge_frames(samples, lambda _: (TABLE,))
+    assert [(f.sample.cpu, f.index) for f in verdict.faults] == [(0, 0), (1, 0), (2, 0)]
+    assert all(f.sample.chain == wrong for f in verdict.faults)
+    one = frames.judge_frames(samples[:2], lambda _: (TABLE,))
+    assert (verdict.samples, verdict.frames, verdict.targets, verdict.unknown) == (
+        3 * one.samples, 3 * one.frames, 3 * one.targets, 3 * one.unknown)  # fmt: skip
+    # the same chain against other tables is judged again, in the same call: where outer
+    # calls leaf itself, the chain holds
+    other = (FunctionTable((
+        fn("main", BASE, (Call(0x20, True, "outer"),)),
+        fn("outer", BASE + 0x100, (Call(0x20, True, "leaf"),)),
+        fn("leaf", BASE + 0x400),
+    )),)  # fmt: skip
+    mixed = frames.judge_frames(samples, lambda s: other if s.cpu == 1 else (TABLE,))
+    assert [f.sample.cpu for f in mixed.faults] == [0, 2]

@@ -16,6 +16,7 @@ from harness.agent.flavours.dt.data import DT_STACK_MAX
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
+from harness.agent.oracles.memo import by_identity
 from harness.agent.oracles.walks import walks_of
 from harness.agent.values.results import flat_numbers
 from harness.agent.values.samples import Sample, callers
@@ -119,6 +120,7 @@ class DtRun(RunEvidence):
         flat = flat_numbers(after.gstats, after.percpu, self.core, [e.cpu for e in self.events])
         return flat | content_numbers(self.content())
 
+    @by_identity  # judged by check, judged and report: made once (`memo`)
     def content(self) -> ContentView:
         """Its events as samples for the content oracles (chains of `DT_STACK_MAX` PCs)."""
         return view_of([e.sample() for e in self.events], self.truth, chain_depth=DT_STACK_MAX,

@@ -17,6 +17,7 @@ from harness.agent.flavours.hwpmc.data import HWPMC_LOG_REC
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
+from harness.agent.oracles.memo import by_identity
 from harness.agent.oracles.walks import walks_of
 from harness.agent.values.results import AgentCounters, flat_numbers
 from harness.agent.values.samples import Sample
@@ -185,6 +186,7 @@ class HwpmcRun(RunEvidence):
         flat = flat_numbers(snap.stats, snap.stats_percpu, snap.core, [r.cpu for r in self.log])
         return flat | content_numbers(self.content())
 
+    @by_identity  # judged by check, judged and report: made once (`memo`)
     def content(self) -> ContentView:
         """The log's records as samples for the content oracles (chains of callchaindepth)."""
         samples = tuple(

@@ -16,6 +16,7 @@ from harness.agent.flavours.kprof.data import KPROF
 from harness.agent.oracles.content import content_numbers
 from harness.agent.oracles.content_view import ContentView, view_of
 from harness.agent.oracles.evidence import RunEvidence
+from harness.agent.oracles.memo import by_identity
 from harness.agent.values.results import flat_numbers
 from harness.agent.values.samples import Sample, callers
 
@@ -111,6 +112,7 @@ class KprofRun(RunEvidence):
         flat = flat_numbers(last.stats, last.percpu, self.core, [r.cpu for r in self.trace])
         return flat | content_numbers(self.content())
 
+    @by_identity  # judged by check, judged and report: made once (`memo`)
     def content(self) -> ContentView:
         """Its traces as samples for the content oracles.
 
