@@ -68,13 +68,20 @@ BUSY_MS = 1500
 CHAIN_DEPTH = 8
 TRUTH_SLACK_MS = 700
 PROBE_MS = 200
+#: On one vCPU the probe waits this long past the workloads' phase: half the slack, so a
+#: workload started late by up to that still ended before the probe spins.
+PROBE_AFTER_MS = TRUTH_SLACK_MS // 2
 
 
 def _standard(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
     """Busy loops on every CPU, the ground-truth workloads beside them (traces of depth ≥ 8).
 
-    The IRQ-off probe spins `PROBE_MS` on the last CPU: its samples (pseudo-NMI on) have
-    a kernel call path CHAIN knows.
+    The IRQ-off probe spins `PROBE_MS` on the first CPU: its samples (pseudo-NMI on) have
+    a kernel call path CHAIN knows. Never in the zero workload's phase on its CPU (the
+    last): kprof's kernel traces carry no pid, so WHERE's kernel half there counts every
+    kernel sample on that CPU in the phase, and the probe's 200 ms would be among them
+    (8 vCPUs, a busy host: 30 of 294 in the zeroing loop, the bound 40). On one vCPU it
+    spins after the workloads' phase, `PROBE_AFTER_MS` into the slack.
 
     The workloads end `TRUTH_SLACK_MS` before the sleep does, so their output is
     complete when it is read (no ``wait``: the background reader ends only at stop).
@@ -88,16 +95,21 @@ def _standard_for(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...], ms: 
     The workloads last ``ms`` less `TRUTH_SLACK_MS`, at least `MIN_MS` (the sleep then
     outlasts them by the slack).
     """
+    depth = max(spec.param("trace_depth"), CHAIN_DEPTH)
+    plan = KprofPlan(body=standard_body(cpus, ms), background_reader=True)
+    deep = spec.with_params(trace_depth=depth)
+    return isolated(agent, isolation_cpu(cpus, cpus[-1]), lambda: kprof_run(agent, deep, plan))
+
+
+def standard_body(cpus: tuple[int, ...], ms: int) -> tuple[str, ...]:
+    """The standard run's steps between START and STOP (`_standard_for`'s, busy ``ms``)."""
     truth_ms = max(MIN_MS, ms - TRUTH_SLACK_MS)
     launches = standard_launches(cpus, truth_ms)
     sleep_ms = max(ms, truth_ms + TRUTH_SLACK_MS) + 200 - PROBE_MS
-    body = (*launch_steps(launches), *(profctl.spin_step(cpu, ms) for cpu in cpus),
-            probe_step(cpus[-1], PROBE_MS), profctl.sleep_step(sleep_ms),
-            *output_steps(launches))  # fmt: skip
-    depth = max(spec.param("trace_depth"), CHAIN_DEPTH)
-    plan = KprofPlan(body=body, background_reader=True)
-    deep = spec.with_params(trace_depth=depth)
-    return isolated(agent, isolation_cpu(cpus, cpus[-1]), lambda: kprof_run(agent, deep, plan))
+    first = truth_ms + PROBE_AFTER_MS if len(cpus) == 1 else 0  # after the phase on one CPU
+    return (*launch_steps(launches), *(profctl.spin_step(cpu, ms) for cpu in cpus),
+            *((profctl.sleep_step(first),) if first else ()), probe_step(cpus[0], PROBE_MS),
+            profctl.sleep_step(sleep_ms - first), *output_steps(launches))  # fmt: skip
 
 
 def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
