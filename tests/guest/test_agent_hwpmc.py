@@ -151,13 +151,14 @@ def test_hwpmc_control_errors(
 
 @pytest.mark.parametrize("quirks", [0, HWPMC.quirk_bit("HW-D1")], ids=["fixed", "quirk-HW-D1"])
 def test_hwpmc_d1_beyond_32_cpus(
-    agent: Agent, topology: CpuTopology, quirks: int, request: pytest.FixtureRequest
+    topology: CpuTopology, quirks: int, request: pytest.FixtureRequest
 ) -> None:
     """HW-D1 (§4.7): with the seed's 32-bit mask CPU 33 shares its bit with CPU 1, is never
     swept once CPU 1 wins it, keeps a full ring and RELEASE gives up; fixed: every oracle."""
     if topology.cpus < 33:
         pytest.skip("needs 33 or more CPUs, the seed's mask is 32 bits: "
                     "`invoke test --cpus 40 -k d1_beyond_32_cpus`")  # fmt: skip
+    agent: Agent = request.getfixturevalue("agent")  # after the skip: a skip restores no guest
     run = hwpmc_run(agent, replace(d1_spec(HW), quirks=quirks), d1_plan(topology.cpus))
     seed = SEED_HW_D1 if quirks else None
     failed = {line.split(" on ")[0] for line in judged(run, request, seed)}
@@ -181,7 +182,9 @@ def test_hwpmc_close_and_unload_with_full_rings(agent: Agent, topology: CpuTopol
 D12_VCPUS = 2
 
 
-def test_hwpmc_d12_quirk_waits_until_the_watchdog(agent: Agent, topology: CpuTopology) -> None:
+def test_hwpmc_d12_quirk_waits_until_the_watchdog(
+    topology: CpuTopology, request: pytest.FixtureRequest
+) -> None:
     """HW-D12 quirk, only under the harness's watchdog: CPU 0's sweeps suppressed strand its
     entries; RELEASE waits past release_ms (1 s) without end: still waiting, no timeout
     counted, two release_ms later by the guest's clock. The harness's deadline (8 s at
@@ -194,6 +197,7 @@ def test_hwpmc_d12_quirk_waits_until_the_watchdog(agent: Agent, topology: CpuTop
     if topology.cpus > D12_VCPUS:
         pytest.skip(f"HW-D12 uses CPU 0 alone and waits for the watchdog: on {D12_VCPUS} "
                     "vCPUs or fewer, `invoke test --cpus 2 -k d12`")  # fmt: skip
+    agent: Agent = request.getfixturevalue("agent")  # after the skip: a skip restores no guest
     spec = replace(HW, quirks=HWPMC.quirk_bit("HW-D12"))
     pmc = PmcSpec("SS", (0,))
     agent.load(spec)

@@ -103,11 +103,12 @@ def test_kprof_standard_run_with_a_continuous_reader(
 
 
 def test_kp_d1_high_rate_small_blocks_continuous_reader(
-    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
+    topology: CpuTopology, request: pytest.FixtureRequest
 ) -> None:
     """KP-D1 fixed: 16 KiB blocks (R = 545), a short period, a reader: no hang, no loss."""
     if topology.cpus != 1:
         pytest.skip("KP-D1's scenario is one vCPU: `invoke test --cpus 1 -k test_kp_d1_high_rate`")
+    agent: Agent = request.getfixturevalue("agent")  # after the skip: a skip restores no guest
     spec = AgentSpec(flavour="kprof", period=20_000).with_params(cpubufsz=16384)
     body = (profctl.spin_step(0, 3000), profctl.sleep_step(3200))
     run = kprof_run(agent, spec, KprofPlan(body=body, background_reader=True))
@@ -164,12 +165,11 @@ def test_kp_d2_open_close_cycles_while_sampling(
 
 
 @pytest.mark.limit_s(7200)
-def test_kp_d2_full_count_slow(
-    agent: Agent, topology: CpuTopology, request: pytest.FixtureRequest
-) -> None:
+def test_kp_d2_full_count_slow(topology: CpuTopology, request: pytest.FixtureRequest) -> None:
     """KP-D2 at the issue's count (10 000 cycles); slow: only with PROFBENCH_SLOW=1."""
     if os.environ.get("PROFBENCH_SLOW") != "1":
         pytest.skip("slow: 10 000 kpctl cycles: `PROFBENCH_SLOW=1 invoke test -k test_kp_d2_full`")
+    agent: Agent = request.getfixturevalue("agent")  # after the skip: a skip restores no guest
     spins, period = D2_FULL_SPINS, D2_FULL_PERIOD
     cpus, cycles = topology.cpus, D2_CYCLES_FULL
     done = kp_d2_cycles(agent, cpus, cycles, spins=spins, period=period, timeout_s=6600)
