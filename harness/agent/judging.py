@@ -199,7 +199,8 @@ class Judges:
 def compose(judging: Judging[_R], info: FlavourInfo) -> Judges:
     """``judging`` composed with the shared and content oracles: what `Flavour` calls.
 
-    ``check``, ``judged`` and ``applicable`` count as host analysis (`harness.timing`).
+    ``check``, ``judged``, ``applicable`` and ``report`` count as host analysis
+    (`harness.timing`).
 
     :raise ConfigError: a declared column names no per-CPU counter of ``info``.
     """
@@ -224,6 +225,7 @@ def compose(judging: Judging[_R], info: FlavourInfo) -> Judges:
         own = narrow(run, kind)
         return laws.applicable(own) | applicable_content(own.content())
 
+    @timed(ANALYSIS)
     def report(run: AgentRun, violations: Sequence[Violation]) -> str:
         own = narrow(run, kind)
         table = judging.table(own) if judging.table else _declared_table(judging, info, own)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from harness import timing
 from harness.agent import profctl
 from harness.agent.driver import Agent
 from harness.agent.flavours.hwpmc.run import HWPMC_DIR, PmcSpec, pmc_step, sweep_step
@@ -126,7 +127,8 @@ def kp_d2_cycles(
         + 'echo "cycles=$i"'
     )
     began = time.monotonic()
-    out = agent.shell.run(script, timeout_s=timeout_s).stdout.split()
+    with timing.stage(timing.RUNS):  # the cycles in the guest: the agent's run
+        out = agent.shell.run(script, timeout_s=timeout_s).stdout.split()
     took = time.monotonic() - began
     values = dict(word.split("=") for word in out if "=" in word)
     assert int(values["cycles"]) == cycles, f"a cycle failed: {out}"
@@ -219,10 +221,9 @@ def hw_d5_two_owners_start_stop(agent: Agent, loops: int = D5_LOOPS) -> str:
         f"{PROFCTL} {profctl.spin_step(0, spin_ms)} {profctl.spin_step(1, spin_ms)} > /tmp/d5-spins"
     )
     began = time.monotonic()
-    agent.shell.run(
-        f"{spins}; {runs} wait; {kill_spins('/tmp/d5-spins')}",
-        timeout_s=budget_s,
-    )
+    with timing.stage(timing.RUNS):  # both owners' loops in the guest: the agent's run
+        agent.shell.run(f"{spins}; {runs} wait; {kill_spins('/tmp/d5-spins')}",
+                        timeout_s=budget_s)  # fmt: skip
     took = time.monotonic() - began  # for the report only, never asserted
     for i, steps in enumerate(owners):
         text = agent.shell.run(f"cat /tmp/d5-{i}.out").stdout

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import arches
+from harness import arches, timing
 from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
 from harness.agent.flavours.tprof.report import throttle_lost
@@ -68,7 +68,10 @@ def booted_agent(
     None). However the block ends (a failed assert too), leaving it stops QEMU by its
     PID (`Guest.__exit__`) and scans the console; the agent is unloaded first if it passed.
     """
-    with running_guest(spec, images, workdir, timeouts=timeouts, snapshots=snapshots) as guest:
+    with contextlib.ExitStack() as stack:
+        with timing.stage(timing.BOOT):  # restored or booted, and checked: not the test's own
+            guest = stack.enter_context(running_guest(spec, images, workdir, timeouts=timeouts,
+                                                      snapshots=snapshots))  # fmt: skip
         agent = Agent(
             guest.shell,
             build_agent(AgentSpec(), images, cache),
