@@ -108,6 +108,7 @@ class WitnessVerdict:
     overflows: int = 0
     samples: int = 0
     skipped: int = 0  # overflows the pairing skipped against counted drops
+    left: int = 0  # overflows after a CPU's last record, against its drops not skipped
     by_field: Mapping[str, int] = field(default_factory=dict)
     mismatches: tuple[Mismatch, ...] = ()
     gaps: tuple[Violation, ...] = ()
@@ -224,22 +225,17 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
     mismatches: list[Mismatch] = []
     gaps: list[Violation] = []
     compared = frames = user_stacks = user_paired = user_foreign = read = skipped_total = 0
+    left_total = 0
     for cpu in sorted(set(by_cpu) | set(seen)):
         allowance = w.drops.get(cpu, 0)
         pairs, skipped, left_samples, left_overflows = _pair_cpu(
             by_cpu.get(cpu, []), seen.get(cpu, ()), allowance, w
         )
-        skipped_total += skipped
+        skipped_total, left_total = skipped_total + skipped, left_total + left_overflows
         faults = w.faults.get(cpu, 0)
         if left_samples:
-            gaps.append(
-                Violation(
-                    ORACLE,
-                    cpu,
-                    "every sample a witnessed overflow",
-                    f"{left_samples} samples after the last overflow",
-                )
-            )
+            gaps.append(Violation(ORACLE, cpu, "every sample a witnessed overflow",
+                                  f"{left_samples} samples after the last overflow"))  # fmt: skip
         if left_overflows > allowance - skipped:
             gaps.append(Violation(ORACLE, cpu, f"at most {allowance - skipped} overflows "
                                   "unrecorded (the drops counted, less those skipped)",
@@ -268,7 +264,7 @@ def judge_witness(w: WitnessInput) -> WitnessVerdict:
         compared=compared, frames=frames, user_stacks=user_stacks, user_paired=user_paired,
         user_foreign=user_foreign, user_foreign_read=read,
         overflows=len(w.log.overflows),
-        samples=len(w.samples), skipped=skipped_total, by_field=counts,
+        samples=len(w.samples), skipped=skipped_total, left=left_total, by_field=counts,
         mismatches=tuple(mismatches), gaps=tuple(gaps), missed=tuple(missed),
         interrupts_compared=met, nmi=tuple(nmi),
         in_nmi=sum(o.nmi for o in w.log.overflows),
@@ -326,7 +322,8 @@ def format_witness(v: WitnessVerdict) -> str:
     """The verdict's numbers, for the run's report."""
     counts = ", ".join(f"{k} {n}" for k, n in v.by_field.items())
     return (f"WITNESS: {v.compared} samples paired with {v.overflows} witnessed overflows "
-            f"({v.samples} recorded, {v.skipped} overflows skipped against counted drops, "
+            f"({v.samples} recorded; against counted drops {v.skipped} overflows skipped, "
+            f"{v.left} after the last record; "
             f"{v.rereported} hits gdb reported twice left out); "
             f"{v.frames} frames equal ({v.user_stacks} kernel records' user stacks among "
             f"them; {_foreign(v)}); mismatches: {counts}; in NMI {v.in_nmi}, "

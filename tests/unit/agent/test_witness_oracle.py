@@ -76,6 +76,11 @@ def test_an_unrecorded_overflow_is_a_gap_unless_a_drop_was_counted_there() -> No
 def test_overflows_left_over_beyond_the_drops_fail_and_so_do_samples_never_seen() -> None:
     short = judge([recorded(o) for o in OVERFLOWS[:4]], OVERFLOWS[:6])
     assert any("2 overflows no sample records" in v.observed for v in short.violations())
+    cpus = {o.cpu for o in OVERFLOWS[4:6]}
+    dropped = judge([recorded(o) for o in OVERFLOWS[:4]], OVERFLOWS[:6],
+                    drops={cpu: 2 for cpu in cpus})  # fmt: skip
+    assert (dropped.violations(), dropped.left, dropped.skipped) == ([], 2, 0)
+    assert "0 overflows skipped, 2 after the last record" in format_witness(dropped)
     extra = [recorded(o) for o in OVERFLOWS[:6]] + [recorded(OVERFLOWS[5])]
     assert any("1 samples after" in v.observed for v in judge(extra, OVERFLOWS[:6]).violations())
 
