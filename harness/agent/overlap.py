@@ -27,6 +27,7 @@ Each declared pair (`declared_pairs`) is held to the model over the watch
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -36,16 +37,19 @@ from typing import TypeVar
 from harness.agent.runner import AgentRun
 from harness.agent.steps import DEBUGFS, GUEST_DIR
 from harness.agent.values.stress import RacePair, RareWriters
+from harness.errors import HarnessError
 from harness.timeouts import wait_until
 from harness.vm.kcsan import (
     KCSAN_DEBUGFS,
     OVERLAP,
+    READ_SETTINGS,
     KcsanSettings,
     KcsanWatch,
     PairCover,
     co_scheduled,
     pair_cover,
     parse_kcsan_stats,
+    parse_settings,
 )
 from harness.vm.shell import CommandShell
 
@@ -181,11 +185,29 @@ class WatchSetup:
 def overlap_watch(where: WatchSetup, title: str, runs: Callable[[], T]) -> tuple[T, KcsanWatch]:
     """``runs()`` with a spinner on every CPU; its result and what KCSAN did meanwhile.
 
-    KCSAN's knobs are set first (`WatchSetup.settings`); the spinners are stopped
-    however ``runs`` ends.
+    KCSAN's knobs are set first (`WatchSetup.settings`) and put back as they were after,
+    however ``runs`` ends: nothing outlives the watch (a rare-writer round's stalls are
+    not the next case's). The spinners are stopped however ``runs`` ends.
     """
-    for command in where.settings.commands():
-        where.shell.run(command, timeout_s=where.budget_s)
+    saved = parse_settings(where.shell.run(READ_SETTINGS, timeout_s=where.budget_s).stdout)
+    set_settings(where, where.settings)
+    try:
+        found = _watched(where, title, runs)
+    except BaseException:
+        with contextlib.suppress(HarnessError):  # the error of the watch is the one to see
+            set_settings(where, saved)
+        raise
+    set_settings(where, saved)
+    return found
+
+
+def set_settings(where: WatchSetup, settings: KcsanSettings) -> None:
+    """Write KCSAN's knobs in the guest (one command)."""
+    where.shell.run(" && ".join(settings.commands()), timeout_s=where.budget_s)
+
+
+def _watched(where: WatchSetup, title: str, runs: Callable[[], T]) -> tuple[T, KcsanWatch]:
+    """`overlap_watch` under the settings already set: counters around spinners around runs."""
     before = parse_kcsan_stats(read_kcsan(where.shell, where.budget_s))
     start_spinners(where.shell, where.cpus, where.budget_s)
     started = time.monotonic()

@@ -61,12 +61,27 @@ class KcsanSettings:
 
     def commands(self) -> tuple[str, ...]:
         """Shell commands that set them in the guest."""
-        return tuple(
-            f"echo {value} > {KCSAN_PARAMS}/{name}"
-            for name, value in (("skip_watch", self.skip_watch),
-                                ("udelay_task", self.udelay_task_us),
-                                ("udelay_interrupt", self.udelay_interrupt_us))
-        )  # fmt: skip
+        values = (self.skip_watch, self.udelay_task_us, self.udelay_interrupt_us)
+        return tuple(f"echo {value} > {KCSAN_PARAMS}/{name}"
+                     for name, value in zip(KNOBS, values, strict=True))  # fmt: skip
+
+
+#: The knobs `KcsanSettings` sets, by their names under `KCSAN_PARAMS`, in its fields' order.
+KNOBS = ("skip_watch", "udelay_task", "udelay_interrupt")
+#: Prints the knobs' values, one a line, in `KNOBS`' order (`parse_settings` reads it).
+READ_SETTINGS = "cat " + " ".join(f"{KCSAN_PARAMS}/{name}" for name in KNOBS)
+
+
+def parse_settings(text: str) -> KcsanSettings:
+    """`READ_SETTINGS`' output → the settings the guest has now.
+
+    :raise ValueError: the text is not one integer for each of `KNOBS`.
+    """
+    words = text.split()
+    if len(words) != len(KNOBS) or not all(re.fullmatch(r"-?\d+", w) for w in words):
+        raise ValueError(f"not KCSAN's {', '.join(KNOBS)}: {text[:200]!r}")
+    skip, task, interrupt = map(int, words)
+    return KcsanSettings(skip, task, interrupt)
 
 
 #: The mutant guest's and the kcsan tier's overlap watches (see the module's model).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -10,13 +11,21 @@ from harness.agent.overlap import (
     SPIN_DIR,
     SPIN_HOOK,
     SPIN_PAUSE,
+    WatchSetup,
+    overlap_watch,
     pair_covers,
+    spinner_count,
     spinner_script,
     unload_command,
 )
 from harness.agent.values.stress import RacePair
+from harness.errors import GuestError
 from harness.vm.kcsan import (
+    KCSAN_DEBUGFS,
+    KCSAN_PARAMS,
+    KNOBS,
     OVERLAP,
+    READ_SETTINGS,
     KcsanCounts,
     KcsanSettings,
     KcsanWatch,
@@ -24,6 +33,7 @@ from harness.vm.kcsan import (
     p_seen,
     pair_cover,
     parse_kcsan_stats,
+    parse_settings,
 )
 
 DEBUGFS_TEXT = """enabled: 1
@@ -153,3 +163,75 @@ def test_the_verdict_counts_pairs_met_and_names_the_rest_unjudged() -> None:
     text = watch.describe([met, rare])
     assert text.endswith("could see a race on 1 of 2 declared pairs; UNJUDGED: hand-off")
     assert "could see a race somewhere (no pair declared" in watch.describe()
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    stdout: str
+    exit_status: int = 0
+    stderr: str = ""
+
+
+class KnobShell:
+    """A guest whose KCSAN knobs and counters are files; the spinners stop at once."""
+
+    def __init__(self, knobs: KcsanSettings, fail_on: str = "") -> None:
+        self.knobs = dict(zip(KNOBS, (knobs.skip_watch, knobs.udelay_task_us,
+                                      knobs.udelay_interrupt_us), strict=True))  # fmt: skip
+        self.fail_on, self.seen = fail_on, list[KcsanSettings]()
+
+    def settings(self) -> KcsanSettings:
+        return KcsanSettings(*(self.knobs[name] for name in KNOBS))
+
+    def run(self, command: str, *, timeout_s: float | None = None, check: bool = True) -> Output:
+        if self.fail_on and self.fail_on in command:
+            raise GuestError(f"{command}: failed")
+        if command == READ_SETTINGS:
+            return Output("\n".join(str(self.knobs[name]) for name in KNOBS) + "\n")
+        for write in re.finditer(rf"echo (-?\d+) > {KCSAN_PARAMS}/(\w+)", command):
+            self.knobs[write[2]] = int(write[1])
+        if KCSAN_DEBUGFS in command:
+            self.seen.append(self.settings())  # what the watch ran under
+            return Output(DEBUGFS_TEXT)
+        return Output("1\n" * spinner_count((0, 1)) if ".passes" in command else "")
+
+
+BOOT = KcsanSettings(skip_watch=4000, udelay_task_us=80, udelay_interrupt_us=20)
+ROUND = KcsanSettings(skip_watch=100, udelay_task_us=5, udelay_interrupt_us=400)
+
+
+def test_the_knobs_are_read_back_as_settings() -> None:
+    shell = KnobShell(BOOT)
+    assert parse_settings(shell.run(READ_SETTINGS).stdout) == BOOT
+    with pytest.raises(ValueError, match="skip_watch"):
+        parse_settings("4000\n80\n")
+
+
+def test_a_watch_sets_its_knobs_and_puts_back_the_guests_after() -> None:
+    shell = KnobShell(BOOT)
+    result, watch = overlap_watch(WatchSetup(shell, (0, 1), 10, ROUND), "t", lambda: 7)
+    assert (result, watch.settings) == (7, ROUND)
+    assert shell.seen == [ROUND, ROUND]  # both counter reads under the round's knobs
+    assert shell.settings() == BOOT
+
+
+def test_a_watch_whose_runs_fail_still_puts_the_knobs_back() -> None:
+    shell = KnobShell(BOOT)
+
+    def runs() -> None:
+        raise GuestError("the agent's run failed")
+
+    with pytest.raises(GuestError, match="the agent's run failed"):
+        overlap_watch(WatchSetup(shell, (0, 1), 10, ROUND), "t", runs)
+    assert shell.settings() == BOOT
+
+
+def test_a_restore_that_fails_does_not_hide_the_runs_error() -> None:
+    shell = KnobShell(BOOT)
+
+    def runs() -> None:
+        shell.fail_on = f"echo {BOOT.skip_watch} >"  # the guest is gone by the restore
+        raise GuestError("the agent's run failed")
+
+    with pytest.raises(GuestError, match="the agent's run failed"):
+        overlap_watch(WatchSetup(shell, (0, 1), 10, ROUND), "t", runs)
