@@ -9,6 +9,10 @@ the caller's::
     rounds = drive_rare_writers(pairs, covers, run_round, RARE_BUDGET_S)
     rounds.describe("kprof")  # "KCSAN kprof after 3 rare-writer round(s) (41 s): ..."
     rounds.outcome()          # {"kprof's block offset": True, ...}: `PAIRS_PROPERTY`
+
+A round of a drive whose writers all run in NMI runs under KCSAN knobs of its own
+(`round_settings`, `NMI_ROUNDS`), set for the round only; the model counts each round
+under the knobs it ran with.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.agent.values.stress import RacePair, RareWriters
-from harness.vm.kcsan import PairCover
+from harness.vm.kcsan import KcsanSettings, PairCover
 
 #: Host seconds of rare-writer rounds a flavour's overlap watch may spend, all drives: a
 #: runtime budget, not a threshold (the cap is the model's). A drive whose expected rounds
@@ -26,11 +30,26 @@ from harness.vm.kcsan import PairCover
 #: 2 rounds (41 s, 23 s), hwpmc 3 in 2 (45 s, 42 s), tprof 3 in 4 (31 s, 30 s); kprof's
 #: block hand-off, 82 and 80 a round of 17 s and 13 s, would need 356 and 180. On 8 vCPUs
 #: (2 host cores: co_scheduled 2/56) no pair met; the model expected 53 (dt's full rings)
-#: to 20295 rounds (kprof's hand-off) of each drive.
+#: to 20295 rounds (kprof's hand-off) of each drive. With `NMI_ROUNDS` and kprof's drive
+#: at 500 us for 10 s, the 4 flavours on 2 workers (2 guests): dt 4 of 4 in 2 rounds
+#: (24 s), hwpmc 3 in 1 (24 s), tprof 3 in 4 (29 s); kprof's first round (16 s) made 111
+#: hand-offs, its spinners read 390 times a second (2170 alone), the model expected 31
+#: rounds: its hand-off UNJUDGED. kprof alone: all 3 met in 3 rounds (38 s).
 RARE_BUDGET_S = 300
 #: A drive runs at most this many times the rounds the model expected after its first:
 #: a pair not met by then is one the model does not describe; it stays UNJUDGED.
 CAP_FACTOR = 2
+#: KCSAN's knobs in a round of a drive whose pairs are all written in NMI (`round_settings`):
+#: there the task stall holds up only the spinners, the readers that meet the writer, and
+#: the interrupt stall is the writer's own watch, the model's ``D``; skip_watch stays (a
+#: lower one watches the spinners' and the producer's other accesses as much more often,
+#: and their stalls took the time: 0.34 expected meetings at 50, 0.19 at 30). Measured
+#: with kprof's hand-off on 2 vCPUs (kcsan 6.1, one guest, rounds of 5 s of sampling at
+#: 250 us), expected meetings a round: 0.17 and 0.19 at the watch's knobs (task 200 us,
+#: interrupt 100 us; the spinners read 1130 times a second); task 20 us: 0.38 (2410
+#: reads a second); task 20 or 5 us, interrupt 250 to 600 us: 0.41 to 0.56; interrupt
+#: 1000 us: 0.41 (46 hand-offs, not 166); task 400 us: the spinners read 150 a second.
+NMI_ROUNDS = KcsanSettings(skip_watch=100, udelay_task_us=5, udelay_interrupt_us=250)
 #: A round's pairs: each declared pair over that round alone, and its host seconds.
 Round = Callable[[RareWriters], tuple[Sequence[PairCover], float]]
 
@@ -173,3 +192,15 @@ def _driven(pair: RacePair, cover: PairCover, watched: PairCover,
         return DrivenPair(cover, state.rounds, f"{pair.drive.name}: its writer did not run "
                                                f"in {state.rounds} round(s) of it")  # fmt: skip
     return DrivenPair(cover, state.rounds, f"{pair.drive.name}: {state.stopped}")
+
+
+def round_settings(pairs: Sequence[RacePair], drive: RareWriters,
+                   watch: KcsanSettings) -> KcsanSettings:  # fmt: skip
+    """KCSAN's knobs for a round of ``drive``: `NMI_ROUNDS`, or ``watch`` (the watch's).
+
+    `NMI_ROUNDS` where every pair ``drive`` drives is written in NMI; else the watch's
+    own: a task-context writer's watch stalls with the task delay, which `NMI_ROUNDS`
+    shortens. Pure.
+    """
+    driven = [pair for pair in pairs if pair.drive == drive]
+    return NMI_ROUNDS if driven and all(pair.in_nmi for pair in driven) else watch

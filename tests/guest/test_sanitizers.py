@@ -13,8 +13,9 @@ and statistics (`harness.agent.overlap`), with KCSAN's watch rate and stalls set
 stated model (`harness.vm.kcsan`); KCSAN's counters over them are reported, and a watch
 that set no watchpoint fails as UNJUDGED: its clean console proved nothing. Each declared
 pair the watch did not meet has its rare-writer run repeated beside the spinners
-(`harness.agent.rarerounds.drive_rare_writers`, `RareRun`) up to the model's cap or a
-budget; a pair still not met is UNJUDGED by name in the report. On ``debug``
+(`harness.agent.rarerounds.drive_rare_writers`, `RareRun`), under KCSAN knobs of its own
+where its writers all run in NMI (`round_settings`), up to the model's cap or a budget;
+a pair still not met is UNJUDGED by name in the report. On ``debug``
 (which also has lockdep, atomic-sleep checks and kmemleak) kmemleak is scanned at the end
 of each flavour's test, while its module is loaded so that a leak's backtrace can name it:
 no object the agent allocated may be left unreferenced; and the kernel's function_graph
@@ -26,7 +27,7 @@ wrapper wrote.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,12 @@ from harness.agent.overlap import (
     overlap_watch,
     pair_covers,
 )
-from harness.agent.rarerounds import PAIRS_PROPERTY, RARE_BUDGET_S, drive_rare_writers
+from harness.agent.rarerounds import (
+    PAIRS_PROPERTY,
+    RARE_BUDGET_S,
+    drive_rare_writers,
+    round_settings,
+)
 from harness.agent.truth.nmitrace import (
     TRACED_CASE,
     TRACED_VARIANT,
@@ -151,7 +157,7 @@ def test_flavour_runs_clean_under_the_sanitizers(
         rounds = drive_rare_writers(pairs, covers, rare.round, RARE_BUDGET_S, share=share)
         # The pairs the rounds changed or that stay unmet: a pair the watch met is above.
         driven = [f"KCSAN pair {d.describe()}" for d in rounds.pairs if d.rounds or d.why]
-        report += [rounds.describe(name), *driven]
+        report += [*rare.lines, rounds.describe(name), *driven]
         request.node.user_properties += [("profagent-report", line) for line in report]
         request.node.user_properties.append((PAIRS_PROPERTY, json.dumps(rounds.outcome())))
         problems += rare.problems
@@ -191,17 +197,28 @@ class RareRun:
     topology: CpuTopology
     out: Path
     problems: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # each drive's first round, for the report
+    reported: set[str] = field(default_factory=set)
 
     def round(self, drive: RareWriters) -> tuple[list[PairCover], float]:
-        """One round of ``drive``: every pair over it, and its host seconds."""
+        """One round of ``drive`` under its KCSAN knobs: every pair over it, its host seconds.
+
+        The knobs (`round_settings`) hold for the round only (`overlap_watch` restores
+        them); the first round of each drive is reported with them (`lines`).
+        """
         case = rare_case(self.name, drive, self.topology.name, self.topology.cpus)
-        result, watch = overlap_watch(self.where, f"{self.name} {drive.name}",
-                                     lambda: run_case(self.agent, case, self.out))  # fmt: skip
+        pairs = declared_pairs(behaviour(self.name).race_pairs)
+        where = replace(self.where, settings=round_settings(pairs, drive, self.where.settings))
+        result, watch = overlap_watch(where, f"{self.name} {drive.name}",
+                                      lambda: run_case(self.agent, case, self.out))  # fmt: skip
         self.problems += [f"{self.name} {case.name}: {f}" for f in result.failures()]
         self.problems += kcsan_problems(self.name, watch)
         runs = [] if watch.unjudged_reason() else [result.run]  # no watch: nothing met
-        pairs = declared_pairs(behaviour(self.name).race_pairs)
-        return pair_covers(pairs, runs, watch, self.topology.cpus), watch.seconds
+        covers = pair_covers(pairs, runs, watch, self.topology.cpus)
+        if drive.name not in self.reported:  # its pairs over this round alone
+            self.reported.add(drive.name)
+            self.lines.append(f"{watch.describe(covers)} (its first round, alone)")
+        return covers, watch.seconds
 
 
 def traced(name: str, traces: list[NmiTrace], request: pytest.FixtureRequest) -> list[str]:

@@ -11,11 +11,11 @@ import pytest
 from harness.agent import flavours
 from harness.agent.flavour import behaviour
 from harness.agent.overlap import SAMPLING, declared_pairs
-from harness.agent.rarerounds import CAP_FACTOR, drive_rare_writers
+from harness.agent.rarerounds import CAP_FACTOR, NMI_ROUNDS, drive_rare_writers, round_settings
 from harness.agent.values.stress import RacePair, RareWriters
 from harness.scenarios.load import load_scenario
 from harness.scenarios.rarewriters import rare_case
-from harness.vm.kcsan import MEETINGS_MET, PairCover
+from harness.vm.kcsan import MEETINGS_MET, OVERLAP, KcsanSettings, PairCover
 
 SMALL = RareWriters("small blocks", {"cpubufsz": 16384}, ({"op": "idle", "ms": 100},))
 OTHER = RareWriters("no reader", {}, ({"op": "spin", "cpu": "each", "ms": 100},))
@@ -212,3 +212,29 @@ def test_no_round_runs_where_vcpus_share_host_cores() -> None:
     assert [d.cover.met for d in result.pairs] == [True, False]
     assert "no round: two vCPUs hold host cores at once 0.036 of the time" in result.pairs[1].why
     assert "UNJUDGED: hand-off (small blocks: no round" in result.describe("kprof")
+
+
+def test_a_drive_of_nmi_writers_only_runs_its_rounds_under_the_nmi_knobs() -> None:
+    nmi = (RacePair("index", "a", drive=SMALL), RacePair("count", "b", drive=SMALL))
+    mixed = (*nmi, RacePair("reader", "c", in_nmi=False, drive=OTHER),
+             RacePair("drop", "d", drive=OTHER))  # fmt: skip
+    assert round_settings(nmi, SMALL, OVERLAP) == NMI_ROUNDS
+    assert round_settings(mixed, OTHER, OVERLAP) == OVERLAP  # a task writer's stall kept
+    assert round_settings(nmi, OTHER, OVERLAP) == OVERLAP  # no pair of its own
+
+
+def test_the_nmi_knobs_shorten_only_the_task_stall_and_keep_the_watch_rate() -> None:
+    assert NMI_ROUNDS.skip_watch == OVERLAP.skip_watch  # the model's 2 / skip_watch as measured
+    assert NMI_ROUNDS.udelay_task_us < OVERLAP.udelay_task_us
+    assert NMI_ROUNDS.udelay_interrupt_us > OVERLAP.udelay_interrupt_us
+
+
+@pytest.mark.parametrize(("name", "knobs"), [("kprof", NMI_ROUNDS), ("tprof", OVERLAP),
+                                             ("dt", OVERLAP)])  # fmt: skip
+def test_each_flavours_first_drive_rounds_under_the_knobs_its_writers_allow(
+    name: str, knobs: KcsanSettings
+) -> None:
+    pairs = declared_pairs(behaviour(name).race_pairs)
+    first = pairs[0].drive
+    assert first is not None
+    assert round_settings(pairs, first, OVERLAP) == knobs

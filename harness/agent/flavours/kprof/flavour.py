@@ -126,12 +126,24 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
 
 #: The overlap watch's rare-writer run (`harness.agent.rarerounds.drive_rare_writers`): the
 #: smallest blocks (16 KiB) of the largest records (16 PCs, padded: 108 a block, not
-#: 545), so a block is handed off every 108 samples; a reader drains the queue.
+#: 545), so a block is handed off every 108 samples; a reader drains the queue. Its rounds
+#: run under `harness.agent.rarerounds.NMI_ROUNDS` (its writers all run in NMI). Sampling
+#: at 500 us for 10 s, measured on 2 vCPUs (kcsan 6.1, one guest): 176 hand-offs and
+#: 1.04 expected meetings in a round of 13.7 s, where the model expects 3 rounds; at
+#: 250 us 214 and 0.95 (14.4 s), at 1, 2 and 4 ms 0.88, 0.69 and 0.44 (the spinners read
+#: more, the producers hand off less). The earlier drive (250 us for 5 s, the watch's
+#: knobs) made 0.17 to 0.19 a round of 9 s: 15 rounds (127 s) in the sanitizer test, now
+#: 3 (38 s: 551 hand-offs, 3.08 expected meetings). Beside another guest the spinners
+#: read a fifth as often and the model expects about 31 rounds (`RARE_BUDGET_S`).
+#: Depth 1 (545 records a block) made 0.06; injected task-context calls beside the PMU's
+#: failed KP-O4 (timestamps out of order) and met no more a second.
+SMALL_BLOCKS_PERIOD, SMALL_BLOCKS_MS = 500_000, 10_000
 SMALL_BLOCKS = RareWriters(
-    "16 KiB blocks of 16-PC records, a reader draining",
-    {"period": OVERLAP_PERIOD, "cpubufsz": 16 * 1024, "trace_depth": MAX_DEPTH, "trace_pad": 1},
-    ({"op": "reader", "on": True}, {"op": "idle", "ms": OVERLAP_MS}),
-)
+    "16 KiB blocks of 16-PC records, a sample every 500 us, a reader draining",
+    {"period": SMALL_BLOCKS_PERIOD, "cpubufsz": 16 * 1024, "trace_depth": MAX_DEPTH,
+     "trace_pad": 1},
+    ({"op": "reader", "on": True}, {"op": "idle", "ms": SMALL_BLOCKS_MS}),
+)  # fmt: skip
 
 
 def exact_plan(spec: AgentSpec, cpus: tuple[int, ...]) -> KprofPlan:
