@@ -134,7 +134,9 @@ def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> Age
 #: more, the producers hand off less). The earlier drive (250 us for 5 s, the watch's
 #: knobs) made 0.17 to 0.19 a round of 9 s: 15 rounds (127 s) in the sanitizer test, now
 #: 3 (38 s: 551 hand-offs, 3.08 expected meetings). Beside another guest the spinners
-#: read a fifth as often and the model expects about 31 rounds (`RARE_BUDGET_S`).
+#: read a fifth as often and the model expects about 31 rounds (`RARE_BUDGET_S`); beside
+#: dt's sanitizer test a longer period did not help: 0.13 and 0.14 a round of 17 to 19 s
+#: at 500 us, 0.08 at 1 ms, 0.03 at 2 ms (its spinners read 500, 425, 252 times a second).
 #: Depth 1 (545 records a block) made 0.06; injected task-context calls beside the PMU's
 #: failed KP-O4 (timestamps out of order) and met no more a second.
 SMALL_BLOCKS_PERIOD, SMALL_BLOCKS_MS = 500_000, 10_000
