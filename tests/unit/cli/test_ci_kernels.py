@@ -97,12 +97,12 @@ def test_ci_runs_the_debug_kernel_test_with_the_debug_kernel_and_builds_beside_e
     monkeypatch.setattr(ci, "run_fuzz_stage", lambda _: _noted(events, "fuzz"))
     assert ci.run_ci(Cache(tmp_path), workers=2) == 0
 
-    first, debug, newer, kcsan, kcsan_truth = runs
+    first, debug, newer, kcsan, kcsan_truth, kcsan_rare = runs
     assert f"--ignore={DEBUG_KERNEL_TESTS}" in first
     assert "tests/unit" not in first  # the unit tier runs shuffled with the static checks
     assert DEBUG_KERNEL_TESTS in debug
     assert "not selftest" not in debug  # the test is a selftest
-    tier, debug_asked, newer_asked, kcsan_asked, truth_asked = requests  # each resolved once
+    tier, debug_asked, newer_asked, kcsan_asked, truth_asked, rare_asked = requests  # once each
     assert [t.cpus for t in tier.topologies] == list(CI_TIER_CPUS)
     assert (tier.variant, tier.kernel.version) == ("default", "6.1")
     assert (debug_asked.variant, debug_asked.asked.memory_mib) == ("debug", 512)
@@ -113,12 +113,18 @@ def test_ci_runs_the_debug_kernel_test_with_the_debug_kernel_and_builds_beside_e
     assert "-n" not in kcsan  # 8 vCPUs fill both host cores
     assert (truth_asked.variant, truth_asked.topologies[0].cpus) == ("kcsan", 2)
     assert kcsan_truth[kcsan_truth.index("-n") + 1] == "2"
+    # the rare-writer rounds alone: one sanitizer test at a time, no second guest beside
+    assert (rare_asked.variant, rare_asked.topologies[0].cpus) == ("kcsan", 2)
+    assert SANITIZER in kcsan_rare
+    assert "-n" not in kcsan_rare
+    assert SANITIZER not in kcsan_truth
     assert not any(option in run for run in runs for option in ("--cpus", "--variant"))
     assert all(path in kcsan_truth and path in debug for path in TRUTH_TESTS)
     later = [f"images {v} {k}" for _, v, k in CI_IMAGES[1:]]
     assert events == [
         "images default 6.1", "beside: -m harness.cli.prebuild", "pytest",
         later[0], "pytest", later[1], "pytest", later[2], "pytest", later[2], "pytest",
+        later[2], "pytest",
         "matrix", "fuzz", "finish", "mutants",
     ]  # fmt: skip
 
