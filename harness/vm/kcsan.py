@@ -1,7 +1,7 @@
 """KCSAN's own counters and knobs in a kcsan guest, and whether a case could have seen a race.
 
 KCSAN finds a race only when two accesses meet: one CPU's plain access is *watched*
-(KCSAN picks one instrumented access in about ``skip_watch / 2``, then stalls it for
+(KCSAN picks one instrumented access in ``(skip_watch + 3) / 2``, then stalls it for
 up to ``udelay_task`` µs in a task or ``udelay_interrupt`` µs in an interrupt or NMI)
 and another CPU touches the same bytes inside that stall, or changes them (a race "at
 unknown origin"). A marked access (``READ_ONCE``, ``smp_load_acquire``) never sets a
@@ -14,11 +14,11 @@ race: its clean console proves nothing. `KcsanWatch` says so::
     watch.unjudged_reason()                      # '' when it could have seen a race
 
 **The overlap model** (`OVERLAP`). A racy access executed ``n`` times is watched
-``W = 2n / skip_watch`` times; each watch lasts ``D/2`` on average (the delay is
-randomised down from ``D``); the other side, touching the same address ``r`` times a
+``W = 2n / (skip_watch + 3)`` times (`watched_share`); each watch lasts ``D/2`` on average
+(the delay is randomised down from ``D``); the other side, touching the same address ``r`` times a
 second, falls inside one with probability ``q = 1 - exp(-r D / 2)``; the race is seen
 with probability ``1 - (1 - q)^W`` (`p_seen`); the expected number of meetings is about
-``n r D / skip_watch``. That is an upper bound here: under TCG two vCPUs run at the
+``n r D / (skip_watch + 3)``. That is an upper bound here: under TCG two vCPUs run at the
 same instant only while both their threads hold a host core, and on 2 host cores shared
 with other guests that is a fraction of the time. Measured in dt's overlap run with
 the spinners' plain reads watched (mutant plain_stats_read, 40000 spinner passes):
@@ -55,7 +55,7 @@ _LINE = re.compile(r"^(?P<name>\w+): (?P<value>-?\d+)$", re.MULTILINE)
 class KcsanSettings:
     """KCSAN's watch rate and stalls for a case (module parameters, writable at run time)."""
 
-    skip_watch: int  # one watched access in about skip_watch / 2 (randomised)
+    skip_watch: int  # one watched access in (skip_watch + 3) / 2 (randomised: `watched_share`)
     udelay_task_us: int  # a watch's stall in a task
     udelay_interrupt_us: int  # a watch's stall in an interrupt or NMI
 
@@ -88,13 +88,25 @@ def parse_settings(text: str) -> KcsanSettings:
 OVERLAP = KcsanSettings(skip_watch=100, udelay_task_us=200, udelay_interrupt_us=100)
 
 
+def watched_share(settings: KcsanSettings) -> float:
+    """The share of a CPU's instrumented accesses KCSAN watches: ``2 / (skip_watch + 3)``.
+
+    kernel/kcsan/core.c (6.1, 6.12): after each watch ``reset_kcsan_skip`` sets the CPU's
+    count to ``skip_watch - prandom_u32_max(skip_watch)``, uniform on 1..skip_watch
+    (CONFIG_KCSAN_SKIP_WATCH_RANDOMIZE, set in the kcsan kernel), and ``should_watch``
+    watches the access that takes it below 0: one in ``count + 1``, ``(skip_watch + 3) / 2``
+    on average (``2 / skip_watch`` before: 3 % too generous at 100).
+    """
+    return 2 / (settings.skip_watch + 3)
+
+
 def p_seen(executions: int, rate_hz: float, settings: KcsanSettings, *, in_nmi: bool) -> float:
     """The model's chance that a race of an access run ``executions`` times is seen.
 
     The other side touches the address from another CPU at ``rate_hz`` for the whole run.
     """
     delay_s = (settings.udelay_interrupt_us if in_nmi else settings.udelay_task_us) * 1e-6
-    watched = 2 * executions / settings.skip_watch
+    watched = executions * watched_share(settings)
     hit = 1 - math.exp(-rate_hz * delay_s / 2)
     return float(1 - (1 - hit) ** watched)
 
@@ -160,13 +172,13 @@ def pair_cover(name: str, executions: int, *, in_nmi: bool, reads_per_s: float,
                settings: KcsanSettings, share: float) -> PairCover:  # fmt: skip
     """The overlap model for one pair (the module's): its writer ``executions`` times.
 
-    Each write is watched with chance ``2 / skip_watch`` and stalls ``D/2`` on average; a
+    Each write is watched with chance `watched_share` and stalls ``D/2`` on average; a
     spinner reads the variable ``reads_per_s`` times a host second, at the same instant
     only a ``share`` of the time (`co_scheduled`); the meetings expected are
     ``W x (1 - exp(-r share D / 2))`` and a race is seen with ``1 - exp(-meetings)``.
     """
     delay_s = (settings.udelay_interrupt_us if in_nmi else settings.udelay_task_us) * 1e-6
-    watched = 2 * executions / settings.skip_watch
+    watched = executions * watched_share(settings)
     meetings = watched * (1 - math.exp(-reads_per_s * share * delay_s / 2))
     return PairCover(name, executions, meetings, 1 - math.exp(-meetings))
 

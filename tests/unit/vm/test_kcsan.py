@@ -12,6 +12,7 @@ from harness.agent.overlap import (
     SPIN_HOOK,
     SPIN_PAUSE,
     WatchSetup,
+    host_share,
     overlap_watch,
     pair_covers,
     spinner_count,
@@ -34,6 +35,7 @@ from harness.vm.kcsan import (
     pair_cover,
     parse_kcsan_stats,
     parse_settings,
+    watched_share,
 )
 
 DEBUGFS_TEXT = """enabled: 1
@@ -85,11 +87,13 @@ def test_a_case_that_set_no_watchpoint_is_unjudged() -> None:
 
 
 def test_the_overlap_model() -> None:
-    # 1000 executions at skip_watch 40: 50 watched; a 200 us stall, 100 us on average,
-    # against 300 reads a second: q = 1 - exp(-0.03) = 0.0296; 1 - (1 - q)^50 = 0.777.
+    # 1000 executions at skip_watch 40: one watched in (40 + 3) / 2, 46.5 watched; a 200 us
+    # stall, 100 us on average, against 300 reads a second: q = 1 - exp(-0.03) = 0.0296;
+    # 1 - (1 - q)^46.5 = 1 - exp(-0.03 x 46.5) = 0.752.
     settings = KcsanSettings(skip_watch=40, udelay_task_us=200, udelay_interrupt_us=200)
+    assert watched_share(settings) == pytest.approx(2 / 43)
     base = p_seen(1000, 300, settings, in_nmi=True)
-    assert base == pytest.approx(0.777, abs=0.001)
+    assert base == pytest.approx(0.752, abs=0.001)
     # Never watched: never seen; more watches, longer stalls or a faster reader: likelier.
     assert p_seen(0, 300, settings, in_nmi=True) == 0
     assert p_seen(2000, 300, settings, in_nmi=True) > base
@@ -153,6 +157,20 @@ def test_pair_covers_sum_the_writer_over_runs_and_cpus() -> None:
     (cover,) = pair_covers([RacePair("w", "percpu.{cpu}.w")], runs, watch, 2)  # type: ignore[arg-type]
     assert cover.executions == 13
     assert watch.reads_per_s == 10
+    # An NMI writer stalls its own vCPU: only the reads made on the other vCPUs meet it
+    # (half on 2, none on 1); a task writer's stall leaves them all counted.
+    pairs = [RacePair("w", "percpu.{cpu}.w"), RacePair("t", "percpu.{cpu}.w", in_nmi=False)]
+    for vcpus, elsewhere in ((1, 0.0), (2, 0.5), (8, 7 / 8)):
+        nmi, task = pair_covers(pairs, runs, watch, vcpus)  # type: ignore[arg-type]
+        share = host_share(vcpus)
+        assert nmi.meetings == pytest.approx(pair_cover(
+            "w", nmi.executions, in_nmi=True, reads_per_s=10 * elsewhere, settings=OVERLAP,
+            share=share).meetings)  # fmt: skip
+        assert task.meetings == pytest.approx(pair_cover(
+            "t", task.executions, in_nmi=False, reads_per_s=10, settings=OVERLAP,
+            share=share).meetings)  # fmt: skip
+    (alone,) = pair_covers(pairs[:1], runs, watch, 1)  # type: ignore[arg-type]
+    assert alone.meetings == 0
 
 
 def test_the_verdict_counts_pairs_met_and_names_the_rest_unjudged() -> None:
