@@ -50,6 +50,7 @@ from harness.vm.kcsan import (
     pair_cover,
     parse_kcsan_stats,
     parse_settings,
+    reads_meeting,
 )
 from harness.vm.shell import CommandShell
 
@@ -260,19 +261,16 @@ def pair_covers(pairs: Sequence[RacePair], runs: Sequence[AgentRun], watch: Kcsa
     Its writer's executions are summed over ``runs``' numbers on every CPU; the
     spinners' rate comes from ``watch``. The spinners are placed by the scheduler, one
     per host core at most (`spinner_count`); a writer's vCPU and a spinner's hold host
-    cores at once `co_scheduled` of the time. A writer in NMI stalls its own vCPU for its
-    watch, so a spinner there cannot read then: an NMI pair meets the share of the reads
-    made on the other vCPUs, ``(vcpus - 1) / vcpus`` with the spinners on any vCPU alike
-    (none on one vCPU; before, every read counted: twice too many on 2 vCPUs).
+    cores at once `co_scheduled` of the time; a writer in NMI meets only the reads made
+    on the other vCPUs (`reads_meeting`).
     """
     share, rate = host_share(vcpus), watch.reads_per_s
-    elsewhere = (vcpus - 1) / vcpus if vcpus else 0.0
     numbers = [run.numbers() for run in runs]  # once a run: it derives content counts too
     covers = []
     for pair in pairs:
         done = sum(found.get(pair.writer.format(cpu=cpu), 0)
                    for found in numbers for cpu in range(vcpus))  # fmt: skip
-        reads = rate * elsewhere if pair.in_nmi else rate
+        reads = reads_meeting(rate, vcpus, in_nmi=pair.in_nmi)
         covers.append(pair_cover(pair.name, done, in_nmi=pair.in_nmi, share=share,
                                  reads_per_s=reads, settings=watch.settings))  # fmt: skip
     return covers

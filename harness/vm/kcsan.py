@@ -14,10 +14,11 @@ race: its clean console proves nothing. `KcsanWatch` says so::
     watch.unjudged_reason()                      # '' when it could have seen a race
 
 **The overlap model** (`OVERLAP`). A racy access executed ``n`` times is watched
-``W = 2n / (skip_watch + 3)`` times (`watched_share`); each watch lasts ``D/2`` on average
-(the delay is randomised down from ``D``); the other side, touching the same address ``r`` times a
-second, falls inside one with probability ``q = 1 - exp(-r D / 2)``; the race is seen
-with probability ``1 - (1 - q)^W`` (`p_seen`); the expected number of meetings is about
+``W = 2n / (skip_watch + 3)`` times (`watched_share`); each watch lasts ``D/2`` on
+average (the delay is randomised down from ``D``); the other side, touching the same
+address ``r`` times a second from another vCPU (`reads_meeting`), falls inside one with
+probability ``q = 1 - exp(-r D / 2)``; the race is seen with probability
+``1 - (1 - q)^W`` (`p_seen`); the expected number of meetings is about
 ``n r D / (skip_watch + 3)``. That is an upper bound here: under TCG two vCPUs run at the
 same instant only while both their threads hold a host core, and on 2 host cores shared
 with other guests that is a fraction of the time. Measured in dt's overlap run with
@@ -166,6 +167,19 @@ class PairCover:
         verdict = "met" if self.met else f"UNJUDGED (p below {PAIR_MET_P})"
         return (f"{self.name}: {self.executions} writes, {self.meetings:.2f} expected "
                 f"meetings, p {self.p_seen:.3f}: {verdict}")  # fmt: skip
+
+
+def reads_meeting(reads_per_s: float, vcpus: int, *, in_nmi: bool) -> float:
+    """Of the spinners' reads a second on ``vcpus``, those that can meet a pair's writer.
+
+    A writer in NMI stalls its own vCPU for its watch, so a spinner there cannot read
+    then: only the reads made on the other vCPUs count, ``(vcpus - 1) / vcpus`` of them
+    with the spinners on any vCPU alike (none on one vCPU; before, every read counted:
+    twice too many on 2 vCPUs). A task writer's reads all count.
+    """
+    if not in_nmi:
+        return reads_per_s
+    return reads_per_s * (vcpus - 1) / vcpus if vcpus > 0 else 0.0
 
 
 def pair_cover(name: str, executions: int, *, in_nmi: bool, reads_per_s: float,

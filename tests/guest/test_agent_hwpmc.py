@@ -40,7 +40,7 @@ from harness.agent.oracles.report import SeedDefect
 from harness.agent.steps import DEVICE
 from harness.vm.ssh import GuestCommandTimeout
 from harness.vm.topology import CpuTopology
-from tests.conftest import AGENT_REPORT
+from tests.conftest import AGENT_REPORT, agent_after_skips
 from tests.guest import crash_defects as cd
 from tests.guest.verdicts import problems
 
@@ -158,7 +158,7 @@ def test_hwpmc_d1_beyond_32_cpus(
     if topology.cpus < 33:
         pytest.skip("needs 33 or more CPUs, the seed's mask is 32 bits: "
                     "`invoke test --cpus 40 -k d1_beyond_32_cpus`")  # fmt: skip
-    agent: Agent = request.getfixturevalue("agent")  # after the skip: a skip restores no guest
+    agent = agent_after_skips(request)
     run = hwpmc_run(agent, replace(d1_spec(HW), quirks=quirks), d1_plan(topology.cpus))
     seed = SEED_HW_D1 if quirks else None
     failed = {line.split(" on ")[0] for line in judged(run, request, seed)}
@@ -197,7 +197,7 @@ def test_hwpmc_d12_quirk_waits_until_the_watchdog(
     if topology.cpus > D12_VCPUS:
         pytest.skip(f"HW-D12 uses CPU 0 alone and waits for the watchdog: on {D12_VCPUS} "
                     "vCPUs or fewer, `invoke test --cpus 2 -k d12`")  # fmt: skip
-    agent: Agent = request.getfixturevalue("agent")  # after the skip: a skip restores no guest
+    agent = agent_after_skips(request)
     spec = replace(HW, quirks=HWPMC.quirk_bit("HW-D12"))
     pmc = PmcSpec("SS", (0,))
     agent.load(spec)

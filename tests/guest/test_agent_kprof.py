@@ -43,7 +43,7 @@ from harness.agent.flavours.kprof.run import (
 from harness.agent.module.spec import AgentSpec
 from harness.agent.steps import Named, Results, texts
 from harness.vm.topology import CpuTopology
-from tests.conftest import AGENT_REPORT
+from tests.conftest import AGENT_REPORT, agent_after_skips
 from tests.guest import crash_defects as cd
 from tests.guest.crash_defects import (
     D2_CYCLES,
@@ -108,7 +108,7 @@ def test_kp_d1_high_rate_small_blocks_continuous_reader(
     """KP-D1 fixed: 16 KiB blocks (R = 545), a short period, a reader: no hang, no loss."""
     if topology.cpus != 1:
         pytest.skip("KP-D1's scenario is one vCPU: `invoke test --cpus 1 -k test_kp_d1_high_rate`")
-    agent: Agent = request.getfixturevalue("agent")  # after the skip: a skip restores no guest
+    agent = agent_after_skips(request)
     spec = AgentSpec(flavour="kprof", period=20_000).with_params(cpubufsz=16384)
     body = (profctl.spin_step(0, 3000), profctl.sleep_step(3200))
     run = kprof_run(agent, spec, KprofPlan(body=body, background_reader=True))
@@ -169,7 +169,7 @@ def test_kp_d2_full_count_slow(topology: CpuTopology, request: pytest.FixtureReq
     """KP-D2 at the issue's count (10 000 cycles); slow: only with PROFBENCH_SLOW=1."""
     if os.environ.get("PROFBENCH_SLOW") != "1":
         pytest.skip("slow: 10 000 kpctl cycles: `PROFBENCH_SLOW=1 invoke test -k test_kp_d2_full`")
-    agent: Agent = request.getfixturevalue("agent")  # after the skip: a skip restores no guest
+    agent = agent_after_skips(request)
     spins, period = D2_FULL_SPINS, D2_FULL_PERIOD
     cpus, cycles = topology.cpus, D2_CYCLES_FULL
     done = kp_d2_cycles(agent, cpus, cycles, spins=spins, period=period, timeout_s=6600)

@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 
 from harness.agent import flavours
-from harness.agent.driver import Agent
 from harness.agent.flavour import behaviour
 from harness.agent.oracles.report import unjudged, vcpus_share_cores
 from harness.scenarios.stress import CAUSE_PREFIX, case_names, run_case, stress_plan
 from harness.vm.topology import CpuTopology
-from tests.conftest import AGENT_REPORT
+from tests.conftest import AGENT_REPORT, agent_after_skips
 from tests.guest.verdicts import count_oracles, failure_message
 
 pytestmark = pytest.mark.guest
@@ -79,7 +78,7 @@ def test_every_flavour_survives_the_stress_plan(
             "the flavours' own standard and exact runs judge the busy oracles on more): "
             "`invoke test --cpus 2 -k test_every_flavour_survives_the_stress_plan`"
         )
-    agent: Agent = request.getfixturevalue("agent")  # after the skips: a skip restores no guest
+    agent = agent_after_skips(request)
     (chosen,) = [c for c in plan.cases if c.name == case]
     result = run_case(agent, chosen, run_root / "stress" / name / topology.name)
     report = flavour.report(result.run, result.violations)

@@ -106,10 +106,11 @@ def standard_body(cpus: tuple[int, ...], ms: int) -> tuple[str, ...]:
     truth_ms = max(MIN_MS, ms - TRUTH_SLACK_MS)
     launches = standard_launches(cpus, truth_ms)
     sleep_ms = max(ms, truth_ms + TRUTH_SLACK_MS) + 200 - PROBE_MS
-    first = truth_ms + PROBE_AFTER_MS if len(cpus) == 1 else 0  # after the phase on one CPU
-    return (*launch_steps(launches), *(profctl.spin_step(cpu, ms) for cpu in cpus),
-            *((profctl.sleep_step(first),) if first else ()), probe_step(cpus[0], PROBE_MS),
-            profctl.sleep_step(sleep_ms - first), *output_steps(launches))  # fmt: skip
+    before_probe_ms = truth_ms + PROBE_AFTER_MS if len(cpus) == 1 else 0  # after the phase
+    wait = (profctl.sleep_step(before_probe_ms),) if before_probe_ms else ()
+    return (*launch_steps(launches), *(profctl.spin_step(cpu, ms) for cpu in cpus), *wait,
+            probe_step(cpus[0], PROBE_MS), profctl.sleep_step(sleep_ms - before_probe_ms),
+            *output_steps(launches))  # fmt: skip
 
 
 def overlap_run(agent: AgentLike, spec: AgentSpec, cpus: tuple[int, ...]) -> AgentRun:
